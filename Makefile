@@ -1,0 +1,82 @@
+# Makefile: every target lands in the repo root.
+#   make                 CPU trainer and tokenizer (always), CUDA targets when nvcc exists
+#   make test            CPU test suite (plus the GPU suite when a GPU is present)
+#   make train_gpt2cu    unsharded CUDA trainer (bf16)
+CC ?= gcc
+NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+
+# -ffp-contract=off: no silent FMA contraction, so CPU numerics are reproducible and
+# match the GPU's separately rounded AdamW (llmc/adamw.h).
+CFLAGS ?= -O3 -march=native
+CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -ffp-contract=off -Wall -Wextra -Illmc -I.
+LDLIBS = -lm -lz -lpcre2-8 -lcjson
+MPICC ?= mpicc
+
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+NVCCFLAGS ?= -O3 --use_fast_math
+NVCCFLAGS += -std=c++17 $(CUDA_ARCHS) -Illmc -I. -Xcompiler -Wall,-Wextra,-fopenmp \
+             -Wno-deprecated-gpu-targets
+# NCCL and cuDNN may live under the CUDA tree or in Python's site-packages (device image)
+NV_SITE := $(wildcard /usr/local/lib/python3*/*-packages/nvidia /usr/lib/python3/dist-packages/nvidia)
+NV_INC := $(foreach d,$(NV_SITE),$(addprefix -I,$(wildcard $(d)/cudnn/include $(d)/nccl/include)))
+NV_LIB := $(foreach d,$(NV_SITE),$(addprefix -L,$(wildcard $(d)/cudnn/lib $(d)/nccl/lib)))
+NVCCFLAGS += -I$(CUDA_HOME)/include $(NV_INC)
+CUDA_LDLIBS = -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lcublas -lcublasLt -lcudnn -lnccl \
+              -lm -lz -lpcre2-8 -lcjson -lgomp
+
+BUILD := build
+HOST_SRC := $(wildcard llmc/*.c)
+HOST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(HOST_SRC))
+CUDA_SRC := $(wildcard llmc/*.cu)
+CUDA_OBJ := $(patsubst %.cu,$(BUILD)/%.cu.o,$(CUDA_SRC))
+HEADERS := $(wildcard llmc/*.h llmc/*.cuh)
+TEST_SRC := $(wildcard dev/test/test_*.c)
+TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+
+HAVE_NVCC := $(shell test -x "$(NVCC)" && echo 1)
+CPU_TARGETS := train_gpt2 tokenize
+CUDA_TARGETS := train_gpt2cu test_gpt2_zero bench_gpt2cu
+
+.PHONY: all cpu cuda test test-cpu test-gpu clean
+all: cpu $(if $(HAVE_NVCC),cuda)
+cpu: $(CPU_TARGETS)
+cuda: $(CUDA_TARGETS)
+
+$(BUILD)/libllmc.a: $(HOST_OBJ)
+	@mkdir -p $(dir $@)
+	ar rcs $@ $^
+
+$(BUILD)/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+train_gpt2: train_gpt2.c $(BUILD)/libllmc.a
+	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
+
+tokenize: tokenize.c $(BUILD)/libllmc.a
+	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
+
+train_gpt2cu: train_gpt2.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
+	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
+
+test_gpt2_zero: test_gpt2_zero.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
+	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
+
+bench_gpt2cu: dev/bench/bench_gpt2cu.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
+	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
+
+$(BUILD)/tests/%: dev/test/%.c $(BUILD)/libllmc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
+
+# The CPU suite: unit tests (cmocka) and end-to-end trainer checks (shell), one summary.
+test: $(TEST_BIN) $(CPU_TARGETS) $(if $(HAVE_NVCC),cuda)
+	@bash dev/test/run_tests.sh $(TEST_BIN)
+
+clean:
+	rm -rf $(BUILD) $(CPU_TARGETS) $(CUDA_TARGETS)

@@ -1,0 +1,35 @@
+// atomic_file.h: write a file so that readers see either the old or the complete new
+// contents, never a torn one: write "<path>.tmp.<pid>", fsync, rename, fsync the folder.
+// A running CRC-32 of everything written is kept for manifests and verification.
+#ifndef LLMC_ATOMIC_FILE_H
+#define LLMC_ATOMIC_FILE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    FILE *f;
+    char path[4096];
+    char tmp_path[4096 + 32];
+    uint32_t crc;      // CRC-32 (zlib) of the bytes written so far
+    uint64_t bytes;    // bytes written so far
+} AtomicFile;
+
+void atomic_file_open(AtomicFile *af, const char *path);
+void atomic_file_write(AtomicFile *af, const void *data, size_t n);
+// Flushes, fsyncs, renames over the final path and fsyncs the folder.
+void atomic_file_commit(AtomicFile *af);
+// Removes the temp file (used on error paths that can recover).
+void atomic_file_abort(AtomicFile *af);
+
+// CRC-32 of a whole file, or of its bytes [offset, end). Exits naming the file on error.
+uint32_t file_crc32(const char *path, long offset, uint64_t *nbytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

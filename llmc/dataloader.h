@@ -1,0 +1,68 @@
+// dataloader.h: llm.c token shards (256 int32 header: magic 20240520, version 1,
+// token count; then uint16 tokens) read as windows of T+1 tokens.
+//
+// The data order is global and rank-independent: an epoch is a sequence of windows
+// (shards in order, or in a seeded permutation when shuffling; inside a shard the
+// windows at offsets k*T, likewise permuted). Every rank walks the same sequence; in
+// each micro-step the world consumes B*world consecutive windows and rank r takes the
+// r-th group of B. So the windows that make up one optimizer step depend only on
+// (seed, B*world*grad_accum), never on how they are split across ranks.
+#ifndef LLMC_DATALOADER_H
+#define LLMC_DATALOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHARD_MAGIC 20240520
+#define SHARD_VERSION 1
+#define SHARD_HEADER_INTS 256
+
+typedef struct {
+    char **paths;          // shard files, sorted by name (glob order)
+    int num_shards;
+    int64_t *num_windows;  // windows of T+1 tokens per shard: (ntok - 1) / T
+    int64_t total_windows; // sum over shards
+    int B, T, rank, world;
+    int shuffle;
+    uint64_t seed;
+    // position in the global window sequence (the only state needed to resume)
+    uint64_t epoch;
+    int64_t next_window;   // index into this epoch's sequence of the world's next micro-batch
+    // current shard, kept open/mapped
+    int cur_shard;         // index into paths, -1 if none loaded
+    uint16_t *shard_tokens;
+    int64_t shard_ntok;
+    int64_t *window_perm;  // permutation of the current shard's windows (NULL if not shuffling)
+    int *shard_perm;       // this epoch's shard order
+    // outputs of next_batch: B*T each
+    int *inputs;
+    int *targets;
+} DataLoader;
+
+// pattern is a glob (e.g. "data/fineweb_train_*.bin"). Every matching shard's header
+// and size are checked up front; a bad shard, no match, or a shard with no full window
+// exits with a message naming the file and the problem.
+void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int rank, int world,
+                     int shuffle, uint64_t seed);
+// Fills dl->inputs and dl->targets with this rank's next B windows; wraps to a new
+// epoch (new permutation) when the sequence is exhausted.
+void dataloader_next_batch(DataLoader *dl);
+// Back to the start of epoch 0 (used for validation passes).
+void dataloader_reset(DataLoader *dl);
+// Resume support: the position is (epoch, next_window).
+void dataloader_get_state(const DataLoader *dl, uint64_t *epoch, int64_t *next_window);
+void dataloader_set_state(DataLoader *dl, uint64_t epoch, int64_t next_window);
+void dataloader_free(DataLoader *dl);
+
+// Writes a shard atomically (header + uint16 tokens). Exits on error or on a token
+// that does not fit uint16.
+void shard_write(const char *path, const int32_t *tokens, int64_t ntok);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

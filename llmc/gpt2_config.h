@@ -1,0 +1,77 @@
+// gpt2_config.h: the GPT-2 model shape and its parameter table, shared by the CPU
+// reference, the CUDA trainers and the checkpoint code. Parameters are 16 tensors in
+// llm.c order; per-layer tensors are stored layer after layer inside each tensor.
+#ifndef LLMC_GPT2_CONFIG_H
+#define LLMC_GPT2_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int max_seq_len;       // maxT: rows of the position embedding
+    int vocab_size;        // V: real tokens (50257 for GPT-2)
+    int padded_vocab_size; // Vp: V rounded up to a multiple of 128 (50304), rows of wte
+    int num_layers;        // L
+    int num_heads;         // NH
+    int channels;          // C
+} GPT2Config;
+
+enum {
+    GPT2_WTE, GPT2_WPE, GPT2_LN1W, GPT2_LN1B, GPT2_QKVW, GPT2_QKVB, GPT2_ATTPROJW, GPT2_ATTPROJB,
+    GPT2_LN2W, GPT2_LN2B, GPT2_FCW, GPT2_FCB, GPT2_FCPROJW, GPT2_FCPROJB, GPT2_LNFW, GPT2_LNFB,
+    GPT2_NUM_PARAM_TENSORS
+};
+
+#define GPT2_EOT 50256
+#define GPT2_VOCAB 50257
+
+// Elements of each of the 16 tensors (all layers together); returns the total.
+size_t gpt2_param_sizes(const GPT2Config *c, size_t sizes[GPT2_NUM_PARAM_TENSORS]);
+// Element offset of each tensor inside one flat buffer holding all 16 in order.
+void gpt2_param_offsets(const GPT2Config *c, size_t offsets[GPT2_NUM_PARAM_TENSORS]);
+const char *gpt2_param_name(int tensor);
+// 1 for the 12 per-layer tensors (their size is L times the per-layer size).
+int gpt2_param_is_per_layer(int tensor);
+// 1 for tensors that take weight decay: the 2D ones (embeddings and matmul weights).
+int gpt2_param_decays(int tensor);
+
+// "d12" -> 12 layers, 768 channels, 12 heads (llm.c's rule: C = 64 L, NH = L),
+// maxT 1024, GPT-2 vocabulary. Also accepts "d4c128h4t256" style overrides for
+// tiny models (c: channels, h: heads, t: max sequence length). Returns 0 on
+// success, -1 (with a message in err) on a malformed descriptor.
+int gpt2_config_from_descriptor(const char *desc, GPT2Config *c, char *err, size_t errlen);
+// Checks shape invariants (C divisible by NH, Vp >= V, positive sizes); same return.
+int gpt2_config_validate(const GPT2Config *c, char *err, size_t errlen);
+// Floating point operations per token for forward+backward (6N + attention), for MFU.
+double gpt2_flops_per_token(const GPT2Config *c, int T);
+
+// llm.c model file: 256 int32 header (magic 20240326, version 3 = fp32 or 5 = bf16,
+// maxT, V, L, NH, C, Vp), then the 16 tensors in order.
+#define GPT2_MODEL_MAGIC 20240326
+#define GPT2_MODEL_FP32 3
+#define GPT2_MODEL_BF16 5
+
+// Reads a model file into a newly allocated fp32 buffer of all parameters (bf16 files
+// are widened exactly). Exits with a message naming the file on any problem.
+float *gpt2_model_file_read(const char *path, GPT2Config *c);
+// Writes a model file atomically (temp file, fsync, rename). version 5 rounds each
+// value to bf16 (round to nearest even).
+void gpt2_model_file_write(const char *path, const GPT2Config *c, const float *params, int version);
+
+// GPT-2 initialization, a pure function of (seed, tensor, element): N(0, 0.02) for
+// weights and embeddings, 0.02/sqrt(2L) for the two residual projections, zeros for
+// biases and the padded wte rows, ones for LayerNorm weights.
+void gpt2_init_params(const GPT2Config *c, float *params, uint64_t seed);
+
+// bf16 conversions shared by the host code (round to nearest even; NaN kept NaN).
+uint16_t gpt2_f32_to_bf16(float x);
+float gpt2_bf16_to_f32(uint16_t b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif // LLMC_GPT2_CONFIG_H

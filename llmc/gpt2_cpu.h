@@ -1,0 +1,76 @@
+// gpt2_cpu.h: the fp32 CPU reference GPT-2 (OpenMP). Forward, backward, AdamW.
+// Results are bitwise independent of the number of OpenMP threads: every reduction
+// runs in a fixed order (parallel loops only split independent outputs).
+#ifndef LLMC_GPT2_CPU_H
+#define LLMC_GPT2_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt2_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Hook points for a parameter manager (ZeRO). Units: 0 = embeddings (wte, wpe),
+// 1..L = transformer blocks, L+1 = final LayerNorm, L+2 = classifier (shares wte with
+// unit 0). Before a unit runs (forward or backward) the model calls fetch, which may
+// repoint the unit's entries in model->w / model->g; after, release; after a unit's
+// backward has written all its gradients, grads_ready. All three may be NULL.
+typedef struct {
+    void *ctx;
+    void (*fetch)(void *ctx, int unit, int is_backward);
+    void (*release)(void *ctx, int unit, int is_backward);
+    void (*grads_ready)(void *ctx, int unit);
+} GPT2Hooks;
+
+typedef struct {
+    GPT2Config config;
+    size_t param_sizes[GPT2_NUM_PARAM_TENSORS];
+    size_t num_parameters;
+    float *params;       // all 16 tensors, contiguous, llm.c order
+    float *grads;        // same layout
+    float *m, *v;        // AdamW moments (allocated lazily by the first update)
+    // Pointer tables: w[t][l] is layer l of tensor t (l = 0 for the 4 non-layer
+    // tensors). The model reads parameters and writes gradients only through these.
+    float **w[GPT2_NUM_PARAM_TENSORS];
+    float **g[GPT2_NUM_PARAM_TENSORS];
+    GPT2Hooks hooks;
+    // activations for the current (B, T), reallocated only when B*T grows
+    int B, T;
+    size_t act_capacity;
+    float *acts;         // one allocation; the model carves its activations from it
+    float *grad_acts;
+    float *logits_or_probs; // (B, T, Vp)
+    const int *inputs;   // remembered by forward for backward (B*T)
+    const int *targets;
+    float mean_loss;     // forward with targets sets it; -1 without
+    float *losses;       // (B, T) per-token losses
+} GPT2;
+
+// Builds from a descriptor ("d12") with gpt2_init_params(seed), or from a model file.
+void gpt2_cpu_build(GPT2 *m, const GPT2Config *c, uint64_t seed);
+void gpt2_cpu_build_from_file(GPT2 *m, const char *path);
+void gpt2_cpu_free(GPT2 *m);
+
+// inputs, targets: (B, T) token ids; targets may be NULL (no loss). T <= maxT.
+// Logits over the padded vocabulary are computed; softmax and loss use the first V.
+void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T);
+// Access to the forward's logits (B, T, Vp), for sampling (forward without targets).
+const float *gpt2_cpu_logits(const GPT2 *m);
+void gpt2_cpu_zero_grad(GPT2 *m);
+// Accumulates into m->grads the gradient of loss_scale * sum over tokens of the
+// per-token loss of the last forward. Training uses loss_scale = 1 / (B*T*grad_accum).
+void gpt2_cpu_backward(GPT2 *m, float loss_scale);
+// sqrt of the sum of squares of all gradients (double accumulation, fixed order).
+float gpt2_cpu_grad_norm(const GPT2 *m);
+// AdamW with bias correction at step t (1-based); weight decay only on the tensors
+// gpt2_param_decays() names; grads multiplied by grad_scale first (clipping).
+void gpt2_cpu_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                     float grad_scale, int t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

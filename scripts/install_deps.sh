@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what building and testing need on a fresh Debian 12 machine (run as root,
+# or with sudo available). CUDA (nvcc, cuBLAS, cuDNN, NCCL) is expected to be present
+# already where GPU targets are wanted; everything else comes from Debian.
+set -euo pipefail
+pkgs=(build-essential libpcre2-dev libcjson-dev libcmocka-dev zlib1g-dev
+      openmpi-bin libopenmpi-dev liburing-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install_deps: all packages present"
+    exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install_deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+echo "install_deps: done"
