@@ -7,6 +7,16 @@
 // each micro-step the world consumes B*world consecutive windows and rank r takes the
 // r-th group of B. So the windows that make up one optimizer step depend only on
 // (seed, B*world*grad_accum), never on how they are split across ranks.
+//
+// Exactly: in epoch e the shard order is the identity, or (shuffle) a Fisher-Yates
+// permutation drawing rng_below(seed, RNG_STREAM_SHUFFLE, e << 32 | i, i + 1) at
+// position i. Shard s's windows are likewise permuted, drawing from the sub-seed
+// rng_u64(seed, RNG_STREAM_SHUFFLE, e << 32 | 1 << 31 | s) with index = position.
+// Micro-batch i of the epoch covers sequence windows [i*B*world, (i+1)*B*world);
+// rank r takes [i*B*world + r*B, +B). When fewer than B*world windows are left the
+// epoch ends there: those last (total_windows mod B*world) windows of the epoch's
+// order are skipped and the next epoch starts (with a fresh order, so different
+// windows are skipped each epoch).
 #ifndef LLMC_DATALOADER_H
 #define LLMC_DATALOADER_H
 
@@ -38,6 +48,8 @@ typedef struct {
     int64_t shard_ntok;
     int64_t *window_perm;  // permutation of the current shard's windows (NULL if not shuffling)
     int *shard_perm;       // this epoch's shard order
+    int64_t *slot_first;   // num_shards+1: sequence index where each slot of shard_perm starts
+    uint64_t perm_epoch;   // epoch that shard_perm, slot_first and window_perm belong to
     // outputs of next_batch: B*T each
     int *inputs;
     int *targets;
@@ -45,7 +57,8 @@ typedef struct {
 
 // pattern is a glob (e.g. "data/fineweb_train_*.bin"). Every matching shard's header
 // and size are checked up front; a bad shard, no match, or a shard with no full window
-// exits with a message naming the file and the problem.
+// exits with a message naming the file and the problem. Also exits when all shards
+// together hold fewer than B*world windows (not even one micro-batch).
 void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int rank, int world,
                      int shuffle, uint64_t seed);
 // Fills dl->inputs and dl->targets with this rank's next B windows; wraps to a new
@@ -53,13 +66,14 @@ void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int rank
 void dataloader_next_batch(DataLoader *dl);
 // Back to the start of epoch 0 (used for validation passes).
 void dataloader_reset(DataLoader *dl);
-// Resume support: the position is (epoch, next_window).
+// Resume support: the position is (epoch, next_window). set_state exits if
+// next_window is outside [0, total_windows].
 void dataloader_get_state(const DataLoader *dl, uint64_t *epoch, int64_t *next_window);
 void dataloader_set_state(DataLoader *dl, uint64_t epoch, int64_t next_window);
 void dataloader_free(DataLoader *dl);
 
-// Writes a shard atomically (header + uint16 tokens). Exits on error or on a token
-// that does not fit uint16.
+// Writes a shard atomically (header + uint16 tokens). Exits on error, on a token
+// that does not fit uint16 (naming its index and value), or on ntok outside int32.
 void shard_write(const char *path, const int32_t *tokens, int64_t ntok);
 
 #ifdef __cplusplus
