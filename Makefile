@@ -75,7 +75,7 @@ $(BUILD)/tests/%: dev/test/%.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
 
 # The CPU suite: unit tests (cmocka) and end-to-end trainer checks (shell), one summary.
-test: $(TEST_BIN) $(CPU_TARGETS) $(if $(HAVE_NVCC),cuda)
+test: $(TEST_BIN) $(CPU_TARGETS)
 	@bash dev/test/run_tests.sh $(TEST_BIN)
 
 clean:

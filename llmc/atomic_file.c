@@ -69,19 +69,25 @@ void atomic_file_abort(AtomicFile *af) {
     remove(af->tmp_path);
 }
 
-uint32_t file_crc32(const char *path, long offset, uint64_t *nbytes) {
+uint32_t file_crc32(const char *path, long offset, long length, uint64_t *nbytes) {
     FILE *f = fopen_check(path, "rb");
     fseek_check(f, offset, SEEK_SET, path);
     uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
     unsigned char buf[1 << 16];
-    size_t got;
     uint64_t total = 0;
-    while ((got = fread(buf, 1, sizeof(buf), f)) > 0) {
+    for (;;) {
+        size_t want = sizeof(buf);
+        if (length >= 0 && (uint64_t)length - total < want) want = (size_t)((uint64_t)length - total);
+        if (want == 0) break;
+        size_t got = fread(buf, 1, want, f);
+        if (got == 0) break;
         crc = (uint32_t)crc32(crc, buf, (uInt)got);
         total += got;
     }
     if (ferror(f)) die("read error on '%s': %s", path, strerror(errno));
     fclose(f);
+    if (length >= 0 && total != (uint64_t)length)
+        die("'%s' is truncated: %llu of %ld bytes from offset %ld", path, (unsigned long long)total, length, offset);
     if (nbytes) *nbytes = total;
     return crc;
 }

@@ -26,8 +26,9 @@ void atomic_file_commit(AtomicFile *af);
 // Removes the temp file (used on error paths that can recover).
 void atomic_file_abort(AtomicFile *af);
 
-// CRC-32 of a whole file, or of its bytes [offset, end). Exits naming the file on error.
-uint32_t file_crc32(const char *path, long offset, uint64_t *nbytes);
+// CRC-32 of the bytes [offset, offset + length) of a file; length < 0 means to the end.
+// *nbytes (if not NULL) receives the count read. Exits naming the file on error.
+uint32_t file_crc32(const char *path, long offset, long length, uint64_t *nbytes);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,19 @@ for bin in "$@"; do
     passed=$((passed + p)); failed=$((failed + f))
     [ "$f" -gt 0 ] && failed_names+=("$bin")
 done
+# GPU programs print "SKIP: reason" without a GPU, else their own "N passed, N failed".
+for gpu in ./test_gpt2_zero; do
+    [ -x "$gpu" ] || continue
+    echo "=== $gpu"
+    "$gpu" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    if grep -q '^SKIP' "$log"; then continue; fi
+    counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    p=$(echo "$counts" | awk '{print $1+0}'); f=$(echo "$counts" | awk '{print $3+0}')
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    passed=$((passed + p)); failed=$((failed + f))
+    [ "$f" -gt 0 ] && failed_names+=("$gpu")
+done
 for sh in dev/test/test_*.sh; do
     [ -e "$sh" ] || continue
     echo "=== $sh"

@@ -1,0 +1,31 @@
+// attention_cudnn.h: causal flash attention through cuDNN's backend graph API
+// (scaled dot product attention, bf16 in/out, fp32 softmax statistics).
+//
+// Layouts (the ones the GPT-2 model produces, used through strides, no permutes):
+//   qkv  (B, T, 3, NH, HS) bf16: q, k, v for each token, heads contiguous
+//   out  (B, T, NH, HS)    bf16
+//   stats (B, NH, T)       fp32: per-row softmax log-sum-exp saved for backward
+// Scale 1/sqrt(HS), causal mask.
+//
+// Graphs are built once in attention_cudnn_prepare() (at model init, outside the
+// step loop); forward/backward then only execute the cached plans.
+#ifndef LLMC_ATTENTION_CUDNN_H
+#define LLMC_ATTENTION_CUDNN_H
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+// Builds (or finds cached) forward and backward plans for this shape. Returns 1 when
+// cuDNN supports it on this GPU, 0 when not (the caller falls back to plain kernels;
+// the reason is printed once). Sets *workspace_bytes to the largest workspace needed.
+int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_bytes);
+void attention_cudnn_forward(__nv_bfloat16 *out, float *stats, const __nv_bfloat16 *qkv,
+                             int B, int T, int NH, int HS, void *workspace, cudaStream_t stream);
+void attention_cudnn_backward(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout,
+                              const __nv_bfloat16 *qkv, const __nv_bfloat16 *out,
+                              const float *stats, int B, int T, int NH, int HS, void *workspace,
+                              cudaStream_t stream);
+void attention_cudnn_destroy(void);
+
+#endif

@@ -1,0 +1,52 @@
+// checkpoint.h: training state of the unsharded trainers (CPU and CUDA), enough to
+// continue bit-exactly: fp32 parameters, AdamW moments, step, data position.
+//
+// OUT/ckpt_SSSSSSSS.bin  1024-byte header, params, m, v (fp32), then a trailer with
+//                        the CRC-32 of everything before it. Written atomically and
+//                        read back to verify before it is declared the latest.
+// OUT/model_SSSSSSSS.bin the parameters as an llm.c model file (fp32, version 3).
+// OUT/latest             text: the step of the newest verified checkpoint.
+// The previous checkpoint is kept until the next one is verified, so a crash during
+// a save never loses the last good state.
+#ifndef LLMC_CHECKPOINT_H
+#define LLMC_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt2_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CKPT_MAGIC 0x54504b4332545047ULL // "GPT2CKPT" little-endian
+#define CKPT_VERSION 1
+
+typedef struct {
+    int step;               // optimizer steps completed
+    GPT2Config config;
+    uint64_t seed;
+    uint64_t data_epoch;    // train loader position
+    int64_t data_next_window;
+    int B, T, world;
+    int64_t tokens_per_step;
+} TrainState;
+
+// Saves step's checkpoint and model file into out_dir, verifies, updates "latest",
+// and removes checkpoints older than the previous one.
+void checkpoint_save(const char *out_dir, const TrainState *st, const float *params,
+                     const float *m, const float *v, size_t n);
+// Step of the newest checkpoint named by out_dir/latest, or -1 when there is none.
+int checkpoint_latest(const char *out_dir);
+// Loads and verifies (magic, version, sizes, CRC); exits naming the file on any
+// mismatch. params/m/v must hold n floats where n is the model's parameter count.
+void checkpoint_load(const char *out_dir, int step, TrainState *st, float *params, float *m,
+                     float *v, size_t n);
+// Checks that a loaded state can continue this run; exits with the differing field.
+void checkpoint_check_compatible(const TrainState *saved, const TrainState *now, const char *what);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

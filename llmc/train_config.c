@@ -1,0 +1,171 @@
+// train_config.c: command-line parsing with getopt_long; every value is range-checked.
+#include "train_config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void defaults(TrainConfig *c, int cuda) {
+    memset(c, 0, sizeof(*c));
+    c->train_pattern = "data/kjv/kjv_train_*.bin";
+    c->val_pattern = "data/kjv/kjv_val_*.bin";
+    c->tokenizer_path = "data/gpt2/gpt2_tokenizer.bin";
+    c->out_dir = "out";
+    // CPU default: small enough that 30 steps take seconds on 2 cores.
+    c->model = cuda ? "d12" : "d4c128h4t128";
+    c->B = cuda ? 4 : 4;
+    c->T = cuda ? 1024 : 64;
+    c->total_batch_tokens = -1;
+    c->lr = cuda ? 3e-4f : 2e-3f;
+    c->warmup_steps = cuda ? 0 : 3;
+    c->final_lr_frac = 0.1f;
+    c->weight_decay = 0.0f;
+    c->grad_clip = 1.0f;
+    c->max_steps = cuda ? -1 : 30;
+    c->val_every = cuda ? 20 : 10;
+    c->val_max_steps = 8;
+    c->sample_every = cuda ? 20 : 30;
+    c->gen_tokens = cuda ? 64 : 24;
+    c->checkpoint_every = 0;
+    c->resume = 0;
+    c->seed = 1337;
+    c->shuffle = 1;
+    c->recompute = 1;
+    c->use_cudnn = 1;
+    c->threads = 0;
+}
+
+void train_config_usage(const char *prog, const char *flavour) {
+    TrainConfig d;
+    int cuda = strcmp(flavour, "cuda") == 0;
+    defaults(&d, cuda);
+    printf("usage: %s [options]\n\n", prog);
+    printf("Trains GPT-2 (%s). With no options it trains on the bundled corpus.\n\n",
+           cuda ? "CUDA, bf16 mixed precision" : "CPU, fp32 reference");
+    printf("  -i GLOB   train token shards (default %s)\n", d.train_pattern);
+    printf("  -j GLOB   validation token shards (default %s)\n", d.val_pattern);
+    printf("  -e MODEL  descriptor dN[cC][hH][tT] (N layers, C channels = 64N, H heads = C/64,\n"
+           "            T max sequence 1024) or an llm.c model file (default %s)\n", d.model);
+    printf("  -o DIR    output folder: main.log, checkpoints (default %s)\n", d.out_dir);
+    printf("  -b N      micro-batch size per rank (default %d)\n", d.B);
+    printf("  -t N      sequence length (default %d)\n", d.T);
+    printf("  -d N      total batch in tokens per step; a multiple of B*T*ranks, gradient\n"
+           "            accumulation covers the rest (default B*T*ranks)\n");
+    printf("  -l LR     peak learning rate (default %g)\n", d.lr);
+    printf("  -u N      warmup steps (default %d)\n", d.warmup_steps);
+    printf("  -q F      final learning rate as a fraction of the peak, cosine decay (default %g)\n", d.final_lr_frac);
+    printf("  -c WD     AdamW weight decay on 2D tensors (default %g)\n", d.weight_decay);
+    printf("  -x N      optimizer steps (default %d; -1 = one epoch of the train data)\n", d.max_steps);
+    printf("  -v N      validation loss every N steps, 0 = never (default %d)\n", d.val_every);
+    printf("  -m N      validation batches per evaluation, -1 = all (default %d)\n", d.val_max_steps);
+    printf("  -s N      sample text every N steps, 0 = never (default %d)\n", d.sample_every);
+    printf("  -g N      tokens to sample (default %d)\n", d.gen_tokens);
+    printf("  -n N      checkpoint every N steps and at the end, 0 = never (default %d)\n", d.checkpoint_every);
+    printf("  -y 1      resume from the latest checkpoint in the output folder\n");
+    if (cuda) {
+        printf("  -r N      activation recompute: 0 none, 1 GELU, 2 GELU and LayerNorms (default %d)\n", d.recompute);
+        printf("  -f 0|1    cuDNN flash attention (1) or plain kernels (0) (default %d)\n", d.use_cudnn);
+    }
+    printf("  --seed N        seed of init, data order and sampling (default %llu)\n", (unsigned long long)d.seed);
+    printf("  --shuffle 0|1   shuffle the train windows each epoch (default %d)\n", d.shuffle);
+    printf("  --grad-clip F   clip the global gradient norm to F, <= 0 disables (default %g)\n", d.grad_clip);
+    printf("  --tokenizer F   llm.c tokenizer file for samples (default %s)\n", d.tokenizer_path);
+    if (!cuda) printf("  --threads N     OpenMP threads (default: all cores)\n");
+    printf("  -h        this help\n");
+}
+
+static long parse_long(const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "error: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
+        exit(1);
+    }
+    return v;
+}
+
+static float parse_float(const char *flag, const char *s, double lo, double hi) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "error: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
+        exit(1);
+    }
+    return (float)v;
+}
+
+void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavour) {
+    int cuda = strcmp(flavour, "cuda") == 0;
+    defaults(c, cuda);
+    enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS };
+    static const struct option longs[] = {
+        {"seed", required_argument, 0, OPT_SEED},
+        {"shuffle", required_argument, 0, OPT_SHUFFLE},
+        {"grad-clip", required_argument, 0, OPT_CLIP},
+        {"tokenizer", required_argument, 0, OPT_TOKENIZER},
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int opt;
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, ":i:j:e:o:b:t:d:l:u:q:c:x:v:m:s:g:n:y:r:f:h", longs, NULL)) != -1) {
+        switch (opt) {
+        case 'i': c->train_pattern = optarg; break;
+        case 'j': c->val_pattern = optarg; break;
+        case 'e': c->model = optarg; break;
+        case 'o': c->out_dir = optarg; break;
+        case 'b': c->B = (int)parse_long("-b", optarg, 1, 1 << 20); break;
+        case 't': c->T = (int)parse_long("-t", optarg, 1, 1 << 20); break;
+        case 'd': c->total_batch_tokens = parse_long("-d", optarg, -1, 1L << 40); break;
+        case 'l': c->lr = parse_float("-l", optarg, 0, 10); break;
+        case 'u': c->warmup_steps = (int)parse_long("-u", optarg, 0, 1 << 30); break;
+        case 'q': c->final_lr_frac = parse_float("-q", optarg, 0, 1); break;
+        case 'c': c->weight_decay = parse_float("-c", optarg, 0, 10); break;
+        case 'x': c->max_steps = (int)parse_long("-x", optarg, -1, 1 << 30); break;
+        case 'v': c->val_every = (int)parse_long("-v", optarg, 0, 1 << 30); break;
+        case 'm': c->val_max_steps = (int)parse_long("-m", optarg, -1, 1 << 30); break;
+        case 's': c->sample_every = (int)parse_long("-s", optarg, 0, 1 << 30); break;
+        case 'g': c->gen_tokens = (int)parse_long("-g", optarg, 0, 1 << 20); break;
+        case 'n': c->checkpoint_every = (int)parse_long("-n", optarg, 0, 1 << 30); break;
+        case 'y': c->resume = (int)parse_long("-y", optarg, 0, 1); break;
+        case 'r': c->recompute = (int)parse_long("-r", optarg, 0, 2); break;
+        case 'f': c->use_cudnn = (int)parse_long("-f", optarg, 0, 1); break;
+        case OPT_SEED: c->seed = (uint64_t)parse_long("--seed", optarg, 0, 0x7fffffffffffffffL); break;
+        case OPT_SHUFFLE: c->shuffle = (int)parse_long("--shuffle", optarg, 0, 1); break;
+        case OPT_CLIP: c->grad_clip = parse_float("--grad-clip", optarg, -1, 1e9); break;
+        case OPT_TOKENIZER: c->tokenizer_path = optarg; break;
+        case OPT_THREADS: c->threads = (int)parse_long("--threads", optarg, 0, 4096); break;
+        case 'h': train_config_usage(argv[0], flavour); exit(0);
+        case ':':
+            fprintf(stderr, "error: option '%s' needs a value (see -h)\n", argv[optind - 1]);
+            exit(1);
+        default:
+            fprintf(stderr, "error: unknown option '%s' (see -h)\n", argv[optind - 1]);
+            exit(1);
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "error: unexpected argument '%s' (see -h)\n", argv[optind]);
+        exit(1);
+    }
+}
+
+void train_config_print(const TrainConfig *c, int grad_accum, int world) {
+    printf("+----------------------+------------------------------------------+\n");
+    printf("| %-20s | %-40s |\n", "train data", c->train_pattern);
+    printf("| %-20s | %-40s |\n", "val data", c->val_pattern);
+    printf("| %-20s | %-40s |\n", "model", c->model);
+    printf("| %-20s | %-40s |\n", "output", c->out_dir);
+    printf("| %-20s | %-40d |\n", "micro-batch B", c->B);
+    printf("| %-20s | %-40d |\n", "sequence T", c->T);
+    printf("| %-20s | %-40d |\n", "ranks", world);
+    printf("| %-20s | %-40d |\n", "grad accumulation", grad_accum);
+    printf("| %-20s | %-40ld |\n", "tokens per step", (long)c->B * c->T * world * grad_accum);
+    printf("| %-20s | %-40g |\n", "learning rate", c->lr);
+    printf("| %-20s | %-40d |\n", "warmup steps", c->warmup_steps);
+    printf("| %-20s | %-40d |\n", "max steps", c->max_steps);
+    printf("| %-20s | %-40llu |\n", "seed", (unsigned long long)c->seed);
+    printf("+----------------------+------------------------------------------+\n");
+}

@@ -1,0 +1,50 @@
+// train_config.h: the trainers' command line (llm.c-compatible single-letter flags
+// plus a few long options), shared by train_gpt2 (CPU) and train_gpt2cu (CUDA).
+#ifndef LLMC_TRAIN_CONFIG_H
+#define LLMC_TRAIN_CONFIG_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    const char *train_pattern;  // -i
+    const char *val_pattern;    // -j
+    const char *model;          // -e descriptor ("d12") or llm.c model file
+    const char *out_dir;        // -o
+    const char *tokenizer_path; // --tokenizer
+    int B;                      // -b micro-batch per rank
+    int T;                      // -t sequence length
+    long total_batch_tokens;    // -d tokens per optimizer step (all ranks); -1 = B*T*world
+    float lr;                   // -l
+    int warmup_steps;           // -u
+    float final_lr_frac;        // -q
+    float weight_decay;         // -c
+    float grad_clip;            // --grad-clip (<= 0 disables)
+    int max_steps;              // -x (-1: one epoch of the train data)
+    int val_every;              // -v (0 disables)
+    int val_max_steps;          // -m batches per validation (-1: whole val set)
+    int sample_every;           // -s (0 disables)
+    int gen_tokens;             // -g
+    int checkpoint_every;       // -n (0 disables; the last step is always saved when > 0)
+    int resume;                 // -y 1: continue from the latest checkpoint in out_dir
+    uint64_t seed;              // --seed
+    int shuffle;                // --shuffle (train data order)
+    int recompute;              // -r (CUDA): 0 none, 1 GELU, 2 whole MLP/LN inputs
+    int use_cudnn;              // -f (CUDA): 1 cuDNN flash attention, 0 plain kernels
+    int threads;                // --threads (CPU): OpenMP threads, 0 = default
+} TrainConfig;
+
+// Fills defaults for the given trainer ("cpu" or "cuda"), then parses argv. Prints
+// usage and exits 0 on -h; prints what is wrong and exits 1 on a bad flag or value.
+void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavour);
+void train_config_usage(const char *prog, const char *flavour);
+// Prints the resolved configuration as a table (rank 0).
+void train_config_print(const TrainConfig *c, int grad_accum, int world);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
