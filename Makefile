@@ -36,7 +36,7 @@ TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
 HAVE_NVCC := $(shell test -x "$(NVCC)" && echo 1)
 CPU_TARGETS := train_gpt2 tokenize
-CUDA_TARGETS := train_gpt2cu test_gpt2_zero bench_gpt2cu
+CUDA_TARGETS := train_gpt2cu test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn
 
 .PHONY: all cpu cuda test test-cpu test-gpu clean
 all: cpu $(if $(HAVE_NVCC),cuda)
@@ -69,6 +69,11 @@ test_gpt2_zero: test_gpt2_zero.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 
 bench_gpt2cu: dev/bench/bench_gpt2cu.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
+
+# GPU test of the cuDNN attention against a host reference (skips without a GPU)
+$(BUILD)/gpu_attention_cudnn: dev/test/gpu_attention_cudnn.cu $(BUILD)/llmc/attention_cudnn.cu.o
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $^ $(CUDA_LDLIBS) -o $@
 
 $(BUILD)/tests/%: dev/test/%.c $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)

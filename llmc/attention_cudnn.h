@@ -18,8 +18,14 @@
 
 // Builds (or finds cached) forward and backward plans for this shape. Returns 1 when
 // cuDNN supports it on this GPU, 0 when not (the caller falls back to plain kernels;
-// the reason is printed once). Sets *workspace_bytes to the largest workspace needed.
+// the reason is printed once). Sets *workspace_bytes to the largest workspace this shape
+// needs (forward or backward; 16-byte aligned device memory, may be shared by both calls
+// but not by concurrent ones). forward/backward must only be called for prepared shapes.
+// LLMC_CUDNN_DETERMINISTIC=1 in the environment restricts the backward to cuDNN's
+// deterministic variant (no atomic dQ accumulation).
 int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_bytes);
+// backward overwrites all of dqkv (dq, dk, dv in the q, k, v slots); stats and out are the
+// forward's outputs for the same qkv.
 void attention_cudnn_forward(__nv_bfloat16 *out, float *stats, const __nv_bfloat16 *qkv,
                              int B, int T, int NH, int HS, void *workspace, cudaStream_t stream);
 void attention_cudnn_backward(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout,
