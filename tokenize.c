@@ -1,0 +1,332 @@
+// tokenize.c: text files -> llm.c token shards, with GPT-2's tokenizer. See usage().
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "dataloader.h"
+#include "tokenizer.h"
+#include "utils.h"
+
+#define DEFAULT_SHARD_SIZE 100000000LL
+#define CHUNK_BYTES (1 << 20) // documents are encoded in ~1 MB chunks, for progress
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: tokenize [options] [FILE...]\n"
+        "Tokenizes text with GPT-2's BPE tokenizer into llm.c token shards (header of 256\n"
+        "int32: magic %d, version %d, token count; then uint16 tokens). Reads standard\n"
+        "input when no FILE is given (or for FILE '-'). Every document is preceded by the\n"
+        "<|endoftext|> token (%d), as in llm.c. Text is taken as UTF-8; bytes that are not\n"
+        "valid UTF-8 are kept and encoded byte-level.\n"
+        "\n"
+        "  -o PREFIX              write shards PREFIX_000000.bin, PREFIX_000001.bin, ...\n"
+        "  --shard-size N         tokens per shard (default %lld); a document may continue\n"
+        "                         into the next shard\n"
+        "  --val-first            the first shard is validation data: PREFIX_val_000000.bin,\n"
+        "                         then PREFIX_train_000001.bin, PREFIX_train_000002.bin, ...\n"
+        "  --val-tokens N         like --val-first, but the val shard holds whole documents:\n"
+        "                         it ends with the first document that brings it to >= N\n"
+        "                         tokens, whatever --shard-size says\n"
+        "  --jsonl                each input line is a JSON object whose \"text\" string is one\n"
+        "                         document (blank lines are skipped; a bad line is an error)\n"
+        "  --doc-per-file         each input file is one document (the default without --jsonl)\n"
+        "  --print                print each document's ids (space-separated, one line per\n"
+        "                         document, no <|endoftext|>) instead of writing shards\n"
+        "  --write-tokenizer PATH write the llm.c tokenizer file (for decoding samples); with no\n"
+        "                         FILE, -o or --print, nothing is tokenized\n"
+        "  --vocab DIR            folder with encoder.json and vocab.bpe (default: data/gpt2 next\n"
+        "                         to this executable, else ./data/gpt2)\n"
+        "  -h, --help             this help\n"
+        "\n"
+        "Progress (tokens/s) goes to standard error on inputs that take more than a few seconds.\n"
+        "examples:\n"
+        "  tokenize -o data/tiny/tiny --val-first --shard-size 1000000 tiny.txt\n"
+        "  tokenize --jsonl -o data/web/web --val-tokens 10000000 part1.jsonl part2.jsonl\n"
+        "  echo 'Hello world' | tokenize --print\n",
+        SHARD_MAGIC, SHARD_VERSION, GPT2_EOT_TOKEN, DEFAULT_SHARD_SIZE);
+}
+
+static long long parse_count(const char *opt, const char *s, long long max) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < 1 || v > max)
+        die("%s: bad value '%s' (expected an integer in [1, %lld])", opt, s, max);
+    return v;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// ---------------------------------------------------------------------------------
+// Output: shards (or printed ids), plus progress
+
+typedef struct {
+    const char *prefix;     // NULL: --print
+    long long shard_size;
+    int val_first;
+    long long val_tokens;   // 0: not used
+    int shard_index;
+    TokenBuf buf;           // the shard being filled
+    // statistics
+    long long docs, tokens, bytes;
+    double t0, last_report;
+} Sink;
+
+static void progress(Sink *s, int final) {
+    double t = now_s();
+    if (!final && t - s->last_report < 2.0) return;
+    if (!final && t - s->t0 < 2.0) return; // short runs stay quiet
+    s->last_report = t;
+    double dt = t - s->t0 > 1e-9 ? t - s->t0 : 1e-9;
+    fprintf(stderr, "tokenize: %.1f MB of text, %lld tokens, %lld documents done, %.0f tokens/s (%.1f MB/s)%s\n",
+            (double)s->bytes / 1e6, s->tokens, s->docs, (double)s->tokens / dt, (double)s->bytes / 1e6 / dt,
+            final ? ", finished" : "");
+}
+
+static void flush_shard(Sink *s) {
+    char path[4096];
+    int val = s->val_first || s->val_tokens > 0;
+    const char *kind = !val ? "" : s->shard_index == 0 ? "val_" : "train_";
+    if ((size_t)snprintf(path, sizeof(path), "%s_%s%06d.bin", s->prefix, kind, s->shard_index) >= sizeof(path))
+        die("output prefix too long: '%s'", s->prefix);
+    shard_write(path, s->buf.ids, (int64_t)s->buf.n);
+    fprintf(stderr, "tokenize: wrote %s (%zu tokens)\n", path, s->buf.n);
+    s->shard_index++;
+    s->buf.n = 0;
+}
+
+static int in_val_shard(const Sink *s) { return s->val_tokens > 0 && s->shard_index == 0; }
+
+static void sink_add(Sink *s, const int32_t *ids, size_t n) {
+    s->tokens += (long long)n;
+    for (size_t i = 0; i < n; i++) {
+        if (in_val_shard(s)) {
+            // whole documents: the shard is closed in sink_doc_end, not here
+            if (s->buf.n >= (size_t)INT32_MAX)
+                die("--val-tokens %lld: the val shard reached %d tokens, the shard format's limit, before "
+                    "its last document ended", s->val_tokens, INT32_MAX);
+        } else if (s->buf.n == (size_t)s->shard_size) {
+            flush_shard(s);
+        }
+        tokenbuf_push(&s->buf, ids[i]);
+    }
+}
+
+static void sink_doc_end(Sink *s) {
+    s->docs++;
+    if (in_val_shard(s) && s->buf.n >= (size_t)s->val_tokens) flush_shard(s);
+}
+
+// Encodes one document: into the shards (after an EOT) or printed on one line.
+static void do_document(Tokenizer *tok, Sink *s, const char *text, size_t len) {
+    TokenBuf ids = {0};
+    if (s->prefix) {
+        int32_t eot = tok->eot_token;
+        sink_add(s, &eot, 1);
+    }
+    size_t pos = 0;
+    while (pos < len) {
+        size_t cut = len - pos > CHUNK_BYTES ? tokenizer_safe_split(text, len, pos + CHUNK_BYTES) : len;
+        ids.n = 0;
+        tokenizer_encode_append(tok, text + pos, cut - pos, &ids);
+        s->bytes += (long long)(cut - pos);
+        if (s->prefix) {
+            sink_add(s, ids.ids, ids.n);
+        } else {
+            for (size_t i = 0; i < ids.n; i++) printf(pos == 0 && i == 0 ? "%d" : " %d", ids.ids[i]);
+            s->tokens += (long long)ids.n;
+        }
+        pos = cut;
+        progress(s, 0);
+    }
+    if (!s->prefix) putchar('\n');
+    sink_doc_end(s);
+    tokenbuf_free(&ids);
+}
+
+// ---------------------------------------------------------------------------------
+// Input
+
+static FILE *open_input(const char *path) { return strcmp(path, "-") == 0 ? stdin : fopen_check(path, "rb"); }
+
+static const char *input_name(const char *path) { return strcmp(path, "-") == 0 ? "<stdin>" : path; }
+
+static char *read_all(const char *path, size_t *n) {
+    FILE *f = open_input(path);
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc_check(cap);
+    for (;;) {
+        if (len == cap) {
+            cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (nb == NULL) die("out of memory reading '%s' (%zu bytes so far)", input_name(path), len);
+            buf = nb;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) die("read error on '%s': %s", input_name(path), strerror(errno));
+    if (f != stdin) fclose(f);
+    *n = len;
+    return buf;
+}
+
+// cJSON strings are NUL-terminated, so a \u0000 escape would silently cut the text.
+static int has_nul_escape(const char *line, size_t len) {
+    for (const char *p = line; (p = memmem(p, len - (size_t)(p - line), "u0000", 5)) != NULL; p += 5) {
+        const char *q = p;
+        while (q > line && q[-1] == '\\') q--;
+        if ((p - q) % 2 == 1) return 1; // an odd run of backslashes escapes the 'u'
+    }
+    return 0;
+}
+
+static void do_jsonl(Tokenizer *tok, Sink *s, const char *path) {
+    FILE *f = open_input(path);
+    const char *name = input_name(path);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long lineno = 0;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        size_t k = 0;
+        while (k < (size_t)len && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r' || line[k] == '\n')) k++;
+        if (k == (size_t)len) continue;
+        const char *end = NULL;
+        cJSON *obj = cJSON_ParseWithLengthOpts(line, (size_t)len, &end, 0);
+        if (obj == NULL) {
+            const char *at = cJSON_GetErrorPtr();
+            long col = (at && at >= line && at <= line + len) ? (long)(at - line) + 1 : 0;
+            die("%s:%ld: not valid JSON (error near column %ld)", name, lineno, col);
+        }
+        while (end && end < line + len && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')) end++;
+        if (end && end < line + len) die("%s:%ld: unexpected text after the JSON object", name, lineno);
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(obj, "text");
+        if (!cJSON_IsObject(obj) || !cJSON_IsString(text) || text->valuestring == NULL)
+            die("%s:%ld: expected a JSON object with a \"text\" string field", name, lineno);
+        if (has_nul_escape(line, (size_t)len))
+            die("%s:%ld: the line contains a \\u0000 escape; NUL characters in \"text\" are not supported",
+                name, lineno);
+        do_document(tok, s, text->valuestring, strlen(text->valuestring));
+        cJSON_Delete(obj);
+    }
+    if (ferror(f)) die("read error on '%s': %s", name, strerror(errno));
+    free(line);
+    if (f != stdin) fclose(f);
+}
+
+// data/gpt2 next to the executable, else ./data/gpt2.
+static void default_vocab_dir(char *out, size_t size) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0';
+        char probe[4096 + 64];
+        snprintf(probe, sizeof(probe), "%s/data/gpt2/encoder.json", exe);
+        if (access(probe, R_OK) == 0 && (size_t)snprintf(out, size, "%s/data/gpt2", exe) < size) return;
+    }
+    if (access("data/gpt2/encoder.json", R_OK) != 0)
+        die("cannot find the GPT-2 vocabulary: no data/gpt2/encoder.json next to the executable (%s) or in "
+            "the current folder; pass --vocab DIR", n > 0 ? exe : "unknown");
+    snprintf(out, size, "data/gpt2");
+}
+
+int main(int argc, char **argv) {
+    enum { OPT_SHARD_SIZE = 1000, OPT_VAL_FIRST, OPT_VAL_TOKENS, OPT_JSONL, OPT_DOC_PER_FILE, OPT_PRINT,
+           OPT_WRITE_TOKENIZER, OPT_VOCAB };
+    static const struct option opts[] = {
+        {"shard-size", required_argument, 0, OPT_SHARD_SIZE},
+        {"val-first", no_argument, 0, OPT_VAL_FIRST},
+        {"val-tokens", required_argument, 0, OPT_VAL_TOKENS},
+        {"jsonl", no_argument, 0, OPT_JSONL},
+        {"doc-per-file", no_argument, 0, OPT_DOC_PER_FILE},
+        {"print", no_argument, 0, OPT_PRINT},
+        {"write-tokenizer", required_argument, 0, OPT_WRITE_TOKENIZER},
+        {"vocab", required_argument, 0, OPT_VOCAB},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *prefix = NULL, *write_tok = NULL, *vocab = NULL;
+    long long shard_size = DEFAULT_SHARD_SIZE, val_tokens = 0;
+    int val_first = 0, jsonl = 0, doc_per_file = 0, print = 0, c;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': prefix = optarg; break;
+        case OPT_SHARD_SIZE: shard_size = parse_count("--shard-size", optarg, INT32_MAX); break;
+        case OPT_VAL_FIRST: val_first = 1; break;
+        case OPT_VAL_TOKENS: val_tokens = parse_count("--val-tokens", optarg, INT32_MAX); break;
+        case OPT_JSONL: jsonl = 1; break;
+        case OPT_DOC_PER_FILE: doc_per_file = 1; break;
+        case OPT_PRINT: print = 1; break;
+        case OPT_WRITE_TOKENIZER: write_tok = optarg; break;
+        case OPT_VOCAB: vocab = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: fprintf(stderr, "run 'tokenize --help' for usage\n"); return 2;
+        }
+    }
+    if (jsonl && doc_per_file) die("--jsonl and --doc-per-file contradict each other (documents are lines or files)");
+    if (val_first && val_tokens > 0) die("give --val-first or --val-tokens, not both");
+    if (print && prefix) die("give -o PREFIX (write shards) or --print, not both");
+    if (print && (val_first || val_tokens > 0)) die("--val-first/--val-tokens apply to shards, not to --print");
+    int nfiles = argc - optind;
+    int tokenizing = nfiles > 0 || prefix || print || !write_tok;
+    if (tokenizing && !prefix && !print) die("no output: give -o PREFIX to write shards, or --print (see --help)");
+
+    char vocab_dir[4096];
+    if (vocab) snprintf(vocab_dir, sizeof(vocab_dir), "%s", vocab);
+    else default_vocab_dir(vocab_dir, sizeof(vocab_dir));
+    Tokenizer tok;
+    tokenizer_load_bpe_dir(&tok, vocab_dir);
+    if (write_tok) {
+        tokenizer_save(&tok, write_tok);
+        fprintf(stderr, "tokenize: wrote %s (%d tokens, EOT %d)\n", write_tok, tok.vocab_size, tok.eot_token);
+    }
+    if (!tokenizing) { tokenizer_free(&tok); return 0; }
+
+    Sink s = {0};
+    s.prefix = print ? NULL : prefix;
+    s.shard_size = shard_size;
+    s.val_first = val_first;
+    s.val_tokens = val_tokens;
+    s.t0 = s.last_report = now_s();
+    static const char *stdin_only[] = {"-"};
+    const char **files = nfiles > 0 ? (const char **)argv + optind : stdin_only;
+    int count = nfiles > 0 ? nfiles : 1;
+    for (int i = 0; i < count; i++) {
+        if (jsonl) {
+            do_jsonl(&tok, &s, files[i]);
+        } else {
+            size_t n;
+            char *text = read_all(files[i], &n);
+            do_document(&tok, &s, text, n);
+            free(text);
+        }
+    }
+    if (print) {
+        if (fflush(stdout) != 0 || ferror(stdout)) die("error writing ids to standard output: %s", strerror(errno));
+    } else {
+        if (s.docs == 0) die("no documents in the input (nothing written)");
+        if (in_val_shard(&s))
+            fprintf(stderr, "tokenize: warning: all %lld tokens went to the val shard (--val-tokens %lld); "
+                    "no train shard written\n", s.tokens, val_tokens);
+        if (s.buf.n > 0) flush_shard(&s);
+        progress(&s, 1);
+    }
+    tokenbuf_free(&s.buf);
+    tokenizer_free(&tok);
+    return 0;
+}
