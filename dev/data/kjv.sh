@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Rebuilds the bundled default corpus, data/kjv/, from the King James Version of the
 # Bible (1611, public domain) as shipped by Debian's bible-kjv-text package.
-# Each of the 66 books is one document (EOT between documents); the other
-# seven books spread through the text (Ruth, Esther, Ecclesiastes, Jonah, Mark,
+# Each of the 66 books is one document (EOT between documents); seven books
+# spread through the text (Ruth, Esther, Ecclesiastes, Jonah, Mark,
 # Galatians, Jude; about 5% of the tokens) are held out as validation.
 #   bash dev/data/kjv.sh            (needs ./tokenize built, and apt access)
 set -euo pipefail
