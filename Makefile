@@ -31,6 +31,9 @@ HOST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(HOST_SRC))
 CUDA_SRC := $(wildcard llmc/*.cu)
 CUDA_OBJ := $(patsubst %.cu,$(BUILD)/%.cu.o,$(CUDA_SRC))
 HEADERS := $(wildcard llmc/*.h llmc/*.cuh)
+ZERO_SRC := $(wildcard zero/*.c)
+ZERO_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(ZERO_SRC))
+ZERO_HEADERS := $(wildcard zero/*.h) llmc/adamw.h llmc/rand.h
 TEST_SRC := $(wildcard dev/test/test_*.c)
 TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
@@ -45,6 +48,14 @@ cuda: $(CUDA_TARGETS)
 
 $(BUILD)/libllmc.a: $(HOST_OBJ)
 	@mkdir -p $(dir $@)
+	ar rcs $@ $^
+
+# zero/ is built with mpicc (the host backend's collectives are MPI)
+$(BUILD)/zero/%.o: zero/%.c $(ZERO_HEADERS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libzero.a: $(ZERO_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/%.o: %.c $(HEADERS)

@@ -1,0 +1,131 @@
+/*
+backend.h: everything zero.c asks of a machine, as a table of function pointers.
+
+The orchestration (which bytes move where, and when) is the same on every machine; a
+backend supplies memory, ordering, collectives and the few numeric kernels:
+  host  (backend_host.c): host memory, MPI collectives, OpenMP C kernels; streams and
+        events are no-ops because every call completes before it returns.
+  CUDA  (later): device memory, NCCL on a dedicated "comm" stream, CUDA kernels.
+
+Ordering model (what a CUDA backend implements and the host backend may ignore):
+  - Work is enqueued on streams and runs in order per stream. The model computes on
+    main_stream(); zero.c creates one extra stream for collectives ("comm").
+  - Collectives and the kernels that consume their results (reduce_slices after an
+    all_to_all) are enqueued on the comm stream; an event recorded after them is what the
+    main stream waits on before it reads a gathered parameter or reuses a gradient buffer.
+  - Before a collective reads what the model wrote (gradients) or overwrites memory the
+    model read (a recycled gather buffer), zero.c makes the comm stream wait on an event
+    recorded on the main stream.
+  - Results a kernel leaves in host memory (sum_squares) are valid after stream_sync.
+
+Numerics are part of the contract: every backend must produce the same bits.
+  reduce_slices  acc[i] += (((s_0[i] + s_1[i]) + s_2[i]) + ... + s_{n-1}[i]), slices summed
+                 in rank order in fp32, then added to the accumulator.
+  adamw          adamw_element() of llmc/adamw.h on each element.
+  refresh        fp32: a copy. bf16: stochastic rounding of the fp32 master: with
+                 bits = rng_u32(seed, RNG_STREAM_ROUNDING, ((uint64_t)t << 40) | global index)
+                 and u the float's bits, the bf16 is (u >> 16) + 1 when (u & 0xFFFF) > (bits &
+                 0xFFFF), else (u >> 16): the upper half, plus a carry with probability
+                 lower-half / 65536 (unbiased). NaN and infinity truncate (NaN stays NaN).
+  sum_squares    in double: x split into blocks of ZERO_SUMSQ_BLOCK elements; each block
+                 summed left to right; block sums added left to right.
+*/
+#ifndef ZERO_BACKEND_H
+#define ZERO_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// The AdamW element update and the counter RNG are the numeric contract shared with the
+// trainers (bit-identical results sharded or not). Both headers are self-contained; they
+// are the only files zero/ takes from llmc/.
+#include "../llmc/adamw.h"
+#include "../llmc/rand.h"
+#include "comm.h"
+#include "zero.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZERO_SUMSQ_BLOCK 4096
+
+typedef struct ZeroStream ZeroStream;   // backend-defined; opaque to zero.c
+typedef struct ZeroEvent ZeroEvent;
+
+typedef enum {
+    ZERO_MEM_DEVICE = 0,   // where the model computes (host memory for the host backend)
+    ZERO_MEM_HOST = 1,     // host memory the device can reach quickly (pinned under CUDA)
+} ZeroMemKind;
+
+struct ZeroBackend {
+    const char *name;
+    void *ctx;              // backend-private state
+    int needs_mpi;          // collectives need an MPI launch when world > 1
+
+    // Memory. alloc returns 64-byte aligned memory or NULL; bytes may be 0.
+    void *(*alloc)(const ZeroBackend *b, ZeroMemKind kind, size_t bytes);
+    void (*free)(const ZeroBackend *b, ZeroMemKind kind, void *p);
+    void (*memset0)(const ZeroBackend *b, void *p, size_t bytes, ZeroStream *s);
+    void (*copy)(const ZeroBackend *b, void *dst, ZeroMemKind dst_kind, const void *src,
+                 ZeroMemKind src_kind, size_t bytes, ZeroStream *s);
+
+    // Ordering.
+    ZeroStream *(*main_stream)(const ZeroBackend *b);
+    ZeroStream *(*stream_create)(const ZeroBackend *b);
+    void (*stream_destroy)(const ZeroBackend *b, ZeroStream *s);
+    void (*stream_sync)(const ZeroBackend *b, ZeroStream *s);
+    ZeroEvent *(*event_create)(const ZeroBackend *b);
+    void (*event_destroy)(const ZeroBackend *b, ZeroEvent *e);
+    void (*event_record)(const ZeroBackend *b, ZeroEvent *e, ZeroStream *s);
+    void (*stream_wait)(const ZeroBackend *b, ZeroStream *s, ZeroEvent *e);
+
+    // Collectives on device buffers, enqueued on s (ZeroCollPart: see comm.h). `what`
+    // names the tensors for error and timeout messages.
+    void (*all_gather)(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts,
+                       ZeroDType dt, ZeroStream *s, const char *what);
+    void (*all_to_all)(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts,
+                       ZeroDType dt, ZeroStream *s, const char *what);
+    // Host doubles, blocking; the sum runs in rank order (same bits everywhere).
+    void (*allreduce_sum_f64)(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what);
+
+    // Kernels (device buffers, enqueued on s).
+    // acc[i] += sum over q in 0..nslices-1 (in order) of src[q*stride + i], i < n.
+    void (*reduce_slices)(const ZeroBackend *b, float *acc, const void *src, size_t stride,
+                          int nslices, size_t n, ZeroDType dt, ZeroStream *s);
+    void (*adamw)(const ZeroBackend *b, float *param, const float *grad, float *m, float *v,
+                  size_t n, const AdamWParams *p, int decay, ZeroStream *s);
+    // dst[i] (dtype dt) = master[i], rounded as above; element i has global index gidx0 + i.
+    void (*refresh)(const ZeroBackend *b, void *dst, ZeroDType dt, const float *master, size_t n,
+                    uint64_t seed, int t, uint64_t gidx0, ZeroStream *s);
+    // *out (host) = sum of x[i]^2 in the fixed order above; valid after stream_sync(s).
+    void (*sum_squares)(const ZeroBackend *b, const float *x, size_t n, double *out, ZeroStream *s);
+};
+
+// The host backend (MPI + OpenMP); a static table, nothing to free.
+const ZeroBackend *zero_backend_host(void);
+
+// Reference element kernels, shared by the host backend and the tests.
+static inline uint16_t zero_bf16_round_stochastic(float x, uint32_t bits) {
+    union { float f; uint32_t u; } v = {x};
+    uint32_t hi = v.u >> 16;
+    if ((v.u & 0x7f800000u) == 0x7f800000u) {      // inf or NaN: truncate, keep NaN a NaN
+        if (v.u & 0x007fffffu) hi |= 0x0040u;
+        return (uint16_t)hi;
+    }
+    return (uint16_t)(hi + ((v.u & 0xffffu) > (bits & 0xffffu) ? 1u : 0u));
+}
+
+static inline float zero_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+    return v.f;
+}
+
+static inline uint32_t zero_rounding_bits(uint64_t seed, int t, uint64_t gidx) {
+    return rng_u32(seed, RNG_STREAM_ROUNDING, ((uint64_t)(uint32_t)t << 40) | gidx);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

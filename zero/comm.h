@@ -1,0 +1,116 @@
+/*
+comm.h: the communication world ZeRO runs in.
+
+Start-up (comm_mpi.c):
+  - launched by mpirun or srun (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK or SLURM_NTASKS in
+    the environment): MPI_Init_thread, rank and world from MPI_COMM_WORLD;
+  - otherwise rank, world and local rank come from RANK, WORLD_SIZE, LOCAL_RANK (default
+    0, 1, 0) and MPI is never touched. The host backend then needs world == 1; a device
+    backend bootstraps its own collectives (NCCL) with zero_comm_share_blob(), which goes
+    through a shared file named by ZERO_BOOTSTRAP_FILE when MPI is absent.
+
+Node layout: node_size > 0 makes ranks [k*node_size, (k+1)*node_size) logical node k (so the
+hierarchical paths run on one machine); 0 means real nodes (MPI_Comm_split_type SHARED).
+
+Every collective runs between zero_coll_begin() and zero_coll_end() (watchdog.c), which
+count the bytes this rank sends to ranks in its node and outside it, and arm a watchdog: a
+collective in flight longer than timeout_s prints
+    rank R: collective OP on N bytes timed out after S s (...)
+and ends the whole job (MPI_Abort).
+*/
+#ifndef ZERO_COMM_H
+#define ZERO_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zero.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    ZERO_COLL_ALL_GATHER = 0,
+    ZERO_COLL_ALL_TO_ALL = 1,
+    ZERO_COLL_ALL_REDUCE = 2,
+    ZERO_COLL_BROADCAST = 3,
+    ZERO_COLL_NUM = 4
+} ZeroCollOp;
+
+const char *zero_coll_name(ZeroCollOp op);
+
+typedef struct {
+    uint64_t calls;
+    uint64_t intra_bytes;   // sent to ranks of this rank's (logical) node
+    uint64_t inter_bytes;   // sent to ranks of other nodes
+} ZeroCollBytes;
+
+typedef enum { ZERO_LAUNCH_ENV = 0, ZERO_LAUNCH_MPI = 1 } ZeroLaunch;
+
+struct ZeroCommMPI;     // communicators (comm_mpi.c)
+struct ZeroWatchdog;    // timer thread (watchdog.c)
+
+struct ZeroComm {
+    int rank, world;
+    int local_rank, local_size;  // place in, and size of, this rank's (logical) node
+    int node, num_nodes;
+    int node_size;               // the layout asked for: 0 = real nodes
+    ZeroLaunch launch;
+    ZeroCollBytes sent[ZERO_COLL_NUM];
+    double stall_s;              // tests: sleep this long inside the next collective
+    struct ZeroCommMPI *mpi;     // NULL when not launched by MPI
+    struct ZeroWatchdog *watchdog;
+};
+
+// Start-up. Returns NULL after printing why (bad environment, MPI failure).
+ZeroComm *zero_comm_init(int *argc, char ***argv);
+// Finalizes MPI if zero_comm_init started it.
+void zero_comm_free(ZeroComm *c);
+// Regroups ranks into nodes (see above). Collective; returns 0 or -1 after printing why.
+int zero_comm_set_layout(ZeroComm *c, int node_size);
+// Starts, retimes or (timeout_s <= 0) stops the watchdog. Returns 0 or -1.
+int zero_comm_set_timeout(ZeroComm *c, double timeout_s);
+// Ends every rank of the job (MPI_Abort, or exit without MPI).
+void zero_comm_abort(ZeroComm *c, int code) __attribute__((noreturn));
+void zero_comm_barrier(ZeroComm *c);
+// 1 when another thread (the watchdog) may call MPI while this one waits in a collective.
+int zero_comm_thread_safe(const ZeroComm *c);
+
+// Copies rank 0's bytes to every rank: the hook a device backend uses to share its
+// collective library's id (ncclUniqueId). MPI_Bcast when launched by MPI; else through
+// the file $ZERO_BOOTSTRAP_FILE (rank 0 writes it atomically, the others poll for it).
+// Returns 0 or -1 after printing why.
+int zero_comm_share_blob(ZeroComm *c, void *blob, size_t bytes, const char *what);
+
+// Collective bracketing (watchdog.c). bytes_per_peer: what this rank sends to each other
+// rank in the operation (all-gather: its shard; all-to-all: one slice).
+void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const char *what);
+void zero_coll_end(ZeroComm *c);
+// Tests: this rank sleeps `seconds` inside its next collective (to trip the watchdog).
+void zero_comm_inject_stall(ZeroComm *c, double seconds);
+
+// MPI over host memory (comm_mpi.c), used by the host backend. Each part moves `count`
+// elements per rank; dtype picks the element size. Failures end the job with a message
+// naming the rank, the operation and `what`.
+typedef struct {
+    const void *send;   // all_gather: this rank's count elements (may be recv + rank*count:
+                        //   in place); all_to_all: N slices of count, slice r goes to rank r
+    void *recv;         // N * count elements; slice q comes from rank q
+    size_t count;
+} ZeroCollPart;
+
+void zero_mpi_all_gather(ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                         const char *what);
+void zero_mpi_all_to_all(ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                         const char *what);
+// values[0..n) summed over ranks in rank order 0..N-1 (an all-gather, then a local sum):
+// the same bits on every rank and in every run.
+void zero_mpi_allreduce_sum_f64(ZeroComm *c, double *values, int n, const char *what);
+
+size_t zero_dtype_size(ZeroDType dt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,336 @@
+// comm_mpi.c: start-up, node layout and MPI collectives over host memory (see comm.h).
+#include "comm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ALLREDUCE_CHUNK 64   // doubles per all-gather in zero_mpi_allreduce_sum_f64
+
+struct ZeroCommMPI {
+    MPI_Comm world;      // our duplicate of MPI_COMM_WORLD: errors return, tags stay ours
+    MPI_Comm intra;      // ranks of this (logical) node
+    MPI_Comm inter;      // ranks with this local rank, one per node
+    int we_initialized;  // we called MPI_Init_thread, so we finalize
+    int thread_multiple; // the watchdog thread may call MPI_Abort
+    double *scratch;     // world * ALLREDUCE_CHUNK doubles, allocated at start-up
+};
+
+int zero_comm_thread_safe(const ZeroComm *c) { return c->mpi && c->mpi->thread_multiple; }
+
+static void comm_fail(ZeroComm *c, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void comm_fail(ZeroComm *c, const char *fmt, ...) {
+    char msg[1024];
+    int len = snprintf(msg, sizeof msg, "zero: rank %d: ", c->rank);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + len, sizeof msg - (size_t)len - 1, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", msg);   // one write: lines of several ranks do not interleave
+    zero_comm_abort(c, 1);
+}
+
+static const char *mpi_err(int rc, char *buf) {
+    int len = 0;
+    if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) snprintf(buf, MPI_MAX_ERROR_STRING, "MPI error %d", rc);
+    return buf;
+}
+
+size_t zero_dtype_size(ZeroDType dt) { return dt == ZERO_BF16 ? 2 : 4; }
+
+static MPI_Datatype mpi_type(ZeroDType dt) { return dt == ZERO_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
+
+// Parses a non-negative int environment variable; returns def when unset, -1 when malformed.
+static int env_int(const char *name, int def) {
+    const char *s = getenv(name);
+    if (!s || !*s) return def;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < 0 || v > INT_MAX) return -1;
+    return (int)v;
+}
+
+static int launched_by_mpi(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") ||
+           getenv("SLURM_NTASKS");
+}
+
+ZeroComm *zero_comm_init(int *argc, char ***argv) {
+    ZeroComm *c = calloc(1, sizeof(ZeroComm));
+    if (!c) { fprintf(stderr, "zero: out of host memory for the communicator\n"); return NULL; }
+    if (launched_by_mpi()) {
+        c->launch = ZERO_LAUNCH_MPI;
+        c->mpi = calloc(1, sizeof(struct ZeroCommMPI));
+        if (!c->mpi) { fprintf(stderr, "zero: out of host memory for the communicator\n"); free(c); return NULL; }
+        int inited = 0, provided = 0;
+        MPI_Initialized(&inited);
+        if (!inited) {
+            // MULTIPLE so the watchdog thread may call MPI_Abort while the main thread waits
+            if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+                fprintf(stderr, "zero: MPI_Init_thread failed (launched by mpirun/srun)\n");
+                free(c->mpi); free(c);
+                return NULL;
+            }
+            c->mpi->we_initialized = 1;
+        } else {
+            MPI_Query_thread(&provided);
+        }
+        c->mpi->thread_multiple = provided >= MPI_THREAD_MULTIPLE;
+        MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi->world);
+        MPI_Comm_set_errhandler(c->mpi->world, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(c->mpi->world, &c->rank);
+        MPI_Comm_size(c->mpi->world, &c->world);
+        c->mpi->intra = c->mpi->inter = MPI_COMM_NULL;
+        c->mpi->scratch = malloc((size_t)c->world * ALLREDUCE_CHUNK * sizeof(double));
+        if (!c->mpi->scratch) comm_fail(c, "out of host memory for the all-reduce scratch");
+    } else {
+        // No launcher: the environment names our place (torchrun-style variables).
+        c->launch = ZERO_LAUNCH_ENV;
+        c->rank = env_int("RANK", 0);
+        c->world = env_int("WORLD_SIZE", 1);
+        c->local_rank = env_int("LOCAL_RANK", 0);
+        if (c->rank < 0 || c->world < 1 || c->local_rank < 0 || c->rank >= c->world) {
+            fprintf(stderr, "zero: bad RANK/WORLD_SIZE/LOCAL_RANK in the environment "
+                    "(RANK=%s WORLD_SIZE=%s LOCAL_RANK=%s): need 0 <= RANK < WORLD_SIZE\n",
+                    getenv("RANK") ? getenv("RANK") : "unset",
+                    getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : "unset",
+                    getenv("LOCAL_RANK") ? getenv("LOCAL_RANK") : "unset");
+            free(c);
+            return NULL;
+        }
+    }
+    if (zero_comm_set_layout(c, 0) != 0) { zero_comm_free(c); return NULL; }
+    return c;
+}
+
+void zero_comm_free(ZeroComm *c) {
+    if (!c) return;
+    zero_comm_set_timeout(c, 0);
+    if (c->mpi) {
+        if (c->mpi->intra != MPI_COMM_NULL) MPI_Comm_free(&c->mpi->intra);
+        if (c->mpi->inter != MPI_COMM_NULL) MPI_Comm_free(&c->mpi->inter);
+        MPI_Comm_free(&c->mpi->world);
+        if (c->mpi->we_initialized) MPI_Finalize();
+        free(c->mpi->scratch);
+        free(c->mpi);
+    }
+    free(c);
+}
+
+int zero_comm_set_layout(ZeroComm *c, int node_size) {
+    if (node_size < 0 || (node_size > 0 && c->world % node_size != 0)) {
+        fprintf(stderr, "zero: rank %d: node size %d does not divide world size %d into equal nodes\n",
+                c->rank, node_size, c->world);
+        return -1;
+    }
+    c->node_size = node_size;
+    if (!c->mpi) {
+        int local = node_size > 0 ? node_size : env_int("LOCAL_WORLD_SIZE", c->world);
+        if (local < 1 || c->world % local != 0) local = c->world;
+        c->local_size = local;
+        c->local_rank = c->rank % local;
+        c->node = c->rank / local;
+        c->num_nodes = c->world / local;
+        return 0;
+    }
+    struct ZeroCommMPI *m = c->mpi;
+    if (m->intra != MPI_COMM_NULL) MPI_Comm_free(&m->intra);
+    if (m->inter != MPI_COMM_NULL) MPI_Comm_free(&m->inter);
+    int rc;
+    if (node_size > 0) {
+        c->node = c->rank / node_size;
+        c->num_nodes = c->world / node_size;
+        rc = MPI_Comm_split(m->world, c->node, c->rank, &m->intra);
+    } else {
+        rc = MPI_Comm_split_type(m->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &m->intra);
+    }
+    char eb[MPI_MAX_ERROR_STRING];
+    if (rc != MPI_SUCCESS) {
+        fprintf(stderr, "zero: rank %d: splitting the world into nodes failed: %s\n", c->rank, mpi_err(rc, eb));
+        return -1;
+    }
+    MPI_Comm_rank(m->intra, &c->local_rank);
+    MPI_Comm_size(m->intra, &c->local_size);
+    rc = MPI_Comm_split(m->world, c->local_rank, c->rank, &m->inter);
+    if (rc != MPI_SUCCESS) {
+        fprintf(stderr, "zero: rank %d: building the inter-node communicator failed: %s\n", c->rank, mpi_err(rc, eb));
+        return -1;
+    }
+    if (node_size == 0) {
+        // Real nodes: among node leaders (local rank 0) the inter rank is the node index.
+        int ids[2] = {0, 0};
+        if (c->local_rank == 0) {
+            MPI_Comm_rank(m->inter, &ids[0]);
+            MPI_Comm_size(m->inter, &ids[1]);
+        }
+        MPI_Bcast(ids, 2, MPI_INT, 0, m->intra);
+        c->node = ids[0];
+        c->num_nodes = ids[1];
+    }
+    return 0;
+}
+
+void zero_comm_abort(ZeroComm *c, int code) {
+    fflush(stdout);
+    fflush(stderr);
+    if (c && c->mpi) MPI_Abort(c->mpi->world, code);
+    _exit(code);
+}
+
+void zero_comm_barrier(ZeroComm *c) {
+    if (c->mpi && c->world > 1) {
+        char eb[MPI_MAX_ERROR_STRING];
+        zero_coll_begin(c, ZERO_COLL_ALL_REDUCE, 0, "barrier");
+        int rc = MPI_Barrier(c->mpi->world);
+        zero_coll_end(c);
+        if (rc != MPI_SUCCESS) comm_fail(c, "MPI_Barrier failed: %s", mpi_err(rc, eb));
+    }
+}
+
+static void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+// File bootstrap for launches without MPI: rank 0 publishes atomically, the others poll.
+static int share_blob_file(ZeroComm *c, void *blob, size_t bytes, const char *what) {
+    const char *path = getenv("ZERO_BOOTSTRAP_FILE");
+    if (!path || !*path) {
+        fprintf(stderr, "zero: rank %d: sharing %s across WORLD_SIZE=%d ranks without MPI needs "
+                "ZERO_BOOTSTRAP_FILE (a fresh path on a file system every rank sees)\n",
+                c->rank, what, c->world);
+        return -1;
+    }
+    if (c->rank == 0) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || write(fd, blob, bytes) != (ssize_t)bytes || fsync(fd) != 0 || close(fd) != 0 ||
+            rename(tmp, path) != 0) {
+            fprintf(stderr, "zero: rank 0: writing %s to %s failed: %s\n", what, path, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    for (double waited = 0; waited < 600.0; waited += 0.05) {
+        struct stat st;
+        if (stat(path, &st) == 0 && (size_t)st.st_size == bytes) {
+            int fd = open(path, O_RDONLY);
+            ssize_t got = fd >= 0 ? read(fd, blob, bytes) : -1;
+            if (fd >= 0) close(fd);
+            if (got == (ssize_t)bytes) return 0;
+        }
+        sleep_s(0.05);
+    }
+    fprintf(stderr, "zero: rank %d: %s did not appear in %s within 600 s (is rank 0 running?)\n",
+            c->rank, what, path);
+    return -1;
+}
+
+int zero_comm_share_blob(ZeroComm *c, void *blob, size_t bytes, const char *what) {
+    if (c->world == 1) return 0;
+    if (!c->mpi) return share_blob_file(c, blob, bytes, what);
+    if (bytes > INT_MAX) {
+        fprintf(stderr, "zero: rank %d: %s is %zu bytes, too large to broadcast\n", c->rank, what, bytes);
+        return -1;
+    }
+    char eb[MPI_MAX_ERROR_STRING];
+    zero_coll_begin(c, ZERO_COLL_BROADCAST, c->rank == 0 ? bytes : 0, what);
+    int rc = MPI_Bcast(blob, (int)bytes, MPI_BYTE, 0, c->mpi->world);
+    zero_coll_end(c);
+    if (rc != MPI_SUCCESS) {
+        fprintf(stderr, "zero: rank %d: MPI_Bcast of %s (%zu bytes) failed: %s\n", c->rank, what, bytes, mpi_err(rc, eb));
+        return -1;
+    }
+    return 0;
+}
+
+// Checks shared by the collectives: an MPI world (or a world of one), counts that fit int.
+static void check_parts(ZeroComm *c, const ZeroCollPart *parts, int nparts, const char *op, const char *what) {
+    if (!c->mpi && c->world > 1)
+        comm_fail(c, "%s of %s: WORLD_SIZE=%d without an MPI launcher; host collectives need mpirun or srun",
+                  op, what, c->world);
+    for (int i = 0; i < nparts; i++)
+        if (parts[i].count > (size_t)INT_MAX)
+            comm_fail(c, "%s of %s: %zu elements per rank exceed MPI's int count", op, what, parts[i].count);
+}
+
+void zero_mpi_all_gather(ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt, const char *what) {
+    check_parts(c, parts, nparts, "all_gather", what);
+    size_t es = zero_dtype_size(dt);
+    uint64_t per_peer = 0;
+    for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
+    zero_coll_begin(c, ZERO_COLL_ALL_GATHER, per_peer, what);
+    for (int i = 0; i < nparts; i++) {
+        const ZeroCollPart *p = &parts[i];
+        if (p->count == 0) continue;
+        char *mine = (char *)p->recv + (size_t)c->rank * p->count * es;
+        if (c->world == 1) {
+            if (p->send != mine) memmove(mine, p->send, p->count * es);
+            continue;
+        }
+        int rc;
+        if (p->send == mine)
+            rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p->recv, (int)p->count, mpi_type(dt), c->mpi->world);
+        else
+            rc = MPI_Allgather(p->send, (int)p->count, mpi_type(dt), p->recv, (int)p->count, mpi_type(dt), c->mpi->world);
+        if (rc != MPI_SUCCESS) {
+            char eb[MPI_MAX_ERROR_STRING];
+            comm_fail(c, "MPI_Allgather of %s (part %d, %zu elements per rank) failed: %s", what, i, p->count, mpi_err(rc, eb));
+        }
+    }
+    zero_coll_end(c);
+}
+
+void zero_mpi_all_to_all(ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt, const char *what) {
+    check_parts(c, parts, nparts, "all_to_all", what);
+    size_t es = zero_dtype_size(dt);
+    uint64_t per_peer = 0;
+    for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
+    zero_coll_begin(c, ZERO_COLL_ALL_TO_ALL, per_peer, what);
+    for (int i = 0; i < nparts; i++) {
+        const ZeroCollPart *p = &parts[i];
+        if (p->count == 0) continue;
+        if (c->world == 1) {
+            if (p->send != p->recv) memmove(p->recv, p->send, p->count * es);
+            continue;
+        }
+        int rc = MPI_Alltoall(p->send, (int)p->count, mpi_type(dt), p->recv, (int)p->count, mpi_type(dt), c->mpi->world);
+        if (rc != MPI_SUCCESS) {
+            char eb[MPI_MAX_ERROR_STRING];
+            comm_fail(c, "MPI_Alltoall of %s (part %d, %zu elements per slice) failed: %s", what, i, p->count, mpi_err(rc, eb));
+        }
+    }
+    zero_coll_end(c);
+}
+
+void zero_mpi_allreduce_sum_f64(ZeroComm *c, double *values, int n, const char *what) {
+    if (c->world == 1 || n <= 0) return;
+    check_parts(c, NULL, 0, "allreduce_sum_f64", what);
+    double *all = c->mpi->scratch;
+    for (int base = 0; base < n; base += ALLREDUCE_CHUNK) {
+        int k = n - base < ALLREDUCE_CHUNK ? n - base : ALLREDUCE_CHUNK;
+        zero_coll_begin(c, ZERO_COLL_ALL_REDUCE, (uint64_t)k * sizeof(double), what);
+        int rc = MPI_Allgather(values + base, k, MPI_DOUBLE, all, k, MPI_DOUBLE, c->mpi->world);
+        zero_coll_end(c);
+        if (rc != MPI_SUCCESS) {
+            char eb[MPI_MAX_ERROR_STRING];
+            comm_fail(c, "all-reduce of %s (%d doubles) failed in MPI_Allgather: %s", what, k, mpi_err(rc, eb));
+        }
+        // rank order, so every rank gets the same bits
+        for (int i = 0; i < k; i++) {
+            double s = all[i];
+            for (int q = 1; q < c->world; q++) s += all[(size_t)q * k + i];
+            values[base + i] = s;
+        }
+    }
+}

@@ -1,0 +1,158 @@
+// watchdog.c: collective bracketing: byte accounting (intra- vs inter-node) and a timer
+// thread that ends the job when one collective stays in flight longer than timeout_s.
+// A hung collective otherwise hangs every rank silently until the scheduler kills the job.
+#include "comm.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct ZeroWatchdog {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;     // signalled when a collective starts or the watchdog stops
+    ZeroComm *comm;
+    double timeout_s;
+    int stop;
+    int depth;             // collectives in flight on the calling thread (nesting)
+    double start;          // CLOCK_MONOTONIC seconds when the outermost one began
+    ZeroCollOp op;
+    uint64_t bytes;
+    char what[128];
+};
+
+const char *zero_coll_name(ZeroCollOp op) {
+    switch (op) {
+    case ZERO_COLL_ALL_GATHER: return "all_gather";
+    case ZERO_COLL_ALL_TO_ALL: return "all_to_all";
+    case ZERO_COLL_ALL_REDUCE: return "all_reduce";
+    case ZERO_COLL_BROADCAST: return "broadcast";
+    default: return "?";
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static struct timespec abs_time(double t) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    return ts;
+}
+
+static void *watch(void *arg) {
+    struct ZeroWatchdog *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        if (w->depth == 0) {
+            pthread_cond_wait(&w->cv, &w->mu);
+            continue;
+        }
+        double deadline = w->start + w->timeout_s, t = now_s();
+        if (t < deadline) {
+            struct timespec ts = abs_time(deadline);
+            pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+            continue;
+        }
+        // Timed out: say what hung, then take the whole job down (the other ranks are
+        // most likely blocked in the same collective and would wait forever).
+        fprintf(stderr, "rank %d: collective %s on %llu bytes timed out after %.1f s (%s)\n",
+                w->comm->rank, zero_coll_name(w->op), (unsigned long long)w->bytes, t - w->start,
+                w->what);
+        fflush(stderr);
+        pthread_mutex_unlock(&w->mu);
+        if (zero_comm_thread_safe(w->comm)) zero_comm_abort(w->comm, 3);
+        _exit(3);  // MPI may not be called from this thread; the launcher reaps the others
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+int zero_comm_set_timeout(ZeroComm *c, double timeout_s) {
+    struct ZeroWatchdog *w = c->watchdog;
+    if (timeout_s <= 0) {
+        if (w) {
+            pthread_mutex_lock(&w->mu);
+            w->stop = 1;
+            pthread_cond_signal(&w->cv);
+            pthread_mutex_unlock(&w->mu);
+            pthread_join(w->thread, NULL);
+            pthread_cond_destroy(&w->cv);
+            pthread_mutex_destroy(&w->mu);
+            free(w);
+            c->watchdog = NULL;
+        }
+        return 0;
+    }
+    if (w) {
+        pthread_mutex_lock(&w->mu);
+        w->timeout_s = timeout_s;
+        pthread_cond_signal(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        return 0;
+    }
+    w = calloc(1, sizeof *w);
+    if (!w) { fprintf(stderr, "zero: rank %d: out of host memory for the watchdog\n", c->rank); return -1; }
+    w->comm = c;
+    w->timeout_s = timeout_s;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);  // deadlines immune to clock changes
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&w->mu, NULL);
+    int rc = pthread_create(&w->thread, NULL, watch, w);
+    if (rc != 0) {
+        fprintf(stderr, "zero: rank %d: starting the collective watchdog thread failed: %s\n", c->rank, strerror(rc));
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+        return -1;
+    }
+    c->watchdog = w;
+    return 0;
+}
+
+void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const char *what) {
+    ZeroCollBytes *s = &c->sent[op];
+    s->calls++;
+    s->intra_bytes += bytes_per_peer * (uint64_t)(c->local_size - 1);
+    s->inter_bytes += bytes_per_peer * (uint64_t)(c->world - c->local_size);
+    struct ZeroWatchdog *w = c->watchdog;
+    if (w) {
+        pthread_mutex_lock(&w->mu);
+        if (w->depth++ == 0) {
+            w->start = now_s();
+            w->op = op;
+            w->bytes = bytes_per_peer * (uint64_t)(c->world - 1);
+            snprintf(w->what, sizeof w->what, "%s", what ? what : "");
+            pthread_cond_signal(&w->cv);
+        }
+        pthread_mutex_unlock(&w->mu);
+    }
+    if (c->stall_s > 0) {  // test hook: hang inside the collective, as a stuck peer would
+        double s = c->stall_s;
+        c->stall_s = 0;
+        struct timespec ts = abs_time(s);
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    }
+}
+
+void zero_coll_end(ZeroComm *c) {
+    struct ZeroWatchdog *w = c->watchdog;
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    if (w->depth > 0) w->depth--;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void zero_comm_inject_stall(ZeroComm *c, double seconds) { c->stall_s = seconds; }

@@ -1,0 +1,568 @@
+// zero.c: the plugin's life cycle: init (partition, allocate every buffer, initialize
+// the owned shards), the fetch/release views, begin_step and the optimizer step.
+// Gradient buckets are in reduce.c, stage-3 gathering in gather.c.
+#include "zero_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INIT_CHUNK 65536   // floats per ZeroInitFn call (host staging for device masters)
+
+void zero_config_defaults(ZeroConfig *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->stage = 0;
+    cfg->param_dtype = ZERO_F32;
+    cfg->grad_dtype = ZERO_F32;
+    cfg->bucket_elems = (size_t)1 << 22;
+    cfg->prefetch_elems = (size_t)1 << 24;
+    cfg->max_live_elems = 0;       // 0: the largest unit plus prefetch_elems
+    cfg->persist_elems = (size_t)1 << 16;
+    cfg->seed = 1337;
+    cfg->node_size = 0;
+    cfg->timeout_s = 600.0;
+}
+
+void zero_fail(const Zero *z, const char *fmt, ...) {
+    char msg[1024];
+    int len = snprintf(msg, sizeof msg, "zero: rank %d: ", z->rank);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + len, sizeof msg - (size_t)len - 1, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", msg);   // one write: lines of several ranks do not interleave
+    zero_comm_abort(z->comm, 1);
+}
+
+ZeroEvent *zero_next_event(Zero *z) {
+    ZeroEvent *e = z->ev[z->ev_next];
+    z->ev_next = (z->ev_next + 1) % ZERO_NUM_EVENTS;
+    return e;
+}
+
+const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n) {
+    size_t cap = sizeof z->what, len = (size_t)snprintf(z->what, cap, "%s", prefix);
+    for (int i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(z->what + len, cap - len, "%s%s", i ? ", " : " ", z->t[tensors[i]].name);
+    if (len >= cap) memcpy(z->what + cap - 4, "...", 4);
+    return z->what;
+}
+
+// Every buffer comes from here, during zero_init only.
+static void *zalloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const char *what) {
+    if (z->init_done)
+        zero_fail(z, "allocation of %zu bytes for %s after zero_init (all buffers are fixed at init)", bytes, what);
+    if (z->nallocs == (int)(sizeof z->allocs / sizeof z->allocs[0]))
+        zero_fail(z, "too many buffers (allocating %s)", what);
+    void *p = z->b->alloc(z->b, kind, bytes);
+    if (!p) zero_fail(z, "out of %s memory allocating %zu bytes for %s", kind == ZERO_MEM_HOST ? "host" : "device", bytes, what);
+    z->b->memset0(z->b, p, bytes, z->main);
+    z->allocs[z->nallocs].p = p;
+    z->allocs[z->nallocs].kind = kind;
+    z->nallocs++;
+    if (kind == ZERO_MEM_HOST) z->mem_host[use] += bytes; else z->mem_dev[use] += bytes;
+    return p;
+}
+
+static void *hmalloc(Zero *z, size_t bytes, const char *what) {
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) zero_fail(z, "out of host memory (%zu bytes) for %s", bytes, what);
+    return p;
+}
+
+static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
+
+// Checks that do not need the buffers; prints and returns -1 on a bad table or config.
+static int validate(const ZeroTensor *tensors, int nt, int nu, const ZeroConfig *cfg, ZeroComm *comm,
+                    const ZeroBackend *b) {
+    int r = comm ? comm->rank : -1;
+    if (!comm || !b || !cfg || !tensors) {
+        fprintf(stderr, "zero: rank %d: zero_init needs a tensor table, a config, a comm and a backend\n", r);
+        return -1;
+    }
+    if (nt < 1 || nu < 1) {
+        fprintf(stderr, "zero: rank %d: zero_init with %d tensors and %d units (need at least one of each)\n", r, nt, nu);
+        return -1;
+    }
+    if (cfg->stage < 0 || cfg->stage > 3) {
+        fprintf(stderr, "zero: rank %d: stage %d is not one of 0, 1, 2, 3\n", r, cfg->stage);
+        return -1;
+    }
+    if ((cfg->param_dtype != ZERO_F32 && cfg->param_dtype != ZERO_BF16) ||
+        (cfg->grad_dtype != ZERO_F32 && cfg->grad_dtype != ZERO_BF16)) {
+        fprintf(stderr, "zero: rank %d: unknown dtype (param %d, grad %d)\n", r, (int)cfg->param_dtype, (int)cfg->grad_dtype);
+        return -1;
+    }
+    if (b->needs_mpi && comm->world > 1 && comm->launch != ZERO_LAUNCH_MPI) {
+        fprintf(stderr, "zero: rank %d: the %s backend moves data with MPI, but WORLD_SIZE=%d was set without "
+                "an MPI launcher: start with mpirun or srun\n", r, b->name, comm->world);
+        return -1;
+    }
+    for (int i = 0; i < nt; i++) {
+        const ZeroTensor *t = &tensors[i];
+        const char *name = t->name ? t->name : "(unnamed)";
+        if (t->num_units < 1 || t->num_units > ZERO_MAX_TENSOR_UNITS) {
+            fprintf(stderr, "zero: rank %d: tensor %d (%s) is used by %d units (1 to %d allowed)\n", r, i, name,
+                    t->num_units, ZERO_MAX_TENSOR_UNITS);
+            return -1;
+        }
+        for (int k = 0; k < t->num_units; k++) {
+            if (t->units[k] < 0 || t->units[k] >= nu || (k == 1 && t->units[1] == t->units[0])) {
+                fprintf(stderr, "zero: rank %d: tensor %d (%s) names unit %d%s (units are 0..%d)\n", r, i, name,
+                        t->units[k], k == 1 && t->units[1] == t->units[0] ? " twice" : "", nu - 1);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void init_events(Zero *z) {
+    z->main = z->b->main_stream(z->b);
+    z->cs = z->b->stream_create(z->b);
+    if (!z->main || !z->cs) zero_fail(z, "the %s backend could not create its streams", z->b->name);
+    for (int i = 0; i < ZERO_NUM_EVENTS; i++) {
+        z->ev[i] = z->b->event_create(z->b);
+        if (!z->ev[i]) zero_fail(z, "the %s backend could not create event %d", z->b->name, i);
+    }
+}
+
+// Fills [dst, dst + count) with the initial values of elements [begin, begin + count) of
+// tensor ti, through a host chunk so that the master may live in device memory.
+static void init_range(Zero *z, ZeroInitFn init, void *ctx, float *chunk, int ti, size_t begin, size_t count, float *dst) {
+    for (size_t done = 0; done < count; done += INIT_CHUNK) {
+        size_t n = count - done < INIT_CHUNK ? count - done : INIT_CHUNK;
+        init(ctx, ti, begin + done, n, chunk);
+        z->b->copy(z->b, dst + done, ZERO_MEM_DEVICE, chunk, ZERO_MEM_HOST, n * sizeof(float), z->main);
+        z->b->stream_sync(z->b, z->main);   // the chunk is reused
+    }
+}
+
+// Stages 1-2: refresh this rank's slot of the full working params from the master
+// shard and all-gather every tensor in place. Stage 0 refreshes the full tensors.
+static void refresh_working(Zero *z, int t_step) {
+    const ZeroBackend *b = z->b;
+    if (z->stage == 0) {
+        for (int i = 0; i < z->nt; i++) {
+            const ZeroTensorLayout *l = z->t[i].lay;
+            b->refresh(b, z->t[i].work, z->cfg.param_dtype, z->master + l->full_off, l->split.numel,
+                       z->cfg.seed, t_step, l->global_off, z->main);
+        }
+        return;
+    }
+    if (z->stage == 3) {
+        if (z->work_shard != (void *)z->master)
+            for (int i = 0; i < z->nt; i++) {
+                const ZeroTensorLayout *l = z->t[i].lay;
+                b->refresh(b, byte_at(z->work_shard, l->shard_off, z->pes), z->cfg.param_dtype, z->master + l->shard_off,
+                           l->own_count, z->cfg.seed, t_step, l->global_off + l->own_begin, z->main);
+            }
+        // persistent tensors stay gathered: gather their new values now
+        int np = 0;
+        for (int i = 0; i < z->nt; i++) {
+            if (!z->t[i].persistent) continue;
+            z->parts[np].send = zero_gather_src(z, i);
+            z->parts[np].recv = z->t[i].work;
+            z->parts[np].count = z->t[i].lay->split.shard;
+            z->batch[np++] = i;
+        }
+        if (np) {
+            ZeroEvent *e = zero_next_event(z);
+            b->event_record(b, e, z->main);
+            b->stream_wait(b, z->cs, e);
+            b->all_gather(b, z->comm, z->parts, np, z->cfg.param_dtype, z->cs,
+                          zero_label(z, "persistent params:", z->batch, np));
+            e = zero_next_event(z);
+            b->event_record(b, e, z->cs);
+            b->stream_wait(b, z->main, e);
+        }
+        return;
+    }
+    for (int i = 0; i < z->nt; i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        void *mine = byte_at(z->t[i].work, (size_t)z->rank * l->split.shard, z->pes);
+        b->refresh(b, mine, z->cfg.param_dtype, z->master + l->shard_off, l->own_count, z->cfg.seed, t_step,
+                   l->global_off + l->own_begin, z->main);
+        z->parts[i].send = mine;
+        z->parts[i].recv = z->t[i].work;
+        z->parts[i].count = l->split.shard;
+    }
+    ZeroEvent *e = zero_next_event(z);
+    b->event_record(b, e, z->main);
+    b->stream_wait(b, z->cs, e);
+    b->all_gather(b, z->comm, z->parts, z->nt, z->cfg.param_dtype, z->cs, "working params (all tensors)");
+    e = zero_next_event(z);
+    b->event_record(b, e, z->cs);
+    b->stream_wait(b, z->main, e);
+}
+
+static void build_units(Zero *z) {
+    for (int u = 0; u < z->nu; u++) {
+        ZU *U = &z->u[u];
+        U->fetched = -1;
+        for (int i = 0; i < z->nt; i++)
+            for (int k = 0; k < z->t[i].num_units; k++)
+                if (z->t[i].units[k] == u) U->n++;
+        U->tensors = hmalloc(z, (size_t)U->n * sizeof(int), "unit tensor lists");
+        U->params = hmalloc(z, (size_t)U->n * sizeof(void *), "unit views");
+        U->grads = hmalloc(z, (size_t)U->n * sizeof(void *), "unit views");
+        int j = 0;
+        for (int i = 0; i < z->nt; i++)
+            for (int k = 0; k < z->t[i].num_units; k++)
+                if (z->t[i].units[k] == u) {
+                    U->tensors[j++] = i;
+                    U->grad_need += z->t[i].lay->split.padded;
+                    if (!z->t[i].persistent) U->pool_need += z->t[i].lay->split.padded;
+                }
+        U->view.count = U->n;
+        U->view.tensors = U->tensors;
+        U->view.params = U->params;
+        U->view.grads = U->grads;
+    }
+}
+
+Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const ZeroConfig *cfg,
+                ZeroComm *comm, const ZeroBackend *backend, ZeroInitFn init, void *init_ctx) {
+    if (validate(tensors, num_tensors, num_units, cfg, comm, backend) != 0) return NULL;
+    if (!init) {
+        fprintf(stderr, "zero: rank %d: zero_init needs an init function for the parameters\n", comm->rank);
+        return NULL;
+    }
+    Zero *z = calloc(1, sizeof(Zero));
+    if (!z) { fprintf(stderr, "zero: rank %d: out of host memory\n", comm->rank); return NULL; }
+    z->cfg = *cfg;
+    z->comm = comm;
+    z->b = backend;
+    z->stage = cfg->stage;
+    z->rank = comm->rank;
+    z->world = comm->world;
+    z->nt = num_tensors;
+    z->nu = num_units;
+    z->pes = zero_dtype_size(cfg->param_dtype);
+    z->ges = zero_dtype_size(cfg->grad_dtype);
+
+    if ((cfg->node_size != comm->node_size && zero_comm_set_layout(comm, cfg->node_size) != 0) ||
+        zero_comm_set_timeout(comm, cfg->timeout_s) != 0) {
+        free(z);
+        return NULL;
+    }
+    char err[256];
+    if (zero_layout_build(&z->layout, tensors, num_tensors, z->world, z->rank, err, sizeof err) != 0) {
+        fprintf(stderr, "zero: rank %d: %s\n", z->rank, err);
+        free(z);
+        return NULL;
+    }
+    z->t = hmalloc(z, (size_t)z->nt * sizeof(ZT), "the tensor table");
+    z->u = hmalloc(z, (size_t)z->nu * sizeof(ZU), "the unit table");
+    size_t shared_padded = 0;
+    for (int i = 0; i < z->nt; i++) {
+        ZT *t = &z->t[i];
+        char buf[32];
+        if (!tensors[i].name) snprintf(buf, sizeof buf, "tensor%d", i);
+        const char *name = tensors[i].name ? tensors[i].name : buf;
+        t->name = hmalloc(z, strlen(name) + 1, "tensor names");
+        memcpy(t->name, name, strlen(name) + 1);
+        t->decay = tensors[i].decay != 0;
+        t->num_units = tensors[i].num_units;
+        for (int k = 0; k < t->num_units; k++) t->units[k] = tensors[i].units[k];
+        t->lay = &z->layout.t[i];
+        t->persistent = z->stage == 3 && cfg->persist_elems > 0 && t->lay->split.numel <= cfg->persist_elems;
+        t->block = t->grad_block = ZERO_ARENA_FULL;
+        if (t->num_units > 1) shared_padded += t->lay->split.padded;
+    }
+    build_units(z);
+    size_t max_pool_need = 0, max_grad_need = 0;
+    int big_unit = 0;
+    for (int u = 0; u < z->nu; u++) {
+        if (z->u[u].pool_need > max_pool_need) { max_pool_need = z->u[u].pool_need; big_unit = u; }
+        if (z->u[u].grad_need > max_grad_need) max_grad_need = z->u[u].grad_need;
+    }
+    size_t ppool_elems = 0;
+    if (z->stage == 3) {
+        ppool_elems = cfg->max_live_elems ? cfg->max_live_elems : max_pool_need + cfg->prefetch_elems;
+        if (ppool_elems < max_pool_need) {
+            fprintf(stderr, "zero: rank %d: max_live_elems %zu is smaller than unit %d, which needs %zu gathered "
+                    "elements at once; raise max_live_elems to at least %zu\n", z->rank, cfg->max_live_elems,
+                    big_unit, max_pool_need, max_pool_need);
+            zero_free(z);
+            return NULL;
+        }
+    }
+
+    init_events(z);
+    const size_t P = z->layout.padded_total, Sh = z->layout.shard_total;
+    // a bucket never holds more than the whole model: do not size buffers beyond it
+    if (z->cfg.bucket_elems > P) z->cfg.bucket_elems = P;
+    // Stage 0 keeps everything whole; the others keep 1/N of master, m and v.
+    size_t opt_elems = z->stage == 0 ? P : Sh;
+    z->master = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_MASTER, opt_elems * sizeof(float), "fp32 master weights");
+    z->m = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_OPTIM, opt_elems * sizeof(float), "AdamW m");
+    z->v = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_OPTIM, opt_elems * sizeof(float), "AdamW v");
+    z->shard_grad = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, Sh * sizeof(float), "fp32 reduced gradient shard");
+    if (z->stage <= 2) {
+        z->work_full = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, P * z->pes, "working parameters");
+        for (int i = 0; i < z->nt; i++) z->t[i].work = byte_at(z->work_full, z->t[i].lay->full_off, z->pes);
+    }
+    if (z->stage <= 1) {
+        z->grad_full = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * z->ges, "gradients");
+        for (int i = 0; i < z->nt; i++) z->t[i].grad = byte_at(z->grad_full, z->t[i].lay->full_off, z->ges);
+    }
+    if (z->stage == 0)
+        z->red_full = cfg->grad_dtype == ZERO_F32 ? (float *)z->grad_full
+                      : zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * sizeof(float), "fp32 reduced gradients");
+    if (z->stage == 3) {
+        z->work_shard = cfg->param_dtype == ZERO_F32 ? (void *)z->master
+                        : zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, Sh * z->pes, "working-dtype parameter shard");
+        size_t persist_elems = 0;
+        for (int i = 0; i < z->nt; i++)
+            if (z->t[i].persistent) persist_elems += z->t[i].lay->split.padded;
+        z->persist = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, persist_elems * z->pes, "persistent parameters");
+        size_t off = 0;
+        for (int i = 0; i < z->nt; i++)
+            if (z->t[i].persistent) {
+                z->t[i].work = byte_at(z->persist, off, z->pes);
+                off += z->t[i].lay->split.padded;
+            }
+        z->ppool = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, ppool_elems * z->pes, "stage-3 gather pool");
+        if (zero_arena_init(&z->parena, ppool_elems, z->nt) != 0) zero_fail(z, "out of host memory for the gather pool table");
+    }
+    if (z->stage >= 2) {
+        // Live at once: the pending bucket (< bucket_elems before the unit that tips it),
+        // tied gradients waiting for their other unit, and the unit being back-propagated.
+        size_t gpool_elems = z->cfg.bucket_elems + 2 * max_grad_need + shared_padded;
+        z->gpool = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, gpool_elems * z->ges, "stage-2/3 gradient pool");
+        if (zero_arena_init(&z->garena, gpool_elems, z->nt) != 0) zero_fail(z, "out of host memory for the gradient pool table");
+    }
+    z->staging_elems = z->cfg.bucket_elems > z->layout.max_padded ? z->cfg.bucket_elems : z->layout.max_padded;
+    size_t staging_bytes = z->staging_elems * z->ges;
+    if (z->layout.max_padded * sizeof(float) > staging_bytes) staging_bytes = z->layout.max_padded * sizeof(float);
+    z->staging = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, staging_bytes, "collective staging buffer");
+
+    z->parts = hmalloc(z, (size_t)z->nt * sizeof(ZeroCollPart), "collective part lists");
+    z->sq = hmalloc(z, (size_t)z->nt * sizeof(double), "norm partials");
+    z->pending = hmalloc(z, (size_t)z->nt * sizeof(int), "bucket lists");
+    z->batch = hmalloc(z, (size_t)z->nt * sizeof(int), "gather lists");
+    z->deferred_cap = 2 * z->nt;
+    z->deferred = hmalloc(z, (size_t)z->deferred_cap * sizeof(ZDeferred), "deferred frees");
+    z->trace_cap = 4 * z->nu + 8;
+    z->trace = hmalloc(z, (size_t)z->trace_cap * sizeof(int), "the stage-3 fetch trace");
+
+    // Partition at init: this rank initializes only the elements it owns.
+    float *chunk = z->b->alloc(z->b, ZERO_MEM_HOST, INIT_CHUNK * sizeof(float));
+    if (!chunk) zero_fail(z, "out of host memory for the init chunk");
+    for (int i = 0; i < z->nt; i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        float *dst = z->stage == 0 ? z->master + l->full_off + l->own_begin : z->master + l->shard_off;
+        init_range(z, init, init_ctx, chunk, i, l->own_begin, l->own_count, dst);
+    }
+    z->b->free(z->b, ZERO_MEM_HOST, chunk);
+    if (z->stage == 0) {
+        // every rank needs the whole fp32 master: gather the initialized slots
+        for (int i = 0; i < z->nt; i++) {
+            const ZeroTensorLayout *l = z->t[i].lay;
+            z->parts[i].send = z->master + l->full_off + (size_t)z->rank * l->split.shard;
+            z->parts[i].recv = z->master + l->full_off;
+            z->parts[i].count = l->split.shard;
+        }
+        z->b->all_gather(z->b, z->comm, z->parts, z->nt, ZERO_F32, z->cs, "initial master weights");
+        z->b->stream_sync(z->b, z->cs);
+    }
+    refresh_working(z, 0);
+    z->b->stream_sync(z->b, z->cs);
+    z->b->stream_sync(z->b, z->main);
+    z->init_done = 1;
+    return z;
+}
+
+void zero_free(Zero *z) {
+    if (!z) return;
+    const ZeroBackend *b = z->b;
+    if (z->main) {
+        b->stream_sync(b, z->cs);
+        b->stream_sync(b, z->main);
+    }
+    for (int i = 0; i < z->nallocs; i++) b->free(b, z->allocs[i].kind, z->allocs[i].p);
+    for (int i = 0; i < ZERO_NUM_EVENTS; i++)
+        if (z->ev[i]) b->event_destroy(b, z->ev[i]);
+    if (z->cs) b->stream_destroy(b, z->cs);
+    zero_arena_free_all(&z->parena);
+    zero_arena_free_all(&z->garena);
+    if (z->t)
+        for (int i = 0; i < z->nt; i++) free(z->t[i].name);
+    if (z->u)
+        for (int u = 0; u < z->nu; u++) {
+            free(z->u[u].tensors);
+            free(z->u[u].params);
+            free(z->u[u].grads);
+        }
+    free(z->t);
+    free(z->u);
+    free(z->parts);
+    free(z->sq);
+    free(z->pending);
+    free(z->batch);
+    free(z->deferred);
+    free(z->trace);
+    zero_layout_free(&z->layout);
+    free(z);
+}
+
+void zero_begin_step(Zero *z, int grad_accum) {
+    if (z->in_step) zero_fail(z, "zero_begin_step called twice without a zero_step in between");
+    if (grad_accum < 1) zero_fail(z, "zero_begin_step with grad_accum %d (must be >= 1)", grad_accum);
+    for (int u = 0; u < z->nu; u++)
+        if (z->u[u].fetched >= 0) zero_fail(z, "zero_begin_step while unit %d is still fetched", u);
+    z->in_step = 1;
+    z->grad_accum = grad_accum;
+    z->micro = 0;
+    z->units_ready = 0;
+    z->b->memset0(z->b, z->shard_grad, z->layout.shard_total * sizeof(float), z->main);
+    if (z->stage == 0) z->b->memset0(z->b, z->grad_full, z->layout.padded_total * z->ges, z->main);
+    if (z->stage == 3 && z->trace_state == TRACE_NONE) {
+        z->trace_state = TRACE_RECORDING;
+        z->trace_len = 0;
+    }
+    z->pos = 0;
+}
+
+const ZeroUnitView *zero_fetch(Zero *z, int unit, int is_backward) {
+    if (unit < 0 || unit >= z->nu) zero_fail(z, "zero_fetch of unit %d: units are 0..%d", unit, z->nu - 1);
+    ZU *U = &z->u[unit];
+    if (U->fetched >= 0)
+        zero_fail(z, "zero_fetch of unit %d (%s) while its %s fetch was not released", unit,
+                  is_backward ? "backward" : "forward", U->fetched ? "backward" : "forward");
+    if (is_backward) {
+        if (!z->in_step) zero_fail(z, "backward zero_fetch of unit %d outside zero_begin_step .. zero_step", unit);
+        if (U->bwd_done) zero_fail(z, "backward zero_fetch of unit %d twice in one micro-step", unit);
+        U->bwd_done = 1;
+    }
+    if (z->stage == 3) zero_gather_fetch(z, unit, is_backward);
+    for (int i = 0; i < U->n; i++) {
+        ZT *t = &z->t[U->tensors[i]];
+        U->params[i] = t->work;
+        U->grads[i] = NULL;
+        if (!is_backward) continue;
+        if (z->stage == 1 && t->needs_zero) {
+            // its last reduction must have read it before we clear it
+            z->b->stream_wait(z->b, z->main, t->grad_done);
+            z->b->memset0(z->b, t->grad, t->lay->split.padded * z->ges, z->main);
+            t->needs_zero = 0;
+        }
+        if (z->stage >= 2) zero_grad_acquire(z, U->tensors[i]);
+        U->grads[i] = t->grad;
+    }
+    U->fetched = is_backward ? 1 : 0;
+    return &U->view;
+}
+
+void zero_release(Zero *z, int unit, int is_backward) {
+    if (unit < 0 || unit >= z->nu) zero_fail(z, "zero_release of unit %d: units are 0..%d", unit, z->nu - 1);
+    ZU *U = &z->u[unit];
+    if (U->fetched != (is_backward ? 1 : 0))
+        zero_fail(z, "zero_release of unit %d (%s) without a matching zero_fetch", unit, is_backward ? "backward" : "forward");
+    if (z->stage == 3) zero_gather_release(z, unit);
+    U->fetched = -1;
+}
+
+// Stage 0 keeps whole gradients until the step: one all-reduce (all-to-all, rank-order
+// sum, all-gather) of the accumulated gradient, then every rank updates everything.
+static void stage0_reduce(Zero *z) {
+    const ZeroBackend *b = z->b;
+    zero_reduce_all(z);
+    for (int i = 0; i < z->nt; i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        z->parts[i].send = z->shard_grad + l->shard_off;
+        z->parts[i].recv = z->red_full + l->full_off;
+        z->parts[i].count = l->split.shard;
+    }
+    b->all_gather(b, z->comm, z->parts, z->nt, ZERO_F32, z->cs, "reduced gradients (all tensors)");
+}
+
+float zero_step(Zero *z, const ZeroStepArgs *a) {
+    const ZeroBackend *b = z->b;
+    if (!z->in_step) zero_fail(z, "zero_step without zero_begin_step");
+    if (z->units_ready != 0 || z->micro != z->grad_accum)
+        zero_fail(z, "zero_step after %d complete micro-steps and %d of %d units' grads_ready in the next; "
+                  "zero_begin_step announced %d", z->micro, z->units_ready, z->nu, z->grad_accum);
+    for (int u = 0; u < z->nu; u++)
+        if (z->u[u].fetched >= 0) zero_fail(z, "zero_step while unit %d is still fetched", u);
+    if (z->stage == 0) stage0_reduce(z);
+    zero_grads_drain(z);
+    ZeroEvent *e = zero_next_event(z);
+    b->event_record(b, e, z->main);
+    b->stream_wait(b, z->cs, e);
+
+    // Global norm: per-tensor sums of squares of this rank's shard, added in tensor
+    // order, then the N partial sums added in rank order: the same bits on every rank
+    // and at every stage (stage 0 uses the shard it would own).
+    for (int i = 0; i < z->nt; i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        b->sum_squares(b, z->shard_grad + l->shard_off, l->own_count, &z->sq[i], z->cs);
+    }
+    b->stream_sync(b, z->cs);
+    double total = 0.0;
+    for (int i = 0; i < z->nt; i++) total += z->sq[i];
+    b->allreduce_sum_f64(b, z->comm, &total, 1, "gradient norm");
+    float norm = (float)sqrt(total);
+    float clip = (a->grad_clip > 0 && norm > a->grad_clip) ? a->grad_clip / norm : 1.0f;
+    AdamWParams p = adamw_params(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, clip, a->t);
+
+    for (int i = 0; i < z->nt; i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        if (z->stage == 0)
+            b->adamw(b, z->master + l->full_off, z->red_full + l->full_off, z->m + l->full_off, z->v + l->full_off,
+                     l->split.numel, &p, z->t[i].decay, z->cs);
+        else
+            b->adamw(b, z->master + l->shard_off, z->shard_grad + l->shard_off, z->m + l->shard_off,
+                     z->v + l->shard_off, l->own_count, &p, z->t[i].decay, z->cs);
+    }
+    e = zero_next_event(z);
+    b->event_record(b, e, z->cs);
+    b->stream_wait(b, z->main, e);
+    if (z->stage == 3) zero_gather_reset(z);   // gathered copies are stale now
+    refresh_working(z, a->t);
+    b->stream_sync(b, z->cs);
+    b->stream_sync(b, z->main);
+    z->in_step = 0;
+    return norm;
+}
+
+void zero_allreduce_sum_f64(Zero *z, double *values, int n) {
+    z->b->allreduce_sum_f64(z->b, z->comm, values, n, "zero_allreduce_sum_f64");
+}
+
+void zero_gather_master(Zero *z, int tensor, float *out) {
+    if (tensor < 0 || tensor >= z->nt) zero_fail(z, "zero_gather_master of tensor %d: tensors are 0..%d", tensor, z->nt - 1);
+    if (z->in_step) zero_fail(z, "zero_gather_master of %s inside a step (call it between steps)", z->t[tensor].name);
+    const ZeroBackend *b = z->b;
+    const ZeroTensorLayout *l = z->t[tensor].lay;
+    if (z->stage == 0) {
+        b->copy(b, out, ZERO_MEM_HOST, z->master + l->full_off, ZERO_MEM_DEVICE, l->split.numel * sizeof(float), z->main);
+        b->stream_sync(b, z->main);
+        return;
+    }
+    ZeroCollPart part = {z->master + l->shard_off, z->staging, l->split.shard};
+    b->all_gather(b, z->comm, &part, 1, ZERO_F32, z->cs, z->t[tensor].name);
+    b->copy(b, out, ZERO_MEM_HOST, z->staging, ZERO_MEM_DEVICE, l->split.numel * sizeof(float), z->cs);
+    b->stream_sync(b, z->cs);
+}
+
+void zero_stats(const Zero *z, ZeroStats *s) {
+    memset(s, 0, sizeof *s);
+    for (int k = 0; k < ZERO_USE_KINDS; k++) {
+        s->device[k] = z->mem_dev[k];
+        s->host[k] = z->mem_host[k];
+    }
+    s->param_pool_elems = z->parena.capacity;
+    s->param_pool_peak = z->parena.peak;
+    s->grad_pool_elems = z->garena.capacity;
+    s->grad_pool_peak = z->garena.peak;
+    s->gathers = z->n_gathers;
+    s->prefetches = z->n_prefetches;
+    s->gather_hits = z->n_hits;
+    s->evictions = z->n_evictions;
+    s->wasted_gathers = z->n_wasted;
+    s->buckets = z->n_buckets;
+}

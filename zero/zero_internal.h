@@ -1,0 +1,130 @@
+/*
+zero_internal.h: the plugin's state, shared by zero.c (init, fetch/release, step),
+reduce.c (gradient buckets) and gather.c (stage-3 parameter gathering). Not for trainers.
+*/
+#ifndef ZERO_INTERNAL_H
+#define ZERO_INTERNAL_H
+
+#include <stdint.h>
+
+#include "arena.h"
+#include "backend.h"
+#include "comm.h"
+#include "partition.h"
+#include "zero.h"
+
+#define ZERO_NUM_EVENTS 32   // ring of events; a reused one only makes a wait later, never wrong
+
+// One tensor of the table.
+typedef struct {
+    char *name;
+    int decay, num_units;
+    int units[ZERO_MAX_TENSOR_UNITS];
+    const ZeroTensorLayout *lay;
+    int persistent;            // stage 3: kept gathered for good
+    // working parameters the model reads (padded, lay->split.padded elements)
+    void *work;                // stages 0-2 and persistent: fixed; stage 3: a pool block or NULL
+    size_t block;              // stage 3 pool offset, ZERO_ARENA_FULL when not placed
+    int issued;                // stage 3: its all-gather is enqueued (work holds this step's values)
+    int used;                  // stage 3: a fetch used it since it was gathered
+    int holders;               // stage 3: fetched units using it now
+    ZeroEvent *ready;          // stage 3: recorded after its gather
+    uint64_t stamp;            // stage 3: visit mark for look-ahead walks
+    // gradients
+    void *grad;                // buffer the model accumulates into; NULL when none is live
+    size_t grad_block;         // stage 2/3 pool offset
+    int grads_seen;            // units of this tensor whose grads_ready came this micro-step
+    int needs_zero;            // stage 1: reduced; clear before the next backward writes it
+    ZeroEvent *grad_done;      // recorded after the reduction that read grad
+} ZT;
+
+// One unit.
+typedef struct {
+    int n;
+    int *tensors;
+    void **params, **grads;
+    ZeroUnitView view;
+    int fetched;               // -1 none, 0 forward, 1 backward
+    int bwd_done, ready_done;  // this micro-step
+    size_t pool_need;          // stage 3: padded elements of its non-persistent tensors
+    size_t grad_need;          // padded elements of all its tensors
+} ZU;
+
+typedef struct { size_t off; ZeroEvent *ev; } ZDeferred;
+
+enum { TRACE_NONE = 0, TRACE_RECORDING, TRACE_READY, TRACE_INVALID };
+
+struct Zero {
+    ZeroConfig cfg;
+    ZeroComm *comm;
+    const ZeroBackend *b;
+    int stage, rank, world, nt, nu;
+    size_t pes, ges;           // element sizes of working params and gradients
+    ZeroLayout layout;
+    ZT *t;
+    ZU *u;
+    ZeroStream *main, *cs;     // model's stream, collectives' stream
+    ZeroEvent *ev[ZERO_NUM_EVENTS];
+    int ev_next;
+
+    // buffers (device memory of the backend)
+    void *work_full;           // stages 0-2: all working params, padded
+    void *grad_full;           // stages 0-1: all gradients, padded
+    float *master, *m, *v;     // stage 0: full padded; else the shard
+    float *shard_grad;         // fp32 reduced gradient of this rank's shard
+    float *red_full;           // stage 0: the reduced full gradient (aliases grad_full when fp32)
+    void *work_shard;          // stage 3: working-dtype shard (aliases master when fp32)
+    void *persist;             // stage 3: persistent tensors, gathered
+    void *ppool;               // stage 3: gather pool
+    ZeroArena parena;
+    void *gpool;               // stages 2-3: gradient pool
+    ZeroArena garena;
+    void *staging;             // all-to-all receive buffer; gather_master's landing buffer
+    size_t staging_elems;      // in gradient elements
+
+    // host bookkeeping
+    ZeroCollPart *parts;       // nt entries
+    double *sq;                // nt per-tensor sums of squares
+    int *pending, npending;    // stage 1-3: grads complete this micro-step, not yet reduced
+    size_t pending_elems;
+    ZDeferred *deferred;       // stage 2/3: reduced grad blocks not yet returned to the pool
+    int ndeferred, deferred_cap;
+    int *batch;                // nt entries: scratch tensor list
+    char what[192];            // scratch for collective labels
+
+    // step state
+    int in_step, grad_accum, micro, units_ready;
+
+    // stage 3 fetch order, recorded during the first micro-step
+    int *trace, trace_len, trace_cap, trace_state, pos;
+    uint64_t stamp;
+    size_t held_elems;         // pool elements of tensors some fetched unit holds
+    int warned_order;
+
+    // accounting
+    size_t mem_dev[ZERO_USE_KINDS], mem_host[ZERO_USE_KINDS];
+    uint64_t n_gathers, n_prefetches, n_hits, n_evictions, n_wasted, n_buckets;
+    struct { void *p; ZeroMemKind kind; } allocs[24];
+    int nallocs;
+    int init_done;             // set at the end of zero_init: allocating after it is a bug
+};
+
+void zero_fail(const Zero *z, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+ZeroEvent *zero_next_event(Zero *z);
+// Comma-separated tensor names for messages, truncated to fit z->what.
+const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n);
+
+// reduce.c
+void zero_grad_acquire(Zero *z, int ti);     // stage 2/3: a zeroed pool buffer for tensor ti
+void zero_grads_flush(Zero *z);              // reduce the pending tensors now
+void zero_grads_drain(Zero *z);              // return every reduced block to the pool
+void zero_reduce_all(Zero *z);               // stage 0: reduce every tensor's full gradient
+
+// gather.c
+void zero_gather_fetch(Zero *z, int unit, int is_backward);
+void zero_gather_release(Zero *z, int unit);
+void zero_gather_micro_end(Zero *z);
+void zero_gather_reset(Zero *z);             // drop every pool block (params changed)
+void *zero_gather_src(Zero *z, int ti);      // this rank's working-dtype shard of ti
+
+#endif
