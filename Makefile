@@ -66,8 +66,9 @@ $(BUILD)/%.cu.o: %.cu $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-train_gpt2: train_gpt2.c $(BUILD)/libllmc.a
-	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
+# The CPU trainer drives zero/ over MPI (-z), so it is linked with mpicc.
+train_gpt2: train_gpt2.c $(BUILD)/libllmc.a $(BUILD)/libzero.a
+	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
 tokenize: tokenize.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
@@ -86,12 +87,15 @@ $(BUILD)/gpu_attention_cudnn: dev/test/gpu_attention_cudnn.cu $(BUILD)/llmc/atte
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $^ $(CUDA_LDLIBS) -o $@
 
+$(BUILD)/model_diff: dev/tools/model_diff.c $(BUILD)/libllmc.a
+	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
+
 $(BUILD)/tests/%: dev/test/%.c $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
 
 # The CPU suite: unit tests (cmocka) and end-to-end trainer checks (shell), one summary.
-test: $(TEST_BIN) $(CPU_TARGETS)
+test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff
 	@bash dev/test/run_tests.sh $(TEST_BIN)
 
 clean:

@@ -207,25 +207,61 @@ void gpt2_model_file_write(const char *path, const GPT2Config *c, const float *p
     atomic_file_commit(&af);
 }
 
+void gpt2_init_range(const GPT2Config *c, int t, size_t offset, size_t count, float *out, uint64_t seed) {
+    if (t == GPT2_LN1W || t == GPT2_LN2W || t == GPT2_LNFW) {
+        for (size_t i = 0; i < count; i++) out[i] = 1.0f;
+        return;
+    }
+    if (!gpt2_param_decays(t)) { // biases
+        memset(out, 0, count * sizeof(float));
+        return;
+    }
+    float std = (t == GPT2_ATTPROJW || t == GPT2_FCPROJW) ? 0.02f / sqrtf(2.0f * (float)c->num_layers) : 0.02f;
+    // wte rows past the real vocabulary are padding: zero, never read by a token.
+    size_t live = t == GPT2_WTE ? (size_t)c->vocab_size * c->channels : (size_t)-1;
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < count; i++) {
+        size_t e = offset + i;
+        out[i] = e < live ? std * rng_normal(seed, RNG_STREAM_INIT, ((uint64_t)t << 40) | e) : 0.0f;
+    }
+}
+
 void gpt2_init_params(const GPT2Config *c, float *params, uint64_t seed) {
     size_t sizes[GPT2_NUM_PARAM_TENSORS], off[GPT2_NUM_PARAM_TENSORS];
     gpt2_param_sizes(c, sizes);
     gpt2_param_offsets(c, off);
-    float residual_std = 0.02f / sqrtf(2.0f * (float)c->num_layers);
+    for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) gpt2_init_range(c, t, 0, sizes[t], params + off[t], seed);
+}
+
+void gpt2_slices(const GPT2Config *c, GPT2Slice *out) {
+    size_t sizes[GPT2_NUM_PARAM_TENSORS], off[GPT2_NUM_PARAM_TENSORS];
+    gpt2_param_sizes(c, sizes);
+    gpt2_param_offsets(c, off);
+    int L = c->num_layers, n = 0;
     for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
-        float *p = params + off[t];
-        size_t n = sizes[t];
-        if (t == GPT2_LN1W || t == GPT2_LN2W || t == GPT2_LNFW) {
-            for (size_t i = 0; i < n; i++) p[i] = 1.0f;
-        } else if (!gpt2_param_decays(t)) {
-            memset(p, 0, n * sizeof(float)); // biases
-        } else {
-            float std = (t == GPT2_ATTPROJW || t == GPT2_FCPROJW) ? residual_std : 0.02f;
-            size_t live = t == GPT2_WTE ? (size_t)c->vocab_size * c->channels : n;
-            #pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < live; i++)
-                p[i] = std * rng_normal(seed, RNG_STREAM_INIT, ((uint64_t)t << 40) | i);
-            for (size_t i = live; i < n; i++) p[i] = 0.0f; // padded vocabulary rows
+        int layers = gpt2_param_is_per_layer(t) ? L : 1;
+        for (int l = 0; l < layers; l++) {
+            GPT2Slice *s = &out[n++];
+            memset(s, 0, sizeof(*s));
+            if (layers > 1) snprintf(s->name, sizeof(s->name), "%s.%d", gpt2_param_name(t), l);
+            else snprintf(s->name, sizeof(s->name), "%s", gpt2_param_name(t));
+            s->tensor = t;
+            s->layer = l;
+            s->numel = sizes[t] / layers;
+            s->offset = off[t] + (size_t)l * s->numel;
+            s->decay = gpt2_param_decays(t);
+            s->num_units = 1;
+            if (t == GPT2_WTE) { s->units[0] = 0; s->units[1] = L + 2; s->num_units = 2; }
+            else if (t == GPT2_WPE) s->units[0] = 0;
+            else if (t == GPT2_LNFW || t == GPT2_LNFB) s->units[0] = L + 1;
+            else s->units[0] = 1 + l;
         }
+    }
+    // Order by first unit (stable), so each unit's slices are contiguous in the table.
+    for (int i = 1; i < n; i++) {
+        GPT2Slice key = out[i];
+        int j = i - 1;
+        while (j >= 0 && out[j].units[0] > key.units[0]) { out[j + 1] = out[j]; j--; }
+        out[j + 1] = key;
     }
 }

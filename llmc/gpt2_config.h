@@ -67,6 +67,29 @@ void gpt2_model_file_write(const char *path, const GPT2Config *c, const float *p
 // biases and the padded wte rows, ones for LayerNorm weights.
 void gpt2_init_params(const GPT2Config *c, float *params, uint64_t seed);
 
+// Initial values of elements [offset, offset+count) of tensor t (offsets within the
+// whole tensor, all layers): the same numbers gpt2_init_params writes there. Lets a
+// sharded trainer initialize only what it owns.
+void gpt2_init_range(const GPT2Config *c, int t, size_t offset, size_t count, float *out, uint64_t seed);
+
+// The parameters as a parameter manager sees them: one slice per (tensor, layer), each
+// read by one or two units. Units: 0 = embeddings (wte, wpe), 1..L = blocks, L+1 = final
+// LayerNorm, L+2 = classifier (reads wte, tied with the embedding).
+typedef struct {
+    char name[24];      // "qkvw.3", "wte"
+    int tensor, layer;  // which of the 16 tensors, which layer (0 if not per layer)
+    size_t offset;      // element offset in the flat llm.c parameter buffer
+    size_t numel;
+    int units[2];
+    int num_units;
+    int decay;          // weight decay applies
+} GPT2Slice;
+
+static inline int gpt2_num_units(const GPT2Config *c) { return c->num_layers + 3; }
+static inline int gpt2_num_slices(const GPT2Config *c) { return 4 + 12 * c->num_layers; }
+// Fills gpt2_num_slices(c) entries, ordered by unit (embeddings, blocks, final LN).
+void gpt2_slices(const GPT2Config *c, GPT2Slice *out);
+
 // bf16 conversions shared by the host code (round to nearest even; NaN kept NaN).
 uint16_t gpt2_f32_to_bf16(float x);
 float gpt2_bf16_to_f32(uint16_t b);

@@ -34,6 +34,13 @@ static void defaults(TrainConfig *c, int cuda) {
     c->recompute = 1;
     c->use_cudnn = 1;
     c->threads = 0;
+    c->zero_stage = -1;
+    c->zero_bucket = 1L << 22;
+    c->zero_prefetch = 1L << 24;
+    c->zero_max_live = 0;
+    c->zero_persist = 1L << 16;
+    c->node_size = 0;
+    c->zero_timeout = 600.0;
 }
 
 void train_config_usage(const char *prog, const char *flavour) {
@@ -72,6 +79,15 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --grad-clip F   clip the global gradient norm to F, <= 0 disables (default %g)\n", d.grad_clip);
     printf("  --tokenizer F   llm.c tokenizer file for samples (default %s)\n", d.tokenizer_path);
     if (!cuda) printf("  --threads N     OpenMP threads (default: all cores)\n");
+    printf("\nZeRO (data parallel over MPI ranks; launch with mpirun -np N):\n");
+    printf("  -z STAGE            0 data parallel, 1 optimizer states, 2 + gradients, 3 + parameters\n"
+           "                      sharded (default: no plugin, a single unsharded rank)\n");
+    printf("  --zero-bucket N     gradient reduction bucket, elements (default %ld)\n", d.zero_bucket);
+    printf("  --zero-prefetch N   stage 3: gather up to N elements ahead (default %ld)\n", d.zero_prefetch);
+    printf("  --zero-max-live N   stage 3: most gathered elements alive, 0 = largest unit + prefetch\n");
+    printf("  --zero-persist N    stage 3: tensors of at most N elements stay gathered (default %ld)\n", d.zero_persist);
+    printf("  --node-size N       ranks per logical node, for intra/inter-node figures (default: real nodes)\n");
+    printf("  --zero-timeout S    a collective stuck this many seconds ends the run (default %g)\n", d.zero_timeout);
     printf("  -h        this help\n");
 }
 
@@ -98,19 +114,26 @@ static float parse_float(const char *flag, const char *s, double lo, double hi) 
 void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavour) {
     int cuda = strcmp(flavour, "cuda") == 0;
     defaults(c, cuda);
-    enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS };
+    enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
+           OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT };
     static const struct option longs[] = {
         {"seed", required_argument, 0, OPT_SEED},
         {"shuffle", required_argument, 0, OPT_SHUFFLE},
         {"grad-clip", required_argument, 0, OPT_CLIP},
         {"tokenizer", required_argument, 0, OPT_TOKENIZER},
         {"threads", required_argument, 0, OPT_THREADS},
+        {"zero-bucket", required_argument, 0, OPT_ZBUCKET},
+        {"zero-prefetch", required_argument, 0, OPT_ZPREFETCH},
+        {"zero-max-live", required_argument, 0, OPT_ZLIVE},
+        {"zero-persist", required_argument, 0, OPT_ZPERSIST},
+        {"node-size", required_argument, 0, OPT_NODE},
+        {"zero-timeout", required_argument, 0, OPT_ZTIMEOUT},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int opt;
     opterr = 0;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, ":i:j:e:o:b:t:d:l:u:q:c:x:v:m:s:g:n:y:r:f:h", longs, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":i:j:e:o:b:t:d:l:u:q:c:x:v:m:s:g:n:y:r:f:z:h", longs, NULL)) != -1) {
         switch (opt) {
         case 'i': c->train_pattern = optarg; break;
         case 'j': c->val_pattern = optarg; break;
@@ -132,6 +155,13 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         case 'y': c->resume = (int)parse_long("-y", optarg, 0, 1); break;
         case 'r': c->recompute = (int)parse_long("-r", optarg, 0, 2); break;
         case 'f': c->use_cudnn = (int)parse_long("-f", optarg, 0, 1); break;
+        case 'z': c->zero_stage = (int)parse_long("-z", optarg, 0, 3); break;
+        case OPT_ZBUCKET: c->zero_bucket = parse_long("--zero-bucket", optarg, 1, 1L << 40); break;
+        case OPT_ZPREFETCH: c->zero_prefetch = parse_long("--zero-prefetch", optarg, 0, 1L << 40); break;
+        case OPT_ZLIVE: c->zero_max_live = parse_long("--zero-max-live", optarg, 0, 1L << 40); break;
+        case OPT_ZPERSIST: c->zero_persist = parse_long("--zero-persist", optarg, 0, 1L << 40); break;
+        case OPT_NODE: c->node_size = (int)parse_long("--node-size", optarg, 0, 1 << 20); break;
+        case OPT_ZTIMEOUT: c->zero_timeout = parse_float("--zero-timeout", optarg, 0.001, 1e9); break;
         case OPT_SEED: c->seed = (uint64_t)parse_long("--seed", optarg, 0, 0x7fffffffffffffffL); break;
         case OPT_SHUFFLE: c->shuffle = (int)parse_long("--shuffle", optarg, 0, 1); break;
         case OPT_CLIP: c->grad_clip = parse_float("--grad-clip", optarg, -1, 1e9); break;
@@ -167,5 +197,6 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     printf("| %-20s | %-40d |\n", "warmup steps", c->warmup_steps);
     printf("| %-20s | %-40d |\n", "max steps", c->max_steps);
     printf("| %-20s | %-40llu |\n", "seed", (unsigned long long)c->seed);
+    if (c->zero_stage >= 0) printf("| %-20s | %-40d |\n", "ZeRO stage", c->zero_stage);
     printf("+----------------------+------------------------------------------+\n");
 }

@@ -35,6 +35,14 @@ typedef struct {
     int recompute;              // -r (CUDA): 0 none, 1 GELU, 2 whole MLP/LN inputs
     int use_cudnn;              // -f (CUDA): 1 cuDNN flash attention, 0 plain kernels
     int threads;                // --threads (CPU): OpenMP threads, 0 = default
+    // ZeRO (trainers built with zero/): -z STAGE and its knobs, in elements
+    int zero_stage;             // -z: -1 = unsharded (no plugin), 0..3
+    long zero_bucket;           // --zero-bucket: gradient reduction bucket
+    long zero_prefetch;         // --zero-prefetch: stage-3 look-ahead
+    long zero_max_live;         // --zero-max-live: stage-3 most gathered elements (0 = auto)
+    long zero_persist;          // --zero-persist: stage-3 tensors this small stay gathered
+    int node_size;              // --node-size: ranks per logical node (0 = real nodes)
+    double zero_timeout;        // --zero-timeout: seconds before a stuck collective ends the run
 } TrainConfig;
 
 // Fills defaults for the given trainer ("cpu" or "cuda"), then parses argv. Prints

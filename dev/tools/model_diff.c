@@ -1,0 +1,53 @@
+// model_diff: compares two llm.c model files tensor by tensor.
+//   model_diff A.bin B.bin [tolerance]
+// Prints each tensor's max |a-b| and relative L2 error ||a-b|| / ||a||, then the same
+// over the whole model; exits 0 when the whole-model relative error is <= tolerance
+// (default 0: bit-identical), 1 otherwise. (Per-tensor figures of tensors that start at
+// zero, like biases, are large relative errors of tiny values, hence the whole-model test.)
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt2_config.h"
+
+int main(int argc, char **argv) {
+    if (argc < 3 || argc > 4) {
+        fprintf(stderr, "usage: %s A.bin B.bin [relative tolerance, default 0 = identical]\n", argv[0]);
+        return 2;
+    }
+    double tol = argc == 4 ? atof(argv[3]) : 0.0;
+    GPT2Config ca, cb;
+    float *a = gpt2_model_file_read(argv[1], &ca);
+    float *b = gpt2_model_file_read(argv[2], &cb);
+    if (memcmp(&ca, &cb, sizeof(ca)) != 0) {
+        fprintf(stderr, "error: '%s' and '%s' are different model shapes\n", argv[1], argv[2]);
+        return 1;
+    }
+    size_t sizes[GPT2_NUM_PARAM_TENSORS];
+    gpt2_param_sizes(&ca, sizes);
+    size_t off = 0;
+    double all_d2 = 0.0, all_a2 = 0.0, all_max = 0.0;
+    for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
+        double maxd = 0.0, d2 = 0.0, a2 = 0.0;
+        for (size_t i = off; i < off + sizes[t]; i++) {
+            double d = fabs((double)a[i] - (double)b[i]);
+            if (d > maxd) maxd = d;
+            d2 += d * d;
+            a2 += (double)a[i] * a[i];
+        }
+        double rel = a2 > 0 ? sqrt(d2 / a2) : sqrt(d2);
+        all_d2 += d2;
+        all_a2 += a2;
+        if (maxd > all_max) all_max = maxd;
+        printf("%-10s max|diff| %.3e  rel L2 %.3e\n", gpt2_param_name(t), maxd, rel);
+        off += sizes[t];
+    }
+    int same = memcmp(a, b, off * sizeof(float)) == 0;
+    double rel = all_a2 > 0 ? sqrt(all_d2 / all_a2) : sqrt(all_d2);
+    printf("%s; model max|diff| %.3e, relative L2 %.3e (tolerance %.1e)\n",
+           same ? "bit-identical" : "different", all_max, rel, tol);
+    free(a);
+    free(b);
+    return (same || (tol > 0 && rel <= tol)) ? 0 : 1;
+}

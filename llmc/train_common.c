@@ -1,0 +1,55 @@
+// train_common.c: helpers shared by the trainer loops.
+#include "train_common.h"
+
+#include <stdio.h>
+#include <time.h>
+
+#include "utils.h"
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int file_exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+float *resolve_model(const char *model, GPT2Config *c) {
+    char err[256];
+    if (gpt2_config_from_descriptor(model, c, err, sizeof(err)) == 0) return NULL;
+    if (!file_exists(model)) die("-e '%s' is neither a model descriptor (%s) nor a readable model file", model, err);
+    return gpt2_model_file_read(model, c);
+}
+
+int resolve_grad_accum(TrainConfig *cfg, int world) {
+    long micro_tokens = (long)cfg->B * cfg->T * world;
+    if (cfg->total_batch_tokens < 0) cfg->total_batch_tokens = micro_tokens;
+    if (cfg->total_batch_tokens % micro_tokens != 0)
+        die("-d %ld is not a multiple of B*T*ranks = %d*%d*%d = %ld", cfg->total_batch_tokens, cfg->B,
+            cfg->T, world, micro_tokens);
+    return (int)(cfg->total_batch_tokens / micro_tokens);
+}
+
+int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg) {
+    if (cfg->sample_every <= 0) return 0;
+    if (!file_exists(cfg->tokenizer_path)) {
+        printf("note: tokenizer '%s' not found, samples print token ids\n", cfg->tokenizer_path);
+        return 0;
+    }
+    tokenizer_load(tok, cfg->tokenizer_path);
+    return 1;
+}
+
+void print_token(const Tokenizer *tok, int id) {
+    if (tok == NULL) {
+        printf("%d ", id);
+        return;
+    }
+    size_t len;
+    const char *bytes = tokenizer_decode(tok, id, &len);
+    fwrite(bytes, 1, len, stdout);
+}

@@ -1,0 +1,32 @@
+// train_common.h: small pieces both trainer loops share: timing, batch geometry,
+// model selection from -e, printing sampled tokens.
+#ifndef LLMC_TRAIN_COMMON_H
+#define LLMC_TRAIN_COMMON_H
+
+#include "gpt2_config.h"
+#include "tokenizer.h"
+#include "train_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+double now_seconds(void);
+int file_exists(const char *path);
+
+// -e: fills *c from a descriptor and returns NULL, or reads an llm.c model file and
+// returns its fp32 parameters (caller frees). Exits naming the argument otherwise.
+float *resolve_model(const char *model, GPT2Config *c);
+// Fills in -d's default and returns the gradient accumulation steps; exits when the
+// total batch is not a multiple of B*T*world.
+int resolve_grad_accum(TrainConfig *cfg, int world);
+// Loads the tokenizer for samples if sampling is on and the file exists; returns 1 then.
+int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg);
+// Prints a sampled token's bytes (multi-byte characters may span tokens; the terminal
+// joins them), or its id when tok is NULL.
+void print_token(const Tokenizer *tok, int id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,303 @@
+/*
+train_gpt2.c: the CPU fp32 reference trainer for GPT-2.
+
+Reads top to bottom as the training loop: parse flags, build the model, open the
+data, then per step: (validate, sample, checkpoint,) accumulate gradients over
+micro-batches, clip, AdamW. Everything it uses lives in llmc/.
+
+With -z STAGE the same loop runs data parallel under mpirun with the ZeRO plugin
+(zero/, host backend): the "ZeRO glue" section below is all a trainer adds — the
+model's unit hooks call the plugin, which owns parameters, gradients and optimizer.
+*/
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmc/checkpoint.h"
+#include "llmc/dataloader.h"
+#include "llmc/gpt2_config.h"
+#include "llmc/gpt2_cpu.h"
+#include "llmc/logger.h"
+#include "llmc/rand.h"
+#include "llmc/sampler.h"
+#include "llmc/schedule.h"
+#include "llmc/tokenizer.h"
+#include "llmc/train_common.h"
+#include "llmc/train_config.h"
+#include "llmc/utils.h"
+#include "zero/backend.h"
+#include "zero/comm.h"
+#include "zero/zero.h"
+
+// ----------------------------------------------------------------------------
+// ZeRO glue: the model's parameter slices become the plugin's tensors, and the
+// model's unit hooks fetch/release parameters and hand over finished gradients.
+
+typedef struct {
+    Zero *z;
+    GPT2 *model;
+    GPT2Config config;
+    GPT2Slice *slices;        // tensor table, in the plugin's order
+    size_t tensor_offset[GPT2_NUM_PARAM_TENSORS];
+    const float *file_params; // initial values from a model file, or NULL: fresh init
+    uint64_t seed;
+} ZeroGlue;
+
+static void glue_fetch(void *ctx, int unit, int is_backward) {
+    ZeroGlue *g = (ZeroGlue *)ctx;
+    const ZeroUnitView *v = zero_fetch(g->z, unit, is_backward);
+    for (int k = 0; k < v->count; k++) {
+        const GPT2Slice *s = &g->slices[v->tensors[k]];
+        g->model->w[s->tensor][s->layer] = (float *)v->params[k];
+        if (is_backward) g->model->g[s->tensor][s->layer] = (float *)v->grads[k];
+    }
+}
+
+static void glue_release(void *ctx, int unit, int is_backward) {
+    zero_release(((ZeroGlue *)ctx)->z, unit, is_backward);
+}
+
+static void glue_grads_ready(void *ctx, int unit) { zero_grads_ready(((ZeroGlue *)ctx)->z, unit); }
+
+// Initial values of a range of one slice: only what this rank owns is ever asked for.
+static void glue_init(void *ctx, int tensor, size_t offset, size_t count, float *out) {
+    ZeroGlue *g = (ZeroGlue *)ctx;
+    const GPT2Slice *s = &g->slices[tensor];
+    if (g->file_params) {
+        memcpy(out, g->file_params + s->offset + offset, count * sizeof(float));
+    } else {
+        size_t within = s->offset - g->tensor_offset[s->tensor] + offset;
+        gpt2_init_range(&g->config, s->tensor, within, count, out, g->seed);
+    }
+}
+
+static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroComm *comm,
+                         const float *file_params) {
+    g->model = model;
+    g->config = model->config;
+    g->file_params = file_params;
+    g->seed = cfg->seed;
+    gpt2_param_offsets(&g->config, g->tensor_offset);
+    int n = gpt2_num_slices(&g->config);
+    g->slices = (GPT2Slice *)malloc_check((size_t)n * sizeof(GPT2Slice));
+    gpt2_slices(&g->config, g->slices);
+    ZeroTensor *tensors = (ZeroTensor *)calloc_check((size_t)n, sizeof(ZeroTensor));
+    for (int i = 0; i < n; i++) {
+        tensors[i].name = g->slices[i].name;
+        tensors[i].numel = g->slices[i].numel;
+        tensors[i].decay = g->slices[i].decay;
+        tensors[i].num_units = g->slices[i].num_units;
+        for (int u = 0; u < g->slices[i].num_units; u++) tensors[i].units[u] = g->slices[i].units[u];
+    }
+    ZeroConfig zc;
+    zero_config_defaults(&zc);
+    zc.stage = cfg->zero_stage;
+    zc.bucket_elems = (size_t)cfg->zero_bucket;
+    zc.prefetch_elems = (size_t)cfg->zero_prefetch;
+    zc.max_live_elems = (size_t)cfg->zero_max_live;
+    zc.persist_elems = (size_t)cfg->zero_persist;
+    zc.node_size = cfg->node_size;
+    zc.timeout_s = cfg->zero_timeout;
+    zc.seed = cfg->seed;
+    g->z = zero_init(tensors, n, gpt2_num_units(&g->config), &zc, comm, zero_backend_host(), glue_init, g);
+    free(tensors);
+    model->hooks = (GPT2Hooks){g, glue_fetch, glue_release, glue_grads_ready};
+    return g->z;
+}
+
+// The full fp32 parameters in llm.c order, gathered from the shards (collective).
+static void zero_gather_params(ZeroGlue *g, float *out) {
+    for (int i = 0; i < gpt2_num_slices(&g->config); i++)
+        zero_gather_master(g->z, i, out + g->slices[i].offset);
+}
+
+// ----------------------------------------------------------------------------
+
+// Mean loss over validation batches from the start of the val set. max_batches counts
+// batches of B sequences over all ranks, so every world size sees the same windows.
+static float validate(GPT2 *model, DataLoader *val, int max_batches, Zero *z, int world) {
+    dataloader_reset(val);
+    int64_t available = val->total_windows / val->B;
+    int n = (max_batches < 0 || max_batches > available) ? (int)available : max_batches;
+    int local = n / world > 0 ? n / world : 1;
+    double sum = 0.0;
+    for (int i = 0; i < local; i++) {
+        dataloader_next_batch(val);
+        gpt2_cpu_forward(model, val->inputs, val->targets, val->B, val->T);
+        sum += model->mean_loss;
+    }
+    if (z) zero_allreduce_sum_f64(z, &sum, 1);
+    return (float)(sum / ((double)local * world));
+}
+
+// Generates gen_tokens after an EOT prompt; the coins depend only on (seed, step).
+// Under ZeRO every rank runs the forward (it gathers), rank 0 prints.
+static void sample_text(GPT2 *model, const Tokenizer *tok, int gen_tokens, uint64_t seed, int step, int rank) {
+    int T = model->config.max_seq_len;
+    if (gen_tokens + 1 > T) gen_tokens = T - 1;
+    int *tokens = (int *)malloc_check((size_t)(gen_tokens + 1) * sizeof(int));
+    tokens[0] = GPT2_EOT;
+    if (rank == 0) printf("generating:\n---\n");
+    for (int t = 1; t <= gen_tokens; t++) {
+        gpt2_cpu_forward(model, tokens, NULL, 1, t);
+        const float *logits = gpt2_cpu_logits(model) + (size_t)(t - 1) * model->config.padded_vocab_size;
+        float coin = rng_uniform(seed, RNG_STREAM_SAMPLE, ((uint64_t)step << 32) | (uint64_t)t);
+        tokens[t] = sample_from_logits(logits, model->config.vocab_size, coin);
+        if (rank == 0) print_token(tok, tokens[t]);
+        fflush(stdout);
+    }
+    if (rank == 0) printf("\n---\n");
+    free(tokens);
+}
+
+int main(int argc, char **argv) {
+    TrainConfig cfg;
+    train_config_parse(&cfg, argc, argv, "cpu");
+    if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+
+    // The world: a single process, or every rank of mpirun / srun with -z.
+    ZeroComm *comm = NULL;
+    int rank = 0, world = 1;
+    if (cfg.zero_stage >= 0) {
+        comm = zero_comm_init(&argc, &argv);
+        if (comm == NULL) die("cannot start the ZeRO communicator (see above)");
+        rank = comm->rank;
+        world = comm->world;
+        if (cfg.checkpoint_every > 0 || cfg.resume)
+            die("rank %d: checkpoints with -z are not implemented yet (use -n 0, no -y)", rank);
+    }
+    // Only rank 0 prints the run's figures; every rank prints its errors.
+    if (rank != 0 && freopen("/dev/null", "w", stdout) == NULL) die("rank %d: cannot silence stdout", rank);
+
+    // The model: a descriptor builds a fresh init, anything else is an llm.c model file.
+    GPT2 model;
+    GPT2Config mc;
+    float *file_params = resolve_model(cfg.model, &mc);
+    gpt2_cpu_build(&model, &mc, cfg.seed);
+    if (file_params) memcpy(model.params, file_params, model.num_parameters * sizeof(float));
+    if (cfg.T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg.T, mc.max_seq_len);
+    ZeroGlue glue;
+    Zero *z = comm ? zero_attach(&glue, &model, &cfg, comm, file_params) : NULL;
+    free(file_params);
+
+    // Batch geometry: tokens per step = B * T * world * grad_accum.
+    int grad_accum = resolve_grad_accum(&cfg, world);
+
+    DataLoader train, val;
+    dataloader_init(&train, cfg.train_pattern, cfg.B, cfg.T, rank, world, cfg.shuffle, cfg.seed);
+    int have_val = cfg.val_every > 0;
+    if (have_val) dataloader_init(&val, cfg.val_pattern, cfg.B, cfg.T, rank, world, 0, cfg.seed);
+    if (cfg.max_steps < 0) cfg.max_steps = (int)(train.total_windows / ((int64_t)cfg.B * world * grad_accum));
+    if (cfg.max_steps <= 0) die("the train data holds less than one step of %ld tokens", cfg.total_batch_tokens);
+
+    Tokenizer tok;
+    int have_tok = load_sampling_tokenizer(&tok, &cfg);
+
+    printf("GPT-2 CPU trainer: %d layers, %d channels, %d heads, vocab %d (padded %d), %zu parameters, %d threads\n",
+           mc.num_layers, mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size,
+           model.num_parameters, omp_get_max_threads());
+    printf("train: %d shard(s), %lld windows; val: %s\n", train.num_shards, (long long)train.total_windows,
+           have_val ? cfg.val_pattern : "off");
+    train_config_print(&cfg, grad_accum, world);
+
+    // Resume: parameters, AdamW moments, step and data position from the latest checkpoint.
+    TrainState state = {0, mc, cfg.seed, 0, 0, cfg.B, cfg.T, world, cfg.total_batch_tokens};
+    int start_step = 0;
+    if (cfg.resume) {
+        int latest = checkpoint_latest(cfg.out_dir);
+        if (latest < 0) die("-y 1: no checkpoint in '%s' (no '%s/latest')", cfg.out_dir, cfg.out_dir);
+        // The update allocates the moments lazily; resume needs them now.
+        if (model.m == NULL) {
+            model.m = (float *)calloc_check(model.num_parameters, sizeof(float));
+            model.v = (float *)calloc_check(model.num_parameters, sizeof(float));
+        }
+        TrainState saved;
+        checkpoint_load(cfg.out_dir, latest, &saved, model.params, model.m, model.v, model.num_parameters);
+        checkpoint_check_compatible(&saved, &state, "resume");
+        dataloader_set_state(&train, saved.data_epoch, saved.data_next_window);
+        start_step = saved.step;
+        printf("resumed from '%s' at step %d\n", cfg.out_dir, start_step);
+    }
+    Logger logger = {0};
+    if (rank == 0) logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
+
+    double flops_per_step = gpt2_flops_per_token(&mc, cfg.T) * (double)cfg.total_batch_tokens;
+    for (int step = start_step; step <= cfg.max_steps; step++) {
+        int last = step == cfg.max_steps;
+
+        if (have_val && (step % cfg.val_every == 0 || last)) {
+            float vl = validate(&model, &val, cfg.val_max_steps, z, world);
+            printf("val loss %f\n", vl);
+            logger_val(&logger, step, vl);
+        }
+        if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last))
+            sample_text(&model, have_tok ? &tok : NULL, cfg.gen_tokens, cfg.seed, step, rank);
+        if (cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last)) {
+            TrainState st = state;
+            st.step = step;
+            dataloader_get_state(&train, &st.data_epoch, &st.data_next_window);
+            if (model.m == NULL) die("checkpoint at step %d before any update", step);
+            checkpoint_save(cfg.out_dir, &st, model.params, model.m, model.v, model.num_parameters);
+            printf("saved checkpoint %s/ckpt_%08d.bin\n", cfg.out_dir, step);
+        }
+        if (last) break;
+
+        // One optimizer step: accumulate gradients over grad_accum micro-batches.
+        double t0 = now_seconds();
+        if (z) zero_begin_step(z, grad_accum);
+        else gpt2_cpu_zero_grad(&model);
+        double loss = 0.0;
+        float loss_scale = 1.0f / ((float)cfg.total_batch_tokens);
+        for (int micro = 0; micro < grad_accum; micro++) {
+            dataloader_next_batch(&train);
+            gpt2_cpu_forward(&model, train.inputs, train.targets, cfg.B, cfg.T);
+            gpt2_cpu_backward(&model, loss_scale);
+            loss += model.mean_loss;
+        }
+        float lr = lr_cosine(cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
+        float norm;
+        if (z) {
+            zero_allreduce_sum_f64(z, &loss, 1);
+            loss /= world;
+            ZeroStepArgs a = {lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, cfg.grad_clip, step + 1};
+            norm = zero_step(z, &a);
+        } else {
+            norm = gpt2_cpu_grad_norm(&model);
+            float clip = (cfg.grad_clip > 0 && norm > cfg.grad_clip) ? cfg.grad_clip / norm : 1.0f;
+            gpt2_cpu_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, clip, step + 1);
+        }
+        loss /= grad_accum;
+        double dt = now_seconds() - t0;
+        printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s\n",
+               step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, cfg.total_batch_tokens / dt,
+               flops_per_step / dt * 1e-9);
+        logger_train(&logger, step, (float)loss, lr, norm);
+    }
+
+    // Under ZeRO the final parameters are gathered into one llm.c model file.
+    if (z) {
+        float *full = (float *)malloc_check(model.num_parameters * sizeof(float));
+        zero_gather_params(&glue, full);
+        if (rank == 0) {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/model_final.bin", cfg.out_dir);
+            gpt2_model_file_write(path, &mc, full, GPT2_MODEL_FP32);
+            printf("wrote %s\n", path);
+        }
+        free(full);
+    }
+
+    logger_close(&logger);
+    if (have_tok) tokenizer_free(&tok);
+    if (have_val) dataloader_free(&val);
+    dataloader_free(&train);
+    if (z) {
+        zero_free(z);
+        free(glue.slices);
+        zero_comm_free(comm);
+    }
+    gpt2_cpu_free(&model);
+    return 0;
+}
