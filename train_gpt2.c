@@ -155,7 +155,10 @@ static void sample_text(GPT2 *model, const Tokenizer *tok, int gen_tokens, uint6
 int main(int argc, char **argv) {
     TrainConfig cfg;
     train_config_parse(&cfg, argc, argv, "cpu");
+    // Results do not depend on the thread count, so let OpenMP shed threads on a busy
+    // machine (two threads sharing one core run several times slower than one).
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+    else omp_set_dynamic(1);
 
     // The world: a single process, or every rank of mpirun / srun with -z.
     ZeroComm *comm = NULL;

@@ -17,7 +17,10 @@ extern "C" {
 // 1..L = transformer blocks, L+1 = final LayerNorm, L+2 = classifier (shares wte with
 // unit 0). Before a unit runs (forward or backward) the model calls fetch, which may
 // repoint the unit's entries in model->w / model->g; after, release; after a unit's
-// backward has written all its gradients, grads_ready. All three may be NULL.
+// backward has written all its gradients, grads_ready (called before that unit's
+// backward release). All three may be NULL.
+// Forward:  fetch/release(u, 0) for u = 0, 1..L, L+1, L+2.
+// Backward: fetch(u, 1), grads_ready(u), release(u, 1) for u = L+2, L+1, L..1, 0.
 typedef struct {
     void *ctx;
     void (*fetch)(void *ctx, int unit, int is_backward);
@@ -37,14 +40,20 @@ typedef struct {
     float **w[GPT2_NUM_PARAM_TENSORS];
     float **g[GPT2_NUM_PARAM_TENSORS];
     GPT2Hooks hooks;
-    // activations for the current (B, T), reallocated only when B*T grows
+    // activations for the current (B, T), reallocated only when they outgrow the buffer
     int B, T;
-    size_t act_capacity;
+    size_t act_capacity;      // floats in acts
+    size_t grad_act_capacity; // floats in grad_acts (allocated by the first backward)
     float *acts;         // one allocation; the model carves its activations from it
-    float *grad_acts;
-    float *logits_or_probs; // (B, T, Vp)
-    const int *inputs;   // remembered by forward for backward (B*T)
-    const int *targets;
+    float *grad_acts;    // backward scratch, reused by every layer
+    float *logits_or_probs; // (B, T, Vp): logits; probabilities after a forward with targets
+    const int *inputs;   // the model's own copies of the forward's tokens (B*T each)
+    const int *targets;  // NULL after a forward without targets
+    int *token_buf;      // storage behind inputs/targets
+    size_t token_capacity;
+    int backward_ready;  // 1 after a forward with targets, until backward consumes the probs
+    float *scratch;      // matmul packing buffers
+    size_t scratch_capacity;
     float mean_loss;     // forward with targets sets it; -1 without
     float *losses;       // (B, T) per-token losses
 } GPT2;
@@ -54,15 +63,20 @@ void gpt2_cpu_build(GPT2 *m, const GPT2Config *c, uint64_t seed);
 void gpt2_cpu_build_from_file(GPT2 *m, const char *path);
 void gpt2_cpu_free(GPT2 *m);
 
-// inputs, targets: (B, T) token ids; targets may be NULL (no loss). T <= maxT.
+// inputs, targets: (B, T) token ids in [0, V); targets may be NULL (no loss). T <= maxT.
 // Logits over the padded vocabulary are computed; softmax and loss use the first V.
+// The tokens are copied, so the caller's buffers may change before backward.
 void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T);
-// Access to the forward's logits (B, T, Vp), for sampling (forward without targets).
+// Access to the forward's logits (B, T, Vp), for sampling (forward without targets;
+// after a forward with targets the buffer holds the probabilities, zero past V).
 const float *gpt2_cpu_logits(const GPT2 *m);
 void gpt2_cpu_zero_grad(GPT2 *m);
 // Accumulates into m->grads the gradient of loss_scale * sum over tokens of the
 // per-token loss of the last forward. Training uses loss_scale = 1 / (B*T*grad_accum).
+// Needs a forward with targets before each call (it turns the probabilities into
+// dlogits in place); exits with a message otherwise.
 void gpt2_cpu_backward(GPT2 *m, float loss_scale);
+// grad_norm, update and zero_grad work on the flat m->params / m->grads buffers.
 // sqrt of the sum of squares of all gradients (double accumulation, fixed order).
 float gpt2_cpu_grad_norm(const GPT2 *m);
 // AdamW with bias correction at step t (1-based); weight decay only on the tensors

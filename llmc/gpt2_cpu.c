@@ -1,0 +1,1003 @@
+// gpt2_cpu.c: the fp32 CPU GPT-2. Every output element is computed by exactly one
+// thread and every sum runs in one fixed sequential order, so the numbers do not depend
+// on the OpenMP thread count or schedule. Loops use dynamic schedules: when another
+// process shares a core, the other thread takes over the work instead of waiting. The matmuls use 6x16 register tiles written with GCC
+// vector extensions (AVX2 ymm with -march=native, SSE pairs otherwise).
+#include "gpt2_cpu.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "adamw.h"
+#include "utils.h"
+
+// ---------------------------------------------------------------------------------
+// small helpers
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+// Without AVX, GCC warns that returning v8f has another ABI; it only leaves static
+// functions here, so the ABI never matters. (Vectors are never passed as arguments:
+// that note cannot be silenced this way, hence the macros below.)
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+// memcpy loads/stores: unaligned and free of aliasing questions; GCC emits vmovups.
+static inline v8f ld8(const float *p) {
+    v8f v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+#define ST8(p, v)                              \
+    do {                                       \
+        v8f st8_v_ = (v);                      \
+        memcpy((p), &st8_v_, sizeof(st8_v_));  \
+    } while (0)
+// Lane-wise mask ? a : b (mask lanes all ones or all zeros).
+#define SELECT8(mask, a, b) ((v8f)(((v8i)(a) & (mask)) | ((v8i)(b) & ~(mask))))
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+static inline int imax(int a, int b) { return a > b ? a : b; }
+
+// 64-byte aligned, so ymm rows do not straddle cache lines more than they must.
+static float *alloc_floats(size_t n) {
+    void *p = NULL;
+    int rc = posix_memalign(&p, 64, (n ? n : 1) * sizeof(float));
+    if (rc != 0) die("out of host memory allocating %zu floats: %s", n, strerror(rc));
+    return (float *)p;
+}
+
+// ---------------------------------------------------------------------------------
+// matmuls. Weights are (OC, IC) row-major: out = inp @ W^T + b. Every output element
+// is one sequential sum (ascending over IC, OC or N); tiling only decides when the
+// running sum is kept in a register and when in memory, never the order.
+
+// Tile shape (rows, 8-float vectors per row); overridable for tuning, and every
+// shape gives the same numbers. 6 x 16 uses 12 of the 16 ymm registers as accumulators.
+#ifndef GPT2_MR
+#define GPT2_MR 6
+#endif
+#ifndef GPT2_NV
+#define GPT2_NV 2
+#endif
+enum { MR = GPT2_MR, NV = GPT2_NV, NR = 8 * NV }; // register tile: MR rows x NR columns
+enum { FWD_OB = 4 * NR, FWD_NB = 16 * MR };      // forward task: packed weight rows x input rows
+enum { DW_OG = 16 * MR };                        // dw task: output rows (16 tiles)
+enum { PACK_FLOATS = 32768 };                    // 128 KiB packed blocks stay in L2
+
+static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+static int round_nr(int n) { return (n + NR - 1) / NR * NR; }
+// Rows of a (rows x IC) block that fit in PACK_FLOATS.
+static int block_rows(int IC) { return imax(MR, PACK_FLOATS / round_nr(IC)); }
+
+// Scratch floats one thread needs in matmul_forward / matmul_backward. Every thread
+// packs privately: no thread waits for another inside a matmul.
+static size_t matmul_scratch_per_thread(int IC) {
+    size_t icp = (size_t)round_nr(IC), br = (size_t)block_rows(IC);
+    size_t fwd = round16(icp * FWD_OB);
+    size_t bwd = round16(br * icp) + round16(br * DW_OG);
+    return fwd > bwd ? fwd : bwd;
+}
+
+// pack[i * FWD_OB + j] = W[o0 + j][i]: the block transposed so that a tile's columns
+// are contiguous; columns past oc are zero (computed, never stored).
+static void pack_weights(float *pack, const float *w, int o0, int oc, int IC) {
+    for (int j = 0; j < FWD_OB; j++) {
+        if (j < oc) {
+            const float *row = w + (size_t)(o0 + j) * IC;
+            for (int i = 0; i < IC; i++) pack[(size_t)i * FWD_OB + j] = row[i];
+        } else {
+            for (int i = 0; i < IC; i++) pack[(size_t)i * FWD_OB + j] = 0.0f;
+        }
+    }
+}
+
+// Copies panel p (columns [p * NR, p * NR + NR)) of rows [0, rows) of a (rows x ld)
+// matrix: out[r * NR + j] = a[r][p * NR + j], zero past cols.
+static void pack_panel(float *out, const float *a, size_t ld, int rows, int cols, int p) {
+    int c0 = p * NR, nc = imin(NR, cols - c0);
+    for (int r = 0; r < rows; r++) {
+        float *o = out + (size_t)r * NR;
+        const float *s = a + (size_t)r * ld + c0;
+        if (nc == NR) {
+            memcpy(o, s, NR * sizeof(float));
+        } else {
+            for (int j = 0; j < NR; j++) o[j] = j < nc ? s[j] : 0.0f;
+        }
+    }
+}
+
+// Stores an MR x NR register tile: rows < nr, columns < nc.
+static inline void store_tile(float *out, size_t ldo, v8f acc[MR][NV], int nr, int nc) {
+    for (int r = 0; r < nr; r++) {
+        if (nc == NR) {
+            for (int j = 0; j < NV; j++) ST8(out + r * ldo + 8 * j, acc[r][j]);
+        } else {
+            float tmp[NR];
+            for (int j = 0; j < NV; j++) ST8(tmp + 8 * j, acc[r][j]);
+            memcpy(out + r * ldo, tmp, (size_t)nc * sizeof(float));
+        }
+    }
+}
+
+// Loads rows < nr, columns < nc of a tile (zero elsewhere).
+static inline void load_tile(v8f acc[MR][NV], const float *src, size_t lds, int nr, int nc) {
+    for (int r = 0; r < MR; r++) {
+        float tmp[NR] = {0};
+        if (r < nr) memcpy(tmp, src + r * lds, (size_t)nc * sizeof(float));
+        for (int j = 0; j < NV; j++) acc[r][j] = ld8(tmp + 8 * j);
+    }
+}
+
+// out[r][j] = bias[j] + sum_i a[r][i] * pack[i][j], i ascending. Rows past nr repeat
+// row 0 (keeps the loop branch-free) and are not stored; likewise columns past nc.
+static inline void fwd_tile(float *out, size_t ldo, const float *a, size_t lda, int nr,
+                            const float *pk, int IC, const float *bias, int nc) {
+    const float *row[MR];
+    for (int r = 0; r < MR; r++) row[r] = a + (size_t)(r < nr ? r : 0) * lda;
+    float b[NR] = {0};
+    if (bias) memcpy(b, bias, (size_t)nc * sizeof(float));
+    v8f acc[MR][NV];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NV; j++) acc[r][j] = ld8(b + 8 * j);
+    for (int i = 0; i < IC; i++) {
+        v8f wv[NV];
+        for (int j = 0; j < NV; j++) wv[j] = ld8(pk + (size_t)i * FWD_OB + 8 * j);
+        for (int r = 0; r < MR; r++) {
+            float x = row[r][i];
+            for (int j = 0; j < NV; j++) acc[r][j] += x * wv[j];
+        }
+    }
+    store_tile(out, ldo, acc, nr, nc);
+}
+
+// out (N, OC) = inp (N, IC) @ W^T + bias (bias may be NULL).
+static void matmul_forward(float *ws, float *out, const float *inp, const float *w, const float *bias,
+                           int N, int IC, int OC) {
+    const int ncb = (OC + FWD_OB - 1) / FWD_OB, nrb = (N + FWD_NB - 1) / FWD_NB;
+    const size_t per_thread = matmul_scratch_per_thread(IC);
+    #pragma omp parallel
+    {
+        float *pack = ws + (size_t)omp_get_thread_num() * per_thread;
+        int packed = -1; // a chunk of tasks shares one weight block
+        // Dynamic chunks (any split gives the same numbers) keep both cores busy when
+        // one of them is also running something else.
+        #pragma omp for schedule(dynamic, nrb)
+        for (int task = 0; task < ncb * nrb; task++) {
+            int cb = task / nrb, rb = task % nrb;
+            int o0 = cb * FWD_OB, oc = imin(FWD_OB, OC - o0);
+            if (cb != packed) {
+                pack_weights(pack, w, o0, oc, IC);
+                packed = cb;
+            }
+            int n1 = imin(N, (rb + 1) * FWD_NB);
+            for (int n = rb * FWD_NB; n < n1; n += MR)
+                for (int j = 0; j < oc; j += NR)
+                    fwd_tile(out + (size_t)n * OC + o0 + j, (size_t)OC, inp + (size_t)n * IC, (size_t)IC,
+                             imin(MR, n1 - n), pack + j, IC, bias ? bias + o0 + j : NULL, imin(NR, oc - j));
+        }
+    }
+}
+
+// dinp tile (+)= sum over o < no of dout[r][o] * wp[o][:], o ascending; wp: NR
+// weight columns, rows ldwp apart. Starts from zero when first.
+static inline void dinp_tile(float *dinp, size_t ldi, const float *dout, size_t ldd, int nr, int nc,
+                             const float *wp, size_t ldwp, int no, int first) {
+    const float *drow[MR];
+    for (int r = 0; r < MR; r++) drow[r] = dout + (size_t)(r < nr ? r : 0) * ldd;
+    v8f acc[MR][NV];
+    if (first) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NV; j++) acc[r][j] = (v8f){0};
+    } else {
+        load_tile(acc, dinp, ldi, nr, nc);
+    }
+    for (int o = 0; o < no; o++) {
+        v8f wv[NV];
+        for (int j = 0; j < NV; j++) wv[j] = ld8(wp + (size_t)o * ldwp + 8 * j);
+        for (int r = 0; r < MR; r++) {
+            float x = drow[r][o];
+            for (int j = 0; j < NV; j++) acc[r][j] += x * wv[j];
+        }
+    }
+    store_tile(dinp, ldi, acc, nr, nc);
+}
+
+// dw tile += sum over n < nn of dp[n][r] * ip[n][:], n ascending; dp holds MR packed
+// dout columns per row, ip one NR panel of the packed inputs.
+static inline void dw_tile(float *dw, size_t ldw, int orows, int nc, const float *dp, const float *ip, int nn) {
+    v8f acc[MR][NV];
+    load_tile(acc, dw, ldw, orows, nc);
+    for (int n = 0; n < nn; n++) {
+        v8f iv[NV];
+        for (int j = 0; j < NV; j++) iv[j] = ld8(ip + (size_t)n * NR + 8 * j);
+        for (int r = 0; r < MR; r++) {
+            float x = dp[(size_t)n * MR + r];
+            for (int j = 0; j < NV; j++) acc[r][j] += x * iv[j];
+        }
+    }
+    store_tile(dw, ldw, acc, orows, nc);
+}
+
+// dinp = dout @ W (overwritten); dw += dout^T @ inp; dbias += column sums of dout
+// (dbias may be NULL). dout (N, OC), inp (N, IC), W (OC, IC).
+static void matmul_backward(float *ws, float *dinp, float *dw, float *dbias, const float *dout,
+                            const float *inp, const float *w, int N, int IC, int OC) {
+    const int br = block_rows(IC), np = (IC + NR - 1) / NR, ntiles = (N + MR - 1) / MR;
+    const int ngroups = (OC + DW_OG - 1) / DW_OG;
+    const int nthreads = omp_get_max_threads();
+    const size_t per_thread = matmul_scratch_per_thread(IC);
+    // dinp tasks: (panel group, row range) pairs, about two per thread (dynamic
+    // schedule, for balance when a core is shared). Each task streams its columns of
+    // W once and its rows of dout once: choose the split that moves the fewest bytes,
+    // pg * N * OC + rp * IC * OC.
+    const int want = nthreads > 1 ? 2 * nthreads : 1;
+    int pg = 1, rp = imin(ntiles, want);
+    double best = 1e300;
+    for (int g = 1; g <= imin(np, want); g++) {
+        int r = imin(ntiles, (want + g - 1) / g);
+        double cost = (double)g * N + (double)r * IC;
+        if (cost < best) { best = cost; pg = g; rp = r; }
+    }
+    const int panels_per = (np + pg - 1) / pg, tiles_per = (ntiles + rp - 1) / rp;
+    #pragma omp parallel
+    {
+        float *pk = ws + (size_t)omp_get_thread_num() * per_thread;
+        float *dp = pk + round16((size_t)br * round_nr(IC));
+        #pragma omp for schedule(dynamic, 1) nowait
+        for (int task = 0; task < pg * rp; task++) {
+            int p0 = task / rp * panels_per, p1 = imin(np, p0 + panels_per);
+            int t0 = task % rp * tiles_per, t1 = imin(ntiles, t0 + tiles_per);
+            for (int o0 = 0; o0 < OC; o0 += br) { // W blocks in order: the sums run o ascending
+                int no = imin(br, OC - o0);
+                for (int p = p0; p < p1; p++) {
+                    // full panels are read in place (rows IC apart); a ragged last
+                    // panel is packed with zero padding
+                    const float *wp = w + (size_t)o0 * IC + p * NR;
+                    size_t ldwp = (size_t)IC;
+                    if (IC - p * NR < NR) {
+                        pack_panel(pk, w + (size_t)o0 * IC, (size_t)IC, no, IC, p);
+                        wp = pk;
+                        ldwp = NR;
+                    }
+                    for (int t = t0; t < t1; t++) {
+                        int n = t * MR;
+                        dinp_tile(dinp + (size_t)n * IC + p * NR, (size_t)IC, dout + (size_t)n * OC + o0,
+                                  (size_t)OC, imin(MR, N - n), imin(NR, IC - p * NR), wp, ldwp, no, o0 == 0);
+                    }
+                }
+            }
+        }
+        // dw: tasks are groups of DW_OG output rows, each running over the input blocks
+        // in order. A thread keeps its packed input block while the next task needs
+        // the same one (always, when N fits in one block).
+        int packed_n0 = -1;
+        #pragma omp for schedule(dynamic, 1) nowait
+        for (int gi = 0; gi < ngroups; gi++) {
+            int g0 = gi * DW_OG, tiles = (imin(DW_OG, OC - g0) + MR - 1) / MR;
+            for (int n0 = 0; n0 < N; n0 += br) {
+                int nn = imin(br, N - n0);
+                if (packed_n0 != n0) { // input block as NR panels
+                    for (int p = 0; p < np; p++)
+                        pack_panel(pk + (size_t)p * nn * NR, inp + (size_t)n0 * IC, (size_t)IC, nn, IC, p);
+                    packed_n0 = n0;
+                }
+                // dp[(t * nn + n) * MR + r] = dout[n0 + n][g0 + t * MR + r], zero past OC
+                const int full = g0 + tiles * MR <= OC;
+                for (int n = 0; n < nn; n++) {
+                    const float *d = dout + (size_t)(n0 + n) * OC + g0;
+                    for (int t = 0; t < tiles; t++) {
+                        float *q = dp + ((size_t)t * nn + n) * MR;
+                        if (full) {
+                            memcpy(q, d + t * MR, MR * sizeof(float));
+                        } else {
+                            for (int r = 0; r < MR; r++) q[r] = g0 + t * MR + r < OC ? d[t * MR + r] : 0.0f;
+                        }
+                    }
+                }
+                for (int t = 0; t < tiles; t++) {
+                    int o = g0 + t * MR;
+                    for (int p = 0; p < np; p++)
+                        dw_tile(dw + (size_t)o * IC + p * NR, (size_t)IC, imin(MR, OC - o), imin(NR, IC - p * NR),
+                                dp + (size_t)t * nn * MR, pk + (size_t)p * nn * NR, nn);
+                }
+            }
+        }
+        if (dbias) {
+            #pragma omp for schedule(dynamic, 1) nowait
+            for (int o0 = 0; o0 < OC; o0 += 64) {
+                int oc = imin(64, OC - o0);
+                float acc[64];
+                memcpy(acc, dbias + o0, (size_t)oc * sizeof(float));
+                for (int n = 0; n < N; n++) {
+                    const float *d = dout + (size_t)n * OC + o0;
+                    for (int j = 0; j < oc; j++) acc[j] += d[j];
+                }
+                memcpy(dbias + o0, acc, (size_t)oc * sizeof(float));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// layers
+
+static const float LN_EPS = 1e-5f;
+
+static void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                            int B, int T, int C) {
+    #pragma omp parallel for schedule(dynamic, 16)
+    for (int n = 0; n < B * T; n++) {
+        const float *e = wte + (size_t)tokens[n] * C, *p = wpe + (size_t)(n % T) * C;
+        float *o = out + (size_t)n * C;
+        for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+    }
+}
+
+// Token rows can repeat, so threads split channels and walk the tokens in order.
+static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                             int B, int T, int C) {
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int cc = imin(16, C - c0);
+        for (int n = 0; n < B * T; n++) {
+            const float *d = dout + (size_t)n * C + c0;
+            float *a = dwte + (size_t)tokens[n] * C + c0, *p = dwpe + (size_t)(n % T) * C + c0;
+            for (int c = 0; c < cc; c++) {
+                a[c] += d[c];
+                p[c] += d[c];
+            }
+        }
+    }
+}
+
+static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int N, int C) {
+    #pragma omp parallel for schedule(dynamic, 16)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float s = 0.0f;
+        for (int c = 0; c < C; c++) s += x[c];
+        float mu = s / (float)C;
+        float v = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float d = x[c] - mu;
+            v += d * d;
+        }
+        float rs = 1.0f / sqrtf(v / (float)C + LN_EPS);
+        float *o = out + (size_t)n * C;
+        for (int c = 0; c < C; c++) o[c] = (x[c] - mu) * rs * w[c] + b[c];
+        mean[n] = mu;
+        rstd[n] = rs;
+    }
+}
+
+// dinp += d(LN)/d(inp)^T dout; dw, db accumulate over rows in order.
+static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *mean, const float *rstd,
+                               const float *w, int N, int C) {
+    #pragma omp parallel
+    {
+        #pragma omp for schedule(dynamic, 16)
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
+            float mu = mean[n], rs = rstd[n];
+            float sd = 0.0f, sdx = 0.0f; // sums of dxhat and dxhat * xhat
+            for (int c = 0; c < C; c++) {
+                float dxh = d[c] * w[c];
+                sd += dxh;
+                sdx += dxh * ((x[c] - mu) * rs);
+            }
+            sd /= (float)C;
+            sdx /= (float)C;
+            float *di = dinp + (size_t)n * C;
+            for (int c = 0; c < C; c++) {
+                float xh = (x[c] - mu) * rs;
+                di[c] += (d[c] * w[c] - sd - xh * sdx) * rs;
+            }
+        }
+        #pragma omp for schedule(dynamic, 1)
+        for (int c0 = 0; c0 < C; c0 += 64) {
+            int cc = imin(64, C - c0);
+            float aw[64], ab[64];
+            memcpy(aw, dw + c0, (size_t)cc * sizeof(float));
+            memcpy(ab, db + c0, (size_t)cc * sizeof(float));
+            for (int n = 0; n < N; n++) {
+                const float *x = inp + (size_t)n * C + c0, *d = dout + (size_t)n * C + c0;
+                float mu = mean[n], rs = rstd[n];
+                for (int c = 0; c < cc; c++) {
+                    aw[c] += d[c] * ((x[c] - mu) * rs);
+                    ab[c] += d[c];
+                }
+            }
+            memcpy(dw + c0, aw, (size_t)cc * sizeof(float));
+            memcpy(db + c0, ab, (size_t)cc * sizeof(float));
+        }
+    }
+}
+
+static const float GELU_K = 0.7978845608028654f; // sqrt(2 / pi)
+static const float GELU_A = 0.044715f;
+
+static void gelu_forward(float *out, const float *inp, size_t n) {
+    #pragma omp parallel for schedule(dynamic, 4096)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_A * x * x * x)));
+    }
+}
+
+// In place: d <- d * gelu'(x).
+static void gelu_backward(float *d, const float *inp, size_t n) {
+    #pragma omp parallel for schedule(dynamic, 4096)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float th = tanhf(GELU_K * (x + GELU_A * x * x * x));
+        float dth = GELU_K * (1.0f + 3.0f * GELU_A * x * x) * (1.0f - th * th);
+        d[i] *= 0.5f * (1.0f + th) + 0.5f * x * dth;
+    }
+}
+
+// qkv: (B, T, 3C) as [q | k | v]; att: (B, NH, T, T) probabilities (zero above the
+// diagonal); y: (B, T, C).
+static void attention_forward(float *y, float *att, const float *qkv, int B, int T, int C, int NH) {
+    const int HS = C / NH;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const size_t C3 = (size_t)3 * C;
+    #pragma omp parallel for schedule(dynamic, 16)
+    for (int task = 0; task < B * NH * T; task++) {
+        int t = task % T, h = (task / T) % NH, b = task / (T * NH);
+        const float *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * HS;
+        float *p = att + (((size_t)b * NH + h) * T + t) * T;
+        float mx = -INFINITY;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *k = qkv + ((size_t)b * T + t2) * C3 + C + (size_t)h * HS;
+            float s = 0.0f;
+            for (int d = 0; d < HS; d++) s += q[d] * k[d];
+            s *= scale;
+            p[t2] = s;
+            if (s > mx) mx = s;
+        }
+        float sum = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) {
+            p[t2] = expf(p[t2] - mx);
+            sum += p[t2];
+        }
+        float inv = 1.0f / sum;
+        for (int t2 = 0; t2 <= t; t2++) p[t2] *= inv;
+        for (int t2 = t + 1; t2 < T; t2++) p[t2] = 0.0f;
+        float *o = y + ((size_t)b * T + t) * C + (size_t)h * HS;
+        for (int d = 0; d < HS; d++) o[d] = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * (size_t)C + (size_t)h * HS;
+            for (int d = 0; d < HS; d++) o[d] += p[t2] * v[d];
+        }
+    }
+}
+
+// dqkv is overwritten. Each (b, h) owns its q, k, v slices; rows go in order of t,
+// because dk and dv gather contributions from every later query.
+static void attention_backward(float *dqkv, float *datt, const float *dy, const float *att,
+                               const float *qkv, int B, int T, int C, int NH) {
+    const int HS = C / NH;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const size_t C3 = (size_t)3 * C;
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int bh = 0; bh < B * NH; bh++) {
+        int b = bh / NH, h = bh % NH;
+        for (int t = 0; t < T; t++) {
+            float *r = dqkv + ((size_t)b * T + t) * C3 + (size_t)h * HS;
+            for (int d = 0; d < HS; d++) r[d] = r[d + C] = r[d + 2 * C] = 0.0f;
+        }
+        for (int t = 0; t < T; t++) {
+            const float *p = att + ((size_t)bh * T + t) * T;
+            float *dp = datt + ((size_t)bh * T + t) * T;
+            const float *g = dy + ((size_t)b * T + t) * C + (size_t)h * HS;
+            const float *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * HS;
+            float *dq = dqkv + ((size_t)b * T + t) * C3 + (size_t)h * HS;
+            // through y = sum p v: dp and dv
+            for (int t2 = 0; t2 <= t; t2++) {
+                const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * (size_t)C + (size_t)h * HS;
+                float *dv = dqkv + ((size_t)b * T + t2) * C3 + 2 * (size_t)C + (size_t)h * HS;
+                float s = 0.0f;
+                for (int d = 0; d < HS; d++) {
+                    s += g[d] * v[d];
+                    dv[d] += p[t2] * g[d];
+                }
+                dp[t2] = s;
+            }
+            // through the softmax, then the scaled scores q.k
+            float pdp = 0.0f;
+            for (int t2 = 0; t2 <= t; t2++) pdp += p[t2] * dp[t2];
+            for (int t2 = 0; t2 <= t; t2++) {
+                float ds = p[t2] * (dp[t2] - pdp) * scale;
+                const float *k = qkv + ((size_t)b * T + t2) * C3 + C + (size_t)h * HS;
+                float *dk = dqkv + ((size_t)b * T + t2) * C3 + C + (size_t)h * HS;
+                for (int d = 0; d < HS; d++) {
+                    dq[d] += ds * k[d];
+                    dk[d] += ds * q[d];
+                }
+            }
+        }
+    }
+}
+
+static void residual_add(float *out, const float *a, size_t n) {
+    #pragma omp parallel for schedule(dynamic, 4096)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + out[i];
+}
+
+// e^x for x <= 0, within a few ulp of expf: Cody-Waite reduction x = k ln2 + r,
+// |r| <= ln2/2, then a degree-7 Taylor polynomial (truncation < 1e-8 relative) times
+// 2^k; 0 below -87. Plain arithmetic in vectors (glibc's expf does not vectorize
+// without -ffast-math), the same on every machine; exp_nonpos is the same steps on
+// one element, for row ends, and gives identical bits.
+typedef float v4f __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
+static const float EXP_LO = -87.0f, EXP_MAGIC = 12582912.0f; // 1.5 * 2^23 rounds to integer
+static const float LOG2E = 1.44269504f, LN2_HI = 0.693145751953125f, LN2_LO = 1.42860677e-6f;
+static const float EXP_C[8] = {1.0f / 5040.0f, 1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f,
+                               1.0f / 6.0f, 0.5f, 1.0f, 1.0f};
+
+static inline v8f splat(float x) { return (v8f){x, x, x, x, x, x, x, x}; }
+
+// e^(p[0..7] - sub)
+static inline v8f exp8_nonpos(const float *p8, float sub) {
+    v8f x = ld8(p8) - sub;
+    v8i ok = x > splat(EXP_LO);
+    v8f xc = SELECT8(ok, x, splat(EXP_LO)); // keeps 2^k normal (and NaN out of the int conversion)
+    v8f kf = (xc * LOG2E + EXP_MAGIC) - EXP_MAGIC;
+    v8f r = (xc - kf * LN2_HI) - kf * LN2_LO; // kf * LN2_HI is exact (15-bit constant)
+    v8f p = splat(EXP_C[0]);
+    for (int i = 1; i < 8; i++) p = p * r + EXP_C[i];
+    v8i bits = (__builtin_convertvector(kf, v8i) + 127) << 23;
+    return SELECT8(ok, p * (v8f)bits, splat(0.0f));
+}
+
+static inline float exp_nonpos(float x) {
+    int ok = x > EXP_LO;
+    float xc = ok ? x : EXP_LO;
+    float kf = (xc * LOG2E + EXP_MAGIC) - EXP_MAGIC;
+    float r = (xc - kf * LN2_HI) - kf * LN2_LO;
+    float p = EXP_C[0];
+    for (int i = 1; i < 8; i++) p = p * r + EXP_C[i];
+    int32_t bits = ((int32_t)kf + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof(scale));
+    return ok ? p * scale : 0.0f;
+}
+
+// Softmax over the first V logits of each row, in place (columns V..Vp-1 become 0),
+// and the per-token cross-entropy. Fixed lanes of 8 with a fixed final combination
+// keep the order of the sums independent of anything but V.
+static void softmax_xent_forward(float *probs, float *losses, const int *targets, int N, int V, int Vp) {
+    #pragma omp parallel for schedule(dynamic, 4)
+    for (int n = 0; n < N; n++) {
+        float *row = probs + (size_t)n * Vp;
+        const int V8 = V / 8 * 8;
+        v8f vmax = splat(-INFINITY);
+        for (int o = 0; o < V8; o += 8) {
+            v8f x = ld8(row + o);
+            vmax = SELECT8(x > vmax, x, vmax);
+        }
+        float mx = -INFINITY, lanes[8];
+        ST8(lanes, vmax);
+        for (int j = 0; j < 8; j++) mx = lanes[j] > mx ? lanes[j] : mx;
+        for (int o = V8; o < V; o++) mx = row[o] > mx ? row[o] : mx;
+        float zt = row[targets[n]] - mx;
+        v4d slo = {0}, shi = {0}; // lanes 0-3 and 4-7 of the sum, in double
+        for (int o = 0; o < V8; o += 8) {
+            ST8(row + o, exp8_nonpos(row + o, mx));
+            v4f lo, hi;
+            memcpy(&lo, row + o, sizeof(lo));
+            memcpy(&hi, row + o + 4, sizeof(hi));
+            slo += __builtin_convertvector(lo, v4d);
+            shi += __builtin_convertvector(hi, v4d);
+        }
+        double lsum[8], sum = 0.0;
+        memcpy(lsum, &slo, sizeof(slo));
+        memcpy(lsum + 4, &shi, sizeof(shi));
+        for (int j = 0; j < 8; j++) sum += lsum[j];
+        for (int o = V8; o < V; o++) {
+            row[o] = exp_nonpos(row[o] - mx);
+            sum += (double)row[o];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int o = 0; o < V; o++) row[o] *= inv;
+        for (int o = V; o < Vp; o++) row[o] = 0.0f;
+        losses[n] = (float)(log(sum) - (double)zt);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// activation layout
+
+typedef struct {
+    float *encoded;                         // (N, C)
+    float *ln1, *ln1_mean, *ln1_rstd;       // per layer: (N, C), (N), (N)
+    float *qkv, *att, *atty, *res2;         // (N, 3C), (B, NH, T, T), (N, C), (N, C)
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *fch, *fch_gelu, *res3;           // (N, 4C), (N, 4C), (N, C)
+    float *lnf, *lnf_mean, *lnf_rstd;       // (N, C), (N), (N)
+    float *logits, *losses;                 // (N, Vp), (N)
+} Acts;
+
+typedef struct {
+    float *dres, *dln, *datty, *dqkv, *datt, *dfch;
+} GradActs;
+
+// Each array starts on a 64-byte boundary.
+
+static float *carve(float **base, size_t n) {
+    float *p = *base;
+    *base += round16(n);
+    return p;
+}
+
+// With base NULL only the size is computed (returned in floats).
+static size_t layout_acts(const GPT2Config *c, int B, int T, float *base, Acts *a) {
+    const size_t N = (size_t)B * T, C = (size_t)c->channels, L = (size_t)c->num_layers;
+    const size_t NH = (size_t)c->num_heads, Vp = (size_t)c->padded_vocab_size;
+    size_t sizes[] = {N * C,
+                      N * C, N, N, 3 * N * C, B * NH * T * T, N * C, N * C, N * C, N, N, 4 * N * C, 4 * N * C, N * C,
+                      N * C, N, N, N * Vp, N};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        total += round16((i >= 1 && i <= 13) ? L * round16(sizes[i]) : sizes[i]);
+    if (base) {
+        float *p = base;
+        a->encoded = carve(&p, sizes[0]);
+        float **per_layer[] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->att, &a->atty, &a->res2,
+                               &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu, &a->res3};
+        for (int i = 0; i < 13; i++) *per_layer[i] = carve(&p, L * round16(sizes[1 + i]));
+        a->lnf = carve(&p, sizes[14]);
+        a->lnf_mean = carve(&p, sizes[15]);
+        a->lnf_rstd = carve(&p, sizes[16]);
+        a->logits = carve(&p, sizes[17]);
+        a->losses = carve(&p, sizes[18]);
+    }
+    return total;
+}
+
+// Layer l's slice of a per-layer activation array.
+static float *layer_slice(float *arr, size_t n, int l) { return arr + (size_t)l * round16(n); }
+
+static size_t layout_grad_acts(const GPT2Config *c, int B, int T, float *base, GradActs *g) {
+    const size_t N = (size_t)B * T, C = (size_t)c->channels, NH = (size_t)c->num_heads;
+    size_t sizes[] = {N * C, N * C, N * C, 3 * N * C, B * NH * T * T, 4 * N * C};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) total += round16(sizes[i]);
+    if (base) {
+        float *p = base;
+        g->dres = carve(&p, sizes[0]);
+        g->dln = carve(&p, sizes[1]);
+        g->datty = carve(&p, sizes[2]);
+        g->dqkv = carve(&p, sizes[3]);
+        g->datt = carve(&p, sizes[4]);
+        g->dfch = carve(&p, sizes[5]);
+    }
+    return total;
+}
+
+// ---------------------------------------------------------------------------------
+// build / free
+
+static void setup(GPT2 *m, const GPT2Config *c, float *params) {
+    memset(m, 0, sizeof(*m));
+    m->config = *c;
+    m->num_parameters = gpt2_param_sizes(c, m->param_sizes);
+    m->params = params;
+    m->grads = alloc_floats(m->num_parameters);
+    memset(m->grads, 0, m->num_parameters * sizeof(float));
+    const int L = c->num_layers;
+    size_t off = 0;
+    for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
+        int nl = gpt2_param_is_per_layer(t) ? L : 1;
+        size_t per = m->param_sizes[t] / (size_t)nl;
+        m->w[t] = (float **)malloc_check((size_t)nl * sizeof(float *));
+        m->g[t] = (float **)malloc_check((size_t)nl * sizeof(float *));
+        for (int l = 0; l < nl; l++) {
+            m->w[t][l] = m->params + off + (size_t)l * per;
+            m->g[t][l] = m->grads + off + (size_t)l * per;
+        }
+        off += m->param_sizes[t];
+    }
+    m->mean_loss = -1.0f;
+}
+
+static void check_config(const GPT2Config *c, const char *what) {
+    char err[256];
+    if (gpt2_config_validate(c, err, sizeof(err)) != 0) die("invalid GPT-2 config (%s): %s", what, err);
+}
+
+void gpt2_cpu_build(GPT2 *m, const GPT2Config *c, uint64_t seed) {
+    check_config(c, "gpt2_cpu_build");
+    size_t sizes[GPT2_NUM_PARAM_TENSORS];
+    float *params = alloc_floats(gpt2_param_sizes(c, sizes));
+    gpt2_init_params(c, params, seed);
+    setup(m, c, params);
+}
+
+void gpt2_cpu_build_from_file(GPT2 *m, const char *path) {
+    GPT2Config c;
+    float *params = gpt2_model_file_read(path, &c); // validates the header itself
+    setup(m, &c, params);
+}
+
+void gpt2_cpu_free(GPT2 *m) {
+    free(m->params);
+    free(m->grads);
+    free(m->m);
+    free(m->v);
+    for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
+        free(m->w[t]);
+        free(m->g[t]);
+    }
+    free(m->acts);
+    free(m->grad_acts);
+    free(m->token_buf);
+    free(m->scratch);
+    memset(m, 0, sizeof(*m));
+}
+
+// ---------------------------------------------------------------------------------
+// forward / backward
+
+// Matmul scratch for the current thread count (grown, never shrunk).
+static float *model_scratch(GPT2 *m) {
+    const int nt = omp_get_max_threads(), C = m->config.channels;
+    size_t a = matmul_scratch_per_thread(C), b = matmul_scratch_per_thread(4 * C);
+    size_t need = (size_t)nt * (a > b ? a : b);
+    if (need > m->scratch_capacity) {
+        free(m->scratch);
+        m->scratch = alloc_floats(need);
+        m->scratch_capacity = need;
+    }
+    return m->scratch;
+}
+
+static void hook_fetch(GPT2 *m, int unit, int bwd) {
+    if (m->hooks.fetch) m->hooks.fetch(m->hooks.ctx, unit, bwd);
+}
+static void hook_release(GPT2 *m, int unit, int bwd) {
+    if (m->hooks.release) m->hooks.release(m->hooks.ctx, unit, bwd);
+}
+static void hook_grads_ready(GPT2 *m, int unit) {
+    if (m->hooks.grads_ready) m->hooks.grads_ready(m->hooks.ctx, unit);
+}
+
+void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T) {
+    const GPT2Config *c = &m->config;
+    const int C = c->channels, L = c->num_layers, NH = c->num_heads, V = c->vocab_size;
+    const int Vp = c->padded_vocab_size;
+    if (m->params == NULL) die("gpt2_cpu_forward: model not built");
+    if (B <= 0 || T <= 0) die("gpt2_cpu_forward: batch %d x %d must be positive", B, T);
+    if (T > c->max_seq_len) die("gpt2_cpu_forward: sequence length %d exceeds the model's maximum %d", T, c->max_seq_len);
+    if (inputs == NULL) die("gpt2_cpu_forward: inputs is NULL");
+    const size_t N = (size_t)B * T;
+    if (N > (size_t)INT32_MAX / 4) die("gpt2_cpu_forward: batch %d x %d too large", B, T);
+
+    // Own copies of the tokens: backward must not depend on the caller's buffers.
+    if (m->token_capacity < 2 * N) {
+        free(m->token_buf);
+        m->token_buf = (int *)malloc_check(2 * N * sizeof(int));
+        m->token_capacity = 2 * N;
+    }
+    int *in = m->token_buf, *tg = m->token_buf + N;
+    for (size_t i = 0; i < N; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V) die("gpt2_cpu_forward: input token %d at %zu outside [0, %d)", inputs[i], i, V);
+        in[i] = inputs[i];
+        if (targets) {
+            if (targets[i] < 0 || targets[i] >= V) die("gpt2_cpu_forward: target token %d at %zu outside [0, %d)", targets[i], i, V);
+            tg[i] = targets[i];
+        }
+    }
+    m->inputs = in;
+    m->targets = targets ? tg : NULL;
+
+    size_t need = layout_acts(c, B, T, NULL, NULL);
+    if (need > m->act_capacity) {
+        free(m->acts);
+        m->acts = alloc_floats(need);
+        m->act_capacity = need;
+    }
+    m->B = B;
+    m->T = T;
+    Acts a = {0};
+    layout_acts(c, B, T, m->acts, &a);
+    m->logits_or_probs = a.logits;
+    m->losses = a.losses;
+    float *ws = model_scratch(m);
+
+    hook_fetch(m, 0, 0);
+    encoder_forward(a.encoded, in, m->w[GPT2_WTE][0], m->w[GPT2_WPE][0], B, T, C);
+    hook_release(m, 0, 0);
+
+    const size_t NC = N * (size_t)C;
+    for (int l = 0; l < L; l++) {
+        hook_fetch(m, 1 + l, 0);
+        const float *x = l == 0 ? a.encoded : layer_slice(a.res3, NC, l - 1);
+        float *ln1 = layer_slice(a.ln1, NC, l), *ln1m = layer_slice(a.ln1_mean, N, l);
+        float *ln1r = layer_slice(a.ln1_rstd, N, l), *qkv = layer_slice(a.qkv, 3 * NC, l);
+        float *att = layer_slice(a.att, (size_t)B * NH * T * T, l), *atty = layer_slice(a.atty, NC, l);
+        float *res2 = layer_slice(a.res2, NC, l), *ln2 = layer_slice(a.ln2, NC, l);
+        float *ln2m = layer_slice(a.ln2_mean, N, l), *ln2r = layer_slice(a.ln2_rstd, N, l);
+        float *fch = layer_slice(a.fch, 4 * NC, l), *fchg = layer_slice(a.fch_gelu, 4 * NC, l);
+        float *res3 = layer_slice(a.res3, NC, l);
+
+        layernorm_forward(ln1, ln1m, ln1r, x, m->w[GPT2_LN1W][l], m->w[GPT2_LN1B][l], (int)N, C);
+        matmul_forward(ws, qkv, ln1, m->w[GPT2_QKVW][l], m->w[GPT2_QKVB][l], (int)N, C, 3 * C);
+        attention_forward(atty, att, qkv, B, T, C, NH);
+        matmul_forward(ws, res2, atty, m->w[GPT2_ATTPROJW][l], m->w[GPT2_ATTPROJB][l], (int)N, C, C);
+        residual_add(res2, x, NC);
+        layernorm_forward(ln2, ln2m, ln2r, res2, m->w[GPT2_LN2W][l], m->w[GPT2_LN2B][l], (int)N, C);
+        matmul_forward(ws, fch, ln2, m->w[GPT2_FCW][l], m->w[GPT2_FCB][l], (int)N, C, 4 * C);
+        gelu_forward(fchg, fch, 4 * NC);
+        matmul_forward(ws, res3, fchg, m->w[GPT2_FCPROJW][l], m->w[GPT2_FCPROJB][l], (int)N, 4 * C, C);
+        residual_add(res3, res2, NC);
+        hook_release(m, 1 + l, 0);
+    }
+
+    hook_fetch(m, L + 1, 0);
+    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, layer_slice(a.res3, NC, L - 1), m->w[GPT2_LNFW][0],
+                      m->w[GPT2_LNFB][0], (int)N, C);
+    hook_release(m, L + 1, 0);
+
+    hook_fetch(m, L + 2, 0);
+    matmul_forward(ws, a.logits, a.lnf, m->w[GPT2_WTE][0], NULL, (int)N, C, Vp);
+    hook_release(m, L + 2, 0);
+
+    if (targets) {
+        softmax_xent_forward(a.logits, a.losses, tg, (int)N, V, Vp);
+        double s = 0.0;
+        for (size_t i = 0; i < N; i++) s += a.losses[i];
+        m->mean_loss = (float)(s / (double)N);
+        m->backward_ready = 1;
+    } else {
+        m->mean_loss = -1.0f;
+        m->backward_ready = 0;
+    }
+}
+
+const float *gpt2_cpu_logits(const GPT2 *m) {
+    if (m->logits_or_probs == NULL) die("gpt2_cpu_logits: no forward has run yet");
+    return m->logits_or_probs;
+}
+
+void gpt2_cpu_zero_grad(GPT2 *m) { memset(m->grads, 0, m->num_parameters * sizeof(float)); }
+
+void gpt2_cpu_backward(GPT2 *m, float loss_scale) {
+    const GPT2Config *c = &m->config;
+    const int C = c->channels, L = c->num_layers, NH = c->num_heads, V = c->vocab_size;
+    const int Vp = c->padded_vocab_size, B = m->B, T = m->T;
+    if (!m->backward_ready)
+        die("gpt2_cpu_backward: needs a forward with targets first (and one backward per forward)");
+    const size_t N = (size_t)B * T, NC = N * (size_t)C;
+
+    size_t need = layout_grad_acts(c, B, T, NULL, NULL);
+    if (need > m->grad_act_capacity) {
+        free(m->grad_acts);
+        m->grad_acts = alloc_floats(need);
+        m->grad_act_capacity = need;
+    }
+    Acts a = {0};
+    GradActs g = {0};
+    layout_acts(c, B, T, m->acts, &a);
+    layout_grad_acts(c, B, T, m->grad_acts, &g);
+    float *ws = model_scratch(m);
+
+    // classifier: the probabilities become dlogits = (probs - onehot) * scale in place;
+    // the padded columns are already 0
+    hook_fetch(m, L + 2, 1);
+    {
+        float *d = a.logits;
+        const int *tg = m->targets;
+        #pragma omp parallel for schedule(dynamic, 4)
+        for (size_t n = 0; n < N; n++) {
+            float *row = d + n * (size_t)Vp;
+            float pt = row[tg[n]];
+            for (int o = 0; o < V; o++) row[o] *= loss_scale;
+            row[tg[n]] = (pt - 1.0f) * loss_scale;
+        }
+    }
+    matmul_backward(ws, g.dln, m->g[GPT2_WTE][0], NULL, a.logits, a.lnf, m->w[GPT2_WTE][0], (int)N, C, Vp);
+    hook_grads_ready(m, L + 2);
+    hook_release(m, L + 2, 1);
+    m->backward_ready = 0;
+
+    hook_fetch(m, L + 1, 1);
+    memset(g.dres, 0, NC * sizeof(float));
+    layernorm_backward(g.dres, m->g[GPT2_LNFW][0], m->g[GPT2_LNFB][0], g.dln, layer_slice(a.res3, NC, L - 1),
+                       a.lnf_mean, a.lnf_rstd, m->w[GPT2_LNFW][0], (int)N, C);
+    hook_grads_ready(m, L + 1);
+    hook_release(m, L + 1, 1);
+
+    // g.dres holds d(loss)/d(block output); each block turns it into d/d(block input).
+    for (int l = L - 1; l >= 0; l--) {
+        hook_fetch(m, 1 + l, 1);
+        const float *x = l == 0 ? a.encoded : layer_slice(a.res3, NC, l - 1);
+        const float *ln1 = layer_slice(a.ln1, NC, l), *ln1m = layer_slice(a.ln1_mean, N, l);
+        const float *ln1r = layer_slice(a.ln1_rstd, N, l), *qkv = layer_slice(a.qkv, 3 * NC, l);
+        const float *att = layer_slice(a.att, (size_t)B * NH * T * T, l), *atty = layer_slice(a.atty, NC, l);
+        const float *res2 = layer_slice(a.res2, NC, l), *ln2 = layer_slice(a.ln2, NC, l);
+        const float *ln2m = layer_slice(a.ln2_mean, N, l), *ln2r = layer_slice(a.ln2_rstd, N, l);
+        const float *fch = layer_slice(a.fch, 4 * NC, l), *fchg = layer_slice(a.fch_gelu, 4 * NC, l);
+
+        matmul_backward(ws, g.dfch, m->g[GPT2_FCPROJW][l], m->g[GPT2_FCPROJB][l], g.dres, fchg,
+                        m->w[GPT2_FCPROJW][l], (int)N, 4 * C, C);
+        gelu_backward(g.dfch, fch, 4 * NC);
+        matmul_backward(ws, g.dln, m->g[GPT2_FCW][l], m->g[GPT2_FCB][l], g.dfch, ln2, m->w[GPT2_FCW][l], (int)N, C, 4 * C);
+        layernorm_backward(g.dres, m->g[GPT2_LN2W][l], m->g[GPT2_LN2B][l], g.dln, res2, ln2m, ln2r,
+                           m->w[GPT2_LN2W][l], (int)N, C);
+        matmul_backward(ws, g.datty, m->g[GPT2_ATTPROJW][l], m->g[GPT2_ATTPROJB][l], g.dres, atty,
+                        m->w[GPT2_ATTPROJW][l], (int)N, C, C);
+        attention_backward(g.dqkv, g.datt, g.datty, att, qkv, B, T, C, NH);
+        matmul_backward(ws, g.dln, m->g[GPT2_QKVW][l], m->g[GPT2_QKVB][l], g.dqkv, ln1, m->w[GPT2_QKVW][l], (int)N, C, 3 * C);
+        layernorm_backward(g.dres, m->g[GPT2_LN1W][l], m->g[GPT2_LN1B][l], g.dln, x, ln1m, ln1r,
+                           m->w[GPT2_LN1W][l], (int)N, C);
+        hook_grads_ready(m, 1 + l);
+        hook_release(m, 1 + l, 1);
+    }
+
+    hook_fetch(m, 0, 1);
+    encoder_backward(m->g[GPT2_WTE][0], m->g[GPT2_WPE][0], g.dres, m->inputs, B, T, C);
+    hook_grads_ready(m, 0);
+    hook_release(m, 0, 1);
+}
+
+// ---------------------------------------------------------------------------------
+// optimizer
+
+float gpt2_cpu_grad_norm(const GPT2 *m) {
+    // Fixed-size chunks (not per-thread ones) keep the summation order thread-independent.
+    enum { CHUNK = 1 << 16, LANES = 8 };
+    const size_t n = m->num_parameters, nch = (n + CHUNK - 1) / CHUNK;
+    double *part = (double *)malloc_check(nch * sizeof(double));
+    const float *gr = m->grads;
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (size_t ch = 0; ch < nch; ch++) {
+        size_t i0 = ch * CHUNK, i1 = i0 + CHUNK < n ? i0 + CHUNK : n, i = i0;
+        double lane[LANES] = {0};
+        for (; i + LANES <= i1; i += LANES)
+            for (int j = 0; j < LANES; j++) lane[j] += (double)gr[i + j] * (double)gr[i + j];
+        for (; i < i1; i++) lane[0] += (double)gr[i] * (double)gr[i];
+        double s = 0.0;
+        for (int j = 0; j < LANES; j++) s += lane[j];
+        part[ch] = s;
+    }
+    double total = 0.0;
+    for (size_t ch = 0; ch < nch; ch++) total += part[ch];
+    free(part);
+    return (float)sqrt(total);
+}
+
+void gpt2_cpu_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                     float grad_scale, int t) {
+    if (t < 1) die("gpt2_cpu_update: step %d must be >= 1 (bias correction)", t);
+    const size_t n = m->num_parameters;
+    if (m->m == NULL) {
+        m->m = alloc_floats(n);
+        m->v = alloc_floats(n);
+        memset(m->m, 0, n * sizeof(float));
+        memset(m->v, 0, n * sizeof(float));
+    }
+    const AdamWParams ap = adamw_params(lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+    size_t off[GPT2_NUM_PARAM_TENSORS];
+    gpt2_param_offsets(&m->config, off);
+    // One loop over fixed chunks of the flat buffers (split at tensor boundaries for
+    // the decay flag); elements are independent, so any schedule gives the same bits.
+    enum { CHUNK = 1 << 14 };
+    const size_t nch = (n + CHUNK - 1) / CHUNK;
+    float *p = m->params, *mm = m->m, *vv = m->v;
+    const float *gr = m->grads;
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (size_t ch = 0; ch < nch; ch++) {
+        size_t i0 = ch * CHUNK, i1 = i0 + CHUNK < n ? i0 + CHUNK : n;
+        for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++) {
+            size_t a = off[k] > i0 ? off[k] : i0, e = off[k] + m->param_sizes[k];
+            size_t b = e < i1 ? e : i1;
+            const int decay = gpt2_param_decays(k);
+            for (size_t i = a; i < b; i++) p[i] = adamw_element(p[i], gr[i], &mm[i], &vv[i], &ap, decay);
+        }
+    }
+}
