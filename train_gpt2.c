@@ -189,11 +189,7 @@ int main(int argc, char **argv) {
     int grad_accum = resolve_grad_accum(&cfg, world);
 
     DataLoader train, val;
-    dataloader_init(&train, cfg.train_pattern, cfg.B, cfg.T, rank, world, cfg.shuffle, cfg.seed);
-    int have_val = cfg.val_every > 0;
-    if (have_val) dataloader_init(&val, cfg.val_pattern, cfg.B, cfg.T, rank, world, 0, cfg.seed);
-    if (cfg.max_steps < 0) cfg.max_steps = (int)(train.total_windows / ((int64_t)cfg.B * world * grad_accum));
-    if (cfg.max_steps <= 0) die("the train data holds less than one step of %ld tokens", cfg.total_batch_tokens);
+    int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum);
 
     Tokenizer tok;
     int have_tok = load_sampling_tokenizer(&tok, &cfg);

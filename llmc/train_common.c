@@ -34,6 +34,15 @@ int resolve_grad_accum(TrainConfig *cfg, int world) {
     return (int)(cfg->total_batch_tokens / micro_tokens);
 }
 
+int open_data(TrainConfig *cfg, DataLoader *train, DataLoader *val, int rank, int world, int grad_accum) {
+    dataloader_init(train, cfg->train_pattern, cfg->B, cfg->T, rank, world, cfg->shuffle, cfg->seed);
+    int have_val = cfg->val_every > 0;
+    if (have_val) dataloader_init(val, cfg->val_pattern, cfg->B, cfg->T, rank, world, 0, cfg->seed);
+    if (cfg->max_steps < 0) cfg->max_steps = (int)(train->total_windows / ((int64_t)cfg->B * world * grad_accum));
+    if (cfg->max_steps <= 0) die("the train data holds less than one step of %ld tokens", cfg->total_batch_tokens);
+    return have_val;
+}
+
 int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg) {
     if (cfg->sample_every <= 0) return 0;
     if (!file_exists(cfg->tokenizer_path)) {

@@ -3,6 +3,7 @@
 #ifndef LLMC_TRAIN_COMMON_H
 #define LLMC_TRAIN_COMMON_H
 
+#include "dataloader.h"
 #include "gpt2_config.h"
 #include "tokenizer.h"
 #include "train_config.h"
@@ -20,6 +21,9 @@ float *resolve_model(const char *model, GPT2Config *c);
 // Fills in -d's default and returns the gradient accumulation steps; exits when the
 // total batch is not a multiple of B*T*world.
 int resolve_grad_accum(TrainConfig *cfg, int world);
+// Opens this rank's train loader (and the val loader when validation is on; returns 1
+// then) and resolves -x -1 to one epoch; exits when the data holds less than one step.
+int open_data(TrainConfig *cfg, DataLoader *train, DataLoader *val, int rank, int world, int grad_accum);
 // Loads the tokenizer for samples if sampling is on and the file exists; returns 1 then.
 int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg);
 // Prints a sampled token's bytes (multi-byte characters may span tokens; the terminal
