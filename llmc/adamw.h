@@ -15,28 +15,36 @@
 
 static inline ADAMW_HD float adamw_mul(float a, float b) {
 #ifdef __CUDA_ARCH__
-    return __fmul_rn(a, b);
+    float r;
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
 #else
     return a * b;
 #endif
 }
 static inline ADAMW_HD float adamw_add(float a, float b) {
 #ifdef __CUDA_ARCH__
-    return __fadd_rn(a, b);
+    float r;
+    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
 #else
     return a + b;
 #endif
 }
 static inline ADAMW_HD float adamw_div(float a, float b) {
 #ifdef __CUDA_ARCH__
-    return __fdiv_rn(a, b);
+    float r;
+    asm("div.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
 #else
     return a / b;
 #endif
 }
 static inline ADAMW_HD float adamw_sqrt(float a) {
 #ifdef __CUDA_ARCH__
-    return __fsqrt_rn(a);
+    float r;
+    asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(a));
+    return r;
 #else
     return sqrtf(a);
 #endif

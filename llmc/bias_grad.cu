@@ -1,0 +1,63 @@
+// bias_grad.cu: column sums of a (rows, cols) bf16 matrix into an fp32 vector.
+//
+// Pass 1: block (x, y) covers 256 columns (8 per lane, one 16-byte load) and a chunk of
+// BG_ROWS rows; its 4 warps stride over the chunk's rows, and the warps' sums are added
+// in warp order. Pass 2: one thread per column adds the chunks' partial sums in chunk order.
+#include "bias_grad.cuh"
+
+#define BG_ROWS 256
+#define BG_WARPS 4
+
+size_t bias_grad_scratch_floats(int rows, int cols) {
+    return ceil_div((size_t)rows, BG_ROWS) * (size_t)cols;
+}
+
+__global__ void __launch_bounds__(32 * BG_WARPS)
+bias_grad_partial_kernel(float *partial, const bf16 *dout, int rows, int cols) {
+    __shared__ float sums[BG_WARPS][256];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int col = blockIdx.x * 256 + lane * 8;
+    const int row0 = blockIdx.y * BG_ROWS;
+    const int row1 = min(row0 + BG_ROWS, rows);
+    float acc[8] = {0};
+    if (col < cols) {
+        for (int r = row0 + warp; r < row1; r += BG_WARPS) {
+            bf16x8 x = load16(dout + (size_t)r * cols + col);
+            for (int k = 0; k < 8; k++) acc[k] += bf2f(x.v[k]);
+        }
+    }
+    for (int k = 0; k < 8; k++) sums[warp][lane * 8 + k] = acc[k];
+    __syncthreads();
+    for (int j = threadIdx.x; j < 256; j += blockDim.x) {
+        int c = blockIdx.x * 256 + j;
+        if (c >= cols) continue;
+        float s = 0.0f;
+        for (int w = 0; w < BG_WARPS; w++) s += sums[w][j];
+        partial[(size_t)blockIdx.y * cols + c] = s;
+    }
+}
+
+__global__ void bias_grad_final_kernel(float *dbias, const float *partial, int chunks, int cols,
+                                       float alpha) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    float s = 0.0f;
+    for (int i = 0; i < chunks; i++) s += partial[(size_t)i * cols + c];
+    dbias[c] += alpha * s;
+}
+
+void bias_grad(float *dbias, const bf16 *dout, int rows, int cols, float alpha, float *scratch,
+               cudaStream_t stream) {
+    if (cols % 8 != 0 || ((uintptr_t)dout & 15) != 0) {
+        fprintf(stderr, "bias_grad: cols (%d) must be a multiple of 8 and dout 16-byte aligned\n", cols);
+        exit(EXIT_FAILURE);
+    }
+    if (rows <= 0) return;
+    int chunks = (int)ceil_div(rows, BG_ROWS);
+    dim3 grid((unsigned)ceil_div(cols, 256), (unsigned)chunks);
+    bias_grad_partial_kernel<<<grid, 32 * BG_WARPS, 0, stream>>>(scratch, dout, rows, cols);
+    CUDA_LAUNCH_CHECK();
+    bias_grad_final_kernel<<<(unsigned)ceil_div(cols, 256), 256, 0, stream>>>(dbias, scratch, chunks,
+                                                                              cols, alpha);
+    CUDA_LAUNCH_CHECK();
+}

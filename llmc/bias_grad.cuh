@@ -1,0 +1,16 @@
+// bias_grad.cuh: dbias += alpha * (column sums of dout), deterministic. Used for bias
+// gradients when cuBLASLt's fused BGRADB epilogue is not available or not wanted.
+#ifndef LLMC_BIAS_GRAD_CUH
+#define LLMC_BIAS_GRAD_CUH
+
+#include "cuda_utils.cuh"
+
+// Floats of scratch bias_grad() needs for (rows, cols).
+size_t bias_grad_scratch_floats(int rows, int cols);
+// dbias (cols) fp32 += alpha * sum over rows of dout (rows, cols) bf16. cols % 8 == 0.
+// Two passes (per-chunk partial sums, then a fixed-order sum of the chunks), so the bits
+// do not depend on the GPU or on scheduling.
+void bias_grad(float *dbias, const bf16 *dout, int rows, int cols, float alpha, float *scratch,
+               cudaStream_t stream);
+
+#endif

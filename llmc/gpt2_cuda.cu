@@ -1,0 +1,588 @@
+// gpt2_cuda.cu: the GPT-2 model on one GPU. Build (all allocation), forward, backward,
+// AdamW update, and the host accessors. Kernels live in their own files; this file only
+// decides what runs, in which order, on which buffers.
+//
+// One block, forward (rows = B*T):
+//   ln1   = LayerNorm(residual[l])
+//   qkv   = ln1 @ qkvw^T + qkvb
+//   atty  = attention(qkv)
+//   residual2[l] = residual[l] + atty @ attprojw^T + attprojb    (residual fused in the matmul)
+//   ln2   = LayerNorm(residual2[l])
+//   fch   = ln2 @ fcw^T + fcb;  fch_gelu = gelu(fch)              (one matmul, GELU epilogue)
+//   residual[l+1] = residual2[l] + fch_gelu @ fcprojw^T + fcprojb
+// and backward runs the same steps in reverse, with one bf16 buffer for the gradient of
+// the residual stream that each LayerNorm backward adds into.
+#include "gpt2_cuda.h"
+
+#include <string.h>
+
+#include "adamw_cuda.cuh"
+#include "attention_cudnn.h"
+#include "attention_fallback.cuh"
+#include "classifier.cuh"
+#include "cuda_utils.cuh"
+#include "elementwise.cuh"
+#include "encoder.cuh"
+#include "grad_norm.cuh"
+#include "layernorm.cuh"
+#include "matmul_cublaslt.h"
+
+static void gpt2_cuda_die(const char *msg) {
+    fprintf(stderr, "error: gpt2_cuda: %s\n", msg);
+    fflush(stderr);
+    exit(EXIT_FAILURE);
+}
+
+// ----------------------------------------------------------------------------
+// Memory layout. Each region is carved from one allocation in 256-byte aligned pieces;
+// run with base 0 it only measures.
+
+static void *carve(uintptr_t base, size_t *at, size_t bytes) {
+    if (bytes == 0) return NULL;
+    void *p = (void *)(base + *at);
+    *at += round_up(bytes, 256);
+    return p;
+}
+#define CARVE(ptr, type, count) ((ptr) = (type *)carve(base, &at, (size_t)(count) * sizeof(type)))
+
+static size_t layout_params(GPT2Cuda *m, uintptr_t base) {
+    size_t at = 0, n = m->num_parameters;
+    CARVE(m->params, bf16, n);
+    CARVE(m->master, float, n);
+    CARVE(m->m, float, n);
+    CARVE(m->v, float, n);
+    CARVE(m->grads, float, n);
+    return at;
+}
+
+static size_t layout_acts(GPT2Cuda *m, uintptr_t base) {
+    const GPT2Config *c = &m->config;
+    const size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
+    const size_t BT = (size_t)m->B * m->T;
+    const size_t n_ln = m->opt.recompute >= 2 ? 1 : L;
+    const size_t n_gelu = m->opt.recompute >= 1 ? 1 : L;
+    GPT2CudaActs *a = &m->acts;
+    size_t at = 0;
+    CARVE(a->residual, bf16, (L + 1) * BT * C);
+    CARVE(a->residual2, bf16, L * BT * C);
+    CARVE(a->ln1, bf16, n_ln * BT * C);
+    if (m->opt.recompute >= 2) a->ln2 = a->ln1; // one scratch, refilled before each use
+    else CARVE(a->ln2, bf16, L * BT * C);
+    CARVE(a->ln1_mean, float, L * BT);
+    CARVE(a->ln1_rstd, float, L * BT);
+    CARVE(a->ln2_mean, float, L * BT);
+    CARVE(a->ln2_rstd, float, L * BT);
+    CARVE(a->qkv, bf16, L * BT * 3 * C);
+    CARVE(a->atty, bf16, L * BT * C);
+    CARVE(a->att_stats, float, m->use_cudnn ? L * (size_t)m->B * NH * m->T : 0);
+    CARVE(a->fch, bf16, L * BT * 4 * C);
+    CARVE(a->fch_gelu, bf16, n_gelu * BT * 4 * C);
+    CARVE(a->lnf, bf16, BT * C);
+    CARVE(a->lnf_mean, float, BT);
+    CARVE(a->lnf_rstd, float, BT);
+    CARVE(a->logits, bf16, BT * Vp);
+    CARVE(a->losses, float, BT);
+    CARVE(a->dresidual, bf16, BT * C);
+    CARVE(a->dbuf, bf16, BT * C);
+    CARVE(a->dqkv, bf16, BT * 3 * C);
+    return at;
+}
+
+static size_t reduce_scratch_floats(const GPT2Cuda *m) {
+    const int BT = m->B * m->T, C = m->config.channels;
+    size_t n = grad_norm_scratch_floats();
+    size_t x = layernorm_backward_scratch_floats(BT, C);
+    if (x > n) n = x;
+    const int widths[3] = {3 * C, C, 4 * C};
+    for (int i = 0; i < 3; i++) {
+        x = matmul_backward_scratch_floats(BT, widths[i]);
+        if (x > n) n = x;
+    }
+    return n;
+}
+
+static size_t token_ints(const GPT2Cuda *m) { return 5 * (size_t)m->B * m->T + 1; }
+
+static size_t layout_scratch(GPT2Cuda *m, uintptr_t base) {
+    size_t at = 0;
+    m->reduce_scratch_floats = reduce_scratch_floats(m);
+    CARVE(m->reduce_scratch, float, m->reduce_scratch_floats);
+    CARVE(m->loss_sum, double, 1);
+    CARVE(m->norm_clip, float, 2);
+    CARVE(m->dev_tokens, int, token_ints(m));
+    return at;
+}
+
+static size_t layout_attention(GPT2Cuda *m, uintptr_t base) {
+    size_t at = 0;
+    if (m->use_cudnn) {
+        m->cudnn_workspace = carve(base, &at, m->cudnn_workspace_bytes);
+    } else {
+        size_t n = (size_t)m->B * m->config.num_heads * m->T * m->T;
+        CARVE(m->att_scores, float, n);
+        CARVE(m->att_probs, bf16, n);
+    }
+    return at;
+}
+
+// Allocates one region; -1 when the device is out of memory (the error is cleared).
+static int alloc_region(GPT2Cuda *m, size_t (*layout)(GPT2Cuda *, uintptr_t), size_t *bytes_out) {
+    size_t bytes = layout(m, 0);
+    *bytes_out = bytes;
+    if (bytes == 0) return 0;
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        fprintf(stderr, "gpt2_cuda: out of device memory allocating %.1f MiB\n", bytes / 1048576.0);
+        return -1;
+    }
+    CUDA_CHECK(err);
+    m->dev_blocks[m->num_dev_blocks++] = p;
+    m->device_bytes += bytes;
+    layout(m, (uintptr_t)p);
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// Build and free
+
+static void check_shape(const GPT2Config *c, int B, int T) {
+    char err[256];
+    if (gpt2_config_validate(c, err, sizeof(err)) != 0) gpt2_cuda_die(err);
+    const int C = c->channels, HS = C / c->num_heads;
+    if (C % 8 != 0 || HS % 8 != 0 || C > LAYERNORM_MAX_C) {
+        snprintf(err, sizeof(err), "channels %d and head size %d must be multiples of 8, channels <= %d", C, HS,
+                 LAYERNORM_MAX_C);
+        gpt2_cuda_die(err);
+    }
+    if (c->padded_vocab_size % 8 != 0) gpt2_cuda_die("padded vocabulary must be a multiple of 8");
+    if (B <= 0 || T <= 0 || T > c->max_seq_len) {
+        snprintf(err, sizeof(err), "batch B=%d T=%d must be positive with T <= max_seq_len %d", B, T, c->max_seq_len);
+        gpt2_cuda_die(err);
+    }
+}
+
+static void free_device(GPT2Cuda *m) {
+    for (int i = 0; i < m->num_dev_blocks; i++) CUDA_CHECK(cudaFree(m->dev_blocks[i]));
+    m->num_dev_blocks = 0;
+    m->device_bytes = 0;
+}
+
+int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host_params, int B, int T,
+                        const GPT2CudaOptions *opt) {
+    check_shape(config, B, T);
+    memset(m, 0, sizeof(*m));
+    m->config = *config;
+    if (opt) m->opt = *opt;
+    if (m->opt.recompute < 0 || m->opt.recompute > 2) gpt2_cuda_die("recompute must be 0, 1 or 2");
+    m->B = B;
+    m->T = T;
+    m->num_parameters = gpt2_param_sizes(config, m->param_sizes);
+    gpt2_param_offsets(config, m->param_offsets);
+    m->matmul_fused = 1;
+    const int L = config->num_layers, NH = config->num_heads, C = config->channels;
+
+    matmul_init();
+    matmul_set_fused_epilogues(1);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
+
+    m->use_cudnn = 0;
+    if (m->opt.use_cudnn) {
+        size_t ws = 0;
+        m->use_cudnn = attention_cudnn_prepare(B, T, NH, C / NH, &ws) ? 1 : 0;
+        m->cudnn_workspace_bytes = ws;
+    }
+
+    size_t bytes_params, bytes_acts, bytes_scratch, bytes_att;
+    if (alloc_region(m, layout_params, &bytes_params) || alloc_region(m, layout_acts, &bytes_acts) ||
+        alloc_region(m, layout_scratch, &bytes_scratch) || alloc_region(m, layout_attention, &bytes_att)) {
+        free_device(m);
+        CUDA_CHECK(cudaStreamDestroy(m->stream));
+        memset(m, 0, sizeof(*m));
+        return -1;
+    }
+
+    // Parameters: master from the host, bf16 copy rounded to nearest, zero moments and grads.
+    const size_t n = m->num_parameters;
+    CUDA_CHECK(cudaMemcpyAsync(m->master, host_params, n * sizeof(float), cudaMemcpyHostToDevice, m->stream));
+    cast_f32_to_bf16(m->params, m->master, n, m->stream);
+    CUDA_CHECK(cudaMemsetAsync(m->m, 0, n * sizeof(float), m->stream));
+    CUDA_CHECK(cudaMemsetAsync(m->v, 0, n * sizeof(float), m->stream));
+    CUDA_CHECK(cudaMemsetAsync(m->grads, 0, n * sizeof(float), m->stream));
+    CUDA_CHECK(cudaMemsetAsync(m->loss_sum, 0, sizeof(double), m->stream));
+    CUDA_CHECK(cudaMemsetAsync(m->norm_clip, 0, 2 * sizeof(float), m->stream));
+
+    // Pointer tables into the flat buffers.
+    for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
+        int layers = gpt2_param_is_per_layer(t) ? L : 1;
+        size_t per = m->param_sizes[t] / layers;
+        m->w[t] = (bf16 **)malloc(layers * sizeof(bf16 *));
+        m->g[t] = (float **)malloc(layers * sizeof(float *));
+        if (!m->w[t] || !m->g[t]) gpt2_cuda_die("out of host memory");
+        for (int l = 0; l < layers; l++) {
+            m->w[t][l] = m->params + m->param_offsets[t] + l * per;
+            m->g[t][l] = m->grads + m->param_offsets[t] + l * per;
+        }
+    }
+
+    // Host side: pinned token staging, stats and logits rows; events.
+    for (int s = 0; s < 2; s++) {
+        CUDA_CHECK(cudaMallocHost((void **)&m->host_tokens[s], token_ints(m) * sizeof(int)));
+        memset(m->host_tokens[s], 0, token_ints(m) * sizeof(int));
+        CUDA_CHECK(cudaEventCreateWithFlags(&m->tokens_copied[s], cudaEventDisableTiming));
+    }
+    CUDA_CHECK(cudaMallocHost((void **)&m->host_loss_sum, sizeof(double)));
+    CUDA_CHECK(cudaMallocHost((void **)&m->host_norm, sizeof(float)));
+    CUDA_CHECK(cudaMallocHost((void **)&m->host_logits_bf16, config->padded_vocab_size * sizeof(bf16)));
+    CUDA_CHECK(cudaMallocHost((void **)&m->host_logits, config->padded_vocab_size * sizeof(float)));
+    CUDA_CHECK(cudaEventCreateWithFlags(&m->stats_ready, cudaEventDisableTiming));
+    m->token_counts = (int *)malloc((size_t)config->vocab_size * sizeof(int));
+    if (!m->token_counts) gpt2_cuda_die("out of host memory");
+    CUDA_CHECK(cudaStreamSynchronize(m->stream));
+
+    const double MiB = 1048576.0;
+    printf("gpt2_cuda: %zu params, B=%d T=%d, attention %s, recompute %d | device memory: params+master+m+v+grads "
+           "%.0f MiB, activations %.0f MiB, attention workspace %.0f MiB, scratch %.0f MiB, cuBLASLt %.0f MiB | "
+           "total %.2f GiB\n",
+           n, B, T, m->use_cudnn ? "cuDNN" : "fallback", m->opt.recompute, bytes_params / MiB, bytes_acts / MiB,
+           bytes_att / MiB, bytes_scratch / MiB, matmul_workspace_bytes() / MiB,
+           (m->device_bytes + matmul_workspace_bytes()) / (1024.0 * MiB));
+    return 0;
+}
+
+void gpt2_cuda_build(GPT2Cuda *m, const GPT2Config *config, const float *host_params, int B, int T,
+                     const GPT2CudaOptions *opt) {
+    if (gpt2_cuda_try_build(m, config, host_params, B, T, opt) != 0) {
+        fprintf(stderr, "error: gpt2_cuda: out of device memory for B=%d T=%d (try a smaller batch or recompute)\n",
+                B, T);
+        exit(EXIT_FAILURE);
+    }
+}
+
+void gpt2_cuda_free(GPT2Cuda *m) {
+    if (m->stream == NULL) return;
+    CUDA_CHECK(cudaStreamSynchronize(m->stream));
+    free_device(m);
+    for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
+        free(m->w[t]);
+        free(m->g[t]);
+    }
+    for (int s = 0; s < 2; s++) {
+        CUDA_CHECK(cudaFreeHost(m->host_tokens[s]));
+        CUDA_CHECK(cudaEventDestroy(m->tokens_copied[s]));
+    }
+    CUDA_CHECK(cudaFreeHost(m->host_loss_sum));
+    CUDA_CHECK(cudaFreeHost(m->host_norm));
+    CUDA_CHECK(cudaFreeHost(m->host_logits_bf16));
+    CUDA_CHECK(cudaFreeHost(m->host_logits));
+    CUDA_CHECK(cudaEventDestroy(m->stats_ready));
+    CUDA_CHECK(cudaStreamDestroy(m->stream));
+    free(m->token_counts);
+    memset(m, 0, sizeof(*m));
+}
+
+// ----------------------------------------------------------------------------
+// Hooks
+
+static void fetch(GPT2Cuda *m, int unit, int bwd) {
+    if (m->hooks.fetch) m->hooks.fetch(m->hooks.ctx, unit, bwd);
+}
+static void release(GPT2Cuda *m, int unit, int bwd) {
+    if (m->hooks.release) m->hooks.release(m->hooks.ctx, unit, bwd);
+}
+static void grads_ready(GPT2Cuda *m, int unit) {
+    if (m->hooks.grads_ready) m->hooks.grads_ready(m->hooks.ctx, unit);
+}
+
+// ----------------------------------------------------------------------------
+// Forward
+
+// Per-layer slices are spaced by the built B*T, so any smaller batch uses the same slots.
+static size_t rows_max(const GPT2Cuda *m) { return (size_t)m->B * m->T; }
+
+// Fills a staging slot and queues its copy. The slot's previous copy (two forwards ago)
+// must be done before the host overwrites it; normally it is long finished.
+static void upload_tokens(GPT2Cuda *m, const int *inputs, const int *targets, int n) {
+    const int V = m->config.vocab_size;
+    const size_t cap = rows_max(m);
+    const int slot = m->token_slot;
+    m->token_slot ^= 1;
+    CUDA_CHECK(cudaEventSynchronize(m->tokens_copied[slot]));
+    int *h = m->host_tokens[slot];
+    for (int i = 0; i < n; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V || (targets && (targets[i] < 0 || targets[i] >= V))) {
+            fprintf(stderr, "error: gpt2_cuda_forward: token %d at position %d is outside [0, %d)\n",
+                    inputs[i] < 0 || inputs[i] >= V ? inputs[i] : targets[i], i, V);
+            exit(EXIT_FAILURE);
+        }
+    }
+    memcpy(h, inputs, (size_t)n * sizeof(int));
+    m->num_unique = 0;
+    if (targets) {
+        memcpy(h + cap, targets, (size_t)n * sizeof(int));
+        m->num_unique = encoder_buckets_build(h + 3 * cap, h + 4 * cap, h + 2 * cap, inputs, n, V, m->token_counts);
+    }
+    CUDA_CHECK(cudaMemcpyAsync(m->dev_tokens, h, token_ints(m) * sizeof(int), cudaMemcpyHostToDevice, m->stream));
+    CUDA_CHECK(cudaEventRecord(m->tokens_copied[slot], m->stream));
+}
+
+// cuDNN plans are built for the build shape; another shape gets its own plan on first
+// use (cached by attention_cudnn_prepare), which must fit the workspace we have.
+static void attention_check_shape(GPT2Cuda *m, int B, int T) {
+    if (!m->use_cudnn || (B == m->B && T == m->T)) return;
+    size_t ws = 0;
+    const int NH = m->config.num_heads, HS = m->config.channels / NH;
+    if (!attention_cudnn_prepare(B, T, NH, HS, &ws) || ws > m->cudnn_workspace_bytes) {
+        fprintf(stderr, "error: gpt2_cuda: cuDNN attention cannot run B=%d T=%d within the workspace built for "
+                        "B=%d T=%d; build the model for this shape\n", B, T, m->B, m->T);
+        exit(EXIT_FAILURE);
+    }
+}
+
+void gpt2_cuda_forward(GPT2Cuda *m, const int *inputs, const int *targets, int B, int T) {
+    const GPT2Config *c = &m->config;
+    const int L = c->num_layers, C = c->channels, NH = c->num_heads, HS = C / NH;
+    const int V = c->vocab_size, Vp = c->padded_vocab_size;
+    if (B <= 0 || T <= 0 || (size_t)B * T > rows_max(m) || T > m->T) {
+        fprintf(stderr, "error: gpt2_cuda_forward: B=%d T=%d does not fit the model built for B=%d T=%d\n", B, T,
+                m->B, m->T);
+        exit(EXIT_FAILURE);
+    }
+    attention_check_shape(m, B, T);
+    const int BT = B * T;
+    const size_t cap = rows_max(m);
+    cudaStream_t s = m->stream;
+    GPT2CudaActs *a = &m->acts;
+    m->cur_B = B;
+    m->cur_T = T;
+    m->have_targets = targets != NULL;
+    matmul_set_fused_epilogues(m->matmul_fused);
+    upload_tokens(m, inputs, targets, BT);
+    const int *d_inputs = m->dev_tokens, *d_targets = m->dev_tokens + cap;
+
+    fetch(m, 0, 0);
+    encoder_forward(a->residual, d_inputs, m->w[GPT2_WTE][0], m->w[GPT2_WPE][0], B, T, C, s);
+    release(m, 0, 0);
+
+    for (int l = 0; l < L; l++) {
+        fetch(m, l + 1, 0);
+        bf16 *res_in = a->residual + l * cap * C;
+        bf16 *res_mid = a->residual2 + l * cap * C;
+        bf16 *res_out = a->residual + (l + 1) * cap * C;
+        bf16 *ln1 = m->opt.recompute >= 2 ? a->ln1 : a->ln1 + l * cap * C;
+        bf16 *ln2 = m->opt.recompute >= 2 ? a->ln2 : a->ln2 + l * cap * C;
+        bf16 *qkv = a->qkv + l * cap * 3 * C;
+        bf16 *atty = a->atty + l * cap * C;
+        bf16 *fch = a->fch + l * cap * 4 * C;
+        bf16 *gelu = m->opt.recompute >= 1 ? a->fch_gelu : a->fch_gelu + l * cap * 4 * C;
+
+        layernorm_forward(ln1, a->ln1_mean + l * cap, a->ln1_rstd + l * cap, res_in, m->w[GPT2_LN1W][l],
+                          m->w[GPT2_LN1B][l], BT, C, s);
+        matmul_forward(qkv, ln1, m->w[GPT2_QKVW][l], m->w[GPT2_QKVB][l], NULL, NULL, BT, C, 3 * C, s);
+        if (m->use_cudnn)
+            attention_cudnn_forward(atty, a->att_stats + l * cap * NH, qkv, B, T, NH, HS, m->cudnn_workspace, s);
+        else
+            attention_fallback_forward(atty, m->att_scores, m->att_probs, qkv, B, T, NH, HS, s);
+        matmul_forward(res_mid, atty, m->w[GPT2_ATTPROJW][l], m->w[GPT2_ATTPROJB][l], res_in, NULL, BT, C, C, s);
+        layernorm_forward(ln2, a->ln2_mean + l * cap, a->ln2_rstd + l * cap, res_mid, m->w[GPT2_LN2W][l],
+                          m->w[GPT2_LN2B][l], BT, C, s);
+        matmul_forward(gelu, ln2, m->w[GPT2_FCW][l], m->w[GPT2_FCB][l], NULL, fch, BT, C, 4 * C, s);
+        matmul_forward(res_out, gelu, m->w[GPT2_FCPROJW][l], m->w[GPT2_FCPROJB][l], res_mid, NULL, BT, 4 * C, C, s);
+        release(m, l + 1, 0);
+    }
+
+    fetch(m, L + 1, 0);
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual + L * cap * C, m->w[GPT2_LNFW][0],
+                      m->w[GPT2_LNFB][0], BT, C, s);
+    release(m, L + 1, 0);
+
+    fetch(m, L + 2, 0);
+    matmul_forward(a->logits, a->lnf, m->w[GPT2_WTE][0], NULL, NULL, NULL, BT, C, Vp, s);
+    if (targets) {
+        classifier_forward_backward(a->logits, a->losses, d_targets, BT, V, Vp, s);
+        loss_accumulate(m->loss_sum, a->losses, BT, s);
+        m->loss_tokens += BT;
+    }
+    release(m, L + 2, 0);
+}
+
+// ----------------------------------------------------------------------------
+// Backward
+
+void gpt2_cuda_zero_grad(GPT2Cuda *m) {
+    CUDA_CHECK(cudaMemsetAsync(m->grads, 0, m->num_parameters * sizeof(float), m->stream));
+    gpt2_cuda_reset_loss(m);
+}
+
+void gpt2_cuda_reset_loss(GPT2Cuda *m) {
+    CUDA_CHECK(cudaMemsetAsync(m->loss_sum, 0, sizeof(double), m->stream));
+    m->loss_tokens = 0;
+}
+
+void gpt2_cuda_backward(GPT2Cuda *m, float loss_scale) {
+    if (!m->have_targets) gpt2_cuda_die("backward needs a forward with targets first");
+    const GPT2Config *c = &m->config;
+    const int L = c->num_layers, C = c->channels, NH = c->num_heads, HS = C / NH, Vp = c->padded_vocab_size;
+    const int B = m->cur_B, T = m->cur_T, BT = B * T;
+    const size_t cap = rows_max(m);
+    cudaStream_t s = m->stream;
+    GPT2CudaActs *a = &m->acts;
+    float *scratch = m->reduce_scratch;
+    matmul_set_fused_epilogues(m->matmul_fused);
+
+    // Classifier: the logits buffer holds softmax - onehot; loss_scale enters as alpha.
+    fetch(m, L + 2, 1);
+    matmul_backward_input(a->dbuf, a->logits, m->w[GPT2_WTE][0], NULL, loss_scale, BT, C, Vp, s);
+    matmul_backward_weight(m->g[GPT2_WTE][0], NULL, a->logits, a->lnf, loss_scale, BT, C, Vp, scratch, s);
+    grads_ready(m, L + 2);
+    release(m, L + 2, 1);
+
+    fetch(m, L + 1, 1);
+    layernorm_backward(a->dresidual, m->g[GPT2_LNFW][0], m->g[GPT2_LNFB][0], a->dbuf, a->residual + L * cap * C,
+                       a->lnf_mean, a->lnf_rstd, m->w[GPT2_LNFW][0], BT, C, 0, scratch, s);
+    grads_ready(m, L + 1);
+    release(m, L + 1, 1);
+
+    bf16 *dres = a->dresidual;
+    for (int l = L - 1; l >= 0; l--) {
+        fetch(m, l + 1, 1);
+        bf16 *res_in = a->residual + l * cap * C;
+        bf16 *res_mid = a->residual2 + l * cap * C;
+        bf16 *ln1 = m->opt.recompute >= 2 ? a->ln1 : a->ln1 + l * cap * C;
+        bf16 *ln2 = m->opt.recompute >= 2 ? a->ln2 : a->ln2 + l * cap * C;
+        bf16 *qkv = a->qkv + l * cap * 3 * C;
+        bf16 *atty = a->atty + l * cap * C;
+        bf16 *fch = a->fch + l * cap * 4 * C;
+        bf16 *gelu = m->opt.recompute >= 1 ? a->fch_gelu : a->fch_gelu + l * cap * 4 * C;
+        float *ln1_mean = a->ln1_mean + l * cap, *ln1_rstd = a->ln1_rstd + l * cap;
+        float *ln2_mean = a->ln2_mean + l * cap, *ln2_rstd = a->ln2_rstd + l * cap;
+
+        // MLP. dres is the gradient of this block's output, also that of residual2 (identity path).
+        if (m->opt.recompute >= 1) gelu_forward(gelu, fch, (size_t)BT * 4 * C, s);
+        matmul_backward_weight(m->g[GPT2_FCPROJW][l], m->g[GPT2_FCPROJB][l], dres, gelu, 1.0f, BT, 4 * C, C,
+                               scratch, s);
+        bf16 *dfch = gelu; // GELU output no longer needed: its buffer takes d(fch)
+        matmul_backward_input(dfch, dres, m->w[GPT2_FCPROJW][l], fch, 1.0f, BT, 4 * C, C, s);
+        if (m->opt.recompute >= 2)
+            layernorm_forward(ln2, NULL, NULL, res_mid, m->w[GPT2_LN2W][l], m->w[GPT2_LN2B][l], BT, C, s);
+        matmul_backward_weight(m->g[GPT2_FCW][l], m->g[GPT2_FCB][l], dfch, ln2, 1.0f, BT, C, 4 * C, scratch, s);
+        matmul_backward_input(a->dbuf, dfch, m->w[GPT2_FCW][l], NULL, 1.0f, BT, C, 4 * C, s);
+        layernorm_backward(dres, m->g[GPT2_LN2W][l], m->g[GPT2_LN2B][l], a->dbuf, res_mid, ln2_mean, ln2_rstd,
+                           m->w[GPT2_LN2W][l], BT, C, 1, scratch, s);
+
+        // Attention. dres is now the gradient of residual2, also that of the block input.
+        matmul_backward_weight(m->g[GPT2_ATTPROJW][l], m->g[GPT2_ATTPROJB][l], dres, atty, 1.0f, BT, C, C,
+                               scratch, s);
+        matmul_backward_input(a->dbuf, dres, m->w[GPT2_ATTPROJW][l], NULL, 1.0f, BT, C, C, s);
+        if (m->use_cudnn)
+            attention_cudnn_backward(a->dqkv, a->dbuf, qkv, atty, a->att_stats + l * cap * NH, B, T, NH, HS,
+                                     m->cudnn_workspace, s);
+        else
+            attention_fallback_backward(a->dqkv, m->att_scores, m->att_probs, a->dbuf, qkv, B, T, NH, HS, s);
+        if (m->opt.recompute >= 2)
+            layernorm_forward(ln1, NULL, NULL, res_in, m->w[GPT2_LN1W][l], m->w[GPT2_LN1B][l], BT, C, s);
+        matmul_backward_weight(m->g[GPT2_QKVW][l], m->g[GPT2_QKVB][l], a->dqkv, ln1, 1.0f, BT, C, 3 * C, scratch, s);
+        matmul_backward_input(a->dbuf, a->dqkv, m->w[GPT2_QKVW][l], NULL, 1.0f, BT, C, 3 * C, s);
+        layernorm_backward(dres, m->g[GPT2_LN1W][l], m->g[GPT2_LN1B][l], a->dbuf, res_in, ln1_mean, ln1_rstd,
+                           m->w[GPT2_LN1W][l], BT, C, 1, scratch, s);
+        grads_ready(m, l + 1);
+        release(m, l + 1, 1);
+    }
+
+    fetch(m, 0, 1);
+    EncoderBuckets buckets;
+    buckets.num_unique = m->num_unique;
+    buckets.positions = m->dev_tokens + 2 * cap;
+    buckets.unique_tokens = m->dev_tokens + 3 * cap;
+    buckets.starts = m->dev_tokens + 4 * cap;
+    encoder_backward(m->g[GPT2_WTE][0], m->g[GPT2_WPE][0], dres, &buckets, B, T, C, s);
+    grads_ready(m, 0);
+    release(m, 0, 1);
+}
+
+// ----------------------------------------------------------------------------
+// Update and stats
+
+void gpt2_cuda_update(GPT2Cuda *m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      float grad_clip, int t) {
+    if (t < 1) gpt2_cuda_die("update step t must be >= 1");
+    cudaStream_t s = m->stream;
+    grad_norm_clip(m->norm_clip, m->grads, m->num_parameters, grad_clip, m->reduce_scratch, s);
+    AdamWParams hp = adamw_params(lr, beta1, beta2, eps, weight_decay, 1.0f, t);
+    for (int i = 0; i < GPT2_NUM_PARAM_TENSORS; i++) {
+        size_t off = m->param_offsets[i];
+        adamw_update(m->master + off, m->params + off, m->grads + off, m->m + off, m->v + off, m->param_sizes[i],
+                     off, hp, gpt2_param_decays(i), m->norm_clip + 1, m->opt.seed, t, s);
+    }
+}
+
+void gpt2_cuda_step_stats(GPT2Cuda *m, float *mean_loss, float *grad_norm) {
+    CUDA_CHECK(cudaMemcpyAsync(m->host_loss_sum, m->loss_sum, sizeof(double), cudaMemcpyDeviceToHost, m->stream));
+    CUDA_CHECK(cudaMemcpyAsync(m->host_norm, m->norm_clip, sizeof(float), cudaMemcpyDeviceToHost, m->stream));
+    CUDA_CHECK(cudaEventRecord(m->stats_ready, m->stream));
+    CUDA_CHECK(cudaEventSynchronize(m->stats_ready));
+    if (mean_loss) *mean_loss = m->loss_tokens > 0 ? (float)(*m->host_loss_sum / (double)m->loss_tokens) : -1.0f;
+    if (grad_norm) *grad_norm = *m->host_norm;
+}
+
+const float *gpt2_cuda_logits_row(GPT2Cuda *m, int b, int t) {
+    if (m->have_targets) gpt2_cuda_die("logits_row needs a forward without targets (targets overwrite logits)");
+    if (b < 0 || b >= m->cur_B || t < 0 || t >= m->cur_T) gpt2_cuda_die("logits_row: position outside the last forward");
+    const int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    const bf16 *row = m->acts.logits + ((size_t)b * m->cur_T + t) * Vp;
+    CUDA_CHECK(cudaMemcpyAsync(m->host_logits_bf16, row, V * sizeof(bf16), cudaMemcpyDeviceToHost, m->stream));
+    CUDA_CHECK(cudaStreamSynchronize(m->stream));
+    const uint16_t *bits = (const uint16_t *)m->host_logits_bf16;
+    for (int i = 0; i < V; i++) m->host_logits[i] = gpt2_bf16_to_f32(bits[i]);
+    return m->host_logits;
+}
+
+// ----------------------------------------------------------------------------
+// Host accessors (synchronous)
+
+static void copy_to_host(GPT2Cuda *m, void *dst, const void *src, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, m->stream));
+    CUDA_CHECK(cudaStreamSynchronize(m->stream));
+}
+
+void gpt2_cuda_get_master(GPT2Cuda *m, float *host_params) {
+    copy_to_host(m, host_params, m->master, m->num_parameters * sizeof(float));
+}
+
+void gpt2_cuda_get_opt_state(GPT2Cuda *m, float *host_m, float *host_v) {
+    if (host_m) copy_to_host(m, host_m, m->m, m->num_parameters * sizeof(float));
+    if (host_v) copy_to_host(m, host_v, m->v, m->num_parameters * sizeof(float));
+}
+
+void gpt2_cuda_get_grads(GPT2Cuda *m, float *host_grads) {
+    copy_to_host(m, host_grads, m->grads, m->num_parameters * sizeof(float));
+}
+
+void gpt2_cuda_get_params_bf16(GPT2Cuda *m, float *host_params) {
+    const size_t n = m->num_parameters;
+    uint16_t *tmp = (uint16_t *)malloc(n * sizeof(uint16_t));
+    if (!tmp) gpt2_cuda_die("out of host memory");
+    copy_to_host(m, tmp, m->params, n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++) host_params[i] = gpt2_bf16_to_f32(tmp[i]);
+    free(tmp);
+}
+
+void gpt2_cuda_set_state(GPT2Cuda *m, const float *host_params, const float *host_m, const float *host_v) {
+    gpt2_cuda_set_state_at(m, host_params, host_m, host_v, 0);
+}
+
+void gpt2_cuda_set_state_at(GPT2Cuda *m, const float *host_params, const float *host_m, const float *host_v,
+                            int step) {
+    if (step < 0) gpt2_cuda_die("set_state_at: negative step");
+    const size_t bytes = m->num_parameters * sizeof(float);
+    cudaStream_t s = m->stream;
+    CUDA_CHECK(cudaMemcpyAsync(m->master, host_params, bytes, cudaMemcpyHostToDevice, s));
+    if (host_m) CUDA_CHECK(cudaMemcpyAsync(m->m, host_m, bytes, cudaMemcpyHostToDevice, s));
+    else CUDA_CHECK(cudaMemsetAsync(m->m, 0, bytes, s));
+    if (host_v) CUDA_CHECK(cudaMemcpyAsync(m->v, host_v, bytes, cudaMemcpyHostToDevice, s));
+    else CUDA_CHECK(cudaMemsetAsync(m->v, 0, bytes, s));
+    if (step == 0) cast_f32_to_bf16(m->params, m->master, m->num_parameters, s);
+    else round_stochastic(m->params, m->master, m->num_parameters, 0, m->opt.seed, step, s);
+    CUDA_CHECK(cudaStreamSynchronize(s)); // the host buffers may be freed once we return
+}

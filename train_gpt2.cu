@@ -1,0 +1,173 @@
+/*
+train_gpt2.cu: the unsharded CUDA trainer for GPT-2 (bf16 mixed precision). It is the
+baseline that train_gpt2_zero.cu is compared against, and the same loop as the CPU
+reference train_gpt2.c: parse flags, build the model, open the data, then per step
+(validate, sample, checkpoint,) accumulate gradients over micro-batches, clip, AdamW.
+The model and its kernels live in llmc/gpt2_cuda.cu.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmc/checkpoint.h"
+#include "llmc/dataloader.h"
+#include "llmc/gpt2_config.h"
+#include "llmc/gpt2_cuda.h"
+#include "llmc/logger.h"
+#include "llmc/mfu.h"
+#include "llmc/rand.h"
+#include "llmc/sampler.h"
+#include "llmc/schedule.h"
+#include "llmc/tokenizer.h"
+#include "llmc/train_common.h"
+#include "llmc/train_config.h"
+#include "llmc/utils.h"
+
+// Mean loss over up to max_batches validation batches, from the start of the val set.
+static float validate(GPT2Cuda *model, DataLoader *val, int max_batches) {
+    dataloader_reset(val);
+    int64_t available = val->total_windows / val->B;
+    int n = (max_batches < 0 || max_batches > available) ? (int)available : max_batches;
+    gpt2_cuda_reset_loss(model);
+    for (int i = 0; i < n; i++) {
+        dataloader_next_batch(val);
+        gpt2_cuda_forward(model, val->inputs, val->targets, val->B, val->T);
+    }
+    float loss, norm;
+    gpt2_cuda_step_stats(model, &loss, &norm);
+    return loss;
+}
+
+// Generates gen_tokens after an EOT prompt; the coins depend only on (seed, step).
+static void sample_text(GPT2Cuda *model, const Tokenizer *tok, int gen_tokens, uint64_t seed, int step) {
+    int T = model->T;
+    if (gen_tokens + 1 > T) gen_tokens = T - 1;
+    int *tokens = (int *)calloc_check((size_t)T, sizeof(int));
+    tokens[0] = GPT2_EOT;
+    printf("generating:\n---\n");
+    for (int t = 1; t <= gen_tokens; t++) {
+        // One sequence; positions past t are ignored thanks to causal attention.
+        gpt2_cuda_forward(model, tokens, NULL, 1, T);
+        const float *logits = gpt2_cuda_logits_row(model, 0, t - 1);
+        float coin = rng_uniform(seed, RNG_STREAM_SAMPLE, ((uint64_t)step << 32) | (uint64_t)t);
+        tokens[t] = sample_from_logits(logits, model->config.vocab_size, coin);
+        print_token(tok, tokens[t]);
+        fflush(stdout);
+    }
+    printf("\n---\n");
+    free(tokens);
+}
+
+int main(int argc, char **argv) {
+    TrainConfig cfg;
+    train_config_parse(&cfg, argc, argv, "cuda");
+    const int rank = 0, world = 1;
+    int num_devices = 0;
+    cudaError_t dev_err = cudaGetDeviceCount(&num_devices);
+    if (dev_err != cudaSuccess || num_devices == 0)
+        die("no CUDA device (%s); ./train_gpt2 trains on the CPU",
+            dev_err != cudaSuccess ? cudaGetErrorString(dev_err) : "0 devices");
+
+    // The model: a descriptor builds a fresh init, anything else is an llm.c model file.
+    GPT2Config mc;
+    float *params = resolve_model(cfg.model, &mc);
+    size_t sizes[GPT2_NUM_PARAM_TENSORS];
+    size_t num_params = gpt2_param_sizes(&mc, sizes);
+    if (params == NULL) {
+        params = (float *)malloc_check(num_params * sizeof(float));
+        gpt2_init_params(&mc, params, cfg.seed);
+    }
+    if (cfg.T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg.T, mc.max_seq_len);
+    int grad_accum = resolve_grad_accum(&cfg, world);
+
+    DataLoader train, val;
+    int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum);
+    Tokenizer tok;
+    int have_tok = load_sampling_tokenizer(&tok, &cfg);
+
+    GPT2CudaOptions opt = {cfg.recompute, cfg.use_cudnn, cfg.seed};
+    GPT2Cuda model;
+    gpt2_cuda_build(&model, &mc, params, cfg.B, cfg.T, &opt);
+    printf("GPT-2 CUDA trainer: %d layers, %d channels, %d heads, vocab %d (padded %d), %zu parameters\n",
+           mc.num_layers, mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size, num_params);
+    printf("train: %d shard(s), %lld windows; val: %s; attention: %s\n", train.num_shards,
+           (long long)train.total_windows, have_val ? cfg.val_pattern : "off",
+           model.use_cudnn ? "cuDNN" : "plain kernels");
+    train_config_print(&cfg, grad_accum, world);
+
+    // Resume: fp32 master, AdamW moments, step and data position from the latest checkpoint.
+    TrainState state = {0, mc, cfg.seed, 0, 0, cfg.B, cfg.T, world, cfg.total_batch_tokens};
+    float *host_m = (float *)calloc_check(num_params, sizeof(float));
+    float *host_v = (float *)calloc_check(num_params, sizeof(float));
+    int start_step = 0;
+    if (cfg.resume) {
+        int latest = checkpoint_latest(cfg.out_dir);
+        if (latest < 0) die("-y 1: no checkpoint in '%s' (no '%s/latest')", cfg.out_dir, cfg.out_dir);
+        TrainState saved;
+        checkpoint_load(cfg.out_dir, latest, &saved, params, host_m, host_v, num_params);
+        checkpoint_check_compatible(&saved, &state, "resume");
+        dataloader_set_state(&train, saved.data_epoch, saved.data_next_window);
+        start_step = saved.step;
+        // The bf16 copy is re-derived with the stochastic rounding of the saved step.
+        gpt2_cuda_set_state_at(&model, params, host_m, host_v, start_step);
+        printf("resumed from '%s' at step %d\n", cfg.out_dir, start_step);
+    }
+    Logger logger;
+    logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
+
+    double flops_per_token = gpt2_flops_per_token(&mc, cfg.T);
+    char gpu_name[256];
+    double peak = mfu_peak_bf16_flops(gpu_name);
+    printf("GPU: %s, peak bf16 %.0f TFLOP/s%s\n", gpu_name, peak * 1e-12, peak > 0 ? "" : " (unknown: no MFU)");
+    for (int step = start_step; step <= cfg.max_steps; step++) {
+        int last = step == cfg.max_steps;
+
+        if (have_val && (step % cfg.val_every == 0 || last)) {
+            float vl = validate(&model, &val, cfg.val_max_steps);
+            printf("val loss %f\n", vl);
+            logger_val(&logger, step, vl);
+        }
+        if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last))
+            sample_text(&model, have_tok ? &tok : NULL, cfg.gen_tokens, cfg.seed, step);
+        if (cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last)) {
+            TrainState st = state;
+            st.step = step;
+            dataloader_get_state(&train, &st.data_epoch, &st.data_next_window);
+            gpt2_cuda_get_master(&model, params);
+            gpt2_cuda_get_opt_state(&model, host_m, host_v);
+            checkpoint_save(cfg.out_dir, &st, params, host_m, host_v, num_params);
+            printf("saved checkpoint %s/ckpt_%08d.bin\n", cfg.out_dir, step);
+        }
+        if (last) break;
+
+        // One optimizer step: accumulate gradients over grad_accum micro-batches.
+        double t0 = now_seconds();
+        gpt2_cuda_zero_grad(&model);
+        float loss_scale = 1.0f / ((float)cfg.B * cfg.T * grad_accum);
+        for (int micro = 0; micro < grad_accum; micro++) {
+            dataloader_next_batch(&train);
+            gpt2_cuda_forward(&model, train.inputs, train.targets, cfg.B, cfg.T);
+            gpt2_cuda_backward(&model, loss_scale);
+        }
+        float lr = lr_cosine(cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
+        gpt2_cuda_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, cfg.grad_clip, step + 1);
+        float loss, norm;
+        gpt2_cuda_step_stats(&model, &loss, &norm);
+        double dt = now_seconds() - t0;
+        double tok_s = cfg.total_batch_tokens / dt;
+        printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %.1f%%\n",
+               step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, tok_s,
+               100.0 * mfu(flops_per_token, tok_s, peak));
+        logger_train(&logger, step, loss, lr, norm);
+    }
+
+    logger_close(&logger);
+    if (have_tok) tokenizer_free(&tok);
+    if (have_val) dataloader_free(&val);
+    dataloader_free(&train);
+    gpt2_cuda_free(&model);
+    free(params);
+    free(host_m);
+    free(host_v);
+    return 0;
+}
