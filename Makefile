@@ -38,7 +38,7 @@ TEST_SRC := $(wildcard dev/test/test_*.c)
 TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
 HAVE_NVCC := $(shell test -x "$(NVCC)" && echo 1)
-CPU_TARGETS := train_gpt2 tokenize
+CPU_TARGETS := train_gpt2 tokenize zero_consolidate
 CUDA_TARGETS := train_gpt2cu test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn
 
 .PHONY: all cpu cuda test test-cpu test-gpu clean
@@ -86,6 +86,10 @@ bench_gpt2cu: dev/bench/bench_gpt2cu.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 $(BUILD)/gpu_attention_cudnn: dev/test/gpu_attention_cudnn.cu $(BUILD)/llmc/attention_cudnn.cu.o
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $^ $(CUDA_LDLIBS) -o $@
+
+# GPT-2-agnostic: sharded checkpoint -> raw fp32 + JSON index (no MPI needed)
+zero_consolidate: zero/tools/zero_consolidate_main.c zero/consolidate.c zero/zckpt.c zero/zfile.c zero/partition.c $(ZERO_HEADERS)
+	$(CC) $(CFLAGS) $(filter %.c,$^) -lcjson -lz -lm -o $@
 
 $(BUILD)/model_diff: dev/tools/model_diff.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@

@@ -5,7 +5,8 @@ The orchestration (which bytes move where, and when) is the same on every machin
 backend supplies memory, ordering, collectives and the few numeric kernels:
   host  (backend_host.c): host memory, MPI collectives, OpenMP C kernels; streams and
         events are no-ops because every call completes before it returns.
-  CUDA  (later): device memory, NCCL on a dedicated "comm" stream, CUDA kernels.
+  CUDA  (backend_cuda.cu, backend_cuda.h): device memory, NCCL on a dedicated "comm"
+        stream (comm_nccl.cu), CUDA kernels giving the same bits as the host's.
 
 Ordering model (what a CUDA backend implements and the host backend may ignore):
   - Work is enqueued on streams and runs in order per stream. The model computes on
@@ -49,6 +50,13 @@ extern "C" {
 #endif
 
 #define ZERO_SUMSQ_BLOCK 4096
+
+// The element kernels below are the one definition both backends run (CUDA: on device).
+#ifdef __CUDACC__
+#define ZERO_HD __host__ __device__
+#else
+#define ZERO_HD
+#endif
 
 typedef struct ZeroStream ZeroStream;   // backend-defined; opaque to zero.c
 typedef struct ZeroEvent ZeroEvent;
@@ -106,7 +114,7 @@ struct ZeroBackend {
 const ZeroBackend *zero_backend_host(void);
 
 // Reference element kernels, shared by the host backend and the tests.
-static inline uint16_t zero_bf16_round_stochastic(float x, uint32_t bits) {
+static inline ZERO_HD uint16_t zero_bf16_round_stochastic(float x, uint32_t bits) {
     union { float f; uint32_t u; } v = {x};
     uint32_t hi = v.u >> 16;
     if ((v.u & 0x7f800000u) == 0x7f800000u) {      // inf or NaN: truncate, keep NaN a NaN
@@ -116,12 +124,12 @@ static inline uint16_t zero_bf16_round_stochastic(float x, uint32_t bits) {
     return (uint16_t)(hi + ((v.u & 0xffffu) > (bits & 0xffffu) ? 1u : 0u));
 }
 
-static inline float zero_bf16_to_f32(uint16_t h) {
+static inline ZERO_HD float zero_bf16_to_f32(uint16_t h) {
     union { uint32_t u; float f; } v = {(uint32_t)h << 16};
     return v.f;
 }
 
-static inline uint32_t zero_rounding_bits(uint64_t seed, int t, uint64_t gidx) {
+static inline ZERO_HD uint32_t zero_rounding_bits(uint64_t seed, int t, uint64_t gidx) {
     return rng_u32(seed, RNG_STREAM_ROUNDING, ((uint64_t)(uint32_t)t << 40) | gidx);
 }
 

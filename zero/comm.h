@@ -7,7 +7,9 @@ Start-up (comm_mpi.c):
   - otherwise rank, world and local rank come from RANK, WORLD_SIZE, LOCAL_RANK (default
     0, 1, 0) and MPI is never touched. The host backend then needs world == 1; a device
     backend bootstraps its own collectives (NCCL) with zero_comm_share_blob(), which goes
-    through a shared file named by ZERO_BOOTSTRAP_FILE when MPI is absent.
+    over TCP when ZERO_BOOTSTRAP_TCP=host:port is set (bootstrap_tcp.c), else through a
+    shared file named by ZERO_BOOTSTRAP_FILE. ZERO_BOOTSTRAP_TIMEOUT (seconds, default 600)
+    bounds the TCP wait.
 
 Node layout: node_size > 0 makes ranks [k*node_size, (k+1)*node_size) logical node k (so the
 hierarchical paths run on one machine); 0 means real nodes (MPI_Comm_split_type SHARED).
@@ -16,7 +18,9 @@ Every collective runs between zero_coll_begin() and zero_coll_end() (watchdog.c)
 count the bytes this rank sends to ranks in its node and outside it, and arm a watchdog: a
 collective in flight longer than timeout_s prints
     rank R: collective OP on N bytes timed out after S s (...)
-and ends the whole job (MPI_Abort).
+and ends the whole job (MPI_Abort). A device library whose collectives run asynchronously
+(NCCL) attaches a ZeroCommDevice: the watchdog thread then also polls it, so a collective
+stuck on the device, or the library's asynchronous error, ends the job the same way.
 */
 #ifndef ZERO_COMM_H
 #define ZERO_COMM_H
@@ -51,6 +55,17 @@ typedef enum { ZERO_LAUNCH_ENV = 0, ZERO_LAUNCH_MPI = 1 } ZeroLaunch;
 struct ZeroCommMPI;     // communicators (comm_mpi.c)
 struct ZeroWatchdog;    // timer thread (watchdog.c)
 
+// Hooks of a device collective library (comm_nccl.cu). Its collectives return before they
+// run, so the watchdog asks it, every poll_s seconds, about the oldest one still running.
+typedef struct ZeroCommDevice {
+    double poll_s;
+    // Watchdog thread: 0, or 1 after printing why the job must end (a collective in flight
+    // longer than timeout_s, an asynchronous library error).
+    int (*poll)(ZeroComm *c, double timeout_s);
+    // Watchdog thread, before the job ends: abort the library's communicators.
+    void (*abort)(ZeroComm *c);
+} ZeroCommDevice;
+
 struct ZeroComm {
     int rank, world;
     int local_rank, local_size;  // place in, and size of, this rank's (logical) node
@@ -61,6 +76,7 @@ struct ZeroComm {
     double stall_s;              // tests: sleep this long inside the next collective
     struct ZeroCommMPI *mpi;     // NULL when not launched by MPI
     struct ZeroWatchdog *watchdog;
+    ZeroCommDevice *dev;         // NULL unless a device backend attached its collectives
 };
 
 // Start-up. Returns NULL after printing why (bad environment, MPI failure).
@@ -82,6 +98,12 @@ int zero_comm_thread_safe(const ZeroComm *c);
 // the file $ZERO_BOOTSTRAP_FILE (rank 0 writes it atomically, the others poll for it).
 // Returns 0 or -1 after printing why.
 int zero_comm_share_blob(ZeroComm *c, void *blob, size_t bytes, const char *what);
+// The TCP path of zero_comm_share_blob (spec "host:port"; rank 0 listens on port, the
+// others connect to host:port). Returns 0 or -1 after printing why.
+int zero_share_blob_tcp(ZeroComm *c, const char *spec, void *blob, size_t bytes, const char *what);
+// Attaches (or, with NULL, detaches) a device library's hooks; the watchdog stops using
+// the old ones before this returns.
+void zero_comm_attach_device(ZeroComm *c, ZeroCommDevice *dev);
 
 // Collective bracketing (watchdog.c). bytes_per_peer: what this rank sends to each other
 // rank in the operation (all-gather: its shard; all-to-all: one slice).

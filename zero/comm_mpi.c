@@ -238,7 +238,10 @@ static int share_blob_file(ZeroComm *c, void *blob, size_t bytes, const char *wh
 
 int zero_comm_share_blob(ZeroComm *c, void *blob, size_t bytes, const char *what) {
     if (c->world == 1) return 0;
-    if (!c->mpi) return share_blob_file(c, blob, bytes, what);
+    if (!c->mpi) {
+        const char *tcp = getenv("ZERO_BOOTSTRAP_TCP");
+        return tcp && *tcp ? zero_share_blob_tcp(c, tcp, blob, bytes, what) : share_blob_file(c, blob, bytes, what);
+    }
     if (bytes > INT_MAX) {
         fprintf(stderr, "zero: rank %d: %s is %zu bytes, too large to broadcast\n", c->rank, what, bytes);
         return -1;

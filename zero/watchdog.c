@@ -1,6 +1,8 @@
 // watchdog.c: collective bracketing: byte accounting (intra- vs inter-node) and a timer
 // thread that ends the job when one collective stays in flight longer than timeout_s.
 // A hung collective otherwise hangs every rank silently until the scheduler kills the job.
+// With a device library attached (comm->dev: NCCL, whose collectives return before they
+// run), the thread also polls it every poll_s seconds, and aborts it before ending the job.
 #include "comm.h"
 
 #include <errno.h>
@@ -49,32 +51,57 @@ static struct timespec abs_time(double t) {
     return ts;
 }
 
+// Ends the job from the watchdog thread (called without w->mu held).
+static void watchdog_end_job(ZeroComm *c) __attribute__((noreturn));
+static void watchdog_end_job(ZeroComm *c) {
+    if (c->dev && c->dev->abort) c->dev->abort(c);   // frees peers stuck in the device library
+    if (zero_comm_thread_safe(c)) zero_comm_abort(c, 3);
+    _exit(3);  // MPI may not be called from this thread; the launcher reaps the others
+}
+
 static void *watch(void *arg) {
     struct ZeroWatchdog *w = arg;
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
-        if (w->depth == 0) {
+        ZeroCommDevice *dev = w->comm->dev;   // stable while we hold mu (zero_comm_attach_device)
+        if (dev && dev->poll(w->comm, w->timeout_s)) {   // it printed what failed
+            fflush(stderr);
+            pthread_mutex_unlock(&w->mu);
+            watchdog_end_job(w->comm);
+        }
+        double t = now_s(), wake = dev ? t + dev->poll_s : -1.0;
+        if (w->depth > 0) {
+            double deadline = w->start + w->timeout_s;
+            if (t >= deadline) {
+                // Timed out: say what hung, then take the whole job down (the other ranks
+                // are most likely blocked in the same collective and would wait forever).
+                fprintf(stderr, "rank %d: collective %s on %llu bytes timed out after %.1f s (%s)\n",
+                        w->comm->rank, zero_coll_name(w->op), (unsigned long long)w->bytes, t - w->start,
+                        w->what);
+                fflush(stderr);
+                pthread_mutex_unlock(&w->mu);
+                watchdog_end_job(w->comm);
+            }
+            if (wake < 0 || deadline < wake) wake = deadline;
+        }
+        if (wake < 0) {
             pthread_cond_wait(&w->cv, &w->mu);
-            continue;
-        }
-        double deadline = w->start + w->timeout_s, t = now_s();
-        if (t < deadline) {
-            struct timespec ts = abs_time(deadline);
+        } else {
+            struct timespec ts = abs_time(wake);
             pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-            continue;
         }
-        // Timed out: say what hung, then take the whole job down (the other ranks are
-        // most likely blocked in the same collective and would wait forever).
-        fprintf(stderr, "rank %d: collective %s on %llu bytes timed out after %.1f s (%s)\n",
-                w->comm->rank, zero_coll_name(w->op), (unsigned long long)w->bytes, t - w->start,
-                w->what);
-        fflush(stderr);
-        pthread_mutex_unlock(&w->mu);
-        if (zero_comm_thread_safe(w->comm)) zero_comm_abort(w->comm, 3);
-        _exit(3);  // MPI may not be called from this thread; the launcher reaps the others
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
+}
+
+void zero_comm_attach_device(ZeroComm *c, ZeroCommDevice *dev) {
+    struct ZeroWatchdog *w = c->watchdog;
+    if (!w) { c->dev = dev; return; }
+    pthread_mutex_lock(&w->mu);   // the thread polls only while holding mu
+    c->dev = dev;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
 }
 
 int zero_comm_set_timeout(ZeroComm *c, double timeout_s) {

@@ -425,6 +425,7 @@ void zero_begin_step(Zero *z, int grad_accum) {
         z->trace_len = 0;
     }
     z->pos = 0;
+    memcpy(z->sent_mark, z->comm->sent, sizeof z->sent_mark);   // per-step byte accounting
 }
 
 const ZeroUnitView *zero_fetch(Zero *z, int unit, int is_backward) {
@@ -526,11 +527,35 @@ float zero_step(Zero *z, const ZeroStepArgs *a) {
     b->stream_sync(b, z->cs);
     b->stream_sync(b, z->main);
     z->in_step = 0;
+    z->last_t = a->t;
+    for (int op = 0; op < ZERO_COLL_NUM; op++) {
+        z->step_sent[op].calls += z->comm->sent[op].calls - z->sent_mark[op].calls;
+        z->step_sent[op].intra_bytes += z->comm->sent[op].intra_bytes - z->sent_mark[op].intra_bytes;
+        z->step_sent[op].inter_bytes += z->comm->sent[op].inter_bytes - z->sent_mark[op].inter_bytes;
+    }
+    z->steps_done++;
     return norm;
 }
 
+void zero_refresh_after_load(Zero *z, int t) {
+    if (z->stage == 3) zero_gather_reset(z);   // gathered copies hold the old weights
+    refresh_working(z, t);
+    z->b->stream_sync(z->b, z->cs);
+    z->b->stream_sync(z->b, z->main);
+    z->last_t = t;
+}
+
 void zero_allreduce_sum_f64(Zero *z, double *values, int n) {
+    ZeroCollBytes before[ZERO_COLL_NUM];
+    memcpy(before, z->comm->sent, sizeof before);
     z->b->allreduce_sum_f64(z->b, z->comm, values, n, "zero_allreduce_sum_f64");
+    if (!z->in_step) return;
+    // the trainer's own traffic inside a step is not the plugin's: move the mark past it
+    for (int op = 0; op < ZERO_COLL_NUM; op++) {
+        z->sent_mark[op].calls += z->comm->sent[op].calls - before[op].calls;
+        z->sent_mark[op].intra_bytes += z->comm->sent[op].intra_bytes - before[op].intra_bytes;
+        z->sent_mark[op].inter_bytes += z->comm->sent[op].inter_bytes - before[op].inter_bytes;
+    }
 }
 
 void zero_gather_master(Zero *z, int tensor, float *out) {

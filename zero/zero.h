@@ -155,6 +155,90 @@ void zero_allreduce_sum_f64(Zero *z, double *values, int n);
 // must call it). For tests and consolidation.
 void zero_gather_master(Zero *z, int tensor, float *out);
 
+/* ==================================================================================
+   Checkpoints, accounting and the dry run
+   (checkpoint.c, consolidate.c, report.c, dryrun.c; the file format is in zckpt.h)
+   ================================================================================== */
+
+// Sharded checkpoint of the optimizer state (fp32 master, AdamW m and v) between steps.
+// Collective. Every rank writes DIR/zero_STEP/rank_RRRRR.bin (its owned elements, CRC-32,
+// temp file + fsync + rename); rank 0 then writes extra.bin (rank 0's `extra` blob, may be
+// NULL/0), manifest.json (world, stage, tensor table, every file's size and CRC) and last
+// DIR/latest_zero. Returns 0 on every rank, or -1 on every rank after the failing rank
+// printed why (nothing of the new checkpoint is then referenced by latest_zero).
+int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extra_bytes);
+// Loads DIR/zero_STEP (step < 0: the one latest_zero names). Collective. The tensor table
+// (names, sizes) must match; the world size and stage may differ: each rank reads its own
+// ranges from whichever saved rank files hold them, verifying their CRCs. Working
+// parameters are then refreshed as after the saved step (same t for bf16 rounding), so a
+// resumed run is bit-identical. extra receives the saved blob (extra_bytes must equal its
+// size). Returns 0, or -1 on every rank (nothing changed) after printing which file or
+// tensor is wrong.
+int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_bytes);
+// The step DIR/latest_zero names, or -1 when there is none.
+int zero_latest(const char *dir);
+
+// Consolidation without MPI or a Zero: the fp32 master weights of a checkpoint, every
+// tensor in table order, padding left out (n must be the total element count). `which`
+// in zero_consolidate_state: 0 master, 1 AdamW m, 2 AdamW v. Return 0, or -1 after
+// printing why.
+int zero_consolidate(const char *ckpt_dir, int step, float *out_full_params, size_t n);
+int zero_consolidate_state(const char *ckpt_dir, int step, int which, float *out, size_t n);
+// The checkpoint's tensor table and settings (step < 0: latest). Free with _free.
+typedef struct {
+    int world, stage, last_t, num_tensors;
+    long long step;
+    ZeroDType param_dtype;
+    uint64_t seed;
+    char **names;
+    size_t *numel;
+    size_t numel_total;
+    size_t extra_bytes;
+} ZeroCheckpointInfo;
+int zero_checkpoint_info(const char *ckpt_dir, int step, ZeroCheckpointInfo *out);
+void zero_checkpoint_info_free(ZeroCheckpointInfo *info);
+
+// Accounting: what one rank holds and sent. The live figures (zero_figures) and the dry
+// run's (zero_predict) are the same record, so they can be compared field by field.
+#define ZERO_NUM_COLLS 4   // all_gather, all_to_all, all_reduce, broadcast (comm.h's order)
+typedef struct {
+    size_t device[ZERO_USE_KINDS], host[ZERO_USE_KINDS];   // bytes by use, as zero_stats
+    size_t act_device, act_host;        // activations: the trainer's figures
+    size_t param_pool_elems, param_pool_peak, grad_pool_elems, grad_pool_peak;
+    uint64_t gathers, prefetches, gather_hits, evictions, wasted_gathers, buckets;
+    int local_size, num_nodes;          // the node layout the byte counts used
+    int grad_accum;                     // of the last step
+    uint64_t steps;                     // optimizer steps the sums below cover
+    // sent by this rank inside zero_begin_step .. zero_step (the trainer's own
+    // zero_allreduce_sum_f64 calls excluded), summed over those steps
+    uint64_t calls[ZERO_NUM_COLLS], intra_bytes[ZERO_NUM_COLLS], inter_bytes[ZERO_NUM_COLLS];
+} ZeroFigures;
+typedef ZeroFigures ZeroPrediction;
+
+void zero_figures(const Zero *z, ZeroFigures *out);           // this rank, no communication
+void zero_report_set_activation_bytes(Zero *z, size_t device_bytes, size_t host_bytes);
+// Collective: gathers every rank's figures; rank 0 writes path atomically as JSON (bytes
+// by kind on device and host, "optimizer_states" = fp32 master + m + v, bytes sent per
+// collective per step, the ZeRO formula). extra_json_fields: NULL or a JSON object whose
+// fields are added at the top level. Returns 0, or -1 on every rank.
+int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fields);
+// Rank 0 prints a short table of its figures (not collective).
+void zero_report_print(const Zero *z);
+
+// Dry run: the figures every rank of `world` would show after `steps` optimizer steps of
+// grad_accum micro-steps, each a forward over units 0..U-1 and a backward over U-1..0
+// (grads_ready before release), without MPI and without allocating model memory:
+// zero_init and the hooks run against a backend that only reserves address space and
+// counts bytes, so the numbers are the live ones by construction. cfg->node_size 0 means
+// one node (or LOCAL_WORLD_SIZE). out_per_rank: world entries. Returns 0 or -1.
+int zero_predict(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
+                 int grad_accum, int steps, ZeroPrediction *out_per_rank);
+// Writes the same JSON as zero_report_write for the prediction (per_rank: world entries
+// from zero_predict, activations filled in by the caller; NULL: predicted here).
+int zero_predict_write(const char *path_json, const ZeroTensor *tensors, int n, int num_units,
+                       const ZeroConfig *cfg, int world, int grad_accum, int steps,
+                       const ZeroPrediction *per_rank, const char *extra_json_fields);
+
 #ifdef __cplusplus
 }
 #endif

@@ -107,12 +107,23 @@ struct Zero {
     struct { void *p; ZeroMemKind kind; } allocs[24];
     int nallocs;
     int init_done;             // set at the end of zero_init: allocating after it is a bug
+
+    // checkpoints and the report (checkpoint.c, report.c)
+    int last_t;                            // t of the last zero_step (0 after init): keys bf16 rounding
+    ZeroCollBytes sent_mark[ZERO_COLL_NUM];// comm->sent at zero_begin_step, moved past trainer collectives
+    ZeroCollBytes step_sent[ZERO_COLL_NUM];// sent inside begin_step .. zero_step, summed over steps
+    uint64_t steps_done;
+    size_t act_dev, act_host;              // activation bytes the trainer reported
 };
 
 void zero_fail(const Zero *z, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 ZeroEvent *zero_next_event(Zero *z);
 // Comma-separated tensor names for messages, truncated to fit z->what.
 const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n);
+
+// zero.c: after a checkpoint load replaced the master: drop stage-3 gathered copies and
+// refresh the working parameters exactly as zero_step(t) does.
+void zero_refresh_after_load(Zero *z, int t);
 
 // reduce.c
 void zero_grad_acquire(Zero *z, int ti);     // stage 2/3: a zeroed pool buffer for tensor ti

@@ -18,7 +18,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bin="$tmp/mpi_zero_toy"
 if ! mpicc -std=c11 -D_GNU_SOURCE -O2 -march=native -fopenmp -ffp-contract=off -Wall -Wextra -Werror \
-        dev/test/mpi_zero_toy.c zero/*.c -lm -o "$bin" 2> "$tmp/build.log"; then
+        dev/test/mpi_zero_toy.c zero/*.c -lcjson -lz -lm -o "$bin" 2> "$tmp/build.log"; then
     cat "$tmp/build.log"
     echo "FAIL: building mpi_zero_toy"
     exit 1

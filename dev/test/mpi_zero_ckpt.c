@@ -1,0 +1,685 @@
+/*
+mpi_zero_ckpt.c: sharded checkpoints, consolidation, the accounting report and the dry
+run of zero/, with the toy model of zero_toy_model.h. Run by test_zero_ckpt.sh, one mode
+per process group (a resume is a fresh mpirun, as after a crash):
+
+  save BASE     every variant: train 6 steps, saving at step 3; keep the gathered master
+                (and the working weights) at the save and at the end; a second run
+                without the save must end identical
+  resume BASE   a fresh group loads step 3 and trains to 6: the master equals the saved
+                one right after the load, the working weights (bf16: stochastically
+                rounded with the saved t) equal the saved ones, the end equals the
+                uninterrupted run (memcmp)
+  cross BASE    load the 4-rank stage-3 checkpoint at 2 ranks stage 1 or 1 rank stage 0:
+                master equal; m and v equal after a re-save (consolidated); on 1 rank also
+                consolidation of the stage-3 checkpoint against the stage-0 run
+  errors BASE   a different model, a corrupt, truncated or missing rank file, a bad
+                manifest, a wrong extra size, no checkpoint, an unwritable folder: refused
+                on every rank, nothing changed; an interrupted save leaves latest_zero alone
+  report BASE   stages 0-3, fp32 and bf16: the JSON report parsed back against zero_stats
+                and zero_predict (every rank, exact), the dry-run JSON equal to the live
+                one, the model-state formula with explicit padding, bytes per step
+*/
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../zero/comm.h"
+#include "zero_toy_model.h"
+
+enum { STEPS = 6, SAVE_AT = 3 };
+
+static int rank_g = 0, passes = 0, fails = 0;
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...) {
+    if (ok) { passes++; return; }
+    fails++;
+    char msg[1024];
+    int len = snprintf(msg, sizeof msg, "FAIL rank %d: ", rank_g);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + len, sizeof msg - (size_t)len - 1, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", msg);
+}
+
+typedef struct {
+    const char *name;
+    int stage, accum;
+    size_t bucket, prefetch, persist;
+    ZeroDType pdt, gdt;
+} Variant;
+
+#define F ZERO_F32
+#define BF ZERO_BF16
+static const Variant variants[] = {
+    {"s0", 0, 1, 4096, 0, 0, F, F},
+    {"s1", 1, 2, 4096, 0, 0, F, F},
+    {"s2", 2, 2, 1000, 0, 0, F, F},
+    {"s3", 3, 1, 1000, 1500, 40, F, F},
+    {"s3bf", 3, 2, 1000, 1500, 40, BF, BF},
+    {"s1bf", 1, 2, 4096, 0, 0, BF, F},
+};
+#define NVAR ((int)(sizeof variants / sizeof variants[0]))
+
+typedef struct {
+    uint32_t magic;
+    int32_t step;
+    uint64_t position;
+    char tag[16];
+} Extra;
+
+static void config_of(ZeroConfig *cfg, const Variant *V, int node_size) {
+    zero_config_defaults(cfg);
+    cfg->stage = V->stage;
+    cfg->bucket_elems = V->bucket;
+    cfg->prefetch_elems = V->prefetch;
+    cfg->persist_elems = V->persist;
+    cfg->param_dtype = V->pdt;
+    cfg->grad_dtype = V->gdt;
+    cfg->seed = TOY_SEED;
+    cfg->node_size = node_size;
+    cfg->timeout_s = 60.0;
+}
+
+static Zero *make(ZeroComm *comm, Toy *toy, const Variant *V) {
+    ZeroConfig cfg;
+    config_of(&cfg, V, 0);
+    Zero *z = zero_init(toy->t, TOY_NT, TOY_NU, &cfg, comm, zero_backend_host(), toy_init, toy);
+    if (!z) {
+        fprintf(stderr, "rank %d: zero_init of %s failed\n", comm->rank, V->name);
+        zero_comm_abort(comm, 1);
+    }
+    return z;
+}
+
+static void path_of(char *out, size_t cap, const char *base, int world, const char *variant, const char *file) {
+    snprintf(out, cap, "%s/np%d/%s%s%s", base, world, variant, file ? "/" : "", file ? file : "");
+}
+
+static int write_file(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(p, 1, n, f) == n;
+    if (f && fclose(f) != 0) ok = 0;
+    return ok ? 0 : -1;
+}
+
+static int read_file(const char *path, void *p, size_t n) {
+    FILE *f = fopen(path, "rb");
+    int ok = f && fread(p, 1, n, f) == n && fgetc(f) == EOF;
+    if (f) fclose(f);
+    return ok ? 0 : -1;
+}
+
+static int copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    int ok = a && b;
+    char buf[65536];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0) ok = fwrite(buf, 1, n, b) == n;
+    if (a) fclose(a);
+    if (b && fclose(b) != 0) ok = 0;
+    return ok ? 0 : -1;
+}
+
+// The working weights the model would read now, every unit's tensors in unit order
+// (a tensor of two units twice). Forward fetches between steps (stage 3 gathers them).
+static size_t views_bytes(const Toy *toy, ZeroDType pdt) {
+    size_t n = 0;
+    for (int u = 0; u < TOY_NU; u++)
+        for (int i = 0; i < toy->unit_n[u]; i++) n += toy->t[toy->unit_tensors[u][i]].numel;
+    return n * (pdt == BF ? 2 : 4);
+}
+
+static void views(Zero *z, const Toy *toy, ZeroDType pdt, unsigned char *out) {
+    size_t es = pdt == BF ? 2 : 4, off = 0;
+    for (int u = 0; u < TOY_NU; u++) {
+        const ZeroUnitView *v = zero_fetch(z, u, 0);
+        for (int i = 0; i < v->count; i++) {
+            size_t n = toy->t[v->tensors[i]].numel * es;
+            memcpy(out + off, v->params[i], n);
+            off += n;
+        }
+        zero_release(z, u, 0);
+    }
+}
+
+static void barrier(ZeroComm *comm) { zero_comm_barrier(comm); }
+
+// ---------------------------------------------------------------- save / resume
+
+static Extra extra_for(int world, const Variant *V) {
+    Extra e;
+    memset(&e, 0, sizeof e);
+    e.magic = 0x5a45524fu;
+    e.step = SAVE_AT;
+    e.position = 1000003ull * (uint64_t)world + (uint64_t)V->stage;
+    snprintf(e.tag, sizeof e.tag, "%s", V->name);
+    return e;
+}
+
+static int run_save(ZeroComm *comm, const char *base) {
+    Toy toy;
+    toy_table(&toy);
+    const int W = comm->world;
+    const size_t N = toy_numel_total(&toy);
+    float *master = malloc(N * sizeof(float)), *plain = malloc(N * sizeof(float));
+    for (int vi = 0; vi < NVAR; vi++) {
+        const Variant *V = &variants[vi];
+        char dir[4096], path[4200];
+        path_of(dir, sizeof dir, base, W, V->name, NULL);
+        Zero *z = make(comm, &toy, V);
+        toy_train(z, &toy, comm->rank, W, V->accum, V->pdt, V->gdt, 0, SAVE_AT);
+        Extra e = extra_for(W, V);
+        check(zero_save(z, dir, SAVE_AT, &e, sizeof e) == 0, "%s: zero_save failed", V->name);
+        check(zero_latest(dir) == SAVE_AT, "%s: latest_zero says %d, not %d", V->name, zero_latest(dir), SAVE_AT);
+        toy_gather_all(z, &toy, master);
+        size_t vb = views_bytes(&toy, V->pdt);
+        unsigned char *work = malloc(vb);
+        views(z, &toy, V->pdt, work);
+        if (comm->rank == 0) {
+            path_of(path, sizeof path, base, W, V->name, "at_save.f32");
+            check(write_file(path, master, N * sizeof(float)) == 0, "writing %s", path);
+            path_of(path, sizeof path, base, W, V->name, "work_at_save.bin");
+            check(write_file(path, work, vb) == 0, "writing %s", path);
+            if (V->pdt == BF) {
+                // the resume test is only sharp if rounding with another t gives other bits
+                uint64_t g = 0;
+                size_t differ = 0;
+                for (size_t i = 0; i < N; i++, g++)
+                    differ += zero_bf16_round_stochastic(master[i], zero_rounding_bits(TOY_SEED, SAVE_AT, g)) !=
+                              zero_bf16_round_stochastic(master[i], zero_rounding_bits(TOY_SEED, SAVE_AT + 1, g));
+                check(differ > 0, "%s: rounding with t=%d and t=%d agrees everywhere", V->name, SAVE_AT, SAVE_AT + 1);
+                printf("  %s: bf16 weights rounded with t=%d differ from t=%d in %zu of %zu elements\n", V->name, SAVE_AT,
+                       SAVE_AT + 1, differ, N);
+            }
+        }
+        free(work);
+        toy_train(z, &toy, comm->rank, W, V->accum, V->pdt, V->gdt, SAVE_AT, STEPS);
+        toy_gather_all(z, &toy, master);
+        zero_free(z);
+        // the same run without a save in the middle
+        z = make(comm, &toy, V);
+        toy_train(z, &toy, comm->rank, W, V->accum, V->pdt, V->gdt, 0, STEPS);
+        toy_gather_all(z, &toy, plain);
+        zero_free(z);
+        check(memcmp(master, plain, N * sizeof(float)) == 0, "%s: saving changed the run", V->name);
+        if (comm->rank == 0) {
+            path_of(path, sizeof path, base, W, V->name, "final.f32");
+            check(write_file(path, master, N * sizeof(float)) == 0, "writing %s", path);
+        }
+    }
+    free(master);
+    free(plain);
+    return 0;
+}
+
+static int run_resume(ZeroComm *comm, const char *base) {
+    Toy toy;
+    toy_table(&toy);
+    const int W = comm->world;
+    const size_t N = toy_numel_total(&toy);
+    float *got = malloc(N * sizeof(float)), *want = malloc(N * sizeof(float));
+    for (int vi = 0; vi < NVAR; vi++) {
+        const Variant *V = &variants[vi];
+        char dir[4096], path[4200];
+        path_of(dir, sizeof dir, base, W, V->name, NULL);
+        Zero *z = make(comm, &toy, V);
+        Extra e, saved = extra_for(W, V);
+        memset(&e, 0, sizeof e);
+        check(zero_load(z, dir, -1, &e, sizeof e) == 0, "%s: zero_load failed", V->name);
+        check(memcmp(&e, &saved, sizeof e) == 0, "%s: the trainer's extra data did not come back", V->name);
+        toy_gather_all(z, &toy, got);
+        path_of(path, sizeof path, base, W, V->name, "at_save.f32");
+        check(read_file(path, want, N * sizeof(float)) == 0, "reading %s", path);
+        check(memcmp(got, want, N * sizeof(float)) == 0, "%s: master after the load differs from the saved one", V->name);
+        size_t vb = views_bytes(&toy, V->pdt);
+        unsigned char *w1 = malloc(vb), *w2 = malloc(vb);
+        views(z, &toy, V->pdt, w1);
+        path_of(path, sizeof path, base, W, V->name, "work_at_save.bin");
+        check(read_file(path, w2, vb) == 0, "reading %s", path);
+        check(memcmp(w1, w2, vb) == 0, "%s: working weights after the load differ from the saved run's", V->name);
+        free(w1);
+        free(w2);
+        toy_train(z, &toy, comm->rank, W, V->accum, V->pdt, V->gdt, SAVE_AT, STEPS);
+        toy_gather_all(z, &toy, got);
+        path_of(path, sizeof path, base, W, V->name, "final.f32");
+        check(read_file(path, want, N * sizeof(float)) == 0, "reading %s", path);
+        int same = memcmp(got, want, N * sizeof(float)) == 0;
+        check(same, "%s: resumed run differs from the uninterrupted one", V->name);
+        if (comm->rank == 0)
+            printf("  resume %-5s stage %d, %d ranks, accum %d, %s: %s\n", V->name, V->stage, W, V->accum,
+                   V->pdt == BF ? "bf16" : "fp32", same ? "bit-identical to the uninterrupted run" : "DIFFERENT");
+        zero_free(z);
+    }
+    free(got);
+    free(want);
+    return 0;
+}
+
+// ---------------------------------------------------------------- other world, other stage
+
+static int run_cross(ZeroComm *comm, const char *base) {
+    Toy toy;
+    toy_table(&toy);
+    const int W = comm->world;
+    const size_t N = toy_numel_total(&toy);
+    char src[4096], path[4200], again[4096];
+    path_of(src, sizeof src, base, 4, "s3", NULL);
+    Variant V = {"cross", W == 1 ? 0 : 1, 1, 4096, 0, 0, F, F};
+    Zero *z = make(comm, &toy, &V);
+    Extra e;
+    check(zero_load(z, src, SAVE_AT, &e, sizeof e) == 0, "cross: loading the 4-rank stage-3 checkpoint at %d ranks failed", W);
+    float *got = malloc(N * sizeof(float)), *want = malloc(N * sizeof(float)), *a = malloc(N * sizeof(float)),
+          *b = malloc(N * sizeof(float));
+    toy_gather_all(z, &toy, got);
+    path_of(path, sizeof path, base, 4, "s3", "at_save.f32");
+    check(read_file(path, want, N * sizeof(float)) == 0, "reading %s", path);
+    int same = memcmp(got, want, N * sizeof(float)) == 0;
+    check(same, "cross: master loaded at %d ranks stage %d differs from the 4-rank stage-3 one", W, V.stage);
+    // the model sees the loaded weights
+    size_t vb = views_bytes(&toy, F), off = 0;
+    unsigned char *w = malloc(vb);
+    views(z, &toy, F, w);
+    int views_ok = 1;
+    for (int u = 0; u < TOY_NU; u++)
+        for (int i = 0; i < toy.unit_n[u]; i++) {
+            int t = toy.unit_tensors[u][i];
+            size_t toff = 0;
+            for (int k = 0; k < t; k++) toff += toy.t[k].numel;
+            if (memcmp(w + off, got + toff, toy.t[t].numel * 4) != 0) views_ok = 0;
+            off += toy.t[t].numel * 4;
+        }
+    check(views_ok, "cross: working weights after the load are not the loaded master");
+    free(w);
+    // m and v travelled too: save again here and compare all three states
+    snprintf(again, sizeof again, "%s/cross_np%d", base, W);
+    check(zero_save(z, again, SAVE_AT, NULL, 0) == 0, "cross: re-save failed");
+    if (comm->rank == 0) {
+        static const char *kind[3] = {"master", "m", "v"};
+        for (int k = 0; k < 3; k++) {
+            int ok = zero_consolidate_state(src, SAVE_AT, k, a, N) == 0 && zero_consolidate_state(again, SAVE_AT, k, b, N) == 0;
+            check(ok && memcmp(a, b, N * sizeof(float)) == 0, "cross: %s of the re-saved checkpoint differs", kind[k]);
+        }
+        printf("  cross: 4 ranks stage 3 -> %d rank%s stage %d: master %s; master, m, v identical after a re-save\n", W,
+               W == 1 ? "" : "s", V.stage, same ? "identical" : "DIFFERENT");
+    }
+    // training goes on from there
+    toy_train(z, &toy, comm->rank, W, 1, F, F, SAVE_AT, SAVE_AT + 2);
+    zero_free(z);
+    if (W == 1) {
+        // consolidation (no MPI involved) of the stage-3 checkpoint equals the stage-0
+        // run's gathered master at the same step and world (accum 1: bit-identical)
+        check(zero_consolidate(src, SAVE_AT, a, N) == 0, "consolidate: failed");
+        path_of(path, sizeof path, base, 4, "s0", "at_save.f32");
+        check(read_file(path, b, N * sizeof(float)) == 0, "reading %s", path);
+        int eq0 = memcmp(a, b, N * sizeof(float)) == 0, eq3 = memcmp(a, want, N * sizeof(float)) == 0;
+        check(eq0, "consolidate: stage-3 checkpoint differs from the stage-0 run's master");
+        check(eq3, "consolidate: stage-3 checkpoint differs from its own run's gathered master");
+        check(zero_consolidate(src, SAVE_AT, a, N - 1) == -1, "consolidate: a wrong output size was accepted");
+        ZeroCheckpointInfo info;
+        int ok = zero_checkpoint_info(src, -1, &info) == 0;
+        check(ok && info.world == 4 && info.stage == 3 && info.step == SAVE_AT && info.last_t == SAVE_AT &&
+                  info.num_tensors == TOY_NT && info.numel_total == N && info.extra_bytes == sizeof(Extra),
+              "consolidate: checkpoint info is wrong");
+        for (int t = 0; ok && t < TOY_NT; t++)
+            check(!strcmp(info.names[t], toy.t[t].name) && info.numel[t] == toy.t[t].numel, "info: tensor %d", t);
+        if (ok) zero_checkpoint_info_free(&info);
+        printf("  consolidate: 4-rank stage-3 checkpoint == stage-0 run's master: %s; == its own run's: %s\n",
+               eq0 ? "yes" : "NO", eq3 ? "yes" : "NO");
+    }
+    free(got); free(want); free(a); free(b);
+    return 0;
+}
+
+// ---------------------------------------------------------------- refusals
+
+static void copy_ckpt(const char *from_dir, const char *to_dir, int world) {
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s/zero_%d", to_dir, SAVE_AT);
+    char cmd[8600];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", a);
+    if (system(cmd) != 0) fprintf(stderr, "mkdir %s failed\n", a);
+    const char *files[] = {"manifest.json", "extra.bin"};
+    for (int i = 0; i < 2 + world; i++) {
+        char name[64];
+        if (i < 2) snprintf(name, sizeof name, "%s", files[i]);
+        else snprintf(name, sizeof name, "rank_%05d.bin", i - 2);
+        snprintf(a, sizeof a, "%s/zero_%d/%s", from_dir, SAVE_AT, name);
+        snprintf(b, sizeof b, "%s/zero_%d/%s", to_dir, SAVE_AT, name);
+        check(copy_file(a, b) == 0, "copying %s", a);
+    }
+    snprintf(a, sizeof a, "%s/latest_zero", from_dir);
+    snprintf(b, sizeof b, "%s/latest_zero", to_dir);
+    check(copy_file(a, b) == 0, "copying %s", a);
+}
+
+static void expect_refused(Zero *z, const Toy *toy, const float *before, const char *dir, void *extra, size_t eb,
+                           const char *what) {
+    size_t N = toy_numel_total(toy);
+    float *after = malloc(N * sizeof(float));
+    int rc = zero_load(z, dir, -1, extra, eb);
+    check(rc == -1, "errors: %s: zero_load returned %d", what, rc);
+    toy_gather_all(z, toy, after);
+    check(memcmp(before, after, N * sizeof(float)) == 0, "errors: %s: the refused load changed the weights", what);
+    free(after);
+}
+
+static int run_errors(ZeroComm *comm, const char *base) {
+    Toy toy;
+    toy_table(&toy);
+    const int W = comm->world;
+    const size_t N = toy_numel_total(&toy);
+    char src[4096], dir[4096], path[4200];
+    path_of(src, sizeof src, base, W, "s2", NULL);
+    const Variant V = {"s2", 2, 2, 1000, 0, 0, F, F};
+    float *before = malloc(N * sizeof(float));
+    Extra e;
+
+    // a different model: one tensor one element longer
+    Toy other;
+    toy_table(&other);
+    other.t[TOY_NT - 2].numel = TOY_D + 1;   // "c"
+    Zero *z = make(comm, &other, &V);
+    int rc = zero_load(z, src, -1, NULL, 0);
+    check(rc == -1, "errors: a checkpoint of another model was accepted (%d)", rc);
+    zero_free(z);
+
+    z = make(comm, &toy, &V);
+    toy_train(z, &toy, comm->rank, W, 2, F, F, 0, 1);   // weights unlike the checkpoint's
+    toy_gather_all(z, &toy, before);
+    if (comm->rank == 0) {
+        snprintf(dir, sizeof dir, "%s/bad_corrupt", base);
+        copy_ckpt(src, dir, W);
+        snprintf(path, sizeof path, "%s/zero_%d/rank_%05d.bin", dir, SAVE_AT, W - 1);
+        FILE *f = fopen(path, "r+b");
+        long size = 0;
+        if (f && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+        int c = -1;
+        if (f && fseek(f, size / 2, SEEK_SET) == 0) c = fgetc(f);
+        if (f && c >= 0 && fseek(f, size / 2, SEEK_SET) == 0) fputc(c ^ 0x10, f);   // one bit in the data
+        check(f && c >= 0, "errors: could not flip a byte of %s", path);
+        if (f) fclose(f);
+
+        snprintf(dir, sizeof dir, "%s/bad_trunc", base);
+        copy_ckpt(src, dir, W);
+        snprintf(path, sizeof path, "%s/zero_%d/rank_00000.bin", dir, SAVE_AT);
+        struct stat st;
+        check(stat(path, &st) == 0 && truncate(path, st.st_size - 7) == 0, "errors: truncating %s", path);
+
+        snprintf(dir, sizeof dir, "%s/bad_missing", base);
+        copy_ckpt(src, dir, W);
+        snprintf(path, sizeof path, "%s/zero_%d/rank_%05d.bin", dir, SAVE_AT, W - 1);
+        check(remove(path) == 0, "errors: removing %s", path);
+
+        snprintf(dir, sizeof dir, "%s/bad_manifest", base);
+        copy_ckpt(src, dir, W);
+        snprintf(path, sizeof path, "%s/zero_%d/manifest.json", dir, SAVE_AT);
+        check(write_file(path, "{\"format\": \"zero-sharded", 24) == 0, "errors: writing %s", path);
+
+        // a save that died before its manifest: latest_zero still names the old one
+        snprintf(dir, sizeof dir, "%s/bad_partial", base);
+        copy_ckpt(src, dir, W);
+        snprintf(path, sizeof path, "%s/zero_9", dir);
+        mkdir(path, 0755);
+        snprintf(path, sizeof path, "%s/zero_9/rank_00000.bin.tmp.12345", dir);
+        check(write_file(path, "half", 4) == 0, "errors: writing %s", path);
+    }
+    barrier(comm);
+    snprintf(dir, sizeof dir, "%s/bad_corrupt", base);
+    expect_refused(z, &toy, before, dir, &e, sizeof e, "corrupt rank file");
+    snprintf(dir, sizeof dir, "%s/bad_trunc", base);
+    expect_refused(z, &toy, before, dir, &e, sizeof e, "truncated rank file");
+    snprintf(dir, sizeof dir, "%s/bad_missing", base);
+    expect_refused(z, &toy, before, dir, &e, sizeof e, "missing rank file");
+    snprintf(dir, sizeof dir, "%s/bad_manifest", base);
+    expect_refused(z, &toy, before, dir, &e, sizeof e, "malformed manifest");
+    expect_refused(z, &toy, before, src, &e, sizeof e + 1, "wrong extra size");
+    snprintf(dir, sizeof dir, "%s/nothing_here", base);
+    check(zero_latest(dir) == -1, "errors: zero_latest of an empty folder is %d", zero_latest(dir));
+    expect_refused(z, &toy, before, dir, NULL, 0, "no checkpoint");
+    snprintf(dir, sizeof dir, "%s/bad_partial", base);
+    check(zero_latest(dir) == SAVE_AT, "errors: an interrupted save moved latest_zero to %d", zero_latest(dir));
+    check(zero_load(z, dir, -1, &e, sizeof e) == 0, "errors: the checkpoint before an interrupted save does not load");
+    // a save that cannot be written fails on every rank and publishes nothing
+    rc = zero_save(z, "/proc/zero_cannot_write_here", 5, NULL, 0);
+    check(rc == -1, "errors: a save into /proc returned %d", rc);
+    zero_free(z);
+    free(before);
+    if (comm->rank == 0) printf("  errors: every refusal returned -1 on every rank and left the weights alone\n");
+    return 0;
+}
+
+// ---------------------------------------------------------------- report and dry run
+
+static double jnum(const cJSON *o, const char *a, const char *b, const char *c) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, a);
+    if (b) x = cJSON_GetObjectItemCaseSensitive(x, b);
+    if (c) x = cJSON_GetObjectItemCaseSensitive(x, c);
+    return cJSON_IsNumber(x) ? x->valuedouble : -1.0;
+}
+
+static int has_key_containing(const cJSON *o, const char *part) {
+    for (const cJSON *c = o ? o->child : NULL; c; c = c->next)
+        if (c->string && strstr(c->string, part)) return 1;
+    return 0;
+}
+
+static cJSON *parse_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return cJSON_Parse(buf);
+}
+
+static int figures_equal(const ZeroFigures *a, const ZeroFigures *b, char *why, size_t cap) {
+    #define SAME(field) if (a->field != b->field) { snprintf(why, cap, "%s: %llu vs %llu", #field, \
+        (unsigned long long)a->field, (unsigned long long)b->field); return 0; }
+    for (int k = 0; k < ZERO_USE_KINDS; k++) { SAME(device[k]); SAME(host[k]); }
+    SAME(act_device); SAME(act_host); SAME(param_pool_elems); SAME(param_pool_peak); SAME(grad_pool_elems);
+    SAME(grad_pool_peak); SAME(gathers); SAME(prefetches); SAME(gather_hits); SAME(evictions); SAME(wasted_gathers);
+    SAME(buckets); SAME(local_size); SAME(num_nodes); SAME(grad_accum); SAME(steps);
+    for (int op = 0; op < ZERO_NUM_COLLS; op++) { SAME(calls[op]); SAME(intra_bytes[op]); SAME(inter_bytes[op]); }
+    #undef SAME
+    return 1;
+}
+
+static int run_report(ZeroComm *comm, const char *base) {
+    Toy toy;
+    toy_table(&toy);
+    const int W = comm->world, G = 2, S = 3;
+    const int node_size = W == 4 ? 2 : 0;
+    const Variant R[] = {
+        {"r0", 0, G, 4096, 0, 0, F, F}, {"r1", 1, G, 4096, 0, 0, F, F}, {"r2", 2, G, 1000, 0, 0, F, F},
+        {"r3", 3, G, 1000, 0, 40, F, F}, {"r0bf", 0, G, 4096, 0, 0, BF, BF}, {"r1bf", 1, G, 4096, 0, 0, BF, BF},
+        {"r2bf", 2, G, 1000, 0, 0, BF, BF}, {"r3bf", 3, G, 1000, 0, 40, BF, BF}, {"r3pf", 3, G, 1000, 1500, 0, F, F},
+    };
+    const int nr = (int)(sizeof R / sizeof R[0]);
+    ZeroPrediction *pred = calloc((size_t)W, sizeof(ZeroPrediction));
+    char extra[128];
+    snprintf(extra, sizeof extra, "{\"trainer\": \"toy\", \"ranks_check\": %d}", W);
+    if (comm->rank == 0) printf("  report, %d rank%s: rank 0 device bytes  (model states = A*(Psi+pad) + B*(Psi+pad)/N + pools)\n", W, W == 1 ? "" : "s");
+    for (int vi = 0; vi < nr; vi++) {
+        const Variant *V = &R[vi];
+        ZeroConfig cfg;
+        config_of(&cfg, V, node_size);
+        Zero *z = zero_init(toy.t, TOY_NT, TOY_NU, &cfg, comm, zero_backend_host(), toy_init, &toy);
+        check(z != NULL, "%s: zero_init", V->name);
+        if (!z) continue;
+        zero_report_set_activation_bytes(z, 1000 + (size_t)comm->rank, 77);
+        if (vi == 0 && W == 4) zero_report_print(z);
+        toy_train(z, &toy, comm->rank, W, V->accum, V->pdt, V->gdt, 0, S);
+        char path[4200], dry[4200];
+        snprintf(path, sizeof path, "%s/report_np%d_%s.json", base, W, V->name);
+        snprintf(dry, sizeof dry, "%s/dry_np%d_%s.json", base, W, V->name);
+        check(zero_report_write(z, path, extra) == 0, "%s: zero_report_write", V->name);
+        // the dry run, on every rank, for every rank
+        check(zero_predict(toy.t, TOY_NT, TOY_NU, &cfg, W, G, S, pred) == 0, "%s: zero_predict", V->name);
+        for (int r = 0; r < W; r++) { pred[r].act_device = 1000 + (size_t)r; pred[r].act_host = 77; }
+        ZeroFigures live;
+        zero_figures(z, &live);
+        char why[256] = "";
+        check(figures_equal(&live, &pred[comm->rank], why, sizeof why), "%s: dry run differs from the live figures: %s",
+              V->name, why);
+        ZeroStats st;
+        zero_stats(z, &st);
+        if (comm->rank == 0) {
+            check(zero_predict_write(dry, toy.t, TOY_NT, TOY_NU, &cfg, W, G, S, pred, extra) == 0, "%s: zero_predict_write",
+                  V->name);
+            cJSON *js = parse_file(path), *jd = parse_file(dry);
+            check(js && jd, "%s: the reports do not parse", V->name);
+            const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(js, "ranks");
+            check(cJSON_GetArraySize(ranks) == W, "%s: %d rank entries", V->name, cJSON_GetArraySize(ranks));
+            check(jnum(js, "stage", NULL, NULL) == V->stage && jnum(js, "world_size", NULL, NULL) == W &&
+                      jnum(js, "ranks_check", NULL, NULL) == W && jnum(js, "steps", NULL, NULL) == S,
+                  "%s: top-level fields", V->name);
+            for (int r = 0; r < W && ranks; r++) {
+                const cJSON *e = cJSON_GetArrayItem(ranks, r);
+                const ZeroFigures *p = &pred[r];
+                const cJSON *dev = cJSON_GetObjectItemCaseSensitive(e, "device");
+                check(has_key_containing(dev, "optimizer") && cJSON_GetObjectItemCaseSensitive(dev, "optimizer_states"),
+                      "%s: no optimizer key", V->name);
+                check(jnum(e, "device", "parameters", NULL) == (double)p->device[ZERO_USE_PARAMS] &&
+                          jnum(e, "device", "gradients", NULL) == (double)p->device[ZERO_USE_GRADS] &&
+                          jnum(e, "device", "optimizer_states", NULL) ==
+                              (double)(p->device[ZERO_USE_MASTER] + p->device[ZERO_USE_OPTIM]) &&
+                          jnum(e, "device", "activations", NULL) == (double)(1000 + r) &&
+                          jnum(e, "device", "buffers", NULL) == (double)p->device[ZERO_USE_BUFFERS] &&
+                          jnum(e, "host", "activations", NULL) == 77 && jnum(e, "host", "parameters", NULL) == 0,
+                      "%s: rank %d memory in the report differs from the dry run", V->name, r);
+                for (int op = 0; op < ZERO_COLL_NUM; op++) {
+                    const char *on = zero_coll_name((ZeroCollOp)op);
+                    check(jnum(e, "sent_total", on, "intra_node_bytes") == (double)p->intra_bytes[op] &&
+                              jnum(e, "sent_total", on, "inter_node_bytes") == (double)p->inter_bytes[op] &&
+                              jnum(e, "sent_per_step", on, "intra_node_bytes") == (double)p->intra_bytes[op] / S &&
+                              jnum(e, "sent_per_step", on, "inter_node_bytes") == (double)p->inter_bytes[op] / S,
+                          "%s: rank %d %s bytes in the report differ from the dry run", V->name, r, on);
+                }
+            }
+            const cJSON *e0 = cJSON_GetArrayItem(ranks, 0);
+            check(jnum(e0, "device", "parameters", NULL) == (double)st.device[ZERO_USE_PARAMS] &&
+                      jnum(e0, "device", "gradients", NULL) == (double)st.device[ZERO_USE_GRADS] &&
+                      jnum(e0, "optimizer_states_split", "device_fp32_master", NULL) == (double)st.device[ZERO_USE_MASTER] &&
+                      jnum(e0, "optimizer_states_split", "device_adam_m_v", NULL) == (double)st.device[ZERO_USE_OPTIM] &&
+                      jnum(e0, "pools", "param_pool_elems", NULL) == (double)st.param_pool_elems &&
+                      jnum(e0, "events", "gathers", NULL) == (double)st.gathers,
+                  "%s: rank 0's report differs from zero_stats", V->name);
+            // the dry-run file is the live one but for "source"
+            if (js && jd) {
+                cJSON_DeleteItemFromObjectCaseSensitive(js, "source");
+                cJSON_DeleteItemFromObjectCaseSensitive(jd, "source");
+                check(cJSON_Compare(js, jd, 1), "%s: the dry-run JSON differs from the live report", V->name);
+            }
+
+            // The ZeRO formula with explicit padding: Psi real parameters, pad the zeros the
+            // split adds; A bytes per parameter replicated, B per parameter sharded.
+            const size_t pes = V->pdt == BF ? 2 : 4, ges = V->gdt == BF ? 2 : 4;
+            size_t psi = 0, padded = 0, shard = 0, persist = 0, shared = 0, max_unit = 0, max_pool = 0;
+            for (int t = 0; t < TOY_NT; t++) {
+                ZeroSplit sp;
+                zero_split(toy.t[t].numel, W, &sp);
+                psi += sp.numel;
+                padded += sp.padded;
+                shard += sp.shard;
+                if (V->stage == 3 && V->persist && sp.numel <= V->persist) persist += sp.padded;
+                if (toy.t[t].num_units > 1) shared += sp.padded;
+            }
+            for (int u = 0; u < TOY_NU; u++) {
+                size_t need = 0, pool = 0;
+                for (int i = 0; i < toy.unit_n[u]; i++) {
+                    ZeroSplit sp;
+                    int t = toy.unit_tensors[u][i];
+                    zero_split(toy.t[t].numel, W, &sp);
+                    need += sp.padded;
+                    if (!(V->stage == 3 && V->persist && sp.numel <= V->persist)) pool += sp.padded;
+                }
+                if (need > max_unit) max_unit = need;
+                if (pool > max_pool) max_pool = pool;
+            }
+            const size_t pad = padded - psi;
+            const size_t bucket = V->bucket < padded ? V->bucket : padded;
+            const size_t gpool = ges * (bucket + 2 * max_unit + shared);
+            const size_t ppool = pes * (max_pool + V->prefetch + persist);
+            size_t A, B, pools;
+            switch (V->stage) {
+            case 0: A = pes + ges + 12 + (ges == 2 ? 4 : 0); B = 4; pools = 0; break;   // + fp32 reduced grads if bf16
+            case 1: A = pes + ges; B = 4 + 12; pools = 0; break;
+            case 2: A = pes; B = 4 + 12; pools = gpool; break;
+            default: A = 0; B = 4 + 12 + (pes == 2 ? 2 : 0); pools = gpool + ppool; break;
+            }
+            size_t states = st.device[ZERO_USE_PARAMS] + st.device[ZERO_USE_GRADS] + st.device[ZERO_USE_MASTER] +
+                            st.device[ZERO_USE_OPTIM];
+            size_t formula = A * (psi + pad) + B * (psi + pad) / (size_t)W + pools;
+            check((psi + pad) % (size_t)W == 0 && shard * (size_t)W == psi + pad, "%s: padding arithmetic", V->name);
+            check(states == formula, "%s: model states %zu B, formula %zu*(%zu+%zu) + %zu*(%zu+%zu)/%d + %zu = %zu", V->name,
+                  states, A, psi, pad, B, psi, pad, W, pools, formula);
+            check(jnum(e0, "formula", "model_states_bytes", NULL) == (double)formula &&
+                      jnum(e0, "model_states_bytes", NULL, NULL) == (double)states,
+                  "%s: the report's formula disagrees", V->name);
+            // bytes per step (per peer, times peers), without prefetch the README formula exactly
+            size_t su = 0, sp_ = 0;
+            for (int t = 0; t < TOY_NT; t++) {
+                ZeroSplit sp;
+                zero_split(toy.t[t].numel, W, &sp);
+                if (V->stage == 3 && V->persist && sp.numel <= V->persist) sp_ += sp.shard;
+                else su += sp.shard * (size_t)toy.t[t].num_units;
+            }
+            uint64_t a2a = (uint64_t)(V->stage == 0 ? 1 : G) * shard * ges;
+            uint64_t ag = V->stage == 3 ? ((uint64_t)G * 2 * su + sp_) * pes : shard * (V->stage == 0 ? 4 : pes);
+            uint64_t peers = (uint64_t)W - 1;
+            uint64_t per_step = live.steps ? (live.intra_bytes[0] + live.inter_bytes[0]) / live.steps : 0;
+            uint64_t a2a_step = live.steps ? (live.intra_bytes[1] + live.inter_bytes[1]) / live.steps : 0;
+            if (V->prefetch == 0)
+                check(per_step == ag * peers && a2a_step == a2a * peers,
+                      "%s: bytes per step: all_gather %llu (formula %llu), all_to_all %llu (formula %llu)", V->name,
+                      (unsigned long long)per_step, (unsigned long long)(ag * peers), (unsigned long long)a2a_step,
+                      (unsigned long long)(a2a * peers));
+            else
+                check(per_step <= ag * peers, "%s: prefetch sent more than the no-prefetch formula", V->name);
+            printf("    %-5s stage %d %s: params %6zu grads %6zu optimizer %6zu buffers %6zu | states %6zu = %2zu*(%zu+%zu) + "
+                   "%2zu*(%zu+%zu)/%d + pools %5zu | paper %7.0f | sent/step: all_gather %6llu all_to_all %6llu B\n",
+                   V->name, V->stage, V->pdt == BF ? "bf16" : "fp32", st.device[ZERO_USE_PARAMS], st.device[ZERO_USE_GRADS],
+                   st.device[ZERO_USE_MASTER] + st.device[ZERO_USE_OPTIM], st.device[ZERO_USE_BUFFERS], states, A, psi, pad,
+                   B, psi, pad, W, pools, jnum(e0, "formula", "paper_mixed_precision_bytes", NULL),
+                   (unsigned long long)per_step, (unsigned long long)a2a_step);
+            cJSON_Delete(js);
+            cJSON_Delete(jd);
+        }
+        zero_free(z);
+    }
+    free(pred);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    ZeroComm *comm = zero_comm_init(&argc, &argv);
+    if (!comm) return 1;
+    rank_g = comm->rank;
+    if (argc != 3) {
+        if (comm->rank == 0) fprintf(stderr, "usage: %s save|resume|cross|errors|report BASE\n", argv[0]);
+        zero_comm_free(comm);
+        return 2;
+    }
+    const char *mode = argv[1], *base = argv[2];
+    int rc = 0;
+    if (!strcmp(mode, "save")) rc = run_save(comm, base);
+    else if (!strcmp(mode, "resume")) rc = run_resume(comm, base);
+    else if (!strcmp(mode, "cross")) rc = run_cross(comm, base);
+    else if (!strcmp(mode, "errors")) rc = run_errors(comm, base);
+    else if (!strcmp(mode, "report")) rc = run_report(comm, base);
+    else { fprintf(stderr, "unknown mode %s\n", mode); rc = 2; }
+    double f[2] = {(double)fails, (double)passes};
+    zero_mpi_allreduce_sum_f64(comm, f, 2, "test summary");
+    if (comm->rank == 0) printf("mpi_zero_ckpt %s: %d ranks, %.0f checks passed, %.0f failed\n", mode, comm->world, f[1], f[0]);
+    zero_comm_free(comm);
+    return rc ? rc : (f[0] > 0 ? 1 : 0);
+}

@@ -1,0 +1,552 @@
+// backend_cuda.cu: the CUDA backend (backend_cuda.h): device and pinned memory, streams
+// and events, NCCL collectives (comm_nccl.cu), and the numeric kernels of backend.h.
+//
+// The kernels give backend_host.c's bits: every float operation is a separately rounded
+// intrinsic (__fadd_rn, __dmul_rn, ...; adamw_element uses them too), elements are
+// independent (so vector width and grid size cannot change a result), and sum_squares
+// keeps the host's order: each ZERO_SUMSQ_BLOCK block summed left to right by one thread,
+// then the block sums added left to right by one thread. Flush-to-zero would break this,
+// so zero_backend_cuda checks on the device that subnormals survive.
+#include "backend_cuda.h"
+#include "comm_nccl.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define THREADS 256
+#define MAX_GRID 65535u      // grid-stride loops cover the rest
+#define SQ_WARPS 4           // warps per sum_squares block; a warp sums 32 norm blocks
+#define SQ_PASS 65536        // norm blocks per pass: the partials scratch holds this many
+#define SLOTS 4096           // sum_squares results a stream holds until stream_sync
+
+struct ZeroStream {
+    cudaStream_t s;
+    int owned;               // created here (the main stream belongs to the trainer)
+    double *slots;           // pinned, device-mapped: sum_squares results
+    double *dslots;          // the same memory as the device sees it
+    double **outs;           // where slot i goes at stream_sync
+    int npending;
+    double *partials;        // device: SQ_PASS block sums, then a running total
+};
+
+struct ZeroEvent {
+    cudaEvent_t e;
+    cudaStream_t last;       // stream of its latest record
+    int recorded;
+};
+
+typedef struct {
+    ZeroComm *c;
+    ZeroNccl *nccl;
+    int device;
+    ZeroStream main;
+    ZeroBackend table;
+} Ctx;
+
+static Ctx *ctx_of(const ZeroBackend *b) { return (Ctx *)b->ctx; }
+
+static void fail(const Ctx *x, const char *call, cudaError_t e, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 4, 5)));
+static void fail(const Ctx *x, const char *call, cudaError_t e, const char *fmt, ...) {
+    char msg[1024];
+    int len = snprintf(msg, sizeof msg, "zero: rank %d: ", x->c->rank);
+    va_list ap;
+    va_start(ap, fmt);
+    len += vsnprintf(msg + len, sizeof msg - (size_t)len, fmt, ap);
+    va_end(ap);
+    if (len < (int)sizeof msg)
+        snprintf(msg + len, sizeof msg - (size_t)len, ": %s failed: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
+    fprintf(stderr, "%s\n", msg);   // one write: lines of several ranks do not interleave
+    zero_comm_abort(x->c, 1);
+}
+
+#define CK(x, call, ...)                                              \
+    do {                                                              \
+        cudaError_t e_ = (call);                                      \
+        if (e_ != cudaSuccess) fail((x), #call, e_, __VA_ARGS__);     \
+    } while (0)
+// after a launch: a bad configuration (or an earlier asynchronous fault) shows here
+#define LAUNCHED(x, ...) CK(x, cudaGetLastError(), __VA_ARGS__)
+
+static unsigned grid_for(size_t work) {
+    size_t g = (work + THREADS - 1) / THREADS;
+    return g == 0 ? 1u : g > MAX_GRID ? MAX_GRID : (unsigned)g;
+}
+
+static int aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
+
+// ---------------------------------------------------------------- kernels
+
+#define GRID_LOOP(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ float elem(const float *p, size_t i) { return p[i]; }
+__device__ __forceinline__ float elem(const uint16_t *p, size_t i) { return __uint_as_float((uint32_t)p[i] << 16); }
+
+// Four consecutive elements from a 4-element-aligned address.
+__device__ __forceinline__ void elem4(const float *p, float r[4]) {
+    float4 v = *reinterpret_cast<const float4 *>(p);
+    r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+}
+__device__ __forceinline__ void elem4(const uint16_t *p, float r[4]) {
+    uint2 v = *reinterpret_cast<const uint2 *>(p);   // little-endian: element 0 in the low half
+    r[0] = __uint_as_float(v.x << 16); r[1] = __uint_as_float(v.x & 0xffff0000u);
+    r[2] = __uint_as_float(v.y << 16); r[3] = __uint_as_float(v.y & 0xffff0000u);
+}
+
+// acc[i] += ((s_0 + s_1) + s_2) + ...: the host's order, one element per thread.
+template <typename T>
+__global__ void reduce_slices_kernel(float *acc, const T *src, size_t stride, int nslices, size_t n) {
+    GRID_LOOP(i, n) {
+        float sum = elem(src, i);
+        for (int q = 1; q < nslices; q++) sum = __fadd_rn(sum, elem(src, (size_t)q * stride + i));
+        acc[i] = __fadd_rn(acc[i], sum);
+    }
+}
+
+// The same, four elements per thread with vector loads (acc, src and stride aligned).
+template <typename T>
+__global__ void reduce_slices_vec4(float *acc, const T *src, size_t stride, int nslices, size_t n4) {
+    GRID_LOOP(g, n4) {
+        size_t i = 4 * g;
+        float s[4], y[4];
+        elem4(src + i, s);
+        for (int q = 1; q < nslices; q++) {
+            elem4(src + (size_t)q * stride + i, y);
+            for (int k = 0; k < 4; k++) s[k] = __fadd_rn(s[k], y[k]);
+        }
+        float4 a = *reinterpret_cast<float4 *>(acc + i);
+        a.x = __fadd_rn(a.x, s[0]); a.y = __fadd_rn(a.y, s[1]);
+        a.z = __fadd_rn(a.z, s[2]); a.w = __fadd_rn(a.w, s[3]);
+        *reinterpret_cast<float4 *>(acc + i) = a;
+    }
+}
+
+__global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, AdamWParams a, int decay) {
+    GRID_LOOP(i, n) {
+        float mi = m[i], vi = v[i];
+        p[i] = adamw_element(p[i], g[i], &mi, &vi, &a, decay);
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+__global__ void adamw_vec4(float4 *p, const float4 *g, float4 *m, float4 *v, size_t n4, AdamWParams a, int decay) {
+    GRID_LOOP(k, n4) {
+        float4 pp = p[k], gg = g[k], mm = m[k], vv = v[k];
+        pp.x = adamw_element(pp.x, gg.x, &mm.x, &vv.x, &a, decay);
+        pp.y = adamw_element(pp.y, gg.y, &mm.y, &vv.y, &a, decay);
+        pp.z = adamw_element(pp.z, gg.z, &mm.z, &vv.z, &a, decay);
+        pp.w = adamw_element(pp.w, gg.w, &mm.w, &vv.w, &a, decay);
+        p[k] = pp;
+        m[k] = mm;
+        v[k] = vv;
+    }
+}
+
+__global__ void refresh_bf16_kernel(uint16_t *dst, const float *master, size_t n, uint64_t seed, int t, uint64_t gidx0) {
+    GRID_LOOP(i, n) dst[i] = zero_bf16_round_stochastic(master[i], zero_rounding_bits(seed, t, gidx0 + i));
+}
+
+__global__ void refresh_bf16_vec4(uint2 *dst, const float4 *master, size_t n4, uint64_t seed, int t, uint64_t gidx0) {
+    GRID_LOOP(k, n4) {
+        float4 x = master[k];
+        uint64_t g = gidx0 + 4 * k;
+        uint32_t r0 = zero_bf16_round_stochastic(x.x, zero_rounding_bits(seed, t, g));
+        uint32_t r1 = zero_bf16_round_stochastic(x.y, zero_rounding_bits(seed, t, g + 1));
+        uint32_t r2 = zero_bf16_round_stochastic(x.z, zero_rounding_bits(seed, t, g + 2));
+        uint32_t r3 = zero_bf16_round_stochastic(x.w, zero_rounding_bits(seed, t, g + 3));
+        dst[k] = make_uint2(r0 | (r1 << 16), r2 | (r3 << 16));
+    }
+}
+
+// Norm blocks [blk0, blk0 + nblk) of x: lane l of a warp sums block first + l left to right.
+// The warp stages 32 x 32 tiles through shared memory so that global loads stay coalesced
+// while each lane still walks its own block in order. Elements past n count as 0, which
+// leaves a sum of squares (>= +0 or NaN) unchanged.
+__global__ void __launch_bounds__(SQ_WARPS * 32)
+sumsq_blocks_kernel(const float *x, size_t n, size_t blk0, size_t nblk, double *partials) {
+    __shared__ float tile[SQ_WARPS][32][33];   // 33: lanes read a row each without bank conflicts
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const size_t first = blk0 + ((size_t)blockIdx.x * SQ_WARPS + warp) * 32;
+    if (first >= blk0 + nblk) return;   // uniform per warp; no block-wide barrier follows
+    const size_t left = blk0 + nblk - first;
+    const int rows = left < 32 ? (int)left : 32;
+    float (*T)[33] = tile[warp];
+    for (int r = 0; r < 32; r++) T[r][lane] = 0.0f;   // rows past the last block stay zero
+    const size_t lo = first * ZERO_SUMSQ_BLOCK;
+    double sum = 0.0;
+    for (size_t t = 0; t < ZERO_SUMSQ_BLOCK && lo + t < n; t += 32) {
+        __syncwarp();
+        for (int r = 0; r < rows; r++) {
+            size_t i = (first + r) * ZERO_SUMSQ_BLOCK + t + lane;
+            T[r][lane] = i < n ? x[i] : 0.0f;
+        }
+        __syncwarp();
+#pragma unroll 8
+        for (int k = 0; k < 32; k++) {
+            double v = (double)T[lane][k];
+            sum = __dadd_rn(sum, __dmul_rn(v, v));
+        }
+    }
+    if (lane < rows) partials[first + lane - blk0] = sum;
+}
+
+// total = (((start + p_0) + p_1) + ...) by one thread, start = 0 on the first pass; the
+// other threads only stage partials into shared memory. Writes *out on the last pass.
+__global__ void sumsq_total_kernel(const double *partials, size_t np, double *total, int first_pass, double *out) {
+    __shared__ double buf[1024];
+    double acc = first_pass ? 0.0 : *total;
+    for (size_t base = 0; base < np; base += 1024) {
+        size_t m = np - base < 1024 ? np - base : 1024;
+        for (size_t i = threadIdx.x; i < m; i += blockDim.x) buf[i] = partials[base + i];
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (size_t k = 0; k < m; k++) acc = __dadd_rn(acc, buf[k]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        if (out) *out = acc;
+        else *total = acc;
+    }
+}
+
+// Subnormal results and inputs, as a flush-to-zero build would lose them.
+__global__ void ftz_probe_kernel(float normal_min, float half, float subnormal, double *out) {
+    out[0] = (double)__fmul_rn(normal_min, half);
+    out[1] = (double)subnormal;
+    out[2] = (double)__fadd_rn(subnormal, subnormal);
+}
+
+// ---------------------------------------------------------------- memory
+
+static void *c_alloc(const ZeroBackend *b, ZeroMemKind kind, size_t bytes) {
+    Ctx *x = ctx_of(b);
+    size_t n = (bytes + 63) / 64 * 64;
+    if (n == 0) n = 64;
+    void *p = NULL;
+    cudaError_t e = kind == ZERO_MEM_HOST ? cudaMallocHost(&p, n) : cudaMalloc(&p, n);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "zero: rank %d: %s of %zu bytes on device %d failed: %s\n", x->c->rank,
+                kind == ZERO_MEM_HOST ? "cudaMallocHost" : "cudaMalloc", n, x->device, cudaGetErrorString(e));
+        cudaGetLastError();   // not sticky: keep it from being blamed on the next launch
+        return NULL;
+    }
+    return p;
+}
+
+static void c_free(const ZeroBackend *b, ZeroMemKind kind, void *p) {
+    if (!p) return;
+    Ctx *x = ctx_of(b);
+    cudaError_t e = kind == ZERO_MEM_HOST ? cudaFreeHost(p) : cudaFree(p);
+    if (e != cudaSuccess)
+        fprintf(stderr, "zero: rank %d: warning: %s failed: %s\n", x->c->rank,
+                kind == ZERO_MEM_HOST ? "cudaFreeHost" : "cudaFree", cudaGetErrorString(e));
+}
+
+static void c_memset0(const ZeroBackend *b, void *p, size_t bytes, ZeroStream *s) {
+    if (bytes == 0) return;
+    CK(ctx_of(b), cudaMemsetAsync(p, 0, bytes, s->s), "memset0 of %zu bytes", bytes);
+}
+
+static void c_copy(const ZeroBackend *b, void *dst, ZeroMemKind dk, const void *src, ZeroMemKind sk, size_t bytes,
+                   ZeroStream *s) {
+    (void)dk; (void)sk;   // unified addressing tells the runtime where each side lives
+    if (bytes == 0 || dst == src) return;
+    CK(ctx_of(b), cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s->s), "copy of %zu bytes", bytes);
+}
+
+// ---------------------------------------------------------------- ordering
+
+static cudaError_t stream_buffers(ZeroStream *s) {
+    cudaError_t e = cudaHostAlloc((void **)&s->slots, SLOTS * sizeof(double), cudaHostAllocMapped);
+    if (e == cudaSuccess) e = cudaHostGetDevicePointer((void **)&s->dslots, s->slots, 0);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&s->partials, (SQ_PASS + 1) * sizeof(double));
+    if (e == cudaSuccess && !(s->outs = (double **)malloc(SLOTS * sizeof(double *)))) e = cudaErrorMemoryAllocation;
+    return e;
+}
+
+static void stream_release(ZeroStream *s) {
+    if (s->slots) cudaFreeHost(s->slots);
+    if (s->partials) cudaFree(s->partials);
+    free(s->outs);
+    s->slots = s->dslots = s->partials = NULL;
+    s->outs = NULL;
+}
+
+static ZeroStream *c_main_stream(const ZeroBackend *b) { return &ctx_of(b)->main; }
+
+static ZeroStream *c_stream_create(const ZeroBackend *b) {
+    Ctx *x = ctx_of(b);
+    ZeroStream *s = (ZeroStream *)calloc(1, sizeof *s);
+    if (!s) return NULL;
+    int least = 0, greatest = 0;
+    // collectives first: a gather the model waits for should not queue behind its kernels
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&s->s, cudaStreamNonBlocking, greatest);
+    if (e == cudaSuccess) {
+        s->owned = 1;
+        e = stream_buffers(s);
+    }
+    if (e != cudaSuccess) {
+        fprintf(stderr, "zero: rank %d: creating a stream and its buffers on device %d failed: %s\n", x->c->rank,
+                x->device, cudaGetErrorString(e));
+        stream_release(s);
+        if (s->owned) cudaStreamDestroy(s->s);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void c_stream_sync(const ZeroBackend *b, ZeroStream *s) {
+    CK(ctx_of(b), cudaStreamSynchronize(s->s), "stream_sync");
+    for (int i = 0; i < s->npending; i++) *s->outs[i] = s->slots[i];
+    s->npending = 0;
+}
+
+static void c_stream_destroy(const ZeroBackend *b, ZeroStream *s) {
+    if (!s || s == &ctx_of(b)->main) return;
+    c_stream_sync(b, s);
+    zero_nccl_forget_stream(ctx_of(b)->nccl, s->s);
+    stream_release(s);
+    cudaStreamDestroy(s->s);
+    free(s);
+}
+
+static ZeroEvent *c_event_create(const ZeroBackend *b) {
+    ZeroEvent *e = (ZeroEvent *)calloc(1, sizeof *e);
+    if (!e) return NULL;
+    cudaError_t r = cudaEventCreateWithFlags(&e->e, cudaEventDisableTiming);
+    if (r != cudaSuccess) {
+        fprintf(stderr, "zero: rank %d: cudaEventCreateWithFlags failed: %s\n", ctx_of(b)->c->rank, cudaGetErrorString(r));
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+static void c_event_destroy(const ZeroBackend *b, ZeroEvent *e) {
+    (void)b;
+    if (!e) return;
+    cudaEventDestroy(e->e);
+    free(e);
+}
+
+static void c_event_record(const ZeroBackend *b, ZeroEvent *e, ZeroStream *s) {
+    Ctx *x = ctx_of(b);
+    // zero.c reuses a ring of events and relies on a reused one only making waits later.
+    // A CUDA wait sees only the latest record, so when the event moves to another stream
+    // the new record must come after the old one: the new stream waits for it first.
+    if (e->recorded && e->last != s->s) CK(x, cudaStreamWaitEvent(s->s, e->e, 0), "event_record (reusing an event)");
+    CK(x, cudaEventRecord(e->e, s->s), "event_record");
+    e->last = s->s;
+    e->recorded = 1;
+}
+
+static void c_stream_wait(const ZeroBackend *b, ZeroStream *s, ZeroEvent *e) {
+    CK(ctx_of(b), cudaStreamWaitEvent(s->s, e->e, 0), "stream_wait");
+}
+
+// ---------------------------------------------------------------- collectives
+
+static Ctx *coll_ctx(const ZeroBackend *b, ZeroComm *c, const char *op) {
+    Ctx *x = ctx_of(b);
+    if (c != x->c) {
+        fprintf(stderr, "zero: rank %d: %s on a communicator other than the one the CUDA backend was made for\n",
+                x->c->rank, op);
+        zero_comm_abort(x->c, 1);
+    }
+    return x;
+}
+
+static void c_all_gather(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                         ZeroStream *s, const char *what) {
+    zero_nccl_all_gather(coll_ctx(b, c, "all_gather")->nccl, parts, nparts, dt, s->s, what);
+}
+
+static void c_all_to_all(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                         ZeroStream *s, const char *what) {
+    zero_nccl_all_to_all(coll_ctx(b, c, "all_to_all")->nccl, parts, nparts, dt, s->s, what);
+}
+
+static void c_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what) {
+    zero_nccl_allreduce_sum_f64(coll_ctx(b, c, "allreduce_sum_f64")->nccl, values, n, what);
+}
+
+// ---------------------------------------------------------------- kernel launches
+
+template <typename T>
+static void launch_reduce(Ctx *x, float *acc, const T *src, size_t stride, int nslices, size_t n, cudaStream_t s) {
+    size_t done = 0;
+    if (aligned(acc, 16) && aligned(src, 4 * sizeof(T)) && stride % 4 == 0) {
+        size_t n4 = n / 4;
+        if (n4) {
+            reduce_slices_vec4<T><<<grid_for(n4), THREADS, 0, s>>>(acc, src, stride, nslices, n4);
+            LAUNCHED(x, "reduce_slices of %zu elements x %d slices", n, nslices);
+        }
+        done = 4 * n4;
+    }
+    if (done < n) {
+        reduce_slices_kernel<T><<<grid_for(n - done), THREADS, 0, s>>>(acc + done, src + done, stride, nslices, n - done);
+        LAUNCHED(x, "reduce_slices of %zu elements x %d slices", n, nslices);
+    }
+}
+
+static void c_reduce_slices(const ZeroBackend *b, float *acc, const void *src, size_t stride, int nslices, size_t n,
+                            ZeroDType dt, ZeroStream *s) {
+    if (nslices <= 0 || n == 0) return;
+    Ctx *x = ctx_of(b);
+    if (dt == ZERO_F32) launch_reduce(x, acc, (const float *)src, stride, nslices, n, s->s);
+    else launch_reduce(x, acc, (const uint16_t *)src, stride, nslices, n, s->s);
+}
+
+static void c_adamw(const ZeroBackend *b, float *param, const float *grad, float *m, float *v, size_t n,
+                    const AdamWParams *p, int decay, ZeroStream *s) {
+    if (n == 0) return;
+    Ctx *x = ctx_of(b);
+    size_t done = 0;
+    if (aligned(param, 16) && aligned(grad, 16) && aligned(m, 16) && aligned(v, 16)) {
+        size_t n4 = n / 4;
+        if (n4) {
+            adamw_vec4<<<grid_for(n4), THREADS, 0, s->s>>>((float4 *)param, (const float4 *)grad, (float4 *)m,
+                                                           (float4 *)v, n4, *p, decay);
+            LAUNCHED(x, "adamw on %zu elements", n);
+        }
+        done = 4 * n4;
+    }
+    if (done < n) {
+        adamw_kernel<<<grid_for(n - done), THREADS, 0, s->s>>>(param + done, grad + done, m + done, v + done, n - done,
+                                                               *p, decay);
+        LAUNCHED(x, "adamw on %zu elements", n);
+    }
+}
+
+static void c_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float *master, size_t n, uint64_t seed,
+                      int t, uint64_t gidx0, ZeroStream *s) {
+    if (n == 0) return;
+    Ctx *x = ctx_of(b);
+    if (dt == ZERO_F32) {
+        if (dst != master)
+            CK(x, cudaMemcpyAsync(dst, master, n * sizeof(float), cudaMemcpyDeviceToDevice, s->s),
+               "refresh of %zu fp32 elements", n);
+        return;
+    }
+    uint16_t *out = (uint16_t *)dst;
+    size_t done = 0;
+    if (aligned(out, 8) && aligned(master, 16)) {
+        size_t n4 = n / 4;
+        if (n4) {
+            refresh_bf16_vec4<<<grid_for(n4), THREADS, 0, s->s>>>((uint2 *)out, (const float4 *)master, n4, seed, t, gidx0);
+            LAUNCHED(x, "refresh of %zu bf16 elements", n);
+        }
+        done = 4 * n4;
+    }
+    if (done < n) {
+        refresh_bf16_kernel<<<grid_for(n - done), THREADS, 0, s->s>>>(out + done, master + done, n - done, seed, t,
+                                                                      gidx0 + done);
+        LAUNCHED(x, "refresh of %zu bf16 elements", n);
+    }
+}
+
+static void c_sum_squares(const ZeroBackend *b, const float *xv, size_t n, double *out, ZeroStream *s) {
+    Ctx *x = ctx_of(b);
+    if (s->npending == SLOTS) c_stream_sync(b, s);   // only after SLOTS results without a sync
+    int slot = s->npending;
+    if (n == 0) {
+        s->slots[slot] = 0.0;   // the device never writes this slot
+    } else {
+        size_t nblk = (n + ZERO_SUMSQ_BLOCK - 1) / ZERO_SUMSQ_BLOCK;
+        double *total = s->partials + SQ_PASS;
+        for (size_t b0 = 0; b0 < nblk; b0 += SQ_PASS) {
+            size_t nb = nblk - b0 < SQ_PASS ? nblk - b0 : SQ_PASS;
+            unsigned blocks = (unsigned)((nb + 32 * SQ_WARPS - 1) / (32 * SQ_WARPS));
+            sumsq_blocks_kernel<<<blocks, SQ_WARPS * 32, 0, s->s>>>(xv, n, b0, nb, s->partials);
+            LAUNCHED(x, "sum_squares of %zu elements (blocks %zu..%zu)", n, b0, b0 + nb);
+            int last = b0 + nb == nblk;
+            sumsq_total_kernel<<<1, THREADS, 0, s->s>>>(s->partials, nb, total, b0 == 0, last ? s->dslots + slot : NULL);
+            LAUNCHED(x, "sum_squares of %zu elements (adding %zu block sums)", n, nb);
+        }
+    }
+    s->outs[slot] = out;
+    s->npending++;
+}
+
+// ---------------------------------------------------------------- life cycle
+
+int zero_cuda_select_device(ZeroComm *comm) { return zero_nccl_select_device(comm); }
+
+// 0 when subnormals survive on the device, as the bit-for-bit contract needs.
+static int check_no_ftz(Ctx *x) {
+    double *r = x->main.slots, *d = x->main.dslots;
+    r[0] = r[1] = r[2] = -1.0;
+    ftz_probe_kernel<<<1, 1, 0, x->main.s>>>(ldexpf(1.0f, -126), 0.5f, ldexpf(1.0f, -130), d);
+    CK(x, cudaGetLastError(), "checking the device's subnormal handling");
+    CK(x, cudaStreamSynchronize(x->main.s), "checking the device's subnormal handling");
+    if (r[0] == ldexp(1.0, -127) && r[1] == ldexp(1.0, -130) && r[2] == ldexp(1.0, -129)) return 0;
+    fprintf(stderr, "zero: rank %d: backend_cuda.cu was built with flush-to-zero (--use_fast_math or -ftz=true): its "
+            "kernels would not give the host backend's bits; rebuild it without those flags\n", x->c->rank);
+    return -1;
+}
+
+const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
+    Ctx *x = (Ctx *)calloc(1, sizeof *x);
+    if (!x) {
+        fprintf(stderr, "zero: rank %d: out of host memory for the CUDA backend\n", comm->rank);
+        return NULL;
+    }
+    x->c = comm;
+    cudaError_t e = cudaGetDevice(&x->device);
+    if (e == cudaSuccess) {
+        x->main.s = main_stream;
+        e = stream_buffers(&x->main);
+    }
+    if (e != cudaSuccess) {
+        fprintf(stderr, "zero: rank %d: setting up the CUDA backend failed: %s\n", comm->rank, cudaGetErrorString(e));
+        stream_release(&x->main);
+        free(x);
+        return NULL;
+    }
+    if (check_no_ftz(x) != 0 || !(x->nccl = zero_nccl_init(comm, x->device))) {
+        stream_release(&x->main);
+        free(x);
+        return NULL;
+    }
+    ZeroBackend *t = &x->table;
+    t->name = "cuda";
+    t->ctx = x;
+    t->needs_mpi = 0;   // NCCL, bootstrapped without MPI when need be
+    t->alloc = c_alloc;
+    t->free = c_free;
+    t->memset0 = c_memset0;
+    t->copy = c_copy;
+    t->main_stream = c_main_stream;
+    t->stream_create = c_stream_create;
+    t->stream_destroy = c_stream_destroy;
+    t->stream_sync = c_stream_sync;
+    t->event_create = c_event_create;
+    t->event_destroy = c_event_destroy;
+    t->event_record = c_event_record;
+    t->stream_wait = c_stream_wait;
+    t->all_gather = c_all_gather;
+    t->all_to_all = c_all_to_all;
+    t->allreduce_sum_f64 = c_allreduce_sum_f64;
+    t->reduce_slices = c_reduce_slices;
+    t->adamw = c_adamw;
+    t->refresh = c_refresh;
+    t->sum_squares = c_sum_squares;
+    return t;
+}
+
+void zero_backend_cuda_free(const ZeroBackend *b) {
+    if (!b) return;
+    Ctx *x = ctx_of(b);
+    c_stream_sync(b, &x->main);
+    zero_nccl_free(x->nccl);
+    stream_release(&x->main);
+    free(x);
+}

@@ -1,0 +1,332 @@
+// checkpoint.c: sharded save and load of the optimizer state (fp32 master, AdamW m, v).
+// The format and the range reader are in zckpt.[ch]; this file moves the bytes between a
+// running Zero and the files, and keeps the ranks in agreement (a checkpoint is published
+// only when every rank's file is on disk and verified; a load changes nothing unless every
+// rank verified everything it needs).
+#include "zero_internal.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zckpt.h"
+#include "zfile.h"
+
+#define CKPT_CHUNK ((size_t)1 << 20)   // floats per device <-> host copy
+
+static void say(const Zero *z, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const Zero *z, const char *fmt, ...) {
+    char msg[1400];
+    int len = snprintf(msg, sizeof msg, "zero: rank %d: ", z->rank);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + len, sizeof msg - (size_t)len, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", msg);   // one write, so lines of several ranks do not interleave
+}
+
+// Where this rank's owned elements of tensor i sit in a master/m/v buffer.
+static float *owned_ptr(const Zero *z, float *base, int i) {
+    const ZeroTensorLayout *l = z->t[i].lay;
+    return z->stage == 0 ? base + l->full_off + l->own_begin : base + l->shard_off;
+}
+
+// Every rank learns whether any rank failed (a rank-order sum: same answer everywhere).
+static int any_failed(Zero *z, int failed) {
+    double f = failed ? 1.0 : 0.0;
+    zero_allreduce_sum_f64(z, &f, 1);
+    return f != 0.0;
+}
+
+int zero_latest(const char *dir) {
+    long long s = dir ? zck_latest(dir) : -1;
+    return s >= 0 && s <= 0x7fffffff ? (int)s : -1;
+}
+
+// Writes this rank's file; fills crc/bytes of the whole file. Returns 0 or -1 (printed).
+static int write_rank_file(Zero *z, const char *path, long long step, uint32_t *crc, uint64_t *bytes) {
+    const ZeroBackend *b = z->b;
+    int nt = z->nt, rc = -1;
+    size_t hs = zck_header_size(nt);
+    unsigned char *h = malloc(hs);
+    uint64_t *numel = malloc((size_t)nt * sizeof(uint64_t)), *begin = malloc((size_t)nt * sizeof(uint64_t)),
+             *count = malloc((size_t)nt * sizeof(uint64_t));
+    float *chunk = b->alloc(b, ZERO_MEM_HOST, CKPT_CHUNK * sizeof(float));
+    ZFile zf;
+    memset(&zf, 0, sizeof zf);
+    if (!h || !numel || !begin || !count || !chunk) {
+        say(z, "out of host memory saving checkpoint file %s", path);
+        goto out;
+    }
+    for (int i = 0; i < nt; i++) {
+        numel[i] = z->t[i].lay->split.numel;
+        begin[i] = z->t[i].lay->own_begin;
+        count[i] = z->t[i].lay->own_count;
+    }
+    zck_header_encode(h, z->rank, z->world, z->stage, z->last_t, step, z->cfg.seed, (int)z->cfg.param_dtype, nt, numel,
+                      begin, count);
+    if (zfile_open(&zf, path) != 0 || zfile_write(&zf, h, hs) != 0) goto io;
+    float *bases[ZCK_KINDS] = {z->master, z->m, z->v};
+    for (int i = 0; i < nt; i++)
+        for (int k = 0; k < ZCK_KINDS; k++) {
+            const float *src = owned_ptr(z, bases[k], i);
+            for (size_t done = 0; done < count[i]; done += CKPT_CHUNK) {
+                size_t n = count[i] - done < CKPT_CHUNK ? (size_t)(count[i] - done) : CKPT_CHUNK;
+                b->copy(b, chunk, ZERO_MEM_HOST, src + done, ZERO_MEM_DEVICE, n * sizeof(float), z->main);
+                b->stream_sync(b, z->main);
+                if (zfile_write(&zf, chunk, n * sizeof(float)) != 0) goto io;
+            }
+        }
+    unsigned char trailer[4];
+    zle_put32(trailer, zf.crc);   // CRC of everything before it
+    if (zfile_write(&zf, trailer, 4) != 0 || zfile_commit(&zf) != 0) goto io;
+    // read it back from the file system: what the manifest vouches for is what is on disk
+    uint32_t disk_crc;
+    uint64_t disk_bytes;
+    char why[256];
+    if (zfile_crc_of(path, UINT64_MAX, &disk_crc, &disk_bytes, why, sizeof why) != 0) {
+        say(z, "checkpoint file %s cannot be read back: %s", path, why);
+        goto out;
+    }
+    if (disk_crc != zf.crc || disk_bytes != zf.bytes) {
+        say(z, "checkpoint file %s reads back as %" PRIu64 " bytes with CRC-32 0x%08x; %" PRIu64 " bytes with 0x%08x were "
+            "written", path, disk_bytes, disk_crc, zf.bytes, zf.crc);
+        goto out;
+    }
+    *crc = zf.crc;
+    *bytes = zf.bytes;
+    rc = 0;
+    goto out;
+io:
+    say(z, "saving checkpoint: %s", zf.err);
+    zfile_abort(&zf);
+out:
+    if (chunk) b->free(b, ZERO_MEM_HOST, chunk);
+    free(h);
+    free(numel);
+    free(begin);
+    free(count);
+    return rc;
+}
+
+// Rank 0: extra.bin, manifest.json, then latest_zero. Returns 0 or -1 (printed).
+static int publish(Zero *z, const char *dir, const char *folder, long long step, const double *vals, const void *extra,
+                   size_t extra_bytes) {
+    ZckManifest m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.folder, sizeof m.folder, "%s", folder);
+    m.version = ZCK_MANIFEST_VERSION;
+    m.world = z->world;
+    m.stage = z->stage;
+    m.last_t = z->last_t;
+    m.param_dtype = (int)z->cfg.param_dtype;
+    m.step = step;
+    m.seed = z->cfg.seed;
+    m.num_tensors = z->nt;
+    m.numel_total = z->layout.numel_total;
+    m.t = calloc((size_t)z->nt, sizeof(ZckTensor));
+    m.ranks = calloc((size_t)z->world, sizeof(ZckRankFile));
+    char err[1024], path[4200];
+    int rc = -1;
+    if (!m.t || !m.ranks) {
+        say(z, "out of host memory writing the checkpoint manifest");
+        goto out;
+    }
+    for (int i = 0; i < z->nt; i++) {
+        m.t[i].name = z->t[i].name;   // borrowed: not freed below
+        m.t[i].numel = z->t[i].lay->split.numel;
+    }
+    for (int q = 0; q < z->world; q++) {
+        zck_rank_file(m.ranks[q].file, sizeof m.ranks[q].file, q);
+        m.ranks[q].bytes = (uint64_t)vals[3 * q + 1];
+        m.ranks[q].crc = (uint32_t)vals[3 * q + 2];
+    }
+    if (extra && extra_bytes > 0) {
+        m.has_extra = 1;
+        m.extra_bytes = extra_bytes;
+        snprintf(m.extra_file, sizeof m.extra_file, "extra.bin");
+        snprintf(path, sizeof path, "%s/%s", folder, m.extra_file);
+        if (zfile_write_all(path, extra, extra_bytes, &m.extra_crc, err, sizeof err) != 0) {
+            say(z, "saving checkpoint: %s", err);
+            goto out;
+        }
+    }
+    if (zck_manifest_write(&m, err, sizeof err) != 0) {
+        say(z, "saving checkpoint: %s", err);
+        goto out;
+    }
+    char text[32];
+    int len = snprintf(text, sizeof text, "%lld\n", step);
+    snprintf(path, sizeof path, "%s/latest_zero", dir);
+    if (zfile_write_all(path, text, (size_t)len, NULL, err, sizeof err) != 0) {
+        say(z, "saving checkpoint: %s", err);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(m.t);
+    free(m.ranks);
+    return rc;
+}
+
+int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extra_bytes) {
+    // same answer on every rank: the step state and arguments are the same everywhere
+    if (z->in_step) { say(z, "zero_save inside a step (call it after zero_step)"); return -1; }
+    if (!dir || step < 0) { say(z, "zero_save needs a folder and a step >= 0 (got step %d)", step); return -1; }
+    char folder[4096], file[64], path[4200], err[512];
+    zck_folder(folder, sizeof folder, dir, step);
+    zck_rank_file(file, sizeof file, z->rank);
+    snprintf(path, sizeof path, "%s/%s", folder, file);
+    z->b->stream_sync(z->b, z->cs);
+    z->b->stream_sync(z->b, z->main);
+    int bad = 0;
+    uint32_t crc = 0;
+    uint64_t bytes = 0;
+    if (zfile_mkdirs(folder, err, sizeof err) != 0) {
+        say(z, "saving checkpoint: %s", err);
+        bad = 1;
+    } else if (write_rank_file(z, path, step, &crc, &bytes) != 0) {
+        bad = 1;
+    }
+    // everyone's verdict, size and CRC reach every rank (slots summed: exact for integers < 2^53)
+    double *vals = calloc((size_t)z->world * 3, sizeof(double));
+    if (!vals) zero_fail(z, "out of host memory saving a checkpoint");
+    vals[3 * z->rank] = bad;
+    vals[3 * z->rank + 1] = (double)bytes;
+    vals[3 * z->rank + 2] = (double)crc;
+    zero_allreduce_sum_f64(z, vals, 3 * z->world);
+    int failed = 0;
+    for (int q = 0; q < z->world; q++)
+        if (vals[3 * q] != 0) failed = 1;
+    if (failed) {
+        if (z->rank == 0) say(z, "checkpoint %s not published: a rank failed to write its file (see above)", folder);
+        free(vals);
+        return -1;
+    }
+    int pub = z->rank == 0 ? publish(z, dir, folder, step, vals, extra, extra_bytes) : 0;
+    free(vals);
+    return any_failed(z, pub != 0) ? -1 : 0;
+}
+
+// Checks the manifest's tensor table against ours. Returns 0 or -1 (printed).
+static int check_table(const Zero *z, const ZckManifest *m) {
+    if (m->num_tensors != z->nt) {
+        say(z, "checkpoint %s is for a different model: it has %d tensors, this model %d", m->folder, m->num_tensors, z->nt);
+        return -1;
+    }
+    for (int i = 0; i < z->nt; i++) {
+        if (strcmp(m->t[i].name, z->t[i].name) != 0) {
+            say(z, "checkpoint %s is for a different model: tensor %d is %s here, %s in the checkpoint", m->folder, i,
+                z->t[i].name, m->t[i].name);
+            return -1;
+        }
+        if (m->t[i].numel != z->t[i].lay->split.numel) {
+            say(z, "checkpoint %s is for a different model: tensor %s has %zu elements here, %" PRIu64 " in the checkpoint",
+                m->folder, z->t[i].name, z->t[i].lay->split.numel, m->t[i].numel);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_bytes) {
+    if (z->in_step) { say(z, "zero_load inside a step (call it between steps)"); return -1; }
+    const ZeroBackend *b = z->b;
+    long long s = step >= 0 ? step : (dir ? zck_latest(dir) : -1);
+    ZckManifest m;
+    ZckReader r;
+    memset(&m, 0, sizeof m);
+    memset(&r, 0, sizeof r);
+    char err[1400];
+    void *extra_tmp = NULL;
+    float *chunk = NULL;
+    int bad = 0;
+    // phase 1: read and verify everything this rank needs; change nothing
+    if (!dir || s < 0) {
+        say(z, "no checkpoint to load in %s: %s/latest_zero is missing or malformed", dir ? dir : "(null)", dir ? dir : "");
+        bad = 1;
+    } else if (zck_manifest_read(dir, s, &m, err, sizeof err) != 0) {
+        say(z, "%s", err);
+        bad = 1;
+    } else if (check_table(z, &m) != 0) {
+        bad = 1;
+    } else if (zck_reader_init(&r, &m) != 0) {
+        say(z, "out of host memory loading a checkpoint");
+        bad = 1;
+    } else {
+        for (int i = 0; i < z->nt && !bad; i++) {
+            const ZeroTensorLayout *l = z->t[i].lay;
+            if (zck_reader_need(&r, i, l->own_begin, l->own_count, err, sizeof err) != 0) {
+                say(z, "%s", err);
+                bad = 1;
+            }
+        }
+        if (!bad && extra && extra_bytes > 0) {   // a trainer that passes none skips it
+            extra_tmp = malloc(extra_bytes);
+            if (!extra_tmp || zck_read_extra(&m, extra_tmp, extra_bytes, err, sizeof err) != 0) {
+                say(z, "%s", extra_tmp ? err : "out of host memory loading a checkpoint");
+                bad = 1;
+            }
+        }
+        chunk = bad ? NULL : b->alloc(b, ZERO_MEM_HOST, CKPT_CHUNK * sizeof(float));
+        if (!bad && !chunk) {
+            say(z, "out of host memory loading a checkpoint");
+            bad = 1;
+        }
+    }
+    if (any_failed(z, bad)) {
+        if (chunk) b->free(b, ZERO_MEM_HOST, chunk);
+        free(extra_tmp);
+        if (r.sh) zck_reader_free(&r);
+        if (m.t) zck_manifest_free(&m);
+        return -1;
+    }
+    if (z->rank == 0 && (m.world != z->world || m.stage != z->stage))
+        printf("zero: loading %s, saved by %d ranks at stage %d, into %d ranks at stage %d\n", m.folder, m.world, m.stage,
+               z->world, z->stage);
+    if (z->rank == 0 && m.seed != z->cfg.seed && z->cfg.param_dtype != ZERO_F32)
+        printf("zero: note: %s was saved with rounding seed %" PRIu64 ", this run uses %" PRIu64
+               ": bf16 weights will not round as in the saved run\n", m.folder, m.seed, z->cfg.seed);
+
+    // phase 2: every rank verified its files; a failure now would leave the state half
+    // replaced, so it ends the job
+    b->stream_sync(b, z->cs);
+    b->stream_sync(b, z->main);
+    float *bases[ZCK_KINDS] = {z->master, z->m, z->v};
+    for (int i = 0; i < z->nt; i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        for (int k = 0; k < ZCK_KINDS; k++) {
+            float *dst = owned_ptr(z, bases[k], i);
+            for (size_t done = 0; done < l->own_count; done += CKPT_CHUNK) {
+                size_t n = l->own_count - done < CKPT_CHUNK ? l->own_count - done : CKPT_CHUNK;
+                if (zck_reader_read(&r, i, k, l->own_begin + done, n, chunk, err, sizeof err) != 0)
+                    zero_fail(z, "loading %s: %s", m.folder, err);
+                b->copy(b, dst + done, ZERO_MEM_DEVICE, chunk, ZERO_MEM_HOST, n * sizeof(float), z->main);
+                b->stream_sync(b, z->main);   // the chunk is reused
+            }
+        }
+    }
+    if (z->stage == 0) {
+        // stage 0 keeps everything whole: gather the slots, as zero_init does
+        static const char *what[ZCK_KINDS] = {"loaded master weights", "loaded AdamW m", "loaded AdamW v"};
+        for (int k = 0; k < ZCK_KINDS; k++) {
+            for (int i = 0; i < z->nt; i++) {
+                const ZeroTensorLayout *l = z->t[i].lay;
+                z->parts[i].send = bases[k] + l->full_off + (size_t)z->rank * l->split.shard;
+                z->parts[i].recv = bases[k] + l->full_off;
+                z->parts[i].count = l->split.shard;
+            }
+            b->all_gather(b, z->comm, z->parts, z->nt, ZERO_F32, z->cs, what[k]);
+            b->stream_sync(b, z->cs);
+        }
+    }
+    zero_refresh_after_load(z, m.last_t);
+    if (extra && extra_bytes > 0) memcpy(extra, extra_tmp, extra_bytes);
+    b->free(b, ZERO_MEM_HOST, chunk);
+    free(extra_tmp);
+    zck_reader_free(&r);
+    zck_manifest_free(&m);
+    return 0;
+}

@@ -1,0 +1,522 @@
+// comm_nccl.cu: NCCL set-up, collectives over device memory and the watchdog hooks for the
+// CUDA backend (comm_nccl.h). Host code only: it is a .cu file so that the host build
+// (zero/*.c, no CUDA) never sees nccl.h.
+#include "comm_nccl.h"
+
+#include <errno.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TRACK 256            // collectives watched at once (an older unfinished one is dropped; later ones stay watched)
+#define GROUP_OPS 1024       // NCCL calls per ncclGroupStart/End (NCCL allows 2048)
+#define ALLREDUCE_CHUNK 64   // doubles per all-gather in the f64 all-reduce, as in comm_mpi.c
+#define POLL_S 0.2           // the watchdog's polling period
+
+typedef struct {
+    cudaEvent_t ev;          // recorded on the collective's stream right after it
+    double since;            // when it became the oldest unfinished one (0: not yet)
+    ZeroCollOp op;
+    uint64_t bytes;          // sent to all peers together, as the watchdog's message counts
+    char what[128];
+} Tracked;
+
+struct ZeroNccl {
+    ZeroCommDevice hooks;    // first member: comm->dev points here
+    ZeroComm *c;
+    int device;
+    ncclComm_t world, intra, inter;   // NULL at world 1
+    cudaStream_t own;        // for the f64 all-reduce when no collective stream is known
+    cudaStream_t last;       // stream of the latest collective
+    double *dscratch, *hscratch;      // world * ALLREDUCE_CHUNK doubles: device, pinned host
+    pthread_mutex_t mu;      // guards the ring below (the watchdog thread polls it)
+    Tracked ring[TRACK];
+    int head, count;
+    char last_what[128];     // the latest collective, for asynchronous-error messages
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void vdie(ZeroComm *c, const char *fmt, va_list ap) __attribute__((noreturn));
+static void vdie(ZeroComm *c, const char *fmt, va_list ap) {
+    char msg[1024];
+    int len = snprintf(msg, sizeof msg, "zero: rank %d: ", c->rank);
+    vsnprintf(msg + len, sizeof msg - (size_t)len - 1, fmt, ap);
+    fprintf(stderr, "%s\n", msg);   // one write: lines of several ranks do not interleave
+    zero_comm_abort(c, 1);
+}
+
+static void die(ZeroComm *c, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void die(ZeroComm *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vdie(c, fmt, ap);
+}
+
+// "<context>: <call> failed: <reason>" for a failed CUDA or NCCL call, then the job ends.
+static void call_failed(ZeroComm *c, const char *call, const char *reason, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 4, 5)));
+static void call_failed(ZeroComm *c, const char *call, const char *reason, const char *fmt, ...) {
+    char ctx[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    die(c, "%s: %s failed: %s", ctx, call, reason);
+}
+
+static const char *nccl_reason(ncclResult_t r, ncclComm_t comm, char *buf, size_t cap) {
+    const char *last = ncclGetLastError(comm);
+    snprintf(buf, cap, "%s%s%s%s", ncclGetErrorString(r), last && *last ? " (" : "", last ? last : "",
+             last && *last ? ")" : "");
+    return buf;
+}
+
+#define CUDA_OK(c, call, ...)                                                                   \
+    do {                                                                                        \
+        cudaError_t e_ = (call);                                                                \
+        if (e_ != cudaSuccess) call_failed((c), #call, cudaGetErrorString(e_), __VA_ARGS__);    \
+    } while (0)
+#define NCCL_OK(n, call, ...)                                                                   \
+    do {                                                                                        \
+        ncclResult_t r_ = (call);                                                               \
+        if (r_ != ncclSuccess) {                                                                \
+            char b_[512];                                                                       \
+            call_failed((n)->c, #call, nccl_reason(r_, (n)->world, b_, sizeof b_), __VA_ARGS__); \
+        }                                                                                       \
+    } while (0)
+
+// ---------------------------------------------------------------- device selection
+
+// A non-negative int from the environment, or -1.
+static int env_index(const char *name) {
+    const char *s = getenv(name);
+    if (!s || !*s) return -1;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *end || v < 0 || v > 1 << 20 ? -1 : (int)v;
+}
+
+// This rank's index among the processes of its real machine.
+static int machine_local_rank(const ZeroComm *c) {
+    if (c->launch == ZERO_LAUNCH_ENV && env_index("LOCAL_RANK") >= 0) return env_index("LOCAL_RANK");
+    if (c->node_size == 0) return c->local_rank;   // the layout is the real machines
+    static const char *names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "PMI_LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (env_index(names[i]) >= 0) return env_index(names[i]);
+    return c->local_rank;
+}
+
+int zero_nccl_select_device(ZeroComm *c) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count < 1) {
+        fprintf(stderr, "zero: rank %d: no CUDA device for the CUDA backend (%s)\n", c->rank,
+                e != cudaSuccess ? cudaGetErrorString(e) : "device count 0");
+        return -1;
+    }
+    int local = machine_local_rank(c), dev = local % count;
+    e = cudaSetDevice(dev);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "zero: rank %d: cudaSetDevice(%d) (local rank %d of %d devices) failed: %s\n", c->rank, dev,
+                local, count, cudaGetErrorString(e));
+        return -1;
+    }
+    return dev;
+}
+
+// ---------------------------------------------------------------- watchdog hooks
+
+static ZeroNccl *of(ZeroComm *c) { return (ZeroNccl *)(void *)c->dev; }
+
+// Drops finished collectives from the front of the ring; returns the first error, if any.
+static cudaError_t pop_finished(ZeroNccl *n, double t) {
+    while (n->count > 0) {
+        Tracked *h = &n->ring[n->head];
+        cudaError_t e = cudaEventQuery(h->ev);
+        if (e == cudaErrorNotReady) {
+            if (h->since == 0) h->since = t;
+            return cudaSuccess;
+        }
+        if (e != cudaSuccess) return e;
+        n->head = (n->head + 1) % TRACK;
+        n->count--;
+    }
+    return cudaSuccess;
+}
+
+static int poll_hook(ZeroComm *c, double timeout_s) {
+    ZeroNccl *n = of(c);
+    ncclComm_t comms[3] = {n->world, n->intra, n->inter};
+    static const char *names[3] = {"world", "intra-node", "inter-node"};
+    for (int i = 0; i < 3; i++) {
+        ncclResult_t ae = ncclSuccess;
+        if (comms[i] && ncclCommGetAsyncError(comms[i], &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
+            char b[512];
+            fprintf(stderr, "rank %d: NCCL asynchronous error on the %s communicator: %s; latest collective: %s\n",
+                    c->rank, names[i], nccl_reason(ae, comms[i], b, sizeof b), n->last_what);
+            return 1;
+        }
+    }
+    cudaSetDevice(n->device);   // this thread's current device, for the event queries
+    pthread_mutex_lock(&n->mu);
+    double t = now_s();
+    cudaError_t e = pop_finished(n, t);
+    int fire = 0;
+    if (e != cudaSuccess) {
+        Tracked *h = &n->ring[n->head];
+        fprintf(stderr, "rank %d: collective %s (%s) failed on the device: %s\n", c->rank, zero_coll_name(h->op),
+                h->what, cudaGetErrorString(e));
+        fire = 1;
+    } else if (n->count > 0 && t - n->ring[n->head].since > timeout_s) {
+        Tracked *h = &n->ring[n->head];
+        // the same words as the host-side watchdog, so one pattern finds either
+        fprintf(stderr, "rank %d: collective %s on %llu bytes timed out after %.1f s (%s; on the GPU)\n", c->rank,
+                zero_coll_name(h->op), (unsigned long long)h->bytes, t - h->since, h->what);
+        fire = 1;
+    }
+    pthread_mutex_unlock(&n->mu);
+    return fire;
+}
+
+static void *abort_guard(void *arg) {
+    ZeroComm *c = (ZeroComm *)arg;
+    sleep(10);
+    fprintf(stderr, "rank %d: ncclCommAbort did not return within 10 s; exiting without it\n", c->rank);
+    _exit(3);
+}
+
+static void abort_hook(ZeroComm *c) {
+    ZeroNccl *n = of(c);
+    pthread_t t;   // an abort stuck on a broken device must not keep the process alive
+    if (pthread_create(&t, NULL, abort_guard, c) == 0) pthread_detach(t);
+    if (n->inter) ncclCommAbort(n->inter);
+    if (n->intra) ncclCommAbort(n->intra);
+    if (n->world) ncclCommAbort(n->world);
+    n->inter = n->intra = n->world = NULL;
+}
+
+// Records an event after the collective just enqueued on s, for the watchdog.
+static void track(ZeroNccl *n, cudaStream_t s, ZeroCollOp op, uint64_t bytes, const char *what) {
+    pthread_mutex_lock(&n->mu);
+    double t = now_s();
+    cudaError_t e = pop_finished(n, t);
+    if (e == cudaSuccess && n->count == TRACK) {   // full: stop watching the oldest (its successors wait behind it)
+        n->head = (n->head + 1) % TRACK;
+        n->count--;
+        n->ring[n->head].since = t;
+    }
+    Tracked *k = &n->ring[(n->head + n->count) % TRACK];
+    if (e == cudaSuccess) e = cudaEventRecord(k->ev, s);
+    if (e == cudaSuccess) {
+        k->since = n->count == 0 ? t : 0;
+        k->op = op;
+        k->bytes = bytes;
+        snprintf(k->what, sizeof k->what, "%s", what ? what : "");
+        n->count++;
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (e != cudaSuccess)
+        call_failed(n->c, "cudaEventRecord/cudaEventQuery", cudaGetErrorString(e), "%s of %s (%llu bytes)",
+                    zero_coll_name(op), what, (unsigned long long)bytes);
+}
+
+// ---------------------------------------------------------------- set-up
+
+// Ends the process when NCCL's set-up hangs (a rank that never arrives would otherwise
+// keep the others waiting inside ncclCommInitRank forever).
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    double timeout_s;
+    const char *stage;
+    ZeroComm *c;
+} InitGuard;
+
+static void *init_guard_main(void *arg) {
+    InitGuard *g = (InitGuard *)arg;
+    pthread_mutex_lock(&g->mu);
+    double deadline = now_s() + g->timeout_s;
+    while (!g->done) {
+        double t = now_s();
+        if (t >= deadline) {
+            fprintf(stderr, "zero: rank %d: NCCL set-up (%s) did not finish within %.0f s: are all WORLD_SIZE=%d ranks "
+                    "running and reachable? (NCCL_DEBUG=INFO says more)\n", g->c->rank, g->stage, g->timeout_s, g->c->world);
+            fflush(stderr);
+            _exit(3);
+        }
+        struct timespec ts;
+        double w = deadline;
+        ts.tv_sec = (time_t)w;
+        ts.tv_nsec = (long)((w - (double)ts.tv_sec) * 1e9);
+        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+static void set_stage(InitGuard *g, const char *stage) {
+    pthread_mutex_lock(&g->mu);
+    g->stage = stage;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static double bootstrap_timeout(void) {
+    const char *s = getenv("ZERO_BOOTSTRAP_TIMEOUT");
+    double t = s && *s ? atof(s) : 600.0;
+    return t > 0 ? t : 600.0;
+}
+
+static void release(ZeroNccl *n) {
+    if (n->inter) ncclCommDestroy(n->inter);
+    if (n->intra) ncclCommDestroy(n->intra);
+    if (n->world) ncclCommDestroy(n->world);
+    for (int i = 0; i < TRACK; i++)
+        if (n->ring[i].ev) cudaEventDestroy(n->ring[i].ev);
+    if (n->own) cudaStreamDestroy(n->own);
+    if (n->dscratch) cudaFree(n->dscratch);
+    if (n->hscratch) cudaFreeHost(n->hscratch);
+    pthread_mutex_destroy(&n->mu);
+    free(n);
+}
+
+// Joins the world communicator and splits the node ones; 0 or -1 after printing why.
+static int join(ZeroNccl *n) {
+    ZeroComm *c = n->c;
+    InitGuard g;
+    memset(&g, 0, sizeof g);
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    g.timeout_s = bootstrap_timeout() + 120.0;   // beyond the id exchange's own deadline
+    g.stage = "sharing the ncclUniqueId";
+    g.c = c;
+    pthread_t gt;
+    int have_guard = pthread_create(&gt, NULL, init_guard_main, &g) == 0;
+
+    int rc = 0;
+    char b[512];
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    ncclResult_t r = c->rank == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
+    if (r != ncclSuccess) {
+        fprintf(stderr, "zero: rank 0: ncclGetUniqueId failed: %s\n", nccl_reason(r, NULL, b, sizeof b));
+        rc = -1;
+    }
+    if (rc == 0 && zero_comm_share_blob(c, &id, sizeof id, "the ncclUniqueId") != 0) rc = -1;
+    const char *file = getenv("ZERO_BOOTSTRAP_FILE"), *tcp = getenv("ZERO_BOOTSTRAP_TCP");
+    int by_file = c->launch == ZERO_LAUNCH_ENV && !(tcp && *tcp) && file && *file;
+    if (rc == 0) {
+        set_stage(&g, "ncclCommInitRank");
+        r = ncclCommInitRank(&n->world, c->world, id, c->rank);
+        if (r != ncclSuccess) {
+            fprintf(stderr, "zero: rank %d: ncclCommInitRank (rank %d of %d, device %d) failed: %s%s\n", c->rank, c->rank,
+                    c->world, n->device, nccl_reason(r, NULL, b, sizeof b),
+                    by_file ? "; a ZERO_BOOTSTRAP_FILE left by an earlier run gives a stale id: use a fresh path" : "");
+            n->world = NULL;
+            rc = -1;
+        }
+    }
+    // every rank holds the id once the world communicator exists: a later run must not read it
+    if (rc == 0 && by_file && c->rank == 0 && unlink(file) != 0 && errno != ENOENT)
+        fprintf(stderr, "zero: rank 0: warning: could not remove ZERO_BOOTSTRAP_FILE %s: %s\n", file, strerror(errno));
+    if (rc == 0) {
+        set_stage(&g, "ncclCommSplit");
+        r = ncclCommSplit(n->world, c->node, c->rank, &n->intra, NULL);
+        if (r == ncclSuccess) r = ncclCommSplit(n->world, c->local_rank, c->rank, &n->inter, NULL);
+        if (r != ncclSuccess) {
+            fprintf(stderr, "zero: rank %d: ncclCommSplit into node %d of %d (local rank %d of %d) failed: %s\n", c->rank,
+                    c->node, c->num_nodes, c->local_rank, c->local_size, nccl_reason(r, n->world, b, sizeof b));
+            rc = -1;
+        }
+    }
+    if (have_guard) {
+        pthread_mutex_lock(&g.mu);
+        g.done = 1;
+        pthread_cond_signal(&g.cv);
+        pthread_mutex_unlock(&g.mu);
+        pthread_join(gt, NULL);
+    }
+    pthread_cond_destroy(&g.cv);
+    pthread_mutex_destroy(&g.mu);
+    return rc;
+}
+
+ZeroNccl *zero_nccl_init(ZeroComm *c, int device) {
+    if (c->dev) {
+        fprintf(stderr, "zero: rank %d: the communicator already has device collectives attached\n", c->rank);
+        return NULL;
+    }
+    ZeroNccl *n = (ZeroNccl *)calloc(1, sizeof *n);
+    if (!n) {
+        fprintf(stderr, "zero: rank %d: out of host memory for the NCCL state\n", c->rank);
+        return NULL;
+    }
+    n->c = c;
+    n->device = device;
+    pthread_mutex_init(&n->mu, NULL);
+    snprintf(n->last_what, sizeof n->last_what, "(none yet)");
+    size_t scratch = (size_t)c->world * ALLREDUCE_CHUNK * sizeof(double);
+    cudaError_t e = cudaStreamCreateWithFlags(&n->own, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&n->dscratch, scratch);
+    if (e == cudaSuccess) e = cudaMallocHost((void **)&n->hscratch, scratch);
+    for (int i = 0; i < TRACK && e == cudaSuccess; i++) e = cudaEventCreateWithFlags(&n->ring[i].ev, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "zero: rank %d: allocating the NCCL scratch (%zu bytes), stream and events on device %d failed: %s\n",
+                c->rank, scratch, device, cudaGetErrorString(e));
+        release(n);
+        return NULL;
+    }
+    if (c->world > 1 && join(n) != 0) {
+        release(n);
+        return NULL;
+    }
+    n->hooks.poll_s = POLL_S;
+    n->hooks.poll = poll_hook;
+    n->hooks.abort = abort_hook;
+    zero_comm_attach_device(c, &n->hooks);
+    return n;
+}
+
+void zero_nccl_free(ZeroNccl *n) {
+    if (!n) return;
+    ZeroComm *c = n->c;
+    if (c->dev == &n->hooks) zero_comm_attach_device(c, NULL);   // the watchdog lets go first
+    CUDA_OK(c, cudaStreamSynchronize(n->own), "releasing the NCCL communicators");
+    if (n->last) CUDA_OK(c, cudaStreamSynchronize(n->last), "releasing the NCCL communicators");
+    release(n);
+}
+
+// ---------------------------------------------------------------- collectives
+
+void zero_nccl_forget_stream(ZeroNccl *n, cudaStream_t s) {
+    if (n && n->last == s) n->last = NULL;
+}
+
+static void note(ZeroNccl *n, cudaStream_t s, const char *op, const char *what) {
+    n->last = s;
+    snprintf(n->last_what, sizeof n->last_what, "%s of %s", op, what ? what : "");
+}
+
+void zero_nccl_all_gather(ZeroNccl *n, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
+                          const char *what) {
+    ZeroComm *c = n->c;
+    size_t es = zero_dtype_size(dt);
+    uint64_t per_peer = 0;
+    for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
+    note(n, s, "all_gather", what);
+    zero_coll_begin(c, ZERO_COLL_ALL_GATHER, per_peer, what);
+    int in_group = 0;
+    for (int i = 0; i < nparts; i++) {
+        const ZeroCollPart *p = &parts[i];
+        size_t cb = p->count * es;
+        if (cb == 0) continue;
+        char *mine = (char *)p->recv + (size_t)c->rank * cb;
+        if (c->world == 1) {
+            if (p->send != mine)
+                CUDA_OK(c, cudaMemcpyAsync(mine, p->send, cb, cudaMemcpyDefault, s),
+                        "all_gather of %s (part %d, %zu bytes)", what, i, cb);
+            continue;
+        }
+        if (in_group == 0) NCCL_OK(n, ncclGroupStart(), "all_gather of %s", what);
+        // bytes: no arithmetic happens, and bf16 needs no NCCL type of its own
+        NCCL_OK(n, ncclAllGather(p->send, p->recv, cb, ncclUint8, n->world, s),
+                "all_gather of %s (part %d of %d, %zu bytes per rank, %d ranks)", what, i, nparts, cb, c->world);
+        if (++in_group == GROUP_OPS) {
+            NCCL_OK(n, ncclGroupEnd(), "all_gather of %s (%d parts, %llu bytes per rank)", what, nparts,
+                    (unsigned long long)per_peer);
+            in_group = 0;
+        }
+    }
+    if (in_group)
+        NCCL_OK(n, ncclGroupEnd(), "all_gather of %s (%d parts, %llu bytes per rank)", what, nparts,
+                (unsigned long long)per_peer);
+    zero_coll_end(c);
+    if (c->world > 1 && per_peer > 0) track(n, s, ZERO_COLL_ALL_GATHER, per_peer * (uint64_t)(c->world - 1), what);
+}
+
+void zero_nccl_all_to_all(ZeroNccl *n, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
+                          const char *what) {
+    ZeroComm *c = n->c;
+    size_t es = zero_dtype_size(dt);
+    uint64_t per_peer = 0;
+    for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
+    note(n, s, "all_to_all", what);
+    zero_coll_begin(c, ZERO_COLL_ALL_TO_ALL, per_peer, what);
+    // this rank's own slice is a local copy
+    for (int i = 0; i < nparts; i++) {
+        size_t cb = parts[i].count * es, off = (size_t)c->rank * cb;
+        if (cb && (const char *)parts[i].send + off != (char *)parts[i].recv + off)
+            CUDA_OK(c, cudaMemcpyAsync((char *)parts[i].recv + off, (const char *)parts[i].send + off, cb, cudaMemcpyDefault, s),
+                    "all_to_all of %s (own slice of part %d, %zu bytes)", what, i, cb);
+    }
+    if (c->world > 1) {
+        // every rank splits the same parts into the same groups: counts agree across ranks
+        const int per_part = 2 * (c->world - 1);
+        int in_group = 0;
+        for (int i = 0; i < nparts; i++) {
+            const ZeroCollPart *p = &parts[i];
+            size_t cb = p->count * es;
+            if (cb == 0) continue;
+            if (in_group && in_group + per_part > GROUP_OPS) {
+                NCCL_OK(n, ncclGroupEnd(), "all_to_all of %s (%d parts, %zu bytes per slice)", what, nparts, cb);
+                in_group = 0;
+            }
+            if (in_group == 0) NCCL_OK(n, ncclGroupStart(), "all_to_all of %s", what);
+            for (int q = 0; q < c->world; q++) {
+                if (q == c->rank) continue;
+                NCCL_OK(n, ncclSend((const char *)p->send + (size_t)q * cb, cb, ncclUint8, q, n->world, s),
+                        "all_to_all of %s (part %d, %zu bytes to rank %d)", what, i, cb, q);
+                NCCL_OK(n, ncclRecv((char *)p->recv + (size_t)q * cb, cb, ncclUint8, q, n->world, s),
+                        "all_to_all of %s (part %d, %zu bytes from rank %d)", what, i, cb, q);
+            }
+            in_group += per_part;
+        }
+        if (in_group)
+            NCCL_OK(n, ncclGroupEnd(), "all_to_all of %s (%d parts, %llu bytes per peer)", what, nparts,
+                    (unsigned long long)per_peer);
+    }
+    zero_coll_end(c);
+    if (c->world > 1 && per_peer > 0) track(n, s, ZERO_COLL_ALL_TO_ALL, per_peer * (uint64_t)(c->world - 1), what);
+}
+
+void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const char *what) {
+    ZeroComm *c = n->c;
+    if (c->world == 1 || count <= 0) return;
+    cudaStream_t s = n->last ? n->last : n->own;
+    for (int base = 0; base < count; base += ALLREDUCE_CHUNK) {
+        int k = count - base < ALLREDUCE_CHUNK ? count - base : ALLREDUCE_CHUNK;
+        size_t kb = (size_t)k * sizeof(double);
+        double *hmine = n->hscratch + (size_t)c->rank * k, *dmine = n->dscratch + (size_t)c->rank * k;
+        memcpy(hmine, values + base, kb);
+        CUDA_OK(c, cudaMemcpyAsync(dmine, hmine, kb, cudaMemcpyHostToDevice, s), "all-reduce of %s (%d doubles)", what, k);
+        note(n, s, "all_reduce", what);
+        zero_coll_begin(c, ZERO_COLL_ALL_REDUCE, kb, what);
+        NCCL_OK(n, ncclAllGather(dmine, n->dscratch, (size_t)k, ncclDouble, n->world, s),
+                "all-reduce of %s (%d doubles per rank, %d ranks)", what, k, c->world);
+        zero_coll_end(c);
+        track(n, s, ZERO_COLL_ALL_REDUCE, kb * (uint64_t)(c->world - 1), what);
+        CUDA_OK(c, cudaMemcpyAsync(n->hscratch, n->dscratch, kb * (size_t)c->world, cudaMemcpyDeviceToHost, s),
+                "all-reduce of %s (%d doubles)", what, k);
+        // blocking by contract; the watchdog keeps polling the all-gather meanwhile
+        CUDA_OK(c, cudaStreamSynchronize(s), "all-reduce of %s (%d doubles per rank, %d ranks)", what, k, c->world);
+        for (int i = 0; i < k; i++) {   // rank order: the same bits on every rank
+            double sum = n->hscratch[i];
+            for (int q = 1; q < c->world; q++) sum += n->hscratch[(size_t)q * k + i];
+            values[base + i] = sum;
+        }
+    }
+}

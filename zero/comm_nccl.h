@@ -1,0 +1,53 @@
+/*
+comm_nccl.h: NCCL collectives over device memory (comm_nccl.cu), for the CUDA backend.
+Not part of the host build: it needs cuda_runtime_api.h and links against NCCL.
+
+Set-up (zero_nccl_init, collective): rank 0's ncclUniqueId reaches every rank through
+zero_comm_share_blob (MPI_Bcast under mpirun; else ZERO_BOOTSTRAP_TCP or the file
+ZERO_BOOTSTRAP_FILE, which rank 0 removes once every rank has joined); the world
+communicator comes from ncclCommInitRank, and intra- and inter-node communicators from
+ncclCommSplit by the node layout current at set-up. A world of one rank uses no NCCL.
+
+Every collective is enqueued on the caller's stream, brackets zero_coll_begin/end (byte
+accounting, as comm_mpi.c does), and records an event after itself: the watchdog thread
+polls the oldest unfinished one and NCCL's asynchronous errors (comm.h: ZeroCommDevice)
+and ends the job with ncclCommAbort and a message naming the rank and the operation.
+Failures end the job with a message naming the rank, the operation, `what` and the sizes.
+*/
+#ifndef ZERO_COMM_NCCL_H
+#define ZERO_COMM_NCCL_H
+
+#include <cuda_runtime_api.h>
+
+#include "comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ZeroNccl ZeroNccl;
+
+// Selects this rank's GPU: local rank (of the real node) modulo the device count.
+// Returns the device, or -1 after printing why.
+int zero_nccl_select_device(ZeroComm *c);
+
+// Collective. device must be current. NULL after printing why.
+ZeroNccl *zero_nccl_init(ZeroComm *c, int device);
+// Detaches the watchdog hooks, waits for queued work, destroys the communicators.
+void zero_nccl_free(ZeroNccl *n);
+
+// The semantics of zero_mpi_all_gather / zero_mpi_all_to_all (comm.h), enqueued on s.
+void zero_nccl_all_gather(ZeroNccl *n, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
+                          const char *what);
+void zero_nccl_all_to_all(ZeroNccl *n, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
+                          const char *what);
+// Host doubles summed in rank order (an all-gather, then a local sum); blocking. Queued
+// behind the latest collective's stream, so NCCL calls on this rank stay in one order.
+void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const char *what);
+// The stream s is going away: stop queueing behind it.
+void zero_nccl_forget_stream(ZeroNccl *n, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,227 @@
+// dryrun.c: predicts every rank's figures (memory by kind, pool sizes, stage-3 gather
+// events, bytes sent per collective per step) without MPI and without model memory.
+//
+// Rather than restating the plugin's sizing and scheduling rules in formulas that could
+// drift, the prediction runs the plugin itself: zero_init, then the hooks of a standard
+// training step, once per rank, on a "dry" backend whose memory is reserved address
+// space (PROT_NONE: never committed, and a stray access would fault rather than go
+// unnoticed), whose kernels do nothing and whose collectives only count bytes the way
+// comm_mpi.c does. Every size, placement and prefetch decision is therefore the live one.
+#include "zero_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "report.h"
+#include "zfile.h"
+
+#define DRY_MAX_MAPS 64
+#define DRY_ALLREDUCE_CHUNK 64   // doubles per all-gather, as zero_mpi_allreduce_sum_f64
+
+struct ZeroStream { int unused; };
+struct ZeroEvent { int unused; };
+static struct ZeroStream dry_main_stream, dry_comm_stream;
+static struct ZeroEvent dry_event;
+
+typedef struct {
+    struct { void *p; size_t n; } maps[DRY_MAX_MAPS];
+    int n;
+} DryCtx;
+
+static void *d_alloc(const ZeroBackend *b, ZeroMemKind kind, size_t bytes) {
+    (void)kind;
+    DryCtx *c = b->ctx;
+    if (c->n == DRY_MAX_MAPS) return NULL;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (bytes + page - 1) / page * page;
+    if (n == 0) n = page;
+    void *p = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "zero: dry run: reserving %zu bytes of address space failed (ulimit -v?)\n", n);
+        return NULL;
+    }
+    c->maps[c->n].p = p;
+    c->maps[c->n].n = n;
+    c->n++;
+    return p;
+}
+
+static void d_free(const ZeroBackend *b, ZeroMemKind kind, void *p) {
+    (void)kind;
+    DryCtx *c = b->ctx;
+    for (int i = 0; i < c->n; i++)
+        if (c->maps[i].p == p) {
+            munmap(p, c->maps[i].n);
+            c->maps[i] = c->maps[--c->n];
+            return;
+        }
+}
+
+static void d_memset0(const ZeroBackend *b, void *p, size_t n, ZeroStream *s) { (void)b; (void)p; (void)n; (void)s; }
+static void d_copy(const ZeroBackend *b, void *dst, ZeroMemKind dk, const void *src, ZeroMemKind sk, size_t n,
+                   ZeroStream *s) {
+    (void)b; (void)dst; (void)dk; (void)src; (void)sk; (void)n; (void)s;
+}
+static ZeroStream *d_main_stream(const ZeroBackend *b) { (void)b; return &dry_main_stream; }
+static ZeroStream *d_stream_create(const ZeroBackend *b) { (void)b; return &dry_comm_stream; }
+static void d_stream_destroy(const ZeroBackend *b, ZeroStream *s) { (void)b; (void)s; }
+static void d_stream_sync(const ZeroBackend *b, ZeroStream *s) { (void)b; (void)s; }
+static ZeroEvent *d_event_create(const ZeroBackend *b) { (void)b; return &dry_event; }
+static void d_event_destroy(const ZeroBackend *b, ZeroEvent *e) { (void)b; (void)e; }
+static void d_event_record(const ZeroBackend *b, ZeroEvent *e, ZeroStream *s) { (void)b; (void)e; (void)s; }
+static void d_stream_wait(const ZeroBackend *b, ZeroStream *s, ZeroEvent *e) { (void)b; (void)s; (void)e; }
+
+// Collectives: one bracketed operation of sum(count) elements per peer, as comm_mpi.c counts.
+static void d_count(ZeroComm *c, ZeroCollOp op, const ZeroCollPart *parts, int nparts, ZeroDType dt, const char *what) {
+    uint64_t per_peer = 0;
+    for (int i = 0; i < nparts; i++) per_peer += parts[i].count * zero_dtype_size(dt);
+    zero_coll_begin(c, op, per_peer, what);
+    zero_coll_end(c);
+}
+static void d_all_gather(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                         ZeroStream *s, const char *what) {
+    (void)b; (void)s;
+    d_count(c, ZERO_COLL_ALL_GATHER, parts, nparts, dt, what);
+}
+static void d_all_to_all(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                         ZeroStream *s, const char *what) {
+    (void)b; (void)s;
+    d_count(c, ZERO_COLL_ALL_TO_ALL, parts, nparts, dt, what);
+}
+static void d_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what) {
+    (void)b; (void)values;
+    if (c->world == 1 || n <= 0) return;
+    for (int base = 0; base < n; base += DRY_ALLREDUCE_CHUNK) {
+        int k = n - base < DRY_ALLREDUCE_CHUNK ? n - base : DRY_ALLREDUCE_CHUNK;
+        zero_coll_begin(c, ZERO_COLL_ALL_REDUCE, (uint64_t)k * sizeof(double), what);
+        zero_coll_end(c);
+    }
+}
+static void d_reduce_slices(const ZeroBackend *b, float *acc, const void *src, size_t stride, int nslices, size_t n,
+                            ZeroDType dt, ZeroStream *s) {
+    (void)b; (void)acc; (void)src; (void)stride; (void)nslices; (void)n; (void)dt; (void)s;
+}
+static void d_adamw(const ZeroBackend *b, float *param, const float *grad, float *m, float *v, size_t n,
+                    const AdamWParams *p, int decay, ZeroStream *s) {
+    (void)b; (void)param; (void)grad; (void)m; (void)v; (void)n; (void)p; (void)decay; (void)s;
+}
+static void d_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float *master, size_t n, uint64_t seed, int t,
+                      uint64_t gidx0, ZeroStream *s) {
+    (void)b; (void)dst; (void)dt; (void)master; (void)n; (void)seed; (void)t; (void)gidx0; (void)s;
+}
+static void d_sum_squares(const ZeroBackend *b, const float *x, size_t n, double *out, ZeroStream *s) {
+    (void)b; (void)x; (void)n; (void)s;
+    *out = 0.0;   // host memory of zero.c: the one result a kernel leaves on the host
+}
+
+static const ZeroBackend dry_template = {
+    .name = "dry run",
+    .needs_mpi = 0,
+    .alloc = d_alloc,
+    .free = d_free,
+    .memset0 = d_memset0,
+    .copy = d_copy,
+    .main_stream = d_main_stream,
+    .stream_create = d_stream_create,
+    .stream_destroy = d_stream_destroy,
+    .stream_sync = d_stream_sync,
+    .event_create = d_event_create,
+    .event_destroy = d_event_destroy,
+    .event_record = d_event_record,
+    .stream_wait = d_stream_wait,
+    .all_gather = d_all_gather,
+    .all_to_all = d_all_to_all,
+    .allreduce_sum_f64 = d_allreduce_sum_f64,
+    .reduce_slices = d_reduce_slices,
+    .adamw = d_adamw,
+    .refresh = d_refresh,
+    .sum_squares = d_sum_squares,
+};
+
+// The values do not matter, and `out` is reserved, untouchable address space.
+static void dry_init(void *ctx, int tensor, size_t offset, size_t count, float *out) {
+    (void)ctx; (void)tensor; (void)offset; (void)count; (void)out;
+}
+
+// One rank's run: init, then `steps` standard steps. Fills fig (and info when not NULL).
+static int simulate(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world, int rank,
+                    int grad_accum, int steps, ZeroFigures *fig, ZeroReportInfo *info) {
+    ZeroComm comm;
+    memset(&comm, 0, sizeof comm);
+    comm.rank = rank;
+    comm.world = world;
+    comm.launch = ZERO_LAUNCH_ENV;
+    if (zero_comm_set_layout(&comm, cfg->node_size) != 0) return -1;
+    ZeroConfig c = *cfg;
+    c.timeout_s = 0;   // no watchdog thread: nothing here can hang
+    DryCtx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ZeroBackend b = dry_template;
+    b.ctx = &ctx;
+    Zero *z = zero_init(tensors, n, num_units, &c, &comm, &b, dry_init, NULL);
+    if (!z) return -1;
+    ZeroStepArgs a = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.0f, 0};
+    for (int s = 1; s <= steps; s++) {
+        zero_begin_step(z, grad_accum);
+        for (int m = 0; m < grad_accum; m++) {
+            for (int u = 0; u < num_units; u++) {
+                zero_fetch(z, u, 0);
+                zero_release(z, u, 0);
+            }
+            for (int u = num_units - 1; u >= 0; u--) {
+                zero_fetch(z, u, 1);
+                zero_grads_ready(z, u);
+                zero_release(z, u, 1);
+            }
+        }
+        a.t = s;
+        zero_step(z, &a);
+    }
+    zero_figures(z, fig);
+    if (info) zero_report_info(z, info);
+    zero_free(z);
+    return 0;
+}
+
+int zero_predict(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world, int grad_accum,
+                 int steps, ZeroPrediction *out_per_rank) {
+    if (!cfg || !out_per_rank || world < 1 || grad_accum < 1 || steps < 0) {
+        fprintf(stderr, "zero: zero_predict needs a config, an output array, world >= 1, grad_accum >= 1, steps >= 0\n");
+        return -1;
+    }
+    for (int r = 0; r < world; r++)
+        if (simulate(tensors, n, num_units, cfg, world, r, grad_accum, steps, &out_per_rank[r], NULL) != 0) return -1;
+    return 0;
+}
+
+int zero_predict_write(const char *path_json, const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg,
+                       int world, int grad_accum, int steps, const ZeroPrediction *per_rank, const char *extra_json_fields) {
+    if (!path_json || !cfg || world < 1 || grad_accum < 1 || steps < 0) {
+        fprintf(stderr, "zero: zero_predict_write needs a path, a config, world >= 1, grad_accum >= 1, steps >= 0\n");
+        return -1;
+    }
+    ZeroPrediction *mine = NULL;
+    if (!per_rank) {
+        mine = calloc((size_t)world, sizeof(ZeroPrediction));
+        if (!mine || zero_predict(tensors, n, num_units, cfg, world, grad_accum, steps, mine) != 0) {
+            free(mine);
+            return -1;
+        }
+        per_rank = mine;
+    }
+    ZeroReportInfo info;
+    ZeroFigures scratch;
+    int rc = simulate(tensors, n, num_units, cfg, world, 0, grad_accum, 0, &scratch, &info);
+    char err[512];
+    char *text = rc == 0 ? zero_report_json(&info, "dry_run", per_rank, extra_json_fields, err, sizeof err) : NULL;
+    if (rc == 0 && (!text || zfile_write_all(path_json, text, strlen(text), NULL, err, sizeof err) != 0)) {
+        fprintf(stderr, "zero: writing the dry-run report %s failed: %s\n", path_json, err);
+        rc = -1;
+    }
+    if (!text) rc = -1;
+    free(text);
+    free(mine);
+    return rc;
+}

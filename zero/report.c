@@ -1,0 +1,355 @@
+// report.c: accounting. Per rank: bytes by kind (parameters, gradients, optimizer states,
+// activations, buffers) on device and host, and bytes sent per collective per step
+// (intra- and inter-node); gathered to rank 0 and written as JSON, or printed as a table.
+// dryrun.c writes the same JSON from a prediction (report.h).
+#include "zero_internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+#include "zfile.h"
+
+_Static_assert(ZERO_NUM_COLLS == ZERO_COLL_NUM, "zero.h's ZERO_NUM_COLLS must match comm.h's ZeroCollOp");
+
+void zero_figures(const Zero *z, ZeroFigures *f) {
+    memset(f, 0, sizeof *f);
+    ZeroStats st;
+    zero_stats(z, &st);
+    for (int k = 0; k < ZERO_USE_KINDS; k++) {
+        f->device[k] = st.device[k];
+        f->host[k] = st.host[k];
+    }
+    f->act_device = z->act_dev;
+    f->act_host = z->act_host;
+    f->param_pool_elems = st.param_pool_elems;
+    f->param_pool_peak = st.param_pool_peak;
+    f->grad_pool_elems = st.grad_pool_elems;
+    f->grad_pool_peak = st.grad_pool_peak;
+    f->gathers = st.gathers;
+    f->prefetches = st.prefetches;
+    f->gather_hits = st.gather_hits;
+    f->evictions = st.evictions;
+    f->wasted_gathers = st.wasted_gathers;
+    f->buckets = st.buckets;
+    f->local_size = z->comm->local_size;
+    f->num_nodes = z->comm->num_nodes;
+    f->grad_accum = z->grad_accum;
+    f->steps = z->steps_done;
+    for (int op = 0; op < ZERO_COLL_NUM; op++) {
+        f->calls[op] = z->step_sent[op].calls;
+        f->intra_bytes[op] = z->step_sent[op].intra_bytes;
+        f->inter_bytes[op] = z->step_sent[op].inter_bytes;
+    }
+}
+
+void zero_report_set_activation_bytes(Zero *z, size_t device_bytes, size_t host_bytes) {
+    z->act_dev = device_bytes;
+    z->act_host = host_bytes;
+}
+
+void zero_report_info(const Zero *z, ZeroReportInfo *in) {
+    memset(in, 0, sizeof *in);
+    in->stage = z->stage;
+    in->world = z->world;
+    in->node_size = z->cfg.node_size;
+    in->num_tensors = z->nt;
+    in->num_units = z->nu;
+    in->param_dtype = z->cfg.param_dtype;
+    in->grad_dtype = z->cfg.grad_dtype;
+    in->bucket_elems = z->cfg.bucket_elems;
+    in->prefetch_elems = z->cfg.prefetch_elems;
+    in->max_live_elems = z->cfg.max_live_elems;
+    in->persist_elems = z->cfg.persist_elems;
+    in->numel = z->layout.numel_total;
+    in->padded = z->layout.padded_total;
+    in->shard = z->layout.shard_total;
+    for (int i = 0; i < z->nt; i++)
+        if (z->t[i].persistent) in->persist_padded += z->t[i].lay->split.padded;
+}
+
+uint64_t zero_figures_model_states(const ZeroFigures *f) {
+    uint64_t s = 0;
+    for (int k = ZERO_USE_PARAMS; k <= ZERO_USE_OPTIM; k++) s += f->device[k] + f->host[k];
+    return s;
+}
+
+void zero_formula(const ZeroReportInfo *in, const ZeroFigures *f, ZeroFormula *out) {
+    double pes = (double)zero_dtype_size(in->param_dtype), ges = (double)zero_dtype_size(in->grad_dtype);
+    memset(out, 0, sizeof *out);
+    // fp32 master, m, v: 12 bytes a parameter (the paper's K); the reduced gradient shard
+    // is always fp32 (4); working params and gradients in their dtypes
+    switch (in->stage) {
+    case 0:   // everything whole; the reduced shard is the only 1/N term
+        out->replicated = pes + ges + 12.0 + (in->grad_dtype == ZERO_F32 ? 0.0 : 4.0);
+        out->sharded = 4.0;
+        break;
+    case 1:
+        out->replicated = pes + ges;
+        out->sharded = 16.0;
+        break;
+    case 2:
+        out->replicated = pes;
+        out->sharded = 16.0;
+        out->pools = (uint64_t)ges * f->grad_pool_elems;
+        break;
+    default:  // fp32 working shard aliases the master; a bf16 one is extra
+        out->replicated = 0.0;
+        out->sharded = 16.0 + (in->param_dtype == ZERO_F32 ? 0.0 : pes);
+        out->pools = (uint64_t)ges * f->grad_pool_elems + (uint64_t)pes * (f->param_pool_elems + in->persist_padded);
+        break;
+    }
+    out->bytes = (uint64_t)(out->replicated * (double)in->padded + out->sharded * (double)in->shard) + out->pools;
+    double psi = (double)in->numel, n = (double)in->world;
+    static const double paper[4][2] = {{16, 0}, {4, 12}, {2, 14}, {0, 16}};   // ZeRO paper, section 5
+    out->paper_bytes = paper[in->stage][0] * psi + paper[in->stage][1] * psi / n;
+}
+
+// ---------------------------------------------------------------- JSON
+
+static const char *dt_name(ZeroDType d) { return d == ZERO_BF16 ? "bf16" : "fp32"; }
+
+static cJSON *add_obj(cJSON *parent, const char *key) { return parent ? cJSON_AddObjectToObject(parent, key) : NULL; }
+static void add_num(cJSON *o, const char *key, double v) { if (o) cJSON_AddNumberToObject(o, key, v); }
+
+static void add_kinds(cJSON *o, const size_t *use, size_t act) {
+    size_t opt = use[ZERO_USE_MASTER] + use[ZERO_USE_OPTIM];
+    add_num(o, "parameters", (double)use[ZERO_USE_PARAMS]);
+    add_num(o, "gradients", (double)use[ZERO_USE_GRADS]);
+    add_num(o, "optimizer_states", (double)opt);
+    add_num(o, "activations", (double)act);
+    add_num(o, "buffers", (double)use[ZERO_USE_BUFFERS]);
+    add_num(o, "total", (double)(use[ZERO_USE_PARAMS] + use[ZERO_USE_GRADS] + opt + act + use[ZERO_USE_BUFFERS]));
+}
+
+static void add_sent(cJSON *o, const ZeroFigures *f, int per_step) {
+    double div = per_step ? (f->steps ? (double)f->steps : 1.0) : 1.0;
+    uint64_t c = 0, ia = 0, ie = 0;
+    for (int op = 0; op <= ZERO_COLL_NUM; op++) {
+        cJSON *e = add_obj(o, op < ZERO_COLL_NUM ? zero_coll_name((ZeroCollOp)op) : "total");
+        uint64_t calls = op < ZERO_COLL_NUM ? f->calls[op] : c;
+        uint64_t intra = op < ZERO_COLL_NUM ? f->intra_bytes[op] : ia;
+        uint64_t inter = op < ZERO_COLL_NUM ? f->inter_bytes[op] : ie;
+        add_num(e, "calls", (double)calls / div);
+        add_num(e, "intra_node_bytes", (double)intra / div);
+        add_num(e, "inter_node_bytes", (double)inter / div);
+        if (op < ZERO_COLL_NUM) { c += calls; ia += intra; ie += inter; }
+    }
+}
+
+char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroFigures *ranks, const char *extra,
+                       char *err, size_t errlen) {
+    cJSON *extra_obj = NULL;
+    if (extra && *extra) {
+        extra_obj = cJSON_Parse(extra);
+        if (!cJSON_IsObject(extra_obj)) {
+            cJSON_Delete(extra_obj);
+            snprintf(err, errlen, "the extra report fields are not a JSON object: %.200s", extra);
+            return NULL;
+        }
+    }
+    cJSON *root = cJSON_CreateObject();
+    if (!root) { cJSON_Delete(extra_obj); snprintf(err, errlen, "out of host memory building the report"); return NULL; }
+    cJSON_AddStringToObject(root, "format", "zero-report");
+    add_num(root, "version", 1);
+    cJSON_AddStringToObject(root, "source", source);
+    add_num(root, "stage", in->stage);
+    add_num(root, "world_size", in->world);
+    add_num(root, "node_size", in->node_size);
+    add_num(root, "ranks_per_node", ranks[0].local_size);
+    add_num(root, "num_nodes", ranks[0].num_nodes);
+    cJSON_AddStringToObject(root, "param_dtype", dt_name(in->param_dtype));
+    cJSON_AddStringToObject(root, "grad_dtype", dt_name(in->grad_dtype));
+    add_num(root, "num_tensors", in->num_tensors);
+    add_num(root, "num_units", in->num_units);
+    cJSON *cfg = add_obj(root, "config");
+    add_num(cfg, "bucket_elems", (double)in->bucket_elems);
+    add_num(cfg, "prefetch_elems", (double)in->prefetch_elems);
+    add_num(cfg, "max_live_elems", (double)in->max_live_elems);
+    add_num(cfg, "persist_elems", (double)in->persist_elems);
+    add_num(root, "psi", (double)in->numel);
+    add_num(root, "psi_padded", (double)in->padded);
+    add_num(root, "padding", (double)(in->padded - in->numel));
+    add_num(root, "shard_elems", (double)in->shard);
+    add_num(root, "steps", (double)ranks[0].steps);
+    add_num(root, "grad_accum", ranks[0].grad_accum);
+    cJSON_AddStringToObject(root, "formula",
+                            "model_states = replicated * psi_padded + sharded * psi_padded / world_size + pools (bytes)");
+    cJSON *arr = cJSON_AddArrayToObject(root, "ranks");
+    for (int r = 0; arr && r < in->world; r++) {
+        const ZeroFigures *f = &ranks[r];
+        cJSON *e = cJSON_CreateObject();
+        if (!e || !cJSON_AddItemToArray(arr, e)) break;
+        add_num(e, "rank", r);
+        add_kinds(add_obj(e, "device"), f->device, f->act_device);
+        add_kinds(add_obj(e, "host"), f->host, f->act_host);
+        cJSON *os = add_obj(e, "optimizer_states_split");
+        add_num(os, "device_fp32_master", (double)f->device[ZERO_USE_MASTER]);
+        add_num(os, "device_adam_m_v", (double)f->device[ZERO_USE_OPTIM]);
+        add_num(os, "host_fp32_master", (double)f->host[ZERO_USE_MASTER]);
+        add_num(os, "host_adam_m_v", (double)f->host[ZERO_USE_OPTIM]);
+        add_num(e, "model_states_bytes", (double)zero_figures_model_states(f));
+        ZeroFormula fm;
+        zero_formula(in, f, &fm);
+        cJSON *fo = add_obj(e, "formula");
+        add_num(fo, "replicated_bytes_per_param", fm.replicated);
+        add_num(fo, "sharded_bytes_per_param", fm.sharded);
+        add_num(fo, "pool_bytes", (double)fm.pools);
+        add_num(fo, "model_states_bytes", (double)fm.bytes);
+        add_num(fo, "paper_mixed_precision_bytes", fm.paper_bytes);
+        cJSON *po = add_obj(e, "pools");
+        add_num(po, "param_pool_elems", (double)f->param_pool_elems);
+        add_num(po, "param_pool_peak", (double)f->param_pool_peak);
+        add_num(po, "grad_pool_elems", (double)f->grad_pool_elems);
+        add_num(po, "grad_pool_peak", (double)f->grad_pool_peak);
+        // bytes of the fixed pools, counted above under parameters (gather pool, persistent
+        // tensors) and gradients (gradient pool)
+        add_num(po, "param_pool_bytes", (double)(f->param_pool_elems * zero_dtype_size(in->param_dtype)));
+        add_num(po, "persistent_bytes", (double)(in->persist_padded * zero_dtype_size(in->param_dtype)));
+        add_num(po, "grad_pool_bytes", (double)(f->grad_pool_elems * zero_dtype_size(in->grad_dtype)));
+        cJSON *ev = add_obj(e, "events");
+        add_num(ev, "gathers", (double)f->gathers);
+        add_num(ev, "prefetches", (double)f->prefetches);
+        add_num(ev, "gather_hits", (double)f->gather_hits);
+        add_num(ev, "evictions", (double)f->evictions);
+        add_num(ev, "wasted_gathers", (double)f->wasted_gathers);
+        add_num(ev, "buckets", (double)f->buckets);
+        add_num(e, "steps", (double)f->steps);
+        add_sent(add_obj(e, "sent_per_step"), f, 1);
+        add_sent(add_obj(e, "sent_total"), f, 0);
+    }
+    if (extra_obj) {   // the trainer's fields, at the top level
+        cJSON *item = extra_obj->child;
+        while (item) {
+            cJSON *next = item->next;
+            cJSON_DetachItemViaPointer(extra_obj, item);
+            cJSON_DeleteItemFromObjectCaseSensitive(root, item->string);   // the trainer's value wins
+            cJSON_AddItemToObject(root, item->string, item);
+            item = next;
+        }
+        cJSON_Delete(extra_obj);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) snprintf(err, errlen, "out of host memory printing the report");
+    return text;
+}
+
+// ---------------------------------------------------------------- live report
+
+// ZeroFigures <-> doubles, for the rank-slot all-reduce (integers below 2^53 are exact).
+#define FIG_DOUBLES (2 * ZERO_USE_KINDS + 2 + 4 + 6 + 4 + 3 * ZERO_NUM_COLLS)
+
+static void fig_pack(const ZeroFigures *f, double *d) {
+    int k = 0;
+    for (int u = 0; u < ZERO_USE_KINDS; u++) { d[k++] = (double)f->device[u]; d[k++] = (double)f->host[u]; }
+    d[k++] = (double)f->act_device; d[k++] = (double)f->act_host;
+    d[k++] = (double)f->param_pool_elems; d[k++] = (double)f->param_pool_peak;
+    d[k++] = (double)f->grad_pool_elems; d[k++] = (double)f->grad_pool_peak;
+    d[k++] = (double)f->gathers; d[k++] = (double)f->prefetches; d[k++] = (double)f->gather_hits;
+    d[k++] = (double)f->evictions; d[k++] = (double)f->wasted_gathers; d[k++] = (double)f->buckets;
+    d[k++] = f->local_size; d[k++] = f->num_nodes; d[k++] = f->grad_accum; d[k++] = (double)f->steps;
+    for (int op = 0; op < ZERO_NUM_COLLS; op++) {
+        d[k++] = (double)f->calls[op]; d[k++] = (double)f->intra_bytes[op]; d[k++] = (double)f->inter_bytes[op];
+    }
+}
+
+static void fig_unpack(const double *d, ZeroFigures *f) {
+    int k = 0;
+    memset(f, 0, sizeof *f);
+    for (int u = 0; u < ZERO_USE_KINDS; u++) { f->device[u] = (size_t)d[k++]; f->host[u] = (size_t)d[k++]; }
+    f->act_device = (size_t)d[k++]; f->act_host = (size_t)d[k++];
+    f->param_pool_elems = (size_t)d[k++]; f->param_pool_peak = (size_t)d[k++];
+    f->grad_pool_elems = (size_t)d[k++]; f->grad_pool_peak = (size_t)d[k++];
+    f->gathers = (uint64_t)d[k++]; f->prefetches = (uint64_t)d[k++]; f->gather_hits = (uint64_t)d[k++];
+    f->evictions = (uint64_t)d[k++]; f->wasted_gathers = (uint64_t)d[k++]; f->buckets = (uint64_t)d[k++];
+    f->local_size = (int)d[k++]; f->num_nodes = (int)d[k++]; f->grad_accum = (int)d[k++]; f->steps = (uint64_t)d[k++];
+    for (int op = 0; op < ZERO_NUM_COLLS; op++) {
+        f->calls[op] = (uint64_t)d[k++]; f->intra_bytes[op] = (uint64_t)d[k++]; f->inter_bytes[op] = (uint64_t)d[k++];
+    }
+}
+
+int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fields) {
+    if (z->in_step) {   // the same on every rank
+        fprintf(stderr, "zero: rank %d: zero_report_write inside a step (call it between steps)\n", z->rank);
+        return -1;
+    }
+    double *d = calloc((size_t)z->world * FIG_DOUBLES, sizeof(double));
+    ZeroFigures *all = calloc((size_t)z->world, sizeof(ZeroFigures));
+    if (!d || !all) zero_fail(z, "out of host memory gathering the report");
+    ZeroFigures mine;
+    zero_figures(z, &mine);
+    fig_pack(&mine, d + (size_t)z->rank * FIG_DOUBLES);
+    zero_allreduce_sum_f64(z, d, z->world * FIG_DOUBLES);
+    int bad = 0;
+    if (z->rank == 0) {
+        for (int r = 0; r < z->world; r++) fig_unpack(d + (size_t)r * FIG_DOUBLES, &all[r]);
+        ZeroReportInfo in;
+        zero_report_info(z, &in);
+        char err[512];
+        char *text = zero_report_json(&in, "live", all, extra_json_fields, err, sizeof err);
+        if (!text || zfile_write_all(path_json, text, strlen(text), NULL, err, sizeof err) != 0) {
+            fprintf(stderr, "zero: rank 0: writing the report %s failed: %s\n", path_json ? path_json : "(null)", err);
+            bad = 1;
+        }
+        free(text);
+    }
+    free(d);
+    free(all);
+    double f = bad;
+    zero_allreduce_sum_f64(z, &f, 1);
+    return f != 0 ? -1 : 0;
+}
+
+// 1234567 -> "1,234,567" (tables are read by people)
+static const char *grouped(char *buf, size_t cap, uint64_t v) {
+    char raw[32];
+    int n = snprintf(raw, sizeof raw, "%llu", (unsigned long long)v), o = 0;
+    for (int i = 0; i < n && (size_t)o + 2 < cap; i++) {
+        if (i > 0 && (n - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+void zero_report_print(const Zero *z) {
+    if (z->rank != 0) return;
+    ZeroFigures f;
+    zero_figures(z, &f);
+    ZeroReportInfo in;
+    zero_report_info(z, &in);
+    ZeroFormula fm;
+    zero_formula(&in, &f, &fm);
+    char a[40], b[40], c[40], d[40];
+    printf("zero: stage %d on %d ranks (%d node%s of %d), %s params, %s grads: %s parameters, %s padded\n", in.stage,
+           in.world, f.num_nodes, f.num_nodes == 1 ? "" : "s", f.local_size, dt_name(in.param_dtype),
+           dt_name(in.grad_dtype), grouped(a, sizeof a, in.numel), grouped(b, sizeof b, in.padded));
+    printf("zero: rank 0 bytes        %16s %16s\n", "device", "host");
+    static const char *label[] = {"parameters", "gradients", "optimizer states", "activations", "buffers"};
+    uint64_t td = 0, th = 0;
+    for (int k = 0; k < 5; k++) {
+        uint64_t dv, hv;
+        if (k == 2) { dv = f.device[ZERO_USE_MASTER] + f.device[ZERO_USE_OPTIM]; hv = f.host[ZERO_USE_MASTER] + f.host[ZERO_USE_OPTIM]; }
+        else if (k == 3) { dv = f.act_device; hv = f.act_host; }
+        else { int u = k == 0 ? ZERO_USE_PARAMS : k == 1 ? ZERO_USE_GRADS : ZERO_USE_BUFFERS; dv = f.device[u]; hv = f.host[u]; }
+        td += dv;
+        th += hv;
+        printf("zero:   %-20s %16s %16s\n", label[k], grouped(a, sizeof a, dv), grouped(b, sizeof b, hv));
+    }
+    printf("zero:   %-20s %16s %16s\n", "total", grouped(a, sizeof a, td), grouped(b, sizeof b, th));
+    printf("zero: model states %s B = %g B x %s + %g B x %s / %d + pools %s B (paper, mixed precision: %.0f B)\n",
+           grouped(a, sizeof a, zero_figures_model_states(&f)), fm.replicated, grouped(b, sizeof b, in.padded), fm.sharded,
+           grouped(c, sizeof c, in.padded), in.world, grouped(d, sizeof d, fm.pools), fm.paper_bytes);
+    if (f.steps > 0) {
+        printf("zero: sent per step (%llu steps):", (unsigned long long)f.steps);
+        for (int op = 0; op < ZERO_COLL_NUM; op++)
+            if (f.calls[op])
+                printf(" %s %s B intra + %s B inter;", zero_coll_name((ZeroCollOp)op),
+                       grouped(a, sizeof a, f.intra_bytes[op] / f.steps), grouped(b, sizeof b, f.inter_bytes[op] / f.steps));
+        printf("\n");
+    }
+    fflush(stdout);
+}

@@ -1,0 +1,39 @@
+/*
+report.h: what the live report (report.c) and the dry run (dryrun.c) share: the run's
+settings as the report states them, the model-state formula, and the JSON writer, so
+that both produce the same schema from the same record (ZeroFigures, zero.h).
+*/
+#ifndef ZERO_REPORT_H
+#define ZERO_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zero.h"
+
+typedef struct {
+    int stage, world, node_size, num_tensors, num_units;
+    ZeroDType param_dtype, grad_dtype;
+    size_t bucket_elems, prefetch_elems, max_live_elems, persist_elems;   // as used (bucket clamped)
+    uint64_t numel, padded, shard;   // Psi, Psi padded (N * shard), the per-rank shard
+    size_t persist_padded;           // stage 3: padded elements kept gathered for good
+} ZeroReportInfo;
+
+// Model states (params + grads + fp32 master + m + v) of one rank as the ZeRO paper writes
+// them, with this implementation's coefficients and explicit padding and pools:
+//   bytes = replicated * Psi_padded + sharded * Psi_padded / N + pools
+typedef struct {
+    double replicated, sharded;     // bytes per parameter
+    uint64_t pools;                 // gradient pool (stages 2-3), gather pool + persistent (3)
+    uint64_t bytes;
+    double paper_bytes;             // the paper's mixed-precision figure (2+2+12) on unpadded Psi
+} ZeroFormula;
+
+void zero_report_info(const Zero *z, ZeroReportInfo *info);
+void zero_formula(const ZeroReportInfo *info, const ZeroFigures *f, ZeroFormula *out);
+uint64_t zero_figures_model_states(const ZeroFigures *f);
+// The report as JSON text (malloc'd), or NULL with the reason in err.
+char *zero_report_json(const ZeroReportInfo *info, const char *source, const ZeroFigures *ranks,
+                       const char *extra_json_fields, char *err, size_t errlen);
+
+#endif

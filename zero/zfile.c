@@ -1,0 +1,197 @@
+// zfile.c: atomic file replacement, CRC-32 (zlib) and small file helpers (see zfile.h).
+#include "zfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+uint32_t zfile_crc32(uint32_t crc, const void *data, size_t n) {
+    const unsigned char *p = data;
+    while (n > 0) {   // zlib takes uInt lengths
+        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = (uint32_t)crc32(crc, p, k);
+        p += k;
+        n -= k;
+    }
+    return crc;
+}
+
+int zfile_open(ZFile *zf, const char *path) {
+    memset(zf, 0, sizeof *zf);
+    if (strlen(path) >= sizeof zf->path) return fail(zf->err, sizeof zf->err, "path too long: %s", path);
+    snprintf(zf->path, sizeof zf->path, "%s", path);
+    snprintf(zf->tmp, sizeof zf->tmp, "%s.tmp.%ld", path, (long)getpid());
+    zf->f = fopen(zf->tmp, "wb");
+    if (!zf->f) return fail(zf->err, sizeof zf->err, "cannot create %s: %s", zf->tmp, strerror(errno));
+    zf->crc = zfile_crc32(0, NULL, 0);
+    return 0;
+}
+
+int zfile_write(ZFile *zf, const void *data, size_t n) {
+    if (!zf->f) return fail(zf->err, sizeof zf->err, "%s is not open", zf->tmp);
+    if (n && fwrite(data, 1, n, zf->f) != n) {
+        int e = errno;
+        zfile_abort(zf);
+        return fail(zf->err, sizeof zf->err, "writing %s failed: %s", zf->tmp, strerror(e));
+    }
+    zf->crc = zfile_crc32(zf->crc, data, n);
+    zf->bytes += n;
+    return 0;
+}
+
+static void fsync_parent(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) dir[1] = 0;
+    else if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) {   // best effort: some file systems refuse to fsync a folder
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+int zfile_commit(ZFile *zf) {
+    if (!zf->f) return fail(zf->err, sizeof zf->err, "%s is not open", zf->tmp);
+    if (fflush(zf->f) != 0 || fsync(fileno(zf->f)) != 0) {
+        int e = errno;
+        zfile_abort(zf);
+        return fail(zf->err, sizeof zf->err, "flushing %s to disk failed: %s", zf->tmp, strerror(e));
+    }
+    int rc = fclose(zf->f);
+    zf->f = NULL;
+    if (rc != 0) {
+        int e = errno;
+        remove(zf->tmp);
+        return fail(zf->err, sizeof zf->err, "closing %s failed: %s", zf->tmp, strerror(e));
+    }
+    if (rename(zf->tmp, zf->path) != 0) {
+        int e = errno;
+        remove(zf->tmp);
+        return fail(zf->err, sizeof zf->err, "renaming %s to %s failed: %s", zf->tmp, zf->path, strerror(e));
+    }
+    fsync_parent(zf->path);   // make the rename itself durable
+    return 0;
+}
+
+void zfile_abort(ZFile *zf) {
+    if (zf->f) fclose(zf->f);
+    zf->f = NULL;
+    if (zf->tmp[0]) remove(zf->tmp);
+}
+
+int zfile_crc_of(const char *path, uint64_t limit, uint32_t *crc, uint64_t *bytes, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return fail(err, errlen, "%s", strerror(errno));
+    unsigned char *buf = malloc(1 << 20);
+    if (!buf) { close(fd); return fail(err, errlen, "out of host memory"); }
+    uint32_t c = zfile_crc32(0, NULL, 0);
+    uint64_t total = 0;
+    int rc = 0;
+    while (total < limit) {
+        size_t want = (size_t)1 << 20;
+        if (limit - total < want) want = (size_t)(limit - total);
+        ssize_t got = read(fd, buf, want);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) { rc = fail(err, errlen, "read error: %s", strerror(errno)); break; }
+        if (got == 0) break;
+        c = zfile_crc32(c, buf, (size_t)got);
+        total += (uint64_t)got;
+    }
+    free(buf);
+    close(fd);
+    if (rc == 0) {
+        *crc = c;
+        if (bytes) *bytes = total;
+    }
+    return rc;
+}
+
+int zfile_write_all(const char *path, const void *data, size_t n, uint32_t *crc, char *err, size_t errlen) {
+    ZFile zf;
+    if (zfile_open(&zf, path) != 0 || zfile_write(&zf, data, n) != 0 || zfile_commit(&zf) != 0) {
+        zfile_abort(&zf);
+        return fail(err, errlen, "%s", zf.err);
+    }
+    if (crc) *crc = zf.crc;
+    return 0;
+}
+
+int zfile_read_all(const char *path, char **out, size_t *n, char *err, size_t errlen) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap + 1);
+    for (;;) {
+        if (!buf) { fclose(f); return fail(err, errlen, "out of host memory reading %s", path); }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+        if (len == cap) {
+            char *bigger = realloc(buf, cap * 2 + 1);
+            if (!bigger) free(buf);
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { free(buf); return fail(err, errlen, "read error on %s", path); }
+    buf[len] = 0;
+    *out = buf;
+    if (n) *n = len;
+    return 0;
+}
+
+int zfile_mkdirs(const char *path, char *err, size_t errlen) {
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return fail(err, errlen, "path too long: %s", path);
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != 0) continue;
+        char c = *s;
+        *s = 0;
+        // several ranks may race to create the same folder: EEXIST is success
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            int e = errno;
+            struct stat st;
+            if (!(stat(p, &st) == 0 && S_ISDIR(st.st_mode))) return fail(err, errlen, "cannot create folder %s: %s", p, strerror(e));
+        }
+        *s = c;
+        if (c == 0) break;
+    }
+    struct stat st;
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) return fail(err, errlen, "%s is not a folder", p);
+    return 0;
+}
+
+int zfile_pread(int fd, void *buf, size_t n, uint64_t offset) {
+    char *p = buf;
+    while (n > 0) {
+        ssize_t got = pread(fd, p, n, (off_t)offset);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return -1;
+        p += got;
+        n -= (size_t)got;
+        offset += (uint64_t)got;
+    }
+    return 0;
+}

@@ -1,0 +1,62 @@
+/*
+zfile.h: the few file helpers zero/ needs for checkpoints and reports (zero/ does not use
+llmc/'s): atomic whole-file replacement with a running CRC-32, CRC of an existing file,
+mkdir -p, and little-endian field encoding. Errors are returned (0 / -1) with a message in
+the caller's buffer, never by exiting: a failed save must not kill a training run.
+
+Atomic write: bytes go to "<path>.tmp.<pid>"; commit flushes, fsyncs, renames over <path>
+and fsyncs the folder, so a reader sees the old file or the whole new one, never a torn one.
+*/
+#ifndef ZERO_ZFILE_H
+#define ZERO_ZFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    FILE *f;
+    char path[4096];
+    char tmp[4096 + 32];
+    uint32_t crc;       // CRC-32 (zlib) of the bytes written so far
+    uint64_t bytes;
+    char err[512];      // why the last call failed
+} ZFile;
+
+int zfile_open(ZFile *zf, const char *path);
+int zfile_write(ZFile *zf, const void *data, size_t n);
+int zfile_commit(ZFile *zf);   // on failure the temp file is removed
+void zfile_abort(ZFile *zf);   // drop the temp file (safe after a failed call)
+
+// CRC-32 continuing from crc (start with 0), over n bytes.
+uint32_t zfile_crc32(uint32_t crc, const void *data, size_t n);
+// CRC-32 and size of the first `limit` bytes of a file (UINT64_MAX: all of it).
+int zfile_crc_of(const char *path, uint64_t limit, uint32_t *crc, uint64_t *bytes, char *err, size_t errlen);
+// Writes a whole small file atomically; *crc (if not NULL) receives its CRC-32.
+int zfile_write_all(const char *path, const void *data, size_t n, uint32_t *crc, char *err, size_t errlen);
+// Reads a whole small file (NUL-terminated copy in *out, free() it); -1 if missing/unreadable.
+int zfile_read_all(const char *path, char **out, size_t *n, char *err, size_t errlen);
+// mkdir -p; existing folders are fine.
+int zfile_mkdirs(const char *path, char *err, size_t errlen);
+// Reads exactly n bytes at offset; -1 (with the reason) on a short read.
+int zfile_pread(int fd, void *buf, size_t n, uint64_t offset);
+
+// Little-endian fields, so checkpoint headers mean the same on every host.
+static inline void zle_put32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void zle_put64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint32_t zle_get32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static inline uint64_t zle_get64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+#endif
