@@ -38,8 +38,8 @@ TEST_SRC := $(wildcard dev/test/test_*.c)
 TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
 HAVE_NVCC := $(shell test -x "$(NVCC)" && echo 1)
-CPU_TARGETS := train_gpt2 tokenize zero_consolidate
-CUDA_TARGETS := train_gpt2cu test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn
+CPU_TARGETS := train_gpt2 tokenize zero_consolidate zero_to_model
+CUDA_TARGETS := train_gpt2cu test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn $(BUILD)/gpu_zero_toy
 
 .PHONY: all cpu cuda test test-cpu test-gpu clean
 all: cpu $(if $(HAVE_NVCC),cuda)
@@ -57,6 +57,26 @@ $(BUILD)/zero/%.o: zero/%.c $(ZERO_HEADERS)
 
 $(BUILD)/libzero.a: $(ZERO_OBJ)
 	ar rcs $@ $^
+
+# zero/'s CUDA backend and NCCL: no --use_fast_math (it would flush subnormals, and the
+# CUDA kernels must match the host backend bit for bit).
+ZERO_CUDA_OBJ := $(BUILD)/zero/backend_cuda.cu.o $(BUILD)/zero/comm_nccl.cu.o
+ZERO_NVCCFLAGS = -O3 -std=c++17 $(CUDA_ARCHS) -Illmc -I. -I$(CUDA_HOME)/include $(NV_INC) \
+                 -Xcompiler -Wall,-Wextra -Wno-deprecated-gpu-targets
+MPI_LDFLAGS := $(shell $(MPICC) --showme:link 2>/dev/null)
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+$(BUILD)/zero/%.cu.o: zero/%.cu $(ZERO_HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(ZERO_NVCCFLAGS) $(MPI_CFLAGS) -c $< -o $@
+
+$(BUILD)/libzero_cuda.a: $(ZERO_CUDA_OBJ)
+	ar rcs $@ $^
+
+# GPU test of zero/'s CUDA backend against the host backend (skips without a GPU)
+$(BUILD)/gpu_zero_toy: dev/test/gpu_zero_toy.c dev/test/mpi_zero_toy.c $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
+	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(BUILD)/gpu_zero_toy.o
+	$(NVCC) -o $@ $(BUILD)/gpu_zero_toy.o $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
+	    -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lnccl $(MPI_LDFLAGS) -lcjson -lz -lgomp -lpthread -lm
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -90,6 +110,10 @@ $(BUILD)/gpu_attention_cudnn: dev/test/gpu_attention_cudnn.cu $(BUILD)/llmc/atte
 # GPT-2-agnostic: sharded checkpoint -> raw fp32 + JSON index (no MPI needed)
 zero_consolidate: zero/tools/zero_consolidate_main.c zero/consolidate.c zero/zckpt.c zero/zfile.c zero/partition.c $(ZERO_HEADERS)
 	$(CC) $(CFLAGS) $(filter %.c,$^) -lcjson -lz -lm -o $@
+
+# GPT-2: sharded checkpoint -> one llm.c model file
+zero_to_model: dev/tools/zero_to_model.c $(BUILD)/libzero.a $(BUILD)/libllmc.a
+	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
 $(BUILD)/model_diff: dev/tools/model_diff.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@

@@ -73,16 +73,13 @@ static void glue_init(void *ctx, int tensor, size_t offset, size_t count, float 
     }
 }
 
-static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroComm *comm,
-                         const float *file_params) {
-    g->model = model;
-    g->config = model->config;
-    g->file_params = file_params;
-    g->seed = cfg->seed;
-    gpt2_param_offsets(&g->config, g->tensor_offset);
-    int n = gpt2_num_slices(&g->config);
+// The plugin's tensor table: one entry per GPT-2 parameter slice (g->slices).
+static ZeroTensor *zero_tensor_table(ZeroGlue *g, const GPT2Config *c) {
+    g->config = *c;
+    gpt2_param_offsets(c, g->tensor_offset);
+    int n = gpt2_num_slices(c);
     g->slices = (GPT2Slice *)malloc_check((size_t)n * sizeof(GPT2Slice));
-    gpt2_slices(&g->config, g->slices);
+    gpt2_slices(c, g->slices);
     ZeroTensor *tensors = (ZeroTensor *)calloc_check((size_t)n, sizeof(ZeroTensor));
     for (int i = 0; i < n; i++) {
         tensors[i].name = g->slices[i].name;
@@ -91,6 +88,10 @@ static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroC
         tensors[i].num_units = g->slices[i].num_units;
         for (int u = 0; u < g->slices[i].num_units; u++) tensors[i].units[u] = g->slices[i].units[u];
     }
+    return tensors;
+}
+
+static ZeroConfig zero_config_from(const TrainConfig *cfg) {
     ZeroConfig zc;
     zero_config_defaults(&zc);
     zc.stage = cfg->zero_stage;
@@ -101,16 +102,65 @@ static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroC
     zc.node_size = cfg->node_size;
     zc.timeout_s = cfg->zero_timeout;
     zc.seed = cfg->seed;
-    g->z = zero_init(tensors, n, gpt2_num_units(&g->config), &zc, comm, zero_backend_host(), glue_init, g);
+    return zc;
+}
+
+static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroComm *comm,
+                         const float *file_params) {
+    g->model = model;
+    g->file_params = file_params;
+    g->seed = cfg->seed;
+    ZeroTensor *tensors = zero_tensor_table(g, &model->config);
+    ZeroConfig zc = zero_config_from(cfg);
+    g->z = zero_init(tensors, gpt2_num_slices(&g->config), gpt2_num_units(&g->config), &zc, comm,
+                     zero_backend_host(), glue_init, g);
     free(tensors);
     model->hooks = (GPT2Hooks){g, glue_fetch, glue_release, glue_grads_ready};
     return g->z;
+}
+
+// --dry-run: the plugin's prediction of per-rank memory and traffic, without training.
+static void zero_dry_run(TrainConfig *cfg) {
+    GPT2Config mc;
+    float *file_params = resolve_model(cfg->model, &mc);
+    free(file_params);
+    int world = cfg->dry_run_world;
+    int grad_accum = resolve_grad_accum(cfg, world);
+    ZeroGlue g;
+    ZeroTensor *tensors = zero_tensor_table(&g, &mc);
+    ZeroConfig zc = zero_config_from(cfg);
+    int n = gpt2_num_slices(&mc), units = gpt2_num_units(&mc);
+    ZeroPrediction *pred = (ZeroPrediction *)calloc_check((size_t)world, sizeof(ZeroPrediction));
+    if (zero_predict(tensors, n, units, &zc, world, grad_accum, 1, pred) != 0) die("dry run failed (see above)");
+    make_dirs(cfg->out_dir);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
+    if (zero_predict_write(path, tensors, n, units, &zc, world, grad_accum, 1, pred, NULL) != 0)
+        die("cannot write '%s'", path);
+    const double MiB = 1048576.0;
+    printf("dry run: %s, ZeRO stage %d, %d ranks, gradient accumulation %d\n", cfg->model, cfg->zero_stage, world, grad_accum);
+    printf("rank 0 bytes: parameters %.2f MiB, gradients %.2f MiB, optimizer (master, m, v) %.2f MiB, buffers %.2f MiB\n",
+           pred[0].device[ZERO_USE_PARAMS] / MiB, pred[0].device[ZERO_USE_GRADS] / MiB,
+           (pred[0].device[ZERO_USE_MASTER] + pred[0].device[ZERO_USE_OPTIM]) / MiB, pred[0].device[ZERO_USE_BUFFERS] / MiB);
+    printf("wrote %s\n", path);
+    free(pred);
+    free(tensors);
+    free(g.slices);
 }
 
 // The full fp32 parameters in llm.c order, gathered from the shards (collective).
 static void zero_gather_params(ZeroGlue *g, float *out) {
     for (int i = 0; i < gpt2_num_slices(&g->config); i++)
         zero_gather_master(g->z, i, out + g->slices[i].offset);
+}
+
+// OUT/zero_report.json: measured memory by kind and bytes sent per step (collective).
+static void write_zero_report(Zero *z, const GPT2 *model, const TrainConfig *cfg) {
+    size_t act = (model->act_capacity + model->grad_act_capacity) * sizeof(float);
+    zero_report_set_activation_bytes(z, 0, act);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
+    if (zero_report_write(z, path, NULL) != 0) die("cannot write '%s' (see above)", path);
 }
 
 // ----------------------------------------------------------------------------
@@ -160,6 +210,11 @@ int main(int argc, char **argv) {
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
     else omp_set_dynamic(1);
 
+    if (cfg.dry_run) {
+        zero_dry_run(&cfg);
+        return 0;
+    }
+
     // The world: a single process, or every rank of mpirun / srun with -z.
     ZeroComm *comm = NULL;
     int rank = 0, world = 1;
@@ -168,8 +223,6 @@ int main(int argc, char **argv) {
         if (comm == NULL) die("cannot start the ZeRO communicator (see above)");
         rank = comm->rank;
         world = comm->world;
-        if (cfg.checkpoint_every > 0 || cfg.resume)
-            die("rank %d: checkpoints with -z are not implemented yet (use -n 0, no -y)", rank);
     }
     // Only rank 0 prints the run's figures; every rank prints its errors.
     if (rank != 0 && freopen("/dev/null", "w", stdout) == NULL) die("rank %d: cannot silence stdout", rank);
@@ -204,7 +257,16 @@ int main(int argc, char **argv) {
     // Resume: parameters, AdamW moments, step and data position from the latest checkpoint.
     TrainState state = {0, mc, cfg.seed, 0, 0, cfg.B, cfg.T, world, cfg.total_batch_tokens};
     int start_step = 0;
-    if (cfg.resume) {
+    if (cfg.resume && z) {
+        // Sharded: every rank reads the element ranges it owns now (any saved world/stage).
+        TrainState saved;
+        if (zero_load(z, cfg.out_dir, -1, &saved, sizeof(saved)) != 0)
+            die("rank %d: cannot resume from '%s' (see above)", rank, cfg.out_dir);
+        checkpoint_check_compatible(&saved, &state, "resume");
+        dataloader_set_state(&train, saved.data_epoch, saved.data_next_window);
+        start_step = saved.step;
+        printf("resumed from '%s' at step %d (saved by %d ranks)\n", cfg.out_dir, start_step, saved.world);
+    } else if (cfg.resume) {
         int latest = checkpoint_latest(cfg.out_dir);
         if (latest < 0) die("-y 1: no checkpoint in '%s' (no '%s/latest')", cfg.out_dir, cfg.out_dir);
         // The update allocates the moments lazily; resume needs them now.
@@ -219,6 +281,7 @@ int main(int argc, char **argv) {
         start_step = saved.step;
         printf("resumed from '%s' at step %d\n", cfg.out_dir, start_step);
     }
+    if (z) zero_report_print(z);
     Logger logger = {0};
     if (rank == 0) logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
 
@@ -237,9 +300,15 @@ int main(int argc, char **argv) {
             TrainState st = state;
             st.step = step;
             dataloader_get_state(&train, &st.data_epoch, &st.data_next_window);
-            if (model.m == NULL) die("checkpoint at step %d before any update", step);
-            checkpoint_save(cfg.out_dir, &st, model.params, model.m, model.v, model.num_parameters);
-            printf("saved checkpoint %s/ckpt_%08d.bin\n", cfg.out_dir, step);
+            if (z) {
+                if (zero_save(z, cfg.out_dir, step, &st, sizeof(st)) != 0)
+                    die("rank %d: checkpoint at step %d failed (see above); the previous one is intact", rank, step);
+                printf("saved checkpoint %s/zero_%d/\n", cfg.out_dir, step);
+            } else {
+                if (model.m == NULL) die("checkpoint at step %d before any update", step);
+                checkpoint_save(cfg.out_dir, &st, model.params, model.m, model.v, model.num_parameters);
+                printf("saved checkpoint %s/ckpt_%08d.bin\n", cfg.out_dir, step);
+            }
         }
         if (last) break;
 
@@ -273,10 +342,12 @@ int main(int argc, char **argv) {
                step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, cfg.total_batch_tokens / dt,
                flops_per_step / dt * 1e-9);
         logger_train(&logger, step, (float)loss, lr, norm);
+        if (z && step == start_step) write_zero_report(z, &model, &cfg);
     }
 
     // Under ZeRO the final parameters are gathered into one llm.c model file.
     if (z) {
+        write_zero_report(z, &model, &cfg);
         float *full = (float *)malloc_check(model.num_parameters * sizeof(float));
         zero_gather_params(&glue, full);
         if (rank == 0) {

@@ -46,7 +46,7 @@ static void *carve(uintptr_t base, size_t *at, size_t bytes) {
 #define CARVE(ptr, type, count) ((ptr) = (type *)carve(base, &at, (size_t)(count) * sizeof(type)))
 
 static size_t layout_params(GPT2Cuda *m, uintptr_t base) {
-    size_t at = 0, n = m->num_parameters;
+    size_t at = 0, n = m->opt.external_params ? 0 : m->num_parameters;
     CARVE(m->params, bf16, n);
     CARVE(m->master, float, n);
     CARVE(m->m, float, n);
@@ -205,15 +205,18 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
 
     // Parameters: master from the host, bf16 copy rounded to nearest, zero moments and grads.
     const size_t n = m->num_parameters;
-    CUDA_CHECK(cudaMemcpyAsync(m->master, host_params, n * sizeof(float), cudaMemcpyHostToDevice, m->stream));
-    cast_f32_to_bf16(m->params, m->master, n, m->stream);
-    CUDA_CHECK(cudaMemsetAsync(m->m, 0, n * sizeof(float), m->stream));
-    CUDA_CHECK(cudaMemsetAsync(m->v, 0, n * sizeof(float), m->stream));
-    CUDA_CHECK(cudaMemsetAsync(m->grads, 0, n * sizeof(float), m->stream));
+    const int own = !m->opt.external_params;
+    if (own) {
+        CUDA_CHECK(cudaMemcpyAsync(m->master, host_params, n * sizeof(float), cudaMemcpyHostToDevice, m->stream));
+        cast_f32_to_bf16(m->params, m->master, n, m->stream);
+        CUDA_CHECK(cudaMemsetAsync(m->m, 0, n * sizeof(float), m->stream));
+        CUDA_CHECK(cudaMemsetAsync(m->v, 0, n * sizeof(float), m->stream));
+        CUDA_CHECK(cudaMemsetAsync(m->grads, 0, n * sizeof(float), m->stream));
+    }
     CUDA_CHECK(cudaMemsetAsync(m->loss_sum, 0, sizeof(double), m->stream));
     CUDA_CHECK(cudaMemsetAsync(m->norm_clip, 0, 2 * sizeof(float), m->stream));
 
-    // Pointer tables into the flat buffers.
+    // Pointer tables into the flat buffers (NULL until a hook fills them when external).
     for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
         int layers = gpt2_param_is_per_layer(t) ? L : 1;
         size_t per = m->param_sizes[t] / layers;
@@ -221,8 +224,8 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
         m->g[t] = (float **)malloc(layers * sizeof(float *));
         if (!m->w[t] || !m->g[t]) gpt2_cuda_die("out of host memory");
         for (int l = 0; l < layers; l++) {
-            m->w[t][l] = m->params + m->param_offsets[t] + l * per;
-            m->g[t][l] = m->grads + m->param_offsets[t] + l * per;
+            m->w[t][l] = own ? m->params + m->param_offsets[t] + l * per : NULL;
+            m->g[t][l] = own ? m->grads + m->param_offsets[t] + l * per : NULL;
         }
     }
 
@@ -411,7 +414,9 @@ void gpt2_cuda_forward(GPT2Cuda *m, const int *inputs, const int *targets, int B
 // Backward
 
 void gpt2_cuda_zero_grad(GPT2Cuda *m) {
-    CUDA_CHECK(cudaMemsetAsync(m->grads, 0, m->num_parameters * sizeof(float), m->stream));
+    // Under a parameter manager the gradients are its buffers, zeroed by it.
+    if (!m->opt.external_params)
+        CUDA_CHECK(cudaMemsetAsync(m->grads, 0, m->num_parameters * sizeof(float), m->stream));
     gpt2_cuda_reset_loss(m);
 }
 
@@ -504,8 +509,18 @@ void gpt2_cuda_backward(GPT2Cuda *m, float loss_scale) {
 // ----------------------------------------------------------------------------
 // Update and stats
 
+// The functions below work on the model's own parameter buffers.
+static void require_own_params(const GPT2Cuda *m, const char *fn) {
+    if (m->opt.external_params) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "%s: parameters are managed externally (ZeRO)", fn);
+        gpt2_cuda_die(msg);
+    }
+}
+
 void gpt2_cuda_update(GPT2Cuda *m, float lr, float beta1, float beta2, float eps, float weight_decay,
                       float grad_clip, int t) {
+    require_own_params(m, __func__);
     if (t < 1) gpt2_cuda_die("update step t must be >= 1");
     cudaStream_t s = m->stream;
     grad_norm_clip(m->norm_clip, m->grads, m->num_parameters, grad_clip, m->reduce_scratch, s);
@@ -547,19 +562,23 @@ static void copy_to_host(GPT2Cuda *m, void *dst, const void *src, size_t bytes) 
 }
 
 void gpt2_cuda_get_master(GPT2Cuda *m, float *host_params) {
+    require_own_params(m, __func__);
     copy_to_host(m, host_params, m->master, m->num_parameters * sizeof(float));
 }
 
 void gpt2_cuda_get_opt_state(GPT2Cuda *m, float *host_m, float *host_v) {
+    require_own_params(m, __func__);
     if (host_m) copy_to_host(m, host_m, m->m, m->num_parameters * sizeof(float));
     if (host_v) copy_to_host(m, host_v, m->v, m->num_parameters * sizeof(float));
 }
 
 void gpt2_cuda_get_grads(GPT2Cuda *m, float *host_grads) {
+    require_own_params(m, __func__);
     copy_to_host(m, host_grads, m->grads, m->num_parameters * sizeof(float));
 }
 
 void gpt2_cuda_get_params_bf16(GPT2Cuda *m, float *host_params) {
+    require_own_params(m, __func__);
     const size_t n = m->num_parameters;
     uint16_t *tmp = (uint16_t *)malloc(n * sizeof(uint16_t));
     if (!tmp) gpt2_cuda_die("out of host memory");
@@ -574,6 +593,7 @@ void gpt2_cuda_set_state(GPT2Cuda *m, const float *host_params, const float *hos
 
 void gpt2_cuda_set_state_at(GPT2Cuda *m, const float *host_params, const float *host_m, const float *host_v,
                             int step) {
+    require_own_params(m, __func__);
     if (step < 0) gpt2_cuda_die("set_state_at: negative step");
     const size_t bytes = m->num_parameters * sizeof(float);
     cudaStream_t s = m->stream;

@@ -42,6 +42,10 @@ typedef struct {
                     // Everything else is bit-reproducible; cuDNN's backward is too only with
                     // LLMC_CUDNN_DETERMINISTIC=1 (else it may accumulate dQ atomically).
     uint64_t seed;  // stochastic rounding of the bf16 parameters
+    int external_params; // 1: a parameter manager (ZeRO) owns parameters, optimizer state
+                         // and gradients: build allocates none of them (host_params may
+                         // be NULL), w/g start NULL and the hooks fill them per unit;
+                         // update, get/set_state and get_grads are then not available.
 } GPT2CudaOptions;
 
 // Activations, carved from one allocation. Per-layer arrays hold L slices one after

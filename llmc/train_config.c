@@ -41,6 +41,8 @@ static void defaults(TrainConfig *c, int cuda) {
     c->zero_persist = 1L << 16;
     c->node_size = 0;
     c->zero_timeout = 600.0;
+    c->dry_run = 0;
+    c->dry_run_world = 1;
 }
 
 void train_config_usage(const char *prog, const char *flavour) {
@@ -88,6 +90,11 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --zero-persist N    stage 3: tensors of at most N elements stay gathered (default %ld)\n", d.zero_persist);
     printf("  --node-size N       ranks per logical node, for intra/inter-node figures (default: real nodes)\n");
     printf("  --zero-timeout S    a collective stuck this many seconds ends the run (default %g)\n", d.zero_timeout);
+    printf("  --dry-run           with -z: predict per-rank memory and bytes sent per step for --world\n"
+           "                      ranks, write OUT/zero_report.json, and exit without training\n");
+    printf("  --world N           ranks for --dry-run (default 1)\n");
+    printf("  Under -z, -n writes sharded checkpoints (OUT/zero_STEP/), -y 1 resumes from them (any\n"
+           "  world size or stage), OUT/zero_report.json holds the measured memory and traffic.\n");
     printf("  -h        this help\n");
 }
 
@@ -115,7 +122,7 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
     int cuda = strcmp(flavour, "cuda") == 0;
     defaults(c, cuda);
     enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
-           OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT };
+           OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD };
     static const struct option longs[] = {
         {"seed", required_argument, 0, OPT_SEED},
         {"shuffle", required_argument, 0, OPT_SHUFFLE},
@@ -128,6 +135,8 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         {"zero-persist", required_argument, 0, OPT_ZPERSIST},
         {"node-size", required_argument, 0, OPT_NODE},
         {"zero-timeout", required_argument, 0, OPT_ZTIMEOUT},
+        {"dry-run", no_argument, 0, OPT_DRYRUN},
+        {"world", required_argument, 0, OPT_WORLD},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int opt;
@@ -162,6 +171,8 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         case OPT_ZPERSIST: c->zero_persist = parse_long("--zero-persist", optarg, 0, 1L << 40); break;
         case OPT_NODE: c->node_size = (int)parse_long("--node-size", optarg, 0, 1 << 20); break;
         case OPT_ZTIMEOUT: c->zero_timeout = parse_float("--zero-timeout", optarg, 0.001, 1e9); break;
+        case OPT_DRYRUN: c->dry_run = 1; break;
+        case OPT_WORLD: c->dry_run_world = (int)parse_long("--world", optarg, 1, 1 << 20); break;
         case OPT_SEED: c->seed = (uint64_t)parse_long("--seed", optarg, 0, 0x7fffffffffffffffL); break;
         case OPT_SHUFFLE: c->shuffle = (int)parse_long("--shuffle", optarg, 0, 1); break;
         case OPT_CLIP: c->grad_clip = parse_float("--grad-clip", optarg, -1, 1e9); break;
@@ -175,6 +186,10 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
             fprintf(stderr, "error: unknown option '%s' (see -h)\n", argv[optind - 1]);
             exit(1);
         }
+    }
+    if (c->dry_run && c->zero_stage < 0) {
+        fprintf(stderr, "error: --dry-run predicts a ZeRO configuration: give -z STAGE\n");
+        exit(1);
     }
     if (optind < argc) {
         fprintf(stderr, "error: unexpected argument '%s' (see -h)\n", argv[optind]);

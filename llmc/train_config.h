@@ -43,6 +43,8 @@ typedef struct {
     long zero_persist;          // --zero-persist: stage-3 tensors this small stay gathered
     int node_size;              // --node-size: ranks per logical node (0 = real nodes)
     double zero_timeout;        // --zero-timeout: seconds before a stuck collective ends the run
+    int dry_run;                // --dry-run: predict ZeRO memory and traffic, do not train
+    int dry_run_world;          // --world N: ranks to predict for
 } TrainConfig;
 
 // Fills defaults for the given trainer ("cpu" or "cuda"), then parses argv. Prints

@@ -37,7 +37,7 @@ static void sleep_s(double s) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
-static double boot_timeout(void) {
+double zero_bootstrap_timeout(void) {
     const char *s = getenv("ZERO_BOOTSTRAP_TIMEOUT");
     double t = s && *s ? atof(s) : 600.0;
     return t > 0 ? t : 600.0;
@@ -257,7 +257,7 @@ int zero_share_blob_tcp(ZeroComm *c, const char *spec, void *blob, size_t bytes,
         fprintf(stderr, "zero: rank %d: ZERO_BOOTSTRAP_TCP=%s is not host:port\n", c->rank, spec);
         return -1;
     }
-    double timeout = boot_timeout();
+    double timeout = zero_bootstrap_timeout();
     return c->rank == 0 ? serve(c, spec, port, blob, bytes, what, timeout)
                         : fetch(c, spec, host, port, blob, bytes, what, timeout);
 }

@@ -9,7 +9,7 @@ Start-up (comm_mpi.c):
     backend bootstraps its own collectives (NCCL) with zero_comm_share_blob(), which goes
     over TCP when ZERO_BOOTSTRAP_TCP=host:port is set (bootstrap_tcp.c), else through a
     shared file named by ZERO_BOOTSTRAP_FILE. ZERO_BOOTSTRAP_TIMEOUT (seconds, default 600)
-    bounds the TCP wait.
+    bounds either wait.
 
 Node layout: node_size > 0 makes ranks [k*node_size, (k+1)*node_size) logical node k (so the
 hierarchical paths run on one machine); 0 means real nodes (MPI_Comm_split_type SHARED).
@@ -101,6 +101,8 @@ int zero_comm_share_blob(ZeroComm *c, void *blob, size_t bytes, const char *what
 // The TCP path of zero_comm_share_blob (spec "host:port"; rank 0 listens on port, the
 // others connect to host:port). Returns 0 or -1 after printing why.
 int zero_share_blob_tcp(ZeroComm *c, const char *spec, void *blob, size_t bytes, const char *what);
+// Seconds a rank waits for the others at start-up: $ZERO_BOOTSTRAP_TIMEOUT, default 600.
+double zero_bootstrap_timeout(void);
 // Attaches (or, with NULL, detaches) a device library's hooks; the watchdog stops using
 // the old ones before this returns.
 void zero_comm_attach_device(ZeroComm *c, ZeroCommDevice *dev);

@@ -221,7 +221,8 @@ static int share_blob_file(ZeroComm *c, void *blob, size_t bytes, const char *wh
         }
         return 0;
     }
-    for (double waited = 0; waited < 600.0; waited += 0.05) {
+    const double limit = zero_bootstrap_timeout();
+    for (double waited = 0; waited < limit; waited += 0.05) {
         struct stat st;
         if (stat(path, &st) == 0 && (size_t)st.st_size == bytes) {
             int fd = open(path, O_RDONLY);
@@ -231,8 +232,8 @@ static int share_blob_file(ZeroComm *c, void *blob, size_t bytes, const char *wh
         }
         sleep_s(0.05);
     }
-    fprintf(stderr, "zero: rank %d: %s did not appear in %s within 600 s (is rank 0 running?)\n",
-            c->rank, what, path);
+    fprintf(stderr, "zero: rank %d: %s did not appear in %s within %.0f s (is rank 0 running, with the same "
+            "ZERO_BOOTSTRAP_FILE on a file system both see?)\n", c->rank, what, path, limit);
     return -1;
 }
 

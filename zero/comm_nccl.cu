@@ -158,17 +158,18 @@ static int poll_hook(ZeroComm *c, double timeout_s) {
     ZeroNccl *n = of(c);
     ncclComm_t comms[3] = {n->world, n->intra, n->inter};
     static const char *names[3] = {"world", "intra-node", "inter-node"};
+    pthread_mutex_lock(&n->mu);
     for (int i = 0; i < 3; i++) {
         ncclResult_t ae = ncclSuccess;
         if (comms[i] && ncclCommGetAsyncError(comms[i], &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
             char b[512];
             fprintf(stderr, "rank %d: NCCL asynchronous error on the %s communicator: %s; latest collective: %s\n",
                     c->rank, names[i], nccl_reason(ae, comms[i], b, sizeof b), n->last_what);
+            pthread_mutex_unlock(&n->mu);
             return 1;
         }
     }
     cudaSetDevice(n->device);   // this thread's current device, for the event queries
-    pthread_mutex_lock(&n->mu);
     double t = now_s();
     cudaError_t e = pop_finished(n, t);
     int fire = 0;
@@ -271,12 +272,6 @@ static void set_stage(InitGuard *g, const char *stage) {
     pthread_mutex_unlock(&g->mu);
 }
 
-static double bootstrap_timeout(void) {
-    const char *s = getenv("ZERO_BOOTSTRAP_TIMEOUT");
-    double t = s && *s ? atof(s) : 600.0;
-    return t > 0 ? t : 600.0;
-}
-
 static void release(ZeroNccl *n) {
     if (n->inter) ncclCommDestroy(n->inter);
     if (n->intra) ncclCommDestroy(n->intra);
@@ -301,7 +296,7 @@ static int join(ZeroNccl *n) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&g.cv, &ca);
     pthread_condattr_destroy(&ca);
-    g.timeout_s = bootstrap_timeout() + 120.0;   // beyond the id exchange's own deadline
+    g.timeout_s = zero_bootstrap_timeout() + 120.0;   // beyond the id exchange's own deadline
     g.stage = "sharing the ncclUniqueId";
     g.c = c;
     pthread_t gt;
@@ -323,9 +318,11 @@ static int join(ZeroNccl *n) {
         set_stage(&g, "ncclCommInitRank");
         r = ncclCommInitRank(&n->world, c->world, id, c->rank);
         if (r != ncclSuccess) {
-            fprintf(stderr, "zero: rank %d: ncclCommInitRank (rank %d of %d, device %d) failed: %s%s\n", c->rank, c->rank,
+            fprintf(stderr, "zero: rank %d: ncclCommInitRank (rank %d of %d, device %d) failed: %s%s%s\n", c->rank, c->rank,
                     c->world, n->device, nccl_reason(r, NULL, b, sizeof b),
-                    by_file ? "; a ZERO_BOOTSTRAP_FILE left by an earlier run gives a stale id: use a fresh path" : "");
+                    by_file ? "; a ZERO_BOOTSTRAP_FILE left by an earlier run gives a stale id: use a fresh path" : "",
+                    r == ncclInvalidUsage ? "; several ranks on one GPU need their own NCCL_HOSTID each and "
+                                            "NCCL_SOCKET_IFNAME=lo (NCCL < 2.30), or NCCL_MULTI_RANK_GPU_ENABLE=1" : "");
             n->world = NULL;
             rc = -1;
         }
@@ -408,7 +405,9 @@ void zero_nccl_forget_stream(ZeroNccl *n, cudaStream_t s) {
 
 static void note(ZeroNccl *n, cudaStream_t s, const char *op, const char *what) {
     n->last = s;
+    pthread_mutex_lock(&n->mu);   // the watchdog may be printing it
     snprintf(n->last_what, sizeof n->last_what, "%s of %s", op, what ? what : "");
+    pthread_mutex_unlock(&n->mu);
 }
 
 void zero_nccl_all_gather(ZeroNccl *n, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,

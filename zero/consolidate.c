@@ -100,3 +100,18 @@ int zero_checkpoint_info(const char *ckpt_dir, int step, ZeroCheckpointInfo *out
     }
     return rc;
 }
+
+int zero_checkpoint_extra(const char *ckpt_dir, int step, void *extra, size_t extra_bytes) {
+    long long s = resolve_step(ckpt_dir, step);
+    if (s < 0) return -1;
+    ZckManifest m;
+    char err[512];
+    if (zck_manifest_read(ckpt_dir, s, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    int rc = zck_read_extra(&m, extra, extra_bytes, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "%s\n", err);
+    zck_manifest_free(&m);
+    return rc;
+}

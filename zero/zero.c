@@ -213,7 +213,8 @@ static void build_units(Zero *z) {
             for (int k = 0; k < z->t[i].num_units; k++)
                 if (z->t[i].units[k] == u) {
                     U->tensors[j++] = i;
-                    U->grad_need += z->t[i].lay->split.padded;
+                    // tied tensors sit in the pool's top part (shared_padded), once
+                    if (z->t[i].num_units == 1) U->grad_need += z->t[i].lay->split.padded;
                     if (!z->t[i].persistent) U->pool_need += z->t[i].lay->split.padded;
                 }
         U->view.count = U->n;

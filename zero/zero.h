@@ -183,6 +183,8 @@ int zero_latest(const char *dir);
 // in zero_consolidate_state: 0 master, 1 AdamW m, 2 AdamW v. Return 0, or -1 after
 // printing why.
 int zero_consolidate(const char *ckpt_dir, int step, float *out_full_params, size_t n);
+// The trainer's opaque blob saved with a checkpoint (CRC-checked; its size must match).
+int zero_checkpoint_extra(const char *ckpt_dir, int step, void *extra, size_t extra_bytes);
 int zero_consolidate_state(const char *ckpt_dir, int step, int which, float *out, size_t n);
 // The checkpoint's tensor table and settings (step < 0: latest). Free with _free.
 typedef struct {

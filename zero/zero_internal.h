@@ -47,7 +47,7 @@ typedef struct {
     int fetched;               // -1 none, 0 forward, 1 backward
     int bwd_done, ready_done;  // this micro-step
     size_t pool_need;          // stage 3: padded elements of its non-persistent tensors
-    size_t grad_need;          // padded elements of all its tensors
+    size_t grad_need;          // padded elements of its unshared tensors' gradients
 } ZU;
 
 typedef struct { size_t off; ZeroEvent *ev; } ZDeferred;

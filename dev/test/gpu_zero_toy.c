@@ -22,7 +22,7 @@ Launch with mpirun -np N, or as N processes with RANK / WORLD_SIZE / LOCAL_RANK 
 ZERO_BOOTSTRAP_FILE or ZERO_BOOTSTRAP_TCP (dev/test/gpu_zero.sh does both). Several ranks
 on one GPU need a distinct NCCL_HOSTID each and NCCL_SOCKET_IFNAME=lo (NCCL < 2.30), or
 NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL >= 2.30). Without a GPU: "SKIP: no CUDA device", exit 0.
-Ends with "N passed, N failed" (all ranks together).
+Ends with the line "N passed, N failed" (all ranks together).
 */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -601,7 +601,8 @@ int main(int argc, char **argv) {
     }
     double f[2] = {(double)fails, (double)passes};   // every rank learns whether any failed
     gpu_b->allreduce_sum_f64(gpu_b, comm, f, 2, "test summary");
-    if (comm->rank == 0) printf("gpu_zero_toy %s: %d ranks: %.0f passed, %.0f failed\n", mode, comm->world, f[1], f[0]);
+    if (comm->rank == 0)   // the last line in the form dev/test/run_tests.sh reads
+        printf("gpu_zero_toy %s: %d ranks\n%.0f passed, %.0f failed\n", mode, comm->world, f[1], f[0]);
     mirrors_free();
     zero_backend_cuda_free(gpu_b);
     cudaStreamDestroy(gpu_main);

@@ -18,7 +18,7 @@ for bin in "$@"; do
     [ "$f" -gt 0 ] && failed_names+=("$bin")
 done
 # GPU programs print "SKIP: reason" without a GPU, else their own "N passed, N failed".
-for gpu in ./test_gpt2_zero build/gpu_attention_cudnn; do
+for gpu in ./test_gpt2_zero build/gpu_attention_cudnn build/gpu_zero_toy; do
     [ -x "$gpu" ] || continue
     echo "=== $gpu"
     "$gpu" 2>&1 | tee "$log"

@@ -3,7 +3,6 @@
 #include "mpi.h"
 
 #include <stdio.h>
-#include <string.h>
 #include <unistd.h>
 
 static int unavailable(const char *fn) {
