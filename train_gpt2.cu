@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
     Tokenizer tok;
     int have_tok = load_sampling_tokenizer(&tok, &cfg);
 
-    GPT2CudaOptions opt = {cfg.recompute, cfg.use_cudnn, cfg.seed};
+    GPT2CudaOptions opt = {cfg.recompute, cfg.use_cudnn, cfg.seed, 0};
     GPT2Cuda model;
     gpt2_cuda_build(&model, &mc, params, cfg.B, cfg.T, &opt);
     printf("GPT-2 CUDA trainer: %d layers, %d channels, %d heads, vocab %d (padded %d), %zu parameters\n",
