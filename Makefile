@@ -39,7 +39,7 @@ TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
 HAVE_NVCC := $(shell test -x "$(NVCC)" && echo 1)
 CPU_TARGETS := train_gpt2 tokenize zero_consolidate zero_to_model
-CUDA_TARGETS := train_gpt2cu test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn $(BUILD)/gpu_zero_toy
+CUDA_TARGETS := train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn $(BUILD)/gpu_zero_toy
 
 .PHONY: all cpu cuda test test-cpu test-gpu clean
 all: cpu $(if $(HAVE_NVCC),cuda)
@@ -95,6 +95,11 @@ tokenize: tokenize.c $(BUILD)/libllmc.a
 
 train_gpt2cu: train_gpt2.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
+
+# The CUDA trainer with zero/ (CUDA backend + NCCL; MPI for mpirun start-up)
+train_gpt2_zero: train_gpt2_zero.cu $(CUDA_OBJ) $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a $(BUILD)/libllmc.a
+	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) $< $(CUDA_OBJ) $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
+	    $(BUILD)/libllmc.a $(CUDA_LDLIBS) $(MPI_LDFLAGS) -o $@
 
 test_gpt2_zero: test_gpt2_zero.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@

@@ -13,10 +13,17 @@ if grep -E -i "warning" "$log" | grep -v "Wno-deprecated" > /dev/null; then
     grep -E -i "warning" "$log" | head -n 20
     fail "CUDA build has warnings"
 fi
-for bin in train_gpt2cu test_gpt2_zero bench_gpt2cu; do
+for bin in train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu build/gpu_attention_cudnn build/gpu_zero_toy; do
     [ -x "$bin" ] || fail "$bin was not built"
     if ldd "$bin" | grep -q "not found"; then ldd "$bin" | grep "not found"; fail "$bin has unresolved libraries"; fi
 done
 ./train_gpt2cu -h > "$log" 2>&1 || fail "train_gpt2cu -h exited non-zero"
-grep -q -- "-z\|-i GLOB" "$log" || fail "train_gpt2cu -h printed no usage"
+grep -q -- "-i GLOB" "$log" || fail "train_gpt2cu -h printed no usage"
+./train_gpt2_zero -h > "$log" 2>&1 || fail "train_gpt2_zero -h exited non-zero"
+grep -q -- "-z STAGE" "$log" || fail "train_gpt2_zero -h does not document -z"
+# the dry run needs no GPU: the plugin's predicted figures for GPT-2 124M on 8 ranks
+./train_gpt2_zero -z 3 --dry-run --world 8 -e d12 -b 8 -t 1024 -o "$(dirname "$log")/dry_$$" > "$log" 2>&1 \
+    || { cat "$log"; fail "train_gpt2_zero --dry-run failed"; }
+grep -q '"optimizer_states"' "$(dirname "$log")/dry_$$/zero_report.json" || fail "dry run wrote no optimizer_states"
+rm -rf "$(dirname "$log")/dry_$$"
 echo "PASS test_cuda_build"
