@@ -3,6 +3,7 @@
 #   make test            CPU test suite (plus the GPU suite when a GPU is present)
 #   make train_gpt2cu    unsharded CUDA trainer (bf16)
 CC ?= gcc
+BUILD := build
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
@@ -11,7 +12,14 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CFLAGS ?= -O3 -march=native
 CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -ffp-contract=off -Wall -Wextra -Illmc -I.
 LDLIBS = -lm -lz -lpcre2-8 -lcjson
+# MPI: zero/ starts under mpirun/srun through it. Without an MPI installation (some GPU
+# images) everything builds against zero/mpi_stub and ranks start from RANK/WORLD_SIZE.
 MPICC ?= mpicc
+ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
+override MPICC := $(CC) -Izero/mpi_stub
+MPI_STUB_OBJ := $(BUILD)/zero/mpi_stub/mpi_stub.o
+$(info note: no MPI compiler wrapper found: building against zero/mpi_stub (launch with RANK/WORLD_SIZE))
+endif
 
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 NVCCFLAGS ?= -O3 --use_fast_math
@@ -25,14 +33,13 @@ NVCCFLAGS += -I$(CUDA_HOME)/include $(NV_INC)
 CUDA_LDLIBS = -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lcublas -lcublasLt -lcudnn -lnccl \
               -lm -lz -lpcre2-8 -lcjson -lgomp
 
-BUILD := build
 HOST_SRC := $(wildcard llmc/*.c)
 HOST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(HOST_SRC))
 CUDA_SRC := $(wildcard llmc/*.cu)
 CUDA_OBJ := $(patsubst %.cu,$(BUILD)/%.cu.o,$(CUDA_SRC))
 HEADERS := $(wildcard llmc/*.h llmc/*.cuh)
 ZERO_SRC := $(wildcard zero/*.c)
-ZERO_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(ZERO_SRC))
+ZERO_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(ZERO_SRC)) $(MPI_STUB_OBJ)
 ZERO_HEADERS := $(wildcard zero/*.h) llmc/adamw.h llmc/rand.h
 TEST_SRC := $(wildcard dev/test/test_*.c)
 TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -51,6 +58,10 @@ $(BUILD)/libllmc.a: $(HOST_OBJ)
 	ar rcs $@ $^
 
 # zero/ is built with mpicc (the host backend's collectives are MPI)
+$(BUILD)/zero/mpi_stub/%.o: zero/mpi_stub/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Izero/mpi_stub -c $< -o $@
+
 $(BUILD)/zero/%.o: zero/%.c $(ZERO_HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -c $< -o $@
@@ -63,8 +74,8 @@ $(BUILD)/libzero.a: $(ZERO_OBJ)
 ZERO_CUDA_OBJ := $(BUILD)/zero/backend_cuda.cu.o $(BUILD)/zero/comm_nccl.cu.o
 ZERO_NVCCFLAGS = -O3 -std=c++17 $(CUDA_ARCHS) -Illmc -I. -I$(CUDA_HOME)/include $(NV_INC) \
                  -Xcompiler -Wall,-Wextra -Wno-deprecated-gpu-targets
-MPI_LDFLAGS := $(shell $(MPICC) --showme:link 2>/dev/null)
-MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+MPI_LDFLAGS := $(if $(MPI_STUB_OBJ),,$(shell $(MPICC) --showme:link 2>/dev/null))
+MPI_CFLAGS := $(if $(MPI_STUB_OBJ),-Izero/mpi_stub,$(shell $(MPICC) --showme:compile 2>/dev/null))
 $(BUILD)/zero/%.cu.o: zero/%.cu $(ZERO_HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(ZERO_NVCCFLAGS) $(MPI_CFLAGS) -c $< -o $@

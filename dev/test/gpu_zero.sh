@@ -7,7 +7,7 @@
 # one, else as processes with RANK / WORLD_SIZE / LOCAL_RANK and ZERO_BOOTSTRAP_FILE or
 # ZERO_BOOTSTRAP_TCP (one launch without MPI is always run). Each rank gets its own
 # NCCL_HOSTID with NCCL_SOCKET_IFNAME=lo (NCCL < 2.30) and NCCL_MULTI_RANK_GPU_ENABLE=1
-# (NCCL >= 2.30). Without MPI headers, comm_mpi.c builds against dev/test/mpi_stub.
+# (NCCL >= 2.30). Without MPI headers, comm_mpi.c builds against zero/mpi_stub.
 # Run from anywhere; prints PASS/FAIL per case; exit 0 only if all pass, or after
 # "SKIP: no CUDA device". Arguments pick cases (default all of them): kernels np1 np2 np4
 # env errors bootstrap deaths. Knobs: NVCC, NCCL_HOME, CUDA_ARCHS, LIMIT (seconds per
@@ -65,8 +65,8 @@ if command -v mpicc > /dev/null; then
     mpi_inc=()
 else
     cc=${CC:-gcc}
-    mpi_inc=(-Idev/test/mpi_stub)
-    echo "note: no mpicc: building comm_mpi.c against dev/test/mpi_stub (launches without MPI only)"
+    mpi_inc=(-Izero/mpi_stub)
+    echo "note: no mpicc: building comm_mpi.c against zero/mpi_stub (launches without MPI only)"
 fi
 have_mpirun=0
 command -v mpirun > /dev/null && [ "$cc" = mpicc ] && have_mpirun=1
@@ -92,8 +92,8 @@ for f in zero/*.c; do
         esac
     fi
 done
-[ -d dev/test/mpi_stub ] && [ ${#mpi_inc[@]} -gt 0 ] && {
-    $cc -std=c11 -O2 -Wall -Wextra -Werror -c dev/test/mpi_stub/mpi_stub.c -o "$tmp/mpi_stub.o" || build_ok=0
+[ -d zero/mpi_stub ] && [ ${#mpi_inc[@]} -gt 0 ] && {
+    $cc -std=c11 -O2 -Wall -Wextra -Werror -c zero/mpi_stub/mpi_stub.c -o "$tmp/mpi_stub.o" || build_ok=0
     objs+=("$tmp/mpi_stub.o")
 }
 $cc "${cflags[@]}" -c dev/test/gpu_zero_toy.c -o "$tmp/gpu_zero_toy.o" || build_ok=0
