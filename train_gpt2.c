@@ -120,30 +120,20 @@ static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroC
 }
 
 // --dry-run: the plugin's prediction of per-rank memory and traffic, without training.
-static void zero_dry_run(TrainConfig *cfg) {
+static void zero_dry_run_gpt2(TrainConfig *cfg) {
     GPT2Config mc;
-    float *file_params = resolve_model(cfg->model, &mc);
-    free(file_params);
-    int world = cfg->dry_run_world;
-    int grad_accum = resolve_grad_accum(cfg, world);
+    free(resolve_model(cfg->model, &mc));
+    int grad_accum = resolve_grad_accum(cfg, cfg->dry_run_world);
     ZeroGlue g;
     ZeroTensor *tensors = zero_tensor_table(&g, &mc);
     ZeroConfig zc = zero_config_from(cfg);
-    int n = gpt2_num_slices(&mc), units = gpt2_num_units(&mc);
-    ZeroPrediction *pred = (ZeroPrediction *)calloc_check((size_t)world, sizeof(ZeroPrediction));
-    if (zero_predict(tensors, n, units, &zc, world, grad_accum, 1, pred) != 0) die("dry run failed (see above)");
     make_dirs(cfg->out_dir);
     char path[4096];
     snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
-    if (zero_predict_write(path, tensors, n, units, &zc, world, grad_accum, 1, pred, NULL) != 0)
-        die("cannot write '%s'", path);
-    const double MiB = 1048576.0;
-    printf("dry run: %s, ZeRO stage %d, %d ranks, gradient accumulation %d\n", cfg->model, cfg->zero_stage, world, grad_accum);
-    printf("rank 0 bytes: parameters %.2f MiB, gradients %.2f MiB, optimizer (master, m, v) %.2f MiB, buffers %.2f MiB\n",
-           pred[0].device[ZERO_USE_PARAMS] / MiB, pred[0].device[ZERO_USE_GRADS] / MiB,
-           (pred[0].device[ZERO_USE_MASTER] + pred[0].device[ZERO_USE_OPTIM]) / MiB, pred[0].device[ZERO_USE_BUFFERS] / MiB);
-    printf("wrote %s\n", path);
-    free(pred);
+    size_t sizes[GPT2_NUM_PARAM_TENSORS];
+    printf("model %s: %zu parameters\n", cfg->model, gpt2_param_sizes(&mc, sizes));
+    if (zero_dry_run(tensors, gpt2_num_slices(&mc), gpt2_num_units(&mc), &zc, cfg->dry_run_world, grad_accum, path) != 0)
+        die("dry run failed (see above)");
     free(tensors);
     free(g.slices);
 }
@@ -211,7 +201,7 @@ int main(int argc, char **argv) {
     else omp_set_dynamic(1);
 
     if (cfg.dry_run) {
-        zero_dry_run(&cfg);
+        zero_dry_run_gpt2(&cfg);
         return 0;
     }
 

@@ -136,30 +136,21 @@ static void write_zero_report(Zero *z, const GPT2Cuda *model, const TrainConfig 
     if (zero_report_write(z, path, NULL) != 0) die("cannot write '%s' (see above)", path);
 }
 
-// --dry-run: the plugin's prediction of per-rank memory and traffic, without a GPU.
-static void zero_dry_run(TrainConfig *cfg) {
+// --dry-run: the plugin's prediction of per-rank memory and traffic, without training.
+static void zero_dry_run_gpt2(TrainConfig *cfg) {
     GPT2Config mc;
     free(resolve_model(cfg->model, &mc));
-    int world = cfg->dry_run_world;
-    int grad_accum = resolve_grad_accum(cfg, world);
+    int grad_accum = resolve_grad_accum(cfg, cfg->dry_run_world);
     ZeroGlue g;
     ZeroTensor *tensors = zero_tensor_table(&g, &mc);
     ZeroConfig zc = zero_config_from(cfg);
-    int n = gpt2_num_slices(&mc), units = gpt2_num_units(&mc);
-    ZeroPrediction *pred = (ZeroPrediction *)calloc_check((size_t)world, sizeof(ZeroPrediction));
-    if (zero_predict(tensors, n, units, &zc, world, grad_accum, 1, pred) != 0) die("dry run failed (see above)");
     make_dirs(cfg->out_dir);
     char path[4096];
     snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
-    if (zero_predict_write(path, tensors, n, units, &zc, world, grad_accum, 1, pred, NULL) != 0)
-        die("cannot write '%s'", path);
-    const double MiB = 1048576.0;
-    printf("dry run: %s, ZeRO stage %d, %d ranks, gradient accumulation %d\n", cfg->model, cfg->zero_stage, world, grad_accum);
-    printf("rank 0 device bytes: parameters %.2f MiB, gradients %.2f MiB, optimizer (master, m, v) %.2f MiB, "
-           "buffers %.2f MiB\n", pred[0].device[ZERO_USE_PARAMS] / MiB, pred[0].device[ZERO_USE_GRADS] / MiB,
-           (pred[0].device[ZERO_USE_MASTER] + pred[0].device[ZERO_USE_OPTIM]) / MiB, pred[0].device[ZERO_USE_BUFFERS] / MiB);
-    printf("wrote %s\n", path);
-    free(pred);
+    size_t sizes[GPT2_NUM_PARAM_TENSORS];
+    printf("model %s: %zu parameters\n", cfg->model, gpt2_param_sizes(&mc, sizes));
+    if (zero_dry_run(tensors, gpt2_num_slices(&mc), gpt2_num_units(&mc), &zc, cfg->dry_run_world, grad_accum, path) != 0)
+        die("dry run failed (see above)");
     free(tensors);
     free(g.slices);
 }
@@ -209,7 +200,7 @@ int main(int argc, char **argv) {
     train_config_parse(&cfg, argc, argv, "cuda");
     if (cfg.zero_stage < 0) cfg.zero_stage = 0;
     if (cfg.dry_run) {
-        zero_dry_run(&cfg);
+        zero_dry_run_gpt2(&cfg);
         return 0;
     }
     int num_devices = 0;

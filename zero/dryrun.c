@@ -225,3 +225,25 @@ int zero_predict_write(const char *path_json, const ZeroTensor *tensors, int n, 
     free(mine);
     return rc;
 }
+
+int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
+                 int grad_accum, const char *path_json) {
+    ZeroPrediction *pred = calloc((size_t)world, sizeof(ZeroPrediction));
+    if (pred == NULL) {
+        fprintf(stderr, "zero: out of host memory for a %d-rank prediction\n", world);
+        return -1;
+    }
+    int rc = zero_predict(tensors, n, num_units, cfg, world, grad_accum, 1, pred);
+    if (rc == 0) rc = zero_predict_write(path_json, tensors, n, num_units, cfg, world, grad_accum, 1, pred, NULL);
+    if (rc == 0) {
+        const double MiB = 1048576.0;
+        const ZeroPrediction *p = &pred[0];
+        printf("dry run: ZeRO stage %d, %d ranks, gradient accumulation %d\n", cfg->stage, world, grad_accum);
+        printf("rank 0 device bytes: parameters %.2f MiB, gradients %.2f MiB, optimizer (master, m, v) %.2f MiB, "
+               "buffers %.2f MiB\n", p->device[ZERO_USE_PARAMS] / MiB, p->device[ZERO_USE_GRADS] / MiB,
+               (p->device[ZERO_USE_MASTER] + p->device[ZERO_USE_OPTIM]) / MiB, p->device[ZERO_USE_BUFFERS] / MiB);
+        printf("wrote %s\n", path_json);
+    }
+    free(pred);
+    return rc;
+}
