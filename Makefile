@@ -134,7 +134,7 @@ zero_to_model: dev/tools/zero_to_model.c $(BUILD)/libzero.a $(BUILD)/libllmc.a
 $(BUILD)/model_diff: dev/tools/model_diff.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: dev/test/%.c $(BUILD)/libllmc.a
+$(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
 

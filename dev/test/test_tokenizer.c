@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "test_util.h"
 #include "tokenizer.h"
 #include "utils.h"
 
@@ -115,38 +116,6 @@ static size_t put_utf8(uint32_t cp, char *o) {
     o[0] = (char)(0xF0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 63));
     o[2] = (char)(0x80 | ((cp >> 6) & 63)); o[3] = (char)(0x80 | (cp & 63));
     return 4;
-}
-
-// Runs fn(arg) in a child process and checks that it exits with status 1 and that
-// its stderr contains each of the given strings (NULL-terminated list).
-static void expect_death(void (*fn)(void *), void *arg, ...) {
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], STDERR_FILENO);
-        fn(arg);
-        _exit(0); // returned: no error was detected
-    }
-    close(fds[1]);
-    char out[8192];
-    size_t n = 0;
-    ssize_t got;
-    while ((got = read(fds[0], out + n, sizeof(out) - 1 - n)) > 0) n += (size_t)got;
-    out[n] = '\0';
-    close(fds[0]);
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 1)
-        fail_msg("expected exit status 1, got status 0x%x; stderr: %s", status, out);
-    va_list ap;
-    va_start(ap, arg);
-    for (const char *needle; (needle = va_arg(ap, const char *)) != NULL;)
-        if (strstr(out, needle) == NULL) fail_msg("stderr lacks \"%s\"; it was: %s", needle, out);
-    va_end(ap);
 }
 
 // Runs a shell command; returns its exit status, stdout and stderr in *out / *err.
@@ -569,27 +538,27 @@ static void test_bin_corrupt_files_exit_with_message(void **state) {
     (void)state;
     const char *p;
     p = corrupt_copy("magic.bin", 0, 12345, 0, -1);
-    expect_death(load_bin_child, (void *)p, p, "bad magic 12345", NULL);
+    expect_death(load_bin_child, (void *)p, 1, p, "bad magic 12345", NULL);
     p = corrupt_copy("version.bin", 1, 7, 0, -1);
-    expect_death(load_bin_child, (void *)p, p, "unsupported version 7", NULL);
+    expect_death(load_bin_child, (void *)p, 1, p, "unsupported version 7", NULL);
     p = corrupt_copy("vocab.bin", 2, -5, 0, -1);
-    expect_death(load_bin_child, (void *)p, p, "bad vocab size -5", NULL);
+    expect_death(load_bin_child, (void *)p, 1, p, "bad vocab size -5", NULL);
     p = corrupt_copy("eot.bin", 3, 60000, 0, -1);
-    expect_death(load_bin_child, (void *)p, p, "EOT id 60000", NULL);
+    expect_death(load_bin_child, (void *)p, 1, p, "EOT id 60000", NULL);
     size_t n;
     free(slurp(BIN_PATH, &n));
     p = corrupt_copy("header.bin", -1, 0, 100 - (long)n, -1);
-    expect_death(load_bin_child, (void *)p, p, "truncated", "header", NULL);
+    expect_death(load_bin_child, (void *)p, 1, p, "truncated", "header", NULL);
     p = corrupt_copy("short.bin", -1, 0, -3, -1);
-    expect_death(load_bin_child, (void *)p, p, "truncated", "token 50256", NULL);
+    expect_death(load_bin_child, (void *)p, 1, p, "truncated", "token 50256", NULL);
     p = corrupt_copy("cut.bin", -1, 0, -14, -1); // exactly before EOT's length byte
-    expect_death(load_bin_child, (void *)p, p, "truncated", "before token 50256", NULL);
+    expect_death(load_bin_child, (void *)p, 1, p, "truncated", "before token 50256", NULL);
     p = corrupt_copy("zero.bin", -1, 0, 0, 1024); // token 0's length byte
-    expect_death(load_bin_child, (void *)p, p, "token 0 has length 0", NULL);
+    expect_death(load_bin_child, (void *)p, 1, p, "token 0 has length 0", NULL);
     p = corrupt_copy("trailing.bin", -1, 0, 5, -1);
-    expect_death(load_bin_child, (void *)p, p, "5 unexpected bytes", NULL);
+    expect_death(load_bin_child, (void *)p, 1, p, "5 unexpected bytes", NULL);
     p = tmp_path("does-not-exist.bin");
-    expect_death(load_bin_child, (void *)p, p, "cannot open", NULL);
+    expect_death(load_bin_child, (void *)p, 1, p, "cannot open", NULL);
 }
 
 static void encode_child(void *tok) { TokenBuf b = {0}; tokenizer_encode_append(tok, "hi", 2, &b); }
@@ -599,15 +568,15 @@ static void test_decode_only_cannot_encode(void **state) {
     (void)state;
     Tokenizer t;
     tokenizer_load(&t, BIN_PATH);
-    expect_death(encode_child, &t, "cannot encode", BIN_PATH, "encoder.json", NULL);
+    expect_death(encode_child, &t, 1, "cannot encode", BIN_PATH, "encoder.json", NULL);
     tokenizer_free(&t);
 }
 
 static void test_decode_out_of_range(void **state) {
     (void)state;
     int big = 50257, neg = -1;
-    expect_death(decode_child, &big, "token id 50257 is out of range", "encoder.json", NULL);
-    expect_death(decode_child, &neg, "token id -1 is out of range", NULL);
+    expect_death(decode_child, &big, 1, "token id 50257 is out of range", "encoder.json", NULL);
+    expect_death(decode_child, &neg, 1, "token id -1 is out of range", NULL);
 }
 
 typedef struct { const char *json, *bpe; } VocabPaths;
@@ -620,17 +589,17 @@ static void test_bad_vocab_files_exit_with_message(void **state) {
     (void)state;
     VocabPaths v = {tmp_path("bad.json"), tmp_path("bad.bpe")};
     write_tiny_vocab(v.json, v.bpe, "#version: 0.2\na b\nq zz\n", -1);
-    expect_death(load_bpe_child, &v, v.bpe, "line 3", "\"q zz\"", "not in the vocabulary", NULL);
+    expect_death(load_bpe_child, &v, 1, v.bpe, "line 3", "\"q zz\"", "not in the vocabulary", NULL);
     write_tiny_vocab(v.json, v.bpe, "a b\n", -1);
-    expect_death(load_bpe_child, &v, v.bpe, "line 1", "#version", NULL);
+    expect_death(load_bpe_child, &v, 1, v.bpe, "line 1", "#version", NULL);
     write_tiny_vocab(v.json, v.bpe, "#version: 0.2\na b c\n", -1);
-    expect_death(load_bpe_child, &v, v.bpe, "line 2", "two tokens", NULL);
+    expect_death(load_bpe_child, &v, 1, v.bpe, "line 2", "two tokens", NULL);
     write_tiny_vocab(v.json, v.bpe, "#version: 0.2\na b\n", 'z');
-    expect_death(load_bpe_child, &v, v.json, "no token for the single byte 0x7A", NULL);
+    expect_death(load_bpe_child, &v, 1, v.json, "no token for the single byte 0x7A", NULL);
     spit(v.json, "{\"a\": 1,", 8);
-    expect_death(load_bpe_child, &v, v.json, "not valid JSON", NULL);
+    expect_death(load_bpe_child, &v, 1, v.json, "not valid JSON", NULL);
     spit(v.json, "[1, 2]", 6);
-    expect_death(load_bpe_child, &v, v.json, "JSON object", NULL);
+    expect_death(load_bpe_child, &v, 1, v.json, "JSON object", NULL);
     write_tiny_vocab(v.json, v.bpe, "#version: 0.2\n", -1);
     size_t n;
     char *js = slurp(v.json, &n);
@@ -639,7 +608,7 @@ static void test_bad_vocab_files_exit_with_message(void **state) {
     memcpy(at, "\"ab\":999", 8);
     spit(v.json, js, n);
     free(js);
-    expect_death(load_bpe_child, &v, v.json, "token \"ab\" has id 999", NULL);
+    expect_death(load_bpe_child, &v, 1, v.json, "token \"ab\" has id 999", NULL);
 }
 
 // ---------------------------------------------------------------------------------
