@@ -697,6 +697,7 @@ static void test_model(const Reference *r, int use_cudnn, int recompute, int ext
     char name[128];
     const int B = r->B, T = r->T, BT = B * T, V = r->config.vocab_size, Vp = r->config.padded_vocab_size;
     GPT2CudaOptions opt;
+    memset(&opt, 0, sizeof(opt)); // external_params and any later field: off
     opt.recompute = recompute;
     opt.use_cudnn = use_cudnn;
     opt.seed = 777;

@@ -390,7 +390,14 @@ void gpt2_cuda_forward(GPT2Cuda *m, const int *inputs, const int *targets, int B
         matmul_forward(res_mid, atty, m->w[GPT2_ATTPROJW][l], m->w[GPT2_ATTPROJB][l], res_in, NULL, BT, C, C, s);
         layernorm_forward(ln2, a->ln2_mean + l * cap, a->ln2_rstd + l * cap, res_mid, m->w[GPT2_LN2W][l],
                           m->w[GPT2_LN2B][l], BT, C, s);
-        matmul_forward(gelu, ln2, m->w[GPT2_FCW][l], m->w[GPT2_FCB][l], NULL, fch, BT, C, 4 * C, s);
+        if (m->opt.recompute >= 1) {
+            // Backward recomputes gelu_forward(fch); cuBLASLt's GELU epilogue works on the
+            // unrounded fp32 pre-activation, so use the same kernel here to get the same bits.
+            matmul_forward(fch, ln2, m->w[GPT2_FCW][l], m->w[GPT2_FCB][l], NULL, NULL, BT, C, 4 * C, s);
+            gelu_forward(gelu, fch, (size_t)BT * 4 * C, s);
+        } else {
+            matmul_forward(gelu, ln2, m->w[GPT2_FCW][l], m->w[GPT2_FCB][l], NULL, fch, BT, C, 4 * C, s);
+        }
         matmul_forward(res_out, gelu, m->w[GPT2_FCPROJW][l], m->w[GPT2_FCPROJB][l], res_mid, NULL, BT, 4 * C, C, s);
         release(m, l + 1, 0);
     }

@@ -42,6 +42,7 @@ static void bench(const char *desc, int B0, int T, int recompute, int steps, int
     gpt2_init_params(&c, params, 1);
 
     GPT2CudaOptions opt;
+    memset(&opt, 0, sizeof(opt)); // external_params and any later field: off
     opt.recompute = recompute;
     opt.use_cudnn = 1;
     opt.seed = 1;
