@@ -213,6 +213,8 @@ int main(int argc, char **argv) {
     if (comm == NULL) die("cannot start the ZeRO communicator (see above)");
     const int rank = comm->rank, world = comm->world;
     if (zero_cuda_select_device(comm) < 0) die("rank %d: no GPU for this rank (see above)", rank);
+    // MFU is per GPU: ranks of a machine share its GPUs round-robin (local rank % devices).
+    const int ranks_per_gpu = comm->local_size > num_devices ? (comm->local_size + num_devices - 1) / num_devices : 1;
     // Only rank 0 prints the run's figures; every rank prints its errors.
     if (rank != 0 && freopen("/dev/null", "w", stdout) == NULL) die("rank %d: cannot silence stdout", rank);
 
@@ -310,7 +312,7 @@ int main(int argc, char **argv) {
         double tok_s = cfg.total_batch_tokens / dt;
         printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %.1f%%\n",
                step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, tok_s,
-               100.0 * mfu(flops_per_token, tok_s, peak));
+               100.0 * mfu(flops_per_token, tok_s * ranks_per_gpu / world, peak));
         logger_train(&logger, step, loss, lr, norm);
         if (step == start_step) write_zero_report(z, &model, &cfg);
     }
@@ -333,8 +335,10 @@ int main(int argc, char **argv) {
     dataloader_free(&train);
     zero_free(z);
     free(glue.slices);
-    gpt2_cuda_free(&model);
+    // The backend's main stream is model.stream: free the backend (it syncs that stream)
+    // before gpt2_cuda_free destroys it.
     zero_backend_cuda_free(backend);
+    gpt2_cuda_free(&model);
     zero_comm_free(comm);
     return 0;
 }

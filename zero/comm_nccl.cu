@@ -144,6 +144,9 @@ static cudaError_t pop_finished(ZeroNccl *n, double t) {
         Tracked *h = &n->ring[n->head];
         cudaError_t e = cudaEventQuery(h->ev);
         if (e == cudaErrorNotReady) {
+            // track() polls on the trainer's thread, whose launches are checked with
+            // cudaGetLastError: never leave "not ready" behind as that thread's last error
+            if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
             if (h->since == 0) h->since = t;
             return cudaSuccess;
         }

@@ -283,6 +283,7 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
     size_t ppool_elems = 0;
     if (z->stage == 3) {
         ppool_elems = cfg->max_live_elems ? cfg->max_live_elems : max_pool_need + cfg->prefetch_elems;
+        ppool_elems = zero_round_up(ppool_elems, ZERO_ALIGN_ELEMS);   // aligned top placements
         if (ppool_elems < max_pool_need) {
             fprintf(stderr, "zero: rank %d: max_live_elems %zu is smaller than unit %d, which needs %zu gathered "
                     "elements at once; raise max_live_elems to at least %zu\n", z->rank, cfg->max_live_elems,
@@ -332,7 +333,8 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
     if (z->stage >= 2) {
         // Live at once: the pending bucket (< bucket_elems before the unit that tips it),
         // tied gradients waiting for their other unit, and the unit being back-propagated.
-        size_t gpool_elems = z->cfg.bucket_elems + 2 * max_grad_need + shared_padded;
+        // Rounded up so blocks placed from the top (tied tensors) stay aligned like the rest.
+        size_t gpool_elems = zero_round_up(z->cfg.bucket_elems + 2 * max_grad_need + shared_padded, ZERO_ALIGN_ELEMS);
         z->gpool = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, gpool_elems * z->ges, "stage-2/3 gradient pool");
         if (zero_arena_init(&z->garena, gpool_elems, z->nt) != 0) zero_fail(z, "out of host memory for the gradient pool table");
     }
@@ -359,6 +361,9 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
         init_range(z, init, init_ctx, chunk, i, l->own_begin, l->own_count, dst);
     }
     z->b->free(z->b, ZERO_MEM_HOST, chunk);
+    // zalloc's memsets are on the main stream; init_range syncs it only when this rank owns
+    // elements, and the stage-0 gather below writes the master on the comm stream.
+    z->b->stream_sync(z->b, z->main);
     if (z->stage == 0) {
         // every rank needs the whole fp32 master: gather the initialized slots
         for (int i = 0; i < z->nt; i++) {

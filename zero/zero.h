@@ -237,12 +237,12 @@ int zero_predict(const ZeroTensor *tensors, int n, int num_units, const ZeroConf
                  int grad_accum, int steps, ZeroPrediction *out_per_rank);
 // Writes the same JSON as zero_report_write for the prediction (per_rank: world entries
 // from zero_predict, activations filled in by the caller; NULL: predicted here).
-// The whole dry run: predicts, writes the report JSON to path_json, prints a summary.
-int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
-                 int grad_accum, const char *path_json);
 int zero_predict_write(const char *path_json, const ZeroTensor *tensors, int n, int num_units,
                        const ZeroConfig *cfg, int world, int grad_accum, int steps,
                        const ZeroPrediction *per_rank, const char *extra_json_fields);
+// The whole dry run: predicts, writes the report JSON to path_json, prints a summary.
+int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
+                 int grad_accum, const char *path_json);
 
 #ifdef __cplusplus
 }

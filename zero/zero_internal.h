@@ -13,6 +13,9 @@ reduce.c (gradient buckets) and gather.c (stage-3 parameter gathering). Not for 
 #include "partition.h"
 #include "zero.h"
 
+// n rounded up to a multiple of m (m > 0).
+static inline size_t zero_round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
 #define ZERO_NUM_EVENTS 32   // ring of events; a reused one only makes a wait later, never wrong
 
 // One tensor of the table.

@@ -599,7 +599,7 @@ static int run_report(ZeroComm *comm, const char *base) {
                     ZeroSplit sp;
                     int t = toy.unit_tensors[u][i];
                     zero_split(toy.t[t].numel, W, &sp);
-                    need += sp.padded;
+                    if (toy.t[t].num_units == 1) need += sp.padded;   // tied ones: in `shared`
                     if (!(V->stage == 3 && V->persist && sp.numel <= V->persist)) pool += sp.padded;
                 }
                 if (need > max_unit) max_unit = need;
@@ -607,8 +607,9 @@ static int run_report(ZeroComm *comm, const char *base) {
             }
             const size_t pad = padded - psi;
             const size_t bucket = V->bucket < padded ? V->bucket : padded;
-            const size_t gpool = ges * (bucket + 2 * max_unit + shared);
-            const size_t ppool = pes * (max_pool + V->prefetch + persist);
+            // pool capacities are rounded up to 16 elements (aligned top placements)
+            const size_t gpool = ges * ((bucket + 2 * max_unit + shared + 15) / 16 * 16);
+            const size_t ppool = pes * ((max_pool + V->prefetch + 15) / 16 * 16 + persist);
             size_t A, B, pools;
             switch (V->stage) {
             case 0: A = pes + ges + 12 + (ges == 2 ? 4 : 0); B = 4; pools = 0; break;   // + fp32 reduced grads if bf16

@@ -581,8 +581,8 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     ZeroStats st;
     zero_stats(z, &st);
     size_t bucket = V->bucket < P ? V->bucket : P;   // clamped to the model
-    size_t gpool = bucket + 2 * max_grad_need + shared;
-    size_t ppool = V->max_live ? V->max_live : max_pool_need + V->prefetch;
+    size_t gpool = (bucket + 2 * max_grad_need + shared + 15) / 16 * 16;     // capacities are
+    size_t ppool = ((V->max_live ? V->max_live : max_pool_need + V->prefetch) + 15) / 16 * 16;  // 16-aligned
     size_t staging = (bucket > max_padded ? bucket : max_padded) * ges;
     if (max_padded * 4 > staging) staging = max_padded * 4;
     size_t want_mem[ZERO_USE_KINDS];
