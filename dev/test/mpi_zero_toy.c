@@ -548,7 +548,7 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
             int t = toy->unit_tensors[u][i];
             ZeroSplit sp;
             zero_split(toy->t[t].numel, N, &sp);
-            need += sp.padded;
+            if (toy->t[t].num_units == 1) need += sp.padded;   // tied gradients: in `shared`
             if (!(V->stage == 3 && V->persist > 0 && toy->t[t].numel <= V->persist)) pool += sp.padded;
         }
         if (need > max_grad_need) max_grad_need = need;
