@@ -17,7 +17,12 @@ for bin in "$@"; do
     passed=$((passed + p)); failed=$((failed + f))
     [ "$f" -gt 0 ] && failed_names+=("$bin")
 done
-# GPU programs print "SKIP: reason" without a GPU, else their own "N passed, N failed".
+for sh in dev/test/test_*.sh; do
+    [ -e "$sh" ] || continue
+    echo "=== $sh"
+    if bash "$sh"; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_names+=("$sh"); fi
+done
+# GPU programs (built by test_cuda_build.sh above) print "SKIP: reason" without a GPU, else their own "N passed, N failed".
 for gpu in ./test_gpt2_zero build/gpu_attention_cudnn build/gpu_zero_toy; do
     [ -x "$gpu" ] || continue
     echo "=== $gpu"
@@ -29,11 +34,6 @@ for gpu in ./test_gpt2_zero build/gpu_attention_cudnn build/gpu_zero_toy; do
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
     passed=$((passed + p)); failed=$((failed + f))
     [ "$f" -gt 0 ] && failed_names+=("$gpu")
-done
-for sh in dev/test/test_*.sh; do
-    [ -e "$sh" ] || continue
-    echo "=== $sh"
-    if bash "$sh"; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_names+=("$sh"); fi
 done
 rm -f "$log"
 [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ] && { echo "no test ran"; failed=1; }
