@@ -220,9 +220,14 @@ int main(int argc, char **argv) {
     // The model: a descriptor builds a fresh init, anything else is an llm.c model file.
     GPT2 model;
     GPT2Config mc;
+    // Under ZeRO the plugin owns the parameters: each rank initializes only its shards.
     float *file_params = resolve_model(cfg.model, &mc);
-    gpt2_cpu_build(&model, &mc, cfg.seed);
-    if (file_params) memcpy(model.params, file_params, model.num_parameters * sizeof(float));
+    if (comm) {
+        gpt2_cpu_build_external(&model, &mc);
+    } else {
+        gpt2_cpu_build(&model, &mc, cfg.seed);
+        if (file_params) memcpy(model.params, file_params, model.num_parameters * sizeof(float));
+    }
     if (cfg.T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg.T, mc.max_seq_len);
     ZeroGlue glue;
     Zero *z = comm ? zero_attach(&glue, &model, &cfg, comm, file_params) : NULL;

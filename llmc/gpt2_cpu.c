@@ -682,13 +682,16 @@ static size_t layout_grad_acts(const GPT2Config *c, int B, int T, float *base, G
 // ---------------------------------------------------------------------------------
 // build / free
 
+// params NULL: external parameters (a parameter manager fills the tables per unit).
 static void setup(GPT2 *m, const GPT2Config *c, float *params) {
     memset(m, 0, sizeof(*m));
     m->config = *c;
     m->num_parameters = gpt2_param_sizes(c, m->param_sizes);
     m->params = params;
-    m->grads = alloc_floats(m->num_parameters);
-    memset(m->grads, 0, m->num_parameters * sizeof(float));
+    if (params) {
+        m->grads = alloc_floats(m->num_parameters);
+        memset(m->grads, 0, m->num_parameters * sizeof(float));
+    }
     const int L = c->num_layers;
     size_t off = 0;
     for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
@@ -697,8 +700,8 @@ static void setup(GPT2 *m, const GPT2Config *c, float *params) {
         m->w[t] = (float **)malloc_check((size_t)nl * sizeof(float *));
         m->g[t] = (float **)malloc_check((size_t)nl * sizeof(float *));
         for (int l = 0; l < nl; l++) {
-            m->w[t][l] = m->params + off + (size_t)l * per;
-            m->g[t][l] = m->grads + off + (size_t)l * per;
+            m->w[t][l] = params ? m->params + off + (size_t)l * per : NULL;
+            m->g[t][l] = params ? m->grads + off + (size_t)l * per : NULL;
         }
         off += m->param_sizes[t];
     }
@@ -716,6 +719,11 @@ void gpt2_cpu_build(GPT2 *m, const GPT2Config *c, uint64_t seed) {
     float *params = alloc_floats(gpt2_param_sizes(c, sizes));
     gpt2_init_params(c, params, seed);
     setup(m, c, params);
+}
+
+void gpt2_cpu_build_external(GPT2 *m, const GPT2Config *c) {
+    check_config(c, "gpt2_cpu_build_external");
+    setup(m, c, NULL);
 }
 
 void gpt2_cpu_build_from_file(GPT2 *m, const char *path) {
@@ -770,7 +778,7 @@ void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int
     const GPT2Config *c = &m->config;
     const int C = c->channels, L = c->num_layers, NH = c->num_heads, V = c->vocab_size;
     const int Vp = c->padded_vocab_size;
-    if (m->params == NULL) die("gpt2_cpu_forward: model not built");
+    if (m->w[GPT2_WTE] == NULL) die("gpt2_cpu_forward: model not built");
     if (B <= 0 || T <= 0) die("gpt2_cpu_forward: batch %d x %d must be positive", B, T);
     if (T > c->max_seq_len) die("gpt2_cpu_forward: sequence length %d exceeds the model's maximum %d", T, c->max_seq_len);
     if (inputs == NULL) die("gpt2_cpu_forward: inputs is NULL");
@@ -864,7 +872,15 @@ const float *gpt2_cpu_logits(const GPT2 *m) {
     return m->logits_or_probs;
 }
 
-void gpt2_cpu_zero_grad(GPT2 *m) { memset(m->grads, 0, m->num_parameters * sizeof(float)); }
+// The flat-buffer operations below need the model's own parameters.
+static void require_own_params(const GPT2 *m, const char *fn) {
+    if (m->params == NULL) die("%s: the parameters are managed externally (ZeRO)", fn);
+}
+
+void gpt2_cpu_zero_grad(GPT2 *m) {
+    require_own_params(m, __func__);
+    memset(m->grads, 0, m->num_parameters * sizeof(float));
+}
 
 void gpt2_cpu_backward(GPT2 *m, float loss_scale) {
     const GPT2Config *c = &m->config;
@@ -949,6 +965,7 @@ void gpt2_cpu_backward(GPT2 *m, float loss_scale) {
 // optimizer
 
 float gpt2_cpu_grad_norm(const GPT2 *m) {
+    require_own_params(m, __func__);
     // Fixed-size chunks (not per-thread ones) keep the summation order thread-independent.
     enum { CHUNK = 1 << 16, LANES = 8 };
     const size_t n = m->num_parameters, nch = (n + CHUNK - 1) / CHUNK;
@@ -973,6 +990,7 @@ float gpt2_cpu_grad_norm(const GPT2 *m) {
 
 void gpt2_cpu_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float weight_decay,
                      float grad_scale, int t) {
+    require_own_params(m, __func__);
     if (t < 1) die("gpt2_cpu_update: step %d must be >= 1 (bias correction)", t);
     const size_t n = m->num_parameters;
     if (m->m == NULL) {

@@ -61,6 +61,9 @@ typedef struct {
 // Builds from a descriptor ("d12") with gpt2_init_params(seed), or from a model file.
 void gpt2_cpu_build(GPT2 *m, const GPT2Config *c, uint64_t seed);
 void gpt2_cpu_build_from_file(GPT2 *m, const char *path);
+// No parameter or gradient buffers: a parameter manager (ZeRO) owns them and its hooks
+// fill w / g per unit. zero_grad, grad_norm and update are then not available.
+void gpt2_cpu_build_external(GPT2 *m, const GPT2Config *c);
 void gpt2_cpu_free(GPT2 *m);
 
 // inputs, targets: (B, T) token ids in [0, V); targets may be NULL (no loss). T <= maxT.

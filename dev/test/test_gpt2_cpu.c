@@ -641,6 +641,21 @@ static void test_hooks_order_and_pointer_tables(void **state) {
         if (memcmp(want[i], h->events[i], sizeof(want[i])) != 0)
             fail_msg("hook event %d: got (%d, unit %d, bwd %d), expected (%d, unit %d, bwd %d)", i, h->events[i][0],
                      h->events[i][1], h->events[i][2], want[i][0], want[i][1], want[i][2]);
+
+    // A model built without parameters of its own (ZeRO owns them) runs on the tables alone.
+    GPT2 e;
+    gpt2_cpu_build_external(&e, &c);
+    assert_null(e.params);
+    assert_null(e.grads);
+    h->model = &e;
+    h->n = 0;
+    memset(h->shadow_grads, 0, sizeof(float) * ref.num_parameters);
+    e.hooks = (GPT2Hooks){h, hk_fetch, hk_release, hk_ready};
+    gpt2_cpu_forward(&e, in, tg, 2, 5);
+    gpt2_cpu_backward(&e, 0.1f);
+    assert_memory_equal(&e.mean_loss, &ref.mean_loss, sizeof(float));
+    assert_memory_equal(h->shadow_grads, ref.grads, sizeof(float) * ref.num_parameters);
+    gpt2_cpu_free(&e);
     free(h->shadow_params);
     free(h->shadow_grads);
     free(h);
@@ -737,10 +752,19 @@ static void misuse_missing_file(GPT2 *m, const int *tok) {
     gpt2_cpu_build_from_file(m, "/nonexistent/model.bin");
 }
 
+static void misuse_update_external(GPT2 *m, const int *tok) {
+    (void)tok;
+    GPT2Config c = m->config;
+    gpt2_cpu_free(m);
+    gpt2_cpu_build_external(m, &c);
+    gpt2_cpu_update(m, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 1);
+}
+
 static void test_misuse_dies_with_message(void **state) {
     (void)state;
     expect_misuse_death(misuse_long_sequence, "exceeds the model's maximum");
     expect_misuse_death(misuse_bad_token, "input token 37");
+    expect_misuse_death(misuse_update_external, "managed externally");
     expect_misuse_death(misuse_bad_target, "target token -1");
     expect_misuse_death(misuse_backward_without_targets, "forward with targets");
     expect_misuse_death(misuse_backward_twice, "forward with targets");
