@@ -298,6 +298,7 @@ int main(int argc, char **argv) {
             if (z) {
                 if (zero_save(z, cfg.out_dir, step, &st, sizeof(st)) != 0)
                     die("rank %d: checkpoint at step %d failed (see above); the previous one is intact", rank, step);
+            zero_prune(z, cfg.out_dir, 2);  // keep this one and the previous
                 printf("saved checkpoint %s/zero_%d/\n", cfg.out_dir, step);
             } else {
                 if (model.m == NULL) die("checkpoint at step %d before any update", step);

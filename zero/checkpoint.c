@@ -5,11 +5,13 @@
 // rank verified everything it needs).
 #include "zero_internal.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "zckpt.h"
 #include "zfile.h"
@@ -329,4 +331,53 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
     zck_reader_free(&r);
     zck_manifest_free(&m);
     return 0;
+}
+
+// Removes one checkpoint folder: its files (rank files, manifest, extra), then the folder.
+static int remove_folder(const char *folder) {
+    DIR *d = opendir(folder);
+    if (d == NULL) return -1;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char path[4608];
+        snprintf(path, sizeof path, "%s/%s", folder, e->d_name);
+        if (remove(path) != 0) rc = -1;
+    }
+    closedir(d);
+    if (rmdir(folder) != 0) rc = -1;
+    return rc;
+}
+
+int zero_prune(Zero *z, const char *dir, int keep) {
+    if (z->rank != 0 || keep < 1) return 0;
+    long long latest = zck_latest(dir);
+    if (latest < 0) return 0;
+    // Steps of the zero_* folders, newest first; the newest `keep` at or below the
+    // published latest survive (a folder above it is an unfinished save: left alone).
+    DIR *d = opendir(dir);
+    if (d == NULL) return -1;
+    long long steps[4096];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < 4096) {
+        long long s;
+        char tail;
+        if (sscanf(e->d_name, "zero_%lld%c", &s, &tail) == 1 && s <= latest) steps[n++] = s;
+    }
+    closedir(d);
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        int newer = 0;
+        for (int j = 0; j < n; j++) newer += steps[j] > steps[i];
+        if (newer < keep) continue;
+        char folder[4200];
+        zck_folder(folder, sizeof folder, dir, steps[i]);
+        if (remove_folder(folder) != 0) {
+            say(z, "could not remove old checkpoint %s", folder);
+            rc = -1;
+        }
+    }
+    return rc;
 }

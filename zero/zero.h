@@ -177,6 +177,8 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
 int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_bytes);
 // The step DIR/latest_zero names, or -1 when there is none.
 int zero_latest(const char *dir);
+// Rank 0 removes all but the newest `keep` published checkpoints in dir (others no-op).
+int zero_prune(Zero *z, const char *dir, int keep);
 
 // Consolidation without MPI or a Zero: the fp32 master weights of a checkpoint, every
 // tensor in table order, padding left out (n must be the total element count). `which`
