@@ -60,7 +60,7 @@ kill -9 "$pid" 2>/dev/null; pkill -9 -f "train_gpt2 .*$tmp/killed" 2>/dev/null; 
 echo "killed at sharded checkpoint $(cat "$tmp/killed/latest_zero")"
 mpirun -np 2 ./train_gpt2 "${zargs[@]}" -z 3 -o "$tmp/killed" -y 1 > "$tmp/k.txt" 2>&1 || { tail "$tmp/k.txt"; fail "resume after kill failed"; }
 cmp -s "$tmp/full/model_final.bin" "$tmp/killed/model_final.bin" || fail "ZeRO kill-and-resume parameters differ"
-[ "$(ls -d "$tmp/full"/zero_* | wc -l)" -eq 2 ] || fail "old sharded checkpoints were not pruned: $(ls "$tmp/full")"
+[ "$(ls -d "$tmp/full"/zero_[0-9]* | wc -l)" -eq 2 ] || fail "old sharded checkpoints were not pruned: $(ls "$tmp/full")"
 diff <(losses "$tmp/full") <(losses "$tmp/killed") > /dev/null || fail "ZeRO kill-and-resume losses differ"
 echo "ZeRO stage 3 kill -9 and resume: bit-exact"
 mkdir -p "$tmp/other" && cp -r "$tmp/full/zero_4" "$tmp/other/" && echo 4 > "$tmp/other/latest_zero"
