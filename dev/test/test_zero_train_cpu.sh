@@ -63,7 +63,7 @@ cmp -s "$tmp/full/model_final.bin" "$tmp/killed/model_final.bin" || fail "ZeRO k
 [ "$(ls -d "$tmp/full"/zero_[0-9]* | wc -l)" -eq 2 ] || fail "old sharded checkpoints were not pruned: $(ls "$tmp/full")"
 diff <(losses "$tmp/full") <(losses "$tmp/killed") > /dev/null || fail "ZeRO kill-and-resume losses differ"
 echo "ZeRO stage 3 kill -9 and resume: bit-exact"
-mkdir -p "$tmp/other" && cp -r "$tmp/full/zero_4" "$tmp/other/" && echo 4 > "$tmp/other/latest_zero"
+mkdir -p "$tmp/other" && cp -r "$tmp/full/zero_8" "$tmp/other/" && echo 8 > "$tmp/other/latest_zero"
 mpirun -np 4 ./train_gpt2 "${zargs[@]}" -b 1 -z 1 -o "$tmp/other" -y 1 > "$tmp/o.txt" 2>&1 || { tail "$tmp/o.txt"; fail "resume on 4 ranks at stage 1 failed"; }
 ./build/model_diff "$tmp/full/model_final.bin" "$tmp/other/model_final.bin" 1e-5 > /dev/null \
     || fail "resume onto 4 ranks / stage 1 drifted beyond 1e-5"
