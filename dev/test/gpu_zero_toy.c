@@ -86,20 +86,20 @@ typedef struct {
 } Mirror;
 
 static Toy toy_sizes;
-static Mirror mirrors[NU];
+static Mirror mirrors[TOY_NU];
 static size_t toy_pes = 4, toy_ges = 4;
 
 static void mirrors_init(void) {
     toy_table(&toy_sizes);
-    for (int u = 0; u < NU; u++)
+    for (int u = 0; u < TOY_NU; u++)
         for (int i = 0; i < 3; i++) {
-            cuda_or_die(cudaMallocHost(&mirrors[u].p[i], H * H * sizeof(float)), "cudaMallocHost (mirror)");
-            cuda_or_die(cudaMallocHost(&mirrors[u].g[i], H * H * sizeof(float)), "cudaMallocHost (mirror)");
+            cuda_or_die(cudaMallocHost(&mirrors[u].p[i], TOY_H * TOY_H * sizeof(float)), "cudaMallocHost (mirror)");
+            cuda_or_die(cudaMallocHost(&mirrors[u].g[i], TOY_H * TOY_H * sizeof(float)), "cudaMallocHost (mirror)");
         }
 }
 
 static void mirrors_free(void) {
-    for (int u = 0; u < NU; u++)
+    for (int u = 0; u < TOY_NU; u++)
         for (int i = 0; i < 3; i++) {
             cudaFreeHost(mirrors[u].p[i]);
             cudaFreeHost(mirrors[u].g[i]);
@@ -144,12 +144,12 @@ static void push_grads(int unit) {
 }
 
 static void toy_grads_ready(Zero *z, int unit) {
-    if (unit >= 0 && unit < NU) push_grads(unit);
+    if (unit >= 0 && unit < TOY_NU) push_grads(unit);
     zero_grads_ready(z, unit);
 }
 
 static void toy_release(Zero *z, int unit, int is_backward) {
-    if (is_backward && unit >= 0 && unit < NU) push_grads(unit);
+    if (is_backward && unit >= 0 && unit < TOY_NU) push_grads(unit);
     zero_release(z, unit, is_backward);
 }
 

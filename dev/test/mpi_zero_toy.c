@@ -32,12 +32,9 @@ collective, the watchdog must end the job; misuse: a hook out of order must end 
 #include "../../zero/partition.h"
 #include "../../zero/zero.h"
 
-enum { D = 13, H = 29, L = 3, B = 3, STEPS = 4 };
-#define NU (L + 2)
-#define NT (2 + 3 * L + 2)
-#define SEED 4242ull
-#define STREAM_X 101
-#define STREAM_Y 102
+#include "zero_toy_model.h"
+
+enum { STEPS = 4 };
 
 // ---------------------------------------------------------------- checks
 
@@ -56,196 +53,12 @@ static void check(int ok, const char *fmt, ...) {
     fprintf(stderr, "%s\n", msg);
 }
 
-// ---------------------------------------------------------------- the toy model
+// ---------------------------------------------------------------- the toy model (zero_toy_model.h)
 
-typedef struct {
-    ZeroTensor t[NT];
-    float base[NT], scale[NT];
-    int unit_tensors[NU][3], unit_n[NU];
-} Toy;
-
-static void toy_table(Toy *m) {
-    static char names[NT][16];
-    int k = 0;
-    #define ADD(nm, n, dec, u0, u1, nu_, b_, s_) do { \
-        snprintf(names[k], sizeof names[k], "%s", nm); \
-        m->t[k] = (ZeroTensor){names[k], (n), (dec), {(u0), (u1)}, (nu_)}; \
-        m->base[k] = (b_); m->scale[k] = (s_); k++; } while (0)
-    ADD("E", (size_t)H * D, 1, 0, NU - 1, 2, 0.0f, 0.3f);
-    ADD("b0", H, 0, 0, 0, 1, 0.0f, 0.1f);
-    for (int i = 1; i <= L; i++) {
-        char nm[16];
-        snprintf(nm, sizeof nm, "W%d", i); ADD(nm, (size_t)H * H, 1, i, 0, 1, 0.0f, 0.2f);
-        snprintf(nm, sizeof nm, "b%d", i); ADD(nm, H, 0, i, 0, 1, 0.0f, 0.1f);
-        snprintf(nm, sizeof nm, "g%d", i); ADD(nm, H, 0, i, 0, 1, 0.5f, 0.1f);
-    }
-    ADD("c", D, 0, NU - 1, 0, 1, 0.0f, 0.1f);
-    ADD("s", 1, 0, NU - 1, 0, 1, 1.0f, 0.0f);
-    #undef ADD
-    // a unit's tensors in table order (what ZeroUnitView lists)
-    memset(m->unit_n, 0, sizeof m->unit_n);
-    for (int t = 0; t < NT; t++)
-        for (int j = 0; j < m->t[t].num_units; j++) {
-            int u = m->t[t].units[j];
-            m->unit_tensors[u][m->unit_n[u]++] = t;
-        }
-}
-
-static float init_value(const Toy *m, int t, size_t i) {
-    return m->base[t] + m->scale[t] * rng_normal(SEED, RNG_STREAM_INIT, ((uint64_t)t << 40) | i);
-}
-
-typedef struct {
-    float x[B][D], y[B][D];
-    float h[L + 1][B][H], a[L + 1][B][H];
-    float eh[B][D], o[B][D];
-    float dh[B][H];
-} Acts;
-
-// rank r's samples of micro-step m of step `step`
-static void load_data(Acts *A, int step, int micro, int rank, int world, int accum) {
-    for (int b = 0; b < B; b++) {
-        uint64_t sample = (((uint64_t)step * accum + micro) * world + rank) * B + b;
-        for (int k = 0; k < D; k++) {
-            A->x[b][k] = rng_normal(SEED, STREAM_X, sample * D + k);
-            A->y[b][k] = 0.5f * rng_normal(SEED, STREAM_Y, sample * D + k);
-        }
-    }
-}
-
-static void forward_unit(int u, float *const *p, Acts *A) {
-    if (u == 0) {
-        const float *E = p[0], *b0 = p[1];
-        for (int b = 0; b < B; b++)
-            for (int j = 0; j < H; j++) {
-                float z = b0[j];
-                for (int k = 0; k < D; k++) z += E[j * D + k] * A->x[b][k];
-                A->h[0][b][j] = tanhf(z);
-            }
-    } else if (u <= L) {
-        const float *W = p[0], *bb = p[1], *g = p[2];
-        for (int b = 0; b < B; b++)
-            for (int j = 0; j < H; j++) {
-                float z = bb[j];
-                for (int k = 0; k < H; k++) z += W[j * H + k] * A->h[u - 1][b][k];
-                float a = tanhf(z);
-                A->a[u][b][j] = a;
-                A->h[u][b][j] = A->h[u - 1][b][j] + g[j] * a;
-            }
-    } else {
-        const float *E = p[0], *c = p[1], *s = p[2];
-        for (int b = 0; b < B; b++)
-            for (int k = 0; k < D; k++) {
-                float e = 0.0f;
-                for (int j = 0; j < H; j++) e += E[j * D + k] * A->h[L][b][j];
-                A->eh[b][k] = e;
-                A->o[b][k] = s[0] * e + c[k];
-            }
-    }
-}
-
-static float loss_of(const Acts *A, float inv) {
-    float l = 0.0f;
-    for (int b = 0; b < B; b++)
-        for (int k = 0; k < D; k++) l += 0.5f * (A->o[b][k] - A->y[b][k]) * (A->o[b][k] - A->y[b][k]);
-    return l * inv;
-}
-
-// Accumulates (+=) into the gradient buffers, like the CPU GPT-2 does.
-static void backward_unit(int u, float *const *p, float *const *g, Acts *A, float inv) {
-    if (u == NU - 1) {
-        const float *E = p[0], *s = p[2];
-        float *gE = g[0], *gc = g[1], *gs = g[2];
-        for (int b = 0; b < B; b++) {
-            float d[D];
-            for (int k = 0; k < D; k++) {
-                d[k] = (A->o[b][k] - A->y[b][k]) * inv;
-                gc[k] += d[k];
-                gs[0] += d[k] * A->eh[b][k];
-            }
-            for (int j = 0; j < H; j++) {
-                float dh = 0.0f;
-                for (int k = 0; k < D; k++) {
-                    gE[j * D + k] += s[0] * d[k] * A->h[L][b][j];
-                    dh += E[j * D + k] * (s[0] * d[k]);
-                }
-                A->dh[b][j] = dh;
-            }
-        }
-    } else if (u >= 1) {
-        const float *W = p[0], *gg = p[2];
-        float *gW = g[0], *gb = g[1], *gG = g[2];
-        for (int b = 0; b < B; b++) {
-            float dz[H], dprev[H];
-            for (int j = 0; j < H; j++) {
-                float a = A->a[u][b][j];
-                gG[j] += A->dh[b][j] * a;
-                dz[j] = A->dh[b][j] * gg[j] * (1.0f - a * a);
-                gb[j] += dz[j];
-            }
-            for (int k = 0; k < H; k++) {
-                float acc = A->dh[b][k];
-                for (int j = 0; j < H; j++) {
-                    gW[j * H + k] += dz[j] * A->h[u - 1][b][k];
-                    acc += W[j * H + k] * dz[j];
-                }
-                dprev[k] = acc;
-            }
-            memcpy(A->dh[b], dprev, sizeof dprev);
-        }
-    } else {
-        float *gE = g[0], *gb0 = g[1];
-        for (int b = 0; b < B; b++)
-            for (int j = 0; j < H; j++) {
-                float h = A->h[0][b][j];
-                float dz = A->dh[b][j] * (1.0f - h * h);
-                gb0[j] += dz;
-                for (int k = 0; k < D; k++) gE[j * D + k] += dz * A->x[b][k];
-            }
-    }
-}
-
-// A trainer with bf16 weights upcasts a unit's weights to compute, and accumulates its
-// gradients into bf16 buffers with round-to-nearest-even; fp32 buffers are used in place.
-static uint16_t bf16_rne(float x) {
-    union { float f; uint32_t u; } v = {x};
-    if ((v.u & 0x7f800000u) == 0x7f800000u) return (uint16_t)((v.u >> 16) | ((v.u & 0x7fffffu) ? 0x40u : 0u));
-    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
-}
-
-static float pscratch[3][H * H], gscratch[3][H * H];
-
-static void upcast(const Toy *toy, int u, void *const *params, ZeroDType pdt, float **p) {
-    for (int i = 0; i < toy->unit_n[u]; i++) {
-        if (pdt == ZERO_F32) { p[i] = params[i]; continue; }
-        const uint16_t *w = params[i];
-        for (size_t k = 0; k < toy->t[toy->unit_tensors[u][i]].numel; k++) pscratch[i][k] = zero_bf16_to_f32(w[k]);
-        p[i] = pscratch[i];
-    }
-}
-
-static void run_forward(const Toy *toy, int u, void *const *params, ZeroDType pdt, Acts *A) {
+static void run_forward(const Toy *toy, int u, void *const *params, ZeroDType pdt, ToyActs *A) {
     float *p[3];
-    upcast(toy, u, params, pdt, p);
-    forward_unit(u, p, A);
-}
-
-static void run_backward(const Toy *toy, int u, void *const *params, void *const *grads, ZeroDType pdt,
-                         ZeroDType gdt, Acts *A, float inv) {
-    float *p[3], *g[3];
-    upcast(toy, u, params, pdt, p);
-    for (int i = 0; i < toy->unit_n[u]; i++) {
-        if (gdt == ZERO_F32) { g[i] = grads[i]; continue; }
-        memset(gscratch[i], 0, sizeof gscratch[i]);
-        g[i] = gscratch[i];
-    }
-    backward_unit(u, p, g, A, inv);
-    if (gdt == ZERO_BF16)
-        for (int i = 0; i < toy->unit_n[u]; i++) {
-            uint16_t *gb = grads[i];
-            for (size_t k = 0; k < toy->t[toy->unit_tensors[u][i]].numel; k++)
-                gb[k] = bf16_rne(zero_bf16_to_f32(gb[k]) + gscratch[i][k]);
-        }
+    toy_upcast(toy, u, params, pdt, p);
+    toy_forward_unit(u, p, A);
 }
 
 static size_t dsize(ZeroDType dt) { return dt == ZERO_BF16 ? 2 : 4; }
@@ -258,13 +71,11 @@ static float dget(const void *p, ZeroDType dt, size_t i) {
 typedef struct {
     int accum;
     ZeroDType pdt, gdt;
-    float *p[NT], *m[NT], *v[NT];   // fp32 master and AdamW state
-    void *work[NT];                 // what the model reads (the master itself when fp32)
+    float *p[TOY_NT], *m[TOY_NT], *v[TOY_NT];   // fp32 master and AdamW state
+    void *work[TOY_NT];                 // what the model reads (the master itself when fp32)
     float norms[STEPS];
     double losses[STEPS];
 } Ref;
-
-static const float LR = 1e-2f, B1 = 0.9f, B2 = 0.95f, EPS = 1e-8f, WD = 0.1f, CLIP = 0.35f;
 
 // The documented norm order: blocks of ZERO_SUMSQ_BLOCK summed left to right.
 static double sumsq_blocks(const float *x, size_t n) {
@@ -281,21 +92,21 @@ static double sumsq_blocks(const float *x, size_t n) {
 // bf16 working params: the master stochastically rounded, keyed by (seed, step, global index)
 static void ref_refresh(const Toy *toy, Ref *R, int t_step) {
     uint64_t gidx = 0;
-    for (int t = 0; t < NT; t++) {
+    for (int t = 0; t < TOY_NT; t++) {
         if (R->pdt == ZERO_BF16)
             for (size_t i = 0; i < toy->t[t].numel; i++)
-                ((uint16_t *)R->work[t])[i] = zero_bf16_round_stochastic(R->p[t][i], zero_rounding_bits(SEED, t_step, gidx + i));
+                ((uint16_t *)R->work[t])[i] = zero_bf16_round_stochastic(R->p[t][i], zero_rounding_bits(TOY_SEED, t_step, gidx + i));
         gidx += toy->t[t].numel;
     }
 }
 
 static void run_reference(const Toy *toy, int world, int accum, ZeroDType pdt, ZeroDType gdt, Ref *R) {
-    float *G[NT], *s[NT];
-    void *g[NT];
+    float *G[TOY_NT], *s[TOY_NT];
+    void *g[TOY_NT];
     R->accum = accum;
     R->pdt = pdt;
     R->gdt = gdt;
-    for (int t = 0; t < NT; t++) {
+    for (int t = 0; t < TOY_NT; t++) {
         size_t n = toy->t[t].numel;
         R->p[t] = malloc(n * sizeof(float));
         R->m[t] = calloc(n, sizeof(float));
@@ -304,39 +115,39 @@ static void run_reference(const Toy *toy, int world, int accum, ZeroDType pdt, Z
         G[t] = malloc(n * sizeof(float));
         s[t] = malloc(n * sizeof(float));
         g[t] = malloc(n * dsize(gdt));
-        for (size_t i = 0; i < n; i++) R->p[t][i] = init_value(toy, t, i);
+        for (size_t i = 0; i < n; i++) R->p[t][i] = toy_init_value(toy, t, i);
     }
     ref_refresh(toy, R, 0);
-    static Acts A;
-    float inv = 1.0f / (float)(world * accum * B);
+    static ToyActs A;
+    float inv = 1.0f / (float)(world * accum * TOY_B);
     for (int step = 0; step < STEPS; step++) {
-        for (int t = 0; t < NT; t++) memset(G[t], 0, toy->t[t].numel * sizeof(float));
+        for (int t = 0; t < TOY_NT; t++) memset(G[t], 0, toy->t[t].numel * sizeof(float));
         double loss = 0.0;
         for (int micro = 0; micro < accum; micro++) {
             double mloss[64] = {0};
             for (int r = 0; r < world; r++) {
-                for (int t = 0; t < NT; t++) memset(g[t], 0, toy->t[t].numel * dsize(gdt));
-                load_data(&A, step, micro, r, world, accum);
-                for (int u = 0; u < NU; u++) {
+                for (int t = 0; t < TOY_NT; t++) memset(g[t], 0, toy->t[t].numel * dsize(gdt));
+                toy_load_data(&A, step, micro, r, world, accum);
+                for (int u = 0; u < TOY_NU; u++) {
                     void *pp[3];
                     for (int i = 0; i < toy->unit_n[u]; i++) pp[i] = R->work[toy->unit_tensors[u][i]];
                     run_forward(toy, u, pp, pdt, &A);
                 }
-                mloss[r] = loss_of(&A, inv);
-                for (int u = NU - 1; u >= 0; u--) {
+                mloss[r] = toy_loss(&A, inv);
+                for (int u = TOY_NU - 1; u >= 0; u--) {
                     void *pp[3], *gg[3];
                     for (int i = 0; i < toy->unit_n[u]; i++) {
                         pp[i] = R->work[toy->unit_tensors[u][i]];
                         gg[i] = g[toy->unit_tensors[u][i]];
                     }
-                    run_backward(toy, u, pp, gg, pdt, gdt, &A, inv);
+                    toy_run_backward(toy, u, pp, gg, pdt, gdt, &A, inv);
                 }
                 // per micro-step: ranks summed in rank order, in fp32
-                for (int t = 0; t < NT; t++)
+                for (int t = 0; t < TOY_NT; t++)
                     for (size_t i = 0; i < toy->t[t].numel; i++)
                         s[t][i] = r == 0 ? dget(g[t], gdt, i) : s[t][i] + dget(g[t], gdt, i);
             }
-            for (int t = 0; t < NT; t++)
+            for (int t = 0; t < TOY_NT; t++)
                 for (size_t i = 0; i < toy->t[t].numel; i++) G[t][i] += s[t][i];
             double ml = 0.0;   // same order as the trainer's all-reduce: rank order
             for (int r = 0; r < world; r++) ml = r == 0 ? mloss[0] : ml + mloss[r];
@@ -345,7 +156,7 @@ static void run_reference(const Toy *toy, int world, int accum, ZeroDType pdt, Z
         double total = 0.0;
         for (int r = 0; r < world; r++) {
             double part = 0.0;
-            for (int t = 0; t < NT; t++) {
+            for (int t = 0; t < TOY_NT; t++) {
                 ZeroSplit sp;
                 zero_split(toy->t[t].numel, world, &sp);
                 part += sumsq_blocks(G[t] + zero_owned_begin(&sp, r), zero_owned_count(&sp, r));
@@ -353,20 +164,20 @@ static void run_reference(const Toy *toy, int world, int accum, ZeroDType pdt, Z
             total = r == 0 ? part : total + part;
         }
         float norm = (float)sqrt(total);
-        float clip = (CLIP > 0 && norm > CLIP) ? CLIP / norm : 1.0f;
-        AdamWParams ap = adamw_params(LR, B1, B2, EPS, WD, clip, step + 1);
-        for (int t = 0; t < NT; t++)
+        float clip = (TOY_CLIP > 0 && norm > TOY_CLIP) ? TOY_CLIP / norm : 1.0f;
+        AdamWParams ap = adamw_params(TOY_LR, TOY_B1, TOY_B2, TOY_EPS, TOY_WD, clip, step + 1);
+        for (int t = 0; t < TOY_NT; t++)
             for (size_t i = 0; i < toy->t[t].numel; i++)
                 R->p[t][i] = adamw_element(R->p[t][i], G[t][i], &R->m[t][i], &R->v[t][i], &ap, toy->t[t].decay);
         ref_refresh(toy, R, step + 1);
         R->norms[step] = norm;
         R->losses[step] = loss;
     }
-    for (int t = 0; t < NT; t++) { free(G[t]); free(s[t]); free(g[t]); }
+    for (int t = 0; t < TOY_NT; t++) { free(G[t]); free(s[t]); free(g[t]); }
 }
 
 static void free_reference(Ref *R) {
-    for (int t = 0; t < NT; t++) {
+    for (int t = 0; t < TOY_NT; t++) {
         if (R->work[t] != (void *)R->p[t]) free(R->work[t]);
         free(R->p[t]); free(R->m[t]); free(R->v[t]);
     }
@@ -377,18 +188,19 @@ static void free_reference(Ref *R) {
 typedef struct {
     const Toy *toy;
     int rank, world;
-    size_t inited[NT];
+    size_t inited[TOY_NT];
     int bad_calls;
 } InitCtx;
 
-static void toy_init(void *ctx, int t, size_t offset, size_t count, float *out) {
+// The model's init that also records which ranges were asked for (partition at init).
+static void counted_init(void *ctx, int t, size_t offset, size_t count, float *out) {
     InitCtx *c = ctx;
     ZeroSplit sp;
     zero_split(c->toy->t[t].numel, c->world, &sp);
     size_t b = zero_owned_begin(&sp, c->rank), n = zero_owned_count(&sp, c->rank);
     if (offset < b || offset + count > b + n) c->bad_calls++;   // partition at init: owned only
     c->inited[t] += count;
-    for (size_t i = 0; i < count; i++) out[i] = init_value(c->toy, t, offset + i);
+    for (size_t i = 0; i < count; i++) out[i] = toy_init_value(c->toy, t, offset + i);
 }
 
 static const ZeroBackend *host_b;
@@ -423,28 +235,28 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     cfg.persist_elems = V->persist;
     cfg.node_size = node_size;
     cfg.timeout_s = 30.0;
-    cfg.seed = SEED;
+    cfg.seed = TOY_SEED;
     cfg.param_dtype = V->pdt;
     cfg.grad_dtype = V->gdt;
     const size_t pes = dsize(V->pdt), ges = dsize(V->gdt);
     InitCtx ic = {toy, comm->rank, N, {0}, 0};
     long allocs_before = n_allocs;
-    Zero *z = zero_init(toy->t, NT, NU, &cfg, comm, backend, toy_init, &ic);
+    Zero *z = zero_init(toy->t, TOY_NT, TOY_NU, &cfg, comm, backend, counted_init, &ic);
     check(z != NULL, "%s: zero_init failed", V->name);
     if (!z) return;
     long allocs_at_init = n_allocs;
     check(allocs_at_init > allocs_before, "%s: the counting backend saw no allocation", V->name);
     check(ic.bad_calls == 0, "%s: init called %d times outside this rank's owned range", V->name, ic.bad_calls);
-    for (int t = 0; t < NT; t++) {
+    for (int t = 0; t < TOY_NT; t++) {
         ZeroSplit sp;
         zero_split(toy->t[t].numel, N, &sp);
         check(ic.inited[t] == zero_owned_count(&sp, comm->rank), "%s: tensor %s: init covered %zu elements, owns %zu",
               V->name, toy->t[t].name, ic.inited[t], zero_owned_count(&sp, comm->rank));
     }
 
-    static Acts A;
-    float inv = 1.0f / (float)(N * G * B);
-    ZeroStepArgs args = {LR, B1, B2, EPS, WD, CLIP, 0};
+    static ToyActs A;
+    float inv = 1.0f / (float)(N * G * TOY_B);
+    ZeroStepArgs args = {TOY_LR, TOY_B1, TOY_B2, TOY_EPS, TOY_WD, TOY_CLIP, 0};
     uint64_t before[ZERO_COLL_NUM][2], after[ZERO_COLL_NUM][2];
     int norms_equal = 1, losses_equal = 1;
     float worst_norm_rel = 0.0f;
@@ -454,21 +266,21 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
         zero_begin_step(z, G);
         double loss = 0.0;
         for (int micro = 0; micro < G; micro++) {
-            load_data(&A, step, micro, comm->rank, N, G);
+            toy_load_data(&A, step, micro, comm->rank, N, G);
             if (V->detour && micro == 1)   // e.g. a probe pass: off the recorded order
-                for (int u = NU - 1; u >= 0; u--) {
+                for (int u = TOY_NU - 1; u >= 0; u--) {
                     zero_fetch(z, u, 0);
                     zero_release(z, u, 0);
                 }
-            for (int u = 0; u < NU; u++) {
+            for (int u = 0; u < TOY_NU; u++) {
                 const ZeroUnitView *v = zero_fetch(z, u, 0);
                 run_forward(toy, u, v->params, V->pdt, &A);
                 zero_release(z, u, 0);
             }
-            loss += loss_of(&A, inv);
-            for (int u = NU - 1; u >= 0; u--) {
+            loss += toy_loss(&A, inv);
+            for (int u = TOY_NU - 1; u >= 0; u--) {
                 const ZeroUnitView *v = zero_fetch(z, u, 1);
-                run_backward(toy, u, v->params, v->grads, V->pdt, V->gdt, &A, inv);
+                toy_run_backward(toy, u, v->params, v->grads, V->pdt, V->gdt, &A, inv);
                 zero_grads_ready(z, u);
                 zero_release(z, u, 1);
             }
@@ -490,7 +302,7 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     // final master weights against the reference
     int bit_identical = 1;
     double max_rel = 0.0;
-    for (int t = 0; t < NT; t++) {
+    for (int t = 0; t < TOY_NT; t++) {
         size_t n = toy->t[t].numel;
         float *got = malloc(n * sizeof(float));
         zero_gather_master(z, t, got);
@@ -519,7 +331,7 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     // working parameters the model sees equal the master (fp32 on the host), also through
     // a stage-3 on-demand gather outside a step
     int views_ok = 1;
-    for (int u = 0; u < NU; u++) {
+    for (int u = 0; u < TOY_NU; u++) {
         const ZeroUnitView *v = zero_fetch(z, u, 0);
         for (int i = 0; i < v->count; i++)
             if (memcmp(v->params[i], R->work[v->tensors[i]], toy->t[v->tensors[i]].numel * pes) != 0 && exact)
@@ -531,7 +343,7 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     // bytes sent in the last step against the formulas (per peer, fp32)
     size_t Sh = 0, Sunit_pool = 0, Spersist = 0, P = 0, shared = 0, max_grad_need = 0, max_padded = 0;
     size_t persist_padded = 0, max_pool_need = 0;
-    for (int t = 0; t < NT; t++) {
+    for (int t = 0; t < TOY_NT; t++) {
         ZeroSplit sp;
         zero_split(toy->t[t].numel, N, &sp);
         int persistent = V->stage == 3 && V->persist > 0 && toy->t[t].numel <= V->persist;
@@ -542,7 +354,7 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
         if (persistent) { Spersist += sp.shard; persist_padded += sp.padded; }
         else Sunit_pool += sp.shard * (size_t)toy->t[t].num_units;   // gathered once per unit using it
     }
-    for (int u = 0; u < NU; u++) {
+    for (int u = 0; u < TOY_NU; u++) {
         size_t need = 0, pool = 0;
         for (int i = 0; i < toy->unit_n[u]; i++) {
             int t = toy->unit_tensors[u][i];
@@ -683,9 +495,9 @@ static int run_training(ZeroComm *comm) {
             run_reference(&toy, comm->world, V->accum, V->pdt, V->gdt, R);
             if (comm->rank == 0) {
                 printf("reference: %d ranks, %d tensors in %d units, %d steps, accum %d, %s params, %s grads; norms:",
-                       comm->world, NT, NU, STEPS, V->accum, V->pdt == BF ? "bf16" : "fp32",
+                       comm->world, TOY_NT, TOY_NU, STEPS, V->accum, V->pdt == BF ? "bf16" : "fp32",
                        V->gdt == BF ? "bf16" : "fp32");
-                for (int s = 0; s < STEPS; s++) printf(" %.4f%s", R->norms[s], R->norms[s] > CLIP ? " (clipped)" : "");
+                for (int s = 0; s < STEPS; s++) printf(" %.4f%s", R->norms[s], R->norms[s] > TOY_CLIP ? " (clipped)" : "");
                 printf("\n");
             }
         }
@@ -805,26 +617,26 @@ static int run_errors(ZeroComm *comm) {
     ZeroConfig cfg;
     zero_config_defaults(&cfg);
     cfg.stage = 5;
-    check(zero_init(toy.t, NT, NU, &cfg, comm, b, toy_init, &ic) == NULL, "errors: stage 5 accepted");
+    check(zero_init(toy.t, TOY_NT, TOY_NU, &cfg, comm, b, counted_init, &ic) == NULL, "errors: stage 5 accepted");
     zero_config_defaults(&cfg);
-    ZeroTensor bad[NT];
+    ZeroTensor bad[TOY_NT];
     memcpy(bad, toy.t, sizeof bad);
-    bad[3].units[0] = NU;   // no such unit
-    check(zero_init(bad, NT, NU, &cfg, comm, b, toy_init, &ic) == NULL, "errors: unit out of range accepted");
+    bad[3].units[0] = TOY_NU;   // no such unit
+    check(zero_init(bad, TOY_NT, TOY_NU, &cfg, comm, b, counted_init, &ic) == NULL, "errors: unit out of range accepted");
     memcpy(bad, toy.t, sizeof bad);
     bad[0].units[1] = bad[0].units[0];   // the same unit twice
-    check(zero_init(bad, NT, NU, &cfg, comm, b, toy_init, &ic) == NULL, "errors: duplicate unit accepted");
+    check(zero_init(bad, TOY_NT, TOY_NU, &cfg, comm, b, counted_init, &ic) == NULL, "errors: duplicate unit accepted");
     memcpy(bad, toy.t, sizeof bad);
     bad[0].num_units = 3;
-    check(zero_init(bad, NT, NU, &cfg, comm, b, toy_init, &ic) == NULL, "errors: 3 units per tensor accepted");
+    check(zero_init(bad, TOY_NT, TOY_NU, &cfg, comm, b, counted_init, &ic) == NULL, "errors: 3 units per tensor accepted");
     cfg.stage = 3;
     cfg.persist_elems = 0;      // (the default would keep every toy tensor whole)
     cfg.max_live_elems = 100;   // smaller than a layer
-    check(zero_init(toy.t, NT, NU, &cfg, comm, b, toy_init, &ic) == NULL, "errors: max_live below a unit accepted");
+    check(zero_init(toy.t, TOY_NT, TOY_NU, &cfg, comm, b, counted_init, &ic) == NULL, "errors: max_live below a unit accepted");
     zero_config_defaults(&cfg);
     cfg.node_size = 3;
     if (comm->world % 3 != 0)
-        check(zero_init(toy.t, NT, NU, &cfg, comm, b, toy_init, &ic) == NULL, "errors: node size 3 accepted");
+        check(zero_init(toy.t, TOY_NT, TOY_NU, &cfg, comm, b, counted_init, &ic) == NULL, "errors: node size 3 accepted");
     zero_comm_set_layout(comm, 0);
     return 0;
 }
@@ -839,7 +651,7 @@ static int run_timeout(ZeroComm *comm) {
     zero_config_defaults(&cfg);
     cfg.stage = 2;
     cfg.timeout_s = 1.0;
-    Zero *z = zero_init(toy.t, NT, NU, &cfg, comm, zero_backend_host(), toy_init, &ic);
+    Zero *z = zero_init(toy.t, TOY_NT, TOY_NU, &cfg, comm, zero_backend_host(), counted_init, &ic);
     if (!z) return 1;
     if (comm->rank == comm->world - 1) zero_comm_inject_stall(comm, 20.0);   // a hung peer
     double x = 1.0;
@@ -855,13 +667,13 @@ static int run_misuse(ZeroComm *comm) {
     ZeroConfig cfg;
     zero_config_defaults(&cfg);
     cfg.stage = 3;
-    Zero *z = zero_init(toy.t, NT, NU, &cfg, comm, zero_backend_host(), toy_init, &ic);
+    Zero *z = zero_init(toy.t, TOY_NT, TOY_NU, &cfg, comm, zero_backend_host(), counted_init, &ic);
     if (!z) return 1;
     zero_begin_step(z, 1);
     zero_fetch(z, 2, 1);
     zero_grads_ready(z, 2);
     zero_release(z, 2, 1);
-    ZeroStepArgs a = {LR, B1, B2, EPS, WD, CLIP, 1};
+    ZeroStepArgs a = {TOY_LR, TOY_B1, TOY_B2, TOY_EPS, TOY_WD, TOY_CLIP, 1};
     zero_step(z, &a);   // only one unit's grads are ready: must stop here
     printf("rank %d: zero_step accepted an incomplete micro-step\n", comm->rank);
     return 0;

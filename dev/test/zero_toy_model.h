@@ -1,7 +1,7 @@
 /*
-zero_toy_model.h: the toy model of mpi_zero_toy.c (a residual tanh MLP whose first and last
+zero_toy_model.h: the toy model of the zero/ tests (a residual tanh MLP whose first and last
 layers share one weight E, so E belongs to two units like GPT-2's wte), packaged for the
-checkpoint and report tests (mpi_zero_ckpt.c). Header-only, static functions.
+core, checkpoint and report tests (mpi_zero_toy.c, mpi_zero_ckpt.c). Header-only.
 
   unit 0      h0 = tanh(E x + b0)
   unit i      h_i = h_{i-1} + g_i * tanh(W_i h_{i-1} + b_i)         i = 1..L
