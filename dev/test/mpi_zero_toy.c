@@ -38,20 +38,6 @@ enum { STEPS = 4 };
 
 // ---------------------------------------------------------------- checks
 
-static int rank_g = 0, passes = 0, fails = 0;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    if (ok) { passes++; return; }
-    fails++;
-    char msg[1024];
-    int len = snprintf(msg, sizeof msg, "FAIL rank %d: ", rank_g);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg + len, sizeof msg - (size_t)len - 1, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%s\n", msg);
-}
 
 // ---------------------------------------------------------------- the toy model (zero_toy_model.h)
 

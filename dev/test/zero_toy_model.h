@@ -13,12 +13,29 @@ Data and init are pure functions of (seed, step, micro-step, rank, index).
 #define ZERO_TOY_MODEL_H
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../../zero/backend.h"
 #include "../../zero/partition.h"
 #include "../../zero/zero.h"
+
+// Test bookkeeping shared by the programs: a failed check prints one line with the rank.
+static int rank_g = 0, passes = 0, fails = 0;
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...) {
+    if (ok) { passes++; return; }
+    fails++;
+    char msg[1024];
+    int len = snprintf(msg, sizeof msg, "FAIL rank %d: ", rank_g);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + len, sizeof msg - (size_t)len - 1, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", msg);
+}
 
 enum { TOY_D = 13, TOY_H = 29, TOY_L = 3, TOY_B = 3 };
 #define TOY_NU (TOY_L + 2)
