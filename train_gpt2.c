@@ -37,6 +37,7 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 
 typedef struct {
     Zero *z;
+    const ZeroBackend *backend;   // host: MPI collectives, OpenMP kernels, stream threads
     GPT2 *model;
     GPT2Config config;
     GPT2Slice *slices;        // tensor table, in the plugin's order
@@ -112,8 +113,10 @@ static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroC
     g->seed = cfg->seed;
     ZeroTensor *tensors = zero_tensor_table(g, &model->config);
     ZeroConfig zc = zero_config_from(cfg);
+    g->backend = zero_backend_host(comm);
+    if (!g->backend) die("rank %d: cannot start the ZeRO host backend (see above)", comm->rank);
     g->z = zero_init(tensors, gpt2_num_slices(&g->config), gpt2_num_units(&g->config), &zc, comm,
-                     zero_backend_host(), glue_init, g);
+                     g->backend, glue_init, g);
     free(tensors);
     model->hooks = (GPT2Hooks){g, glue_fetch, glue_release, glue_grads_ready};
     return g->z;
@@ -361,6 +364,7 @@ int main(int argc, char **argv) {
     dataloader_free(&train);
     if (z) {
         zero_free(z);
+        zero_backend_host_free(glue.backend);
         free(glue.slices);
         zero_comm_free(comm);
     }

@@ -3,21 +3,29 @@ backend.h: everything zero.c asks of a machine, as a table of function pointers.
 
 The orchestration (which bytes move where, and when) is the same on every machine; a
 backend supplies memory, ordering, collectives and the few numeric kernels:
-  host  (backend_host.c): host memory, MPI collectives, OpenMP C kernels; streams and
-        events are no-ops because every call completes before it returns.
-  CUDA  (backend_cuda.cu, backend_cuda.h): device memory, NCCL on a dedicated "comm"
-        stream (comm_nccl.cu), CUDA kernels giving the same bits as the host's.
+  host  (backend_host.c): host memory, MPI collectives, OpenMP C kernels, and real streams:
+        the main stream is the calling thread (the model computes there, so work queued on
+        it runs at once), every other stream is a worker thread that runs its queue in order.
+  CUDA  (backend_cuda.cu, backend_cuda.h): device memory, NCCL on its own streams
+        (comm_nccl.cu), CUDA kernels giving the same bits as the host's.
 
-Ordering model (what a CUDA backend implements and the host backend may ignore):
+Ordering model (both backends implement it; zero.c must follow it, or results go wrong):
   - Work is enqueued on streams and runs in order per stream. The model computes on
-    main_stream(); zero.c creates one extra stream for collectives ("comm").
+    main_stream(); zero.c creates two more: one for parameter all-gathers, one for
+    gradient reductions, so that a gather the model waits for never queues behind a
+    reduction. Each created stream has its own communicator (MPI duplicate or NCCL split).
+  - event_record(e, s) marks what s has queued so far; stream_wait(s2, e) makes work
+    queued on s2 afterwards wait for that mark (the latest record at the time of the wait,
+    as in CUDA: re-recording e later does not change an earlier wait).
   - Collectives and the kernels that consume their results (reduce_slices after an
-    all_to_all) are enqueued on the comm stream; an event recorded after them is what the
-    main stream waits on before it reads a gathered parameter or reuses a gradient buffer.
+    all_to_all) go on their stream; an event recorded after them is what the main stream
+    waits on before it reads a gathered parameter or reuses a gradient buffer.
   - Before a collective reads what the model wrote (gradients) or overwrites memory the
-    model read (a recycled gather buffer), zero.c makes the comm stream wait on an event
+    model read (a recycled gather buffer), zero.c makes its stream wait on an event
     recorded on the main stream.
   - Results a kernel leaves in host memory (sum_squares) are valid after stream_sync.
+  - ZERO_HOST_JITTER=SEED makes the host backend sleep a random short while before every
+    queued operation, so a missing wait in zero.c shows up as different bits (tests).
 
 Numerics are part of the contract: every backend must produce the same bits.
   reduce_slices  acc[i] += (((s_0[i] + s_1[i]) + s_2[i]) + ... + s_{n-1}[i]), slices summed
@@ -110,8 +118,10 @@ struct ZeroBackend {
     void (*sum_squares)(const ZeroBackend *b, const float *x, size_t n, double *out, ZeroStream *s);
 };
 
-// The host backend (MPI + OpenMP); a static table, nothing to free.
-const ZeroBackend *zero_backend_host(void);
+// The host backend (MPI + OpenMP, real streams). NULL after printing why (MPI without
+// MPI_THREAD_MULTIPLE at world > 1, out of memory). Free after zero_free of every Zero using it.
+const ZeroBackend *zero_backend_host(ZeroComm *comm);
+void zero_backend_host_free(const ZeroBackend *b);
 
 // Reference element kernels, shared by the host backend and the tests.
 static inline ZERO_HD uint16_t zero_bf16_round_stochastic(float x, uint32_t bits) {

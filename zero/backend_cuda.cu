@@ -35,8 +35,6 @@ struct ZeroStream {
 
 struct ZeroEvent {
     cudaEvent_t e;
-    cudaStream_t last;       // stream of its latest record
-    int recorded;
 };
 
 typedef struct {
@@ -300,6 +298,14 @@ static ZeroStream *c_stream_create(const ZeroBackend *b) {
         free(s);
         return NULL;
     }
+    // its own NCCL communicator: a gather on one stream never queues behind a reduction on
+    // another inside NCCL (which runs one communicator's operations in order)
+    if (zero_nccl_stream_open(x->nccl, s->s) != 0) {
+        stream_release(s);
+        cudaStreamDestroy(s->s);
+        free(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -337,15 +343,10 @@ static void c_event_destroy(const ZeroBackend *b, ZeroEvent *e) {
     free(e);
 }
 
+// A wait sees the latest record at the time it is enqueued (backend.h); zero.c gives each
+// event one owner, so re-recording never moves it to another stream under a pending wait.
 static void c_event_record(const ZeroBackend *b, ZeroEvent *e, ZeroStream *s) {
-    Ctx *x = ctx_of(b);
-    // zero.c reuses a ring of events and relies on a reused one only making waits later.
-    // A CUDA wait sees only the latest record, so when the event moves to another stream
-    // the new record must come after the old one: the new stream waits for it first.
-    if (e->recorded && e->last != s->s) CK(x, cudaStreamWaitEvent(s->s, e->e, 0), "event_record (reusing an event)");
-    CK(x, cudaEventRecord(e->e, s->s), "event_record");
-    e->last = s->s;
-    e->recorded = 1;
+    CK(ctx_of(b), cudaEventRecord(e->e, s->s), "event_record");
 }
 
 static void c_stream_wait(const ZeroBackend *b, ZeroStream *s, ZeroEvent *e) {

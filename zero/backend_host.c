@@ -1,63 +1,102 @@
-// backend_host.c: the host backend: host memory, MPI collectives, OpenMP kernels.
-// Every call completes before it returns, so streams and events are no-ops. Kernels only
-// split independent elements across threads (sum_squares splits fixed-size blocks and
-// adds them in order), so results never depend on the thread count.
+// backend_host.c: the host backend: host memory, MPI collectives, OpenMP kernels, and real
+// streams (backend.h's ordering model, carried out rather than assumed):
+//
+//   - The main stream is the calling thread. The model computes there synchronously, so
+//     work zero.c queues on it runs at once, and a wait on it blocks the caller until the
+//     event has fired.
+//   - Every stream from stream_create is a worker thread with a FIFO queue. Collectives
+//     run there on the stream's own MPI communicator (a ZeroChannel), so a gather and a
+//     reduction can be in flight together, as on a GPU.
+//   - An event record is a marker: queued on a worker it fires when the worker reaches
+//     it; recorded on the main stream it has fired already. A wait captures the event's
+//     latest marker when it is called (CUDA's rule) and holds its stream until it fires.
+//
+// So the host path overlaps communication with compute like the CUDA backend, and a wait
+// missing in zero.c lets the model read a buffer a worker has not finished: wrong bits.
+// ZERO_HOST_JITTER=SEED adds a random sleep (up to JITTER_MAX_US) before every queued
+// operation, main stream included, to shake out such races in tests.
+//
+// Kernels only split independent elements across threads (sum_squares splits fixed-size
+// blocks and adds them in order), so results never depend on the thread count.
 #include "backend.h"
 
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define PAR_MIN 32768   // below this many elements threads cost more than they save
+#define PAR_MIN 32768        // below this many elements threads cost more than they save
+#define JITTER_MAX_US 400    // longest jitter sleep
 
-// Streams and events only need distinct non-NULL handles.
-struct ZeroStream { int unused; };
-struct ZeroEvent { int unused; };
-static struct ZeroStream host_main_stream, host_comm_stream;
-static struct ZeroEvent host_event;
+typedef struct Marker {
+    struct Marker *next_free;
+    int fired;
+    int refs;                // the event's pointer, queued records and waits
+} Marker;
 
-static void *h_alloc(const ZeroBackend *b, ZeroMemKind kind, size_t bytes) {
-    (void)b; (void)kind;
-    size_t n = (bytes + 63) / 64 * 64;
-    return aligned_alloc(64, n ? n : 64);
-}
-static void h_free(const ZeroBackend *b, ZeroMemKind kind, void *p) { (void)b; (void)kind; free(p); }
-static void h_memset0(const ZeroBackend *b, void *p, size_t bytes, ZeroStream *s) {
-    (void)b; (void)s;
-    if (bytes) memset(p, 0, bytes);
-}
-static void h_copy(const ZeroBackend *b, void *dst, ZeroMemKind dk, const void *src, ZeroMemKind sk,
-                   size_t bytes, ZeroStream *s) {
-    (void)b; (void)dk; (void)sk; (void)s;
-    if (bytes && dst != src) memmove(dst, src, bytes);
-}
+struct ZeroEvent {
+    Marker *latest;          // NULL: never recorded
+};
 
-static ZeroStream *h_main_stream(const ZeroBackend *b) { (void)b; return &host_main_stream; }
-static ZeroStream *h_stream_create(const ZeroBackend *b) { (void)b; return &host_comm_stream; }
-static void h_stream_destroy(const ZeroBackend *b, ZeroStream *s) { (void)b; (void)s; }
-static void h_stream_sync(const ZeroBackend *b, ZeroStream *s) { (void)b; (void)s; }
-static ZeroEvent *h_event_create(const ZeroBackend *b) { (void)b; return &host_event; }
-static void h_event_destroy(const ZeroBackend *b, ZeroEvent *e) { (void)b; (void)e; }
-static void h_event_record(const ZeroBackend *b, ZeroEvent *e, ZeroStream *s) { (void)b; (void)e; (void)s; }
-static void h_stream_wait(const ZeroBackend *b, ZeroStream *s, ZeroEvent *e) { (void)b; (void)e; (void)s; }
+typedef enum { OP_MEMSET, OP_COPY, OP_ALL_GATHER, OP_ALL_TO_ALL, OP_REDUCE, OP_ADAMW, OP_REFRESH, OP_SUMSQ,
+               OP_RECORD, OP_WAIT } OpKind;
 
-static void h_all_gather(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts,
-                         ZeroDType dt, ZeroStream *s, const char *what) {
-    (void)b; (void)s;
-    zero_mpi_all_gather(c, parts, nparts, dt, what);
-}
-static void h_all_to_all(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts,
-                         ZeroDType dt, ZeroStream *s, const char *what) {
-    (void)b; (void)s;
-    zero_mpi_all_to_all(c, parts, nparts, dt, what);
-}
-static void h_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what) {
-    (void)b;
-    zero_mpi_allreduce_sum_f64(c, values, n, what);
-}
+typedef struct Op {
+    struct Op *next;
+    OpKind kind;
+    // collectives
+    ZeroCollPart *parts;     // a copy: zero.c reuses its part list as soon as the call returns
+    int nparts, parts_cap;
+    ZeroDType dt;
+    char what[192];
+    // kernels and copies (the arguments of the backend call of the same name)
+    void *dst;
+    const void *src;
+    size_t bytes, stride, n;
+    int nslices, decay, t;
+    float *acc, *param, *m, *v;
+    const float *grad, *master;
+    AdamWParams ap;
+    uint64_t seed, gidx0;
+    double *out;
+    Marker *marker;          // OP_RECORD: fires it; OP_WAIT: waits for it
+} Op;
 
-static void h_reduce_slices(const ZeroBackend *b, float *acc, const void *src, size_t stride, int nslices,
-                            size_t n, ZeroDType dt, ZeroStream *s) {
-    (void)b; (void)s;
+typedef struct Host Host;
+
+struct ZeroStream {
+    Host *h;
+    int is_main;
+    pthread_t thread;
+    int index;                       // 0 main, then 1, 2, ... in creation order (same on every rank)
+    ZeroChannel *ch;
+    Op *head, *tail;                 // the queue; head is the op running now
+    uint64_t queued, finished;
+    uint64_t jitter_ops;             // operations run so far: the jitter's counter
+    int stop;
+};
+
+struct Host {
+    ZeroComm *comm;
+    int jitter;                      // ZERO_HOST_JITTER set
+    uint64_t jitter_seed;
+    pthread_mutex_t mu;              // every queue, marker and free list below
+    pthread_cond_t cv;               // any queue grew, an op finished, a marker fired
+    Marker *free_markers;
+    Op *free_ops;
+    int streams_made;
+    struct ZeroStream main;          // the caller's thread
+    ZeroBackend table;
+};
+
+static Host *host_of(const ZeroBackend *b) { return (Host *)b->ctx; }
+
+// ---------------------------------------------------------------- kernels (run on a stream's thread)
+
+static void k_reduce_slices(float *acc, const void *src, size_t stride, int nslices, size_t n, ZeroDType dt) {
     if (nslices <= 0) return;
     if (dt == ZERO_F32) {
         const float *x = src;
@@ -78,17 +117,13 @@ static void h_reduce_slices(const ZeroBackend *b, float *acc, const void *src, s
     }
 }
 
-static void h_adamw(const ZeroBackend *b, float *param, const float *grad, float *m, float *v, size_t n,
-                    const AdamWParams *p, int decay, ZeroStream *s) {
-    (void)b; (void)s;
+static void k_adamw(float *param, const float *grad, float *m, float *v, size_t n, const AdamWParams *p, int decay) {
     AdamWParams a = *p;
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) param[i] = adamw_element(param[i], grad[i], &m[i], &v[i], &a, decay);
 }
 
-static void h_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float *master, size_t n,
-                      uint64_t seed, int t, uint64_t gidx0, ZeroStream *s) {
-    (void)b; (void)s;
+static void k_refresh(void *dst, ZeroDType dt, const float *master, size_t n, uint64_t seed, int t, uint64_t gidx0) {
     if (dt == ZERO_F32) {
         if (n && dst != master) memmove(dst, master, n * sizeof(float));
         return;
@@ -99,8 +134,7 @@ static void h_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float
         out[i] = zero_bf16_round_stochastic(master[i], zero_rounding_bits(seed, t, gidx0 + i));
 }
 
-static void h_sum_squares(const ZeroBackend *b, const float *x, size_t n, double *out, ZeroStream *s) {
-    (void)b; (void)s;
+static double k_sum_squares(const float *x, size_t n) {
     size_t nblocks = (n + ZERO_SUMSQ_BLOCK - 1) / ZERO_SUMSQ_BLOCK;
     double total = 0.0;
     // Blocks in parallel chunks of 64, each chunk's block sums then added in block order.
@@ -117,12 +151,346 @@ static void h_sum_squares(const ZeroBackend *b, const float *x, size_t n, double
         }
         for (size_t k = 0; k < cn; k++) total += part[k];
     }
-    *out = total;
+    return total;
 }
 
-static const ZeroBackend host_backend = {
+// ---------------------------------------------------------------- markers, ops, jitter
+
+static void marker_unref(Host *h, Marker *m) {   // h->mu held
+    if (m && --m->refs == 0) {
+        m->next_free = h->free_markers;
+        h->free_markers = m;
+    }
+}
+
+static Marker *marker_new(Host *h) {   // h->mu held
+    Marker *m = h->free_markers;
+    if (m) h->free_markers = m->next_free;
+    else if (!(m = malloc(sizeof *m))) {
+        fprintf(stderr, "zero: rank %d: host backend: out of host memory for an event\n", h->comm->rank);
+        zero_comm_abort(h->comm, 1);
+    }
+    m->next_free = NULL;
+    m->fired = 0;
+    m->refs = 1;
+    return m;
+}
+
+static void wait_fired(Host *h, Marker *m) {   // h->mu held
+    while (!m->fired) pthread_cond_wait(&h->cv, &h->mu);
+}
+
+static uint64_t mix64(uint64_t x) {   // splitmix64's finalizer
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// Half of the operations run at once, the others after 0..JITTER_MAX_US microseconds.
+static void jitter(const Host *h, int stream, uint64_t op) {
+    uint64_t r = mix64(h->jitter_seed ^ mix64(((uint64_t)h->comm->rank << 40) ^ ((uint64_t)stream << 32) ^ op));
+    if (r & 1) return;
+    long us = (long)((r >> 8) % JITTER_MAX_US);
+    struct timespec ts = {0, us * 1000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+static void run_op(Host *h, ZeroStream *s, Op *op) {
+    switch (op->kind) {
+    case OP_MEMSET: memset(op->dst, 0, op->bytes); break;
+    case OP_COPY: memmove(op->dst, op->src, op->bytes); break;
+    case OP_ALL_GATHER: zero_mpi_all_gather(h->comm, s->ch, op->parts, op->nparts, op->dt, op->what); break;
+    case OP_ALL_TO_ALL: zero_mpi_all_to_all(h->comm, s->ch, op->parts, op->nparts, op->dt, op->what); break;
+    case OP_REDUCE: k_reduce_slices(op->acc, op->src, op->stride, op->nslices, op->n, op->dt); break;
+    case OP_ADAMW: k_adamw(op->param, op->grad, op->m, op->v, op->n, &op->ap, op->decay); break;
+    case OP_REFRESH: k_refresh(op->dst, op->dt, op->master, op->n, op->seed, op->t, op->gidx0); break;
+    case OP_SUMSQ: *op->out = k_sum_squares(op->grad, op->n); break;
+    case OP_RECORD:
+        pthread_mutex_lock(&h->mu);
+        op->marker->fired = 1;
+        marker_unref(h, op->marker);
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        break;
+    case OP_WAIT:
+        pthread_mutex_lock(&h->mu);
+        wait_fired(h, op->marker);
+        marker_unref(h, op->marker);
+        pthread_mutex_unlock(&h->mu);
+        break;
+    }
+}
+
+static void *worker(void *arg) {
+    ZeroStream *s = arg;
+    Host *h = s->h;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!s->head && !s->stop) pthread_cond_wait(&h->cv, &h->mu);
+        if (!s->head) break;
+        Op *op = s->head;   // stays queued while it runs: stream_sync waits for it
+        uint64_t n = s->jitter_ops++;
+        pthread_mutex_unlock(&h->mu);
+        if (h->jitter) jitter(h, s->index, n);
+        run_op(h, s, op);
+        pthread_mutex_lock(&h->mu);
+        s->head = op->next;
+        if (!s->head) s->tail = NULL;
+        s->finished++;
+        op->next = h->free_ops;
+        h->free_ops = op;
+        pthread_cond_broadcast(&h->cv);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+// An op to fill in: from the free list, its part list kept for reuse.
+static Op *op_new(Host *h, OpKind kind) {
+    pthread_mutex_lock(&h->mu);
+    Op *op = h->free_ops;
+    if (op) h->free_ops = op->next;
+    pthread_mutex_unlock(&h->mu);
+    if (!op && !(op = calloc(1, sizeof *op))) {
+        fprintf(stderr, "zero: rank %d: host backend: out of host memory for a queued operation\n", h->comm->rank);
+        zero_comm_abort(h->comm, 1);
+    }
+    ZeroCollPart *parts = op->parts;
+    int cap = op->parts_cap;
+    memset(op, 0, sizeof *op);
+    op->parts = parts;
+    op->parts_cap = cap;
+    op->kind = kind;
+    return op;
+}
+
+// Runs op now (main stream: the caller's thread) or appends it to s's queue.
+static void submit(Host *h, ZeroStream *s, Op *op) {
+    if (s->is_main) {
+        if (h->jitter) jitter(h, 0, s->jitter_ops++);
+        run_op(h, s, op);
+        pthread_mutex_lock(&h->mu);
+        op->next = h->free_ops;
+        h->free_ops = op;
+        pthread_mutex_unlock(&h->mu);
+        return;
+    }
+    pthread_mutex_lock(&h->mu);
+    op->next = NULL;
+    if (s->tail) s->tail->next = op;
+    else s->head = op;
+    s->tail = op;
+    s->queued++;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+// ---------------------------------------------------------------- memory
+
+static void *h_alloc(const ZeroBackend *b, ZeroMemKind kind, size_t bytes) {
+    (void)b; (void)kind;
+    size_t n = (bytes + 63) / 64 * 64;
+    return aligned_alloc(64, n ? n : 64);
+}
+static void h_free(const ZeroBackend *b, ZeroMemKind kind, void *p) { (void)b; (void)kind; free(p); }
+static void h_memset0(const ZeroBackend *b, void *p, size_t bytes, ZeroStream *s) {
+    if (!bytes) return;
+    Op *op = op_new(host_of(b), OP_MEMSET);
+    op->dst = p;
+    op->bytes = bytes;
+    submit(host_of(b), s, op);
+}
+static void h_copy(const ZeroBackend *b, void *dst, ZeroMemKind dk, const void *src, ZeroMemKind sk, size_t bytes,
+                   ZeroStream *s) {
+    (void)dk; (void)sk;
+    if (!bytes || dst == src) return;
+    Op *op = op_new(host_of(b), OP_COPY);
+    op->dst = dst;
+    op->src = src;
+    op->bytes = bytes;
+    submit(host_of(b), s, op);
+}
+
+// ---------------------------------------------------------------- ordering
+
+static ZeroStream *h_main_stream(const ZeroBackend *b) { return &host_of(b)->main; }
+
+static ZeroStream *h_stream_create(const ZeroBackend *b) {
+    Host *h = host_of(b);
+    ZeroStream *s = calloc(1, sizeof *s);
+    if (!s) { fprintf(stderr, "zero: rank %d: out of host memory for a stream\n", h->comm->rank); return NULL; }
+    s->h = h;
+    s->index = ++h->streams_made;
+    if (!(s->ch = zero_comm_channel_open(h->comm))) { free(s); return NULL; }
+    int rc = pthread_create(&s->thread, NULL, worker, s);
+    if (rc != 0) {
+        fprintf(stderr, "zero: rank %d: starting a stream thread failed: %s\n", h->comm->rank, strerror(rc));
+        zero_comm_channel_close(h->comm, s->ch);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void h_stream_sync(const ZeroBackend *b, ZeroStream *s) {
+    if (s->is_main) return;
+    Host *h = host_of(b);
+    pthread_mutex_lock(&h->mu);
+    uint64_t target = s->queued;
+    while (s->finished < target) pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void h_stream_destroy(const ZeroBackend *b, ZeroStream *s) {
+    if (!s || s->is_main) return;
+    Host *h = host_of(b);
+    h_stream_sync(b, s);
+    pthread_mutex_lock(&h->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(s->thread, NULL);
+    zero_comm_channel_close(h->comm, s->ch);
+    free(s);
+}
+
+static ZeroEvent *h_event_create(const ZeroBackend *b) {
+    (void)b;
+    return calloc(1, sizeof(ZeroEvent));
+}
+
+static void h_event_destroy(const ZeroBackend *b, ZeroEvent *e) {
+    if (!e) return;
+    Host *h = host_of(b);
+    pthread_mutex_lock(&h->mu);
+    marker_unref(h, e->latest);
+    pthread_mutex_unlock(&h->mu);
+    free(e);
+}
+
+static void h_event_record(const ZeroBackend *b, ZeroEvent *e, ZeroStream *s) {
+    Host *h = host_of(b);
+    pthread_mutex_lock(&h->mu);
+    Marker *m = marker_new(h);
+    marker_unref(h, e->latest);
+    e->latest = m;
+    if (s->is_main) m->fired = 1;   // everything the caller queued on main has run
+    else m->refs++;                 // the queued record holds it until it fires
+    pthread_mutex_unlock(&h->mu);
+    if (s->is_main) return;
+    Op *op = op_new(h, OP_RECORD);
+    op->marker = m;
+    submit(h, s, op);
+}
+
+static void h_stream_wait(const ZeroBackend *b, ZeroStream *s, ZeroEvent *e) {
+    Host *h = host_of(b);
+    if (s->is_main && h->jitter) jitter(h, 0, s->jitter_ops++);
+    pthread_mutex_lock(&h->mu);
+    Marker *m = e->latest;
+    if (!m || m->fired) { pthread_mutex_unlock(&h->mu); return; }
+    if (s->is_main) {
+        wait_fired(h, m);
+        pthread_mutex_unlock(&h->mu);
+        return;
+    }
+    m->refs++;   // the queued wait holds it
+    pthread_mutex_unlock(&h->mu);
+    Op *op = op_new(h, OP_WAIT);
+    op->marker = m;
+    submit(h, s, op);
+}
+
+// ---------------------------------------------------------------- collectives
+
+static void coll(const ZeroBackend *b, OpKind kind, const ZeroCollPart *parts, int nparts, ZeroDType dt, ZeroStream *s,
+                 const char *what) {
+    Host *h = host_of(b);
+    Op *op = op_new(h, kind);
+    if (nparts > op->parts_cap) {
+        ZeroCollPart *p = realloc(op->parts, (size_t)nparts * sizeof *p);
+        if (!p) {
+            fprintf(stderr, "zero: rank %d: host backend: out of host memory queueing %s\n", h->comm->rank, what);
+            zero_comm_abort(h->comm, 1);
+        }
+        op->parts = p;
+        op->parts_cap = nparts;
+    }
+    if (nparts) memcpy(op->parts, parts, (size_t)nparts * sizeof *parts);
+    op->nparts = nparts;
+    op->dt = dt;
+    snprintf(op->what, sizeof op->what, "%s", what ? what : "");
+    submit(h, s, op);
+}
+
+static void h_all_gather(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                         ZeroStream *s, const char *what) {
+    (void)c;
+    coll(b, OP_ALL_GATHER, parts, nparts, dt, s, what);
+}
+static void h_all_to_all(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                         ZeroStream *s, const char *what) {
+    (void)c;
+    coll(b, OP_ALL_TO_ALL, parts, nparts, dt, s, what);
+}
+static void h_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what) {
+    (void)b;
+    zero_mpi_allreduce_sum_f64(c, values, n, what);   // blocking, on the caller's thread and the world
+}
+
+// ---------------------------------------------------------------- kernels
+
+static void h_reduce_slices(const ZeroBackend *b, float *acc, const void *src, size_t stride, int nslices, size_t n,
+                            ZeroDType dt, ZeroStream *s) {
+    Op *op = op_new(host_of(b), OP_REDUCE);
+    op->acc = acc;
+    op->src = src;
+    op->stride = stride;
+    op->nslices = nslices;
+    op->n = n;
+    op->dt = dt;
+    submit(host_of(b), s, op);
+}
+
+static void h_adamw(const ZeroBackend *b, float *param, const float *grad, float *m, float *v, size_t n,
+                    const AdamWParams *p, int decay, ZeroStream *s) {
+    Op *op = op_new(host_of(b), OP_ADAMW);
+    op->param = param;
+    op->grad = grad;
+    op->m = m;
+    op->v = v;
+    op->n = n;
+    op->ap = *p;
+    op->decay = decay;
+    submit(host_of(b), s, op);
+}
+
+static void h_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float *master, size_t n, uint64_t seed,
+                      int t, uint64_t gidx0, ZeroStream *s) {
+    Op *op = op_new(host_of(b), OP_REFRESH);
+    op->dst = dst;
+    op->dt = dt;
+    op->master = master;
+    op->n = n;
+    op->seed = seed;
+    op->t = t;
+    op->gidx0 = gidx0;
+    submit(host_of(b), s, op);
+}
+
+static void h_sum_squares(const ZeroBackend *b, const float *x, size_t n, double *out, ZeroStream *s) {
+    Op *op = op_new(host_of(b), OP_SUMSQ);
+    op->grad = x;
+    op->n = n;
+    op->out = out;
+    submit(host_of(b), s, op);
+}
+
+// ---------------------------------------------------------------- set-up
+
+static const ZeroBackend host_template = {
     .name = "host",
-    .ctx = NULL,
     .needs_mpi = 1,
     .alloc = h_alloc,
     .free = h_free,
@@ -145,4 +513,51 @@ static const ZeroBackend host_backend = {
     .sum_squares = h_sum_squares,
 };
 
-const ZeroBackend *zero_backend_host(void) { return &host_backend; }
+const ZeroBackend *zero_backend_host(ZeroComm *comm) {
+    if (!comm) { fprintf(stderr, "zero: zero_backend_host needs a communicator\n"); return NULL; }
+    Host *h = calloc(1, sizeof(Host));
+    if (!h) { fprintf(stderr, "zero: rank %d: out of host memory for the host backend\n", comm->rank); return NULL; }
+    h->main.h = h;
+    h->main.is_main = 1;
+    h->comm = comm;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    const char *j = getenv("ZERO_HOST_JITTER");
+    if (j && *j) {
+        char *end;
+        errno = 0;
+        unsigned long long seed = strtoull(j, &end, 10);
+        if (errno || *end) {
+            fprintf(stderr, "zero: rank %d: ZERO_HOST_JITTER='%s' is not a seed (a non-negative integer)\n", comm->rank, j);
+            free(h);
+            return NULL;
+        }
+        h->jitter = 1;
+        h->jitter_seed = seed;
+        if (comm->rank == 0)
+            printf("zero: host backend jitter is on (ZERO_HOST_JITTER=%llu): a random sleep of up to %d us before "
+                   "half of the queued operations\n", seed, JITTER_MAX_US);
+    }
+    h->table = host_template;
+    h->table.ctx = h;
+    return &h->table;
+}
+
+void zero_backend_host_free(const ZeroBackend *b) {
+    if (!b) return;
+    Host *h = host_of(b);
+    while (h->free_markers) {
+        Marker *m = h->free_markers;
+        h->free_markers = m->next_free;
+        free(m);
+    }
+    while (h->free_ops) {
+        Op *op = h->free_ops;
+        h->free_ops = op->next;
+        free(op->parts);
+        free(op);
+    }
+    pthread_cond_destroy(&h->cv);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}

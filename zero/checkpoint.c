@@ -181,8 +181,7 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
     zck_folder(folder, sizeof folder, dir, step);
     zck_rank_file(file, sizeof file, z->rank);
     snprintf(path, sizeof path, "%s/%s", folder, file);
-    z->b->stream_sync(z->b, z->cs);
-    z->b->stream_sync(z->b, z->main);
+    zero_sync_streams(z);
     int bad = 0;
     uint32_t crc = 0;
     uint64_t bytes = 0;
@@ -294,8 +293,7 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
 
     // phase 2: every rank verified its files; a failure now would leave the state half
     // replaced, so it ends the job
-    b->stream_sync(b, z->cs);
-    b->stream_sync(b, z->main);
+    zero_sync_streams(z);
     float *bases[ZCK_KINDS] = {z->master, z->m, z->v};
     for (int i = 0; i < z->nt; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
@@ -320,8 +318,8 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
                 z->parts[i].recv = bases[k] + l->full_off;
                 z->parts[i].count = l->split.shard;
             }
-            b->all_gather(b, z->comm, z->parts, z->nt, ZERO_F32, z->cs, what[k]);
-            b->stream_sync(b, z->cs);
+            b->all_gather(b, z->comm, z->parts, z->nt, ZERO_F32, z->gs, what[k]);
+            b->stream_sync(b, z->gs);
         }
     }
     zero_refresh_after_load(z, m.last_t);

@@ -14,9 +14,14 @@ Start-up (comm_mpi.c):
 Node layout: node_size > 0 makes ranks [k*node_size, (k+1)*node_size) logical node k (so the
 hierarchical paths run on one machine); 0 means real nodes (MPI_Comm_split_type SHARED).
 
+Threads: collectives of the host backend run on its stream threads (backend_host.c), each
+stream on its own duplicate of the world (a ZeroChannel), so two streams' collectives never
+share an MPI communicator; MPI is initialized with MPI_THREAD_MULTIPLE for that. The byte
+counters and the watchdog take calls from any thread.
+
 Every collective runs between zero_coll_begin() and zero_coll_end() (watchdog.c), which
-count the bytes this rank sends to ranks in its node and outside it, and arm a watchdog: a
-collective in flight longer than timeout_s prints
+count the bytes this rank sends to ranks in its node and outside it, and arm a watchdog for
+the calling thread: a collective in flight longer than timeout_s prints
     rank R: collective OP on N bytes timed out after S s (...)
 and ends the whole job (MPI_Abort). A device library whose collectives run asynchronously
 (NCCL) attaches a ZeroCommDevice: the watchdog thread then also polls it, so a collective
@@ -53,6 +58,7 @@ typedef struct {
 typedef enum { ZERO_LAUNCH_ENV = 0, ZERO_LAUNCH_MPI = 1 } ZeroLaunch;
 
 struct ZeroCommMPI;     // communicators (comm_mpi.c)
+typedef struct ZeroChannel ZeroChannel;   // a stream's own duplicate of the world (comm_mpi.c)
 struct ZeroWatchdog;    // timer thread (watchdog.c)
 
 // Hooks of a device collective library (comm_nccl.cu). Its collectives return before they
@@ -72,7 +78,7 @@ struct ZeroComm {
     int node, num_nodes;
     int node_size;               // the layout asked for: 0 = real nodes
     ZeroLaunch launch;
-    ZeroCollBytes sent[ZERO_COLL_NUM];
+    ZeroCollBytes sent[ZERO_COLL_NUM];   // updated atomically (collectives run on several threads)
     double stall_s;              // tests: sleep this long inside the next collective
     struct ZeroCommMPI *mpi;     // NULL when not launched by MPI
     struct ZeroWatchdog *watchdog;
@@ -90,8 +96,14 @@ int zero_comm_set_timeout(ZeroComm *c, double timeout_s);
 // Ends every rank of the job (MPI_Abort, or exit without MPI).
 void zero_comm_abort(ZeroComm *c, int code) __attribute__((noreturn));
 void zero_comm_barrier(ZeroComm *c);
-// 1 when another thread (the watchdog) may call MPI while this one waits in a collective.
+// 1 when other threads (stream threads, the watchdog) may call MPI concurrently.
 int zero_comm_thread_safe(const ZeroComm *c);
+
+// A private duplicate of the world for one stream's collectives (MPI_Comm_dup). Collective:
+// every rank opens (and closes) its channels in the same order. Returns NULL after printing
+// why; without MPI (a world of one) a channel is a placeholder.
+ZeroChannel *zero_comm_channel_open(ZeroComm *c);
+void zero_comm_channel_close(ZeroComm *c, ZeroChannel *ch);
 
 // Copies rank 0's bytes to every rank: the hook a device backend uses to share its
 // collective library's id (ncclUniqueId). MPI_Bcast when launched by MPI; else through
@@ -108,15 +120,17 @@ double zero_bootstrap_timeout(void);
 void zero_comm_attach_device(ZeroComm *c, ZeroCommDevice *dev);
 
 // Collective bracketing (watchdog.c). bytes_per_peer: what this rank sends to each other
-// rank in the operation (all-gather: its shard; all-to-all: one slice).
+// rank in the operation (all-gather: its shard; all-to-all: one slice). Nests per thread;
+// several threads may be inside collectives at once.
 void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const char *what);
 void zero_coll_end(ZeroComm *c);
 // Tests: this rank sleeps `seconds` inside its next collective (to trip the watchdog).
 void zero_comm_inject_stall(ZeroComm *c, double seconds);
 
 // MPI over host memory (comm_mpi.c), used by the host backend. Each part moves `count`
-// elements per rank; dtype picks the element size. Failures end the job with a message
-// naming the rank, the operation and `what`.
+// elements per rank; dtype picks the element size. ch: the calling stream's channel (NULL:
+// the world; only the thread that created the comm may use that). Failures end the job
+// with a message naming the rank, the operation and `what`.
 typedef struct {
     const void *send;   // all_gather: this rank's count elements (may be recv + rank*count:
                         //   in place); all_to_all: N slices of count, slice r goes to rank r
@@ -124,9 +138,9 @@ typedef struct {
     size_t count;
 } ZeroCollPart;
 
-void zero_mpi_all_gather(ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+void zero_mpi_all_gather(ZeroComm *c, ZeroChannel *ch, const ZeroCollPart *parts, int nparts, ZeroDType dt,
                          const char *what);
-void zero_mpi_all_to_all(ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+void zero_mpi_all_to_all(ZeroComm *c, ZeroChannel *ch, const ZeroCollPart *parts, int nparts, ZeroDType dt,
                          const char *what);
 // values[0..n) summed over ranks in rank order 0..N-1 (an all-gather, then a local sum):
 // the same bits on every rank and in every run.

@@ -20,8 +20,12 @@ struct ZeroCommMPI {
     MPI_Comm intra;      // ranks of this (logical) node
     MPI_Comm inter;      // ranks with this local rank, one per node
     int we_initialized;  // we called MPI_Init_thread, so we finalize
-    int thread_multiple; // the watchdog thread may call MPI_Abort
+    int thread_multiple; // stream threads and the watchdog may call MPI concurrently
     double *scratch;     // world * ALLREDUCE_CHUNK doubles, allocated at start-up
+};
+
+struct ZeroChannel {
+    MPI_Comm comm;       // MPI_COMM_NULL without MPI
 };
 
 int zero_comm_thread_safe(const ZeroComm *c) { return c->mpi && c->mpi->thread_multiple; }
@@ -74,7 +78,8 @@ ZeroComm *zero_comm_init(int *argc, char ***argv) {
         int inited = 0, provided = 0;
         MPI_Initialized(&inited);
         if (!inited) {
-            // MULTIPLE so the watchdog thread may call MPI_Abort while the main thread waits
+            // MULTIPLE: the host backend's stream threads run collectives concurrently, and
+            // the watchdog thread may call MPI_Abort while they wait
             if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
                 fprintf(stderr, "zero: MPI_Init_thread failed (launched by mpirun/srun)\n");
                 free(c->mpi); free(c);
@@ -196,6 +201,39 @@ void zero_comm_barrier(ZeroComm *c) {
     }
 }
 
+ZeroChannel *zero_comm_channel_open(ZeroComm *c) {
+    ZeroChannel *ch = calloc(1, sizeof *ch);
+    if (!ch) { fprintf(stderr, "zero: rank %d: out of host memory for a communication channel\n", c->rank); return NULL; }
+    ch->comm = MPI_COMM_NULL;
+    if (!c->mpi) return ch;
+    if (c->world > 1 && !c->mpi->thread_multiple) {
+        int provided = 0;
+        MPI_Query_thread(&provided);
+        fprintf(stderr, "zero: rank %d: collectives on several stream threads need MPI_THREAD_MULTIPLE, but this MPI "
+                "provides thread level %d; use an MPI built with thread support (Open MPI and MPICH are)\n",
+                c->rank, provided);
+        free(ch);
+        return NULL;
+    }
+    char eb[MPI_MAX_ERROR_STRING];
+    int rc = MPI_Comm_dup(c->mpi->world, &ch->comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(ch->comm, MPI_ERRORS_RETURN);
+    if (rc != MPI_SUCCESS) {
+        fprintf(stderr, "zero: rank %d: duplicating the world communicator for a stream failed: %s\n", c->rank,
+                mpi_err(rc, eb));
+        free(ch);
+        return NULL;
+    }
+    return ch;
+}
+
+void zero_comm_channel_close(ZeroComm *c, ZeroChannel *ch) {
+    (void)c;
+    if (!ch) return;
+    if (ch->comm != MPI_COMM_NULL) MPI_Comm_free(&ch->comm);
+    free(ch);
+}
+
 static void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
@@ -268,7 +306,12 @@ static void check_parts(ZeroComm *c, const ZeroCollPart *parts, int nparts, cons
             comm_fail(c, "%s of %s: %zu elements per rank exceed MPI's int count", op, what, parts[i].count);
 }
 
-void zero_mpi_all_gather(ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt, const char *what) {
+static MPI_Comm channel_comm(ZeroComm *c, ZeroChannel *ch) {
+    return ch && ch->comm != MPI_COMM_NULL ? ch->comm : c->mpi->world;
+}
+
+void zero_mpi_all_gather(ZeroComm *c, ZeroChannel *ch, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                         const char *what) {
     check_parts(c, parts, nparts, "all_gather", what);
     size_t es = zero_dtype_size(dt);
     uint64_t per_peer = 0;
@@ -284,9 +327,9 @@ void zero_mpi_all_gather(ZeroComm *c, const ZeroCollPart *parts, int nparts, Zer
         }
         int rc;
         if (p->send == mine)
-            rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p->recv, (int)p->count, mpi_type(dt), c->mpi->world);
+            rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p->recv, (int)p->count, mpi_type(dt), channel_comm(c, ch));
         else
-            rc = MPI_Allgather(p->send, (int)p->count, mpi_type(dt), p->recv, (int)p->count, mpi_type(dt), c->mpi->world);
+            rc = MPI_Allgather(p->send, (int)p->count, mpi_type(dt), p->recv, (int)p->count, mpi_type(dt), channel_comm(c, ch));
         if (rc != MPI_SUCCESS) {
             char eb[MPI_MAX_ERROR_STRING];
             comm_fail(c, "MPI_Allgather of %s (part %d, %zu elements per rank) failed: %s", what, i, p->count, mpi_err(rc, eb));
@@ -295,7 +338,8 @@ void zero_mpi_all_gather(ZeroComm *c, const ZeroCollPart *parts, int nparts, Zer
     zero_coll_end(c);
 }
 
-void zero_mpi_all_to_all(ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt, const char *what) {
+void zero_mpi_all_to_all(ZeroComm *c, ZeroChannel *ch, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                         const char *what) {
     check_parts(c, parts, nparts, "all_to_all", what);
     size_t es = zero_dtype_size(dt);
     uint64_t per_peer = 0;
@@ -308,7 +352,7 @@ void zero_mpi_all_to_all(ZeroComm *c, const ZeroCollPart *parts, int nparts, Zer
             if (p->send != p->recv) memmove(p->recv, p->send, p->count * es);
             continue;
         }
-        int rc = MPI_Alltoall(p->send, (int)p->count, mpi_type(dt), p->recv, (int)p->count, mpi_type(dt), c->mpi->world);
+        int rc = MPI_Alltoall(p->send, (int)p->count, mpi_type(dt), p->recv, (int)p->count, mpi_type(dt), channel_comm(c, ch));
         if (rc != MPI_SUCCESS) {
             char eb[MPI_MAX_ERROR_STRING];
             comm_fail(c, "MPI_Alltoall of %s (part %d, %zu elements per slice) failed: %s", what, i, p->count, mpi_err(rc, eb));

@@ -2,6 +2,7 @@
 // CUDA backend (comm_nccl.h). Host code only: it is a .cu file so that the host build
 // (zero/*.c, no CUDA) never sees nccl.h.
 #include "comm_nccl.h"
+#include "a2a_plan.h"
 
 #include <errno.h>
 #include <nccl.h>
@@ -14,9 +15,10 @@
 #include <unistd.h>
 
 #define TRACK 256            // collectives watched at once (an older unfinished one is dropped; later ones stay watched)
-#define GROUP_OPS 1024       // NCCL calls per ncclGroupStart/End (NCCL allows 2048)
+#define GROUP_OPS 1024       // NCCL calls per ncclGroupStart/End (NCCL allows 2048; a2a_plan.h)
 #define ALLREDUCE_CHUNK 64   // doubles per all-gather in the f64 all-reduce, as in comm_mpi.c
 #define POLL_S 0.2           // the watchdog's polling period
+#define MAX_STREAM_COMMS 8   // streams with a communicator of their own
 
 typedef struct {
     cudaEvent_t ev;          // recorded on the collective's stream right after it
@@ -31,8 +33,9 @@ struct ZeroNccl {
     ZeroComm *c;
     int device;
     ncclComm_t world, intra, inter;   // NULL at world 1
-    cudaStream_t own;        // for the f64 all-reduce when no collective stream is known
-    cudaStream_t last;       // stream of the latest collective
+    struct { cudaStream_t s; ncclComm_t comm; } sc[MAX_STREAM_COMMS];   // streams' own communicators
+    int nsc;
+    cudaStream_t own;        // the f64 all-reduce's stream (world communicator)
     double *dscratch, *hscratch;      // world * ALLREDUCE_CHUNK doubles: device, pinned host
     pthread_mutex_t mu;      // guards the ring below (the watchdog thread polls it)
     Tracked ring[TRACK];
@@ -159,15 +162,16 @@ static cudaError_t pop_finished(ZeroNccl *n, double t) {
 
 static int poll_hook(ZeroComm *c, double timeout_s) {
     ZeroNccl *n = of(c);
-    ncclComm_t comms[3] = {n->world, n->intra, n->inter};
-    static const char *names[3] = {"world", "intra-node", "inter-node"};
+    ncclComm_t comms[3 + MAX_STREAM_COMMS] = {n->world, n->intra, n->inter};
+    static const char *names[4] = {"world", "intra-node", "inter-node", "a stream's"};
     pthread_mutex_lock(&n->mu);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < n->nsc; i++) comms[3 + i] = n->sc[i].comm;
+    for (int i = 0; i < 3 + n->nsc; i++) {
         ncclResult_t ae = ncclSuccess;
         if (comms[i] && ncclCommGetAsyncError(comms[i], &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
             char b[512];
             fprintf(stderr, "rank %d: NCCL asynchronous error on the %s communicator: %s; latest collective: %s\n",
-                    c->rank, names[i], nccl_reason(ae, comms[i], b, sizeof b), n->last_what);
+                    c->rank, names[i < 3 ? i : 3], nccl_reason(ae, comms[i], b, sizeof b), n->last_what);
             pthread_mutex_unlock(&n->mu);
             return 1;
         }
@@ -203,6 +207,9 @@ static void abort_hook(ZeroComm *c) {
     ZeroNccl *n = of(c);
     pthread_t t;   // an abort stuck on a broken device must not keep the process alive
     if (pthread_create(&t, NULL, abort_guard, c) == 0) pthread_detach(t);
+    for (int i = 0; i < n->nsc; i++)
+        if (n->sc[i].comm) ncclCommAbort(n->sc[i].comm);
+    n->nsc = 0;
     if (n->inter) ncclCommAbort(n->inter);
     if (n->intra) ncclCommAbort(n->intra);
     if (n->world) ncclCommAbort(n->world);
@@ -276,6 +283,8 @@ static void set_stage(InitGuard *g, const char *stage) {
 }
 
 static void release(ZeroNccl *n) {
+    for (int i = 0; i < n->nsc; i++)
+        if (n->sc[i].comm) ncclCommDestroy(n->sc[i].comm);
     if (n->inter) ncclCommDestroy(n->inter);
     if (n->intra) ncclCommDestroy(n->intra);
     if (n->world) ncclCommDestroy(n->world);
@@ -396,18 +405,56 @@ void zero_nccl_free(ZeroNccl *n) {
     ZeroComm *c = n->c;
     if (c->dev == &n->hooks) zero_comm_attach_device(c, NULL);   // the watchdog lets go first
     CUDA_OK(c, cudaStreamSynchronize(n->own), "releasing the NCCL communicators");
-    if (n->last) CUDA_OK(c, cudaStreamSynchronize(n->last), "releasing the NCCL communicators");
     release(n);
 }
 
 // ---------------------------------------------------------------- collectives
 
-void zero_nccl_forget_stream(ZeroNccl *n, cudaStream_t s) {
-    if (n && n->last == s) n->last = NULL;
+int zero_nccl_stream_open(ZeroNccl *n, cudaStream_t s) {
+    ZeroComm *c = n->c;
+    if (!n->world) return 0;   // a world of one: no NCCL
+    if (n->nsc == MAX_STREAM_COMMS) {
+        fprintf(stderr, "zero: rank %d: more than %d streams with collectives\n", c->rank, MAX_STREAM_COMMS);
+        return -1;
+    }
+    ncclComm_t comm = NULL;
+    ncclResult_t r = ncclCommSplit(n->world, 0, c->rank, &comm, NULL);
+    if (r != ncclSuccess) {
+        char b[512];
+        fprintf(stderr, "zero: rank %d: ncclCommSplit for a stream's own communicator failed: %s\n", c->rank,
+                nccl_reason(r, n->world, b, sizeof b));
+        return -1;
+    }
+    pthread_mutex_lock(&n->mu);   // the watchdog polls the list
+    n->sc[n->nsc].s = s;
+    n->sc[n->nsc].comm = comm;
+    n->nsc++;
+    pthread_mutex_unlock(&n->mu);
+    return 0;
 }
 
-static void note(ZeroNccl *n, cudaStream_t s, const char *op, const char *what) {
-    n->last = s;
+void zero_nccl_forget_stream(ZeroNccl *n, cudaStream_t s) {
+    if (!n) return;
+    pthread_mutex_lock(&n->mu);
+    for (int i = 0; i < n->nsc; i++)
+        if (n->sc[i].s == s) {
+            ncclComm_t comm = n->sc[i].comm;
+            n->sc[i] = n->sc[--n->nsc];
+            pthread_mutex_unlock(&n->mu);
+            ncclCommDestroy(comm);
+            return;
+        }
+    pthread_mutex_unlock(&n->mu);
+}
+
+// The communicator of stream s: its own, or the world's.
+static ncclComm_t comm_of(ZeroNccl *n, cudaStream_t s) {
+    for (int i = 0; i < n->nsc; i++)
+        if (n->sc[i].s == s) return n->sc[i].comm;
+    return n->world;
+}
+
+static void note(ZeroNccl *n, const char *op, const char *what) {
     pthread_mutex_lock(&n->mu);   // the watchdog may be printing it
     snprintf(n->last_what, sizeof n->last_what, "%s of %s", op, what ? what : "");
     pthread_mutex_unlock(&n->mu);
@@ -419,7 +466,8 @@ void zero_nccl_all_gather(ZeroNccl *n, const ZeroCollPart *parts, int nparts, Ze
     size_t es = zero_dtype_size(dt);
     uint64_t per_peer = 0;
     for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
-    note(n, s, "all_gather", what);
+    note(n, "all_gather", what);
+    ncclComm_t comm = comm_of(n, s);
     zero_coll_begin(c, ZERO_COLL_ALL_GATHER, per_peer, what);
     int in_group = 0;
     for (int i = 0; i < nparts; i++) {
@@ -435,7 +483,7 @@ void zero_nccl_all_gather(ZeroNccl *n, const ZeroCollPart *parts, int nparts, Ze
         }
         if (in_group == 0) NCCL_OK(n, ncclGroupStart(), "all_gather of %s", what);
         // bytes: no arithmetic happens, and bf16 needs no NCCL type of its own
-        NCCL_OK(n, ncclAllGather(p->send, p->recv, cb, ncclUint8, n->world, s),
+        NCCL_OK(n, ncclAllGather(p->send, p->recv, cb, ncclUint8, comm, s),
                 "all_gather of %s (part %d of %d, %zu bytes per rank, %d ranks)", what, i, nparts, cb, c->world);
         if (++in_group == GROUP_OPS) {
             NCCL_OK(n, ncclGroupEnd(), "all_gather of %s (%d parts, %llu bytes per rank)", what, nparts,
@@ -450,13 +498,41 @@ void zero_nccl_all_gather(ZeroNccl *n, const ZeroCollPart *parts, int nparts, Ze
     if (c->world > 1 && per_peer > 0) track(n, s, ZERO_COLL_ALL_GATHER, per_peer * (uint64_t)(c->world - 1), what);
 }
 
+// One all-to-all's NCCL calls, issued in a2a_plan.h's order and groups.
+typedef struct {
+    ZeroNccl *n;
+    ncclComm_t comm;
+    cudaStream_t s;
+    const ZeroCollPart *parts;
+    int nparts;
+    size_t es;
+    const char *what;
+} A2ACalls;
+
+static void a2a_call(void *arg, ZeroA2AOp op, int part, int to, int from) {
+    A2ACalls *a = (A2ACalls *)arg;
+    ZeroNccl *n = a->n;
+    if (op == ZERO_A2A_GROUP_START) {
+        NCCL_OK(n, ncclGroupStart(), "all_to_all of %s (part %d of %d)", a->what, part, a->nparts);
+    } else if (op == ZERO_A2A_GROUP_END) {
+        NCCL_OK(n, ncclGroupEnd(), "all_to_all of %s (group ending at part %d of %d)", a->what, part, a->nparts);
+    } else {
+        const ZeroCollPart *p = &a->parts[part];
+        size_t cb = p->count * a->es;
+        NCCL_OK(n, ncclSend((const char *)p->send + (size_t)to * cb, cb, ncclUint8, to, a->comm, a->s),
+                "all_to_all of %s (part %d, %zu bytes to rank %d)", a->what, part, cb, to);
+        NCCL_OK(n, ncclRecv((char *)p->recv + (size_t)from * cb, cb, ncclUint8, from, a->comm, a->s),
+                "all_to_all of %s (part %d, %zu bytes from rank %d)", a->what, part, cb, from);
+    }
+}
+
 void zero_nccl_all_to_all(ZeroNccl *n, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
                           const char *what) {
     ZeroComm *c = n->c;
     size_t es = zero_dtype_size(dt);
     uint64_t per_peer = 0;
     for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
-    note(n, s, "all_to_all", what);
+    note(n, "all_to_all", what);
     zero_coll_begin(c, ZERO_COLL_ALL_TO_ALL, per_peer, what);
     // this rank's own slice is a local copy
     for (int i = 0; i < nparts; i++) {
@@ -465,32 +541,8 @@ void zero_nccl_all_to_all(ZeroNccl *n, const ZeroCollPart *parts, int nparts, Ze
             CUDA_OK(c, cudaMemcpyAsync((char *)parts[i].recv + off, (const char *)parts[i].send + off, cb, cudaMemcpyDefault, s),
                     "all_to_all of %s (own slice of part %d, %zu bytes)", what, i, cb);
     }
-    if (c->world > 1) {
-        // every rank splits the same parts into the same groups: counts agree across ranks
-        const int per_part = 2 * (c->world - 1);
-        int in_group = 0;
-        for (int i = 0; i < nparts; i++) {
-            const ZeroCollPart *p = &parts[i];
-            size_t cb = p->count * es;
-            if (cb == 0) continue;
-            if (in_group && in_group + per_part > GROUP_OPS) {
-                NCCL_OK(n, ncclGroupEnd(), "all_to_all of %s (%d parts, %zu bytes per slice)", what, nparts, cb);
-                in_group = 0;
-            }
-            if (in_group == 0) NCCL_OK(n, ncclGroupStart(), "all_to_all of %s", what);
-            for (int q = 0; q < c->world; q++) {
-                if (q == c->rank) continue;
-                NCCL_OK(n, ncclSend((const char *)p->send + (size_t)q * cb, cb, ncclUint8, q, n->world, s),
-                        "all_to_all of %s (part %d, %zu bytes to rank %d)", what, i, cb, q);
-                NCCL_OK(n, ncclRecv((char *)p->recv + (size_t)q * cb, cb, ncclUint8, q, n->world, s),
-                        "all_to_all of %s (part %d, %zu bytes from rank %d)", what, i, cb, q);
-            }
-            in_group += per_part;
-        }
-        if (in_group)
-            NCCL_OK(n, ncclGroupEnd(), "all_to_all of %s (%d parts, %llu bytes per peer)", what, nparts,
-                    (unsigned long long)per_peer);
-    }
+    A2ACalls a = {n, comm_of(n, s), s, parts, nparts, es, what};
+    zero_a2a_plan(c->world, c->rank, parts, nparts, GROUP_OPS, a2a_call, &a);
     zero_coll_end(c);
     if (c->world > 1 && per_peer > 0) track(n, s, ZERO_COLL_ALL_TO_ALL, per_peer * (uint64_t)(c->world - 1), what);
 }
@@ -498,14 +550,14 @@ void zero_nccl_all_to_all(ZeroNccl *n, const ZeroCollPart *parts, int nparts, Ze
 void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const char *what) {
     ZeroComm *c = n->c;
     if (c->world == 1 || count <= 0) return;
-    cudaStream_t s = n->last ? n->last : n->own;
+    cudaStream_t s = n->own;
     for (int base = 0; base < count; base += ALLREDUCE_CHUNK) {
         int k = count - base < ALLREDUCE_CHUNK ? count - base : ALLREDUCE_CHUNK;
         size_t kb = (size_t)k * sizeof(double);
         double *hmine = n->hscratch + (size_t)c->rank * k, *dmine = n->dscratch + (size_t)c->rank * k;
         memcpy(hmine, values + base, kb);
         CUDA_OK(c, cudaMemcpyAsync(dmine, hmine, kb, cudaMemcpyHostToDevice, s), "all-reduce of %s (%d doubles)", what, k);
-        note(n, s, "all_reduce", what);
+        note(n, "all_reduce", what);
         zero_coll_begin(c, ZERO_COLL_ALL_REDUCE, kb, what);
         NCCL_OK(n, ncclAllGather(dmine, n->dscratch, (size_t)k, ncclDouble, n->world, s),
                 "all-reduce of %s (%d doubles per rank, %d ranks)", what, k, c->world);

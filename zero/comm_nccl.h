@@ -8,7 +8,8 @@ ZERO_BOOTSTRAP_FILE, which rank 0 removes once every rank has joined); the world
 communicator comes from ncclCommInitRank, and intra- and inter-node communicators from
 ncclCommSplit by the node layout current at set-up. A world of one rank uses no NCCL.
 
-Every collective is enqueued on the caller's stream, brackets zero_coll_begin/end (byte
+Every collective is enqueued on the caller's stream, on that stream's own communicator when
+zero_nccl_stream_open gave it one (else the world's), brackets zero_coll_begin/end (byte
 accounting, as comm_mpi.c does), and records an event after itself: the watchdog thread
 polls the oldest unfinished one and NCCL's asynchronous errors (comm.h: ZeroCommDevice)
 and ends the job with ncclCommAbort and a message naming the rank and the operation.
@@ -41,10 +42,14 @@ void zero_nccl_all_gather(ZeroNccl *n, const ZeroCollPart *parts, int nparts, Ze
                           const char *what);
 void zero_nccl_all_to_all(ZeroNccl *n, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
                           const char *what);
-// Host doubles summed in rank order (an all-gather, then a local sum); blocking. Queued
-// behind the latest collective's stream, so NCCL calls on this rank stay in one order.
+// Host doubles summed in rank order (an all-gather, then a local sum) on the world
+// communicator and a stream of its own; blocking.
 void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const char *what);
-// The stream s is going away: stop queueing behind it.
+// Collective (every rank, same order): collectives enqueued on s from now on use a
+// communicator of their own, split from the world, so that two streams' collectives are
+// not serialized by NCCL. 0, or -1 after printing why.
+int zero_nccl_stream_open(ZeroNccl *n, cudaStream_t s);
+// The stream s is going away: its communicator is destroyed (every rank, same order).
 void zero_nccl_forget_stream(ZeroNccl *n, cudaStream_t s);
 
 #ifdef __cplusplus

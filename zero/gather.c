@@ -129,23 +129,21 @@ static void evict_own(Zero *z, int unit) {
 static void issue(Zero *z, const int *list, int n, const char *why) {
     if (n == 0) return;
     const ZeroBackend *b = z->b;
-    // a recycled block may still be read by the model's queued work
-    ZeroEvent *e = zero_next_event(z);
-    b->event_record(b, e, z->main);
-    b->stream_wait(b, z->cs, e);
+    zero_after_main(z, z->gs);   // a recycled block may still be read by the model's queued work
     for (int k = 0; k < n; k++) {
         ZT *t = &z->t[list[k]];
         z->parts[k].send = zero_gather_src(z, list[k]);
         z->parts[k].recv = t->work;
         z->parts[k].count = t->lay->split.shard;
     }
-    b->all_gather(b, z->comm, z->parts, n, z->cfg.param_dtype, z->cs, zero_label(z, why, list, n));
-    ZeroEvent *ready = zero_next_event(z);
-    b->event_record(b, ready, z->cs);
+    b->all_gather(b, z->comm, z->parts, n, z->cfg.param_dtype, z->gs, zero_label(z, why, list, n));
+    uint64_t id = ++z->gathers_issued;
     for (int k = 0; k < n; k++) {
-        z->t[list[k]].issued = 1;
-        z->t[list[k]].used = 0;
-        z->t[list[k]].ready = ready;
+        ZT *t = &z->t[list[k]];
+        b->event_record(b, t->ready, z->gs);
+        t->issued = 1;
+        t->used = 0;
+        t->gather_id = id;
     }
 }
 
@@ -216,13 +214,16 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward) {
     }
     z->n_gathers += (uint64_t)n;
     issue(z, z->batch, n, is_backward ? "params (backward):" : "params:");
-    ZeroEvent *last = NULL;
+    uint64_t waited = 0;   // tensors of one all-gather share one wait
     for (int i = 0; i < U->n; i++) {
         ZT *t = &z->t[U->tensors[i]];
         if (!in_pool(t)) continue;
         if (t->holders++ == 0) z->held_elems += t->lay->split.padded;
         t->used = 1;
-        if (t->ready != last) z->b->stream_wait(z->b, z->main, last = t->ready);
+        if (t->gather_id != waited) {
+            z->b->stream_wait(z->b, z->main, t->ready);
+            waited = t->gather_id;
+        }
     }
     // then gather ahead along the recorded order
     if (z->cfg.prefetch_elems > 0) {

@@ -1,9 +1,18 @@
 // reduce.c: gradient reduction. A tensor's gradient is complete once every unit that
 // reads it has called grads_ready in the micro-step (a tied tensor: after the last of its
 // two units). Complete tensors wait in a bucket; when the bucket holds bucket_elems (or
-// the micro-step ends) it is reduced: one all-to-all sends slice r of each gradient to
-// rank r, and rank r adds the N slices it received in rank order into its fp32 shard
-// gradient. The order of that sum is fixed, so the result does not depend on bucketing.
+// the micro-step ends) it is reduced on the reduce stream: one all-to-all sends slice r of
+// each gradient to rank r, and rank r adds the N slices it received in rank order into its
+// fp32 shard gradient. The order of that sum is fixed, so the result does not depend on
+// bucketing.
+//
+// When: stages 2 and 3 reduce every micro-step (their gradient buffers are transient);
+// stages 0 and 1 keep whole gradients, accumulate the micro-steps into them, and reduce
+// once per optimizer step, during the last micro-step's backward.
+//
+// Overlap: the model's stream never waits for a reduction just to go on with backward.
+// Stage 2/3 pool blocks go back to the pool bucket by bucket, oldest first, and only when
+// an allocation needs the room: the wait is then for the oldest reduction in flight.
 #include "zero_internal.h"
 
 #include <string.h>
@@ -11,7 +20,7 @@
 static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
 
 // Reduces tensors list[0..n) (their gradients live at z->t[i].grad) in groups that fit
-// the staging buffer.
+// the staging buffer, one bucket (and event) per group.
 static void reduce_list(Zero *z, const int *list, int n) {
     const ZeroBackend *b = z->b;
     for (int g0 = 0; g0 < n;) {
@@ -19,10 +28,11 @@ static void reduce_list(Zero *z, const int *list, int n) {
         int g1 = g0;
         while (g1 < n && (g1 == g0 || used + z->t[list[g1]].lay->split.padded <= z->staging_elems))
             used += z->t[list[g1++]].lay->split.padded;
-        // the model wrote these gradients on the main stream
-        ZeroEvent *e = zero_next_event(z);
-        b->event_record(b, e, z->main);
-        b->stream_wait(b, z->cs, e);
+        // a free event slot, and room in the deferred list for this group's blocks
+        while (z->bucket_next - z->bucket_done == (uint64_t)z->bucket_cap ||
+               (z->stage >= 2 && z->ndeferred + (g1 - g0) > z->deferred_cap))
+            zero_grads_release_oldest(z);
+        zero_after_main(z, z->rs);   // the model wrote these gradients on the main stream
         size_t off = 0;
         for (int k = g0; k < g1; k++) {
             ZT *t = &z->t[list[k]];
@@ -31,33 +41,29 @@ static void reduce_list(Zero *z, const int *list, int n) {
             z->parts[k - g0].count = t->lay->split.shard;
             off += t->lay->split.padded;
         }
-        b->all_to_all(b, z->comm, z->parts, g1 - g0, z->cfg.grad_dtype, z->cs,
+        b->all_to_all(b, z->comm, z->parts, g1 - g0, z->cfg.grad_dtype, z->rs,
                       zero_label(z, "gradients of", list + g0, g1 - g0));
         off = 0;
         for (int k = g0; k < g1; k++) {
             const ZeroTensorLayout *l = z->t[list[k]].lay;
             b->reduce_slices(b, z->shard_grad + l->shard_off, byte_at(z->staging, off, z->ges), l->split.shard,
-                             z->world, l->own_count, z->cfg.grad_dtype, z->cs);
+                             z->world, l->own_count, z->cfg.grad_dtype, z->rs);
             off += l->split.padded;
         }
-        ZeroEvent *done = zero_next_event(z);
-        b->event_record(b, done, z->cs);
-        for (int k = g0; k < g1; k++) {
-            ZT *t = &z->t[list[k]];
-            t->grad_done = done;
-            if (z->stage == 1) t->needs_zero = 1;
-            if (z->stage >= 2) {
-                // back to the pool once the reduction has read it (zero_grads_drain)
+        uint64_t bucket = z->bucket_next++;
+        b->event_record(b, z->bucket_ev[bucket % (uint64_t)z->bucket_cap], z->rs);
+        if (z->stage >= 2)
+            for (int k = g0; k < g1; k++) {
+                ZT *t = &z->t[list[k]];
+                // back to the pool once this bucket has read it (zero_grads_release_oldest)
                 if (t->lay->split.padded > 0) {
-                    if (z->ndeferred == z->deferred_cap) zero_grads_drain(z);
                     z->deferred[z->ndeferred].off = t->grad_block;
-                    z->deferred[z->ndeferred].ev = done;
+                    z->deferred[z->ndeferred].bucket = bucket;
                     z->ndeferred++;
                 }
                 t->grad = NULL;
                 t->grad_block = ZERO_ARENA_FULL;
             }
-        }
         z->n_buckets++;
         g0 = g1;
     }
@@ -70,19 +76,26 @@ void zero_grads_flush(Zero *z) {
     z->pending_elems = 0;
 }
 
-void zero_grads_drain(Zero *z) {
+int zero_grads_release_oldest(Zero *z) {
+    if (z->bucket_done == z->bucket_next) return 0;
+    uint64_t bucket = z->bucket_done++;
+    // the main stream will write the recycled memory: wait for the reduction's read
+    z->b->stream_wait(z->b, z->main, z->bucket_ev[bucket % (uint64_t)z->bucket_cap]);
+    int kept = 0;
     for (int i = 0; i < z->ndeferred; i++) {
-        // the main stream will write the recycled memory: wait for the reduction's read
-        z->b->stream_wait(z->b, z->main, z->deferred[i].ev);
+        if (z->deferred[i].bucket != bucket) {
+            z->deferred[kept++] = z->deferred[i];
+            continue;
+        }
         if (zero_arena_release(&z->garena, z->deferred[i].off) != 0)
             zero_fail(z, "internal: gradient pool block at %zu was not allocated", z->deferred[i].off);
     }
-    z->ndeferred = 0;
+    z->ndeferred = kept;
+    return 1;
 }
 
-void zero_reduce_all(Zero *z) {
-    for (int i = 0; i < z->nt; i++) z->batch[i] = i;
-    reduce_list(z, z->batch, z->nt);
+void zero_grads_drain(Zero *z) {
+    while (zero_grads_release_oldest(z)) {}
 }
 
 void zero_grad_acquire(Zero *z, int ti) {
@@ -94,15 +107,12 @@ void zero_grad_acquire(Zero *z, int ti) {
         return;
     }
     int top = t->num_units > 1;   // lives across units: keep it out of the cycling space
-    size_t off = zero_arena_alloc(&z->garena, size, top);
-    if (off == ZERO_ARENA_FULL) {
-        zero_grads_drain(z);
-        off = zero_arena_alloc(&z->garena, size, top);
-    }
-    if (off == ZERO_ARENA_FULL) {
+    size_t off;
+    // make room from the oldest reduction in flight, then by reducing what is pending
+    while ((off = zero_arena_alloc(&z->garena, size, top)) == ZERO_ARENA_FULL) {
+        if (zero_grads_release_oldest(z)) continue;
+        if (z->npending == 0) break;
         zero_grads_flush(z);
-        zero_grads_drain(z);
-        off = zero_arena_alloc(&z->garena, size, top);
     }
     if (off == ZERO_ARENA_FULL)
         zero_fail(z, "gradient pool of %zu elements cannot place %s (%zu elements): %zu in use in %d blocks; "
@@ -119,20 +129,20 @@ void zero_grads_ready(Zero *z, int unit) {
     if (!U->bwd_done) zero_fail(z, "zero_grads_ready of unit %d before its backward zero_fetch", unit);
     if (U->ready_done) zero_fail(z, "zero_grads_ready of unit %d twice in one micro-step", unit);
     U->ready_done = 1;
-    if (z->stage >= 1) {
-        for (int i = 0; i < U->n; i++) {
-            ZT *t = &z->t[U->tensors[i]];
-            if (++t->grads_seen < t->num_units) continue;
-            t->grads_seen = 0;
-            z->pending[z->npending++] = U->tensors[i];
-            z->pending_elems += t->lay->split.padded;
-        }
-        if (z->pending_elems >= z->cfg.bucket_elems) zero_grads_flush(z);
+    // stages 0-1 hold whole gradients: reduce only what the last micro-step completes
+    int reduce_now = z->stage >= 2 || z->micro == z->grad_accum - 1;
+    for (int i = 0; i < U->n; i++) {
+        ZT *t = &z->t[U->tensors[i]];
+        if (++t->grads_seen < t->num_units) continue;
+        t->grads_seen = 0;
+        if (!reduce_now) continue;
+        z->pending[z->npending++] = U->tensors[i];
+        z->pending_elems += t->lay->split.padded;
     }
+    if (reduce_now && z->pending_elems >= z->cfg.bucket_elems) zero_grads_flush(z);
     if (++z->units_ready < z->nu) return;
     // micro-step complete: reduce what is left, reset the per-micro-step marks
-    if (z->stage >= 1) zero_grads_flush(z);
-    if (z->stage >= 2 && z->ndeferred > z->nt) zero_grads_drain(z);
+    zero_grads_flush(z);
     for (int u = 0; u < z->nu; u++) z->u[u].bwd_done = z->u[u].ready_done = 0;
     for (int i = 0; i < z->nt; i++)
         if (z->t[i].grads_seen)

@@ -1,6 +1,8 @@
 // watchdog.c: collective bracketing: byte accounting (intra- vs inter-node) and a timer
 // thread that ends the job when one collective stays in flight longer than timeout_s.
 // A hung collective otherwise hangs every rank silently until the scheduler kills the job.
+// Collectives may run on several threads at once (the host backend's streams): each
+// thread has its own slot, and the deadline is that of the oldest collective in flight.
 // With a device library attached (comm->dev: NCCL, whose collectives return before they
 // run), the thread also polls it every poll_s seconds, and aborts it before ending the job.
 #include "comm.h"
@@ -13,6 +15,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#define WATCH_SLOTS 16   // threads with a collective in flight at once
+
+typedef struct {
+    pthread_t owner;
+    int depth;             // collectives in flight on the owner thread (nesting); 0: slot free
+    double start;          // CLOCK_MONOTONIC seconds when the outermost one began
+    ZeroCollOp op;
+    uint64_t bytes;
+    char what[128];
+} WatchSlot;
+
 struct ZeroWatchdog {
     pthread_t thread;
     pthread_mutex_t mu;
@@ -20,11 +33,7 @@ struct ZeroWatchdog {
     ZeroComm *comm;
     double timeout_s;
     int stop;
-    int depth;             // collectives in flight on the calling thread (nesting)
-    double start;          // CLOCK_MONOTONIC seconds when the outermost one began
-    ZeroCollOp op;
-    uint64_t bytes;
-    char what[128];
+    WatchSlot slot[WATCH_SLOTS];
 };
 
 const char *zero_coll_name(ZeroCollOp op) {
@@ -70,14 +79,17 @@ static void *watch(void *arg) {
             watchdog_end_job(w->comm);
         }
         double t = now_s(), wake = dev ? t + dev->poll_s : -1.0;
-        if (w->depth > 0) {
-            double deadline = w->start + w->timeout_s;
+        const WatchSlot *old = NULL;   // the collective in flight the longest
+        for (int i = 0; i < WATCH_SLOTS; i++)
+            if (w->slot[i].depth > 0 && (!old || w->slot[i].start < old->start)) old = &w->slot[i];
+        if (old) {
+            double deadline = old->start + w->timeout_s;
             if (t >= deadline) {
                 // Timed out: say what hung, then take the whole job down (the other ranks
                 // are most likely blocked in the same collective and would wait forever).
                 fprintf(stderr, "rank %d: collective %s on %llu bytes timed out after %.1f s (%s)\n",
-                        w->comm->rank, zero_coll_name(w->op), (unsigned long long)w->bytes, t - w->start,
-                        w->what);
+                        w->comm->rank, zero_coll_name(old->op), (unsigned long long)old->bytes, t - old->start,
+                        old->what);
                 fflush(stderr);
                 pthread_mutex_unlock(&w->mu);
                 watchdog_end_job(w->comm);
@@ -149,27 +161,41 @@ int zero_comm_set_timeout(ZeroComm *c, double timeout_s) {
     return 0;
 }
 
+// The calling thread's slot (taking a free one if it has none); NULL when all are taken,
+// which only costs that collective its timeout. Called with w->mu held.
+static WatchSlot *slot_of(struct ZeroWatchdog *w, int take) {
+    pthread_t me = pthread_self();
+    WatchSlot *free_slot = NULL;
+    for (int i = 0; i < WATCH_SLOTS; i++) {
+        if (w->slot[i].depth > 0 && pthread_equal(w->slot[i].owner, me)) return &w->slot[i];
+        if (w->slot[i].depth == 0 && !free_slot) free_slot = &w->slot[i];
+    }
+    if (take && free_slot) free_slot->owner = me;
+    return take ? free_slot : NULL;
+}
+
 void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const char *what) {
     ZeroCollBytes *s = &c->sent[op];
-    s->calls++;
-    s->intra_bytes += bytes_per_peer * (uint64_t)(c->local_size - 1);
-    s->inter_bytes += bytes_per_peer * (uint64_t)(c->world - c->local_size);
+    __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->intra_bytes, bytes_per_peer * (uint64_t)(c->local_size - 1), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->inter_bytes, bytes_per_peer * (uint64_t)(c->world - c->local_size), __ATOMIC_RELAXED);
     struct ZeroWatchdog *w = c->watchdog;
     if (w) {
         pthread_mutex_lock(&w->mu);
-        if (w->depth++ == 0) {
-            w->start = now_s();
-            w->op = op;
-            w->bytes = bytes_per_peer * (uint64_t)(c->world - 1);
-            snprintf(w->what, sizeof w->what, "%s", what ? what : "");
+        WatchSlot *sl = slot_of(w, 1);
+        if (sl && sl->depth++ == 0) {
+            sl->start = now_s();
+            sl->op = op;
+            sl->bytes = bytes_per_peer * (uint64_t)(c->world - 1);
+            snprintf(sl->what, sizeof sl->what, "%s", what ? what : "");
             pthread_cond_signal(&w->cv);
         }
         pthread_mutex_unlock(&w->mu);
     }
-    if (c->stall_s > 0) {  // test hook: hang inside the collective, as a stuck peer would
-        double s = c->stall_s;
-        c->stall_s = 0;
-        struct timespec ts = abs_time(s);
+    double stall, none = 0.0;
+    __atomic_exchange(&c->stall_s, &none, &stall, __ATOMIC_ACQ_REL);
+    if (stall > 0) {  // test hook: hang inside the collective, as a stuck peer would
+        struct timespec ts = abs_time(stall);
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
     }
 }
@@ -178,8 +204,9 @@ void zero_coll_end(ZeroComm *c) {
     struct ZeroWatchdog *w = c->watchdog;
     if (!w) return;
     pthread_mutex_lock(&w->mu);
-    if (w->depth > 0) w->depth--;
+    WatchSlot *sl = slot_of(w, 0);
+    if (sl && sl->depth > 0) sl->depth--;
     pthread_mutex_unlock(&w->mu);
 }
 
-void zero_comm_inject_stall(ZeroComm *c, double seconds) { c->stall_s = seconds; }
+void zero_comm_inject_stall(ZeroComm *c, double seconds) { __atomic_store(&c->stall_s, &seconds, __ATOMIC_RELEASE); }

@@ -36,10 +36,21 @@ void zero_fail(const Zero *z, const char *fmt, ...) {
     zero_comm_abort(z->comm, 1);
 }
 
-ZeroEvent *zero_next_event(Zero *z) {
-    ZeroEvent *e = z->ev[z->ev_next];
-    z->ev_next = (z->ev_next + 1) % ZERO_NUM_EVENTS;
-    return e;
+void zero_after_main(Zero *z, ZeroStream *s) {
+    z->b->event_record(z->b, z->ev_main, z->main);
+    z->b->stream_wait(z->b, s, z->ev_main);
+}
+
+void zero_main_after(Zero *z, ZeroStream *s) {
+    ZeroEvent *e = s == z->gs ? z->ev_gs : z->ev_rs;
+    z->b->event_record(z->b, e, s);
+    z->b->stream_wait(z->b, z->main, e);
+}
+
+void zero_sync_streams(Zero *z) {
+    z->b->stream_sync(z->b, z->gs);
+    z->b->stream_sync(z->b, z->rs);
+    z->b->stream_sync(z->b, z->main);
 }
 
 const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n) {
@@ -119,14 +130,27 @@ static int validate(const ZeroTensor *tensors, int nt, int nu, const ZeroConfig 
     return 0;
 }
 
+static ZeroEvent *new_event(Zero *z, const char *what) {
+    ZeroEvent *e = z->b->event_create(z->b);
+    if (!e) zero_fail(z, "the %s backend could not create an event for %s", z->b->name, what);
+    return e;
+}
+
+// Streams (every rank creates them in the same order: each gets its own communicator) and
+// the events whose owners are fixed for the whole run.
 static void init_events(Zero *z) {
     z->main = z->b->main_stream(z->b);
-    z->cs = z->b->stream_create(z->b);
-    if (!z->main || !z->cs) zero_fail(z, "the %s backend could not create its streams", z->b->name);
-    for (int i = 0; i < ZERO_NUM_EVENTS; i++) {
-        z->ev[i] = z->b->event_create(z->b);
-        if (!z->ev[i]) zero_fail(z, "the %s backend could not create event %d", z->b->name, i);
-    }
+    z->gs = z->b->stream_create(z->b);
+    z->rs = z->b->stream_create(z->b);
+    if (!z->main || !z->gs || !z->rs) zero_fail(z, "the %s backend could not create its streams", z->b->name);
+    z->ev_main = new_event(z, "main-stream hand-offs");
+    z->ev_gs = new_event(z, "gather-stream hand-offs");
+    z->ev_rs = new_event(z, "reduce-stream hand-offs");
+    z->bucket_cap = z->nt + 2;
+    z->bucket_ev = hmalloc(z, (size_t)z->bucket_cap * sizeof(ZeroEvent *), "reduction events");
+    for (int i = 0; i < z->bucket_cap; i++) z->bucket_ev[i] = new_event(z, "gradient reductions");
+    if (z->stage == 3)
+        for (int i = 0; i < z->nt; i++) z->t[i].ready = new_event(z, z->t[i].name);
 }
 
 // Fills [dst, dst + count) with the initial values of elements [begin, begin + count) of
@@ -169,14 +193,10 @@ static void refresh_working(Zero *z, int t_step) {
             z->batch[np++] = i;
         }
         if (np) {
-            ZeroEvent *e = zero_next_event(z);
-            b->event_record(b, e, z->main);
-            b->stream_wait(b, z->cs, e);
-            b->all_gather(b, z->comm, z->parts, np, z->cfg.param_dtype, z->cs,
+            zero_after_main(z, z->gs);
+            b->all_gather(b, z->comm, z->parts, np, z->cfg.param_dtype, z->gs,
                           zero_label(z, "persistent params:", z->batch, np));
-            e = zero_next_event(z);
-            b->event_record(b, e, z->cs);
-            b->stream_wait(b, z->main, e);
+            zero_main_after(z, z->gs);
         }
         return;
     }
@@ -189,13 +209,9 @@ static void refresh_working(Zero *z, int t_step) {
         z->parts[i].recv = z->t[i].work;
         z->parts[i].count = l->split.shard;
     }
-    ZeroEvent *e = zero_next_event(z);
-    b->event_record(b, e, z->main);
-    b->stream_wait(b, z->cs, e);
-    b->all_gather(b, z->comm, z->parts, z->nt, z->cfg.param_dtype, z->cs, "working params (all tensors)");
-    e = zero_next_event(z);
-    b->event_record(b, e, z->cs);
-    b->stream_wait(b, z->main, e);
+    zero_after_main(z, z->gs);
+    b->all_gather(b, z->comm, z->parts, z->nt, z->cfg.param_dtype, z->gs, "working params (all tensors)");
+    zero_main_after(z, z->gs);
 }
 
 static void build_units(Zero *z) {
@@ -372,12 +388,11 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
             z->parts[i].recv = z->master + l->full_off;
             z->parts[i].count = l->split.shard;
         }
-        z->b->all_gather(z->b, z->comm, z->parts, z->nt, ZERO_F32, z->cs, "initial master weights");
-        z->b->stream_sync(z->b, z->cs);
+        z->b->all_gather(z->b, z->comm, z->parts, z->nt, ZERO_F32, z->gs, "initial master weights");
+        z->b->stream_sync(z->b, z->gs);
     }
     refresh_working(z, 0);
-    z->b->stream_sync(z->b, z->cs);
-    z->b->stream_sync(z->b, z->main);
+    zero_sync_streams(z);
     z->init_done = 1;
     return z;
 }
@@ -385,14 +400,20 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
 void zero_free(Zero *z) {
     if (!z) return;
     const ZeroBackend *b = z->b;
-    if (z->main) {
-        b->stream_sync(b, z->cs);
-        b->stream_sync(b, z->main);
-    }
+    if (z->main && z->gs && z->rs) zero_sync_streams(z);
     for (int i = 0; i < z->nallocs; i++) b->free(b, z->allocs[i].kind, z->allocs[i].p);
-    for (int i = 0; i < ZERO_NUM_EVENTS; i++)
-        if (z->ev[i]) b->event_destroy(b, z->ev[i]);
-    if (z->cs) b->stream_destroy(b, z->cs);
+    ZeroEvent *own[3] = {z->ev_main, z->ev_gs, z->ev_rs};
+    for (int i = 0; i < 3; i++)
+        if (own[i]) b->event_destroy(b, own[i]);
+    if (z->bucket_ev)
+        for (int i = 0; i < z->bucket_cap; i++)
+            if (z->bucket_ev[i]) b->event_destroy(b, z->bucket_ev[i]);
+    free(z->bucket_ev);
+    if (z->t)
+        for (int i = 0; i < z->nt; i++)
+            if (z->t[i].ready) b->event_destroy(b, z->t[i].ready);
+    if (z->gs) b->stream_destroy(b, z->gs);
+    if (z->rs) b->stream_destroy(b, z->rs);
     zero_arena_free_all(&z->parena);
     zero_arena_free_all(&z->garena);
     if (z->t)
@@ -424,8 +445,10 @@ void zero_begin_step(Zero *z, int grad_accum) {
     z->grad_accum = grad_accum;
     z->micro = 0;
     z->units_ready = 0;
+    // stages 0-1 accumulate every micro-step into whole gradients; stages 2-3 clear each
+    // pool block when it is handed out
     z->b->memset0(z->b, z->shard_grad, z->layout.shard_total * sizeof(float), z->main);
-    if (z->stage == 0) z->b->memset0(z->b, z->grad_full, z->layout.padded_total * z->ges, z->main);
+    if (z->stage <= 1) z->b->memset0(z->b, z->grad_full, z->layout.padded_total * z->ges, z->main);
     if (z->stage == 3 && z->trace_state == TRACE_NONE) {
         z->trace_state = TRACE_RECORDING;
         z->trace_len = 0;
@@ -451,12 +474,6 @@ const ZeroUnitView *zero_fetch(Zero *z, int unit, int is_backward) {
         U->params[i] = t->work;
         U->grads[i] = NULL;
         if (!is_backward) continue;
-        if (z->stage == 1 && t->needs_zero) {
-            // its last reduction must have read it before we clear it
-            z->b->stream_wait(z->b, z->main, t->grad_done);
-            z->b->memset0(z->b, t->grad, t->lay->split.padded * z->ges, z->main);
-            t->needs_zero = 0;
-        }
         if (z->stage >= 2) zero_grad_acquire(z, U->tensors[i]);
         U->grads[i] = t->grad;
     }
@@ -473,18 +490,17 @@ void zero_release(Zero *z, int unit, int is_backward) {
     U->fetched = -1;
 }
 
-// Stage 0 keeps whole gradients until the step: one all-reduce (all-to-all, rank-order
-// sum, all-gather) of the accumulated gradient, then every rank updates everything.
-static void stage0_reduce(Zero *z) {
+// Stage 0: the last micro-step reduced the accumulated gradient into the shard like
+// stage 1; every rank then gathers every shard (together: an all-reduce) and updates all.
+static void stage0_gather_grads(Zero *z) {
     const ZeroBackend *b = z->b;
-    zero_reduce_all(z);
     for (int i = 0; i < z->nt; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         z->parts[i].send = z->shard_grad + l->shard_off;
         z->parts[i].recv = z->red_full + l->full_off;
         z->parts[i].count = l->split.shard;
     }
-    b->all_gather(b, z->comm, z->parts, z->nt, ZERO_F32, z->cs, "reduced gradients (all tensors)");
+    b->all_gather(b, z->comm, z->parts, z->nt, ZERO_F32, z->rs, "reduced gradients (all tensors)");
 }
 
 float zero_step(Zero *z, const ZeroStepArgs *a) {
@@ -495,20 +511,21 @@ float zero_step(Zero *z, const ZeroStepArgs *a) {
                   "zero_begin_step announced %d", z->micro, z->units_ready, z->nu, z->grad_accum);
     for (int u = 0; u < z->nu; u++)
         if (z->u[u].fetched >= 0) zero_fail(z, "zero_step while unit %d is still fetched", u);
-    if (z->stage == 0) stage0_reduce(z);
+    if (z->stage == 0) stage0_gather_grads(z);
+    // The update needs every reduction, and no gather may still read the shard it rewrites
+    // (a stage-3 prefetch the last micro-step did not use).
     zero_grads_drain(z);
-    ZeroEvent *e = zero_next_event(z);
-    b->event_record(b, e, z->main);
-    b->stream_wait(b, z->cs, e);
+    zero_main_after(z, z->rs);
+    zero_main_after(z, z->gs);
 
     // Global norm: per-tensor sums of squares of this rank's shard, added in tensor
     // order, then the N partial sums added in rank order: the same bits on every rank
     // and at every stage (stage 0 uses the shard it would own).
     for (int i = 0; i < z->nt; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
-        b->sum_squares(b, z->shard_grad + l->shard_off, l->own_count, &z->sq[i], z->cs);
+        b->sum_squares(b, z->shard_grad + l->shard_off, l->own_count, &z->sq[i], z->main);
     }
-    b->stream_sync(b, z->cs);
+    b->stream_sync(b, z->main);
     double total = 0.0;
     for (int i = 0; i < z->nt; i++) total += z->sq[i];
     b->allreduce_sum_f64(b, z->comm, &total, 1, "gradient norm");
@@ -520,18 +537,14 @@ float zero_step(Zero *z, const ZeroStepArgs *a) {
         const ZeroTensorLayout *l = z->t[i].lay;
         if (z->stage == 0)
             b->adamw(b, z->master + l->full_off, z->red_full + l->full_off, z->m + l->full_off, z->v + l->full_off,
-                     l->split.numel, &p, z->t[i].decay, z->cs);
+                     l->split.numel, &p, z->t[i].decay, z->main);
         else
             b->adamw(b, z->master + l->shard_off, z->shard_grad + l->shard_off, z->m + l->shard_off,
-                     z->v + l->shard_off, l->own_count, &p, z->t[i].decay, z->cs);
+                     z->v + l->shard_off, l->own_count, &p, z->t[i].decay, z->main);
     }
-    e = zero_next_event(z);
-    b->event_record(b, e, z->cs);
-    b->stream_wait(b, z->main, e);
     if (z->stage == 3) zero_gather_reset(z);   // gathered copies are stale now
     refresh_working(z, a->t);
-    b->stream_sync(b, z->cs);
-    b->stream_sync(b, z->main);
+    zero_sync_streams(z);
     z->in_step = 0;
     z->last_t = a->t;
     for (int op = 0; op < ZERO_COLL_NUM; op++) {
@@ -546,8 +559,7 @@ float zero_step(Zero *z, const ZeroStepArgs *a) {
 void zero_refresh_after_load(Zero *z, int t) {
     if (z->stage == 3) zero_gather_reset(z);   // gathered copies hold the old weights
     refresh_working(z, t);
-    z->b->stream_sync(z->b, z->cs);
-    z->b->stream_sync(z->b, z->main);
+    zero_sync_streams(z);
     z->last_t = t;
 }
 
@@ -575,9 +587,9 @@ void zero_gather_master(Zero *z, int tensor, float *out) {
         return;
     }
     ZeroCollPart part = {z->master + l->shard_off, z->staging, l->split.shard};
-    b->all_gather(b, z->comm, &part, 1, ZERO_F32, z->cs, z->t[tensor].name);
-    b->copy(b, out, ZERO_MEM_HOST, z->staging, ZERO_MEM_DEVICE, l->split.numel * sizeof(float), z->cs);
-    b->stream_sync(b, z->cs);
+    b->all_gather(b, z->comm, &part, 1, ZERO_F32, z->gs, z->t[tensor].name);
+    b->copy(b, out, ZERO_MEM_HOST, z->staging, ZERO_MEM_DEVICE, l->split.numel * sizeof(float), z->gs);
+    b->stream_sync(b, z->gs);
 }
 
 void zero_stats(const Zero *z, ZeroStats *s) {

@@ -13,8 +13,8 @@ A trainer describes its parameters as a table of tensors, each used by one or mo
                                              zero_release(z, u, 1)   (either order of the last two)
       norm = zero_step(z, &adamw_args)
   Forward-only passes (evaluation) may fetch/release between steps.
-  Gradient buffers handed out in backward are zero when the step (stage 0) or the
-  micro-step (stages 1-3) begins; the model adds (+=) into them and never clears them.
+  Gradient buffers handed out in backward are zero when the step (stages 0-1) or the
+  micro-step (stages 2-3) begins; the model adds (+=) into them and never clears them.
 
 What each stage keeps on a rank (N ranks, Psi parameters; ZeRO paper section 5):
   0  full working params, full grads, full fp32 master + m + v (plain data parallel)
@@ -31,9 +31,10 @@ is zero and excluded from norms.
 
 Numerics: gradients are reduced by an all-to-all of each rank's slices followed by a
 sum in rank order 0..N-1 (fp32), so the reduced value of an element never depends on
-bucketing or stage: stages 1, 2 and 3 are bit-identical at equal world size. They
-reduce every micro-step; stage 0 all-reduces once per step (same reduction, applied to
-the accumulated gradient), so with gradient accumulation it differs by rounding only.
+bucketing. Stages 0 and 1 reduce once per step, during the last micro-step's backward
+(each rank accumulates its micro-steps first: sent per step Psi + Psi whatever the
+accumulation); stages 2 and 3 reduce every micro-step. At equal world size stages 0 and 1
+are bit-identical, 2 and 3 are bit-identical, and all four are without accumulation.
 The bf16 refresh of master weights uses stochastic rounding keyed by (seed, step,
 global element index). The global gradient norm is the same bits on every rank and at
 every stage: per-shard sums of squares in a fixed order, then added in rank order.

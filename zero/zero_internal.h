@@ -16,7 +16,6 @@ reduce.c (gradient buckets) and gather.c (stage-3 parameter gathering). Not for 
 // n rounded up to a multiple of m (m > 0).
 static inline size_t zero_round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-#define ZERO_NUM_EVENTS 32   // ring of events; a reused one only makes a wait later, never wrong
 
 // One tensor of the table.
 typedef struct {
@@ -31,14 +30,13 @@ typedef struct {
     int issued;                // stage 3: its all-gather is enqueued (work holds this step's values)
     int used;                  // stage 3: a fetch used it since it was gathered
     int holders;               // stage 3: fetched units using it now
-    ZeroEvent *ready;          // stage 3: recorded after its gather
+    ZeroEvent *ready;          // stage 3: its own event, recorded on the gather stream after its gather
+    uint64_t gather_id;        // stage 3: which all-gather filled it (tensors of one share a wait)
     uint64_t stamp;            // stage 3: visit mark for look-ahead walks
     // gradients
     void *grad;                // buffer the model accumulates into; NULL when none is live
     size_t grad_block;         // stage 2/3 pool offset
     int grads_seen;            // units of this tensor whose grads_ready came this micro-step
-    int needs_zero;            // stage 1: reduced; clear before the next backward writes it
-    ZeroEvent *grad_done;      // recorded after the reduction that read grad
 } ZT;
 
 // One unit.
@@ -53,7 +51,9 @@ typedef struct {
     size_t grad_need;          // padded elements of its unshared tensors' gradients
 } ZU;
 
-typedef struct { size_t off; ZeroEvent *ev; } ZDeferred;
+// Stages 2-3: a pool block whose gradient a reduction in flight still reads; it returns to
+// the pool once bucket `bucket` (a sequence number, see Zero.bucket_ev) has finished.
+typedef struct { size_t off; uint64_t bucket; } ZDeferred;
 
 enum { TRACE_NONE = 0, TRACE_RECORDING, TRACE_READY, TRACE_INVALID };
 
@@ -66,9 +66,15 @@ struct Zero {
     ZeroLayout layout;
     ZT *t;
     ZU *u;
-    ZeroStream *main, *cs;     // model's stream, collectives' stream
-    ZeroEvent *ev[ZERO_NUM_EVENTS];
-    int ev_next;
+    // Streams: the model's, parameter all-gathers', gradient reductions' (backend.h).
+    ZeroStream *main, *gs, *rs;
+    ZeroEvent *ev_main, *ev_gs, *ev_rs;   // hand-offs, waited on right after each record
+    // Reductions in flight, oldest first: bucket k's event is bucket_ev[k % bucket_cap],
+    // recorded on rs after it; buckets [bucket_done, bucket_next) are not yet released.
+    ZeroEvent **bucket_ev;
+    int bucket_cap;
+    uint64_t bucket_next, bucket_done;
+    uint64_t gathers_issued;   // stage 3: all-gathers enqueued (ZT.gather_id)
 
     // buffers (device memory of the backend)
     void *work_full;           // stages 0-2: all working params, padded
@@ -120,7 +126,12 @@ struct Zero {
 };
 
 void zero_fail(const Zero *z, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
-ZeroEvent *zero_next_event(Zero *z);
+// Ordering (backend.h): work queued on s from now on runs after the main stream's work so
+// far; and the main stream's next work runs after what s has queued so far.
+void zero_after_main(Zero *z, ZeroStream *s);
+void zero_main_after(Zero *z, ZeroStream *s);
+// Waits (host-side) until every stream has run everything queued on it.
+void zero_sync_streams(Zero *z);
 // Comma-separated tensor names for messages, truncated to fit z->what.
 const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n);
 
@@ -131,8 +142,8 @@ void zero_refresh_after_load(Zero *z, int t);
 // reduce.c
 void zero_grad_acquire(Zero *z, int ti);     // stage 2/3: a zeroed pool buffer for tensor ti
 void zero_grads_flush(Zero *z);              // reduce the pending tensors now
-void zero_grads_drain(Zero *z);              // return every reduced block to the pool
-void zero_reduce_all(Zero *z);               // stage 0: reduce every tensor's full gradient
+int zero_grads_release_oldest(Zero *z);      // oldest bucket in flight: wait, return its blocks (0: none)
+void zero_grads_drain(Zero *z);              // every bucket: the main stream waits for all reductions
 
 // gather.c
 void zero_gather_fetch(Zero *z, int unit, int is_backward);

@@ -51,7 +51,8 @@ static const ZeroUnitView *toy_fetch(Zero *z, int unit, int is_backward);
 static void toy_release(Zero *z, int unit, int is_backward);
 static void toy_grads_ready(Zero *z, int unit);
 
-#define zero_backend_host() toy_backend()
+#define zero_backend_host(c) toy_backend()
+#define zero_backend_host_free(b) ((void)(b))   // the CUDA backend is freed below
 #define zero_init toy_zero_init
 #define zero_fetch toy_fetch
 #define zero_release toy_release
@@ -64,6 +65,7 @@ static void toy_grads_ready(Zero *z, int unit);
 #undef zero_fetch
 #undef zero_init
 #undef zero_backend_host
+#undef zero_backend_host_free
 
 static void cuda_or_die(cudaError_t e, const char *what) {
     if (e == cudaSuccess) return;
@@ -299,7 +301,7 @@ static void kernel_sumsq(const ZeroBackend *hb, const float *x, const float *dx,
 }
 
 static void run_gpu_kernels(ZeroComm *comm) {
-    const ZeroBackend *hb = zero_backend_host();
+    const ZeroBackend *hb = zero_backend_host(comm);
     static const size_t ns[] = {1, 3, 4, 17, 4096 + 5, 100003};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
         for (size_t off = 0; off < 2; off++) {
@@ -364,6 +366,7 @@ static void run_gpu_kernels(ZeroComm *comm) {
             free(x);
         }
     }
+    zero_backend_host_free(hb);
 }
 
 // ---------------------------------------------------------------- collectives

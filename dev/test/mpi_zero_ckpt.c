@@ -61,6 +61,8 @@ typedef struct {
     char tag[16];
 } Extra;
 
+static const ZeroBackend *host_b;   // the process's host backend (main makes it)
+
 static void config_of(ZeroConfig *cfg, const Variant *V, int node_size) {
     zero_config_defaults(cfg);
     cfg->stage = V->stage;
@@ -77,7 +79,7 @@ static void config_of(ZeroConfig *cfg, const Variant *V, int node_size) {
 static Zero *make(ZeroComm *comm, Toy *toy, const Variant *V) {
     ZeroConfig cfg;
     config_of(&cfg, V, 0);
-    Zero *z = zero_init(toy->t, TOY_NT, TOY_NU, &cfg, comm, zero_backend_host(), toy_init, toy);
+    Zero *z = zero_init(toy->t, TOY_NT, TOY_NU, &cfg, comm, host_b, toy_init, toy);
     if (!z) {
         fprintf(stderr, "rank %d: zero_init of %s failed\n", comm->rank, V->name);
         zero_comm_abort(comm, 1);
@@ -498,7 +500,7 @@ static int run_report(ZeroComm *comm, const char *base) {
         const Variant *V = &R[vi];
         ZeroConfig cfg;
         config_of(&cfg, V, node_size);
-        Zero *z = zero_init(toy.t, TOY_NT, TOY_NU, &cfg, comm, zero_backend_host(), toy_init, &toy);
+        Zero *z = zero_init(toy.t, TOY_NT, TOY_NU, &cfg, comm, host_b, toy_init, &toy);
         check(z != NULL, "%s: zero_init", V->name);
         if (!z) continue;
         zero_report_set_activation_bytes(z, 1000 + (size_t)comm->rank, 77);
@@ -620,7 +622,7 @@ static int run_report(ZeroComm *comm, const char *base) {
                 if (V->stage == 3 && V->persist && sp.numel <= V->persist) sp_ += sp.shard;
                 else su += sp.shard * (size_t)toy.t[t].num_units;
             }
-            uint64_t a2a = (uint64_t)(V->stage == 0 ? 1 : G) * shard * ges;
+            uint64_t a2a = (uint64_t)(V->stage <= 1 ? 1 : G) * shard * ges;   // stages 0-1: once per step
             uint64_t ag = V->stage == 3 ? ((uint64_t)G * 2 * su + sp_) * pes : shard * (V->stage == 0 ? 4 : pes);
             uint64_t peers = (uint64_t)W - 1;
             uint64_t per_step = live.steps ? (live.intra_bytes[0] + live.inter_bytes[0]) / live.steps : 0;
@@ -651,6 +653,8 @@ int main(int argc, char **argv) {
     ZeroComm *comm = zero_comm_init(&argc, &argv);
     if (!comm) return 1;
     rank_g = comm->rank;
+    host_b = zero_backend_host(comm);
+    if (!host_b) return 1;
     if (argc != 3) {
         if (comm->rank == 0) fprintf(stderr, "usage: %s save|resume|cross|errors|report BASE\n", argv[0]);
         zero_comm_free(comm);
@@ -667,6 +671,7 @@ int main(int argc, char **argv) {
     double f[2] = {(double)fails, (double)passes};
     zero_mpi_allreduce_sum_f64(comm, f, 2, "test summary");
     if (comm->rank == 0) printf("mpi_zero_ckpt %s: %d ranks, %.0f checks passed, %.0f failed\n", mode, comm->world, f[1], f[0]);
+    zero_backend_host_free(host_b);
     zero_comm_free(comm);
     return rc ? rc : (f[0] > 0 ? 1 : 0);
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_zero_mpi.sh: builds dev/test/mpi_zero_toy.c with zero/ (mpicc) and runs it under
 # mpirun: the host kernels against their spec, refused configurations, every ZeRO stage
-# at 1, 2, 3 and 4 ranks against the unsharded reference, and two runs that must die: a
+# at 1, 2, 3 and 4 ranks against the unsharded reference (also with the host backend's
+# jitter, ZERO_HOST_JITTER, under several seeds: the same bits), the overlap properties
+# read from a recording backend (mpi_zero_overlap.c), and two runs that must die: a
 # collective stalled past the watchdog's timeout and a hook called out of order.
 # Run from the repository root. Prints PASS/FAIL per case; exit 0 only if all pass.
 set -u
@@ -16,13 +18,19 @@ for tool in mpicc mpirun; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# build NAME: dev/test/NAME.c with zero/ into $tmp/NAME, warning-free
+build() {
+    if ! mpicc -std=c11 -D_GNU_SOURCE -O2 -march=native -fopenmp -ffp-contract=off -Wall -Wextra -Werror \
+            "dev/test/$1.c" zero/*.c -lcjson -lz -lm -o "$tmp/$1" 2> "$tmp/build.log"; then
+        cat "$tmp/build.log"
+        echo "FAIL: building $1"
+        exit 1
+    fi
+}
+build mpi_zero_toy
+build mpi_zero_overlap
 bin="$tmp/mpi_zero_toy"
-if ! mpicc -std=c11 -D_GNU_SOURCE -O2 -march=native -fopenmp -ffp-contract=off -Wall -Wextra -Werror \
-        dev/test/mpi_zero_toy.c zero/*.c -lcjson -lz -lm -o "$bin" 2> "$tmp/build.log"; then
-    cat "$tmp/build.log"
-    echo "FAIL: building mpi_zero_toy"
-    exit 1
-fi
+overlap="$tmp/mpi_zero_overlap"
 pass "build (warning-free)"
 
 # Open MPI wants these to run as root and to start more ranks than cores.
@@ -48,6 +56,27 @@ run kernels 1 kernels
 run errors 2 errors
 for np in 1 2 3 4; do run "stages-0-3-np$np" "$np" train; done
 grep -h "stage\|reference" "$tmp/stages-0-3-np4.log" | sed 's/^/    /'
+
+# The same checks with random sleeps before every queued stream operation: a missing wait
+# in zero/ would let the model read a buffer a stream thread has not finished.
+for seed in 11 12 13; do
+    for np in 2 4; do
+        name="jitter-seed$seed-np$np"
+        ZERO_HOST_JITTER=$seed run "$name" "$np" train
+        grep -q "jitter is on (ZERO_HOST_JITTER=$seed)" "$tmp/$name.log" || bad "$name: no start-up line says jitter is on"
+    done
+done
+
+# What the model's stream waits for (recording backend).
+for np in 1 2 4; do
+    if timeout 120 mpirun "${mpiflags[@]}" -np "$np" "$overlap" > "$tmp/overlap$np.log" 2>&1; then
+        pass "overlap np$np ($(grep -o '[0-9]* checks passed' "$tmp/overlap$np.log"))"
+    else
+        cat "$tmp/overlap$np.log"
+        bad "overlap np$np"
+    fi
+done
+sed 's/^/    /' "$tmp/overlap2.log" | grep -v checks
 
 # Without a launcher: rank and world come from the environment and MPI is never started.
 nolaunch=(env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_NTASKS)
