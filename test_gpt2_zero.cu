@@ -10,9 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cudnn.h>
+
 #include "adamw.h"
 #include "adamw_cuda.cuh"
 #include "attention_cudnn.h"
+#include "attention_cudnn_version.h"
 #include "attention_fallback.cuh"
 #include "classifier.cuh"
 #include "cuda_utils.cuh"
@@ -550,6 +553,12 @@ static void test_attention(int use_cudnn, int B, int T, int NH, int HS) {
     char name[96];
     snprintf(name, sizeof(name), "attention %s B=%d T=%d NH=%d HS=%d", use_cudnn ? "cuDNN" : "fallback", B, T, NH, HS);
     size_t ws = 0;
+    if (use_cudnn && !attention_cudnn_backward_ok(cudnnGetVersion())) {
+        // a runtime with a known bad backward must be refused, so the model falls back
+        report(!attention_cudnn_prepare(B, T, NH, HS, &ws), name, "cuDNN %zu refused by attention_cudnn_prepare",
+               (size_t)cudnnGetVersion());
+        return;
+    }
     if (use_cudnn && !attention_cudnn_prepare(B, T, NH, HS, &ws)) {
         report(0, name, "cuDNN attention_cudnn_prepare declined this shape");
         return;
@@ -717,7 +726,7 @@ static void test_model(const Reference *r, int use_cudnn, int recompute, int ext
     opt.seed = 777;
     GPT2Cuda m;
     gpt2_cuda_build(&m, &r->config, r->params, B, T, &opt);
-    if (use_cudnn && !m.use_cudnn) {
+    if (use_cudnn && !m.use_cudnn && attention_cudnn_backward_ok(cudnnGetVersion())) {
         snprintf(name, sizeof(name), "%s cuDNN attention available", tag);
         report(0, name, "attention_cudnn_prepare declined B=%d T=%d; ran the fallback instead", B, T);
     }
