@@ -138,6 +138,12 @@ $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
 
+# Unit tests that call zero/'s host backend link libzero.a, hence MPI.
+ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding
+$(ZERO_TEST_BIN): $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libzero.a $(BUILD)/libllmc.a
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
+
 # The CPU suite: unit tests (cmocka) and end-to-end trainer checks (shell), one summary.
 test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff
 	@bash dev/test/run_tests.sh $(TEST_BIN)

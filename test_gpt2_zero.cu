@@ -10,9 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cudnn.h>
+
 #include "adamw.h"
 #include "adamw_cuda.cuh"
 #include "attention_cudnn.h"
+#include "attention_cudnn_version.h"
 #include "attention_fallback.cuh"
 #include "classifier.cuh"
 #include "cuda_utils.cuh"
@@ -263,6 +266,20 @@ static uint16_t host_round_stochastic(float x, uint64_t seed, uint64_t step, uin
     memcpy(&u, &x, 4);
     u += r & 0xffffu;
     return (uint16_t)(u >> 16);
+}
+
+// key[i] = index of flat (llm.c order) element i when the slices of gpt2_slices() are laid
+// end to end: the element numbering that keys the bf16 rounding in both trainers.
+static uint64_t *slice_order_keys(const GPT2Config *c, size_t n) {
+    int ns = gpt2_num_slices(c);
+    GPT2Slice *sl = (GPT2Slice *)malloc((size_t)ns * sizeof(GPT2Slice));
+    uint64_t *key = (uint64_t *)malloc(n * sizeof(uint64_t));
+    gpt2_slices(c, sl);
+    uint64_t next = 0;
+    for (int k = 0; k < ns; k++)
+        for (size_t j = 0; j < sl[k].numel; j++) key[sl[k].offset + j] = next++;
+    free(sl);
+    return key;
 }
 
 // AdamW kernel against adamw_element on the host: fp32 results must match bit for bit.
@@ -536,6 +553,12 @@ static void test_attention(int use_cudnn, int B, int T, int NH, int HS) {
     char name[96];
     snprintf(name, sizeof(name), "attention %s B=%d T=%d NH=%d HS=%d", use_cudnn ? "cuDNN" : "fallback", B, T, NH, HS);
     size_t ws = 0;
+    if (use_cudnn && !attention_cudnn_backward_ok(cudnnGetVersion())) {
+        // a runtime with a known bad backward must be refused, so the model falls back
+        report(!attention_cudnn_prepare(B, T, NH, HS, &ws), name, "cuDNN %zu refused by attention_cudnn_prepare",
+               (size_t)cudnnGetVersion());
+        return;
+    }
     if (use_cudnn && !attention_cudnn_prepare(B, T, NH, HS, &ws)) {
         report(0, name, "cuDNN attention_cudnn_prepare declined this shape");
         return;
@@ -703,9 +726,25 @@ static void test_model(const Reference *r, int use_cudnn, int recompute, int ext
     opt.seed = 777;
     GPT2Cuda m;
     gpt2_cuda_build(&m, &r->config, r->params, B, T, &opt);
-    if (use_cudnn && !m.use_cudnn) {
+    if (use_cudnn && !m.use_cudnn && attention_cudnn_backward_ok(cudnnGetVersion())) {
         snprintf(name, sizeof(name), "%s cuDNN attention available", tag);
         report(0, name, "attention_cudnn_prepare declined B=%d T=%d; ran the fallback instead", B, T);
+    }
+
+    // The initial bf16 copy is the stochastic rounding of step 0 (as zero/'s refresh at init).
+    {
+        float *w0 = (float *)malloc(r->n * sizeof(float));
+        uint64_t *key = slice_order_keys(&r->config, r->n);
+        gpt2_cuda_get_params_bf16(&m, w0);
+        size_t bad0 = 0;
+        for (size_t i = 0; i < r->n; i++) {
+            float want = gpt2_bf16_to_f32(host_round_stochastic(r->params[i], opt.seed, 0, key[i]));
+            if (memcmp(&want, &w0[i], 4) != 0) bad0++;
+        }
+        snprintf(name, sizeof(name), "%s initial bf16 params = stochastic rounding of step 0", tag);
+        report(bad0 == 0, name, "%zu/%zu differ", bad0, r->n);
+        free(key);
+        free(w0);
     }
 
     // Logits: forward without targets.
@@ -836,13 +875,16 @@ static void test_model(const Reference *r, int use_cudnn, int recompute, int ext
         report(e_upd < 0.2, name, "updates rel L2 %.2e, params rel L2 %.2e", e_upd, e_par);
     }
 
-    // The bf16 copy is exactly the stochastic rounding of the master at the last step.
+    // The bf16 copy is exactly the stochastic rounding of the master at the last step, each
+    // element keyed by its index in slice order (how zero/ numbers the same element).
     gpt2_cuda_get_params_bf16(&m, work);
+    uint64_t *key = slice_order_keys(&r->config, r->n);
     size_t bad = 0;
     for (size_t i = 0; i < r->n; i++) {
-        float want = gpt2_bf16_to_f32(host_round_stochastic(master[i], opt.seed, STEPS, i));
+        float want = gpt2_bf16_to_f32(host_round_stochastic(master[i], opt.seed, STEPS, key[i]));
         if (memcmp(&want, &work[i], 4) != 0) bad++;
     }
+    free(key);
     snprintf(name, sizeof(name), "%s bf16 params = stochastic rounding of master", tag);
     report(bad == 0, name, "%zu/%zu differ", bad, r->n);
 

@@ -1,11 +1,16 @@
-// adamw.h: the one AdamW element update, shared by the CPU model, the CUDA kernels
-// and zero/'s sharded optimizers. Each operation is spelled out as a separately
-// rounded IEEE op (no FMA contraction: host code builds with -ffp-contract=off, device
-// code uses the _rn intrinsics), so CPU and GPU give bit-identical parameters.
+// adamw.h: the one AdamW element update and the one stochastic rounding of its fp32
+// result to the bf16 working copy, shared by the CPU model, the CUDA kernels and zero/'s
+// sharded optimizers (host and CUDA backends). Each operation is spelled out as a
+// separately rounded IEEE op (no FMA contraction: host code builds with -ffp-contract=off,
+// device code uses the _rn intrinsics), so CPU and GPU give bit-identical parameters.
 #ifndef LLMC_ADAMW_H
 #define LLMC_ADAMW_H
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "rand.h"
 
 #ifdef __CUDACC__
 #define ADAMW_HD __host__ __device__
@@ -79,6 +84,38 @@ static inline ADAMW_HD float adamw_element(float param, float grad, float *m, fl
     float upd = adamw_div(mhat, adamw_add(adamw_sqrt(vhat), a->eps));
     if (decay) upd = adamw_add(upd, adamw_mul(a->weight_decay, param));
     return adamw_add(param, -adamw_mul(a->lr, upd));
+}
+
+// ----------------------------------------------------------------------------
+// The bf16 working copy: stochastic rounding of the fp32 master, one rule for every
+// trainer and backend, so that sharded and unsharded runs can give the same bits.
+
+// The random bits (the low 16 are used) that round element gidx of the model's parameter
+// vector after optimizer step t (t = 0: the copy made at initialization). gidx < 2^40.
+static inline ADAMW_HD uint32_t adamw_rounding_bits(uint64_t seed, uint64_t t, uint64_t gidx) {
+    return rng_u32(seed, RNG_STREAM_ROUNDING, (t << 40) | gidx);
+}
+
+// bf16 bits of x: the random bits are added below bf16's last kept bit, then the low half
+// is dropped. The magnitude carries into the next bf16 with probability (low half of x) /
+// 65536, so the rounding is unbiased; exact bf16 values never move. A finite value may
+// carry past the largest finite bf16 into infinity (with that same probability). Infinity
+// stays infinity and NaN stays a (quiet) NaN.
+static inline ADAMW_HD uint16_t adamw_round_bf16(float x, uint32_t bits) {
+    uint32_t u;
+#ifdef __CUDA_ARCH__
+    u = __float_as_uint(x);
+#else
+    memcpy(&u, &x, sizeof(u));
+#endif
+    if ((u & 0x7f800000u) == 0x7f800000u)   // inf or NaN: truncate, keep a NaN a NaN
+        return (uint16_t)((u >> 16) | ((u & 0x007fffffu) ? 0x0040u : 0u));
+    return (uint16_t)((u + (bits & 0xffffu)) >> 16);
+}
+
+// The bf16 working copy of master element gidx after step t.
+static inline ADAMW_HD uint16_t adamw_round_bf16_at(float x, uint64_t seed, uint64_t t, uint64_t gidx) {
+    return adamw_round_bf16(x, adamw_rounding_bits(seed, t, gidx));
 }
 
 #endif

@@ -1,13 +1,11 @@
 // adamw_cuda.cu: AdamW + stochastic rounding, four elements per thread.
 #include "adamw_cuda.cuh"
 
-#include "rand.h"
-
 #define ADAMW_THREADS 256
 
+// The rule of llmc/adamw.h, shared with zero/'s refresh.
 __device__ __forceinline__ bf16 round_element(float x, uint64_t seed, uint64_t step, uint64_t global_index) {
-    uint32_t r = rng_u32(seed, RNG_STREAM_ROUNDING, (step << 40) | global_index);
-    return __ushort_as_bfloat16(bf16_bits_stochastic(x, r));
+    return __ushort_as_bfloat16(adamw_round_bf16_at(x, seed, step, global_index));
 }
 
 __global__ void __launch_bounds__(ADAMW_THREADS)
@@ -60,6 +58,10 @@ __global__ void round_stochastic_kernel(bf16 *params, const float *master, size_
 void round_stochastic(bf16 *params, const float *master, size_t n, uint64_t global_offset, uint64_t seed,
                       int step, cudaStream_t stream) {
     if (n == 0) return;
+    if (step < 0) {
+        fprintf(stderr, "round_stochastic: negative step %d\n", step);
+        exit(EXIT_FAILURE);
+    }
     round_stochastic_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, stream>>>(params, master, n, global_offset, seed,
                                                                           (uint64_t)step);
     CUDA_LAUNCH_CHECK();

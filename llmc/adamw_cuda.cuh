@@ -9,17 +9,18 @@
 #include "cuda_utils.cuh"
 
 // Updates elements [0, n) of master, m, v from grads; these are elements
-// [global_offset, global_offset + n) of the model's flat parameter vector, which is what
-// the rounding noise is keyed on: bf16 element i of step t is rounded with
-// rng_u32(seed, RNG_STREAM_ROUNDING, (t << 40) | (global_offset + i)), so it does not
-// depend on how the vector is split (ZeRO shards) or laid out.
+// [global_offset, global_offset + n) of the model's parameter vector as the caller numbers
+// it, which is what the rounding noise is keyed on: bf16 element i after step t is
+// adamw_round_bf16_at(master[i], seed, t, global_offset + i) (llmc/adamw.h, the rule zero/'s
+// refresh uses too), so it does not depend on how the vector is split (ZeRO shards).
 // grad_scale: device pointer to the clip scale (overrides hp.grad_scale), or NULL.
 // params: the bf16 copy to refresh, or NULL.
 void adamw_update(float *master, bf16 *params, const float *grads, float *m, float *v, size_t n,
                   uint64_t global_offset, AdamWParams hp, int decay, const float *grad_scale, uint64_t seed,
                   int step, cudaStream_t stream);
 
-// params (bf16) = stochastic rounding of master with the noise adamw_update() uses at `step`.
+// params (bf16) = stochastic rounding of master with the noise adamw_update() uses at `step`
+// (step 0: the initial copy).
 void round_stochastic(bf16 *params, const float *master, size_t n, uint64_t global_offset, uint64_t seed,
                       int step, cudaStream_t stream);
 

@@ -37,15 +37,17 @@
 //
 // Runtime needs: cuDNN 9.x with its runtime-compiled engines (libcudnn_engines_runtime_compiled),
 // NVRTC and the CUDA driver; the fused kernels are generated and compiled at prepare time.
+// Runtimes 9.10.0 and 9.10.1 are refused (known bad bf16 backward; attention_cudnn_version.h):
+// prepare returns 0 with a note naming the version and the model runs the plain kernels.
 //
 // Verification status: the graphs were checked without a GPU (cuDNN 9.19 deviceless planning
 // from a described sm_90 / sm_80 device): the fused engines accept all three graphs (forward,
 // both backward variants) and compile kernels for them, and reject deliberately broken variants.
 // Numerical results have not been checked on a GPU yet; dev/test/gpu_attention_cudnn.cu does that.
 #include "attention_cudnn.h"
+#include "attention_cudnn_version.h"
 
 #include <cudnn.h>
-#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,7 +74,7 @@ enum : int64_t {
     kUidO = 4,
     kUidStats = 5,
     kUidScale = 6,
-    kUidNegInf = 7,
+    kUidMaskValue = 7,
     kUidDO = 8,
     kUidDQ = 9,
     kUidDK = 10,
@@ -266,8 +268,8 @@ void reshape(Graph &g, const char *name, const Tensor &x, const Tensor &y) {
 }
 
 // Causal mask on scores s ([B, NH, T, T]): keeps entries with row (query) >= column (key) and
-// replaces the rest by neg_inf. Returns the masked virtual tensor.
-Tensor causal_mask(Graph &g, const Tensor &s, const Tensor &neg_inf) {
+// replaces the rest by mask_value (ATTENTION_CUDNN_MASK_VALUE). Returns the masked virtual tensor.
+Tensor causal_mask(Graph &g, const Tensor &s, const Tensor &mask_value) {
     Tensor row = virtual_like(g, "row_index", CUDNN_DATA_INT32, s);
     pointwise(g, "gen_row_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, s, nullptr, nullptr, row, 2);
     Tensor col = virtual_like(g, "col_index", CUDNN_DATA_INT32, s);
@@ -276,7 +278,7 @@ Tensor causal_mask(Graph &g, const Tensor &s, const Tensor &neg_inf) {
     pointwise(g, "row_ge_col", CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, &col, nullptr, keep);
     Tensor masked = virtual_like(g, "masked_scores", CUDNN_DATA_FLOAT, s);
     // BINARY_SELECT: y = t ? x : b
-    pointwise(g, "causal_select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, &neg_inf, &keep, masked);
+    pointwise(g, "causal_select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, &mask_value, &keep, masked);
     return masked;
 }
 
@@ -462,13 +464,13 @@ void build_forward_graph(Graph &g, const Shapes &sh) {
     Tensor o = make_tensor(g, "O", BF16, sh.o_dim, sh.o_stride, kUidO, false);
     Tensor stats = make_tensor(g, "stats", F32, sh.row_dim, sh.row_stride, kUidStats, false);
     Tensor scale = scalar_tensor(g, "attn_scale", kUidScale);
-    Tensor neg_inf = scalar_tensor(g, "neg_inf", kUidNegInf);
+    Tensor mask_value = scalar_tensor(g, "mask_value", kUidMaskValue);
 
     Tensor s = virtual_tensor(g, "S", F32, sh.s_dim, sh.s_stride);
     matmul(g, "Q@K^T", q, kt, s);
     Tensor s_scaled = virtual_like(g, "S_scaled", F32, s);
     pointwise(g, "scale", CUDNN_POINTWISE_MUL, F32, s, &scale, nullptr, s_scaled);
-    Tensor s_masked = causal_mask(g, s_scaled, neg_inf);
+    Tensor s_masked = causal_mask(g, s_scaled, mask_value);
 
     // softmax with the log-sum-exp saved for the backward pass
     Tensor row_max = virtual_tensor(g, "row_max", F32, sh.row_dim, sh.row_stride);
@@ -501,7 +503,7 @@ void build_backward_graph(Graph &g, const Shapes &sh, bool dq_accumulator) {
     Tensor dk = make_tensor(g, "dK", BF16, sh.qkv_dim, sh.qkv_stride, kUidDK, false);
     Tensor dv = make_tensor(g, "dV", BF16, sh.qkv_dim, sh.qkv_stride, kUidDV, false);
     Tensor scale = scalar_tensor(g, "attn_scale", kUidScale);
-    Tensor neg_inf = scalar_tensor(g, "neg_inf", kUidNegInf);
+    Tensor mask_value = scalar_tensor(g, "mask_value", kUidMaskValue);
     Tensor one = scalar_tensor(g, "one", kUidOne);
 
     // Dsum = rowsum(dO * O), kept in the workspace (fp32, [B, NH, T, 1])
@@ -519,7 +521,7 @@ void build_backward_graph(Graph &g, const Shapes &sh, bool dq_accumulator) {
     pointwise(g, "scale", CUDNN_POINTWISE_MUL, F32, s, &scale, nullptr, s_scaled);
     Tensor s_centered = virtual_like(g, "S_minus_stats", F32, s);
     pointwise(g, "sub_stats", CUDNN_POINTWISE_SUB, F32, s_scaled, &stats, nullptr, s_centered);
-    Tensor s_masked = causal_mask(g, s_centered, neg_inf);
+    Tensor s_masked = causal_mask(g, s_centered, mask_value);
     Tensor p = virtual_like(g, "P", F32, s);
     pointwise(g, "exp", CUDNN_POINTWISE_EXP, F32, s_masked, nullptr, nullptr, p);
 
@@ -569,7 +571,7 @@ struct Entry {
     size_t fwd_workspace;  // bytes the forward needs
     size_t bwd_dsum_offset, bwd_dq_accum_offset, bwd_workspace;
     // by-value scalars bound at execute time
-    float scale, neg_inf, one;
+    float scale, mask_value, one;
 };
 
 const int kMaxEntries = 8;
@@ -691,6 +693,14 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_byte
         snprintf(detail, sizeof(detail), "runtime cuDNN %zu is older than 9.0", version);
         return unsupported(e, "", detail);
     }
+    if (!attention_cudnn_backward_ok(version)) {
+        char name[32];
+        attention_cudnn_version_name(version, name, sizeof(name));
+        snprintf(detail, sizeof(detail),
+                 "runtime cuDNN %s (%zu) has a known bad bf16 attention backward; the plain kernels run "
+                 "instead (cuDNN 9.10.2 or newer is fine)", name, version);
+        return unsupported(e, "", detail);
+    }
     if (HS % 8 != 0) return unsupported(e, "", "head size must be a multiple of 8 (16-byte aligned rows)");
 
     int device = 0;
@@ -724,8 +734,7 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_byte
     }
 
     e.scale = 1.0f / sqrtf((float)HS);
-    // Older runtimes prefer the lowest finite float as the masked value; newer ones take -inf.
-    e.neg_inf = version >= 91000 ? -INFINITY : -FLT_MAX;
+    e.mask_value = ATTENTION_CUDNN_MASK_VALUE;
     e.one = 1.0f;
     const Shapes sh = make_shapes(B, T, NH, HS);
 
@@ -787,8 +796,8 @@ void attention_cudnn_forward(__nv_bfloat16 *out, float *stats, const __nv_bfloat
         die("%s: needs %zu bytes of workspace, got NULL", fn, e.fwd_workspace);
     const size_t C = (size_t)NH * HS;
     __nv_bfloat16 *q = const_cast<__nv_bfloat16 *>(qkv);
-    const int64_t uids[7] = {kUidQ, kUidK, kUidV, kUidO, kUidStats, kUidScale, kUidNegInf};
-    void *const ptrs[7] = {q, q + C, q + 2 * C, out, stats, &e.scale, &e.neg_inf};
+    const int64_t uids[7] = {kUidQ, kUidK, kUidV, kUidO, kUidStats, kUidScale, kUidMaskValue};
+    void *const ptrs[7] = {q, q + C, q + 2 * C, out, stats, &e.scale, &e.mask_value};
     execute(*e.fwd, 7, uids, ptrs, workspace, stream, fn, e);
 }
 
@@ -808,7 +817,7 @@ void attention_cudnn_backward(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
     __nv_bfloat16 *q = const_cast<__nv_bfloat16 *>(qkv);
     char *ws = (char *)workspace;
     int64_t uids[14] = {kUidQ,  kUidK,  kUidV,     kUidO,      kUidDO, kUidStats, kUidDQ,
-                        kUidDK, kUidDV, kUidScale, kUidNegInf, kUidOne, kUidDsum, kUidDQAccum};
+                        kUidDK, kUidDV, kUidScale, kUidMaskValue, kUidOne, kUidDsum, kUidDQAccum};
     void *ptrs[14] = {q,
                       q + C,
                       q + 2 * C,
@@ -819,7 +828,7 @@ void attention_cudnn_backward(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
                       dqkv + C,
                       dqkv + 2 * C,
                       &e.scale,
-                      &e.neg_inf,
+                      &e.mask_value,
                       &e.one,
                       ws + e.bwd_dsum_offset,
                       ws + e.bwd_dq_accum_offset};

@@ -17,8 +17,9 @@
 #include <stddef.h>
 
 // Builds (or finds cached) forward and backward plans for this shape. Returns 1 when
-// cuDNN supports it on this GPU, 0 when not (the caller falls back to plain kernels;
-// the reason is printed once). Sets *workspace_bytes to the largest workspace this shape
+// cuDNN supports it on this GPU, 0 when not, or when the runtime cuDNN is one that
+// attention_cudnn_backward_ok() refuses (the caller falls back to plain kernels; the
+// reason, naming the version, is printed once). Sets *workspace_bytes to the largest workspace this shape
 // needs (forward or backward; 16-byte aligned device memory, may be shared by both calls
 // but not by concurrent ones). forward/backward must only be called for prepared shapes.
 // LLMC_CUDNN_DETERMINISTIC=1 in the environment restricts the backward to cuDNN's

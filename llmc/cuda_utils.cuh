@@ -84,27 +84,6 @@ __device__ __forceinline__ float bf2f(bf16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ bf16 f2bf(float x) { return __float2bfloat16_rn(x); }
 
 // ----------------------------------------------------------------------------
-// Stochastic rounding fp32 -> bf16: add 16 random bits below bf16's last kept bit and
-// truncate, so x rounds up with probability equal to the dropped fraction. The rule is
-// exactly this (test_gpt2_zero.cu checks it against a host version): Inf and NaN take
-// the round-to-nearest path; values that carry past the largest finite bf16 become Inf.
-
-__host__ __device__ __forceinline__ uint16_t bf16_bits_stochastic(float x, uint32_t random_bits) {
-    uint32_t u;
-#ifdef __CUDA_ARCH__
-    u = __float_as_uint(x);
-#else
-    memcpy(&u, &x, 4);
-#endif
-    if ((u & 0x7f800000u) == 0x7f800000u) { // Inf or NaN: nearest (NaN stays quiet NaN)
-        if (u & 0x007fffffu) return (uint16_t)((u >> 16) | 0x40);
-        return (uint16_t)(u >> 16);
-    }
-    u += random_bits & 0xffffu;
-    return (uint16_t)(u >> 16);
-}
-
-// ----------------------------------------------------------------------------
 // Reductions. xor-butterflies leave the same bits in every lane (float add is
 // commutative), and block reductions combine warps in a fixed order: results do not
 // depend on scheduling.

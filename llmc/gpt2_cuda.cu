@@ -163,6 +163,20 @@ static void check_shape(const GPT2Config *c, int B, int T) {
     }
 }
 
+// The bf16 copy after update step t (0: the initial copy) is the stochastic rounding of
+// the master (llmc/adamw.h), each element keyed by its position in slice order
+// (gpt2_slices: by unit, then tensor). That is how zero/ numbers the same elements (its
+// tensor table is that slice list), so train_gpt2cu and train_gpt2_zero draw the same
+// random bits for the same element and step.
+static void refresh_bf16(GPT2Cuda *m, int t, cudaStream_t s) {
+    uint64_t key = 0;
+    for (int k = 0; k < m->num_slices; k++) {
+        const GPT2Slice *sl = &m->slices[k];
+        round_stochastic(m->params + sl->offset, m->master + sl->offset, sl->numel, key, m->opt.seed, t, s);
+        key += sl->numel;
+    }
+}
+
 static void free_device(GPT2Cuda *m) {
     for (int i = 0; i < m->num_dev_blocks; i++) CUDA_CHECK(cudaFree(m->dev_blocks[i]));
     m->num_dev_blocks = 0;
@@ -180,6 +194,10 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     m->T = T;
     m->num_parameters = gpt2_param_sizes(config, m->param_sizes);
     gpt2_param_offsets(config, m->param_offsets);
+    m->num_slices = gpt2_num_slices(config);
+    m->slices = (GPT2Slice *)malloc((size_t)m->num_slices * sizeof(GPT2Slice));
+    if (!m->slices) gpt2_cuda_die("out of host memory");
+    gpt2_slices(config, m->slices);
     m->matmul_fused = 1;
     const int L = config->num_layers, NH = config->num_heads, C = config->channels;
 
@@ -199,16 +217,17 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
         alloc_region(m, layout_scratch, &bytes_scratch) || alloc_region(m, layout_attention, &bytes_att)) {
         free_device(m);
         CUDA_CHECK(cudaStreamDestroy(m->stream));
+        free(m->slices);
         memset(m, 0, sizeof(*m));
         return -1;
     }
 
-    // Parameters: master from the host, bf16 copy rounded to nearest, zero moments and grads.
+    // Parameters: master from the host, its bf16 copy of step 0, zero moments and grads.
     const size_t n = m->num_parameters;
     const int own = !m->opt.external_params;
     if (own) {
         CUDA_CHECK(cudaMemcpyAsync(m->master, host_params, n * sizeof(float), cudaMemcpyHostToDevice, m->stream));
-        cast_f32_to_bf16(m->params, m->master, n, m->stream);
+        refresh_bf16(m, 0, m->stream);
         CUDA_CHECK(cudaMemsetAsync(m->m, 0, n * sizeof(float), m->stream));
         CUDA_CHECK(cudaMemsetAsync(m->v, 0, n * sizeof(float), m->stream));
         CUDA_CHECK(cudaMemsetAsync(m->grads, 0, n * sizeof(float), m->stream));
@@ -267,6 +286,7 @@ void gpt2_cuda_free(GPT2Cuda *m) {
     if (m->stream == NULL) return;
     CUDA_CHECK(cudaStreamSynchronize(m->stream));
     free_device(m);
+    free(m->slices);
     for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
         free(m->w[t]);
         free(m->g[t]);
@@ -532,10 +552,14 @@ void gpt2_cuda_update(GPT2Cuda *m, float lr, float beta1, float beta2, float eps
     cudaStream_t s = m->stream;
     grad_norm_clip(m->norm_clip, m->grads, m->num_parameters, grad_clip, m->reduce_scratch, s);
     AdamWParams hp = adamw_params(lr, beta1, beta2, eps, weight_decay, 1.0f, t);
-    for (int i = 0; i < GPT2_NUM_PARAM_TENSORS; i++) {
-        size_t off = m->param_offsets[i];
-        adamw_update(m->master + off, m->params + off, m->grads + off, m->m + off, m->v + off, m->param_sizes[i],
-                     off, hp, gpt2_param_decays(i), m->norm_clip + 1, m->opt.seed, t, s);
+    // One launch per slice, so the rounding is keyed in slice order (see refresh_bf16).
+    uint64_t key = 0;
+    for (int k = 0; k < m->num_slices; k++) {
+        const GPT2Slice *sl = &m->slices[k];
+        const size_t off = sl->offset;
+        adamw_update(m->master + off, m->params + off, m->grads + off, m->m + off, m->v + off, sl->numel, key, hp,
+                     sl->decay, m->norm_clip + 1, m->opt.seed, t, s);
+        key += sl->numel;
     }
 }
 
@@ -609,7 +633,6 @@ void gpt2_cuda_set_state_at(GPT2Cuda *m, const float *host_params, const float *
     else CUDA_CHECK(cudaMemsetAsync(m->m, 0, bytes, s));
     if (host_v) CUDA_CHECK(cudaMemcpyAsync(m->v, host_v, bytes, cudaMemcpyHostToDevice, s));
     else CUDA_CHECK(cudaMemsetAsync(m->v, 0, bytes, s));
-    if (step == 0) cast_f32_to_bf16(m->params, m->master, m->num_parameters, s);
-    else round_stochastic(m->params, m->master, m->num_parameters, 0, m->opt.seed, step, s);
+    refresh_bf16(m, step, s);
     CUDA_CHECK(cudaStreamSynchronize(s)); // the host buffers may be freed once we return
 }

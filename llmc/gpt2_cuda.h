@@ -5,7 +5,8 @@
 // Precision: bf16 working parameters and activations (the residual stream included),
 // fp32 accumulation in every matmul, fp32 LayerNorm statistics, softmax and loss;
 // fp32 gradients (accumulated across micro-steps in fp32); fp32 master weights and AdamW
-// moments; the bf16 copy is refreshed from the master by stochastic rounding.
+// moments; the bf16 copy is refreshed from the master by stochastic rounding, at build
+// too (llmc/adamw.h: the rule and keys zero/ uses, elements numbered in slice order).
 //
 // Memory: everything (parameters, optimizer state, gradients, activations for the built
 // (B, T), workspaces) is allocated by gpt2_cuda_build, once. forward/backward/update never
@@ -78,6 +79,8 @@ typedef struct {
     size_t param_sizes[GPT2_NUM_PARAM_TENSORS];
     size_t param_offsets[GPT2_NUM_PARAM_TENSORS];
     size_t num_parameters;
+    GPT2Slice *slices;             // gpt2_slices(): the order that keys the bf16 rounding
+    int num_slices;
     // Flat device buffers, all 16 tensors in llm.c order.
     __nv_bfloat16 *params;         // bf16 working copy
     float *master;                 // fp32 master weights
@@ -160,10 +163,10 @@ const float *gpt2_cuda_logits_row(GPT2Cuda *model, int b, int t);
 // Checkpoints and tests (all synchronize). Host buffers hold num_parameters floats.
 void gpt2_cuda_get_master(GPT2Cuda *model, float *host_params);
 void gpt2_cuda_get_opt_state(GPT2Cuda *model, float *host_m, float *host_v);
-// Sets master weights and moments (m, v NULL: zeros); the bf16 copy is refreshed from the
-// master with round-to-nearest-even.
+// Sets master weights and moments (m, v NULL: zeros); the bf16 copy is the one a freshly
+// built model has (stochastic rounding of step 0).
 void gpt2_cuda_set_state(GPT2Cuda *model, const float *host_params, const float *host_m, const float *host_v);
-// The same for resuming after update step `step` (>= 1): the bf16 copy is the stochastic
+// The same for resuming after update step `step` (>= 0): the bf16 copy is the stochastic
 // rounding that step left (same seed, same noise), so the run continues bit for bit.
 // step 0 is gpt2_cuda_set_state.
 void gpt2_cuda_set_state_at(GPT2Cuda *model, const float *host_params, const float *host_m, const float *host_v,

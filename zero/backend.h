@@ -31,11 +31,11 @@ Numerics are part of the contract: every backend must produce the same bits.
   reduce_slices  acc[i] += (((s_0[i] + s_1[i]) + s_2[i]) + ... + s_{n-1}[i]), slices summed
                  in rank order in fp32, then added to the accumulator.
   adamw          adamw_element() of llmc/adamw.h on each element.
-  refresh        fp32: a copy. bf16: stochastic rounding of the fp32 master: with
-                 bits = rng_u32(seed, RNG_STREAM_ROUNDING, ((uint64_t)t << 40) | global index)
-                 and u the float's bits, the bf16 is (u >> 16) + 1 when (u & 0xFFFF) > (bits &
-                 0xFFFF), else (u >> 16): the upper half, plus a carry with probability
-                 lower-half / 65536 (unbiased). NaN and infinity truncate (NaN stays NaN).
+  refresh        fp32: a copy. bf16: adamw_round_bf16_at(master, seed, t, global index) of
+                 llmc/adamw.h, the stochastic rounding train_gpt2cu uses too: with u the
+                 float's bits and bits = rng_u32(seed, RNG_STREAM_ROUNDING, t << 40 | global
+                 index), the bf16 is (u + (bits & 0xFFFF)) >> 16 (a carry with probability
+                 lower half / 65536: unbiased). NaN and infinity truncate (NaN stays NaN).
   sum_squares    in double: x split into blocks of ZERO_SUMSQ_BLOCK elements; each block
                  summed left to right; block sums added left to right.
 */
@@ -123,24 +123,11 @@ struct ZeroBackend {
 const ZeroBackend *zero_backend_host(ZeroComm *comm);
 void zero_backend_host_free(const ZeroBackend *b);
 
-// Reference element kernels, shared by the host backend and the tests.
-static inline ZERO_HD uint16_t zero_bf16_round_stochastic(float x, uint32_t bits) {
-    union { float f; uint32_t u; } v = {x};
-    uint32_t hi = v.u >> 16;
-    if ((v.u & 0x7f800000u) == 0x7f800000u) {      // inf or NaN: truncate, keep NaN a NaN
-        if (v.u & 0x007fffffu) hi |= 0x0040u;
-        return (uint16_t)hi;
-    }
-    return (uint16_t)(hi + ((v.u & 0xffffu) > (bits & 0xffffu) ? 1u : 0u));
-}
-
+// Reference element kernels, shared by the host backend and the tests. The bf16 rounding
+// is llmc/adamw.h's adamw_round_bf16_at (one definition for both trainers).
 static inline ZERO_HD float zero_bf16_to_f32(uint16_t h) {
     union { uint32_t u; float f; } v = {(uint32_t)h << 16};
     return v.f;
-}
-
-static inline ZERO_HD uint32_t zero_rounding_bits(uint64_t seed, int t, uint64_t gidx) {
-    return rng_u32(seed, RNG_STREAM_ROUNDING, ((uint64_t)(uint32_t)t << 40) | gidx);
 }
 
 #ifdef __cplusplus

@@ -147,17 +147,17 @@ __global__ void adamw_vec4(float4 *p, const float4 *g, float4 *m, float4 *v, siz
 }
 
 __global__ void refresh_bf16_kernel(uint16_t *dst, const float *master, size_t n, uint64_t seed, int t, uint64_t gidx0) {
-    GRID_LOOP(i, n) dst[i] = zero_bf16_round_stochastic(master[i], zero_rounding_bits(seed, t, gidx0 + i));
+    GRID_LOOP(i, n) dst[i] = adamw_round_bf16_at(master[i], seed, (uint64_t)t, gidx0 + i);
 }
 
 __global__ void refresh_bf16_vec4(uint2 *dst, const float4 *master, size_t n4, uint64_t seed, int t, uint64_t gidx0) {
     GRID_LOOP(k, n4) {
         float4 x = master[k];
         uint64_t g = gidx0 + 4 * k;
-        uint32_t r0 = zero_bf16_round_stochastic(x.x, zero_rounding_bits(seed, t, g));
-        uint32_t r1 = zero_bf16_round_stochastic(x.y, zero_rounding_bits(seed, t, g + 1));
-        uint32_t r2 = zero_bf16_round_stochastic(x.z, zero_rounding_bits(seed, t, g + 2));
-        uint32_t r3 = zero_bf16_round_stochastic(x.w, zero_rounding_bits(seed, t, g + 3));
+        uint32_t r0 = adamw_round_bf16_at(x.x, seed, (uint64_t)t, g);
+        uint32_t r1 = adamw_round_bf16_at(x.y, seed, (uint64_t)t, g + 1);
+        uint32_t r2 = adamw_round_bf16_at(x.z, seed, (uint64_t)t, g + 2);
+        uint32_t r3 = adamw_round_bf16_at(x.w, seed, (uint64_t)t, g + 3);
         dst[k] = make_uint2(r0 | (r1 << 16), r2 | (r3 << 16));
     }
 }

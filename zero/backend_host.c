@@ -131,7 +131,7 @@ static void k_refresh(void *dst, ZeroDType dt, const float *master, size_t n, ui
     uint16_t *out = dst;
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++)
-        out[i] = zero_bf16_round_stochastic(master[i], zero_rounding_bits(seed, t, gidx0 + i));
+        out[i] = adamw_round_bf16_at(master[i], seed, (uint64_t)t, gidx0 + i);
 }
 
 static double k_sum_squares(const float *x, size_t n) {

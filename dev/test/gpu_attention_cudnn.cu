@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "attention_cudnn.h"
+#include "attention_cudnn_version.h"
 #include "utils.h"
 
 #define CUDA_CHECK(call)                                                                                   \
@@ -272,6 +273,16 @@ int main(void) {
     CUDA_CHECK(cudaSetDevice(0));
     printf("device: %s (sm_%d%d), cuDNN runtime %zu, compiled against %d\n", prop.name, prop.major, prop.minor,
            (size_t)cudnnGetVersion(), (int)CUDNN_VERSION);
+    if (!attention_cudnn_backward_ok(cudnnGetVersion())) {
+        // a runtime with a known bad backward: prepare must refuse it (the model falls back)
+        size_t ws = 0;
+        int refused = !attention_cudnn_prepare(2, 128, 4, 64, &ws);
+        printf("%s cuDNN %zu refused by attention_cudnn_prepare (known bad bf16 backward)\n",
+               refused ? "PASS" : "FAIL", (size_t)cudnnGetVersion());
+        attention_cudnn_destroy();
+        printf("%d passed, %d failed\n", refused, !refused);
+        return refused ? 0 : 1;
+    }
 
     run_case("B2_T64_NH4_HS64", 2, 64, 4, 64);
     run_case("B4_T256_NH12_HS64", 4, 256, 12, 64);
