@@ -34,10 +34,11 @@ int resolve_grad_accum(TrainConfig *cfg, int world) {
     return (int)(cfg->total_batch_tokens / micro_tokens);
 }
 
-int open_data(TrainConfig *cfg, DataLoader *train, DataLoader *val, int rank, int world, int grad_accum) {
-    dataloader_init(train, cfg->train_pattern, cfg->B, cfg->T, rank, world, cfg->shuffle, cfg->seed);
+int open_data(TrainConfig *cfg, DataLoader *train, DataLoader *val, int rank, int world, int grad_accum,
+              int vocab_size) {
+    dataloader_init(train, cfg->train_pattern, cfg->B, cfg->T, vocab_size, rank, world, cfg->shuffle, cfg->seed);
     int have_val = cfg->val_every > 0;
-    if (have_val) dataloader_init(val, cfg->val_pattern, cfg->B, cfg->T, rank, world, 0, cfg->seed);
+    if (have_val) dataloader_init(val, cfg->val_pattern, cfg->B, cfg->T, vocab_size, rank, world, 0, cfg->seed);
     if (cfg->max_steps < 0) cfg->max_steps = (int)(train->total_windows / ((int64_t)cfg->B * world * grad_accum));
     if (cfg->max_steps <= 0) die("the train data holds less than one step of %ld tokens", cfg->total_batch_tokens);
     return have_val;

@@ -23,7 +23,9 @@ float *resolve_model(const char *model, GPT2Config *c);
 int resolve_grad_accum(TrainConfig *cfg, int world);
 // Opens this rank's train loader (and the val loader when validation is on; returns 1
 // then) and resolves -x -1 to one epoch; exits when the data holds less than one step.
-int open_data(TrainConfig *cfg, DataLoader *train, DataLoader *val, int rank, int world, int grad_accum);
+// Token ids must be below vocab_size (the model's V); a shard holding one is refused.
+int open_data(TrainConfig *cfg, DataLoader *train, DataLoader *val, int rank, int world, int grad_accum,
+              int vocab_size);
 // Loads the tokenizer for samples if sampling is on and the file exists; returns 1 then.
 int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg);
 // Prints a sampled token's bytes (multi-byte characters may span tokens; the terminal
