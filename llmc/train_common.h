@@ -5,6 +5,7 @@
 
 #include "dataloader.h"
 #include "gpt2_config.h"
+#include "gpt2_model_file.h"
 #include "tokenizer.h"
 #include "train_config.h"
 
