@@ -19,6 +19,7 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 #include "llmc/dataloader.h"
 #include "llmc/gpt2_config.h"
 #include "llmc/gpt2_cpu.h"
+#include "llmc/gpt2_model_file.h"
 #include "llmc/logger.h"
 #include "llmc/rand.h"
 #include "llmc/sampler.h"
@@ -42,7 +43,7 @@ typedef struct {
     GPT2Config config;
     GPT2Slice *slices;        // tensor table, in the plugin's order
     size_t tensor_offset[GPT2_NUM_PARAM_TENSORS];
-    const float *file_params; // initial values from a model file, or NULL: fresh init
+    GPT2ModelFile *file;      // initial values from a model file, or NULL: fresh init
     uint64_t seed;
 } ZeroGlue;
 
@@ -66,8 +67,8 @@ static void glue_grads_ready(void *ctx, int unit) { zero_grads_ready(((ZeroGlue 
 static void glue_init(void *ctx, int tensor, size_t offset, size_t count, float *out) {
     ZeroGlue *g = (ZeroGlue *)ctx;
     const GPT2Slice *s = &g->slices[tensor];
-    if (g->file_params) {
-        memcpy(out, g->file_params + s->offset + offset, count * sizeof(float));
+    if (g->file) {
+        gpt2_model_file_read_range(g->file, s->offset + offset, count, out);
     } else {
         size_t within = s->offset - g->tensor_offset[s->tensor] + offset;
         gpt2_init_range(&g->config, s->tensor, within, count, out, g->seed);
@@ -107,9 +108,9 @@ static ZeroConfig zero_config_from(const TrainConfig *cfg) {
 }
 
 static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroComm *comm,
-                         const float *file_params) {
+                         GPT2ModelFile *file) {
     g->model = model;
-    g->file_params = file_params;
+    g->file = file;
     g->seed = cfg->seed;
     ZeroTensor *tensors = zero_tensor_table(g, &model->config);
     ZeroConfig zc = zero_config_from(cfg);
@@ -118,6 +119,7 @@ static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroC
     g->z = zero_init(tensors, gpt2_num_slices(&g->config), gpt2_num_units(&g->config), &zc, comm,
                      g->backend, glue_init, g);
     free(tensors);
+    g->file = NULL;  // read only during zero_init
     model->hooks = (GPT2Hooks){g, glue_fetch, glue_release, glue_grads_ready};
     return g->z;
 }
@@ -125,7 +127,8 @@ static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroC
 // --dry-run: the plugin's prediction of per-rank memory and traffic, without training.
 static void zero_dry_run_gpt2(TrainConfig *cfg) {
     GPT2Config mc;
-    free(resolve_model(cfg->model, &mc));
+    GPT2ModelFile file;
+    if (resolve_model_open(cfg->model, &mc, &file)) gpt2_model_file_close(&file);  // the shape is all it needs
     int grad_accum = resolve_grad_accum(cfg, cfg->dry_run_world);
     ZeroGlue g;
     ZeroTensor *tensors = zero_tensor_table(&g, &mc);
@@ -141,10 +144,10 @@ static void zero_dry_run_gpt2(TrainConfig *cfg) {
     free(g.slices);
 }
 
-// The full fp32 parameters in llm.c order, gathered from the shards (collective).
-static void zero_gather_params(ZeroGlue *g, float *out) {
-    for (int i = 0; i < gpt2_num_slices(&g->config); i++)
-        zero_gather_master(g->z, i, out + g->slices[i].offset);
+// The fp32 master of one slice, gathered from the shards (collective): what the model
+// export streams to the file one slice at a time.
+static void glue_gather_slice(void *ctx, int slice, float *out) {
+    zero_gather_master(((ZeroGlue *)ctx)->z, slice, out);
 }
 
 // OUT/zero_report.json: measured memory by kind and bytes sent per step (collective).
@@ -223,24 +226,35 @@ int main(int argc, char **argv) {
     // The model: a descriptor builds a fresh init, anything else is an llm.c model file.
     GPT2 model;
     GPT2Config mc;
-    // Under ZeRO the plugin owns the parameters: each rank initializes only its shards.
-    float *file_params = resolve_model(cfg.model, &mc);
+    GPT2ModelFile file;
+    int from_file = resolve_model_open(cfg.model, &mc, &file);
     if (comm) {
+        // Under ZeRO the plugin owns the parameters: each rank initializes only its shards,
+        // reading just those ranges of a model file.
         gpt2_cpu_build_external(&model, &mc);
+    } else if (from_file) {
+        gpt2_cpu_build_from_file(&model, cfg.model);
     } else {
         gpt2_cpu_build(&model, &mc, cfg.seed);
-        if (file_params) memcpy(model.params, file_params, model.num_parameters * sizeof(float));
     }
     if (cfg.T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg.T, mc.max_seq_len);
     ZeroGlue glue;
-    Zero *z = comm ? zero_attach(&glue, &model, &cfg, comm, file_params) : NULL;
-    free(file_params);
+    Zero *z = comm ? zero_attach(&glue, &model, &cfg, comm, from_file ? &file : NULL) : NULL;
+    if (from_file) {
+        if (z) {
+            double read_all = (double)file.bytes_read;
+            zero_allreduce_sum_f64(z, &read_all, 1);
+            print_model_file_read(&file, read_all);
+        }
+        gpt2_model_file_close(&file);
+    }
+    printf("host memory after loading the model: peak %.1f MiB\n", host_memory_peak() / 1048576.0);
 
     // Batch geometry: tokens per step = B * T * world * grad_accum.
     int grad_accum = resolve_grad_accum(&cfg, world);
 
     DataLoader train, val;
-    int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum);
+    int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum, mc.vocab_size);
 
     Tokenizer tok;
     int have_tok = load_sampling_tokenizer(&tok, &cfg);
@@ -344,18 +358,19 @@ int main(int argc, char **argv) {
         if (z && step == start_step) write_zero_report(z, &model, &cfg);
     }
 
-    // Under ZeRO the final parameters are gathered into one llm.c model file.
+    // Under ZeRO the final parameters go to one llm.c model file, gathered and written
+    // one slice at a time (no rank holds the whole model).
     if (z) {
         write_zero_report(z, &model, &cfg);
-        float *full = (float *)malloc_check(model.num_parameters * sizeof(float));
-        zero_gather_params(&glue, full);
-        if (rank == 0) {
-            char path[4096];
-            snprintf(path, sizeof(path), "%s/model_final.bin", cfg.out_dir);
-            gpt2_model_file_write(path, &mc, full, GPT2_MODEL_FP32);
-            printf("wrote %s\n", path);
-        }
-        free(full);
+        size_t before = host_memory_now();
+        int measured = host_memory_reset_peak() == 0;
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/model_final.bin", cfg.out_dir);
+        gpt2_model_file_export(rank == 0 ? path : NULL, &mc, GPT2_MODEL_FP32, glue_gather_slice, &glue);
+        printf("wrote %s\n", path);
+        if (measured)
+            printf("host memory during the export: peak %.1f MiB, %.1f MiB resident before it\n",
+                   host_memory_peak() / 1048576.0, before / 1048576.0);
     }
 
     logger_close(&logger);

@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
     int grad_accum = resolve_grad_accum(&cfg, world);
 
     DataLoader train, val;
-    int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum);
+    int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum, mc.vocab_size);
     Tokenizer tok;
     int have_tok = load_sampling_tokenizer(&tok, &cfg);
 

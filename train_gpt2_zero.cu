@@ -16,6 +16,7 @@ ends with zero_step instead of the model's update; checkpoints are sharded.
 #include "llmc/dataloader.h"
 #include "llmc/gpt2_config.h"
 #include "llmc/gpt2_cuda.h"
+#include "llmc/gpt2_model_file.h"
 #include "llmc/logger.h"
 #include "llmc/mfu.h"
 #include "llmc/rand.h"
@@ -39,7 +40,7 @@ typedef struct {
     GPT2Config config;
     GPT2Slice *slices;        // tensor table, in the plugin's order
     size_t tensor_offset[GPT2_NUM_PARAM_TENSORS];
-    const float *file_params; // initial values from a model file, or NULL: fresh init
+    GPT2ModelFile *file;      // initial values from a model file, or NULL: fresh init
     uint64_t seed;
 } ZeroGlue;
 
@@ -63,8 +64,8 @@ static void glue_grads_ready(void *ctx, int unit) { zero_grads_ready(((ZeroGlue 
 static void glue_init(void *ctx, int tensor, size_t offset, size_t count, float *out) {
     ZeroGlue *g = (ZeroGlue *)ctx;
     const GPT2Slice *s = &g->slices[tensor];
-    if (g->file_params) {
-        memcpy(out, g->file_params + s->offset + offset, count * sizeof(float));
+    if (g->file) {
+        gpt2_model_file_read_range(g->file, s->offset + offset, count, out);
     } else {
         size_t within = s->offset - g->tensor_offset[s->tensor] + offset;
         gpt2_init_range(&g->config, s->tensor, within, count, out, g->seed);
@@ -108,9 +109,9 @@ static ZeroConfig zero_config_from(const TrainConfig *cfg) {
 }
 
 static Zero *zero_attach(ZeroGlue *g, GPT2Cuda *model, const TrainConfig *cfg, ZeroComm *comm,
-                         const ZeroBackend *backend, const float *file_params) {
+                         const ZeroBackend *backend, GPT2ModelFile *file) {
     g->model = model;
-    g->file_params = file_params;
+    g->file = file;
     g->seed = cfg->seed;
     ZeroTensor *tensors = zero_tensor_table(g, &model->config);
     ZeroConfig zc = zero_config_from(cfg);
@@ -118,14 +119,15 @@ static Zero *zero_attach(ZeroGlue *g, GPT2Cuda *model, const TrainConfig *cfg, Z
                      glue_init, g);
     free(tensors);
     if (g->z == NULL) die("rank %d: zero_init failed (see above)", comm->rank);
+    g->file = NULL;  // read only during zero_init
     model->hooks = (GPT2CudaHooks){g, glue_fetch, glue_release, glue_grads_ready};
     return g->z;
 }
 
-// The full fp32 parameters in llm.c order, gathered from the shards (collective).
-static void zero_gather_params(ZeroGlue *g, float *out) {
-    for (int i = 0; i < gpt2_num_slices(&g->config); i++)
-        zero_gather_master(g->z, i, out + g->slices[i].offset);
+// The fp32 master of one slice, gathered from the shards (collective): what the model
+// export streams to the file one slice at a time.
+static void glue_gather_slice(void *ctx, int slice, float *out) {
+    zero_gather_master(((ZeroGlue *)ctx)->z, slice, out);
 }
 
 // OUT/zero_report.json: measured memory by kind and bytes sent per step (collective).
@@ -139,7 +141,8 @@ static void write_zero_report(Zero *z, const GPT2Cuda *model, const TrainConfig 
 // --dry-run: the plugin's prediction of per-rank memory and traffic, without training.
 static void zero_dry_run_gpt2(TrainConfig *cfg) {
     GPT2Config mc;
-    free(resolve_model(cfg->model, &mc));
+    GPT2ModelFile file;
+    if (resolve_model_open(cfg->model, &mc, &file)) gpt2_model_file_close(&file);  // the shape is all it needs
     int grad_accum = resolve_grad_accum(cfg, cfg->dry_run_world);
     ZeroGlue g;
     ZeroTensor *tensors = zero_tensor_table(&g, &mc);
@@ -218,16 +221,18 @@ int main(int argc, char **argv) {
     // Only rank 0 prints the run's figures; every rank prints its errors.
     if (rank != 0 && freopen("/dev/null", "w", stdout) == NULL) die("rank %d: cannot silence stdout", rank);
 
-    // The model: a descriptor builds a fresh init, anything else is an llm.c model file.
+    // The model: a descriptor builds a fresh init, anything else is an llm.c model file,
+    // of which each rank reads only the ranges it owns (inside zero_init).
     GPT2Config mc;
-    float *params = resolve_model(cfg.model, &mc);
+    GPT2ModelFile file;
+    int from_file = resolve_model_open(cfg.model, &mc, &file);
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     size_t num_params = gpt2_param_sizes(&mc, sizes);
     if (cfg.T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg.T, mc.max_seq_len);
     int grad_accum = resolve_grad_accum(&cfg, world);
 
     DataLoader train, val;
-    int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum);
+    int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum, mc.vocab_size);
     Tokenizer tok;
     int have_tok = load_sampling_tokenizer(&tok, &cfg);
 
@@ -238,9 +243,13 @@ int main(int argc, char **argv) {
     const ZeroBackend *backend = zero_backend_cuda(comm, model.stream);
     if (backend == NULL) die("rank %d: cannot start the CUDA backend (see above)", rank);
     ZeroGlue glue;
-    Zero *z = zero_attach(&glue, &model, &cfg, comm, backend, params);
-    free(params);
-    params = NULL;
+    Zero *z = zero_attach(&glue, &model, &cfg, comm, backend, from_file ? &file : NULL);
+    if (from_file) {
+        double read_all = (double)file.bytes_read;
+        zero_allreduce_sum_f64(z, &read_all, 1);
+        print_model_file_read(&file, read_all);
+        gpt2_model_file_close(&file);
+    }
     printf("GPT-2 CUDA trainer with ZeRO stage %d on %d ranks: %d layers, %d channels, %d heads, vocab %d (padded %d), %zu parameters\n",
            cfg.zero_stage, world, mc.num_layers, mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size,
            num_params);
@@ -318,17 +327,13 @@ int main(int argc, char **argv) {
         if (step == start_step) write_zero_report(z, &model, &cfg);
     }
 
-    // The final parameters, gathered into one llm.c model file.
+    // The final parameters go to one llm.c model file, gathered and written one slice at
+    // a time (no rank holds the whole model).
     write_zero_report(z, &model, &cfg);
-    float *full = (float *)malloc_check(num_params * sizeof(float));
-    zero_gather_params(&glue, full);
-    if (rank == 0) {
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/model_final.bin", cfg.out_dir);
-        gpt2_model_file_write(path, &mc, full, GPT2_MODEL_FP32);
-        printf("wrote %s\n", path);
-    }
-    free(full);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/model_final.bin", cfg.out_dir);
+    gpt2_model_file_export(rank == 0 ? path : NULL, &mc, GPT2_MODEL_FP32, glue_gather_slice, &glue);
+    printf("wrote %s\n", path);
 
     logger_close(&logger);
     if (have_tok) tokenizer_free(&tok);

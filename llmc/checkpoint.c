@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "atomic_file.h"
+#include "gpt2_model_file.h"
 #include "utils.h"
 
 enum { HEADER_BYTES = 1024 };

@@ -76,6 +76,18 @@ static void ensure_epoch(DataLoader *dl) {
     if (dl->cur_shard >= 0) make_window_perm(dl, dl->cur_shard);
 }
 
+// Every token id of a loaded shard must index the model's vocabulary. One branch-free
+// pass for the largest id (vectorized), a second only to name the first offender.
+static void check_token_ids(const char *path, const uint16_t *tok, int64_t ntok, int vocab_size) {
+    uint16_t largest = 0;
+    for (int64_t i = 0; i < ntok; i++) largest = tok[i] > largest ? tok[i] : largest;
+    if (largest < vocab_size) return;
+    for (int64_t i = 0; i < ntok; i++)
+        if (tok[i] >= vocab_size)
+            die("shard '%s': token %" PRId64 " (byte offset %ld) is %u, outside the vocabulary [0, %d)", path, i,
+                SHARD_HEADER_BYTES + 2 * (long)i, tok[i], vocab_size);
+}
+
 // Reads shard s into memory (the only one held) unless it is already there.
 static void load_shard(DataLoader *dl, int s) {
     if (dl->cur_shard == s) return;
@@ -92,15 +104,18 @@ static void load_shard(DataLoader *dl, int s) {
     fseek_check(f, SHARD_HEADER_BYTES, SEEK_SET, path);
     fread_check(dl->shard_tokens, sizeof(uint16_t), (size_t)ntok, f, path);
     fclose(f);
+    check_token_ids(path, dl->shard_tokens, ntok, dl->vocab_size);
     dl->shard_ntok = ntok;
     dl->cur_shard = s;
     make_window_perm(dl, s);
 }
 
-void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int rank, int world,
+void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int vocab_size, int rank, int world,
                      int shuffle, uint64_t seed) {
     memset(dl, 0, sizeof(*dl));
     if (B <= 0 || T <= 0) die("dataloader '%s': B=%d and T=%d must be positive", pattern, B, T);
+    if (vocab_size <= 0 || vocab_size > 65536)
+        die("dataloader '%s': vocab size %d is outside [1, 65536] (token ids are uint16)", pattern, vocab_size);
     if (world <= 0 || rank < 0 || rank >= world)
         die("dataloader '%s': rank %d is not in [0, world=%d)", pattern, rank, world);
     glob_t g;
@@ -121,6 +136,7 @@ void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int rank
         die("shards matching '%s' hold %" PRId64 " windows of T+1=%d tokens, fewer than one "
             "micro-batch of B*world = %d*%d", pattern, dl->total_windows, T + 1, B, world);
     dl->B = B; dl->T = T; dl->rank = rank; dl->world = world;
+    dl->vocab_size = vocab_size;
     dl->shuffle = shuffle;
     dl->seed = seed;
     dl->cur_shard = -1;

@@ -37,6 +37,7 @@ typedef struct {
     int64_t *num_windows;  // windows of T+1 tokens per shard: (ntok - 1) / T
     int64_t total_windows; // sum over shards
     int B, T, rank, world;
+    int vocab_size;        // every token id must be below it
     int shuffle;
     uint64_t seed;
     // position in the global window sequence (the only state needed to resume)
@@ -59,7 +60,10 @@ typedef struct {
 // and size are checked up front; a bad shard, no match, or a shard with no full window
 // exits with a message naming the file and the problem. Also exits when all shards
 // together hold fewer than B*world windows (not even one micro-batch).
-void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int rank, int world,
+// Token ids must be < vocab_size (1..65536): each shard's tokens are scanned when it is
+// first read into memory (before any of its windows is handed out), and an id outside
+// the vocabulary exits naming the shard, the token's index and byte offset.
+void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int vocab_size, int rank, int world,
                      int shuffle, uint64_t seed);
 // Fills dl->inputs and dl->targets with this rank's next B windows; wraps to a new
 // epoch (new permutation) when the sequence is exhausted.

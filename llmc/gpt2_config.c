@@ -1,11 +1,11 @@
-// gpt2_config.c: GPT-2 shapes, the parameter table, llm.c model files and init.
+// gpt2_config.c: GPT-2 shapes and their limits, the parameter table and init.
 #include "gpt2_config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "atomic_file.h"
 #include "rand.h"
 #include "utils.h"
 
@@ -14,26 +14,28 @@ static const char *param_names[GPT2_NUM_PARAM_TENSORS] = {
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
 
 size_t gpt2_param_sizes(const GPT2Config *c, size_t s[GPT2_NUM_PARAM_TENSORS]) {
+    const char *what = "GPT-2 parameter sizes";
     size_t Vp = (size_t)c->padded_vocab_size, C = (size_t)c->channels;
     size_t maxT = (size_t)c->max_seq_len, L = (size_t)c->num_layers;
-    s[GPT2_WTE] = Vp * C;
-    s[GPT2_WPE] = maxT * C;
-    s[GPT2_LN1W] = L * C;
-    s[GPT2_LN1B] = L * C;
-    s[GPT2_QKVW] = L * 3 * C * C;
-    s[GPT2_QKVB] = L * 3 * C;
-    s[GPT2_ATTPROJW] = L * C * C;
-    s[GPT2_ATTPROJB] = L * C;
-    s[GPT2_LN2W] = L * C;
-    s[GPT2_LN2B] = L * C;
-    s[GPT2_FCW] = L * 4 * C * C;
-    s[GPT2_FCB] = L * 4 * C;
-    s[GPT2_FCPROJW] = L * C * 4 * C;
-    s[GPT2_FCPROJB] = L * C;
+    size_t LC = size_mul(L, C, what), LCC = size_mul(LC, C, what);
+    s[GPT2_WTE] = size_mul(Vp, C, what);
+    s[GPT2_WPE] = size_mul(maxT, C, what);
+    s[GPT2_LN1W] = LC;
+    s[GPT2_LN1B] = LC;
+    s[GPT2_QKVW] = size_mul(3, LCC, what);
+    s[GPT2_QKVB] = size_mul(3, LC, what);
+    s[GPT2_ATTPROJW] = LCC;
+    s[GPT2_ATTPROJB] = LC;
+    s[GPT2_LN2W] = LC;
+    s[GPT2_LN2B] = LC;
+    s[GPT2_FCW] = size_mul(4, LCC, what);
+    s[GPT2_FCB] = size_mul(4, LC, what);
+    s[GPT2_FCPROJW] = size_mul(4, LCC, what);
+    s[GPT2_FCPROJB] = LC;
     s[GPT2_LNFW] = C;
     s[GPT2_LNFB] = C;
     size_t total = 0;
-    for (int i = 0; i < GPT2_NUM_PARAM_TENSORS; i++) total += s[i];
+    for (int i = 0; i < GPT2_NUM_PARAM_TENSORS; i++) total = size_add(total, s[i], what);
     return total;
 }
 
@@ -56,22 +58,27 @@ int gpt2_param_decays(int t) {
 }
 
 int gpt2_config_validate(const GPT2Config *c, char *err, size_t n) {
-    if (c->num_layers <= 0 || c->channels <= 0 || c->num_heads <= 0 || c->max_seq_len <= 0 ||
-        c->vocab_size <= 0) {
-        snprintf(err, n, "non-positive model size (L=%d C=%d NH=%d maxT=%d V=%d)", c->num_layers,
-                 c->channels, c->num_heads, c->max_seq_len, c->vocab_size);
-        return -1;
+    const struct { const char *name; int value, max; } f[] = {
+        {"layers (L)", c->num_layers, GPT2_MAX_LAYERS},
+        {"channels (C)", c->channels, GPT2_MAX_CHANNELS},
+        {"heads (NH)", c->num_heads, GPT2_MAX_HEADS},
+        {"max sequence length (maxT)", c->max_seq_len, GPT2_MAX_SEQ_LEN},
+        {"vocab (V)", c->vocab_size, GPT2_MAX_VOCAB},
+        {"padded vocab (Vp)", c->padded_vocab_size, GPT2_MAX_PADDED_VOCAB},
+    };
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        if (f[i].value <= 0 || f[i].value > f[i].max) {
+            snprintf(err, n, "%s = %d is outside [1, %d]", f[i].name, f[i].value, f[i].max);
+            return -1;
+        }
     }
     if (c->channels % c->num_heads != 0) {
-        snprintf(err, n, "channels %d not divisible by heads %d", c->channels, c->num_heads);
+        snprintf(err, n, "channels (C) = %d is not divisible by heads (NH) = %d", c->channels, c->num_heads);
         return -1;
     }
     if (c->padded_vocab_size < c->vocab_size) {
-        snprintf(err, n, "padded vocab %d smaller than vocab %d", c->padded_vocab_size, c->vocab_size);
-        return -1;
-    }
-    if (c->vocab_size > 65536) {
-        snprintf(err, n, "vocab %d does not fit uint16 token shards", c->vocab_size);
+        snprintf(err, n, "padded vocab (Vp) = %d is smaller than vocab (V) = %d", c->padded_vocab_size,
+                 c->vocab_size);
         return -1;
     }
     return 0;
@@ -83,25 +90,39 @@ int gpt2_config_from_descriptor(const char *desc, GPT2Config *c, char *err, size
         snprintf(err, n, "model descriptor '%s' must start with 'd' (e.g. d12)", desc ? desc : "");
         return -1;
     }
+    // Each value is bounded before any arithmetic, so C = 64 L below cannot overflow.
     long L = -1, C = -1, H = -1, T = 1024;
     while (*p) {
         char key = *p++;
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v <= 0) {
-            snprintf(err, n, "model descriptor '%s': '%c' needs a positive number", desc, key);
-            return -1;
-        }
-        p = end;
+        long *dst, max;
+        const char *what;
         switch (key) {
-        case 'd': L = v; break;
-        case 'c': C = v; break;
-        case 'h': H = v; break;
-        case 't': T = v; break;
+        case 'd': dst = &L; max = GPT2_MAX_LAYERS; what = "layers"; break;
+        case 'c': dst = &C; max = GPT2_MAX_CHANNELS; what = "channels"; break;
+        case 'h': dst = &H; max = GPT2_MAX_HEADS; what = "heads"; break;
+        case 't': dst = &T; max = GPT2_MAX_SEQ_LEN; what = "max sequence length"; break;
         default:
             snprintf(err, n, "model descriptor '%s': unknown key '%c' (use d, c, h, t)", desc, key);
             return -1;
         }
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || *p == '-' || *p == '+' || (v == 0 && errno != ERANGE)) {
+            snprintf(err, n, "model descriptor '%s': '%c' needs a positive number", desc, key);
+            return -1;
+        }
+        if (errno == ERANGE || v > max) {
+            snprintf(err, n, "model descriptor '%s': %c%.*s (%s) is outside [1, %ld]", desc, key, (int)(end - p), p,
+                     what, max);
+            return -1;
+        }
+        *dst = v;
+        p = end;
+    }
+    if (L < 0) {
+        snprintf(err, n, "model descriptor '%s' has no layer count 'd'", desc);
+        return -1;
     }
     if (C < 0) C = 64 * L;
     if (H < 0) H = C / 64 > 0 ? C / 64 : 1;
@@ -111,7 +132,13 @@ int gpt2_config_from_descriptor(const char *desc, GPT2Config *c, char *err, size
     c->max_seq_len = (int)T;
     c->vocab_size = GPT2_VOCAB;
     c->padded_vocab_size = ((GPT2_VOCAB + 127) / 128) * 128;
-    return gpt2_config_validate(c, err, n);
+    if (gpt2_config_validate(c, err, n) != 0) {
+        char why[200];
+        snprintf(why, sizeof(why), "%s", err);
+        snprintf(err, n, "model descriptor '%s': %s", desc, why);
+        return -1;
+    }
+    return 0;
 }
 
 double gpt2_flops_per_token(const GPT2Config *c, int T) {
@@ -135,76 +162,6 @@ float gpt2_bf16_to_f32(uint16_t b) {
     float x;
     memcpy(&x, &u, 4);
     return x;
-}
-
-float *gpt2_model_file_read(const char *path, GPT2Config *c) {
-    FILE *f = fopen_check(path, "rb");
-    long fsize = file_size_check(f, path);
-    int32_t h[256];
-    if (fsize < (long)sizeof(h)) die("model file '%s' is %ld bytes, shorter than its 1024-byte header", path, fsize);
-    fread_check(h, sizeof(int32_t), 256, f, path);
-    if (h[0] != GPT2_MODEL_MAGIC)
-        die("'%s' is not an llm.c model file: magic %d, expected %d", path, h[0], GPT2_MODEL_MAGIC);
-    int version = h[1];
-    if (version != GPT2_MODEL_FP32 && version != GPT2_MODEL_BF16)
-        die("model file '%s' has version %d; supported are 3 (fp32) and 5 (bf16)", path, version);
-    c->max_seq_len = h[2];
-    c->vocab_size = h[3];
-    c->num_layers = h[4];
-    c->num_heads = h[5];
-    c->channels = h[6];
-    c->padded_vocab_size = h[7];
-    char err[256];
-    if (gpt2_config_validate(c, err, sizeof(err)) != 0) die("model file '%s' header: %s", path, err);
-    size_t sizes[GPT2_NUM_PARAM_TENSORS];
-    size_t n = gpt2_param_sizes(c, sizes);
-    size_t elem = version == GPT2_MODEL_FP32 ? 4 : 2;
-    long expect = (long)(sizeof(h) + n * elem);
-    if (fsize != expect)
-        die("model file '%s' is %ld bytes, but its header (L=%d C=%d Vp=%d, version %d) needs %ld",
-            path, fsize, c->num_layers, c->channels, c->padded_vocab_size, version, expect);
-    float *params = (float *)malloc_check(n * sizeof(float));
-    if (version == GPT2_MODEL_FP32) {
-        fread_check(params, sizeof(float), n, f, path);
-    } else {
-        uint16_t *buf = (uint16_t *)malloc_check(n * sizeof(uint16_t));
-        fread_check(buf, sizeof(uint16_t), n, f, path);
-        for (size_t i = 0; i < n; i++) params[i] = gpt2_bf16_to_f32(buf[i]);
-        free(buf);
-    }
-    fclose(f);
-    return params;
-}
-
-void gpt2_model_file_write(const char *path, const GPT2Config *c, const float *params, int version) {
-    if (version != GPT2_MODEL_FP32 && version != GPT2_MODEL_BF16)
-        die("cannot write model file '%s' with version %d (3 or 5)", path, version);
-    int32_t h[256] = {0};
-    h[0] = GPT2_MODEL_MAGIC;
-    h[1] = version;
-    h[2] = c->max_seq_len;
-    h[3] = c->vocab_size;
-    h[4] = c->num_layers;
-    h[5] = c->num_heads;
-    h[6] = c->channels;
-    h[7] = c->padded_vocab_size;
-    size_t sizes[GPT2_NUM_PARAM_TENSORS];
-    size_t n = gpt2_param_sizes(c, sizes);
-    AtomicFile af;
-    atomic_file_open(&af, path);
-    atomic_file_write(&af, h, sizeof(h));
-    if (version == GPT2_MODEL_FP32) {
-        atomic_file_write(&af, params, n * sizeof(float));
-    } else {
-        enum { CHUNK = 1 << 16 };
-        uint16_t buf[CHUNK];
-        for (size_t i = 0; i < n; i += CHUNK) {
-            size_t m = n - i < CHUNK ? n - i : CHUNK;
-            for (size_t j = 0; j < m; j++) buf[j] = gpt2_f32_to_bf16(params[i + j]);
-            atomic_file_write(&af, buf, m * sizeof(uint16_t));
-        }
-    }
-    atomic_file_commit(&af);
 }
 
 void gpt2_init_range(const GPT2Config *c, int t, size_t offset, size_t count, float *out, uint64_t seed) {

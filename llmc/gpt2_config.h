@@ -29,7 +29,19 @@ enum {
 #define GPT2_EOT 50256
 #define GPT2_VOCAB 50257
 
+// Limits on every shape field (model files, descriptors, checkpoints). They are far
+// above GPT-2 XL (L 48, C 1600, NH 25, maxT 1024, Vp 50304) and models 10x larger
+// (GPT-3 175B: L 96, C 12288, NH 96, maxT 2048), and low enough that every size
+// computed from a valid config fits size_t with room to spare (12 L C^2 < 2^56).
+#define GPT2_MAX_LAYERS 1024
+#define GPT2_MAX_CHANNELS 65536
+#define GPT2_MAX_HEADS 4096
+#define GPT2_MAX_SEQ_LEN (1 << 20)
+#define GPT2_MAX_VOCAB 65536          // token shards hold uint16 ids
+#define GPT2_MAX_PADDED_VOCAB 131072
+
 // Elements of each of the 16 tensors (all layers together); returns the total.
+// Overflow-checked: exits (naming the shape) rather than wrap.
 size_t gpt2_param_sizes(const GPT2Config *c, size_t sizes[GPT2_NUM_PARAM_TENSORS]);
 // Element offset of each tensor inside one flat buffer holding all 16 in order.
 void gpt2_param_offsets(const GPT2Config *c, size_t offsets[GPT2_NUM_PARAM_TENSORS]);
@@ -42,25 +54,16 @@ int gpt2_param_decays(int tensor);
 // "d12" -> 12 layers, 768 channels, 12 heads (llm.c's rule: C = 64 L, NH = L),
 // maxT 1024, GPT-2 vocabulary. Also accepts "d4c128h4t256" style overrides for
 // tiny models (c: channels, h: heads, t: max sequence length). Returns 0 on
-// success, -1 (with a message in err) on a malformed descriptor.
+// success, -1 (with a message in err) on a malformed or out-of-limits descriptor.
 int gpt2_config_from_descriptor(const char *desc, GPT2Config *c, char *err, size_t errlen);
-// Checks shape invariants (C divisible by NH, Vp >= V, positive sizes); same return.
+// Checks every field against the limits above and the shape invariants (C divisible by
+// NH, V <= Vp); same return, the message names the field and its value.
 int gpt2_config_validate(const GPT2Config *c, char *err, size_t errlen);
 // Floating point operations per token for forward+backward (6N + attention), for MFU.
 double gpt2_flops_per_token(const GPT2Config *c, int T);
 
-// llm.c model file: 256 int32 header (magic 20240326, version 3 = fp32 or 5 = bf16,
-// maxT, V, L, NH, C, Vp), then the 16 tensors in order.
-#define GPT2_MODEL_MAGIC 20240326
-#define GPT2_MODEL_FP32 3
-#define GPT2_MODEL_BF16 5
-
-// Reads a model file into a newly allocated fp32 buffer of all parameters (bf16 files
-// are widened exactly). Exits with a message naming the file on any problem.
-float *gpt2_model_file_read(const char *path, GPT2Config *c);
-// Writes a model file atomically (temp file, fsync, rename). version 5 rounds each
-// value to bf16 (round to nearest even).
-void gpt2_model_file_write(const char *path, const GPT2Config *c, const float *params, int version);
+// llm.c model files (reading, partitioned reading, streamed writing) are in
+// gpt2_model_file.h.
 
 // GPT-2 initialization, a pure function of (seed, tensor, element): N(0, 0.02) for
 // weights and embeddings, 0.02/sqrt(2L) for the two residual projections, zeros for

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "adamw.h"
+#include "gpt2_model_file.h"
 #include "utils.h"
 
 // ---------------------------------------------------------------------------------
@@ -42,7 +43,7 @@ static inline int imax(int a, int b) { return a > b ? a : b; }
 // 64-byte aligned, so ymm rows do not straddle cache lines more than they must.
 static float *alloc_floats(size_t n) {
     void *p = NULL;
-    int rc = posix_memalign(&p, 64, (n ? n : 1) * sizeof(float));
+    int rc = posix_memalign(&p, 64, size_mul(n ? n : 1, sizeof(float), "float buffer"));
     if (rc != 0) die("out of host memory allocating %zu floats: %s", n, strerror(rc));
     return (float *)p;
 }
@@ -634,16 +635,24 @@ static float *carve(float **base, size_t n) {
     return p;
 }
 
+// Activation sizes come from the config and (B, T): every product and the total are
+// overflow-checked (B * NH * T * T * L is the one that can outgrow size_t).
+static size_t mul_acts(size_t a, size_t b) { return size_mul(a, b, "GPT-2 activation sizes"); }
+static size_t round16_acts(size_t n) { return size_add(n, 15, "GPT-2 activation sizes") & ~(size_t)15; }
+
 // With base NULL only the size is computed (returned in floats).
 static size_t layout_acts(const GPT2Config *c, int B, int T, float *base, Acts *a) {
-    const size_t N = (size_t)B * T, C = (size_t)c->channels, L = (size_t)c->num_layers;
+    const size_t N = mul_acts((size_t)B, (size_t)T), C = (size_t)c->channels, L = (size_t)c->num_layers;
     const size_t NH = (size_t)c->num_heads, Vp = (size_t)c->padded_vocab_size;
-    size_t sizes[] = {N * C,
-                      N * C, N, N, 3 * N * C, B * NH * T * T, N * C, N * C, N * C, N, N, 4 * N * C, 4 * N * C, N * C,
-                      N * C, N, N, N * Vp, N};
+    const size_t NC = mul_acts(N, C), att = mul_acts(mul_acts(mul_acts((size_t)B, NH), (size_t)T), (size_t)T);
+    size_t sizes[] = {NC,
+                      NC, N, N, mul_acts(3, NC), att, NC, NC, NC, N, N, mul_acts(4, NC), mul_acts(4, NC), NC,
+                      NC, N, N, mul_acts(N, Vp), N};
     size_t total = 0;
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
-        total += round16((i >= 1 && i <= 13) ? L * round16(sizes[i]) : sizes[i]);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t n = (i >= 1 && i <= 13) ? mul_acts(L, round16_acts(sizes[i])) : sizes[i];
+        total = size_add(total, round16_acts(n), "GPT-2 activation sizes");
+    }
     if (base) {
         float *p = base;
         a->encoded = carve(&p, sizes[0]);
@@ -663,10 +672,12 @@ static size_t layout_acts(const GPT2Config *c, int B, int T, float *base, Acts *
 static float *layer_slice(float *arr, size_t n, int l) { return arr + (size_t)l * round16(n); }
 
 static size_t layout_grad_acts(const GPT2Config *c, int B, int T, float *base, GradActs *g) {
-    const size_t N = (size_t)B * T, C = (size_t)c->channels, NH = (size_t)c->num_heads;
-    size_t sizes[] = {N * C, N * C, N * C, 3 * N * C, B * NH * T * T, 4 * N * C};
+    const size_t N = mul_acts((size_t)B, (size_t)T), C = (size_t)c->channels, NH = (size_t)c->num_heads;
+    const size_t NC = mul_acts(N, C), att = mul_acts(mul_acts(mul_acts((size_t)B, NH), (size_t)T), (size_t)T);
+    size_t sizes[] = {NC, NC, NC, mul_acts(3, NC), att, mul_acts(4, NC)};
     size_t total = 0;
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) total += round16(sizes[i]);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        total = size_add(total, round16_acts(sizes[i]), "GPT-2 activation sizes");
     if (base) {
         float *p = base;
         g->dres = carve(&p, sizes[0]);

@@ -2,6 +2,8 @@
 #include "train_common.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "utils.h"
@@ -18,10 +20,24 @@ int file_exists(const char *path) {
     return f != NULL;
 }
 
-float *resolve_model(const char *model, GPT2Config *c) {
+int resolve_model_open(const char *model, GPT2Config *c, GPT2ModelFile *file) {
     char err[256];
-    if (gpt2_config_from_descriptor(model, c, err, sizeof(err)) == 0) return NULL;
+    if (gpt2_config_from_descriptor(model, c, err, sizeof(err)) == 0) return 0;
     if (!file_exists(model)) die("-e '%s' is neither a model descriptor (%s) nor a readable model file", model, err);
+    gpt2_model_file_open(file, model, c);
+    return 1;
+}
+
+void print_model_file_read(const GPT2ModelFile *file, double bytes_all_ranks) {
+    printf("model file '%s': rank 0 read %llu of its %llu parameter bytes, all ranks %.0f\n", file->path,
+           (unsigned long long)file->bytes_read, (unsigned long long)gpt2_model_file_param_bytes(file),
+           bytes_all_ranks);
+}
+
+float *resolve_model(const char *model, GPT2Config *c) {
+    GPT2ModelFile file;
+    if (!resolve_model_open(model, c, &file)) return NULL;
+    gpt2_model_file_close(&file);
     return gpt2_model_file_read(model, c);
 }
 
@@ -34,13 +50,39 @@ int resolve_grad_accum(TrainConfig *cfg, int world) {
     return (int)(cfg->total_batch_tokens / micro_tokens);
 }
 
-int open_data(TrainConfig *cfg, DataLoader *train, DataLoader *val, int rank, int world, int grad_accum) {
-    dataloader_init(train, cfg->train_pattern, cfg->B, cfg->T, rank, world, cfg->shuffle, cfg->seed);
+int open_data(TrainConfig *cfg, DataLoader *train, DataLoader *val, int rank, int world, int grad_accum,
+              int vocab_size) {
+    dataloader_init(train, cfg->train_pattern, cfg->B, cfg->T, vocab_size, rank, world, cfg->shuffle, cfg->seed);
     int have_val = cfg->val_every > 0;
-    if (have_val) dataloader_init(val, cfg->val_pattern, cfg->B, cfg->T, rank, world, 0, cfg->seed);
+    if (have_val) dataloader_init(val, cfg->val_pattern, cfg->B, cfg->T, vocab_size, rank, world, 0, cfg->seed);
     if (cfg->max_steps < 0) cfg->max_steps = (int)(train->total_windows / ((int64_t)cfg->B * world * grad_accum));
     if (cfg->max_steps <= 0) die("the train data holds less than one step of %ld tokens", cfg->total_batch_tokens);
     return have_val;
+}
+
+// A "Key:   N kB" line of /proc/self/status, in bytes.
+static size_t proc_status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f == NULL) return 0;
+    char line[256];
+    size_t len = strlen(key), kb = 0;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, key, len) == 0 && line[len] == ':') {
+            kb = (size_t)strtoull(line + len + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kb * 1024;
+}
+
+size_t host_memory_now(void) { return proc_status_kb("VmRSS"); }
+size_t host_memory_peak(void) { return proc_status_kb("VmHWM"); }
+
+int host_memory_reset_peak(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f == NULL) return -1;
+    int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
 }
 
 int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg) {

@@ -5,6 +5,7 @@
 
 #include "dataloader.h"
 #include "gpt2_config.h"
+#include "gpt2_model_file.h"
 #include "tokenizer.h"
 #include "train_config.h"
 
@@ -15,15 +16,31 @@ extern "C" {
 double now_seconds(void);
 int file_exists(const char *path);
 
-// -e: fills *c from a descriptor and returns NULL, or reads an llm.c model file and
-// returns its fp32 parameters (caller frees). Exits naming the argument otherwise.
+// -e: fills *c from a descriptor and returns 0, or opens an llm.c model file into *file
+// (header and size checked, no parameter read yet) and returns 1. Exits naming the
+// argument otherwise. Sharded trainers read their own ranges from *file, then close it.
+int resolve_model_open(const char *model, GPT2Config *c, GPT2ModelFile *file);
+// After a sharded load: rank 0's bytes read from the model file against the file's
+// parameter bytes, and all ranks' together (the caller's all-reduce of bytes_read).
+void print_model_file_read(const GPT2ModelFile *file, double bytes_all_ranks);
+// -e for the unsharded trainers: as above, but returns the whole file's fp32 parameters
+// (caller frees), or NULL for a descriptor.
 float *resolve_model(const char *model, GPT2Config *c);
 // Fills in -d's default and returns the gradient accumulation steps; exits when the
 // total batch is not a multiple of B*T*world.
 int resolve_grad_accum(TrainConfig *cfg, int world);
 // Opens this rank's train loader (and the val loader when validation is on; returns 1
 // then) and resolves -x -1 to one epoch; exits when the data holds less than one step.
-int open_data(TrainConfig *cfg, DataLoader *train, DataLoader *val, int rank, int world, int grad_accum);
+// Token ids must be below vocab_size (the model's V); a shard holding one is refused.
+int open_data(TrainConfig *cfg, DataLoader *train, DataLoader *val, int rank, int world, int grad_accum,
+              int vocab_size);
+// This process's resident host memory now, and its peak since the start or the last
+// reset, in bytes (Linux /proc/self/status VmRSS, VmHWM; 0 where unavailable).
+size_t host_memory_now(void);
+size_t host_memory_peak(void);
+// Starts a new peak from the current resident size (/proc/self/clear_refs); returns 0,
+// or -1 where the kernel does not allow it.
+int host_memory_reset_peak(void);
 // Loads the tokenizer for samples if sampling is on and the file exists; returns 1 then.
 int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg);
 // Prints a sampled token's bytes (multi-byte characters may span tokens; the terminal

@@ -55,7 +55,8 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  -i GLOB   train token shards (default %s)\n", d.train_pattern);
     printf("  -j GLOB   validation token shards (default %s)\n", d.val_pattern);
     printf("  -e MODEL  descriptor dN[cC][hH][tT] (N layers, C channels = 64N, H heads = C/64,\n"
-           "            T max sequence 1024) or an llm.c model file (default %s)\n", d.model);
+           "            T max sequence 1024; at most d1024, c65536, h4096, t1048576) or an llm.c\n"
+           "            model file; under -z each rank reads only its shards (default %s)\n", d.model);
     printf("  -o DIR    output folder: main.log, checkpoints (default %s)\n", d.out_dir);
     printf("  -b N      micro-batch size per rank (default %d)\n", d.B);
     printf("  -t N      sequence length (default %d)\n", d.T);

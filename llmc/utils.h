@@ -68,6 +68,21 @@ static inline void *calloc_check_at(size_t n, size_t size, const char *srcfile, 
 }
 #define calloc_check(n, size) calloc_check_at(n, size, __FILE__, __LINE__)
 
+// Overflow-checked size arithmetic for sizes computed from files and flags: a product
+// or sum that does not fit size_t exits, naming `what`, instead of wrapping around.
+static inline size_t size_mul_at(size_t a, size_t b, const char *what, const char *srcfile, int line) {
+    size_t r;
+    if (__builtin_mul_overflow(a, b, &r)) die_at(srcfile, line, "%s: %zu x %zu overflows size_t", what, a, b);
+    return r;
+}
+static inline size_t size_add_at(size_t a, size_t b, const char *what, const char *srcfile, int line) {
+    size_t r;
+    if (__builtin_add_overflow(a, b, &r)) die_at(srcfile, line, "%s: %zu + %zu overflows size_t", what, a, b);
+    return r;
+}
+#define size_mul(a, b, what) size_mul_at(a, b, what, __FILE__, __LINE__)
+#define size_add(a, b, what) size_add_at(a, b, what, __FILE__, __LINE__)
+
 // Size of an open file in bytes (restores the position to the start).
 static inline long file_size_check_at(FILE *f, const char *path, const char *srcfile, int line) {
     fseek_check_at(f, 0, SEEK_END, path, srcfile, line);

@@ -1,5 +1,6 @@
 // test_dataloader.c: exact window contents, glob order, shuffling, rank independence,
-// resume, shard_write, and that every kind of bad shard stops the process naming it.
+// resume, shard_write, and that every kind of bad shard (token ids outside the
+// vocabulary included) stops the process naming it.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,6 +17,9 @@
 
 #include "dataloader.h"
 #include "test_util.h"
+
+// Vocabulary size under which every uint16 token id is valid (tests not about ids).
+#define ALL_IDS 65536
 
 static char g_root[256]; // mkdtemp dir holding one subdirectory per test
 
@@ -88,7 +92,7 @@ typedef struct { const char *pattern; int B, T, world; } InitArgs;
 static void init_and_free(void *p) {
     const InitArgs *a = p;
     DataLoader dl;
-    dataloader_init(&dl, a->pattern, a->B, a->T, 0, a->world, 0, 0);
+    dataloader_init(&dl, a->pattern, a->B, a->T, ALL_IDS, 0, a->world, 0, 0);
     dataloader_free(&dl);
 }
 
@@ -108,7 +112,7 @@ static void test_known_tokens(void **state) {
     shard_write(path, tok, N);
 
     DataLoader dl;
-    dataloader_init(&dl, path, 2, T, 0, 1, 0, 0);
+    dataloader_init(&dl, path, 2, T, ALL_IDS, 0, 1, 0, 0);
     assert_int_equal(dl.num_shards, 1);
     assert_int_equal(dl.num_windows[0], 4);
     assert_int_equal(dl.total_windows, 4);
@@ -128,7 +132,7 @@ static void test_known_tokens(void **state) {
     dataloader_free(&dl);
 
     // B=3: one micro-batch per epoch, the 4th window is the skipped remainder
-    dataloader_init(&dl, path, 3, T, 0, 1, 0, 0);
+    dataloader_init(&dl, path, 3, T, ALL_IDS, 0, 1, 0, 0);
     for (int step = 0; step < 3; step++) {
         dataloader_next_batch(&dl);
         assert_int_equal(dl.epoch, (uint64_t)step);
@@ -158,7 +162,7 @@ static void test_glob_order(void **state) {
     snprintf(pattern, sizeof(pattern), "%s/s_*.bin", dir);
 
     DataLoader dl;
-    dataloader_init(&dl, pattern, 1, 5, 0, 1, 0, 0);
+    dataloader_init(&dl, pattern, 1, 5, ALL_IDS, 0, 1, 0, 0);
     assert_int_equal(dl.num_shards, 3);
     for (int s = 0; s < 3; s++) {
         snprintf(path, sizeof(path), "%s/s_%d.bin", dir, s);
@@ -196,7 +200,7 @@ static const char *make_shuffle_shards(const char *name) {
 // One epoch of window ids with B=1, world=1 (no remainder, so the whole epoch).
 static void shuffled_epochs(const char *pattern, uint64_t seed, int epochs, int *ids) {
     DataLoader dl;
-    dataloader_init(&dl, pattern, 1, SH_T, 0, 1, 1, seed);
+    dataloader_init(&dl, pattern, 1, SH_T, ALL_IDS, 0, 1, 1, seed);
     for (int i = 0; i < epochs * SH_TOTAL; i++) {
         dataloader_next_batch(&dl);
         assert_int_equal(dl.epoch, (uint64_t)(i / SH_TOTAL));
@@ -259,7 +263,7 @@ static void test_shuffle(void **state) {
 
     // shuffle=0 is the file order, epoch after epoch
     DataLoader dl;
-    dataloader_init(&dl, pattern, 1, SH_T, 0, 1, 0, 1234);
+    dataloader_init(&dl, pattern, 1, SH_T, ALL_IDS, 0, 1, 0, 1234);
     for (int i = 0; i < 2 * SH_TOTAL; i++) {
         int id;
         dataloader_next_batch(&dl);
@@ -274,7 +278,7 @@ static void world_sequence(const char *pattern, int B, int world, int steps, int
                            uint64_t *epochs) {
     for (int r = 0; r < world; r++) {
         DataLoader dl;
-        dataloader_init(&dl, pattern, B, SH_T, r, world, 1, 7);
+        dataloader_init(&dl, pattern, B, SH_T, ALL_IDS, r, world, 1, 7);
         for (int i = 0; i < steps; i++) {
             dataloader_next_batch(&dl);
             collect_ids(&dl, ids + (size_t)i * B * world + (size_t)r * B);
@@ -312,7 +316,7 @@ static void test_resume_and_reset(void **state) {
     const size_t n = (size_t)B * SH_T;
     int *ref_in = malloc(STEPS * n * sizeof(int)), *ref_tg = malloc(STEPS * n * sizeof(int));
     DataLoader dl;
-    dataloader_init(&dl, pattern, B, SH_T, RANK, WORLD, 1, 42);
+    dataloader_init(&dl, pattern, B, SH_T, ALL_IDS, RANK, WORLD, 1, 42);
     for (int i = 0; i < STEPS; i++) {
         dataloader_next_batch(&dl);
         memcpy(ref_in + i * n, dl.inputs, n * sizeof(int));
@@ -324,12 +328,12 @@ static void test_resume_and_reset(void **state) {
     for (int si = 0; si < 5; si++) {
         uint64_t epoch;
         int64_t next;
-        dataloader_init(&dl, pattern, B, SH_T, RANK, WORLD, 1, 42);
+        dataloader_init(&dl, pattern, B, SH_T, ALL_IDS, RANK, WORLD, 1, 42);
         for (int i = 0; i < stops[si]; i++) dataloader_next_batch(&dl);
         dataloader_get_state(&dl, &epoch, &next);
         dataloader_free(&dl);
 
-        dataloader_init(&dl, pattern, B, SH_T, RANK, WORLD, 1, 42);
+        dataloader_init(&dl, pattern, B, SH_T, ALL_IDS, RANK, WORLD, 1, 42);
         dataloader_next_batch(&dl); // some unrelated position and loaded shard first
         dataloader_set_state(&dl, epoch, next);
         for (int i = stops[si]; i < STEPS; i++) {
@@ -341,7 +345,7 @@ static void test_resume_and_reset(void **state) {
     }
 
     // reset: back to epoch 0 window 0 after running into a later epoch
-    dataloader_init(&dl, pattern, B, SH_T, RANK, WORLD, 1, 42);
+    dataloader_init(&dl, pattern, B, SH_T, ALL_IDS, RANK, WORLD, 1, 42);
     for (int i = 0; i < 13; i++) dataloader_next_batch(&dl);
     dataloader_reset(&dl);
     assert_int_equal(dl.epoch, 0);
@@ -445,6 +449,54 @@ static void test_bad_shards(void **state) {
     expect_death(init_and_free, &a, DEATH_ANY_STATUS, bad, "smaller than the 1024-byte header", NULL);
 }
 
+typedef struct { const char *pattern; int vocab; int batches; } ReadArgs;
+
+// Reads `batches` micro-batches of B=1, T=8 with the given vocabulary.
+static void read_batches(void *p) {
+    const ReadArgs *a = p;
+    DataLoader dl;
+    dataloader_init(&dl, a->pattern, 1, 8, a->vocab, 0, 1, 0, 0);
+    for (int i = 0; i < a->batches; i++) dataloader_next_batch(&dl);
+    dataloader_free(&dl);
+}
+
+// A token id the model has no embedding row for (GPT-2: V = 50257) is refused when its
+// shard is first read, naming the shard, the token's index and its byte offset; ids up
+// to V-1 pass. The good shard comes first, so the bad one is only read mid-epoch.
+static void test_token_ids_outside_vocab(void **state) {
+    (void)state;
+    const char *dir = test_dir("vocab");
+    char good[600], bad[600], pattern[600];
+    snprintf(good, sizeof(good), "%s/a_good.bin", dir);
+    snprintf(bad, sizeof(bad), "%s/b_bad.bin", dir);
+    snprintf(pattern, sizeof(pattern), "%s/*.bin", dir);
+    enum { V = 50257, N = 2001 };  // 250 windows of T=8 per shard
+    int32_t tok[N];
+    for (int i = 0; i < N; i++) tok[i] = (i * 7919) % V;
+    tok[17] = V - 1;  // the largest valid id
+    shard_write(good, tok, N);
+    tok[1234] = 50300;
+    shard_write(bad, tok, N);
+    // the good shard alone: a whole epoch and more reads fine
+    ReadArgs ok = {good, V, 300};
+    char msg[4096];
+    int rc = run_in_child(read_batches, &ok, msg, sizeof(msg));
+    if (rc != 0) fail_msg("the good shard was refused (status %d): %s", rc, msg);
+    // both: refused as soon as the second shard is read, before any of its windows
+    ReadArgs both = {pattern, V, 251};
+    expect_death(read_batches, &both, DEATH_ANY_STATUS, bad, "token 1234 (byte offset 3492) is 50300",
+                 "vocabulary [0, 50257)", NULL);
+    ReadArgs first = {pattern, V, 250};  // the good shard's 250 windows are served
+    rc = run_in_child(read_batches, &first, msg, sizeof(msg));
+    if (rc != 0) fail_msg("windows of the good shard were refused (status %d): %s", rc, msg);
+    // the boundary: with V = 50300 that token is still one too large, with 50301 it is fine
+    ReadArgs edge = {pattern, 50300, 251};
+    expect_death(read_batches, &edge, DEATH_ANY_STATUS, bad, "token 1234", NULL);
+    ReadArgs wide = {pattern, 50301, 500};
+    rc = run_in_child(read_batches, &wide, msg, sizeof(msg));
+    if (rc != 0) fail_msg("V = 50301 refused token 50300 (status %d): %s", rc, msg);
+}
+
 static void test_bad_setup(void **state) {
     (void)state;
     const char *dir = test_dir("setup");
@@ -464,7 +516,7 @@ static void test_bad_setup(void **state) {
 
 static void set_bad_state(void *p) {
     DataLoader dl;
-    dataloader_init(&dl, (const char *)p, 1, 8, 0, 1, 0, 0);
+    dataloader_init(&dl, (const char *)p, 1, 8, ALL_IDS, 0, 1, 0, 0);
     dataloader_set_state(&dl, 0, dl.total_windows + 1);
 }
 
@@ -487,6 +539,7 @@ int main(void) {
         cmocka_unit_test(test_shard_write_format),
         cmocka_unit_test(test_shard_write_bad_token),
         cmocka_unit_test(test_bad_shards),
+        cmocka_unit_test(test_token_ids_outside_vocab),
         cmocka_unit_test(test_bad_setup),
         cmocka_unit_test(test_bad_state),
     };

@@ -19,6 +19,7 @@
 #include "adamw.h"
 #include "gpt2_config.h"
 #include "gpt2_cpu.h"
+#include "gpt2_model_file.h"
 #include "rand.h"
 #include "test_util.h"
 

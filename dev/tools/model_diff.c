@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gpt2_config.h"
+#include "gpt2_model_file.h"
 
 int main(int argc, char **argv) {
     if (argc < 3 || argc > 4) {

@@ -1,16 +1,30 @@
 // zero_to_model: consolidates a sharded ZeRO checkpoint of a GPT-2 trainer into one llm.c
 // model file (fp32, version 3), in one process without MPI.
 //   zero_to_model OUT_DIR STEP|latest MODEL.bin
-// The model shape comes from the trainer's state saved with the checkpoint; each
-// tensor slice is placed back at its llm.c offset.
+// The model shape comes from the trainer's state saved with the checkpoint. The
+// consolidated master (tensor-table order) is streamed to the file slice by slice in
+// llm.c order, so the tool holds the model once, not twice.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "checkpoint.h"
 #include "gpt2_config.h"
+#include "gpt2_model_file.h"
 #include "utils.h"
 #include "zero/zero.h"
+
+// The consolidated parameters and where each slice starts in them (table order).
+typedef struct {
+    const float *table;
+    size_t *start;
+    const GPT2Slice *slices;
+} Consolidated;
+
+static void copy_slice(void *ctx, int slice, float *out) {
+    const Consolidated *c = (const Consolidated *)ctx;
+    memcpy(out, c->table + c->start[slice], c->slices[slice].numel * sizeof(float));
+}
 
 int main(int argc, char **argv) {
     if (argc != 4) {
@@ -29,24 +43,25 @@ int main(int argc, char **argv) {
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     size_t n = gpt2_param_sizes(c, sizes);
     // zero_consolidate returns the plugin's tensors concatenated in table order, which
-    // is gpt2_slices() order; scatter each slice to its llm.c offset.
-    float *table = (float *)malloc_check(n * sizeof(float));
-    float *params = (float *)malloc_check(n * sizeof(float));
+    // is gpt2_slices() order.
+    float *table = (float *)malloc_check(size_mul(n, sizeof(float), "consolidated parameters"));
     if (zero_consolidate(dir, step, table, n) != 0) die("cannot consolidate '%s' (see above)", dir);
     int ns = gpt2_num_slices(c);
     GPT2Slice *slices = (GPT2Slice *)malloc_check((size_t)ns * sizeof(GPT2Slice));
     gpt2_slices(c, slices);
+    size_t *start = (size_t *)malloc_check((size_t)ns * sizeof(size_t));
     size_t at = 0;
     for (int i = 0; i < ns; i++) {
-        memcpy(params + slices[i].offset, table + at, slices[i].numel * sizeof(float));
+        start[i] = at;
         at += slices[i].numel;
     }
     if (at != n) die("internal: slices cover %zu of %zu parameters", at, n);
-    gpt2_model_file_write(argv[3], c, params, GPT2_MODEL_FP32);
+    Consolidated cons = {table, start, slices};
+    gpt2_model_file_export(argv[3], c, GPT2_MODEL_FP32, copy_slice, &cons);
     printf("wrote %s: step %d, %d layers, %d channels, %zu parameters (saved by %d ranks)\n", argv[3], st.step,
            c->num_layers, c->channels, n, st.world);
+    free(start);
     free(slices);
-    free(params);
     free(table);
     return 0;
 }
