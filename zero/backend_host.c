@@ -55,6 +55,11 @@ static void h_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *value
     zero_mpi_allreduce_sum_f64(c, values, n, what);
 }
 
+static void h_gather_f64(const ZeroBackend *b, ZeroComm *c, const double *values, int n, double *all, const char *what) {
+    (void)b;
+    zero_mpi_gather_f64(c, values, n, all, what);
+}
+
 static void h_reduce_slices(const ZeroBackend *b, float *acc, const void *src, size_t stride, int nslices,
                             size_t n, ZeroDType dt, ZeroStream *s) {
     (void)b; (void)s;
@@ -139,6 +144,7 @@ static const ZeroBackend host_backend = {
     .all_gather = h_all_gather,
     .all_to_all = h_all_to_all,
     .allreduce_sum_f64 = h_allreduce_sum_f64,
+    .gather_f64 = h_gather_f64,
     .reduce_slices = h_reduce_slices,
     .adamw = h_adamw,
     .refresh = h_refresh,

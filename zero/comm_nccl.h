@@ -44,6 +44,9 @@ void zero_nccl_all_to_all(ZeroNccl *n, const ZeroCollPart *parts, int nparts, Ze
 // Host doubles summed in rank order (an all-gather, then a local sum); blocking. Queued
 // behind the latest collective's stream, so NCCL calls on this rank stay in one order.
 void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const char *what);
+// The semantics of zero_mpi_gather_f64: point-to-point sends to rank 0 (no all-gather), in
+// groups within NCCL's limit of operations per group; blocking, queued like the above.
+void zero_nccl_gather_f64(ZeroNccl *n, const double *values, int count, double *all, const char *what);
 // The stream s is going away: stop queueing behind it.
 void zero_nccl_forget_stream(ZeroNccl *n, cudaStream_t s);
 

@@ -33,6 +33,7 @@ const char *zero_coll_name(ZeroCollOp op) {
     case ZERO_COLL_ALL_TO_ALL: return "all_to_all";
     case ZERO_COLL_ALL_REDUCE: return "all_reduce";
     case ZERO_COLL_BROADCAST: return "broadcast";
+    case ZERO_COLL_GATHER: return "gather";
     default: return "?";
     }
 }
@@ -149,18 +150,19 @@ int zero_comm_set_timeout(ZeroComm *c, double timeout_s) {
     return 0;
 }
 
-void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const char *what) {
+// Counts the bytes, arms the watchdog, and runs the stall test hook.
+static void coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t intra, uint64_t inter, const char *what) {
     ZeroCollBytes *s = &c->sent[op];
     s->calls++;
-    s->intra_bytes += bytes_per_peer * (uint64_t)(c->local_size - 1);
-    s->inter_bytes += bytes_per_peer * (uint64_t)(c->world - c->local_size);
+    s->intra_bytes += intra;
+    s->inter_bytes += inter;
     struct ZeroWatchdog *w = c->watchdog;
     if (w) {
         pthread_mutex_lock(&w->mu);
         if (w->depth++ == 0) {
             w->start = now_s();
             w->op = op;
-            w->bytes = bytes_per_peer * (uint64_t)(c->world - 1);
+            w->bytes = intra + inter;
             snprintf(w->what, sizeof w->what, "%s", what ? what : "");
             pthread_cond_signal(&w->cv);
         }
@@ -172,6 +174,16 @@ void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const 
         struct timespec ts = abs_time(s);
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
     }
+}
+
+void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const char *what) {
+    coll_begin(c, op, bytes_per_peer * (uint64_t)(c->local_size - 1), bytes_per_peer * (uint64_t)(c->world - c->local_size),
+               what);
+}
+
+void zero_coll_begin_to_root(ZeroComm *c, ZeroCollOp op, uint64_t bytes, const char *what) {
+    uint64_t mine = c->rank == 0 ? 0 : bytes;
+    coll_begin(c, op, c->node == 0 ? mine : 0, c->node == 0 ? 0 : mine, what);
 }
 
 void zero_coll_end(ZeroComm *c) {

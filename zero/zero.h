@@ -204,7 +204,7 @@ void zero_checkpoint_info_free(ZeroCheckpointInfo *info);
 
 // Accounting: what one rank holds and sent. The live figures (zero_figures) and the dry
 // run's (zero_predict) are the same record, so they can be compared field by field.
-#define ZERO_NUM_COLLS 4   // all_gather, all_to_all, all_reduce, broadcast (comm.h's order)
+#define ZERO_NUM_COLLS 5   // all_gather, all_to_all, all_reduce, broadcast, gather (comm.h's order)
 typedef struct {
     size_t device[ZERO_USE_KINDS], host[ZERO_USE_KINDS];   // bytes by use, as zero_stats
     size_t act_device, act_host;        // activations: the trainer's figures
@@ -221,9 +221,10 @@ typedef ZeroFigures ZeroPrediction;
 
 void zero_figures(const Zero *z, ZeroFigures *out);           // this rank, no communication
 void zero_report_set_activation_bytes(Zero *z, size_t device_bytes, size_t host_bytes);
-// Collective: gathers every rank's figures; rank 0 writes path atomically as JSON (bytes
-// by kind on device and host, "optimizer_states" = fp32 master + m + v, bytes sent per
-// collective per step, the ZeRO formula). extra_json_fields: NULL or a JSON object whose
+// Collective: gathers every rank's figures to rank 0 (O(1) bytes sent per other rank),
+// which writes path atomically as JSON (bytes by kind on device and host,
+// "optimizer_states" = fp32 master + m + v, bytes sent per collective per step, the ZeRO
+// formula). extra_json_fields: NULL or a JSON object whose
 // fields are added at the top level. Returns 0, or -1 on every rank.
 int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fields);
 // Rank 0 prints a short table of its figures (not collective).
