@@ -378,6 +378,7 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
     refresh_working(z, 0);
     z->b->stream_sync(z->b, z->cs);
     z->b->stream_sync(z->b, z->main);
+    zero_run_id_init(z);
     z->init_done = 1;
     return z;
 }

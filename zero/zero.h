@@ -160,12 +160,21 @@ void zero_gather_master(Zero *z, int tensor, float *out);
    (checkpoint.c, consolidate.c, report.c, dryrun.c; the file format is in zckpt.h)
    ================================================================================== */
 
+// The run's identity: 128 random bits, drawn by rank 0 in zero_init and shared with every
+// rank, as 32 hex digits. zero_load replaces it with the loaded checkpoint's, so a resumed
+// run keeps the identity of its first start. Every rank file and manifest records it with
+// the step, and a load refuses a rank file of another run or of another step.
+#define ZERO_RUN_ID_HEX 33   // 32 hex digits and a NUL
+const char *zero_run_id(const Zero *z);
+
 // Sharded checkpoint of the optimizer state (fp32 master, AdamW m and v) between steps.
-// Collective. Every rank writes DIR/zero_STEP/rank_RRRRR.bin (its owned elements, CRC-32,
-// temp file + fsync + rename); rank 0 then writes extra.bin (rank 0's `extra` blob, may be
-// NULL/0), manifest.json (world, stage, tensor table, every file's size and CRC) and last
-// DIR/latest_zero. Returns 0 on every rank, or -1 on every rank after the failing rank
-// printed why (nothing of the new checkpoint is then referenced by latest_zero).
+// Collective. Every rank writes DIR/zero_STEP/rank_RRRRR.bin (its owned elements, run id
+// and step, CRC-32; temp file + fsync + rename); rank 0 then writes extra.bin (rank 0's
+// `extra` blob, may be NULL/0), manifest.json (run id, step, world, stage, tensor table,
+// every file's size and body CRC) and last DIR/latest_zero. Returns 0 on every rank, or
+// -1 on every rank after the failing rank printed why (nothing of the new checkpoint is
+// then referenced by latest_zero). Rank 0 collects the files' sizes and CRCs by a gather:
+// every other rank sends O(1) bytes, whatever the world size.
 int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extra_bytes);
 // Loads DIR/zero_STEP (step < 0: the one latest_zero names). Collective. The tensor table
 // (names, sizes) must match; the world size and stage may differ: each rank reads its own
@@ -173,9 +182,11 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
 // parameters are then refreshed as after the saved step (same t for bf16 rounding), so a
 // resumed run is bit-identical. extra receives the saved blob (extra_bytes must equal its
 // size). Returns 0, or -1 on every rank (nothing changed) after printing which file or
-// tensor is wrong.
+// tensor is wrong (a rank file of another run or step is named with both run ids and
+// steps). On success the run adopts the checkpoint's run id.
 int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_bytes);
-// The step DIR/latest_zero names, or -1 when there is none.
+// The step DIR/latest_zero names; -1 when there is none (no checkpoint yet), -2 when the
+// file exists but is malformed (zero_load then says why).
 int zero_latest(const char *dir);
 // Rank 0 removes all but the newest `keep` published checkpoints in dir (others no-op).
 int zero_prune(Zero *z, const char *dir, int keep);
@@ -194,6 +205,7 @@ typedef struct {
     long long step;
     ZeroDType param_dtype;
     uint64_t seed;
+    char run_id[ZERO_RUN_ID_HEX];
     char **names;
     size_t *numel;
     size_t numel_total;
