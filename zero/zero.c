@@ -488,7 +488,9 @@ static void stage0_reduce(Zero *z) {
     b->all_gather(b, z->comm, z->parts, z->nt, ZERO_F32, z->cs, "reduced gradients (all tensors)");
 }
 
-float zero_step(Zero *z, const ZeroStepArgs *a) {
+float zero_step(Zero *z, const ZeroStepArgs *a) { return zero_step_maybe_skip(z, a, 0); }
+
+float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *a, int skip_anyway) {
     const ZeroBackend *b = z->b;
     if (!z->in_step) zero_fail(z, "zero_step without zero_begin_step");
     if (z->units_ready != 0 || z->micro != z->grad_accum)
@@ -516,8 +518,11 @@ float zero_step(Zero *z, const ZeroStepArgs *a) {
     float norm = (float)sqrt(total);
     float clip = (a->grad_clip > 0 && norm > a->grad_clip) ? a->grad_clip / norm : 1.0f;
     AdamWParams p = adamw_params(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, clip, a->t);
+    // the same decision on every rank: the norm is the same bits everywhere, and so must
+    // skip_anyway be; a non-finite update would poison the weights for good
+    const int skip = skip_anyway || !isfinite(norm);
 
-    for (int i = 0; i < z->nt; i++) {
+    for (int i = 0; i < z->nt && !skip; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         if (z->stage == 0)
             b->adamw(b, z->master + l->full_off, z->red_full + l->full_off, z->m + l->full_off, z->v + l->full_off,
@@ -529,12 +534,12 @@ float zero_step(Zero *z, const ZeroStepArgs *a) {
     e = zero_next_event(z);
     b->event_record(b, e, z->cs);
     b->stream_wait(b, z->main, e);
-    if (z->stage == 3) zero_gather_reset(z);   // gathered copies are stale now
-    refresh_working(z, a->t);
+    if (z->stage == 3 && !skip) zero_gather_reset(z);   // gathered copies are stale now
+    if (!skip) refresh_working(z, a->t);
     b->stream_sync(b, z->cs);
     b->stream_sync(b, z->main);
     z->in_step = 0;
-    z->last_t = a->t;
+    if (!skip) z->last_t = a->t;   // a skipped step leaves the weights of the last applied one
     for (int op = 0; op < ZERO_COLL_NUM; op++) {
         z->step_sent[op].calls += z->comm->sent[op].calls - z->sent_mark[op].calls;
         z->step_sent[op].intra_bytes += z->comm->sent[op].intra_bytes - z->sent_mark[op].intra_bytes;

@@ -121,7 +121,16 @@ typedef struct {
 
 // Reduces what is left, computes the global gradient norm across shards, clips, runs
 // AdamW on the local shard, refreshes working parameters. Returns the norm (pre-clip).
+// A NaN or infinite norm skips the step: nothing is applied (master weights, AdamW m and
+// v, the working parameters and the t a later save records stay as before it), on every
+// rank alike since the norm is the same bits everywhere. The caller sees the non-finite
+// norm and decides whether to go on.
 float zero_step(Zero *z, const ZeroStepArgs *args);
+// zero_step that skips whatever the norm (returned all the same): for a step the trainer
+// rejects for another reason, e.g. a non-finite loss. `skip` must be the same on every
+// rank (derive it from all-reduced values); it is an argument so that every rank makes
+// the same collective calls either way.
+float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *args, int skip);
 
 // What this rank holds and did (for the start-up report, the JSON accounting and tests).
 typedef enum {
