@@ -15,6 +15,7 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 #include <stdlib.h>
 #include <string.h>
 
+#include "llmc/atomic_file.h"
 #include "llmc/checkpoint.h"
 #include "llmc/dataloader.h"
 #include "llmc/gpt2_config.h"
@@ -159,6 +160,15 @@ static void write_zero_report(Zero *z, const GPT2 *model, const TrainConfig *cfg
     if (zero_report_write(z, path, NULL) != 0) die("cannot write '%s' (see above)", path);
 }
 
+// Whether out_dir holds a checkpoint to resume from. Under ZeRO rank 0 looks and every
+// rank gets its answer; a malformed latest_zero counts as one (zero_load then says why).
+static int have_checkpoint(Zero *z, int rank, const char *out_dir) {
+    if (!z) return checkpoint_latest(out_dir) >= 0;
+    double found = rank == 0 && zero_latest(out_dir) != -1;
+    zero_allreduce_sum_f64(z, &found, 1);
+    return found != 0;
+}
+
 // ----------------------------------------------------------------------------
 
 // Mean loss over validation batches from the start of the val set. max_batches counts
@@ -222,6 +232,9 @@ int main(int argc, char **argv) {
     }
     // Only rank 0 prints the run's figures; every rank prints its errors.
     if (rank != 0 && freopen("/dev/null", "w", stdout) == NULL) die("rank %d: cannot silence stdout", rank);
+    // Temp files a crash left in the output folder go before anything is written (rank 0
+    // alone: the folder is shared, and the others wait for it in zero_init's collectives).
+    if (rank == 0) atomic_file_remove_stale(cfg.out_dir);
 
     // The model: a descriptor builds a fresh init, anything else is an llm.c model file.
     GPT2 model;
@@ -269,6 +282,10 @@ int main(int argc, char **argv) {
     // Resume: parameters, AdamW moments, step and data position from the latest checkpoint.
     TrainState state = {0, mc, cfg.seed, 0, 0, cfg.B, cfg.T, world, cfg.total_batch_tokens};
     int start_step = 0;
+    if (cfg.resume && !have_checkpoint(z, rank, cfg.out_dir)) {
+        printf("-y 1: no checkpoint in '%s' yet: starting fresh\n", cfg.out_dir);
+        cfg.resume = 0;
+    }
     if (cfg.resume && z) {
         // Sharded: every rank reads the element ranges it owns now (any saved world/stage).
         TrainState saved;
@@ -277,10 +294,10 @@ int main(int argc, char **argv) {
         checkpoint_check_compatible(&saved, &state, "resume");
         dataloader_set_state(&train, saved.data_epoch, saved.data_next_window);
         start_step = saved.step;
-        printf("resumed from '%s' at step %d (saved by %d ranks)\n", cfg.out_dir, start_step, saved.world);
+        printf("resumed from '%s' at step %d (saved by %d ranks), run %s\n", cfg.out_dir, start_step, saved.world,
+               zero_run_id(z));
     } else if (cfg.resume) {
         int latest = checkpoint_latest(cfg.out_dir);
-        if (latest < 0) die("-y 1: no checkpoint in '%s' (no '%s/latest')", cfg.out_dir, cfg.out_dir);
         // The update allocates the moments lazily; resume needs them now.
         if (model.m == NULL) {
             model.m = (float *)calloc_check(model.num_parameters, sizeof(float));
@@ -293,6 +310,7 @@ int main(int argc, char **argv) {
         start_step = saved.step;
         printf("resumed from '%s' at step %d\n", cfg.out_dir, start_step);
     }
+    if (z && !cfg.resume) printf("run %s (a new run id: sharded checkpoints of this run carry it)\n", zero_run_id(z));
     if (z) zero_report_print(z);
     Logger logger = {0};
     if (rank == 0) logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
@@ -339,21 +357,25 @@ int main(int argc, char **argv) {
         }
         float lr = lr_cosine(cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
         float norm;
+        int skipped;   // a NaN or infinite loss or norm stops the run, or with --nan-skip skips the update
         if (z) {
             zero_allreduce_sum_f64(z, &loss, 1);
-            loss /= world;
+            loss = loss / world / grad_accum;
             ZeroStepArgs a = {lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, cfg.grad_clip, step + 1};
-            norm = zero_step(z, &a);
+            norm = zero_step_maybe_skip(z, &a, !isfinite(loss));   // skips a non-finite norm itself
+            skipped = nonfinite_step(&cfg, step, (float)loss, norm, rank);
         } else {
+            loss /= grad_accum;
             norm = gpt2_cpu_grad_norm(&model);
+            skipped = nonfinite_step(&cfg, step, (float)loss, norm, rank);
             float clip = (cfg.grad_clip > 0 && norm > cfg.grad_clip) ? cfg.grad_clip / norm : 1.0f;
-            gpt2_cpu_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, clip, step + 1);
+            if (!skipped) gpt2_cpu_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, clip, step + 1);
         }
-        loss /= grad_accum;
         double dt = now_seconds() - t0;
-        printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s\n",
-               step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, cfg.total_batch_tokens / dt,
-               flops_per_step / dt * 1e-9);
+        if (!skipped)
+            printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s\n",
+                   step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, cfg.total_batch_tokens / dt,
+                   flops_per_step / dt * 1e-9);
         logger_train(&logger, step, (float)loss, lr, norm);
         if (z && step == start_step) write_zero_report(z, &model, &cfg);
     }

@@ -9,6 +9,7 @@ The model and its kernels live in llmc/gpt2_cuda.cu.
 #include <stdlib.h>
 #include <string.h>
 
+#include "llmc/atomic_file.h"
 #include "llmc/checkpoint.h"
 #include "llmc/dataloader.h"
 #include "llmc/gpt2_config.h"
@@ -62,6 +63,7 @@ int main(int argc, char **argv) {
     TrainConfig cfg;
     train_config_parse(&cfg, argc, argv, "cuda");
     const int rank = 0, world = 1;
+    atomic_file_remove_stale(cfg.out_dir);   // temp files a crash left, before anything is written
     int num_devices = 0;
     cudaError_t dev_err = cudaGetDeviceCount(&num_devices);
     if (dev_err != cudaSuccess || num_devices == 0)
@@ -100,9 +102,12 @@ int main(int argc, char **argv) {
     float *host_m = (float *)calloc_check(num_params, sizeof(float));
     float *host_v = (float *)calloc_check(num_params, sizeof(float));
     int start_step = 0;
+    int latest = cfg.resume ? checkpoint_latest(cfg.out_dir) : -1;
+    if (cfg.resume && latest < 0) {
+        printf("-y 1: no checkpoint in '%s' yet: starting fresh\n", cfg.out_dir);
+        cfg.resume = 0;
+    }
     if (cfg.resume) {
-        int latest = checkpoint_latest(cfg.out_dir);
-        if (latest < 0) die("-y 1: no checkpoint in '%s' (no '%s/latest')", cfg.out_dir, cfg.out_dir);
         TrainState saved;
         checkpoint_load(cfg.out_dir, latest, &saved, params, host_m, host_v, num_params);
         checkpoint_check_compatible(&saved, &state, "resume");
@@ -150,14 +155,19 @@ int main(int argc, char **argv) {
             gpt2_cuda_backward(&model, loss_scale);
         }
         float lr = lr_cosine(cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
-        gpt2_cuda_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, cfg.grad_clip, step + 1);
+        // The loss and norm before the update: a NaN or infinite one stops the run, or with
+        // --nan-skip skips the update.
+        gpt2_cuda_grad_norm(&model, cfg.grad_clip);
         float loss, norm;
         gpt2_cuda_step_stats(&model, &loss, &norm);
+        int skipped = nonfinite_step(&cfg, step, loss, norm, rank);
+        if (!skipped) gpt2_cuda_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, cfg.grad_clip, step + 1);
         double dt = now_seconds() - t0;
         double tok_s = cfg.total_batch_tokens / dt;
-        printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %.1f%%\n",
-               step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, tok_s,
-               100.0 * mfu(flops_per_token, tok_s, peak));
+        if (!skipped)
+            printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %.1f%%\n",
+                   step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, tok_s,
+                   100.0 * mfu(flops_per_token, tok_s, peak));
         logger_train(&logger, step, loss, lr, norm);
     }
 

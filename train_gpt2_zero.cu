@@ -8,10 +8,12 @@ hooks into fetch/release/grads_ready; the model is built without parameters of i
 (the plugin owns working params, gradients, master weights and AdamW state); the step
 ends with zero_step instead of the model's update; checkpoints are sharded.
 */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "llmc/atomic_file.h"
 #include "llmc/checkpoint.h"
 #include "llmc/dataloader.h"
 #include "llmc/gpt2_config.h"
@@ -158,6 +160,14 @@ static void zero_dry_run_gpt2(TrainConfig *cfg) {
     free(g.slices);
 }
 
+// Whether out_dir holds a checkpoint to resume from: rank 0 looks and every rank gets its
+// answer; a malformed latest_zero counts as one (zero_load then says why).
+static int have_checkpoint(Zero *z, int rank, const char *out_dir) {
+    double found = rank == 0 && zero_latest(out_dir) != -1;
+    zero_allreduce_sum_f64(z, &found, 1);
+    return found != 0;
+}
+
 // Mean loss over validation batches from the start of the val set. max_batches counts
 // batches of B sequences over all ranks, so every world size sees the same windows.
 static float validate(GPT2Cuda *model, DataLoader *val, int max_batches, Zero *z, int world) {
@@ -220,6 +230,9 @@ int main(int argc, char **argv) {
     const int ranks_per_gpu = comm->local_size > num_devices ? (comm->local_size + num_devices - 1) / num_devices : 1;
     // Only rank 0 prints the run's figures; every rank prints its errors.
     if (rank != 0 && freopen("/dev/null", "w", stdout) == NULL) die("rank %d: cannot silence stdout", rank);
+    // Temp files a crash left in the output folder go before anything is written (rank 0
+    // alone: the folder is shared, and the others wait for it in zero_init's collectives).
+    if (rank == 0) atomic_file_remove_stale(cfg.out_dir);
 
     // The model: a descriptor builds a fresh init, anything else is an llm.c model file,
     // of which each rank reads only the ranges it owns (inside zero_init).
@@ -261,6 +274,10 @@ int main(int argc, char **argv) {
     // Resume: every rank reads the element ranges it owns now (any saved world/stage).
     TrainState state = {0, mc, cfg.seed, 0, 0, cfg.B, cfg.T, world, cfg.total_batch_tokens};
     int start_step = 0;
+    if (cfg.resume && !have_checkpoint(z, rank, cfg.out_dir)) {
+        printf("-y 1: no checkpoint in '%s' yet: starting fresh\n", cfg.out_dir);
+        cfg.resume = 0;
+    }
     if (cfg.resume) {
         TrainState saved;
         if (zero_load(z, cfg.out_dir, -1, &saved, sizeof(saved)) != 0)
@@ -268,7 +285,10 @@ int main(int argc, char **argv) {
         checkpoint_check_compatible(&saved, &state, "resume");
         dataloader_set_state(&train, saved.data_epoch, saved.data_next_window);
         start_step = saved.step;
-        printf("resumed from '%s' at step %d (saved by %d ranks)\n", cfg.out_dir, start_step, saved.world);
+        printf("resumed from '%s' at step %d (saved by %d ranks), run %s\n", cfg.out_dir, start_step, saved.world,
+               zero_run_id(z));
+    } else {
+        printf("run %s (a new run id: sharded checkpoints of this run carry it)\n", zero_run_id(z));
     }
     zero_report_print(z);
     Logger logger;
@@ -311,18 +331,22 @@ int main(int argc, char **argv) {
             gpt2_cuda_backward(&model, loss_scale);
         }
         float lr = lr_cosine(cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
-        ZeroStepArgs step_args = {lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, cfg.grad_clip, step + 1};
-        float norm = zero_step(z, &step_args);
+        // The loss before the update: a NaN or infinite loss or norm stops the run, or with
+        // --nan-skip skips the update (zero_step skips a non-finite norm itself).
         float loss, unused;
         gpt2_cuda_step_stats(&model, &loss, &unused);
         double global_loss = loss;
         zero_allreduce_sum_f64(z, &global_loss, 1);
         loss = (float)(global_loss / world);
+        ZeroStepArgs step_args = {lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, cfg.grad_clip, step + 1};
+        float norm = zero_step_maybe_skip(z, &step_args, !isfinite(loss));
+        int skipped = nonfinite_step(&cfg, step, loss, norm, rank);
         double dt = now_seconds() - t0;
         double tok_s = cfg.total_batch_tokens / dt;
-        printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %.1f%%\n",
-               step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, tok_s,
-               100.0 * mfu(flops_per_token, tok_s * ranks_per_gpu / world, peak));
+        if (!skipped)
+            printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %.1f%%\n",
+                   step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, tok_s,
+                   100.0 * mfu(flops_per_token, tok_s * ranks_per_gpu / world, peak));
         logger_train(&logger, step, loss, lr, norm);
         if (step == start_step) write_zero_report(z, &model, &cfg);
     }

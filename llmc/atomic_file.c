@@ -2,10 +2,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -67,6 +69,59 @@ void atomic_file_abort(AtomicFile *af) {
     if (af->f) fclose(af->f);
     af->f = NULL;
     remove(af->tmp_path);
+}
+
+// "<name>.tmp.<digits>", as atomic_file_open (and zero/'s zfile_open) name temp files.
+static int is_temp_name(const char *name) {
+    const char *t = strstr(name, ".tmp.");
+    if (t == NULL || t == name) return 0;
+    const char *d = t + 5;
+    if (*d == '\0') return 0;
+    for (; *d; d++)
+        if (*d < '0' || *d > '9') return is_temp_name(t + 1);   // a later ".tmp." may be the suffix
+    return 1;
+}
+
+// Removes the temp files of one folder; appends their names (below `rel`) to list.
+static int remove_stale_in(const char *dir, const char *rel, int depth, char *list, size_t cap) {
+    DIR *d = opendir(dir);
+    if (d == NULL) return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char path[4608], name[4608];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        snprintf(name, sizeof(name), "%s%s", rel, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (depth > 0) {
+                strcat(name, "/");
+                removed += remove_stale_in(path, name, depth - 1, list, cap);
+            }
+        } else if (is_temp_name(e->d_name)) {
+            if (remove(path) != 0) {
+                fprintf(stderr, "warning: cannot remove stale temp file '%s': %s\n", path, strerror(errno));
+                continue;
+            }
+            size_t len = strlen(list);
+            if (len + strlen(name) + 3 < cap) snprintf(list + len, cap - len, "%s%s", len ? ", " : "", name);
+            else if (len + 5 < cap && strcmp(list + len - 3, "...") != 0) snprintf(list + len, cap - len, ", ...");
+            removed++;
+        }
+    }
+    closedir(d);
+    return removed;
+}
+
+int atomic_file_remove_stale(const char *dir) {
+    char list[1024] = "";
+    int removed = remove_stale_in(dir, "", 1, list, sizeof(list));
+    if (removed > 0)
+        printf("removed %d stale temp file%s of an interrupted run from '%s': %s\n", removed, removed == 1 ? "" : "s",
+               dir, list);
+    return removed;
 }
 
 uint32_t file_crc32(const char *path, long offset, long length, uint64_t *nbytes) {

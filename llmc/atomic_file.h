@@ -26,6 +26,13 @@ void atomic_file_commit(AtomicFile *af);
 // Removes the temp file (used on error paths that can recover).
 void atomic_file_abort(AtomicFile *af);
 
+// Removes "<name>.tmp.<digits>" files, the temp files of a writer (this one, or zero/'s,
+// which names them the same way) that died before its commit, from dir and the folders
+// directly inside it; prints one line naming what it removed. Only for an output folder
+// no other process is writing to (call it at start-up, before anything is written).
+// Returns how many it removed.
+int atomic_file_remove_stale(const char *dir);
+
 // CRC-32 of the bytes [offset, offset + length) of a file; length < 0 means to the end.
 // *nbytes (if not NULL) receives the count read. Exits naming the file on error.
 uint32_t file_crc32(const char *path, long offset, long length, uint64_t *nbytes);

@@ -88,9 +88,6 @@ void checkpoint_save(const char *out_dir, const TrainState *st, const float *par
     uint32_t disk = file_crc32(path, 0, body_bytes(n), NULL);
     if (disk != tr.crc)
         die("checkpoint '%s' failed verification: CRC %08x on disk, %08x written", path, disk, tr.crc);
-    char model[4096];
-    ckpt_path(model, sizeof(model), out_dir, "model", st->step);
-    gpt2_model_file_write(model, c, params, GPT2_MODEL_FP32);
     int previous = checkpoint_latest(out_dir);
     char latest[4096], text[32];
     snprintf(latest, sizeof(latest), "%s/latest", out_dir);
@@ -98,6 +95,11 @@ void checkpoint_save(const char *out_dir, const TrainState *st, const float *par
     atomic_file_open(&af, latest);
     atomic_file_write(&af, text, (size_t)len);
     atomic_file_commit(&af);
+    // The model file is an export: written after `latest` names the verified checkpoint,
+    // so an export that fails (disk full, a bad path) never hides a good checkpoint.
+    char model[4096];
+    ckpt_path(model, sizeof(model), out_dir, "model", st->step);
+    gpt2_model_file_write(model, c, params, GPT2_MODEL_FP32);
     prune(out_dir, st->step, previous);
 }
 

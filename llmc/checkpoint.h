@@ -4,8 +4,9 @@
 // OUT/ckpt_SSSSSSSS.bin  1024-byte header, params, m, v (fp32), then a trailer with
 //                        the CRC-32 of everything before it. Written atomically and
 //                        read back to verify before it is declared the latest.
-// OUT/model_SSSSSSSS.bin the parameters as an llm.c model file (fp32, version 3).
 // OUT/latest             text: the step of the newest verified checkpoint.
+// OUT/model_SSSSSSSS.bin the parameters as an llm.c model file (fp32, version 3), written
+//                        after `latest`: a failed export never hides a good checkpoint.
 // The previous checkpoint is kept until the next one is verified, so a crash during
 // a save never loses the last good state.
 #ifndef LLMC_CHECKPOINT_H
@@ -33,8 +34,8 @@ typedef struct {
     int64_t tokens_per_step;
 } TrainState;
 
-// Saves step's checkpoint and model file into out_dir, verifies, updates "latest",
-// and removes checkpoints older than the previous one.
+// Saves step's checkpoint into out_dir, verifies it, updates "latest", then exports the
+// model file and removes checkpoints older than the previous one.
 void checkpoint_save(const char *out_dir, const TrainState *st, const float *params,
                      const float *m, const float *v, size_t n);
 // Step of the newest checkpoint named by out_dir/latest, or -1 when there is none.

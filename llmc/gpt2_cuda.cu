@@ -563,6 +563,11 @@ void gpt2_cuda_update(GPT2Cuda *m, float lr, float beta1, float beta2, float eps
     }
 }
 
+void gpt2_cuda_grad_norm(GPT2Cuda *m, float grad_clip) {
+    require_own_params(m, __func__);
+    grad_norm_clip(m->norm_clip, m->grads, m->num_parameters, grad_clip, m->reduce_scratch, m->stream);
+}
+
 void gpt2_cuda_step_stats(GPT2Cuda *m, float *mean_loss, float *grad_norm) {
     CUDA_CHECK(cudaMemcpyAsync(m->host_loss_sum, m->loss_sum, sizeof(double), cudaMemcpyDeviceToHost, m->stream));
     CUDA_CHECK(cudaMemcpyAsync(m->host_norm, m->norm_clip, sizeof(float), cudaMemcpyDeviceToHost, m->stream));

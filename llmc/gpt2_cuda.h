@@ -153,8 +153,12 @@ void gpt2_cuda_backward(GPT2Cuda *model, float loss_scale);
 // tensors gpt2_param_decays() names, bf16 refresh by stochastic rounding. No host sync.
 void gpt2_cuda_update(GPT2Cuda *model, float lr, float beta1, float beta2, float eps, float weight_decay,
                       float grad_clip, int t);
+// The gradient norm of the accumulated gradients, computed on the device as
+// gpt2_cuda_update does (same bits): gpt2_cuda_step_stats then reports it before the
+// update, so a trainer can refuse a step whose loss or norm is not finite. No host sync.
+void gpt2_cuda_grad_norm(GPT2Cuda *model, float grad_clip);
 // The step's one sync point: mean loss over all tokens forwarded with targets since the
-// last zero_grad / reset_loss (-1 if none), and the norm of the last update's gradients.
+// last zero_grad / reset_loss (-1 if none), and the norm of the last update's (or gpt2_cuda_grad_norm's) gradients.
 void gpt2_cuda_step_stats(GPT2Cuda *model, float *mean_loss, float *grad_norm);
 // After a forward without targets: the first V logits of position (b, t), as floats in a
 // pinned host buffer that the next call overwrites. Synchronizes.

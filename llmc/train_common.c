@@ -1,6 +1,7 @@
 // train_common.c: helpers shared by the trainer loops.
 #include "train_common.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,22 @@ int host_memory_reset_peak(void) {
     if (f == NULL) return -1;
     int ok = fputs("5", f) >= 0;
     return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+int nonfinite_step(const TrainConfig *cfg, int step, float loss, float norm, int rank) {
+    if (isfinite(loss) && isfinite(norm)) return 0;
+    if (!cfg->nan_skip) {
+        fflush(stdout);   // the step lines before it come first in a shared log
+        if (rank == 0)
+            fprintf(stderr, "error: step %d/%d: loss %f, gradient norm %f: not finite, so training stops here. Nothing "
+                    "of this step was applied or saved (the last checkpoint is intact); --nan-skip skips such steps "
+                    "instead\n", step + 1, cfg->max_steps, loss, norm);
+        fflush(stderr);
+        exit(EXIT_FAILURE);
+    }
+    printf("step %4d/%d | loss %f | norm %f | skipped (--nan-skip): not finite, the update is not applied\n", step + 1,
+           cfg->max_steps, loss, norm);
+    return 1;
 }
 
 int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg) {

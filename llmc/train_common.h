@@ -43,6 +43,12 @@ size_t host_memory_peak(void);
 int host_memory_reset_peak(void);
 // Loads the tokenizer for samples if sampling is on and the file exists; returns 1 then.
 int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg);
+// Checks a step's loss and gradient norm (step: 0-based, printed 1-based like the step
+// lines). Both finite: returns 0. Otherwise by default the run stops: rank 0 prints which
+// step and why, every rank exits 1 (call it before anything of the step is saved). With
+// --nan-skip it prints that the step is skipped and returns 1: the caller must not apply
+// the update (under ZeRO, zero_step already skipped a non-finite norm).
+int nonfinite_step(const TrainConfig *cfg, int step, float loss, float norm, int rank);
 // Prints a sampled token's bytes (multi-byte characters may span tokens; the terminal
 // joins them), or its id when tok is NULL.
 void print_token(const Tokenizer *tok, int id);

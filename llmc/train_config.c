@@ -29,6 +29,7 @@ static void defaults(TrainConfig *c, int cuda) {
     c->gen_tokens = cuda ? 64 : 24;
     c->checkpoint_every = 0;
     c->resume = 0;
+    c->nan_skip = 0;
     c->seed = 1337;
     c->shuffle = 1;
     c->recompute = 1;
@@ -72,7 +73,8 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  -s N      sample text every N steps, 0 = never (default %d)\n", d.sample_every);
     printf("  -g N      tokens to sample (default %d)\n", d.gen_tokens);
     printf("  -n N      checkpoint every N steps and at the end, 0 = never (default %d)\n", d.checkpoint_every);
-    printf("  -y 1      resume from the latest checkpoint in the output folder\n");
+    printf("  -y 1      resume from the latest checkpoint in the output folder; with none there\n"
+           "            yet, start fresh (so a restart loop can always pass -y 1)\n");
     if (cuda) {
         printf("  -r N      activation recompute: 0 none, 1 GELU, 2 GELU and LayerNorms (default %d)\n", d.recompute);
         printf("  -f 0|1    cuDNN flash attention (1) or plain kernels (0) (default %d)\n", d.use_cudnn);
@@ -80,6 +82,9 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --seed N        seed of init, data order and sampling (default %llu)\n", (unsigned long long)d.seed);
     printf("  --shuffle 0|1   shuffle the train windows each epoch (default %d)\n", d.shuffle);
     printf("  --grad-clip F   clip the global gradient norm to F, <= 0 disables (default %g)\n", d.grad_clip);
+    printf("  --nan-skip      a step whose loss or gradient norm is NaN or infinite is skipped (its\n"
+           "                  update is not applied) and training goes on. Default: such a step stops\n"
+           "                  the run with a message naming it, and nothing of it is saved\n");
     printf("  --tokenizer F   llm.c tokenizer file for samples (default %s)\n", d.tokenizer_path);
     if (!cuda) printf("  --threads N     OpenMP threads (default: all cores)\n");
     printf("\nZeRO (data parallel over MPI ranks; launch with mpirun -np N):\n");
@@ -123,7 +128,7 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
     int cuda = strcmp(flavour, "cuda") == 0;
     defaults(c, cuda);
     enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
-           OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD };
+           OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP };
     static const struct option longs[] = {
         {"seed", required_argument, 0, OPT_SEED},
         {"shuffle", required_argument, 0, OPT_SHUFFLE},
@@ -138,6 +143,7 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         {"zero-timeout", required_argument, 0, OPT_ZTIMEOUT},
         {"dry-run", no_argument, 0, OPT_DRYRUN},
         {"world", required_argument, 0, OPT_WORLD},
+        {"nan-skip", no_argument, 0, OPT_NANSKIP},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int opt;
@@ -174,6 +180,7 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         case OPT_ZTIMEOUT: c->zero_timeout = parse_float("--zero-timeout", optarg, 0.001, 1e9); break;
         case OPT_DRYRUN: c->dry_run = 1; break;
         case OPT_WORLD: c->dry_run_world = (int)parse_long("--world", optarg, 1, 1 << 20); break;
+        case OPT_NANSKIP: c->nan_skip = 1; break;
         case OPT_SEED: c->seed = (uint64_t)parse_long("--seed", optarg, 0, 0x7fffffffffffffffL); break;
         case OPT_SHUFFLE: c->shuffle = (int)parse_long("--shuffle", optarg, 0, 1); break;
         case OPT_CLIP: c->grad_clip = parse_float("--grad-clip", optarg, -1, 1e9); break;

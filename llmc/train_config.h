@@ -29,7 +29,8 @@ typedef struct {
     int sample_every;           // -s (0 disables)
     int gen_tokens;             // -g
     int checkpoint_every;       // -n (0 disables; the last step is always saved when > 0)
-    int resume;                 // -y 1: continue from the latest checkpoint in out_dir
+    int resume;                 // -y 1: continue from the latest checkpoint in out_dir (none yet: start fresh)
+    int nan_skip;               // --nan-skip: skip a step with a NaN/inf loss or norm (default: stop)
     uint64_t seed;              // --seed
     int shuffle;                // --shuffle (train data order)
     int recompute;              // -r (CUDA): 0 none, 1 GELU, 2 whole MLP/LN inputs

@@ -104,6 +104,10 @@ struct ZeroBackend {
                        ZeroDType dt, ZeroStream *s, const char *what);
     // Host doubles, blocking; the sum runs in rank order (same bits everywhere).
     void (*allreduce_sum_f64)(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what);
+    // Host doubles, blocking: rank 0 receives every rank's values[0..n) into all (rank q's
+    // at all[q*n]; all may be NULL elsewhere). The other ranks send O(n) bytes each, where
+    // an all-reduce of per-rank slots would send O(n * world) (metadata at thousands of ranks).
+    void (*gather_f64)(const ZeroBackend *b, ZeroComm *c, const double *values, int n, double *all, const char *what);
 
     // Kernels (device buffers, enqueued on s).
     // acc[i] += sum over q in 0..nslices-1 (in order) of src[q*stride + i], i < n.

@@ -379,6 +379,10 @@ static void c_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *value
     zero_nccl_allreduce_sum_f64(coll_ctx(b, c, "allreduce_sum_f64")->nccl, values, n, what);
 }
 
+static void c_gather_f64(const ZeroBackend *b, ZeroComm *c, const double *values, int n, double *all, const char *what) {
+    zero_nccl_gather_f64(coll_ctx(b, c, "gather_f64")->nccl, values, n, all, what);
+}
+
 // ---------------------------------------------------------------- kernel launches
 
 template <typename T>
@@ -536,6 +540,7 @@ const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
     t->all_gather = c_all_gather;
     t->all_to_all = c_all_to_all;
     t->allreduce_sum_f64 = c_allreduce_sum_f64;
+    t->gather_f64 = c_gather_f64;
     t->reduce_slices = c_reduce_slices;
     t->adamw = c_adamw;
     t->refresh = c_refresh;

@@ -438,6 +438,10 @@ static void h_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *value
     (void)b;
     zero_mpi_allreduce_sum_f64(c, values, n, what);   // blocking, on the caller's thread and the world
 }
+static void h_gather_f64(const ZeroBackend *b, ZeroComm *c, const double *values, int n, double *all, const char *what) {
+    (void)b;
+    zero_mpi_gather_f64(c, values, n, all, what);     // likewise
+}
 
 // ---------------------------------------------------------------- kernels
 
@@ -507,6 +511,7 @@ static const ZeroBackend host_template = {
     .all_gather = h_all_gather,
     .all_to_all = h_all_to_all,
     .allreduce_sum_f64 = h_allreduce_sum_f64,
+    .gather_f64 = h_gather_f64,
     .reduce_slices = h_reduce_slices,
     .adamw = h_adamw,
     .refresh = h_refresh,

@@ -6,17 +6,23 @@
 #include "zero_internal.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "zckpt.h"
 #include "zfile.h"
 
 #define CKPT_CHUNK ((size_t)1 << 20)   // floats per device <-> host copy
+
+_Static_assert(sizeof(((Zero *)0)->run_id) == ZCK_RUN_ID_BYTES, "Zero's run id must hold a checkpoint's");
 
 static void say(const Zero *z, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const Zero *z, const char *fmt, ...) {
@@ -44,10 +50,57 @@ static int any_failed(Zero *z, int failed) {
 
 int zero_latest(const char *dir) {
     long long s = dir ? zck_latest(dir) : -1;
-    return s >= 0 && s <= 0x7fffffff ? (int)s : -1;
+    return s > 0x7fffffff ? -2 : (int)s;
 }
 
-// Writes this rank's file; fills crc/bytes of the whole file. Returns 0 or -1 (printed).
+// ---------------------------------------------------------------- run identity
+
+// n random bytes from the kernel; a clock-and-pid mix (with a warning) if it has none.
+static void draw_random(const Zero *z, uint8_t *out, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom(out + got, n - got, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    if (got == n) return;
+    int fd = open("/dev/urandom", O_RDONLY);
+    if (fd >= 0) {
+        int ok = zfile_pread(fd, out, n, 0) == 0;
+        close(fd);
+        if (ok) return;
+    }
+    say(z, "warning: no kernel randomness (getrandom, /dev/urandom): the run id is derived from the clock and pid");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t key = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32);
+    for (size_t i = 0; i < n; i++) out[i] = (uint8_t)rng_u32(key, 0, i);
+}
+
+static void set_run_id(Zero *z, const uint8_t id[ZCK_RUN_ID_BYTES]) {
+    memcpy(z->run_id, id, ZCK_RUN_ID_BYTES);
+    zck_run_id_hex(z->run_id, z->run_id_hex);
+}
+
+void zero_run_id_init(Zero *z) {
+    // Rank 0's 128 bits reach every rank through the f64 all-reduce (the others add zeros;
+    // 32-bit pieces are exact in a double), so no extra backend call is needed.
+    uint8_t id[ZCK_RUN_ID_BYTES];
+    double parts[ZCK_RUN_ID_BYTES / 4] = {0};
+    if (z->rank == 0) {
+        draw_random(z, id, sizeof id);
+        for (int k = 0; k < ZCK_RUN_ID_BYTES / 4; k++) parts[k] = (double)zle_get32(id + 4 * k);
+    }
+    z->b->allreduce_sum_f64(z->b, z->comm, parts, ZCK_RUN_ID_BYTES / 4, "the run id");
+    for (int k = 0; k < ZCK_RUN_ID_BYTES / 4; k++) zle_put32(id + 4 * k, (uint32_t)parts[k]);
+    set_run_id(z, id);
+}
+
+const char *zero_run_id(const Zero *z) { return z->run_id_hex; }
+
+// Writes this rank's file; fills the CRC of its body and the size of the whole file.
+// Returns 0 or -1 (printed).
 static int write_rank_file(Zero *z, const char *path, long long step, uint32_t *crc, uint64_t *bytes) {
     const ZeroBackend *b = z->b;
     int nt = z->nt, rc = -1;
@@ -67,8 +120,9 @@ static int write_rank_file(Zero *z, const char *path, long long step, uint32_t *
         begin[i] = z->t[i].lay->own_begin;
         count[i] = z->t[i].lay->own_count;
     }
-    zck_header_encode(h, z->rank, z->world, z->stage, z->last_t, step, z->cfg.seed, (int)z->cfg.param_dtype, nt, numel,
-                      begin, count);
+    ZckHeader fh = {z->rank, z->world, z->stage, z->last_t, (int)z->cfg.param_dtype, nt, step, z->cfg.seed, {0}};
+    memcpy(fh.run_id, z->run_id, ZCK_RUN_ID_BYTES);
+    zck_header_encode(h, &fh, numel, begin, count);
     if (zfile_open(&zf, path) != 0 || zfile_write(&zf, h, hs) != 0) goto io;
     float *bases[ZCK_KINDS] = {z->master, z->m, z->v};
     for (int i = 0; i < nt; i++)
@@ -82,7 +136,8 @@ static int write_rank_file(Zero *z, const char *path, long long step, uint32_t *
             }
         }
     unsigned char trailer[4];
-    zle_put32(trailer, zf.crc);   // CRC of everything before it
+    const uint32_t body_crc = zf.crc;   // CRC of everything before the trailer
+    zle_put32(trailer, body_crc);
     if (zfile_write(&zf, trailer, 4) != 0 || zfile_commit(&zf) != 0) goto io;
     // read it back from the file system: what the manifest vouches for is what is on disk
     uint32_t disk_crc;
@@ -97,7 +152,7 @@ static int write_rank_file(Zero *z, const char *path, long long step, uint32_t *
             "written", path, disk_bytes, disk_crc, zf.bytes, zf.crc);
         goto out;
     }
-    *crc = zf.crc;
+    *crc = body_crc;   // not zf.crc: a CRC over data ending in its own CRC is the same for every file
     *bytes = zf.bytes;
     rc = 0;
     goto out;
@@ -114,7 +169,8 @@ out:
 }
 
 // Rank 0: extra.bin, manifest.json, then latest_zero. Returns 0 or -1 (printed).
-static int publish(Zero *z, const char *dir, const char *folder, long long step, const double *vals, const void *extra,
+// files: rank q's size and CRC at files[2q], files[2q + 1].
+static int publish(Zero *z, const char *dir, const char *folder, long long step, const double *files, const void *extra,
                    size_t extra_bytes) {
     ZckManifest m;
     memset(&m, 0, sizeof m);
@@ -126,6 +182,7 @@ static int publish(Zero *z, const char *dir, const char *folder, long long step,
     m.param_dtype = (int)z->cfg.param_dtype;
     m.step = step;
     m.seed = z->cfg.seed;
+    memcpy(m.run_id, z->run_id, ZCK_RUN_ID_BYTES);
     m.num_tensors = z->nt;
     m.numel_total = z->layout.numel_total;
     m.t = calloc((size_t)z->nt, sizeof(ZckTensor));
@@ -142,8 +199,8 @@ static int publish(Zero *z, const char *dir, const char *folder, long long step,
     }
     for (int q = 0; q < z->world; q++) {
         zck_rank_file(m.ranks[q].file, sizeof m.ranks[q].file, q);
-        m.ranks[q].bytes = (uint64_t)vals[3 * q + 1];
-        m.ranks[q].crc = (uint32_t)vals[3 * q + 2];
+        m.ranks[q].bytes = (uint64_t)files[2 * q];
+        m.ranks[q].crc = (uint32_t)files[2 * q + 1];
     }
     if (extra && extra_bytes > 0) {
         m.has_extra = 1;
@@ -191,23 +248,18 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
     } else if (write_rank_file(z, path, step, &crc, &bytes) != 0) {
         bad = 1;
     }
-    // everyone's verdict, size and CRC reach every rank (slots summed: exact for integers < 2^53)
-    double *vals = calloc((size_t)z->world * 3, sizeof(double));
-    if (!vals) zero_fail(z, "out of host memory saving a checkpoint");
-    vals[3 * z->rank] = bad;
-    vals[3 * z->rank + 1] = (double)bytes;
-    vals[3 * z->rank + 2] = (double)crc;
-    zero_allreduce_sum_f64(z, vals, 3 * z->world);
-    int failed = 0;
-    for (int q = 0; q < z->world; q++)
-        if (vals[3 * q] != 0) failed = 1;
-    if (failed) {
+    if (any_failed(z, bad)) {
         if (z->rank == 0) say(z, "checkpoint %s not published: a rank failed to write its file (see above)", folder);
-        free(vals);
         return -1;
     }
-    int pub = z->rank == 0 ? publish(z, dir, folder, step, vals, extra, extra_bytes) : 0;
-    free(vals);
+    // rank 0 alone needs every file's size and CRC (for the manifest): a gather, O(1)
+    // bytes from each rank rather than an all-reduce of world-sized slots
+    double mine[2] = {(double)bytes, (double)crc}, *files = NULL;   // exact: integers < 2^53
+    if (z->rank == 0 && !(files = malloc((size_t)z->world * 2 * sizeof(double))))
+        zero_fail(z, "out of host memory saving a checkpoint");
+    z->b->gather_f64(z->b, z->comm, mine, 2, files, "checkpoint file sizes and CRCs");
+    int pub = z->rank == 0 ? publish(z, dir, folder, step, files, extra, extra_bytes) : 0;
+    free(files);
     return any_failed(z, pub != 0) ? -1 : 0;
 }
 
@@ -246,7 +298,8 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
     int bad = 0;
     // phase 1: read and verify everything this rank needs; change nothing
     if (!dir || s < 0) {
-        say(z, "no checkpoint to load in %s: %s/latest_zero is missing or malformed", dir ? dir : "(null)", dir ? dir : "");
+        say(z, "no checkpoint to load in %s: %s/latest_zero is %s", dir ? dir : "(null)", dir ? dir : "",
+            s == -2 ? "malformed (not a step number)" : "missing");
         bad = 1;
     } else if (zck_manifest_read(dir, s, &m, err, sizeof err) != 0) {
         say(z, "%s", err);
@@ -323,6 +376,7 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
         }
     }
     zero_refresh_after_load(z, m.last_t);
+    set_run_id(z, m.run_id);   // a resumed run keeps the identity it started with
     if (extra && extra_bytes > 0) memcpy(extra, extra_tmp, extra_bytes);
     b->free(b, ZERO_MEM_HOST, chunk);
     free(extra_tmp);

@@ -44,7 +44,8 @@ typedef enum {
     ZERO_COLL_ALL_TO_ALL = 1,
     ZERO_COLL_ALL_REDUCE = 2,
     ZERO_COLL_BROADCAST = 3,
-    ZERO_COLL_NUM = 4
+    ZERO_COLL_GATHER = 4,      // to rank 0 only (report and checkpoint metadata)
+    ZERO_COLL_NUM = 5
 } ZeroCollOp;
 
 const char *zero_coll_name(ZeroCollOp op);
@@ -123,6 +124,10 @@ void zero_comm_attach_device(ZeroComm *c, ZeroCommDevice *dev);
 // rank in the operation (all-gather: its shard; all-to-all: one slice). Nests per thread;
 // several threads may be inside collectives at once.
 void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const char *what);
+// The same for an operation rooted at rank 0 (a gather): every other rank sends `bytes`
+// to rank 0 alone (intra- or inter-node by rank 0's node, which is node 0); rank 0 sends
+// nothing.
+void zero_coll_begin_to_root(ZeroComm *c, ZeroCollOp op, uint64_t bytes, const char *what);
 void zero_coll_end(ZeroComm *c);
 // Tests: this rank sleeps `seconds` inside its next collective (to trip the watchdog).
 void zero_comm_inject_stall(ZeroComm *c, double seconds);
@@ -145,6 +150,9 @@ void zero_mpi_all_to_all(ZeroComm *c, ZeroChannel *ch, const ZeroCollPart *parts
 // values[0..n) summed over ranks in rank order 0..N-1 (an all-gather, then a local sum):
 // the same bits on every rank and in every run.
 void zero_mpi_allreduce_sum_f64(ZeroComm *c, double *values, int n, const char *what);
+// Rank 0 receives every rank's values[0..n) into all (rank q's at all[q*n]; all is
+// ignored on other ranks and may be NULL there). Each other rank sends n doubles.
+void zero_mpi_gather_f64(ZeroComm *c, const double *values, int n, double *all, const char *what);
 
 size_t zero_dtype_size(ZeroDType dt);
 

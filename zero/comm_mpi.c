@@ -382,3 +382,19 @@ void zero_mpi_allreduce_sum_f64(ZeroComm *c, double *values, int n, const char *
         }
     }
 }
+
+void zero_mpi_gather_f64(ZeroComm *c, const double *values, int n, double *all, const char *what) {
+    if (n <= 0) return;
+    if (c->world == 1) {
+        if (all != values) memmove(all, values, (size_t)n * sizeof(double));
+        return;
+    }
+    check_parts(c, NULL, 0, "gather_f64", what);
+    zero_coll_begin_to_root(c, ZERO_COLL_GATHER, (uint64_t)n * sizeof(double), what);
+    int rc = MPI_Gather(values, n, MPI_DOUBLE, all, n, MPI_DOUBLE, 0, c->mpi->world);
+    zero_coll_end(c);
+    if (rc != MPI_SUCCESS) {
+        char eb[MPI_MAX_ERROR_STRING];
+        comm_fail(c, "gather of %s (%d doubles per rank to rank 0) failed in MPI_Gather: %s", what, n, mpi_err(rc, eb));
+    }
+}

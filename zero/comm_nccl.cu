@@ -574,3 +574,46 @@ void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const c
         }
     }
 }
+
+void zero_nccl_gather_f64(ZeroNccl *n, const double *values, int count, double *all, const char *what) {
+    ZeroComm *c = n->c;
+    if (count <= 0) return;
+    if (c->world == 1) {
+        if (all != values) memmove(all, values, (size_t)count * sizeof(double));
+        return;
+    }
+    cudaStream_t s = n->own;
+    for (int base = 0; base < count; base += ALLREDUCE_CHUNK) {
+        int k = count - base < ALLREDUCE_CHUNK ? count - base : ALLREDUCE_CHUNK;
+        size_t kb = (size_t)k * sizeof(double);
+        note(n, "gather", what);
+        zero_coll_begin_to_root(c, ZERO_COLL_GATHER, kb, what);
+        if (c->rank == 0) {
+            // rank q's chunk lands in slot q of the device scratch; groups stay within NCCL's limit
+            for (int q0 = 1; q0 < c->world; q0 += GROUP_OPS) {
+                int q1 = c->world - q0 < GROUP_OPS ? c->world : q0 + GROUP_OPS;
+                NCCL_OK(n, ncclGroupStart(), "gather of %s", what);
+                for (int q = q0; q < q1; q++)
+                    NCCL_OK(n, ncclRecv(n->dscratch + (size_t)q * k, (size_t)k, ncclDouble, q, n->world, s),
+                            "gather of %s (%d doubles from rank %d)", what, k, q);
+                NCCL_OK(n, ncclGroupEnd(), "gather of %s (ranks %d..%d)", what, q0, q1 - 1);
+            }
+        } else {
+            memcpy(n->hscratch, values + base, kb);
+            CUDA_OK(c, cudaMemcpyAsync(n->dscratch, n->hscratch, kb, cudaMemcpyHostToDevice, s), "gather of %s (%d doubles)",
+                    what, k);
+            NCCL_OK(n, ncclSend(n->dscratch, (size_t)k, ncclDouble, 0, n->world, s), "gather of %s (%d doubles to rank 0)",
+                    what, k);
+        }
+        zero_coll_end(c);
+        track(n, s, ZERO_COLL_GATHER, c->rank == 0 ? 0 : kb, what);
+        if (c->rank == 0)
+            CUDA_OK(c, cudaMemcpyAsync(n->hscratch, n->dscratch, kb * (size_t)c->world, cudaMemcpyDeviceToHost, s),
+                    "gather of %s (%d doubles)", what, k);
+        // blocking by contract (the host buffers are reused); the watchdog polls meanwhile
+        CUDA_OK(c, cudaStreamSynchronize(s), "gather of %s (%d doubles per rank, %d ranks)", what, k, c->world);
+        if (c->rank != 0) continue;
+        for (int q = 0; q < c->world; q++)
+            memcpy(all + (size_t)q * count + base, q == 0 ? values + base : n->hscratch + (size_t)q * k, kb);
+    }
+}

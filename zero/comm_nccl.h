@@ -45,6 +45,9 @@ void zero_nccl_all_to_all(ZeroNccl *n, const ZeroCollPart *parts, int nparts, Ze
 // Host doubles summed in rank order (an all-gather, then a local sum) on the world
 // communicator and a stream of its own; blocking.
 void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const char *what);
+// The semantics of zero_mpi_gather_f64: point-to-point sends to rank 0 (no all-gather), in
+// groups within NCCL's limit of operations per group; blocking, like the above.
+void zero_nccl_gather_f64(ZeroNccl *n, const double *values, int count, double *all, const char *what);
 // Collective (every rank, same order): collectives enqueued on s from now on use a
 // communicator of their own, split from the world, so that two streams' collectives are
 // not serialized by NCCL. 0, or -1 after printing why.

@@ -10,7 +10,7 @@
 static long long resolve_step(const char *dir, int step) {
     if (step >= 0) return step;
     long long s = zck_latest(dir);
-    if (s < 0) fprintf(stderr, "zero: no checkpoint in %s: %s/latest_zero is missing or malformed\n", dir, dir);
+    if (s < 0) fprintf(stderr, "zero: no checkpoint in %s: %s/latest_zero is %s\n", dir, dir, s == -2 ? "malformed" : "missing");
     return s;
 }
 
@@ -82,6 +82,7 @@ int zero_checkpoint_info(const char *ckpt_dir, int step, ZeroCheckpointInfo *out
     out->step = m.step;
     out->param_dtype = m.param_dtype ? ZERO_BF16 : ZERO_F32;
     out->seed = m.seed;
+    zck_run_id_hex(m.run_id, out->run_id);
     out->numel_total = (size_t)m.numel_total;
     out->extra_bytes = m.has_extra ? (size_t)m.extra_bytes : 0;
     out->names = calloc((size_t)m.num_tensors, sizeof(char *));

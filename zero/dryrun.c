@@ -99,6 +99,12 @@ static void d_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *value
         zero_coll_end(c);
     }
 }
+static void d_gather_f64(const ZeroBackend *b, ZeroComm *c, const double *values, int n, double *all, const char *what) {
+    (void)b; (void)values; (void)all;
+    if (c->world == 1 || n <= 0) return;
+    zero_coll_begin_to_root(c, ZERO_COLL_GATHER, (uint64_t)n * sizeof(double), what);
+    zero_coll_end(c);
+}
 static void d_reduce_slices(const ZeroBackend *b, float *acc, const void *src, size_t stride, int nslices, size_t n,
                             ZeroDType dt, ZeroStream *s) {
     (void)b; (void)acc; (void)src; (void)stride; (void)nslices; (void)n; (void)dt; (void)s;
@@ -134,6 +140,7 @@ static const ZeroBackend dry_template = {
     .all_gather = d_all_gather,
     .all_to_all = d_all_to_all,
     .allreduce_sum_f64 = d_allreduce_sum_f64,
+    .gather_f64 = d_gather_f64,
     .reduce_slices = d_reduce_slices,
     .adamw = d_adamw,
     .refresh = d_refresh,

@@ -239,7 +239,7 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
 
 // ---------------------------------------------------------------- live report
 
-// ZeroFigures <-> doubles, for the rank-slot all-reduce (integers below 2^53 are exact).
+// ZeroFigures <-> doubles, for the gather to rank 0 (integers below 2^53 are exact).
 #define FIG_DOUBLES (2 * ZERO_USE_KINDS + 2 + 4 + 6 + 4 + 3 * ZERO_NUM_COLLS)
 
 static void fig_pack(const ZeroFigures *f, double *d) {
@@ -276,13 +276,18 @@ int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fie
         fprintf(stderr, "zero: rank %d: zero_report_write inside a step (call it between steps)\n", z->rank);
         return -1;
     }
-    double *d = calloc((size_t)z->world * FIG_DOUBLES, sizeof(double));
-    ZeroFigures *all = calloc((size_t)z->world, sizeof(ZeroFigures));
-    if (!d || !all) zero_fail(z, "out of host memory gathering the report");
-    ZeroFigures mine;
-    zero_figures(z, &mine);
-    fig_pack(&mine, d + (size_t)z->rank * FIG_DOUBLES);
-    zero_allreduce_sum_f64(z, d, z->world * FIG_DOUBLES);
+    // only rank 0 writes the file: a gather to it, O(1) bytes from each other rank
+    double mine[FIG_DOUBLES], *d = NULL;
+    ZeroFigures *all = NULL;
+    ZeroFigures fig;
+    zero_figures(z, &fig);
+    fig_pack(&fig, mine);
+    if (z->rank == 0) {
+        d = calloc((size_t)z->world * FIG_DOUBLES, sizeof(double));
+        all = calloc((size_t)z->world, sizeof(ZeroFigures));
+        if (!d || !all) zero_fail(z, "out of host memory gathering the report (%d ranks)", z->world);
+    }
+    z->b->gather_f64(z->b, z->comm, mine, FIG_DOUBLES, d, "the report figures");
     int bad = 0;
     if (z->rank == 0) {
         for (int r = 0; r < z->world; r++) fig_unpack(d + (size_t)r * FIG_DOUBLES, &all[r]);

@@ -42,6 +42,7 @@ const char *zero_coll_name(ZeroCollOp op) {
     case ZERO_COLL_ALL_TO_ALL: return "all_to_all";
     case ZERO_COLL_ALL_REDUCE: return "all_reduce";
     case ZERO_COLL_BROADCAST: return "broadcast";
+    case ZERO_COLL_GATHER: return "gather";
     default: return "?";
     }
 }
@@ -174,11 +175,13 @@ static WatchSlot *slot_of(struct ZeroWatchdog *w, int take) {
     return take ? free_slot : NULL;
 }
 
-void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const char *what) {
+// Counts the bytes (atomically: collectives run on several threads), arms the calling
+// thread's watchdog slot, and runs the stall test hook.
+static void coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t intra, uint64_t inter, const char *what) {
     ZeroCollBytes *s = &c->sent[op];
     __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&s->intra_bytes, bytes_per_peer * (uint64_t)(c->local_size - 1), __ATOMIC_RELAXED);
-    __atomic_fetch_add(&s->inter_bytes, bytes_per_peer * (uint64_t)(c->world - c->local_size), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->intra_bytes, intra, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->inter_bytes, inter, __ATOMIC_RELAXED);
     struct ZeroWatchdog *w = c->watchdog;
     if (w) {
         pthread_mutex_lock(&w->mu);
@@ -186,7 +189,7 @@ void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const 
         if (sl && sl->depth++ == 0) {
             sl->start = now_s();
             sl->op = op;
-            sl->bytes = bytes_per_peer * (uint64_t)(c->world - 1);
+            sl->bytes = intra + inter;
             snprintf(sl->what, sizeof sl->what, "%s", what ? what : "");
             pthread_cond_signal(&w->cv);
         }
@@ -198,6 +201,16 @@ void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const 
         struct timespec ts = abs_time(stall);
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
     }
+}
+
+void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const char *what) {
+    coll_begin(c, op, bytes_per_peer * (uint64_t)(c->local_size - 1), bytes_per_peer * (uint64_t)(c->world - c->local_size),
+               what);
+}
+
+void zero_coll_begin_to_root(ZeroComm *c, ZeroCollOp op, uint64_t bytes, const char *what) {
+    uint64_t mine = c->rank == 0 ? 0 : bytes;
+    coll_begin(c, op, c->node == 0 ? mine : 0, c->node == 0 ? 0 : mine, what);
 }
 
 void zero_coll_end(ZeroComm *c) {

@@ -34,38 +34,72 @@ void zck_rank_file(char *out, size_t cap, int rank) { snprintf(out, cap, "rank_%
 long long zck_latest(const char *dir) {
     char path[4200], err[256], *text = NULL;
     snprintf(path, sizeof path, "%s/latest_zero", dir);
-    if (zfile_read_all(path, &text, NULL, err, sizeof err) != 0) return -1;
+    struct stat st;
+    if (stat(path, &st) != 0 && errno == ENOENT) return -1;
+    if (zfile_read_all(path, &text, NULL, err, sizeof err) != 0) return -2;
     char *end;
     errno = 0;
     long long s = strtoll(text, &end, 10);
     while (*end == '\n' || *end == ' ' || *end == '\r') end++;
     int ok = errno == 0 && end != text && *end == 0 && s >= 0;
     free(text);
-    return ok ? s : -1;
+    return ok ? s : -2;
+}
+
+void zck_run_id_hex(const uint8_t id[ZCK_RUN_ID_BYTES], char *out) {
+    for (int i = 0; i < ZCK_RUN_ID_BYTES; i++) snprintf(out + 2 * i, 3, "%02x", id[i]);
+}
+
+int zck_run_id_parse(const char *hex, uint8_t id[ZCK_RUN_ID_BYTES]) {
+    if (strlen(hex) != 2 * ZCK_RUN_ID_BYTES) return -1;
+    for (int i = 0; i < ZCK_RUN_ID_BYTES; i++) {
+        unsigned v = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = hex[2 * i + k];
+            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (d < 0) return -1;
+            v = v * 16 + (unsigned)d;
+        }
+        id[i] = (uint8_t)v;
+    }
+    return 0;
 }
 
 size_t zck_header_size(int num_tensors) { return ZCK_HEADER_FIXED + (size_t)num_tensors * ZCK_TENSOR_ENTRY; }
 
-void zck_header_encode(unsigned char *out, int rank, int world, int stage, int last_t, long long step,
-                       uint64_t seed, int param_dtype, int num_tensors, const uint64_t *numel,
-                       const uint64_t *begin, const uint64_t *count) {
+void zck_header_encode(unsigned char *out, const ZckHeader *h, const uint64_t *numel, const uint64_t *begin,
+                       const uint64_t *count) {
     memcpy(out, ZCK_MAGIC, 8);
     zle_put32(out + 8, ZCK_VERSION);
-    zle_put32(out + 12, (uint32_t)zck_header_size(num_tensors));
-    zle_put32(out + 16, (uint32_t)rank);
-    zle_put32(out + 20, (uint32_t)world);
-    zle_put32(out + 24, (uint32_t)stage);
-    zle_put32(out + 28, (uint32_t)last_t);
-    zle_put64(out + 32, (uint64_t)step);
-    zle_put64(out + 40, seed);
-    zle_put32(out + 48, (uint32_t)num_tensors);
-    zle_put32(out + 52, (uint32_t)param_dtype);
-    for (int i = 0; i < num_tensors; i++) {
+    zle_put32(out + 12, (uint32_t)zck_header_size(h->num_tensors));
+    zle_put32(out + 16, (uint32_t)h->rank);
+    zle_put32(out + 20, (uint32_t)h->world);
+    zle_put32(out + 24, (uint32_t)h->stage);
+    zle_put32(out + 28, (uint32_t)h->last_t);
+    zle_put64(out + 32, (uint64_t)h->step);
+    zle_put64(out + 40, h->seed);
+    zle_put32(out + 48, (uint32_t)h->num_tensors);
+    zle_put32(out + 52, (uint32_t)h->param_dtype);
+    memcpy(out + 56, h->run_id, ZCK_RUN_ID_BYTES);
+    for (int i = 0; i < h->num_tensors; i++) {
         unsigned char *e = out + ZCK_HEADER_FIXED + (size_t)i * ZCK_TENSOR_ENTRY;
         zle_put64(e, numel[i]);
         zle_put64(e + 8, begin[i]);
         zle_put64(e + 16, count[i]);
     }
+}
+
+// The fixed fields of a version-2 header (the caller checked magic and version).
+static void header_decode(const unsigned char *in, ZckHeader *h) {
+    h->rank = (int)zle_get32(in + 16);
+    h->world = (int)zle_get32(in + 20);
+    h->stage = (int)zle_get32(in + 24);
+    h->last_t = (int)zle_get32(in + 28);
+    h->step = (long long)zle_get64(in + 32);
+    h->seed = zle_get64(in + 40);
+    h->num_tensors = (int)zle_get32(in + 48);
+    h->param_dtype = (int)zle_get32(in + 52);
+    memcpy(h->run_id, in + 56, ZCK_RUN_ID_BYTES);
 }
 
 // ---------------------------------------------------------------- manifest
@@ -110,8 +144,9 @@ int zck_manifest_read(const char *dir, long long step, ZckManifest *m, char *err
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "zero-sharded-checkpoint") != 0) { what = "format"; goto bad; }
     if (json_int(root, "version", &m->version) != 0) { what = "version"; goto bad; }
     if (m->version != ZCK_MANIFEST_VERSION) {
-        fail(err, errlen, "checkpoint manifest %s has version %d; this build reads version %d", path, m->version,
-             ZCK_MANIFEST_VERSION);
+        fail(err, errlen, "checkpoint manifest %s has format version %d; this build reads version %d%s", path, m->version,
+             ZCK_MANIFEST_VERSION, m->version < ZCK_MANIFEST_VERSION ? " (saved by an older build, before checkpoints "
+             "carried a run id: resume it with that build, or start afresh)" : " (saved by a newer build)");
         goto out;
     }
     if (json_u64(root, "step", &st) != 0 || (long long)st != step) { what = "step"; goto bad; }
@@ -125,6 +160,8 @@ int zck_manifest_read(const char *dir, long long step, ZckManifest *m, char *err
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(root, "seed");
     if (!cJSON_IsString(seed)) { what = "seed"; goto bad; }
     m->seed = strtoull(seed->valuestring, NULL, 10);
+    const cJSON *run = cJSON_GetObjectItemCaseSensitive(root, "run_id");
+    if (!cJSON_IsString(run) || zck_run_id_parse(run->valuestring, m->run_id) != 0) { what = "run_id"; goto bad; }
     const cJSON *tensors = cJSON_GetObjectItemCaseSensitive(root, "tensors");
     if (!cJSON_IsArray(tensors) || cJSON_GetArraySize(tensors) < 1) { what = "tensors"; goto bad; }
     m->num_tensors = cJSON_GetArraySize(tensors);
@@ -184,11 +221,13 @@ out:
 
 int zck_manifest_write(const ZckManifest *m, char *err, size_t errlen) {
     cJSON *root = cJSON_CreateObject(), *tensors = NULL, *ranks = NULL;
-    char seed[32], path[4200];
+    char seed[32], path[4200], run[2 * ZCK_RUN_ID_BYTES + 1];
     snprintf(seed, sizeof seed, "%" PRIu64, m->seed);   // a string: JSON numbers are doubles
+    zck_run_id_hex(m->run_id, run);
     int ok = root != NULL;
     ok = ok && cJSON_AddStringToObject(root, "format", "zero-sharded-checkpoint");
     ok = ok && cJSON_AddNumberToObject(root, "version", ZCK_MANIFEST_VERSION);
+    ok = ok && cJSON_AddStringToObject(root, "run_id", run);
     ok = ok && cJSON_AddNumberToObject(root, "step", (double)m->step);
     ok = ok && cJSON_AddNumberToObject(root, "last_t", m->last_t);
     ok = ok && cJSON_AddNumberToObject(root, "world_size", m->world);
@@ -248,7 +287,8 @@ static void shard_close(ZckShard *s) {
     s->data_off = s->begin = s->count = NULL;
 }
 
-// Opens saved rank q's file and checks it against the manifest and the partition.
+// Opens saved rank q's file and checks it against the manifest and the partition, in an
+// order that names the real fault: a damaged file, a foreign file, then a stale one.
 static int shard_open(const ZckManifest *m, int q, ZckShard *s, char *err, size_t errlen) {
     const ZckRankFile *rf = &m->ranks[q];
     snprintf(s->path, sizeof s->path, "%s/%s", m->folder, rf->file);
@@ -265,8 +305,6 @@ static int shard_open(const ZckManifest *m, int q, ZckShard *s, char *err, size_
     if (size < hs + 4)
         return fail(err, errlen, "checkpoint file %s (rank %d of %d) is truncated: %" PRIu64 " bytes, shorter than its header",
                     p, q, m->world, size);
-    // one pass over the file: the CRC of the body, then the trailer must equal it and the
-    // CRC of the whole file must equal the manifest's
     uint32_t body_crc;
     char why[256];
     if (zfile_crc_of(p, size - 4, &body_crc, NULL, why, sizeof why) != 0)
@@ -284,18 +322,41 @@ static int shard_open(const ZckManifest *m, int q, ZckShard *s, char *err, size_
         fail(err, errlen, "checkpoint file %s (rank %d of %d) cannot be read", p, q, m->world);
         goto out;
     }
-    uint32_t whole = zfile_crc32(body_crc, trailer, 4);
-    if (zle_get32(trailer) != body_crc || whole != rf->crc) {
-        fail(err, errlen, "checkpoint file %s (rank %d of %d) is corrupt: its CRC-32 is 0x%08x (trailer 0x%08x, body 0x%08x), "
-             "the manifest says 0x%08x", p, q, m->world, whole, zle_get32(trailer), body_crc, rf->crc);
+    if (zle_get32(trailer) != body_crc) {
+        fail(err, errlen, "checkpoint file %s (rank %d of %d) is corrupt: the CRC-32 of its body is 0x%08x, its trailer "
+             "says 0x%08x", p, q, m->world, body_crc, zle_get32(trailer));
         goto out;
     }
-    // the CRC matched, so a header disagreement means the manifest and files do not belong together
-    if (memcmp(h, ZCK_MAGIC, 8) != 0 || zle_get32(h + 8) != ZCK_VERSION || zle_get32(h + 12) != hs ||
-        zle_get32(h + 16) != (uint32_t)q || zle_get32(h + 20) != (uint32_t)m->world ||
-        zle_get32(h + 48) != (uint32_t)m->num_tensors || (long long)zle_get64(h + 32) != m->step) {
-        fail(err, errlen, "checkpoint file %s (rank %d of %d) has a header that does not match the manifest "
-             "(magic, version, rank, world, step or tensor count)", p, q, m->world);
+    if (memcmp(h, ZCK_MAGIC, 8) != 0) {
+        fail(err, errlen, "checkpoint file %s (rank %d of %d) is not a zero/ rank file (bad magic)", p, q, m->world);
+        goto out;
+    }
+    if (zle_get32(h + 8) != ZCK_VERSION) {
+        fail(err, errlen, "checkpoint file %s (rank %d of %d) has format version %u; this build reads version %d", p, q,
+             m->world, zle_get32(h + 8), ZCK_VERSION);
+        goto out;
+    }
+    ZckHeader fh;
+    header_decode(h, &fh);
+    // intact, but is it this checkpoint's? (a file copied from another run or step)
+    if (memcmp(fh.run_id, m->run_id, ZCK_RUN_ID_BYTES) != 0 || fh.step != m->step) {
+        char mine[2 * ZCK_RUN_ID_BYTES + 1], theirs[2 * ZCK_RUN_ID_BYTES + 1];
+        zck_run_id_hex(fh.run_id, theirs);
+        zck_run_id_hex(m->run_id, mine);
+        fail(err, errlen, "checkpoint file %s (rank %d of %d) was saved by run %s at step %lld, but its manifest is "
+             "for run %s at step %lld: a rank file of another %s was copied in", p, q, m->world, theirs, fh.step, mine,
+             m->step, memcmp(fh.run_id, m->run_id, ZCK_RUN_ID_BYTES) != 0 ? "run" : "step of this run");
+        goto out;
+    }
+    if (body_crc != rf->crc) {
+        fail(err, errlen, "checkpoint file %s (rank %d of %d) has CRC-32 0x%08x, the manifest says 0x%08x (was it "
+             "replaced after the save?)", p, q, m->world, body_crc, rf->crc);
+        goto out;
+    }
+    if (zle_get32(h + 12) != hs || fh.rank != q || fh.world != m->world || fh.num_tensors != m->num_tensors) {
+        fail(err, errlen, "checkpoint file %s (rank %d of %d) has a header that does not match the manifest: rank %d of "
+             "%d, %d tensors, %u header bytes (the manifest implies %d tensors, %zu bytes)", p, q, m->world, fh.rank,
+             fh.world, fh.num_tensors, zle_get32(h + 12), m->num_tensors, hs);
         goto out;
     }
     uint64_t off = hs;

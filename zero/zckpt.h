@@ -9,18 +9,25 @@ A checkpoint of step S in folder DIR:
   DIR/zero_S/manifest.json    written by rank 0 after every rank file was verified
   DIR/latest_zero             text "S\n", replaced (atomically) only after the manifest
 
-Rank file, version 1, every integer little-endian:
+Rank file, version 2, every integer little-endian:
   0   char[8]  "ZEROSHRD"
-  8   u32      version (1)
-  12  u32      header bytes (56 + 24 * tensors)
+  8   u32      version (2)
+  12  u32      header bytes (72 + 24 * tensors)
   16  u32      rank          20 u32 world        24 u32 stage     28 u32 last_t
   32  u64      step          40 u64 seed         48 u32 tensors   52 u32 param dtype
-  56  per tensor: u64 numel, u64 begin, u64 count   (the real elements this rank owned)
+  56  u8[16]   run id: the identity of the run that saved it (zero_run_id)
+  72  per tensor: u64 numel, u64 begin, u64 count   (the real elements this rank owned)
   then per tensor: count fp32 master, count fp32 m, count fp32 v (IEEE-754 little-endian)
-  last: u32 CRC-32 (zlib) of every byte before it
+  last: u32 CRC-32 (zlib) of every byte before it (the body)
 A rank owns elements [begin, begin + count) of a tensor under partition.h's split for the
 saved world; padding is never written. last_t is the t of the last optimizer step: a
 loader refreshes bf16 working weights with it, so stochastic rounding is bit-exact.
+
+The manifest (version 2) names the run id and the step too, and each rank file's size and
+body CRC. A loader checks, per file: size; body against trailer (corruption); magic and
+version; run id and step against the manifest (a file copied in from another run or
+another step of this run); body CRC against the manifest; then the rest of the header.
+Version 1 checkpoints (no run id) are refused with a message saying so.
 */
 #ifndef ZERO_ZCKPT_H
 #define ZERO_ZCKPT_H
@@ -29,10 +36,11 @@ loader refreshes bf16 working weights with it, so stochastic rounding is bit-exa
 #include <stdint.h>
 
 #define ZCK_MAGIC "ZEROSHRD"
-#define ZCK_VERSION 1
-#define ZCK_MANIFEST_VERSION 1
-#define ZCK_HEADER_FIXED 56
+#define ZCK_VERSION 2
+#define ZCK_MANIFEST_VERSION 2
+#define ZCK_HEADER_FIXED 72
 #define ZCK_TENSOR_ENTRY 24
+#define ZCK_RUN_ID_BYTES 16
 
 enum { ZCK_MASTER = 0, ZCK_M = 1, ZCK_V = 2, ZCK_KINDS = 3 };
 
@@ -44,14 +52,23 @@ typedef struct {
 typedef struct {
     char file[64];
     uint64_t bytes;
-    uint32_t crc;
+    uint32_t crc;          // CRC-32 of the body (every byte before the trailer)
 } ZckRankFile;
+
+// The fixed fields of a rank file's header.
+typedef struct {
+    int rank, world, stage, last_t, param_dtype, num_tensors;
+    long long step;
+    uint64_t seed;
+    uint8_t run_id[ZCK_RUN_ID_BYTES];
+} ZckHeader;
 
 typedef struct {
     char folder[4096];     // DIR/zero_S
     int version, world, stage, last_t, param_dtype, num_tensors;
     long long step;
     uint64_t seed, numel_total;
+    uint8_t run_id[ZCK_RUN_ID_BYTES];
     ZckTensor *t;
     ZckRankFile *ranks;    // world entries
     int has_extra;
@@ -83,14 +100,17 @@ typedef struct {
 
 void zck_folder(char *out, size_t cap, const char *dir, long long step);
 void zck_rank_file(char *out, size_t cap, int rank);
-// DIR/latest_zero as a step, or -1 (missing or malformed).
+// DIR/latest_zero as a step; -1 when it is missing, -2 when it is malformed.
 long long zck_latest(const char *dir);
+
+// A run id as 32 lowercase hex digits (out: at least 33 bytes), and back (0, or -1).
+void zck_run_id_hex(const uint8_t id[ZCK_RUN_ID_BYTES], char *out);
+int zck_run_id_parse(const char *hex, uint8_t id[ZCK_RUN_ID_BYTES]);
 
 // Header bytes for a rank file (begin/count per tensor): out must hold zck_header_size().
 size_t zck_header_size(int num_tensors);
-void zck_header_encode(unsigned char *out, int rank, int world, int stage, int last_t, long long step,
-                       uint64_t seed, int param_dtype, int num_tensors, const uint64_t *numel,
-                       const uint64_t *begin, const uint64_t *count);
+void zck_header_encode(unsigned char *out, const ZckHeader *h, const uint64_t *numel, const uint64_t *begin,
+                       const uint64_t *count);
 
 // Writes m->folder/manifest.json atomically (rank 0, after every rank file was verified).
 int zck_manifest_write(const ZckManifest *m, char *err, size_t errlen);

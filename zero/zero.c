@@ -393,6 +393,7 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
     }
     refresh_working(z, 0);
     zero_sync_streams(z);
+    zero_run_id_init(z);
     z->init_done = 1;
     return z;
 }
@@ -503,7 +504,9 @@ static void stage0_gather_grads(Zero *z) {
     b->all_gather(b, z->comm, z->parts, z->nt, ZERO_F32, z->rs, "reduced gradients (all tensors)");
 }
 
-float zero_step(Zero *z, const ZeroStepArgs *a) {
+float zero_step(Zero *z, const ZeroStepArgs *a) { return zero_step_maybe_skip(z, a, 0); }
+
+float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *a, int skip_anyway) {
     const ZeroBackend *b = z->b;
     if (!z->in_step) zero_fail(z, "zero_step without zero_begin_step");
     if (z->units_ready != 0 || z->micro != z->grad_accum)
@@ -532,8 +535,11 @@ float zero_step(Zero *z, const ZeroStepArgs *a) {
     float norm = (float)sqrt(total);
     float clip = (a->grad_clip > 0 && norm > a->grad_clip) ? a->grad_clip / norm : 1.0f;
     AdamWParams p = adamw_params(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, clip, a->t);
+    // the same decision on every rank: the norm is the same bits everywhere, and so must
+    // skip_anyway be; a non-finite update would poison the weights for good
+    const int skip = skip_anyway || !isfinite(norm);
 
-    for (int i = 0; i < z->nt; i++) {
+    for (int i = 0; i < z->nt && !skip; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         if (z->stage == 0)
             b->adamw(b, z->master + l->full_off, z->red_full + l->full_off, z->m + l->full_off, z->v + l->full_off,
@@ -542,11 +548,11 @@ float zero_step(Zero *z, const ZeroStepArgs *a) {
             b->adamw(b, z->master + l->shard_off, z->shard_grad + l->shard_off, z->m + l->shard_off,
                      z->v + l->shard_off, l->own_count, &p, z->t[i].decay, z->main);
     }
-    if (z->stage == 3) zero_gather_reset(z);   // gathered copies are stale now
-    refresh_working(z, a->t);
+    if (z->stage == 3 && !skip) zero_gather_reset(z);   // gathered copies are stale now
+    if (!skip) refresh_working(z, a->t);
     zero_sync_streams(z);
     z->in_step = 0;
-    z->last_t = a->t;
+    if (!skip) z->last_t = a->t;   // a skipped step leaves the weights of the last applied one
     for (int op = 0; op < ZERO_COLL_NUM; op++) {
         z->step_sent[op].calls += z->comm->sent[op].calls - z->sent_mark[op].calls;
         z->step_sent[op].intra_bytes += z->comm->sent[op].intra_bytes - z->sent_mark[op].intra_bytes;
@@ -569,11 +575,11 @@ void zero_allreduce_sum_f64(Zero *z, double *values, int n) {
     z->b->allreduce_sum_f64(z->b, z->comm, values, n, "zero_allreduce_sum_f64");
     if (!z->in_step) return;
     // the trainer's own traffic inside a step is not the plugin's: move the mark past it
-    for (int op = 0; op < ZERO_COLL_NUM; op++) {
-        z->sent_mark[op].calls += z->comm->sent[op].calls - before[op].calls;
-        z->sent_mark[op].intra_bytes += z->comm->sent[op].intra_bytes - before[op].intra_bytes;
-        z->sent_mark[op].inter_bytes += z->comm->sent[op].inter_bytes - before[op].inter_bytes;
-    }
+    // (only the all-reduce: the stream threads may be counting their collectives meanwhile)
+    const int op = ZERO_COLL_ALL_REDUCE;
+    z->sent_mark[op].calls += z->comm->sent[op].calls - before[op].calls;
+    z->sent_mark[op].intra_bytes += z->comm->sent[op].intra_bytes - before[op].intra_bytes;
+    z->sent_mark[op].inter_bytes += z->comm->sent[op].inter_bytes - before[op].inter_bytes;
 }
 
 void zero_gather_master(Zero *z, int tensor, float *out) {

@@ -122,7 +122,16 @@ typedef struct {
 
 // Reduces what is left, computes the global gradient norm across shards, clips, runs
 // AdamW on the local shard, refreshes working parameters. Returns the norm (pre-clip).
+// A NaN or infinite norm skips the step: nothing is applied (master weights, AdamW m and
+// v, the working parameters and the t a later save records stay as before it), on every
+// rank alike since the norm is the same bits everywhere. The caller sees the non-finite
+// norm and decides whether to go on.
 float zero_step(Zero *z, const ZeroStepArgs *args);
+// zero_step that skips whatever the norm (returned all the same): for a step the trainer
+// rejects for another reason, e.g. a non-finite loss. `skip` must be the same on every
+// rank (derive it from all-reduced values); it is an argument so that every rank makes
+// the same collective calls either way.
+float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *args, int skip);
 
 // What this rank holds and did (for the start-up report, the JSON accounting and tests).
 typedef enum {
@@ -161,12 +170,21 @@ void zero_gather_master(Zero *z, int tensor, float *out);
    (checkpoint.c, consolidate.c, report.c, dryrun.c; the file format is in zckpt.h)
    ================================================================================== */
 
+// The run's identity: 128 random bits, drawn by rank 0 in zero_init and shared with every
+// rank, as 32 hex digits. zero_load replaces it with the loaded checkpoint's, so a resumed
+// run keeps the identity of its first start. Every rank file and manifest records it with
+// the step, and a load refuses a rank file of another run or of another step.
+#define ZERO_RUN_ID_HEX 33   // 32 hex digits and a NUL
+const char *zero_run_id(const Zero *z);
+
 // Sharded checkpoint of the optimizer state (fp32 master, AdamW m and v) between steps.
-// Collective. Every rank writes DIR/zero_STEP/rank_RRRRR.bin (its owned elements, CRC-32,
-// temp file + fsync + rename); rank 0 then writes extra.bin (rank 0's `extra` blob, may be
-// NULL/0), manifest.json (world, stage, tensor table, every file's size and CRC) and last
-// DIR/latest_zero. Returns 0 on every rank, or -1 on every rank after the failing rank
-// printed why (nothing of the new checkpoint is then referenced by latest_zero).
+// Collective. Every rank writes DIR/zero_STEP/rank_RRRRR.bin (its owned elements, run id
+// and step, CRC-32; temp file + fsync + rename); rank 0 then writes extra.bin (rank 0's
+// `extra` blob, may be NULL/0), manifest.json (run id, step, world, stage, tensor table,
+// every file's size and body CRC) and last DIR/latest_zero. Returns 0 on every rank, or
+// -1 on every rank after the failing rank printed why (nothing of the new checkpoint is
+// then referenced by latest_zero). Rank 0 collects the files' sizes and CRCs by a gather:
+// every other rank sends O(1) bytes, whatever the world size.
 int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extra_bytes);
 // Loads DIR/zero_STEP (step < 0: the one latest_zero names). Collective. The tensor table
 // (names, sizes) must match; the world size and stage may differ: each rank reads its own
@@ -174,9 +192,11 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
 // parameters are then refreshed as after the saved step (same t for bf16 rounding), so a
 // resumed run is bit-identical. extra receives the saved blob (extra_bytes must equal its
 // size). Returns 0, or -1 on every rank (nothing changed) after printing which file or
-// tensor is wrong.
+// tensor is wrong (a rank file of another run or step is named with both run ids and
+// steps). On success the run adopts the checkpoint's run id.
 int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_bytes);
-// The step DIR/latest_zero names, or -1 when there is none.
+// The step DIR/latest_zero names; -1 when there is none (no checkpoint yet), -2 when the
+// file exists but is malformed (zero_load then says why).
 int zero_latest(const char *dir);
 // Rank 0 removes all but the newest `keep` published checkpoints in dir (others no-op).
 int zero_prune(Zero *z, const char *dir, int keep);
@@ -195,6 +215,7 @@ typedef struct {
     long long step;
     ZeroDType param_dtype;
     uint64_t seed;
+    char run_id[ZERO_RUN_ID_HEX];
     char **names;
     size_t *numel;
     size_t numel_total;
@@ -205,7 +226,7 @@ void zero_checkpoint_info_free(ZeroCheckpointInfo *info);
 
 // Accounting: what one rank holds and sent. The live figures (zero_figures) and the dry
 // run's (zero_predict) are the same record, so they can be compared field by field.
-#define ZERO_NUM_COLLS 4   // all_gather, all_to_all, all_reduce, broadcast (comm.h's order)
+#define ZERO_NUM_COLLS 5   // all_gather, all_to_all, all_reduce, broadcast, gather (comm.h's order)
 typedef struct {
     size_t device[ZERO_USE_KINDS], host[ZERO_USE_KINDS];   // bytes by use, as zero_stats
     size_t act_device, act_host;        // activations: the trainer's figures
@@ -222,9 +243,10 @@ typedef ZeroFigures ZeroPrediction;
 
 void zero_figures(const Zero *z, ZeroFigures *out);           // this rank, no communication
 void zero_report_set_activation_bytes(Zero *z, size_t device_bytes, size_t host_bytes);
-// Collective: gathers every rank's figures; rank 0 writes path atomically as JSON (bytes
-// by kind on device and host, "optimizer_states" = fp32 master + m + v, bytes sent per
-// collective per step, the ZeRO formula). extra_json_fields: NULL or a JSON object whose
+// Collective: gathers every rank's figures to rank 0 (O(1) bytes sent per other rank),
+// which writes path atomically as JSON (bytes by kind on device and host,
+// "optimizer_states" = fp32 master + m + v, bytes sent per collective per step, the ZeRO
+// formula). extra_json_fields: NULL or a JSON object whose
 // fields are added at the top level. Returns 0, or -1 on every rank.
 int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fields);
 // Rank 0 prints a short table of its figures (not collective).

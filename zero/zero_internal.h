@@ -118,7 +118,9 @@ struct Zero {
     int init_done;             // set at the end of zero_init: allocating after it is a bug
 
     // checkpoints and the report (checkpoint.c, report.c)
-    int last_t;                            // t of the last zero_step (0 after init): keys bf16 rounding
+    uint8_t run_id[16];                    // the run's identity (zckpt.h's ZCK_RUN_ID_BYTES)
+    char run_id_hex[ZERO_RUN_ID_HEX];
+    int last_t;                            // t of the last applied zero_step (0 after init): keys bf16 rounding
     ZeroCollBytes sent_mark[ZERO_COLL_NUM];// comm->sent at zero_begin_step, moved past trainer collectives
     ZeroCollBytes step_sent[ZERO_COLL_NUM];// sent inside begin_step .. zero_step, summed over steps
     uint64_t steps_done;
@@ -138,6 +140,8 @@ const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n);
 // zero.c: after a checkpoint load replaced the master: drop stage-3 gathered copies and
 // refresh the working parameters exactly as zero_step(t) does.
 void zero_refresh_after_load(Zero *z, int t);
+// checkpoint.c, from zero_init (collective): rank 0 draws the run id, every rank gets it.
+void zero_run_id_init(Zero *z);
 
 // reduce.c
 void zero_grad_acquire(Zero *z, int ti);     // stage 2/3: a zeroed pool buffer for tensor ti

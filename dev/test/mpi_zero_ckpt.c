@@ -14,20 +14,32 @@ per process group (a resume is a fresh mpirun, as after a crash):
                 master equal; m and v equal after a re-save (consolidated); on 1 rank also
                 consolidation of the stage-3 checkpoint against the stage-0 run
   errors BASE   a different model, a corrupt, truncated or missing rank file, a bad
-                manifest, a wrong extra size, no checkpoint, an unwritable folder: refused
-                on every rank, nothing changed; an interrupted save leaves latest_zero alone
+                manifest, a wrong extra size, no checkpoint, an unwritable folder, a rank
+                file copied in from another run or from another step of the same run:
+                refused on every rank, nothing changed; an interrupted save leaves
+                latest_zero alone
+  skip BASE     a step whose gradient norm is NaN (one rank's gradient poisoned), and a
+                step the trainer rejects (zero_step_maybe_skip), change nothing: master,
+                AdamW m and v, working weights and the t a save records; training goes on
   report BASE   stages 0-3, fp32 and bf16: the JSON report parsed back against zero_stats
                 and zero_predict (every rank, exact), the dry-run JSON equal to the live
-                one, the model-state formula with explicit padding, bytes per step
+                one, the model-state formula with explicit padding, bytes per step; the
+                bytes the report's and the checkpoint's metadata exchanges send per rank
+                (a gather to rank 0 plus one-double agreements, not world-sized slots)
+
+Also in save: every manifest's crc32 is its rank file's body CRC (zlib over the file less
+its 4-byte trailer, computed here), and they differ between ranks.
 */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "../../zero/comm.h"
 #include "zero_toy_model.h"
@@ -152,6 +164,38 @@ static Extra extra_for(int world, const Variant *V) {
     return e;
 }
 
+static cJSON *parse_file(const char *path);
+
+// The manifest's crc32 of each rank file against zlib's CRC-32 of the file's body (all
+// but the 4-byte trailer, which must hold the same value); CRCs must differ between ranks.
+static void check_manifest_crcs(const char *dir, int step, int W, const char *name) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/zero_%d/manifest.json", dir, step);
+    cJSON *js = parse_file(path);
+    const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(js, "ranks");
+    check(cJSON_GetArraySize(ranks) == W, "%s: manifest %s lists %d rank files", name, path, cJSON_GetArraySize(ranks));
+    uint32_t crcs[64];
+    for (int q = 0; q < W && q < 64 && ranks; q++) {
+        const cJSON *e = cJSON_GetArrayItem(ranks, q), *c = cJSON_GetObjectItemCaseSensitive(e, "crc32");
+        snprintf(path, sizeof path, "%s/zero_%d/rank_%05d.bin", dir, step, q);
+        FILE *f = fopen(path, "rb");
+        static unsigned char buf[1 << 20];
+        size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+        if (f) fclose(f);
+        check(n > 4 && n < sizeof buf, "%s: reading %s (%zu bytes)", name, path, n);
+        if (n <= 4) continue;
+        uint32_t body = (uint32_t)crc32(0L, buf, (uInt)(n - 4));
+        uint32_t trailer = (uint32_t)buf[n - 4] | (uint32_t)buf[n - 3] << 8 | (uint32_t)buf[n - 2] << 16 | (uint32_t)buf[n - 1] << 24;
+        crcs[q] = cJSON_IsNumber(c) ? (uint32_t)c->valuedouble : 0;
+        check(cJSON_IsNumber(c) && crcs[q] == body && trailer == body,
+              "%s: manifest crc32 of %s is 0x%08x; its body's CRC-32 is 0x%08x, its trailer 0x%08x", name, path, crcs[q],
+              body, trailer);
+        for (int k = 0; k < q; k++)
+            check(crcs[k] != crcs[q], "%s: manifest gives rank files %d and %d the same crc32 0x%08x", name, k, q, crcs[q]);
+    }
+    cJSON_Delete(js);
+}
+
 static int run_save(ZeroComm *comm, const char *base) {
     Toy toy;
     toy_table(&toy);
@@ -167,6 +211,7 @@ static int run_save(ZeroComm *comm, const char *base) {
         Extra e = extra_for(W, V);
         check(zero_save(z, dir, SAVE_AT, &e, sizeof e) == 0, "%s: zero_save failed", V->name);
         check(zero_latest(dir) == SAVE_AT, "%s: latest_zero says %d, not %d", V->name, zero_latest(dir), SAVE_AT);
+        if (comm->rank == 0) check_manifest_crcs(dir, SAVE_AT, W, V->name);
         toy_gather_all(z, &toy, master);
         size_t vb = views_bytes(&toy, V->pdt);
         unsigned char *work = malloc(vb);
@@ -379,6 +424,31 @@ static int run_errors(ZeroComm *comm, const char *base) {
     check(rc == -1, "errors: a checkpoint of another model was accepted (%d)", rc);
     zero_free(z);
 
+    // rank files of another run (same model, world and step label, other weights), and of
+    // another step of one run (saved at SAVE_AT and SAVE_AT + 1 in one folder)
+    char other_run[4096], steps[4096];
+    Extra e0 = extra_for(W, &V);
+    snprintf(other_run, sizeof other_run, "%s/other_run", base);
+    z = make(comm, &toy, &V);
+    toy_train(z, &toy, comm->rank, W, 2, F, F, 0, SAVE_AT + 1);
+    check(zero_save(z, other_run, SAVE_AT, &e0, sizeof e0) == 0, "errors: saving %s", other_run);
+    if (comm->rank == 0) printf("  ids: other run %s\n", zero_run_id(z));
+    zero_free(z);
+    snprintf(steps, sizeof steps, "%s/two_steps", base);
+    z = make(comm, &toy, &V);
+    toy_train(z, &toy, comm->rank, W, 2, F, F, 0, SAVE_AT);
+    check(zero_save(z, steps, SAVE_AT, &e0, sizeof e0) == 0, "errors: saving %s step %d", steps, SAVE_AT);
+    toy_train(z, &toy, comm->rank, W, 2, F, F, SAVE_AT, SAVE_AT + 1);
+    check(zero_save(z, steps, SAVE_AT + 1, &e0, sizeof e0) == 0, "errors: saving %s step %d", steps, SAVE_AT + 1);
+    if (comm->rank == 0) printf("  ids: two-step run %s\n", zero_run_id(z));
+    zero_free(z);
+    if (comm->rank == 0) {
+        ZeroCheckpointInfo info;
+        check(zero_checkpoint_info(src, -1, &info) == 0, "errors: zero_checkpoint_info of %s", src);
+        printf("  ids: checkpoint run %s\n", info.run_id);
+        zero_checkpoint_info_free(&info);
+    }
+
     z = make(comm, &toy, &V);
     toy_train(z, &toy, comm->rank, W, 2, F, F, 0, 1);   // weights unlike the checkpoint's
     toy_gather_all(z, &toy, before);
@@ -411,6 +481,21 @@ static int run_errors(ZeroComm *comm, const char *base) {
         snprintf(path, sizeof path, "%s/zero_%d/manifest.json", dir, SAVE_AT);
         check(write_file(path, "{\"format\": \"zero-sharded", 24) == 0, "errors: writing %s", path);
 
+        // the last rank's file swapped for another run's, or for the next step's of its run
+        snprintf(dir, sizeof dir, "%s/bad_other_run", base);
+        copy_ckpt(src, dir, W);
+        char from[4300];
+        snprintf(from, sizeof from, "%s/zero_%d/rank_%05d.bin", other_run, SAVE_AT, W - 1);
+        snprintf(path, sizeof path, "%s/zero_%d/rank_%05d.bin", dir, SAVE_AT, W - 1);
+        check(copy_file(from, path) == 0, "errors: copying %s", from);
+        snprintf(dir, sizeof dir, "%s/bad_other_step", base);
+        copy_ckpt(steps, dir, W);
+        snprintf(path, sizeof path, "%s/latest_zero", dir);
+        check(write_file(path, "3\n", 2) == 0, "errors: writing %s", path);
+        snprintf(from, sizeof from, "%s/zero_%d/rank_%05d.bin", steps, SAVE_AT + 1, W - 1);
+        snprintf(path, sizeof path, "%s/zero_%d/rank_%05d.bin", dir, SAVE_AT, W - 1);
+        check(copy_file(from, path) == 0, "errors: copying %s", from);
+
         // a save that died before its manifest: latest_zero still names the old one
         snprintf(dir, sizeof dir, "%s/bad_partial", base);
         copy_ckpt(src, dir, W);
@@ -428,19 +513,142 @@ static int run_errors(ZeroComm *comm, const char *base) {
     expect_refused(z, &toy, before, dir, &e, sizeof e, "missing rank file");
     snprintf(dir, sizeof dir, "%s/bad_manifest", base);
     expect_refused(z, &toy, before, dir, &e, sizeof e, "malformed manifest");
+    snprintf(dir, sizeof dir, "%s/bad_other_run", base);
+    expect_refused(z, &toy, before, dir, &e, sizeof e, "a rank file of another run");
+    snprintf(dir, sizeof dir, "%s/bad_other_step", base);
+    expect_refused(z, &toy, before, dir, &e, sizeof e, "a rank file of another step");
     expect_refused(z, &toy, before, src, &e, sizeof e + 1, "wrong extra size");
     snprintf(dir, sizeof dir, "%s/nothing_here", base);
     check(zero_latest(dir) == -1, "errors: zero_latest of an empty folder is %d", zero_latest(dir));
     expect_refused(z, &toy, before, dir, NULL, 0, "no checkpoint");
+    snprintf(dir, sizeof dir, "%s/bad_latest", base);
+    if (comm->rank == 0) {
+        mkdir(dir, 0755);
+        snprintf(path, sizeof path, "%s/latest_zero", dir);
+        check(write_file(path, "step three\n", 11) == 0, "errors: writing %s", path);
+    }
+    barrier(comm);
+    check(zero_latest(dir) == -2, "errors: zero_latest of a malformed latest_zero is %d, not -2", zero_latest(dir));
+    expect_refused(z, &toy, before, dir, NULL, 0, "malformed latest_zero");
     snprintf(dir, sizeof dir, "%s/bad_partial", base);
     check(zero_latest(dir) == SAVE_AT, "errors: an interrupted save moved latest_zero to %d", zero_latest(dir));
     check(zero_load(z, dir, -1, &e, sizeof e) == 0, "errors: the checkpoint before an interrupted save does not load");
+    check(zero_load(z, steps, SAVE_AT, &e, sizeof e) == 0, "errors: the two-step run's own step %d does not load", SAVE_AT);
     // a save that cannot be written fails on every rank and publishes nothing
     rc = zero_save(z, "/proc/zero_cannot_write_here", 5, NULL, 0);
     check(rc == -1, "errors: a save into /proc returned %d", rc);
     zero_free(z);
     free(before);
     if (comm->rank == 0) printf("  errors: every refusal returned -1 on every rank and left the weights alone\n");
+    return 0;
+}
+
+// ---------------------------------------------------------------- skipped steps
+
+// One optimizer step of the toy model (step 0-based). poison: rank 0 writes a NaN into a
+// gradient of unit 1 in the first micro-step; reject: zero_step_maybe_skip's skip.
+static float toy_step(Zero *z, const Toy *toy, int rank, int W, const Variant *V, int step, int poison, int reject) {
+    static ToyActs A;
+    float inv = 1.0f / (float)(W * V->accum * TOY_B);
+    zero_begin_step(z, V->accum);
+    for (int micro = 0; micro < V->accum; micro++) {
+        toy_load_data(&A, step, micro, rank, W, V->accum);
+        for (int u = 0; u < TOY_NU; u++) {
+            const ZeroUnitView *v = zero_fetch(z, u, 0);
+            float *p[3];
+            toy_upcast(toy, u, v->params, V->pdt, p);
+            toy_forward_unit(u, p, &A);
+            zero_release(z, u, 0);
+        }
+        for (int u = TOY_NU - 1; u >= 0; u--) {
+            const ZeroUnitView *v = zero_fetch(z, u, 1);
+            toy_run_backward(toy, u, v->params, v->grads, V->pdt, V->gdt, &A, inv);
+            if (poison && rank == 0 && micro == 0 && u == 1) {
+                if (V->gdt == F) ((float *)v->grads[0])[5] = NAN;
+                else ((uint16_t *)v->grads[0])[5] = 0x7fc0;   // bf16 NaN
+            }
+            zero_grads_ready(z, u);
+            zero_release(z, u, 1);
+        }
+    }
+    ZeroStepArgs a = {TOY_LR, TOY_B1, TOY_B2, TOY_EPS, TOY_WD, TOY_CLIP, step + 1};
+    return zero_step_maybe_skip(z, &a, reject);
+}
+
+// What a skipped step must leave alone: the gathered master, the working weights (bf16:
+// their rounding), and (saved, consolidated by rank 0) AdamW m and v and the saved t.
+typedef struct {
+    float *master, *m, *v;
+    unsigned char *work;
+    int last_t;
+} ToyState;
+
+static void capture(Zero *z, const Toy *toy, const Variant *V, int rank, const char *dir, int step, ToyState *st) {
+    size_t N = toy_numel_total(toy);
+    st->master = malloc(N * sizeof(float));
+    st->m = malloc(N * sizeof(float));
+    st->v = malloc(N * sizeof(float));
+    st->work = malloc(views_bytes(toy, V->pdt));
+    st->last_t = -1;
+    toy_gather_all(z, toy, st->master);
+    views(z, toy, V->pdt, st->work);
+    check(zero_save(z, dir, step, NULL, 0) == 0, "skip %s: saving %s", V->name, dir);
+    if (rank == 0) {
+        ZeroCheckpointInfo info;
+        check(zero_consolidate_state(dir, step, 1, st->m, N) == 0 && zero_consolidate_state(dir, step, 2, st->v, N) == 0 &&
+              zero_checkpoint_info(dir, step, &info) == 0, "skip %s: reading back %s", V->name, dir);
+        st->last_t = info.last_t;
+        zero_checkpoint_info_free(&info);
+    }
+}
+
+static int same_state(const Toy *toy, const Variant *V, int rank, const ToyState *a, const ToyState *b) {
+    size_t N = toy_numel_total(toy);
+    int same = memcmp(a->master, b->master, N * sizeof(float)) == 0 && memcmp(a->work, b->work, views_bytes(toy, V->pdt)) == 0;
+    if (rank == 0)
+        same = same && memcmp(a->m, b->m, N * sizeof(float)) == 0 && memcmp(a->v, b->v, N * sizeof(float)) == 0 &&
+               a->last_t == b->last_t;
+    return same;
+}
+
+static void release_state(ToyState *st) {
+    free(st->master); free(st->m); free(st->v); free(st->work);
+}
+
+static int run_skip(ZeroComm *comm, const char *base) {
+    Toy toy;
+    toy_table(&toy);
+    const int W = comm->world, R = comm->rank;
+    for (int vi = 0; vi < NVAR; vi++) {
+        const Variant *V = &variants[vi];
+        char dir[4096];
+        ToyState s0, s1, s2, s3;
+        Zero *z = make(comm, &toy, V);
+        toy_train(z, &toy, R, W, V->accum, V->pdt, V->gdt, 0, 2);
+        snprintf(dir, sizeof dir, "%s/skip_np%d_%s_a", base, W, V->name);
+        capture(z, &toy, V, R, dir, 2, &s0);
+        float n1 = toy_step(z, &toy, R, W, V, 2, 1, 0);   // NaN gradient on rank 0
+        snprintf(dir, sizeof dir, "%s/skip_np%d_%s_b", base, W, V->name);
+        capture(z, &toy, V, R, dir, 3, &s1);
+        float n2 = toy_step(z, &toy, R, W, V, 3, 0, 1);   // finite, rejected by the caller
+        snprintf(dir, sizeof dir, "%s/skip_np%d_%s_c", base, W, V->name);
+        capture(z, &toy, V, R, dir, 4, &s2);
+        float n3 = toy_step(z, &toy, R, W, V, 4, 0, 0);   // applied
+        snprintf(dir, sizeof dir, "%s/skip_np%d_%s_d", base, W, V->name);
+        capture(z, &toy, V, R, dir, 5, &s3);
+        check(isnan(n1), "skip %s: a NaN gradient gave the norm %g", V->name, n1);
+        check(same_state(&toy, V, R, &s0, &s1), "skip %s: the step with a NaN norm changed the state", V->name);
+        check(isfinite(n2) && same_state(&toy, V, R, &s0, &s2), "skip %s: a rejected step (norm %g) changed the state",
+              V->name, n2);
+        check(isfinite(n3) && memcmp(s0.master, s3.master, toy_numel_total(&toy) * sizeof(float)) != 0 &&
+              (R != 0 || s3.last_t == 5), "skip %s: the step after the skipped ones did not train (norm %g, t %d)", V->name,
+              n3, s3.last_t);
+        if (R == 0)
+            printf("  skip %-5s stage %d: NaN norm (%g) and a rejected step left master, m, v, working weights and t=%d "
+                   "alone; the next step trained (t=%d)\n", V->name, V->stage, n1, s2.last_t, s3.last_t);
+        release_state(&s0); release_state(&s1); release_state(&s2); release_state(&s3);
+        zero_free(z);
+    }
     return 0;
 }
 
@@ -481,6 +689,46 @@ static int figures_equal(const ZeroFigures *a, const ZeroFigures *b, char *why, 
     return 1;
 }
 
+// What this rank sent since `before`, split into gathers, all-reduces and the rest.
+typedef struct { uint64_t gather, allreduce, allreduce_calls, other; } Sent;
+
+static Sent sent_since(const ZeroComm *comm, const ZeroCollBytes *before) {
+    Sent s = {0, 0, 0, 0};
+    for (int op = 0; op < ZERO_COLL_NUM; op++) {
+        uint64_t b = comm->sent[op].intra_bytes + comm->sent[op].inter_bytes - before[op].intra_bytes - before[op].inter_bytes;
+        if (op == ZERO_COLL_GATHER) s.gather += b;
+        else if (op == ZERO_COLL_ALL_REDUCE) { s.allreduce += b; s.allreduce_calls += comm->sent[op].calls - before[op].calls; }
+        else s.other += b;
+    }
+    return s;
+}
+
+// The metadata exchanges of zero_report_write and zero_save: rank 0 gathers a fixed
+// number of doubles from each rank and every rank agrees on failure with one double, so
+// a rank sends O(1) bytes plus 8 bytes per peer per agreement, never world-sized slots.
+static void check_exchange(ZeroComm *comm, const char *what, Sent s, uint64_t payload_max) {
+    const int W = comm->world, R = comm->rank;
+    uint64_t peers = (uint64_t)W - 1;
+    check(s.other == 0, "%s: rank %d sent %llu bytes by collectives other than a gather and all-reduces", what, R,
+          (unsigned long long)s.other);
+    check(s.allreduce == s.allreduce_calls * 8 * peers && s.allreduce_calls <= 2,
+          "%s: rank %d sent %llu bytes in %llu all-reduces; one-double agreements send %llu each", what, R,
+          (unsigned long long)s.allreduce, (unsigned long long)s.allreduce_calls, (unsigned long long)(8 * peers));
+    if (R == 0 || W == 1) check(s.gather == 0, "%s: rank %d (the root) sent %llu gather bytes", what, R, (unsigned long long)s.gather);
+    else check(s.gather > 0 && s.gather <= payload_max, "%s: rank %d sent %llu gather bytes (at most %llu expected)", what, R,
+               (unsigned long long)s.gather, (unsigned long long)payload_max);
+    // every non-root rank sends the same payload: compare with rank 1's
+    double g[2] = {R == 1 ? (double)s.gather : 0.0, R >= 1 ? (double)s.gather : 0.0};
+    zero_mpi_allreduce_sum_f64(comm, g, 2, "exchange check");
+    check(W < 2 || g[1] == g[0] * (W - 1), "%s: non-root ranks sent different gather payloads", what);
+    printf("  exchange %s: rank %d of %d sent %llu B: gather %llu B + %llu agreement(s) of one double, %llu B each "
+           "(the same payload in world-sized all-reduce slots: %llu B; at 1000 ranks %llu B)\n", what, R, W,
+           (unsigned long long)(s.gather + s.allreduce), (unsigned long long)s.gather, (unsigned long long)s.allreduce_calls,
+           (unsigned long long)(8 * peers), (unsigned long long)((uint64_t)g[0] * W * peers),
+           (unsigned long long)((uint64_t)g[0] * 1000 * 999));
+    fflush(stdout);
+}
+
 static int run_report(ZeroComm *comm, const char *base) {
     Toy toy;
     toy_table(&toy);
@@ -509,7 +757,18 @@ static int run_report(ZeroComm *comm, const char *base) {
         char path[4200], dry[4200];
         snprintf(path, sizeof path, "%s/report_np%d_%s.json", base, W, V->name);
         snprintf(dry, sizeof dry, "%s/dry_np%d_%s.json", base, W, V->name);
+        ZeroCollBytes before[ZERO_COLL_NUM];
+        memcpy(before, comm->sent, sizeof before);
         check(zero_report_write(z, path, extra) == 0, "%s: zero_report_write", V->name);
+        if (vi == 0) {
+            // the figures as doubles: at most one per 4 bytes of ZeroFigures
+            check_exchange(comm, "report", sent_since(comm, before), 2 * sizeof(ZeroFigures));
+            char dir[4200];
+            snprintf(dir, sizeof dir, "%s/exchange_np%d", base, W);
+            memcpy(before, comm->sent, sizeof before);
+            check(zero_save(z, dir, S, NULL, 0) == 0, "%s: zero_save", V->name);
+            check_exchange(comm, "save", sent_since(comm, before), 2 * sizeof(double));   // a file's size and CRC
+        }
         // the dry run, on every rank, for every rank
         check(zero_predict(toy.t, TOY_NT, TOY_NU, &cfg, W, G, S, pred) == 0, "%s: zero_predict", V->name);
         for (int r = 0; r < W; r++) { pred[r].act_device = 1000 + (size_t)r; pred[r].act_host = 77; }
@@ -656,7 +915,7 @@ int main(int argc, char **argv) {
     host_b = zero_backend_host(comm);
     if (!host_b) return 1;
     if (argc != 3) {
-        if (comm->rank == 0) fprintf(stderr, "usage: %s save|resume|cross|errors|report BASE\n", argv[0]);
+        if (comm->rank == 0) fprintf(stderr, "usage: %s save|resume|cross|errors|skip|report BASE\n", argv[0]);
         zero_comm_free(comm);
         return 2;
     }
@@ -667,6 +926,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "cross")) rc = run_cross(comm, base);
     else if (!strcmp(mode, "errors")) rc = run_errors(comm, base);
     else if (!strcmp(mode, "report")) rc = run_report(comm, base);
+    else if (!strcmp(mode, "skip")) rc = run_skip(comm, base);
     else { fprintf(stderr, "unknown mode %s\n", mode); rc = 2; }
     double f[2] = {(double)fails, (double)passes};
     zero_mpi_allreduce_sum_f64(comm, f, 2, "test summary");

@@ -19,6 +19,9 @@ expect_error "trunc_000000.bin" -i "$tmp/trunc_*.bin"
 printf 'not a model file at all, but long enough to have a header.......' > "$tmp/bad_model.bin"
 head -c 4096 /dev/zero >> "$tmp/bad_model.bin"
 expect_error "bad_model.bin" -e "$tmp/bad_model.bin"
-expect_error "no checkpoint" -y 1
+# -y 1 with no checkpoint starts fresh (test_train_recovery.sh); a corrupt `latest` is an error
+mkdir -p "$tmp/out" && printf 'garbage\n' > "$tmp/out/latest"
+expect_error "'$tmp/out/latest' is corrupt" -y 1
+rm -f "$tmp/out/latest"
 expect_error "exceeds the model's maximum sequence length" -e d2c64h2t64 -t 128
 echo "PASS test_train_errors"

@@ -5,8 +5,13 @@
 #     fp32 and bf16, 2 and 4 ranks)
 #   - a 4-rank stage-3 checkpoint loaded at 2 ranks stage 1 and 1 rank stage 0
 #   - consolidation (library and the zero_consolidate tool) against the stage-0 run
-#   - refusals: another model, corrupt / truncated / missing rank file, bad manifest
+#   - every manifest records each rank file's own body CRC (not one shared residue)
+#   - refusals: another model, corrupt / truncated / missing rank file, bad manifest, a
+#     rank file of another run or of another step of the run (named, with both run ids)
+#   - skipped steps (NaN gradient norm, a step the trainer rejects) change nothing
 #   - the JSON report against zero_stats and the dry run at 1, 2, 4 ranks, stages 0-3
+#   - the report's and checkpoint's metadata exchanges: a gather to rank 0, so rank 1
+#     sends the same bytes at 2 and 4 ranks (plus 8 bytes per peer per agreement)
 # Run from the repository root. Prints PASS/FAIL per case; exit 0 only if all pass.
 set -u
 cd "$(dirname "$0")/../.."
@@ -99,9 +104,35 @@ expect "zero: rank 1: checkpoint file [^ ]*/bad_missing/zero_3/rank_00001.bin \(
 expect "checkpoint manifest [^ ]*/bad_manifest/zero_3/manifest.json is not valid JSON"
 expect "holds [0-9]+ bytes of trainer data, the trainer expects [0-9]+"
 expect "cannot create folder /proc/zero_cannot_write_here"
+# a rank file of another run, or of another step of the same run: named, with both ids
+other=$(sed -n 's/^  ids: other run \([0-9a-f]*\)$/\1/p' "$log")
+steps=$(sed -n 's/^  ids: two-step run \([0-9a-f]*\)$/\1/p' "$log")
+ckpt=$(sed -n 's/^  ids: checkpoint run \([0-9a-f]*\)$/\1/p' "$log")
+if [ ${#other} -eq 32 ] && [ ${#steps} -eq 32 ] && [ ${#ckpt} -eq 32 ] && [ "$other" != "$ckpt" ] && [ "$steps" != "$ckpt" ]; then
+    pass "run ids: 32 hex digits, distinct per run"
+else
+    bad "run ids: other '$other', two-step '$steps', checkpoint '$ckpt'"
+fi
+expect "zero: rank 1: checkpoint file [^ ]*/bad_other_run/zero_3/rank_00001.bin \(rank 1 of 2\) was saved by run $other at step 3, but its manifest is for run $ckpt at step 3: a rank file of another run was copied in"
+expect "zero: rank 1: checkpoint file [^ ]*/bad_other_step/zero_3/rank_00001.bin \(rank 1 of 2\) was saved by run $steps at step 4, but its manifest is for run $steps at step 3: a rank file of another step of this run was copied in"
+expect "latest_zero is malformed"
+
+for np in 1 2 4; do run "skipped steps leave the state alone, np $np" "$np" skip; done
+grep -h "skip s" "$tmp/skipped steps leave the state alone, np 4.log" | sed 's/^/    /'
 
 for np in 1 2 4; do run "report and dry run, np $np" "$np" report; done
 grep -h "zero:\|report,\|^    r" "$tmp/report and dry run, np 4.log" | sed 's/^/    /'
+# rank 1's gather payloads do not grow with the world (an all-reduce of slots would)
+for what in report save; do
+    g2=$(sed -n "s/^  exchange $what: rank 1 of 2 sent [0-9]* B: gather \([0-9]*\) B.*/\1/p" "$tmp/report and dry run, np 2.log")
+    g4=$(sed -n "s/^  exchange $what: rank 1 of 4 sent [0-9]* B: gather \([0-9]*\) B.*/\1/p" "$tmp/report and dry run, np 4.log")
+    if [ -n "$g2" ] && [ "$g2" = "$g4" ] && [ "$g2" -gt 0 ]; then
+        pass "$what metadata: rank 1 sends a $g2-byte gather at 2 and at 4 ranks"
+    else
+        bad "$what metadata: rank 1's gather is '$g2' B at 2 ranks, '$g4' B at 4"
+    fi
+done
+grep -h "exchange .*rank 1 of 4" "$tmp/report and dry run, np 4.log" | sed 's/^/    /'
 
 if [ "$fail" -eq 0 ]; then echo "test_zero_ckpt: all passed"; else echo "test_zero_ckpt: FAILED"; fi
 exit "$fail"

@@ -46,5 +46,6 @@ int MPI_Barrier(MPI_Comm c);
 int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm c);
 int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, MPI_Comm c);
 int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, MPI_Comm c);
+int MPI_Gather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root, MPI_Comm c);
 
 #endif

@@ -53,3 +53,7 @@ int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Da
     (void)s; (void)sc; (void)st; (void)r; (void)rc; (void)rt; (void)c;
     return unavailable("MPI_Alltoall");
 }
+int MPI_Gather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root, MPI_Comm c) {
+    (void)s; (void)sc; (void)st; (void)r; (void)rc; (void)rt; (void)root; (void)c;
+    return unavailable("MPI_Gather");
+}

@@ -56,6 +56,7 @@ int main(int argc, char **argv) {
     cJSON *root = cJSON_CreateObject(), *arr = NULL;
     static const char *states[] = {"master", "m", "v"};
     int ok = root && cJSON_AddStringToObject(root, "checkpoint", dir) && cJSON_AddNumberToObject(root, "step", (double)info.step) &&
+             cJSON_AddStringToObject(root, "run_id", info.run_id) &&
              cJSON_AddNumberToObject(root, "world_size", info.world) && cJSON_AddNumberToObject(root, "stage", info.stage) &&
              cJSON_AddStringToObject(root, "state", states[which]) && cJSON_AddStringToObject(root, "dtype", "fp32") &&
              cJSON_AddNumberToObject(root, "numel_total", (double)info.numel_total) &&
