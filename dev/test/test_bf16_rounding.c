@@ -18,6 +18,7 @@
 #include "gpt2_config.h"
 #include "rand.h"
 #include "../../zero/backend.h"
+#include "../../zero/comm.h"
 #include "../../zero/partition.h"
 
 static uint32_t bits_of(float x) {
@@ -129,7 +130,10 @@ static void test_keyed_rounding_is_unbiased(void **state) {
 // for the same master values, seed, step and global index.
 static void test_zero_refresh_is_the_trainer_rule(void **state) {
     (void)state;
-    const ZeroBackend *b = zero_backend_host();
+    ZeroComm *comm = zero_comm_init(NULL, NULL);   // no launcher: a world of one
+    assert_non_null(comm);
+    const ZeroBackend *b = zero_backend_host(comm);
+    assert_non_null(b);
     const size_t n = 100003;
     const uint64_t seed = 4242, gidx0 = 123457;
     const int t = 9;
@@ -161,6 +165,8 @@ static void test_zero_refresh_is_the_trainer_rule(void **state) {
     assert_true(isnan(widen(out[2])));
     free(master);
     free(out);
+    zero_backend_host_free(b);
+    zero_comm_free(comm);
 }
 
 // The global index zero/ keys each element with is its position when the tensor table is
