@@ -100,8 +100,9 @@ static ZeroConfig zero_config_from(const TrainConfig *cfg) {
     zc.stage = cfg->zero_stage;
     zc.param_dtype = ZERO_BF16;
     zc.grad_dtype = ZERO_F32;
-    zc.bucket_elems = (size_t)cfg->zero_bucket;
-    zc.prefetch_elems = (size_t)cfg->zero_prefetch;
+    // -1: left to the plugin, which sizes them from the model (ZERO_AUTO)
+    zc.bucket_elems = cfg->zero_bucket < 0 ? ZERO_AUTO : (size_t)cfg->zero_bucket;
+    zc.prefetch_elems = cfg->zero_prefetch < 0 ? ZERO_AUTO : (size_t)cfg->zero_prefetch;
     zc.max_live_elems = (size_t)cfg->zero_max_live;
     zc.persist_elems = (size_t)cfg->zero_persist;
     zc.node_size = cfg->node_size;

@@ -36,8 +36,8 @@ static void defaults(TrainConfig *c, int cuda) {
     c->use_cudnn = 1;
     c->threads = 0;
     c->zero_stage = -1;
-    c->zero_bucket = 1L << 22;
-    c->zero_prefetch = 1L << 24;
+    c->zero_bucket = -1;     // sized from the model by the plugin
+    c->zero_prefetch = -1;
     c->zero_max_live = 0;
     c->zero_persist = 1L << 16;
     c->node_size = 0;
@@ -90,8 +90,10 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("\nZeRO (data parallel over MPI ranks; launch with mpirun -np N):\n");
     printf("  -z STAGE            0 data parallel, 1 optimizer states, 2 + gradients, 3 + parameters\n"
            "                      sharded (default: no plugin, a single unsharded rank)\n");
-    printf("  --zero-bucket N     gradient reduction bucket, elements (default %ld)\n", d.zero_bucket);
-    printf("  --zero-prefetch N   stage 3: gather up to N elements ahead (default %ld)\n", d.zero_prefetch);
+    printf("  --zero-bucket N     gradient reduction bucket, elements (default: from the model, at most 4M,\n"
+           "                      so that stage 2 holds less gradient memory than stage 1)\n");
+    printf("  --zero-prefetch N   stage 3: gather up to N elements ahead (default: one typical unit, so that\n"
+           "                      stage 3 holds less parameter memory than stage 2)\n");
     printf("  --zero-max-live N   stage 3: most gathered elements alive, 0 = largest unit + prefetch\n");
     printf("  --zero-persist N    stage 3: tensors of at most N elements stay gathered (default %ld)\n", d.zero_persist);
     printf("  --node-size N       ranks per logical node, for intra/inter-node figures (default: real nodes)\n");
@@ -172,7 +174,7 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         case 'r': c->recompute = (int)parse_long("-r", optarg, 0, 2); break;
         case 'f': c->use_cudnn = (int)parse_long("-f", optarg, 0, 1); break;
         case 'z': c->zero_stage = (int)parse_long("-z", optarg, 0, 3); break;
-        case OPT_ZBUCKET: c->zero_bucket = parse_long("--zero-bucket", optarg, 1, 1L << 40); break;
+        case OPT_ZBUCKET: c->zero_bucket = parse_long("--zero-bucket", optarg, 0, 1L << 40); break;
         case OPT_ZPREFETCH: c->zero_prefetch = parse_long("--zero-prefetch", optarg, 0, 1L << 40); break;
         case OPT_ZLIVE: c->zero_max_live = parse_long("--zero-max-live", optarg, 0, 1L << 40); break;
         case OPT_ZPERSIST: c->zero_persist = parse_long("--zero-persist", optarg, 0, 1L << 40); break;

@@ -38,8 +38,8 @@ typedef struct {
     int threads;                // --threads (CPU): OpenMP threads, 0 = default
     // ZeRO (trainers built with zero/): -z STAGE and its knobs, in elements
     int zero_stage;             // -z: -1 = unsharded (no plugin), 0..3
-    long zero_bucket;           // --zero-bucket: gradient reduction bucket
-    long zero_prefetch;         // --zero-prefetch: stage-3 look-ahead
+    long zero_bucket;           // --zero-bucket: gradient reduction bucket (-1: sized from the model)
+    long zero_prefetch;         // --zero-prefetch: stage-3 look-ahead (-1: sized from the model)
     long zero_max_live;         // --zero-max-live: stage-3 most gathered elements (0 = auto)
     long zero_persist;          // --zero-persist: stage-3 tensors this small stay gathered
     int node_size;              // --node-size: ranks per logical node (0 = real nodes)

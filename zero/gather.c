@@ -17,7 +17,18 @@
 
 static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
 
-void *zero_gather_src(Zero *z, int ti) { return byte_at(z->work_shard, z->t[ti].lay->shard_off, z->pes); }
+void *zero_gather_src(Zero *z, int ti, void *full, int t_step, ZeroStream *s) {
+    const ZeroTensorLayout *l = z->t[ti].lay;
+    if (z->cfg.param_dtype == ZERO_F32) return z->master + l->shard_off;
+    // bf16: round this rank's slot of the destination from the master, then gather in place
+    // (no bf16 copy of the shard is kept between steps)
+    char *mine = byte_at(full, (size_t)z->rank * l->split.shard, z->pes);
+    z->b->refresh(z->b, mine, z->cfg.param_dtype, z->master + l->shard_off, l->own_count, z->cfg.seed, t_step,
+                  l->global_off + l->own_begin, s);
+    if (l->split.shard > l->own_count)   // a recycled block's padding: zero like everywhere else
+        z->b->memset0(z->b, byte_at(mine, l->own_count, z->pes), (l->split.shard - l->own_count) * z->pes, s);
+    return mine;
+}
 
 static int in_pool(const ZT *t) { return !t->persistent && t->lay->split.padded > 0; }
 
@@ -34,7 +45,9 @@ static int lookahead_unit(const Zero *z, int k) { return z->trace[(z->pos + k) %
 
 // Walks the window: distinct pool tensors of the coming fetches while their padded sizes
 // add up to at most prefetch_elems, and to no more than the pool holds beside the tensors
-// fetched units hold (a larger window would only keep or prefetch what gets evicted).
+// fetched units hold (a larger window would only keep or prefetch what gets evicted). A
+// tensor larger than prefetch_elems on its own can never be gathered ahead: the walk steps
+// over it (it is gathered on demand) rather than ending there.
 // Calls visit(z, tensor, arg) for each; a non-zero return stops the walk. Returns 1 if
 // stopped by visit.
 static int walk_window(Zero *z, int (*visit)(Zero *, int, void *), void *arg) {
@@ -48,6 +61,7 @@ static int walk_window(Zero *z, int (*visit)(Zero *, int, void *), void *arg) {
             ZT *t = &z->t[U->tensors[i]];
             if (!in_pool(t) || t->stamp == z->stamp) continue;
             t->stamp = z->stamp;
+            if (t->lay->split.padded > z->cfg.prefetch_elems) continue;
             cum += t->lay->split.padded;
             if (cum > budget) return 0;
             if (visit(z, U->tensors[i], arg)) return 1;
@@ -132,7 +146,7 @@ static void issue(Zero *z, const int *list, int n, const char *why) {
     zero_after_main(z, z->gs);   // a recycled block may still be read by the model's queued work
     for (int k = 0; k < n; k++) {
         ZT *t = &z->t[list[k]];
-        z->parts[k].send = zero_gather_src(z, list[k]);
+        z->parts[k].send = zero_gather_src(z, list[k], t->work, z->last_t, z->gs);
         z->parts[k].recv = t->work;
         z->parts[k].count = t->lay->split.shard;
     }
@@ -246,7 +260,9 @@ void zero_gather_release(Zero *z, int unit) {
         int ti = U->tensors[i];
         ZT *t = &z->t[ti];
         if (!in_pool(t) || t->holders > 0 || t->block == ZERO_ARENA_FULL) continue;
-        if (in_window(z, ti)) t->used = 0;   // kept on speculation: wasted unless fetched again
+        // kept when the window holds it, or the very next fetch needs it (the last unit of
+        // the forward is the first of the backward) whatever its size
+        if (in_window(z, ti) || next_use(z, ti) == 0) t->used = 0;   // kept: wasted unless fetched again
         else drop(z, ti);
     }
 }

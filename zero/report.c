@@ -95,9 +95,9 @@ void zero_formula(const ZeroReportInfo *in, const ZeroFigures *f, ZeroFormula *o
         out->sharded = 16.0;
         out->pools = (uint64_t)ges * f->grad_pool_elems;
         break;
-    default:  // fp32 working shard aliases the master; a bf16 one is extra
+    default:  // gathered from the fp32 master (bf16: rounded into the gather buffer)
         out->replicated = 0.0;
-        out->sharded = 16.0 + (in->param_dtype == ZERO_F32 ? 0.0 : pes);
+        out->sharded = 16.0;
         out->pools = (uint64_t)ges * f->grad_pool_elems + (uint64_t)pes * (f->param_pool_elems + in->persist_padded);
         break;
     }

@@ -10,14 +10,15 @@
 #include <string.h>
 
 #define INIT_CHUNK 65536   // floats per ZeroInitFn call (host staging for device masters)
+#define AUTO_BUCKET_MAX ((size_t)1 << 22)   // auto bucket: at most 4M elements (16 MB in fp32)
 
 void zero_config_defaults(ZeroConfig *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->stage = 0;
     cfg->param_dtype = ZERO_F32;
     cfg->grad_dtype = ZERO_F32;
-    cfg->bucket_elems = (size_t)1 << 22;
-    cfg->prefetch_elems = (size_t)1 << 24;
+    cfg->bucket_elems = ZERO_AUTO;     // sized from the model by zero_init (choose_sizes)
+    cfg->prefetch_elems = ZERO_AUTO;
     cfg->max_live_elems = 0;       // 0: the largest unit plus prefetch_elems
     cfg->persist_elems = (size_t)1 << 16;
     cfg->seed = 1337;
@@ -177,23 +178,18 @@ static void refresh_working(Zero *z, int t_step) {
         return;
     }
     if (z->stage == 3) {
-        if (z->work_shard != (void *)z->master)
-            for (int i = 0; i < z->nt; i++) {
-                const ZeroTensorLayout *l = z->t[i].lay;
-                b->refresh(b, byte_at(z->work_shard, l->shard_off, z->pes), z->cfg.param_dtype, z->master + l->shard_off,
-                           l->own_count, z->cfg.seed, t_step, l->global_off + l->own_begin, z->main);
-            }
-        // persistent tensors stay gathered: gather their new values now
+        // persistent tensors stay gathered: gather their new values now (the others are
+        // gathered from the master when fetched)
         int np = 0;
+        zero_after_main(z, z->gs);
         for (int i = 0; i < z->nt; i++) {
             if (!z->t[i].persistent) continue;
-            z->parts[np].send = zero_gather_src(z, i);
+            z->parts[np].send = zero_gather_src(z, i, z->t[i].work, t_step, z->gs);
             z->parts[np].recv = z->t[i].work;
             z->parts[np].count = z->t[i].lay->split.shard;
             z->batch[np++] = i;
         }
         if (np) {
-            zero_after_main(z, z->gs);
             b->all_gather(b, z->comm, z->parts, np, z->cfg.param_dtype, z->gs,
                           zero_label(z, "persistent params:", z->batch, np));
             zero_main_after(z, z->gs);
@@ -237,6 +233,40 @@ static void build_units(Zero *z) {
         U->view.tensors = U->tensors;
         U->view.params = U->params;
         U->view.grads = U->grads;
+    }
+}
+
+static size_t sub_or_zero(size_t a, size_t b) { return a > b ? a - b : 0; }
+
+// The sizes left to the plugin (ZERO_AUTO), from the model, so that at these defaults a
+// higher stage never holds more model-state bytes per rank than a lower one:
+//  - bucket: stage 2 holds a gradient pool of bucket + 2 x the largest unit + the tied
+//    tensors where stage 1 holds every gradient: the bucket takes at most half of the
+//    difference, and at most AUTO_BUCKET_MAX (big enough for full-speed collectives).
+//  - prefetch: one typical unit ahead (the median unit's gathered elements), as long as the
+//    gather pool and the persistent tensors stay within half of what stage 2's whole
+//    working parameters leave above the largest unit.
+static void choose_sizes(Zero *z, size_t max_pool_need, size_t max_grad_need, size_t shared_padded) {
+    const size_t P = z->layout.padded_total;
+    if (z->cfg.bucket_elems == ZERO_AUTO) {
+        size_t room = sub_or_zero(P, 2 * max_grad_need + shared_padded + ZERO_ALIGN_ELEMS);
+        size_t b = room / 2 < AUTO_BUCKET_MAX ? room / 2 : AUTO_BUCKET_MAX;
+        z->cfg.bucket_elems = b / ZERO_ALIGN_ELEMS * ZERO_ALIGN_ELEMS;
+    }
+    if (z->cfg.prefetch_elems == ZERO_AUTO) {
+        size_t *need = hmalloc(z, (size_t)z->nu * sizeof(size_t), "unit sizes");
+        for (int u = 0; u < z->nu; u++) {   // insertion sort: a few hundred units at most
+            size_t v = z->u[u].pool_need;
+            int k = u;
+            for (; k > 0 && need[k - 1] > v; k--) need[k] = need[k - 1];
+            need[k] = v;
+        }
+        size_t median = need[z->nu / 2], persist = 0;
+        free(need);
+        for (int i = 0; i < z->nt; i++)
+            if (z->t[i].persistent) persist += z->t[i].lay->split.padded;
+        size_t room = sub_or_zero(P, max_pool_need + persist + ZERO_ALIGN_ELEMS);
+        z->cfg.prefetch_elems = median < room / 2 ? median : room / 2;
     }
 }
 
@@ -296,9 +326,10 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
         if (z->u[u].pool_need > max_pool_need) { max_pool_need = z->u[u].pool_need; big_unit = u; }
         if (z->u[u].grad_need > max_grad_need) max_grad_need = z->u[u].grad_need;
     }
+    choose_sizes(z, max_pool_need, max_grad_need, shared_padded);
     size_t ppool_elems = 0;
     if (z->stage == 3) {
-        ppool_elems = cfg->max_live_elems ? cfg->max_live_elems : max_pool_need + cfg->prefetch_elems;
+        ppool_elems = cfg->max_live_elems ? cfg->max_live_elems : max_pool_need + z->cfg.prefetch_elems;
         ppool_elems = zero_round_up(ppool_elems, ZERO_ALIGN_ELEMS);   // aligned top placements
         if (ppool_elems < max_pool_need) {
             fprintf(stderr, "zero: rank %d: max_live_elems %zu is smaller than unit %d, which needs %zu gathered "
@@ -331,8 +362,6 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
         z->red_full = cfg->grad_dtype == ZERO_F32 ? (float *)z->grad_full
                       : zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * sizeof(float), "fp32 reduced gradients");
     if (z->stage == 3) {
-        z->work_shard = cfg->param_dtype == ZERO_F32 ? (void *)z->master
-                        : zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, Sh * z->pes, "working-dtype parameter shard");
         size_t persist_elems = 0;
         for (int i = 0; i < z->nt; i++)
             if (z->t[i].persistent) persist_elems += z->t[i].lay->split.padded;

@@ -67,12 +67,16 @@ typedef struct {
     int num_units;
 } ZeroTensor;
 
+#define ZERO_AUTO ((size_t)-1)   // a size zero_init chooses from the model (the default)
+
 typedef struct {
     int stage;                  // 0..3
     ZeroDType param_dtype;      // working parameters the model reads (bf16: stochastically rounded)
     ZeroDType grad_dtype;       // gradients the model writes
-    size_t bucket_elems;        // stages 1-3: gradients reduced in buckets of about this many elements
+    size_t bucket_elems;        // gradients reduced in buckets of about this many elements
+                                //   (ZERO_AUTO: sized so that stage 2 holds less than stage 1)
     size_t prefetch_elems;      // stage 3: gather ahead up to this many elements
+                                //   (ZERO_AUTO: one typical unit, within what stage 3 saves)
     size_t max_live_elems;      // stage 3: at most this many gathered elements alive at once
                                 //   (0: the largest unit plus prefetch_elems)
     size_t persist_elems;       // stage 3: tensors at most this big stay gathered

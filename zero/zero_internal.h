@@ -82,7 +82,6 @@ struct Zero {
     float *master, *m, *v;     // stage 0: full padded; else the shard
     float *shard_grad;         // fp32 reduced gradient of this rank's shard
     float *red_full;           // stage 0: the reduced full gradient (aliases grad_full when fp32)
-    void *work_shard;          // stage 3: working-dtype shard (aliases master when fp32)
     void *persist;             // stage 3: persistent tensors, gathered
     void *ppool;               // stage 3: gather pool
     ZeroArena parena;
@@ -154,6 +153,9 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward);
 void zero_gather_release(Zero *z, int unit);
 void zero_gather_micro_end(Zero *z);
 void zero_gather_reset(Zero *z);             // drop every pool block (params changed)
-void *zero_gather_src(Zero *z, int ti);      // this rank's working-dtype shard of ti
+// What this rank sends in the all-gather of tensor ti into `full` (its padded working
+// tensor): the fp32 master shard, or (bf16) its slot of `full`, rounded there on stream s
+// with step t_step's rounding.
+void *zero_gather_src(Zero *z, int ti, void *full, int t_step, ZeroStream *s);
 
 #endif

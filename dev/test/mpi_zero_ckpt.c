@@ -862,7 +862,7 @@ static int run_report(ZeroComm *comm, const char *base) {
             case 0: A = pes + ges + 12 + (ges == 2 ? 4 : 0); B = 4; pools = 0; break;   // + fp32 reduced grads if bf16
             case 1: A = pes + ges; B = 4 + 12; pools = 0; break;
             case 2: A = pes; B = 4 + 12; pools = gpool; break;
-            default: A = 0; B = 4 + 12 + (pes == 2 ? 2 : 0); pools = gpool + ppool; break;
+            default: A = 0; B = 4 + 12; pools = gpool + ppool; break;   // bf16 rounded straight into the gather pool
             }
             size_t states = st.device[ZERO_USE_PARAMS] + st.device[ZERO_USE_GRADS] + st.device[ZERO_USE_MASTER] +
                             st.device[ZERO_USE_OPTIM];
@@ -873,26 +873,27 @@ static int run_report(ZeroComm *comm, const char *base) {
             check(jnum(e0, "formula", "model_states_bytes", NULL) == (double)formula &&
                       jnum(e0, "model_states_bytes", NULL, NULL) == (double)states,
                   "%s: the report's formula disagrees", V->name);
-            // bytes per step (per peer, times peers), without prefetch the README formula exactly
-            size_t su = 0, sp_ = 0;
+            // bytes sent over the run (per peer, times peers), without prefetch the formula exactly
+            size_t sp_ = 0;
             for (int t = 0; t < TOY_NT; t++) {
                 ZeroSplit sp;
                 zero_split(toy.t[t].numel, W, &sp);
                 if (V->stage == 3 && V->persist && sp.numel <= V->persist) sp_ += sp.shard;
-                else su += sp.shard * (size_t)toy.t[t].num_units;
             }
-            uint64_t a2a = (uint64_t)(V->stage <= 1 ? 1 : G) * shard * ges;   // stages 0-1: once per step
-            uint64_t ag = V->stage == 3 ? ((uint64_t)G * 2 * su + sp_) * pes : shard * (V->stage == 0 ? 4 : pes);
-            uint64_t peers = (uint64_t)W - 1;
-            uint64_t per_step = live.steps ? (live.intra_bytes[0] + live.inter_bytes[0]) / live.steps : 0;
-            uint64_t a2a_step = live.steps ? (live.intra_bytes[1] + live.inter_bytes[1]) / live.steps : 0;
+            const uint64_t S = live.steps, peers = (uint64_t)W - 1;
+            uint64_t a2a = S * (uint64_t)(V->stage <= 1 ? 1 : G) * shard * ges;   // stages 0-1: once per step
+            uint64_t ag = V->stage == 3 ? (toy_stage3_gathered(&toy, W, V->persist, G, 1) +
+                                           (S - 1) * toy_stage3_gathered(&toy, W, V->persist, G, 0) + S * sp_) * pes
+                                        : S * shard * (V->stage == 0 ? 4 : pes);
+            uint64_t got_ag = live.intra_bytes[0] + live.inter_bytes[0], got_a2a = live.intra_bytes[1] + live.inter_bytes[1];
+            uint64_t per_step = S ? got_ag / S : 0, a2a_step = S ? got_a2a / S : 0;
             if (V->prefetch == 0)
-                check(per_step == ag * peers && a2a_step == a2a * peers,
-                      "%s: bytes per step: all_gather %llu (formula %llu), all_to_all %llu (formula %llu)", V->name,
-                      (unsigned long long)per_step, (unsigned long long)(ag * peers), (unsigned long long)a2a_step,
-                      (unsigned long long)(a2a * peers));
+                check(got_ag == ag * peers && got_a2a == a2a * peers,
+                      "%s: bytes in %llu steps: all_gather %llu (formula %llu), all_to_all %llu (formula %llu)", V->name,
+                      (unsigned long long)S, (unsigned long long)got_ag, (unsigned long long)(ag * peers),
+                      (unsigned long long)got_a2a, (unsigned long long)(a2a * peers));
             else
-                check(per_step <= ag * peers, "%s: prefetch sent more than the no-prefetch formula", V->name);
+                check(got_ag <= ag * peers, "%s: prefetch sent more than the no-prefetch formula", V->name);
             printf("    %-5s stage %d %s: params %6zu grads %6zu optimizer %6zu buffers %6zu | states %6zu = %2zu*(%zu+%zu) + "
                    "%2zu*(%zu+%zu)/%d + pools %5zu | paper %7.0f | sent/step: all_gather %6llu all_to_all %6llu B\n",
                    V->name, V->stage, V->pdt == BF ? "bf16" : "fp32", st.device[ZERO_USE_PARAMS], st.device[ZERO_USE_GRADS],

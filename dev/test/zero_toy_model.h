@@ -271,6 +271,26 @@ static inline void toy_train(Zero *z, const Toy *toy, int rank, int world, int a
     }
 }
 
+// Stage 3 without prefetch: shard elements one rank sends in the all-gathers of one
+// optimizer step of G micro-steps (persistent tensors, gathered at the step, apart). Every
+// fetch gathers its unit's pool tensors except those the very next fetch also uses, which
+// stay: the last forward unit's for its backward, and between micro-steps the first unit's.
+// In the run's first step the first micro-step records the fetch order and keeps nothing.
+static inline uint64_t toy_stage3_gathered(const Toy *toy, int world, size_t persist, int G, int run_first_step) {
+    uint64_t all = 0, first = 0, last = 0;
+    for (int t = 0; t < TOY_NT; t++) {
+        if (persist > 0 && toy->t[t].numel <= persist) continue;
+        ZeroSplit sp;
+        zero_split(toy->t[t].numel, world, &sp);
+        all += sp.shard * (uint64_t)toy->t[t].num_units;
+        for (int j = 0; j < toy->t[t].num_units; j++) {
+            if (toy->t[t].units[j] == 0) first += sp.shard;
+            if (toy->t[t].units[j] == TOY_NU - 1) last += sp.shard;
+        }
+    }
+    return (uint64_t)G * 2 * all - (uint64_t)(G - (run_first_step ? 1 : 0)) * last - (uint64_t)(G - 1) * first;
+}
+
 // Every tensor's fp32 master, concatenated in table order (collective).
 static inline void toy_gather_all(Zero *z, const Toy *toy, float *out) {
     size_t off = 0;
