@@ -126,11 +126,15 @@ static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroC
     return g->z;
 }
 
-// --dry-run: the plugin's prediction of per-rank memory and traffic, without training.
-static void zero_dry_run_gpt2(TrainConfig *cfg) {
+// --dry-run: the plugin's prediction of per-rank memory and traffic, without training,
+// with the activations this model allocates. Returns the exit status: 2 when a rank does
+// not fit --gpu-mem.
+static int zero_dry_run_gpt2(TrainConfig *cfg) {
+    double t0 = now_seconds();
     GPT2Config mc;
     GPT2ModelFile file;
     if (resolve_model_open(cfg->model, &mc, &file)) gpt2_model_file_close(&file);  // the shape is all it needs
+    if (cfg->T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg->T, mc.max_seq_len);
     int grad_accum = resolve_grad_accum(cfg, cfg->dry_run_world);
     ZeroGlue g;
     ZeroTensor *tensors = zero_tensor_table(&g, &mc);
@@ -139,11 +143,17 @@ static void zero_dry_run_gpt2(TrainConfig *cfg) {
     char path[4096];
     snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
-    printf("model %s: %zu parameters\n", cfg->model, gpt2_param_sizes(&mc, sizes));
-    if (zero_dry_run(tensors, gpt2_num_slices(&mc), gpt2_num_units(&mc), &zc, cfg->dry_run_world, grad_accum, path) != 0)
-        die("dry run failed (see above)");
+    // The host backend's device memory is host memory: activations sit beside the model.
+    ZeroDryRunModel model = {gpt2_cpu_activation_bytes(&mc, cfg->B, cfg->T), 0, (size_t)cfg->gpu_mem};
+    printf("model %s: %zu parameters; activations and their gradients for B=%d T=%d: %.2f MiB per rank\n",
+           cfg->model, gpt2_param_sizes(&mc, sizes), cfg->B, cfg->T, model.act_device / 1048576.0);
+    int rc = zero_dry_run(tensors, gpt2_num_slices(&mc), gpt2_num_units(&mc), &zc, cfg->dry_run_world, grad_accum,
+                          &model, path);
+    if (rc < 0) die("dry run failed (see above)");
     free(tensors);
     free(g.slices);
+    print_cost("the dry run", t0);
+    return rc == 1 ? 2 : 0;
 }
 
 // The fp32 master of one slice, gathered from the shards (collective): what the model
@@ -153,9 +163,11 @@ static void glue_gather_slice(void *ctx, int slice, float *out) {
 }
 
 // OUT/zero_report.json: measured memory by kind and bytes sent per step (collective).
+// Activations count as device memory: the host backend's device is host memory, where
+// the model computes (a dry run's --gpu-mem check adds them to the model states).
 static void write_zero_report(Zero *z, const GPT2 *model, const TrainConfig *cfg) {
     size_t act = (model->act_capacity + model->grad_act_capacity) * sizeof(float);
-    zero_report_set_activation_bytes(z, 0, act);
+    zero_report_set_activation_bytes(z, act, 0);
     char path[4096];
     snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
     if (zero_report_write(z, path, NULL) != 0) die("cannot write '%s' (see above)", path);
@@ -217,10 +229,7 @@ int main(int argc, char **argv) {
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
     else omp_set_dynamic(1);
 
-    if (cfg.dry_run) {
-        zero_dry_run_gpt2(&cfg);
-        return 0;
-    }
+    if (cfg.dry_run) return zero_dry_run_gpt2(&cfg);
 
     // The world: a single process, or every rank of mpirun / srun with -z.
     ZeroComm *comm = NULL;

@@ -20,6 +20,7 @@ ends with zero_step instead of the model's update; checkpoints are sharded.
 #include "llmc/gpt2_cuda.h"
 #include "llmc/gpt2_model_file.h"
 #include "llmc/logger.h"
+#include "llmc/matmul_cublaslt.h"
 #include "llmc/mfu.h"
 #include "llmc/rand.h"
 #include "llmc/sampler.h"
@@ -134,18 +135,43 @@ static void glue_gather_slice(void *ctx, int slice, float *out) {
 }
 
 // OUT/zero_report.json: measured memory by kind and bytes sent per step (collective).
+// "Activations": all the device memory the model holds (activations, workspaces, cuBLASLt).
 static void write_zero_report(Zero *z, const GPT2Cuda *model, const TrainConfig *cfg) {
-    zero_report_set_activation_bytes(z, model->device_bytes, 0);
+    zero_report_set_activation_bytes(z, model->device_bytes + matmul_workspace_bytes(), 0);
     char path[4096];
     snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
     if (zero_report_write(z, path, NULL) != 0) die("cannot write '%s' (see above)", path);
 }
 
-// --dry-run: the plugin's prediction of per-rank memory and traffic, without training.
-static void zero_dry_run_gpt2(TrainConfig *cfg) {
+// What gpt2_cuda_build would allocate for this run (no GPU needed), printed. cuDNN is
+// assumed to take every shape it is asked for with head sizes that are multiples of 8.
+static size_t predicted_model_bytes(const GPT2Config *mc, const TrainConfig *cfg) {
+    char why[256];
+    if (gpt2_cuda_check_shape(mc, cfg->B, cfg->T, why, sizeof(why)) != 0)
+        printf("warning: the CUDA model cannot run this: %s; a live run stops at start-up (the sizes below are "
+               "what its buffers would take)\n", why);
+    GPT2CudaOptions opt = {cfg->recompute, cfg->use_cudnn, cfg->seed, 1};
+    int cudnn = cfg->use_cudnn && (mc->channels / mc->num_heads) % 8 == 0;
+    size_t ws = cudnn ? gpt2_cuda_cudnn_workspace_estimate(mc, cfg->B, cfg->T) : 0;
+    GPT2CudaMemory mem;
+    gpt2_cuda_memory(mc, cfg->B, cfg->T, &opt, cudnn, ws, &mem);
+    const double MiB = 1048576.0;
+    printf("model memory for B=%d T=%d, recompute %d, %s attention: %.2f MiB per rank (activations %.2f, attention "
+           "%.2f, scratch %.2f, cuBLASLt %.2f MiB)%s\n", cfg->B, cfg->T, cfg->recompute, cudnn ? "cuDNN" : "plain",
+           mem.total / MiB, mem.activations / MiB, mem.attention / MiB, mem.scratch / MiB, mem.cublaslt / MiB,
+           cudnn ? "; cuDNN's own engine workspace is known only at run time and not included" : "");
+    return mem.total;
+}
+
+// --dry-run: the plugin's prediction of per-rank memory and traffic, without training,
+// with what the model allocates. Returns the exit status: 2 when a rank does not fit
+// --gpu-mem.
+static int zero_dry_run_gpt2(TrainConfig *cfg) {
+    double t0 = now_seconds();
     GPT2Config mc;
     GPT2ModelFile file;
     if (resolve_model_open(cfg->model, &mc, &file)) gpt2_model_file_close(&file);  // the shape is all it needs
+    if (cfg->T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg->T, mc.max_seq_len);
     int grad_accum = resolve_grad_accum(cfg, cfg->dry_run_world);
     ZeroGlue g;
     ZeroTensor *tensors = zero_tensor_table(&g, &mc);
@@ -155,10 +181,14 @@ static void zero_dry_run_gpt2(TrainConfig *cfg) {
     snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     printf("model %s: %zu parameters\n", cfg->model, gpt2_param_sizes(&mc, sizes));
-    if (zero_dry_run(tensors, gpt2_num_slices(&mc), gpt2_num_units(&mc), &zc, cfg->dry_run_world, grad_accum, path) != 0)
-        die("dry run failed (see above)");
+    ZeroDryRunModel model = {predicted_model_bytes(&mc, cfg), 0, (size_t)cfg->gpu_mem};
+    int rc = zero_dry_run(tensors, gpt2_num_slices(&mc), gpt2_num_units(&mc), &zc, cfg->dry_run_world, grad_accum,
+                          &model, path);
+    if (rc < 0) die("dry run failed (see above)");
     free(tensors);
     free(g.slices);
+    print_cost("the dry run", t0);
+    return rc == 1 ? 2 : 0;
 }
 
 // Whether out_dir holds a checkpoint to resume from: rank 0 looks and every rank gets its
@@ -213,10 +243,7 @@ int main(int argc, char **argv) {
     TrainConfig cfg;
     train_config_parse(&cfg, argc, argv, "cuda");
     if (cfg.zero_stage < 0) cfg.zero_stage = 0;
-    if (cfg.dry_run) {
-        zero_dry_run_gpt2(&cfg);
-        return 0;
-    }
+    if (cfg.dry_run) return zero_dry_run_gpt2(&cfg);
     int num_devices = 0;
     cudaError_t dev_err = cudaGetDeviceCount(&num_devices);
     if (dev_err != cudaSuccess || num_devices == 0)

@@ -46,6 +46,7 @@
 // Numerical results have not been checked on a GPU yet; dev/test/gpu_attention_cudnn.cu does that.
 #include "attention_cudnn.h"
 #include "attention_cudnn_version.h"
+#include "cuda_kernel_sizes.h"
 
 #include <cudnn.h>
 #include <math.h>
@@ -84,9 +85,6 @@ enum : int64_t {
     kUidDQAccum = 14,
     kFirstVirtualUid = 100,
 };
-
-const size_t kWorkspaceAlign = 256;
-size_t align_up(size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
 
 // ------------------------------------------------------------------------------------------
 // A graph under construction: owns every backend descriptor it creates (tensors, operations,
@@ -593,11 +591,6 @@ void release_entry(Entry &e) {
     e.bwd = nullptr;
 }
 
-bool env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v != nullptr && v[0] != '\0' && strcmp(v, "0") != 0;
-}
-
 // Prints why the shape is unsupported (once: the entry remembers it), then frees its graphs.
 // `detail` may point into those graphs, so it is printed first.
 int unsupported(Entry &e, const char *prefix, const char *detail) {
@@ -748,7 +741,7 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_byte
     // backward: first with the fp32 dQ accumulator (cuDNN's default, faster, atomic adds), then
     // without it (the variant cuDNN runs when determinism is requested). With
     // LLMC_CUDNN_DETERMINISTIC set only the second is tried.
-    const bool deterministic_only = env_flag("LLMC_CUDNN_DETERMINISTIC");
+    const bool deterministic_only = attention_cudnn_deterministic_requested();
     char bwd_errors[1600] = "";
     for (int variant = deterministic_only ? 1 : 0; variant < 2; variant++) {
         const bool accum = variant == 0;
@@ -767,14 +760,13 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_byte
     }
     if (e.bwd == nullptr) return unsupported(e, "backward graph: ", bwd_errors);
 
-    const size_t row_bytes = (size_t)B * NH * T * sizeof(float);
-    e.bwd_dsum_offset = align_up((size_t)e.bwd->plan_workspace);
-    e.bwd_workspace = e.bwd_dsum_offset + align_up(row_bytes);
-    if (e.dq_accumulator) {
-        e.bwd_dq_accum_offset = e.bwd_workspace;
-        e.bwd_workspace += align_up((size_t)B * NH * T * HS * sizeof(float));
-        e.memset_dq_accum = version < 90600;
-    }
+    // the layout a dry run predicts without cuDNN (cuda_kernel_sizes.h)
+    const AttentionCudnnBwdWorkspace ws =
+        attention_cudnn_bwd_workspace((size_t)e.bwd->plan_workspace, B, T, NH, HS, e.dq_accumulator);
+    e.bwd_dsum_offset = ws.dsum_offset;
+    e.bwd_dq_accum_offset = ws.dq_accum_offset;
+    e.bwd_workspace = ws.bytes;
+    e.memset_dq_accum = e.dq_accumulator && version < 90600;
     e.state = 1;
     if (workspace_bytes) *workspace_bytes = e.fwd_workspace > e.bwd_workspace ? e.fwd_workspace : e.bwd_workspace;
     printf("[attention_cudnn] B=%d T=%d NH=%d HS=%d: cuDNN %zu fused attention ready (forward engine %lld, "

@@ -5,12 +5,8 @@
 // in warp order. Pass 2: one thread per column adds the chunks' partial sums in chunk order.
 #include "bias_grad.cuh"
 
-#define BG_ROWS 256
+#define BG_ROWS BIAS_GRAD_ROWS   // cuda_kernel_sizes.h: one partial column sum per chunk
 #define BG_WARPS 4
-
-size_t bias_grad_scratch_floats(int rows, int cols) {
-    return ceil_div((size_t)rows, BG_ROWS) * (size_t)cols;
-}
 
 __global__ void __launch_bounds__(32 * BG_WARPS)
 bias_grad_partial_kernel(float *partial, const bf16 *dout, int rows, int cols) {

@@ -3,10 +3,9 @@
 #ifndef LLMC_BIAS_GRAD_CUH
 #define LLMC_BIAS_GRAD_CUH
 
+#include "cuda_kernel_sizes.h"   // bias_grad_scratch_floats(): the scratch bias_grad() needs
 #include "cuda_utils.cuh"
 
-// Floats of scratch bias_grad() needs for (rows, cols).
-size_t bias_grad_scratch_floats(int rows, int cols);
 // dbias (cols) fp32 += alpha * sum over rows of dout (rows, cols) bf16. cols % 8 == 0.
 // Two passes (per-chunk partial sums, then a fixed-order sum of the chunks), so the bits
 // do not depend on the GPU or on scheduling.

@@ -690,6 +690,12 @@ static size_t layout_grad_acts(const GPT2Config *c, int B, int T, float *base, G
     return total;
 }
 
+size_t gpt2_cpu_activation_bytes(const GPT2Config *c, int B, int T) {
+    size_t floats = size_add(layout_acts(c, B, T, NULL, NULL), layout_grad_acts(c, B, T, NULL, NULL),
+                             "GPT-2 activation sizes");
+    return size_mul(floats, sizeof(float), "GPT-2 activation sizes");
+}
+
 // ---------------------------------------------------------------------------------
 // build / free
 

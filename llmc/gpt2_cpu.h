@@ -65,6 +65,10 @@ void gpt2_cpu_build_from_file(GPT2 *m, const char *path);
 // fill w / g per unit. zero_grad, grad_norm and update are then not available.
 void gpt2_cpu_build_external(GPT2 *m, const GPT2Config *c);
 void gpt2_cpu_free(GPT2 *m);
+// Bytes of activations and activation gradients (acts + grad_acts) a forward and backward
+// of B x T sequences allocate: what a dry run predicts without building the model.
+// Overflow-checked (a shape whose sizes overflow size_t stops with a message).
+size_t gpt2_cpu_activation_bytes(const GPT2Config *c, int B, int T);
 
 // inputs, targets: (B, T) token ids in [0, V); targets may be NULL (no loss). T <= maxT.
 // Logits over the padded vocabulary are computed; softmax and loss use the first V.

@@ -35,12 +35,13 @@ static void gpt2_cuda_die(const char *msg) {
 
 // ----------------------------------------------------------------------------
 // Memory layout. Each region is carved from one allocation in 256-byte aligned pieces;
-// run with base 0 it only measures.
+// run with base 0 it only measures. The sizes come from gpt2_cuda_memory.c, which a dry
+// run calls without a GPU.
 
 static void *carve(uintptr_t base, size_t *at, size_t bytes) {
     if (bytes == 0) return NULL;
     void *p = (void *)(base + *at);
-    *at += round_up(bytes, 256);
+    *at += gpt2_cuda_piece_bytes(bytes);
     return p;
 }
 #define CARVE(ptr, type, count) ((ptr) = (type *)carve(base, &at, (size_t)(count) * sizeof(type)))
@@ -56,56 +57,42 @@ static size_t layout_params(GPT2Cuda *m, uintptr_t base) {
 }
 
 static size_t layout_acts(GPT2Cuda *m, uintptr_t base) {
-    const GPT2Config *c = &m->config;
-    const size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
-    const size_t BT = (size_t)m->B * m->T;
-    const size_t n_ln = m->opt.recompute >= 2 ? 1 : L;
-    const size_t n_gelu = m->opt.recompute >= 1 ? 1 : L;
-    GPT2CudaActs *a = &m->acts;
+    size_t bytes[GPT2_CUDA_NUM_ACTS];
+    gpt2_cuda_act_bytes(&m->config, m->B, m->T, m->opt.recompute, m->use_cudnn, bytes);
+    void *p[GPT2_CUDA_NUM_ACTS];
     size_t at = 0;
-    CARVE(a->residual, bf16, (L + 1) * BT * C);
-    CARVE(a->residual2, bf16, L * BT * C);
-    CARVE(a->ln1, bf16, n_ln * BT * C);
-    if (m->opt.recompute >= 2) a->ln2 = a->ln1; // one scratch, refilled before each use
-    else CARVE(a->ln2, bf16, L * BT * C);
-    CARVE(a->ln1_mean, float, L * BT);
-    CARVE(a->ln1_rstd, float, L * BT);
-    CARVE(a->ln2_mean, float, L * BT);
-    CARVE(a->ln2_rstd, float, L * BT);
-    CARVE(a->qkv, bf16, L * BT * 3 * C);
-    CARVE(a->atty, bf16, L * BT * C);
-    CARVE(a->att_stats, float, m->use_cudnn ? L * (size_t)m->B * NH * m->T : 0);
-    CARVE(a->fch, bf16, L * BT * 4 * C);
-    CARVE(a->fch_gelu, bf16, n_gelu * BT * 4 * C);
-    CARVE(a->lnf, bf16, BT * C);
-    CARVE(a->lnf_mean, float, BT);
-    CARVE(a->lnf_rstd, float, BT);
-    CARVE(a->logits, bf16, BT * Vp);
-    CARVE(a->losses, float, BT);
-    CARVE(a->dresidual, bf16, BT * C);
-    CARVE(a->dbuf, bf16, BT * C);
-    CARVE(a->dqkv, bf16, BT * 3 * C);
+    for (int i = 0; i < GPT2_CUDA_NUM_ACTS; i++) p[i] = carve(base, &at, bytes[i]);
+    GPT2CudaActs *a = &m->acts;
+    a->residual = (bf16 *)p[GPT2_CUDA_RESIDUAL];
+    a->residual2 = (bf16 *)p[GPT2_CUDA_RESIDUAL2];
+    a->ln1 = (bf16 *)p[GPT2_CUDA_LN1];
+    // recompute 2: one LayerNorm scratch, refilled before each use
+    a->ln2 = m->opt.recompute >= 2 ? a->ln1 : (bf16 *)p[GPT2_CUDA_LN2];
+    a->ln1_mean = (float *)p[GPT2_CUDA_LN1_MEAN];
+    a->ln1_rstd = (float *)p[GPT2_CUDA_LN1_RSTD];
+    a->ln2_mean = (float *)p[GPT2_CUDA_LN2_MEAN];
+    a->ln2_rstd = (float *)p[GPT2_CUDA_LN2_RSTD];
+    a->qkv = (bf16 *)p[GPT2_CUDA_QKV];
+    a->atty = (bf16 *)p[GPT2_CUDA_ATTY];
+    a->att_stats = (float *)p[GPT2_CUDA_ATT_STATS];
+    a->fch = (bf16 *)p[GPT2_CUDA_FCH];
+    a->fch_gelu = (bf16 *)p[GPT2_CUDA_FCH_GELU];
+    a->lnf = (bf16 *)p[GPT2_CUDA_LNF];
+    a->lnf_mean = (float *)p[GPT2_CUDA_LNF_MEAN];
+    a->lnf_rstd = (float *)p[GPT2_CUDA_LNF_RSTD];
+    a->logits = (bf16 *)p[GPT2_CUDA_LOGITS];
+    a->losses = (float *)p[GPT2_CUDA_LOSSES];
+    a->dresidual = (bf16 *)p[GPT2_CUDA_DRESIDUAL];
+    a->dbuf = (bf16 *)p[GPT2_CUDA_DBUF];
+    a->dqkv = (bf16 *)p[GPT2_CUDA_DQKV];
     return at;
 }
 
-static size_t reduce_scratch_floats(const GPT2Cuda *m) {
-    const int BT = m->B * m->T, C = m->config.channels;
-    size_t n = grad_norm_scratch_floats();
-    size_t x = layernorm_backward_scratch_floats(BT, C);
-    if (x > n) n = x;
-    const int widths[3] = {3 * C, C, 4 * C};
-    for (int i = 0; i < 3; i++) {
-        x = matmul_backward_scratch_floats(BT, widths[i]);
-        if (x > n) n = x;
-    }
-    return n;
-}
-
-static size_t token_ints(const GPT2Cuda *m) { return 5 * (size_t)m->B * m->T + 1; }
+static size_t token_ints(const GPT2Cuda *m) { return gpt2_cuda_token_ints(m->B, m->T); }
 
 static size_t layout_scratch(GPT2Cuda *m, uintptr_t base) {
     size_t at = 0;
-    m->reduce_scratch_floats = reduce_scratch_floats(m);
+    m->reduce_scratch_floats = gpt2_cuda_reduce_scratch_floats(&m->config, m->B, m->T);
     CARVE(m->reduce_scratch, float, m->reduce_scratch_floats);
     CARVE(m->loss_sum, double, 1);
     CARVE(m->norm_clip, float, 2);
@@ -149,18 +136,7 @@ static int alloc_region(GPT2Cuda *m, size_t (*layout)(GPT2Cuda *, uintptr_t), si
 
 static void check_shape(const GPT2Config *c, int B, int T) {
     char err[256];
-    if (gpt2_config_validate(c, err, sizeof(err)) != 0) gpt2_cuda_die(err);
-    const int C = c->channels, HS = C / c->num_heads;
-    if (C % 8 != 0 || HS % 8 != 0 || C > LAYERNORM_MAX_C) {
-        snprintf(err, sizeof(err), "channels %d and head size %d must be multiples of 8, channels <= %d", C, HS,
-                 LAYERNORM_MAX_C);
-        gpt2_cuda_die(err);
-    }
-    if (c->padded_vocab_size % 8 != 0) gpt2_cuda_die("padded vocabulary must be a multiple of 8");
-    if (B <= 0 || T <= 0 || T > c->max_seq_len) {
-        snprintf(err, sizeof(err), "batch B=%d T=%d must be positive with T <= max_seq_len %d", B, T, c->max_seq_len);
-        gpt2_cuda_die(err);
-    }
+    if (gpt2_cuda_check_shape(c, B, T, err, sizeof(err)) != 0) gpt2_cuda_die(err);
 }
 
 // The bf16 copy after update step t (0: the initial copy) is the stochastic rounding of
@@ -220,6 +196,17 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
         free(m->slices);
         memset(m, 0, sizeof(*m));
         return -1;
+    }
+    // The dry run predicts these bytes on the host (gpt2_cuda_memory.c): the two must agree.
+    GPT2CudaMemory predicted;
+    gpt2_cuda_memory(config, B, T, &m->opt, m->use_cudnn, m->cudnn_workspace_bytes, &predicted);
+    if (predicted.params != bytes_params || predicted.activations != bytes_acts || predicted.scratch != bytes_scratch ||
+        predicted.attention != bytes_att || predicted.cublaslt != matmul_workspace_bytes()) {
+        fprintf(stderr, "error: gpt2_cuda: allocated params %zu, activations %zu, scratch %zu, attention %zu, cuBLASLt "
+                "%zu bytes, but gpt2_cuda_memory predicts %zu, %zu, %zu, %zu, %zu: fix gpt2_cuda_memory.c\n",
+                bytes_params, bytes_acts, bytes_scratch, bytes_att, matmul_workspace_bytes(), predicted.params,
+                predicted.activations, predicted.scratch, predicted.attention, predicted.cublaslt);
+        exit(EXIT_FAILURE);
     }
 
     // Parameters: master from the host, its bf16 copy of step 0, zero moments and grads.

@@ -9,7 +9,8 @@
 // too (llmc/adamw.h: the rule and keys zero/ uses, elements numbered in slice order).
 //
 // Memory: everything (parameters, optimizer state, gradients, activations for the built
-// (B, T), workspaces) is allocated by gpt2_cuda_build, once. forward/backward/update never
+// (B, T), workspaces) is allocated by gpt2_cuda_build, once, in the sizes gpt2_cuda_memory.h
+// computes (so a dry run predicts them without a GPU). forward/backward/update never
 // allocate, never synchronize the device, and queue all work on the model's own stream;
 // gpt2_cuda_step_stats is the one sync point per step.
 #ifndef LLMC_GPT2_CUDA_H
@@ -21,6 +22,7 @@
 #include <stdint.h>
 
 #include "gpt2_config.h"
+#include "gpt2_cuda_memory.h"   // GPT2CudaOptions; the buffer sizes, computable without a GPU
 
 // Hook points for a parameter manager (ZeRO), as in GPT2Hooks: units 0 = embeddings
 // (wte, wpe), 1..L = blocks, L+1 = final LayerNorm, L+2 = classifier (shares wte with
@@ -35,19 +37,6 @@ typedef struct {
     void (*release)(void *ctx, int unit, int is_backward);
     void (*grads_ready)(void *ctx, int unit);
 } GPT2CudaHooks;
-
-typedef struct {
-    int recompute;  // 0: keep all activations; 1: recompute the MLP's GELU output in
-                    // backward; 2: also the two LayerNorm outputs of each block
-    int use_cudnn;  // 1: cuDNN flash attention when it supports the shape; 0: fallback kernels.
-                    // Everything else is bit-reproducible; cuDNN's backward is too only with
-                    // LLMC_CUDNN_DETERMINISTIC=1 (else it may accumulate dQ atomically).
-    uint64_t seed;  // stochastic rounding of the bf16 parameters
-    int external_params; // 1: a parameter manager (ZeRO) owns parameters, optimizer state
-                         // and gradients: build allocates none of them (host_params may
-                         // be NULL), w/g start NULL and the hooks fill them per unit;
-                         // update, get/set_state and get_grads are then not available.
-} GPT2CudaOptions;
 
 // Activations, carved from one allocation. Per-layer arrays hold L slices one after
 // another; with recompute, some are a single slice reused by every layer.

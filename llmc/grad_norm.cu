@@ -2,10 +2,8 @@
 // block adds the block sums in order.
 #include "grad_norm.cuh"
 
-#define GN_BLOCKS 512
+#define GN_BLOCKS GRAD_NORM_BLOCKS   // cuda_kernel_sizes.h: the scratch is one float per block
 #define GN_THREADS 512
-
-size_t grad_norm_scratch_floats(void) { return GN_BLOCKS; }
 
 __global__ void __launch_bounds__(GN_THREADS)
 grad_sumsq_kernel(float *partial, const float *g, size_t n, int vectorized) {

@@ -7,7 +7,7 @@
 
 #define LN_FWD_WARPS 4
 #define LNB_WARPS 4
-#define LNB_ROWS 64 // rows per block in backward: one partial weight/bias gradient per block
+#define LNB_ROWS LAYERNORM_BWD_ROWS // cuda_kernel_sizes.h: one partial weight/bias gradient per block
 
 static void layernorm_check(int C, const void *a, const void *b, const char *who) {
     if (C % 8 != 0 || C > LAYERNORM_MAX_C || ((uintptr_t)a & 15) || ((uintptr_t)b & 15)) {
@@ -89,10 +89,6 @@ void layernorm_forward(bf16 *out, float *mean, float *rstd, const bf16 *inp, con
 // Each warp adds its rows' dweight/dbias terms into its own shared-memory slice (lanes
 // own disjoint columns, so no atomics); the block then sums its warps in order into one
 // partial per block, and a second kernel sums the partials in block order.
-
-size_t layernorm_backward_scratch_floats(int N, int C) {
-    return ceil_div((size_t)N, LNB_ROWS) * 2 * (size_t)C;
-}
 
 template <int MAXV>
 __global__ void __launch_bounds__(32 * LNB_WARPS)

@@ -3,18 +3,16 @@
 #ifndef LLMC_LAYERNORM_CUH
 #define LLMC_LAYERNORM_CUH
 
+#include "cuda_kernel_sizes.h"   // LAYERNORM_MAX_C, layernorm_backward_scratch_floats()
 #include "cuda_utils.cuh"
 
 #define LAYERNORM_EPS 1e-5f
-#define LAYERNORM_MAX_C 2048
 
 // out = (inp - mean) * rstd * weight + bias for each of N rows of C. mean and rstd (N)
 // are written when not NULL (backward needs them; a recompute in backward passes NULL).
 void layernorm_forward(bf16 *out, float *mean, float *rstd, const bf16 *inp, const bf16 *weight,
                        const bf16 *bias, int N, int C, cudaStream_t stream);
 
-// Floats of scratch layernorm_backward() needs.
-size_t layernorm_backward_scratch_floats(int N, int C);
 // dinp = (accumulate ? dinp : 0) + dLN/dinp . dout; dweight, dbias (C, fp32) +=.
 // Deterministic: weight and bias gradients are summed per chunk of rows, then over chunks,
 // in a fixed order.

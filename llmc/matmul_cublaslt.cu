@@ -11,9 +11,6 @@
 #include "bias_grad.cuh"
 #include "elementwise.cuh"
 
-// 32 MiB: what cuBLAS recommends for Hopper, enough for any split-k on Ampere too.
-#define MATMUL_WORKSPACE_BYTES ((size_t)32 << 20)
-
 static cublasLtHandle_t lt_handle = NULL;
 static void *lt_workspace = NULL;
 static int fused_epilogues = 1;
@@ -276,12 +273,6 @@ void matmul_backward_input(bf16 *dinp, const bf16 *dout, const bf16 *weight, con
     }
     matmul_lt_required(&a, stream);
     if (gelu_pre != NULL) gelu_backward_inplace(dinp, gelu_pre, (size_t)rows * in_dim, stream);
-}
-
-size_t matmul_backward_scratch_floats(int rows, int out_dim) {
-    size_t a = round_up((size_t)out_dim, 64);
-    size_t b = bias_grad_scratch_floats(rows, out_dim);
-    return a > b ? a : b;
 }
 
 void matmul_backward_weight(float *dweight, float *dbias, const bf16 *dout, const bf16 *inp,

@@ -10,6 +10,7 @@
 
 #include <cublasLt.h>
 
+#include "cuda_kernel_sizes.h"   // MATMUL_WORKSPACE_BYTES, matmul_backward_scratch_floats()
 #include "cuda_utils.cuh"
 
 // Creates the cuBLASLt handle and the one workspace (idempotent); matmul_destroy frees them.
@@ -51,10 +52,10 @@ void matmul_forward(bf16 *out, const bf16 *inp, const bf16 *weight, const bf16 *
 void matmul_backward_input(bf16 *dinp, const bf16 *dout, const bf16 *weight, const bf16 *gelu_pre,
                            float alpha, int rows, int in_dim, int out_dim, cudaStream_t stream);
 // dweight (out_dim, in_dim) fp32 += alpha * dout^T @ inp; dbias (out_dim) fp32, if not
-// NULL, += alpha * column sums of dout. scratch: matmul_backward_scratch_floats() floats.
+// NULL, += alpha * column sums of dout. scratch: matmul_backward_scratch_floats() floats
+// (cuda_kernel_sizes.h).
 void matmul_backward_weight(float *dweight, float *dbias, const bf16 *dout, const bf16 *inp,
                             float alpha, int rows, int in_dim, int out_dim, float *scratch,
                             cudaStream_t stream);
-size_t matmul_backward_scratch_floats(int rows, int out_dim);
 
 #endif

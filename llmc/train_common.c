@@ -86,6 +86,11 @@ int host_memory_reset_peak(void) {
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
+void print_cost(const char *what, double t0) {
+    printf("%s took %.2f s and at most %.1f MiB of host memory (peak resident)\n", what, now_seconds() - t0,
+           host_memory_peak() / 1048576.0);
+}
+
 int nonfinite_step(const TrainConfig *cfg, int step, float loss, float norm, int rank) {
     if (isfinite(loss) && isfinite(norm)) return 0;
     if (!cfg->nan_skip) {

@@ -41,6 +41,9 @@ size_t host_memory_peak(void);
 // Starts a new peak from the current resident size (/proc/self/clear_refs); returns 0,
 // or -1 where the kernel does not allow it.
 int host_memory_reset_peak(void);
+// "dry run took 2.10 s and at most 57.3 MiB of host memory": the wall time since t0
+// (now_seconds()) and the process's peak resident memory, after `what`.
+void print_cost(const char *what, double t0);
 // Loads the tokenizer for samples if sampling is on and the file exists; returns 1 then.
 int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg);
 // Checks a step's loss and gradient norm (step: 0-based, printed 1-based like the step

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static void defaults(TrainConfig *c, int cuda) {
     memset(c, 0, sizeof(*c));
@@ -44,6 +45,7 @@ static void defaults(TrainConfig *c, int cuda) {
     c->zero_timeout = 600.0;
     c->dry_run = 0;
     c->dry_run_world = 1;
+    c->gpu_mem = 0;
 }
 
 void train_config_usage(const char *prog, const char *flavour) {
@@ -101,6 +103,11 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --dry-run           with -z: predict per-rank memory and bytes sent per step for --world\n"
            "                      ranks, write OUT/zero_report.json, and exit without training\n");
     printf("  --world N           ranks for --dry-run (default 1)\n");
+    printf("  --gpu-mem SIZE      with --dry-run: memory a rank has for the model (%s): prints\n"
+           "                      per rank whether its total (model states, buffers, activations) fits,\n"
+           "                      and exits with status 2 when one does not. SIZE: 80G = 80GiB = 80 x 2^30\n"
+           "                      bytes, 80GB = 80 x 10^9; K M T alike, fractions allowed (79.5G), B = bytes\n",
+           cuda ? "GPU" : "host RAM");
     printf("  Under -z, -n writes sharded checkpoints (OUT/zero_STEP/), -y 1 resumes from them (any\n"
            "  world size or stage), OUT/zero_report.json holds the measured memory and traffic.\n");
     printf("  -h        this help\n");
@@ -114,6 +121,30 @@ static long parse_long(const char *flag, const char *s, long lo, long hi) {
         exit(1);
     }
     return v;
+}
+
+int train_config_parse_bytes(const char *s, uint64_t *bytes) {
+    static const struct { const char *unit; double scale; } units[] = {
+        {"", 1}, {"B", 1},
+        {"K", 0x1p10}, {"KiB", 0x1p10}, {"M", 0x1p20}, {"MiB", 0x1p20},
+        {"G", 0x1p30}, {"GiB", 0x1p30}, {"T", 0x1p40}, {"TiB", 0x1p40},
+        {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+    // digits, then optionally '.' and digits: no sign, exponent, hex, inf or nan
+    const char *p = s;
+    double v = 0.0, frac = 0.1;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) v = v * 10.0 + (*p - '0');
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++, frac *= 0.1) v += (*p - '0') * frac;
+    if (digits == 0) return -1;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcasecmp(p, units[i].unit) != 0) continue;
+        double b = v * units[i].scale;
+        if (!(b >= 1.0 && b <= 0x1p60)) return -1;
+        *bytes = (uint64_t)b;
+        return 0;
+    }
+    return -1;
 }
 
 static float parse_float(const char *flag, const char *s, double lo, double hi) {
@@ -130,7 +161,8 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
     int cuda = strcmp(flavour, "cuda") == 0;
     defaults(c, cuda);
     enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
-           OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP };
+           OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
+           OPT_GPUMEM };
     static const struct option longs[] = {
         {"seed", required_argument, 0, OPT_SEED},
         {"shuffle", required_argument, 0, OPT_SHUFFLE},
@@ -145,6 +177,7 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         {"zero-timeout", required_argument, 0, OPT_ZTIMEOUT},
         {"dry-run", no_argument, 0, OPT_DRYRUN},
         {"world", required_argument, 0, OPT_WORLD},
+        {"gpu-mem", required_argument, 0, OPT_GPUMEM},
         {"nan-skip", no_argument, 0, OPT_NANSKIP},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -183,6 +216,13 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         case OPT_DRYRUN: c->dry_run = 1; break;
         case OPT_WORLD: c->dry_run_world = (int)parse_long("--world", optarg, 1, 1 << 20); break;
         case OPT_NANSKIP: c->nan_skip = 1; break;
+        case OPT_GPUMEM:
+            if (train_config_parse_bytes(optarg, &c->gpu_mem) != 0) {
+                fprintf(stderr, "error: --gpu-mem expects a size from 1 byte to 2^60 bytes such as 80G, 80GiB, "
+                        "80GB or 85899345920, got '%s'\n", optarg);
+                exit(1);
+            }
+            break;
         case OPT_SEED: c->seed = (uint64_t)parse_long("--seed", optarg, 0, 0x7fffffffffffffffL); break;
         case OPT_SHUFFLE: c->shuffle = (int)parse_long("--shuffle", optarg, 0, 1); break;
         case OPT_CLIP: c->grad_clip = parse_float("--grad-clip", optarg, -1, 1e9); break;
@@ -196,6 +236,10 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
             fprintf(stderr, "error: unknown option '%s' (see -h)\n", argv[optind - 1]);
             exit(1);
         }
+    }
+    if (c->gpu_mem && !c->dry_run) {
+        fprintf(stderr, "error: --gpu-mem checks a prediction: give --dry-run (and -z STAGE, --world N)\n");
+        exit(1);
     }
     if (c->dry_run && c->zero_stage < 0) {
         fprintf(stderr, "error: --dry-run predicts a ZeRO configuration: give -z STAGE\n");

@@ -46,6 +46,7 @@ typedef struct {
     double zero_timeout;        // --zero-timeout: seconds before a stuck collective ends the run
     int dry_run;                // --dry-run: predict ZeRO memory and traffic, do not train
     int dry_run_world;          // --world N: ranks to predict for
+    uint64_t gpu_mem;           // --gpu-mem BYTES: the dry run checks each rank against it (0: no check)
 } TrainConfig;
 
 // Fills defaults for the given trainer ("cpu" or "cuda"), then parses argv. Prints
@@ -54,6 +55,11 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
 void train_config_usage(const char *prog, const char *flavour);
 // Prints the resolved configuration as a table (rank 0).
 void train_config_print(const TrainConfig *c, int grad_accum, int world);
+// A memory size: a number (digits, optionally a fraction: 79.5) and an optional unit, K M
+// G T or KiB MiB GiB TiB (powers of 1024), KB MB GB TB (powers of 1000), B (bytes); case
+// does not matter. Sets *bytes (rounded down) and returns 0 when it is in [1, 2^60];
+// returns -1 for anything else.
+int train_config_parse_bytes(const char *s, uint64_t *bytes);
 
 #ifdef __cplusplus
 }

@@ -203,8 +203,10 @@ int zero_predict(const ZeroTensor *tensors, int n, int num_units, const ZeroConf
     return 0;
 }
 
-int zero_predict_write(const char *path_json, const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg,
-                       int world, int grad_accum, int steps, const ZeroPrediction *per_rank, const char *extra_json_fields) {
+// zero_predict_write, with a device budget (0: none) to state in the JSON.
+static int predict_write(const char *path_json, const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg,
+                         int world, int grad_accum, int steps, const ZeroPrediction *per_rank,
+                         const char *extra_json_fields, size_t device_budget) {
     if (!path_json || !cfg || world < 1 || grad_accum < 1 || steps < 0) {
         fprintf(stderr, "zero: zero_predict_write needs a path, a config, world >= 1, grad_accum >= 1, steps >= 0\n");
         return -1;
@@ -221,6 +223,7 @@ int zero_predict_write(const char *path_json, const ZeroTensor *tensors, int n, 
     ZeroReportInfo info;
     ZeroFigures scratch;
     int rc = simulate(tensors, n, num_units, cfg, world, 0, grad_accum, 0, &scratch, &info);
+    info.device_budget = device_budget;
     char err[512];
     char *text = rc == 0 ? zero_report_json(&info, "dry_run", per_rank, extra_json_fields, err, sizeof err) : NULL;
     if (rc == 0 && (!text || zfile_write_all(path_json, text, strlen(text), NULL, err, sizeof err) != 0)) {
@@ -233,23 +236,70 @@ int zero_predict_write(const char *path_json, const ZeroTensor *tensors, int n, 
     return rc;
 }
 
+int zero_predict_write(const char *path_json, const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg,
+                       int world, int grad_accum, int steps, const ZeroPrediction *per_rank, const char *extra_json_fields) {
+    return predict_write(path_json, tensors, n, num_units, cfg, world, grad_accum, steps, per_rank, extra_json_fields, 0);
+}
+
+#define DRY_GiB 1073741824.0
+#define DRY_MAX_GROUPS 16   // lines of the budget table; the JSON has every rank
+
+// Ranks in runs of equal device totals, each run with its verdict, then the summary line.
+// Returns how many ranks do not fit.
+static int print_budget(const ZeroPrediction *pred, int world, size_t budget) {
+    printf("device budget %.2f GiB (%zu bytes) per rank:\n", budget / DRY_GiB, budget);
+    int over = 0, worst = 0, groups = 0;
+    for (int r0 = 0, r1; r0 < world; r0 = r1) {
+        uint64_t total = zero_figures_device_total(&pred[r0]);
+        for (r1 = r0 + 1; r1 < world && zero_figures_device_total(&pred[r1]) == total; r1++) {}
+        if (total > budget) over += r1 - r0;
+        if (total > zero_figures_device_total(&pred[worst])) worst = r0;
+        if (++groups > DRY_MAX_GROUPS) continue;
+        char ranks[48];
+        if (r1 - r0 == 1) snprintf(ranks, sizeof ranks, "rank %d", r0);
+        else snprintf(ranks, sizeof ranks, "ranks %d-%d", r0, r1 - 1);
+        if (total <= budget)
+            printf("  %-18s %8.2f GiB: fits (%.2f GiB free)\n", ranks, total / DRY_GiB, (budget - total) / DRY_GiB);
+        else
+            printf("  %-18s %8.2f GiB: does not fit (%.2f GiB over)\n", ranks, total / DRY_GiB, (total - budget) / DRY_GiB);
+    }
+    if (groups > DRY_MAX_GROUPS) printf("  ... %d more groups of ranks (the JSON has every rank)\n", groups - DRY_MAX_GROUPS);
+    uint64_t most = zero_figures_device_total(&pred[worst]);
+    if (over == 0)
+        printf("fits: all %d ranks fit in %.2f GiB (the largest, rank %d, needs %.2f GiB)\n", world, budget / DRY_GiB,
+               worst, most / DRY_GiB);
+    else
+        printf("does not fit: %d of %d ranks need more than %.2f GiB (rank %d needs %.2f GiB, %.2f GiB over)\n", over,
+               world, budget / DRY_GiB, worst, most / DRY_GiB, (most - budget) / DRY_GiB);
+    return over;
+}
+
 int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
-                 int grad_accum, const char *path_json) {
+                 int grad_accum, const ZeroDryRunModel *model, const char *path_json) {
+    ZeroDryRunModel none = {0, 0, 0};
+    if (!model) model = &none;
     ZeroPrediction *pred = calloc((size_t)world, sizeof(ZeroPrediction));
     if (pred == NULL) {
         fprintf(stderr, "zero: out of host memory for a %d-rank prediction\n", world);
         return -1;
     }
     int rc = zero_predict(tensors, n, num_units, cfg, world, grad_accum, 1, pred);
-    if (rc == 0) rc = zero_predict_write(path_json, tensors, n, num_units, cfg, world, grad_accum, 1, pred, NULL);
+    for (int r = 0; rc == 0 && r < world; r++) {
+        pred[r].act_device = model->act_device;
+        pred[r].act_host = model->act_host;
+    }
+    if (rc == 0)
+        rc = predict_write(path_json, tensors, n, num_units, cfg, world, grad_accum, 1, pred, NULL, model->device_budget);
     if (rc == 0) {
         const double MiB = 1048576.0;
         const ZeroPrediction *p = &pred[0];
         printf("dry run: ZeRO stage %d, %d ranks, gradient accumulation %d\n", cfg->stage, world, grad_accum);
         printf("rank 0 device bytes: parameters %.2f MiB, gradients %.2f MiB, optimizer (master, m, v) %.2f MiB, "
-               "buffers %.2f MiB\n", p->device[ZERO_USE_PARAMS] / MiB, p->device[ZERO_USE_GRADS] / MiB,
-               (p->device[ZERO_USE_MASTER] + p->device[ZERO_USE_OPTIM]) / MiB, p->device[ZERO_USE_BUFFERS] / MiB);
+               "buffers %.2f MiB, activations %.2f MiB: total %.2f MiB\n", p->device[ZERO_USE_PARAMS] / MiB,
+               p->device[ZERO_USE_GRADS] / MiB, (p->device[ZERO_USE_MASTER] + p->device[ZERO_USE_OPTIM]) / MiB,
+               p->device[ZERO_USE_BUFFERS] / MiB, p->act_device / MiB, zero_figures_device_total(p) / MiB);
         printf("wrote %s\n", path_json);
+        if (model->device_budget && print_budget(pred, world, model->device_budget) > 0) rc = 1;
     }
     free(pred);
     return rc;

@@ -114,6 +114,14 @@ static const char *dt_name(ZeroDType d) { return d == ZERO_BF16 ? "bf16" : "fp32
 static cJSON *add_obj(cJSON *parent, const char *key) { return parent ? cJSON_AddObjectToObject(parent, key) : NULL; }
 static void add_num(cJSON *o, const char *key, double v) { if (o) cJSON_AddNumberToObject(o, key, v); }
 
+static uint64_t kinds_total(const size_t *use, size_t act) {
+    uint64_t s = act;
+    for (int k = 0; k < ZERO_USE_KINDS; k++) s += use[k];
+    return s;
+}
+
+uint64_t zero_figures_device_total(const ZeroFigures *f) { return kinds_total(f->device, f->act_device); }
+
 static void add_kinds(cJSON *o, const size_t *use, size_t act) {
     size_t opt = use[ZERO_USE_MASTER] + use[ZERO_USE_OPTIM];
     add_num(o, "parameters", (double)use[ZERO_USE_PARAMS]);
@@ -121,7 +129,7 @@ static void add_kinds(cJSON *o, const size_t *use, size_t act) {
     add_num(o, "optimizer_states", (double)opt);
     add_num(o, "activations", (double)act);
     add_num(o, "buffers", (double)use[ZERO_USE_BUFFERS]);
-    add_num(o, "total", (double)(use[ZERO_USE_PARAMS] + use[ZERO_USE_GRADS] + opt + act + use[ZERO_USE_BUFFERS]));
+    add_num(o, "total", (double)kinds_total(use, act));
 }
 
 static void add_sent(cJSON *o, const ZeroFigures *f, int per_step) {
@@ -177,6 +185,12 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
     add_num(root, "grad_accum", ranks[0].grad_accum);
     cJSON_AddStringToObject(root, "formula",
                             "model_states = replicated * psi_padded + sharded * psi_padded / world_size + pools (bytes)");
+    if (in->device_budget) {
+        int over = 0;
+        for (int r = 0; r < in->world; r++) over += zero_figures_device_total(&ranks[r]) > in->device_budget;
+        add_num(root, "device_budget_bytes", (double)in->device_budget);
+        add_num(root, "ranks_over_device_budget", over);
+    }
     cJSON *arr = cJSON_AddArrayToObject(root, "ranks");
     for (int r = 0; arr && r < in->world; r++) {
         const ZeroFigures *f = &ranks[r];
@@ -185,6 +199,12 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
         add_num(e, "rank", r);
         add_kinds(add_obj(e, "device"), f->device, f->act_device);
         add_kinds(add_obj(e, "host"), f->host, f->act_host);
+        if (in->device_budget) {   // headroom < 0: over the budget by that much
+            cJSON *b = add_obj(e, "device_budget");
+            uint64_t total = zero_figures_device_total(f);
+            if (b) cJSON_AddBoolToObject(b, "fits", total <= in->device_budget);
+            add_num(b, "headroom_bytes", (double)in->device_budget - (double)total);
+        }
         cJSON *os = add_obj(e, "optimizer_states_split");
         add_num(os, "device_fp32_master", (double)f->device[ZERO_USE_MASTER]);
         add_num(os, "device_adam_m_v", (double)f->device[ZERO_USE_OPTIM]);

@@ -17,6 +17,7 @@ typedef struct {
     size_t bucket_elems, prefetch_elems, max_live_elems, persist_elems;   // as used (bucket clamped)
     uint64_t numel, padded, shard;   // Psi, Psi padded (N * shard), the per-rank shard
     size_t persist_padded;           // stage 3: padded elements kept gathered for good
+    size_t device_budget;            // dry run: device bytes a rank has (0: not checked)
 } ZeroReportInfo;
 
 // Model states (params + grads + fp32 master + m + v) of one rank as the ZeRO paper writes
@@ -32,6 +33,8 @@ typedef struct {
 void zero_report_info(const Zero *z, ZeroReportInfo *info);
 void zero_formula(const ZeroReportInfo *info, const ZeroFigures *f, ZeroFormula *out);
 uint64_t zero_figures_model_states(const ZeroFigures *f);
+// Everything a rank holds in device memory: model states, buffers and activations.
+uint64_t zero_figures_device_total(const ZeroFigures *f);
 // The report as JSON text (malloc'd), or NULL with the reason in err.
 char *zero_report_json(const ZeroReportInfo *info, const char *source, const ZeroFigures *ranks,
                        const char *extra_json_fields, char *err, size_t errlen);

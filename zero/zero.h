@@ -269,9 +269,20 @@ int zero_predict(const ZeroTensor *tensors, int n, int num_units, const ZeroConf
 int zero_predict_write(const char *path_json, const ZeroTensor *tensors, int n, int num_units,
                        const ZeroConfig *cfg, int world, int grad_accum, int steps,
                        const ZeroPrediction *per_rank, const char *extra_json_fields);
-// The whole dry run: predicts, writes the report JSON to path_json, prints a summary.
+// What the trainer adds to the whole dry run: the activation bytes its model allocates on
+// each rank (the plugin knows nothing of the model; every rank runs the same one) and the
+// device memory a rank has, to check every rank's total against.
+typedef struct {
+    size_t act_device, act_host;   // as zero_report_set_activation_bytes
+    size_t device_budget;          // bytes per rank; 0: no check
+} ZeroDryRunModel;
+// The whole dry run: predicts, writes the report JSON to path_json, prints a summary. With
+// a budget, each rank's device total (model states, buffers and activations) is compared
+// with it: printed per group of ranks alike, and in the JSON ("device_budget_bytes", per
+// rank "device_budget": fits and headroom). model may be NULL (no activations, no budget).
+// Returns 0 (all ranks fit, or no budget), 1 (some rank does not fit), -1 (error).
 int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
-                 int grad_accum, const char *path_json);
+                 int grad_accum, const ZeroDryRunModel *model, const char *path_json);
 
 #ifdef __cplusplus
 }

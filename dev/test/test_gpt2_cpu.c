@@ -693,6 +693,37 @@ static void test_activations_regrow_and_reuse(void **state) {
     gpt2_cpu_free(&m);
 }
 
+// The dry run's prediction equals what a forward and backward allocate, and is 64-byte
+// granular per array: the documented shapes (gpt2_cpu.c's Acts / GradActs) each rounded
+// up to 16 floats, the per-layer ones per layer.
+static void test_activation_bytes_predicted(void **state) {
+    (void)state;
+    GPT2Config c = make_config(37, 48, 3, 16, 2, 16);
+    int in[48], tg[48];
+    random_tokens(in, 48, c.vocab_size, 3);
+    random_tokens(tg, 48, c.vocab_size, 4);
+    const int shapes[][2] = {{1, 1}, {3, 5}, {2, 16}, {3, 16}};
+    for (int s = 0; s < 4; s++) {
+        const int B = shapes[s][0], T = shapes[s][1];
+        GPT2 m;
+        gpt2_cpu_build(&m, &c, 5);
+        gpt2_cpu_forward(&m, in, tg, B, T);
+        gpt2_cpu_backward(&m, 1.0f);
+        size_t live = (m.act_capacity + m.grad_act_capacity) * sizeof(float);
+        assert_int_equal(gpt2_cpu_activation_bytes(&c, B, T), live);
+        gpt2_cpu_free(&m);
+        // independent count: (N = B*T, C, L, NH, Vp) per array, rounded to 16 floats
+        const size_t N = (size_t)B * T, C = 16, L = 3, NH = 2, Vp = 48, att = (size_t)B * NH * T * T;
+#define R16(n) (((n) + 15) / 16 * 16)
+        size_t floats = R16(N * C)                                                    // encoded
+                        + L * (5 * R16(N * C) + 4 * R16(N) + R16(3 * N * C) + R16(att) + 2 * R16(4 * N * C))
+                        + R16(N * C) + 2 * R16(N) + R16(N * Vp) + R16(N)             // lnf, stats, logits, losses
+                        + 3 * R16(N * C) + R16(3 * N * C) + R16(att) + R16(4 * N * C); // backward scratch
+#undef R16
+        assert_int_equal(live, floats * sizeof(float));
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // error paths: run in a child, expect exit status 1 and a message on stderr
 
@@ -802,6 +833,7 @@ int main(void) {
         cmocka_unit_test(test_model_file_roundtrip),
         cmocka_unit_test(test_hooks_order_and_pointer_tables),
         cmocka_unit_test(test_activations_regrow_and_reuse),
+        cmocka_unit_test(test_activation_bytes_predicted),
         cmocka_unit_test(test_misuse_dies_with_message),
     };
     return cmocka_run_group_tests_name("gpt2_cpu", tests, setup_tmpdir, remove_tmpdir);

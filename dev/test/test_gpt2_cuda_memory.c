@@ -1,0 +1,155 @@
+// test_gpt2_cuda_memory.c: the CUDA model's device bytes, computed on the host without a
+// GPU (llmc/gpt2_cuda_memory.h: what gpt2_cuda_build carves, and what train_gpt2_zero's
+// dry run predicts), against a count made here from the shapes gpt2_cuda.h documents for
+// each buffer; the shape checks the build applies; overflow stops with a message.
+// (On a GPU, gpt2_cuda_try_build itself compares its allocation with these numbers.)
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_kernel_sizes.h"
+#include "gpt2_config.h"
+#include "gpt2_cuda_memory.h"
+#include "test_util.h"
+
+static GPT2Config small_config(void) {
+    GPT2Config c = {64, 100, 128, 2, 4, 64};   // maxT, V, Vp, L, NH, C: head size 16
+    return c;
+}
+
+static size_t p256(size_t n) { return (n + 255) / 256 * 256; }
+
+// gpt2_cuda.h's GPT2CudaActs, buffer by buffer (bf16 = 2 bytes, fp32 = 4)
+static size_t acts_reference(const GPT2Config *c, int B, int T, int recompute, int cudnn) {
+    const size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
+    const size_t BT = (size_t)B * T, row = BT * C * 2;
+    size_t s = p256((L + 1) * row) + p256(L * row);                       // residual, residual2
+    s += recompute >= 2 ? p256(row) : 2 * p256(L * row);                  // ln1, ln2 (one shared scratch)
+    s += 4 * p256(L * BT * 4);                                            // ln1/ln2 mean and rstd
+    s += p256(3 * L * row) + p256(L * row);                               // qkv, atty
+    s += cudnn ? p256(L * (size_t)B * NH * T * 4) : 0;                    // att_stats
+    s += p256(4 * L * row) + p256(4 * (recompute >= 1 ? 1 : L) * row);   // fch, fch_gelu
+    s += p256(row) + 2 * p256(BT * 4) + p256(BT * Vp * 2) + p256(BT * 4); // lnf, its stats, logits, losses
+    s += 2 * p256(row) + p256(3 * row);                                   // dresidual, dbuf, dqkv
+    return s;
+}
+
+static void test_regions_match_documented_shapes(void **state) {
+    (void)state;
+    const GPT2Config c = small_config();
+    const int shapes[][2] = {{1, 1}, {3, 40}, {8, 64}};
+    for (int s = 0; s < 3; s++)
+        for (int recompute = 0; recompute <= 2; recompute++)
+            for (int cudnn = 0; cudnn <= 1; cudnn++)
+                for (int external = 0; external <= 1; external++) {
+                    const int B = shapes[s][0], T = shapes[s][1];
+                    const size_t BT = (size_t)B * T, C = 64, NH = 4, ws = 12345;
+                    GPT2CudaOptions opt = {recompute, cudnn, 1, external};
+                    GPT2CudaMemory m;
+                    gpt2_cuda_memory(&c, B, T, &opt, cudnn, ws, &m);
+                    assert_int_equal(m.activations, acts_reference(&c, B, T, recompute, cudnn));
+                    size_t sizes[GPT2_NUM_PARAM_TENSORS], n = gpt2_param_sizes(&c, sizes);
+                    assert_int_equal(m.params, external ? 0 : p256(2 * n) + 4 * p256(4 * n));
+                    // one scratch shared by the grad norm, LayerNorm backward and the three
+                    // bias widths of the blocks, then loss, norm and clip, tokens
+                    size_t red = grad_norm_scratch_floats();
+                    const size_t cand[] = {layernorm_backward_scratch_floats((int)BT, (int)C),
+                                           matmul_backward_scratch_floats((int)BT, (int)(3 * C)),
+                                           matmul_backward_scratch_floats((int)BT, (int)C),
+                                           matmul_backward_scratch_floats((int)BT, (int)(4 * C))};
+                    for (int i = 0; i < 4; i++) red = cand[i] > red ? cand[i] : red;
+                    assert_int_equal(m.scratch, p256(4 * red) + p256(8) + p256(8) + p256(4 * (5 * BT + 1)));
+                    const size_t scores = (size_t)B * NH * T * T;
+                    assert_int_equal(m.attention, cudnn ? p256(ws) : p256(4 * scores) + p256(2 * scores));
+                    assert_int_equal(m.cublaslt, (size_t)32 << 20);
+                    assert_int_equal(m.total, m.params + m.activations + m.scratch + m.attention + m.cublaslt);
+                }
+}
+
+// Recompute trades exactly the documented buffers: level 1 the per-layer GELU outputs
+// (L slices become 1), level 2 also both LayerNorm outputs (2L slices become 1).
+static void test_recompute_savings(void **state) {
+    (void)state;
+    const GPT2Config c = small_config();
+    const int B = 4, T = 32;
+    const size_t L = 2, row = (size_t)B * T * 64 * 2;
+    GPT2CudaOptions o0 = {0, 0, 1, 1}, o1 = {1, 0, 1, 1}, o2 = {2, 0, 1, 1};
+    GPT2CudaMemory m0, m1, m2;
+    gpt2_cuda_memory(&c, B, T, &o0, 0, 0, &m0);
+    gpt2_cuda_memory(&c, B, T, &o1, 0, 0, &m1);
+    gpt2_cuda_memory(&c, B, T, &o2, 0, 0, &m2);
+    assert_int_equal(m0.activations - m1.activations, p256(4 * L * row) - p256(4 * row));
+    assert_int_equal(m1.activations - m2.activations, 2 * p256(L * row) - p256(row));
+}
+
+// cuDNN's workspace without cuDNN: the model's own part of the backward workspace (Dsum
+// rows, and the fp32 dQ accumulator unless LLMC_CUDNN_DETERMINISTIC), engine plan 0.
+static void test_cudnn_workspace_estimate(void **state) {
+    (void)state;
+    const GPT2Config c = small_config();
+    const int B = 3, T = 40;
+    const size_t rows = (size_t)B * 4 * T;
+    unsetenv("LLMC_CUDNN_DETERMINISTIC");
+    assert_int_equal(gpt2_cuda_cudnn_workspace_estimate(&c, B, T), p256(rows * 4) + p256(rows * 16 * 4));
+    setenv("LLMC_CUDNN_DETERMINISTIC", "1", 1);
+    assert_int_equal(gpt2_cuda_cudnn_workspace_estimate(&c, B, T), p256(rows * 4));
+    setenv("LLMC_CUDNN_DETERMINISTIC", "0", 1);
+    assert_int_equal(gpt2_cuda_cudnn_workspace_estimate(&c, B, T), p256(rows * 4) + p256(rows * 16 * 4));
+    unsetenv("LLMC_CUDNN_DETERMINISTIC");
+    // the layout attention_cudnn.cu binds: plan workspace, then Dsum, then dQ
+    AttentionCudnnBwdWorkspace w = attention_cudnn_bwd_workspace(1000, B, T, 4, 16, 1);
+    assert_int_equal(w.dsum_offset, 1024);
+    assert_int_equal(w.dq_accum_offset, 1024 + p256(rows * 4));
+    assert_int_equal(w.bytes, w.dq_accum_offset + p256(rows * 16 * 4));
+}
+
+static void test_shape_checks(void **state) {
+    (void)state;
+    char err[256];
+    GPT2Config c = small_config();
+    assert_int_equal(gpt2_cuda_check_shape(&c, 4, 64, err, sizeof err), 0);
+    assert_int_equal(gpt2_cuda_check_shape(&c, 4, 65, err, sizeof err), -1);   // T > maxT
+    assert_non_null(strstr(err, "T=65"));
+    GPT2Config wide = c;   // d48's 3072 channels: wider than the LayerNorm kernels take
+    wide.channels = 3072;
+    wide.num_heads = 48;
+    assert_int_equal(gpt2_cuda_check_shape(&wide, 1, 64, err, sizeof err), -1);
+    assert_non_null(strstr(err, "channels 3072 exceed 2048"));
+    GPT2Config heads = c;  // head size 4
+    heads.num_heads = 16;
+    assert_int_equal(gpt2_cuda_check_shape(&heads, 1, 64, err, sizeof err), -1);
+    assert_non_null(strstr(err, "head size 4"));
+    GPT2Config longT = c;  // rows beyond the kernels' int
+    longT.max_seq_len = 1 << 20;
+    assert_int_equal(gpt2_cuda_check_shape(&longT, 1 << 12, 1 << 20, err, sizeof err), -1);
+    assert_non_null(strstr(err, "B*T"));
+}
+
+static void huge_acts(void *arg) {
+    (void)arg;
+    GPT2Config c = {1 << 20, 50257, 50304, 1024, 1024, 65536};
+    size_t bytes[GPT2_CUDA_NUM_ACTS];
+    gpt2_cuda_act_bytes(&c, 1 << 20, 1 << 20, 0, 1, bytes);
+}
+
+static void test_overflow_dies(void **state) {
+    (void)state;
+    expect_death(huge_acts, NULL, DEATH_ANY_STATUS, "GPT-2 CUDA buffer sizes", NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_regions_match_documented_shapes),
+        cmocka_unit_test(test_recompute_savings),
+        cmocka_unit_test(test_cudnn_workspace_estimate),
+        cmocka_unit_test(test_shape_checks),
+        cmocka_unit_test(test_overflow_dies),
+    };
+    return cmocka_run_group_tests_name("gpt2_cuda_memory", tests, NULL, NULL);
+}

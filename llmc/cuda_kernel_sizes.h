@@ -1,0 +1,70 @@
+// cuda_kernel_sizes.h: what host code must know of the CUDA kernels' memory and limits:
+// the scratch floats of the deterministic reductions, the cuBLASLt workspace, the part of
+// the cuDNN attention workspace the model lays out itself, the widest LayerNorm row.
+// Plain C without CUDA headers: the kernels take their constants from here, and a dry run
+// sizes the CUDA model from the same numbers on a machine without a GPU.
+#ifndef LLMC_CUDA_KERNEL_SIZES_H
+#define LLMC_CUDA_KERNEL_SIZES_H
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GRAD_NORM_BLOCKS 512      // grad_norm.cu: blocks of the sum of squares, one partial each
+#define LAYERNORM_BWD_ROWS 64     // layernorm.cu: rows per backward block, one partial dweight/dbias each
+#define LAYERNORM_MAX_C 2048      // layernorm.cu: widest row a warp keeps in registers
+#define BIAS_GRAD_ROWS 256        // bias_grad.cu: rows per chunk, one partial column sum each
+// cuBLASLt's one workspace (matmul_init): what cuBLAS recommends for Hopper, enough for any
+// split-k on Ampere too.
+#define MATMUL_WORKSPACE_BYTES ((size_t)32 << 20)
+#define ATTENTION_CUDNN_WORKSPACE_ALIGN 256
+
+static inline size_t kernel_ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+static inline size_t kernel_round_up(size_t a, size_t b) { return kernel_ceil_div(a, b) * b; }
+
+// Floats of scratch grad_norm_clip() needs.
+static inline size_t grad_norm_scratch_floats(void) { return GRAD_NORM_BLOCKS; }
+// Floats of scratch layernorm_backward() needs for N rows of C.
+static inline size_t layernorm_backward_scratch_floats(int N, int C) {
+    return kernel_ceil_div((size_t)N, LAYERNORM_BWD_ROWS) * 2 * (size_t)C;
+}
+// Floats of scratch bias_grad() needs for (rows, cols).
+static inline size_t bias_grad_scratch_floats(int rows, int cols) {
+    return kernel_ceil_div((size_t)rows, BIAS_GRAD_ROWS) * (size_t)cols;
+}
+// Floats of scratch matmul_backward_weight() needs: its bias gradient, or the padded
+// fp32 vector of the fused epilogue.
+static inline size_t matmul_backward_scratch_floats(int rows, int out_dim) {
+    size_t a = kernel_round_up((size_t)out_dim, 64), b = bias_grad_scratch_floats(rows, out_dim);
+    return a > b ? a : b;
+}
+
+// The cuDNN attention backward's workspace (attention_cudnn.cu): the engine's own plan
+// workspace (only cuDNN knows it, at run time), then the softmax row sums Dsum (fp32,
+// B*NH*T) and, unless the deterministic variant runs, the fp32 dQ accumulator (B*NH*T*HS).
+typedef struct {
+    size_t dsum_offset, dq_accum_offset, bytes;
+} AttentionCudnnBwdWorkspace;
+
+static inline AttentionCudnnBwdWorkspace attention_cudnn_bwd_workspace(size_t plan_bytes, int B, int T, int NH,
+                                                                       int HS, int dq_accumulator) {
+    const size_t a = ATTENTION_CUDNN_WORKSPACE_ALIGN, rows = (size_t)B * NH * T;
+    AttentionCudnnBwdWorkspace w;
+    w.dsum_offset = kernel_round_up(plan_bytes, a);
+    w.bytes = w.dsum_offset + kernel_round_up(rows * sizeof(float), a);
+    w.dq_accum_offset = 0;
+    if (dq_accumulator) {
+        w.dq_accum_offset = w.bytes;
+        w.bytes += kernel_round_up(rows * (size_t)HS * sizeof(float), a);
+    }
+    return w;
+}
+
+// LLMC_CUDNN_DETERMINISTIC set (and not "0"): the cuDNN backward runs only its deterministic
+// variant, without the dQ accumulator.
+static inline int attention_cudnn_deterministic_requested(void) {
+    const char *v = getenv("LLMC_CUDNN_DETERMINISTIC");
+    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+}
+
+#endif

@@ -1,0 +1,108 @@
+// gpt2_cuda_memory.c: the sizes of the CUDA model's device buffers (gpt2_cuda_memory.h).
+#include "gpt2_cuda_memory.h"
+
+#include <limits.h>
+#include <stdio.h>
+
+#include "cuda_kernel_sizes.h"
+#include "utils.h"
+
+#define WHAT "GPT-2 CUDA buffer sizes"
+
+static size_t mul(size_t a, size_t b) { return size_mul(a, b, WHAT); }
+static size_t add(size_t a, size_t b) { return size_add(a, b, WHAT); }
+
+size_t gpt2_cuda_piece_bytes(size_t bytes) { return add(bytes, GPT2_CUDA_ALIGN - 1) / GPT2_CUDA_ALIGN * GPT2_CUDA_ALIGN; }
+static size_t piece(size_t bytes) { return gpt2_cuda_piece_bytes(bytes); }
+
+void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, int recompute, int use_cudnn,
+                         size_t bytes[GPT2_CUDA_NUM_ACTS]) {
+    const size_t L = (size_t)c->num_layers, C = (size_t)c->channels, NH = (size_t)c->num_heads;
+    const size_t Vp = (size_t)c->padded_vocab_size, BT = mul((size_t)B, (size_t)T);
+    const size_t h = 2, f = 4;   // bf16, fp32
+    const size_t row = mul(BT, C) * h, n_ln = recompute >= 2 ? 1 : L, n_gelu = recompute >= 1 ? 1 : L;
+    bytes[GPT2_CUDA_RESIDUAL] = mul(L + 1, row);
+    bytes[GPT2_CUDA_RESIDUAL2] = mul(L, row);
+    bytes[GPT2_CUDA_LN1] = mul(n_ln, row);
+    bytes[GPT2_CUDA_LN2] = recompute >= 2 ? 0 : mul(L, row);   // one scratch, refilled before each use
+    bytes[GPT2_CUDA_LN1_MEAN] = bytes[GPT2_CUDA_LN1_RSTD] = bytes[GPT2_CUDA_LN2_MEAN] = bytes[GPT2_CUDA_LN2_RSTD] =
+        mul(mul(L, BT), f);
+    bytes[GPT2_CUDA_QKV] = mul(mul(L, row), 3);
+    bytes[GPT2_CUDA_ATTY] = mul(L, row);
+    bytes[GPT2_CUDA_ATT_STATS] = use_cudnn ? mul(mul(mul(L, BT), NH), f) : 0;
+    bytes[GPT2_CUDA_FCH] = mul(mul(L, row), 4);
+    bytes[GPT2_CUDA_FCH_GELU] = mul(mul(n_gelu, row), 4);
+    bytes[GPT2_CUDA_LNF] = row;
+    bytes[GPT2_CUDA_LNF_MEAN] = bytes[GPT2_CUDA_LNF_RSTD] = mul(BT, f);
+    bytes[GPT2_CUDA_LOGITS] = mul(mul(BT, Vp), h);
+    bytes[GPT2_CUDA_LOSSES] = mul(BT, f);
+    bytes[GPT2_CUDA_DRESIDUAL] = bytes[GPT2_CUDA_DBUF] = row;
+    bytes[GPT2_CUDA_DQKV] = mul(row, 3);
+}
+
+size_t gpt2_cuda_reduce_scratch_floats(const GPT2Config *c, int B, int T) {
+    if (mul((size_t)B, (size_t)T) > INT_MAX) die("%s: B*T = %d*%d rows exceed the kernels' int range", WHAT, B, T);
+    const int BT = B * T, C = c->channels;
+    size_t n = grad_norm_scratch_floats();
+    size_t x = layernorm_backward_scratch_floats(BT, C);
+    if (x > n) n = x;
+    const int widths[3] = {3 * C, C, 4 * C};
+    for (int i = 0; i < 3; i++) {
+        x = matmul_backward_scratch_floats(BT, widths[i]);
+        if (x > n) n = x;
+    }
+    return n;
+}
+
+size_t gpt2_cuda_token_ints(int B, int T) { return add(mul(5, mul((size_t)B, (size_t)T)), 1); }
+
+void gpt2_cuda_memory(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt, int use_cudnn,
+                      size_t cudnn_workspace, GPT2CudaMemory *out) {
+    size_t sizes[GPT2_NUM_PARAM_TENSORS];
+    const size_t n = opt->external_params ? 0 : gpt2_param_sizes(c, sizes);
+    // bf16 working copy, then fp32 master, m, v and gradients
+    out->params = n ? add(piece(mul(n, 2)), mul(4, piece(mul(n, 4)))) : 0;
+    size_t act[GPT2_CUDA_NUM_ACTS];
+    gpt2_cuda_act_bytes(c, B, T, opt->recompute, use_cudnn, act);
+    out->activations = 0;
+    for (int i = 0; i < GPT2_CUDA_NUM_ACTS; i++) out->activations = add(out->activations, piece(act[i]));
+    out->scratch = add(add(piece(mul(gpt2_cuda_reduce_scratch_floats(c, B, T), 4)), piece(sizeof(double))),
+                       add(piece(2 * sizeof(float)), piece(mul(gpt2_cuda_token_ints(B, T), sizeof(int)))));
+    if (use_cudnn) {
+        out->attention = piece(cudnn_workspace);
+    } else {   // fp32 scores and bf16 probabilities, (B, NH, T, T) each
+        const size_t s = mul(mul(mul((size_t)B, (size_t)c->num_heads), (size_t)T), (size_t)T);
+        out->attention = add(piece(mul(s, 4)), piece(mul(s, 2)));
+    }
+    out->cublaslt = MATMUL_WORKSPACE_BYTES;
+    out->total = add(add(add(out->params, out->activations), add(out->scratch, out->attention)), out->cublaslt);
+}
+
+size_t gpt2_cuda_cudnn_workspace_estimate(const GPT2Config *c, int B, int T) {
+    const int NH = c->num_heads, HS = c->channels / NH;
+    return attention_cudnn_bwd_workspace(0, B, T, NH, HS, !attention_cudnn_deterministic_requested()).bytes;
+}
+
+int gpt2_cuda_check_shape(const GPT2Config *c, int B, int T, char *err, size_t errlen) {
+    if (gpt2_config_validate(c, err, errlen) != 0) return -1;
+    const int C = c->channels, HS = C / c->num_heads;
+    if (C % 8 != 0 || HS % 8 != 0) {
+        snprintf(err, errlen, "channels %d and head size %d must be multiples of 8 (16-byte vectors)", C, HS);
+        return -1;
+    }
+    if (C > LAYERNORM_MAX_C) {
+        snprintf(err, errlen, "channels %d exceed %d, the widest row the LayerNorm kernels keep in registers", C,
+                 LAYERNORM_MAX_C);
+        return -1;
+    }
+    if (c->padded_vocab_size % 8 != 0) {
+        snprintf(err, errlen, "padded vocabulary %d must be a multiple of 8", c->padded_vocab_size);
+        return -1;
+    }
+    if (B <= 0 || T <= 0 || T > c->max_seq_len || (size_t)B * (size_t)T > INT_MAX) {
+        snprintf(err, errlen, "batch B=%d T=%d must be positive with T <= max_seq_len %d and B*T <= %d", B, T,
+                 c->max_seq_len, INT_MAX);
+        return -1;
+    }
+    return 0;
+}

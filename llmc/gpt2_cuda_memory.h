@@ -1,0 +1,78 @@
+// gpt2_cuda_memory.h: what gpt2_cuda_build allocates on the device for a config, a batch
+// shape and the options, in plain C. gpt2_cuda.cu carves its buffers by these sizes, so a
+// dry run on a machine without a GPU (no CUDA runtime, no cuDNN) predicts the same bytes.
+#ifndef LLMC_GPT2_CUDA_MEMORY_H
+#define LLMC_GPT2_CUDA_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt2_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int recompute;  // 0: keep all activations; 1: recompute the MLP's GELU output in
+                    // backward; 2: also the two LayerNorm outputs of each block
+    int use_cudnn;  // 1: cuDNN flash attention when it supports the shape; 0: fallback kernels.
+                    // Everything else is bit-reproducible; cuDNN's backward is too only with
+                    // LLMC_CUDNN_DETERMINISTIC=1 (else it may accumulate dQ atomically).
+    uint64_t seed;  // stochastic rounding of the bf16 parameters
+    int external_params; // 1: a parameter manager (ZeRO) owns parameters, optimizer state
+                         // and gradients: build allocates none of them (host_params may
+                         // be NULL), w/g start NULL and the hooks fill them per unit;
+                         // update, get/set_state and get_grads are then not available.
+} GPT2CudaOptions;
+
+// The activation arrays (GPT2CudaActs, gpt2_cuda.h, has their shapes) in the order they
+// are carved from one allocation.
+enum {
+    GPT2_CUDA_RESIDUAL, GPT2_CUDA_RESIDUAL2, GPT2_CUDA_LN1, GPT2_CUDA_LN2, GPT2_CUDA_LN1_MEAN,
+    GPT2_CUDA_LN1_RSTD, GPT2_CUDA_LN2_MEAN, GPT2_CUDA_LN2_RSTD, GPT2_CUDA_QKV, GPT2_CUDA_ATTY,
+    GPT2_CUDA_ATT_STATS, GPT2_CUDA_FCH, GPT2_CUDA_FCH_GELU, GPT2_CUDA_LNF, GPT2_CUDA_LNF_MEAN,
+    GPT2_CUDA_LNF_RSTD, GPT2_CUDA_LOGITS, GPT2_CUDA_LOSSES, GPT2_CUDA_DRESIDUAL, GPT2_CUDA_DBUF,
+    GPT2_CUDA_DQKV, GPT2_CUDA_NUM_ACTS
+};
+
+// Every device buffer is a 256-byte aligned piece of one of the regions below: the bytes
+// a buffer of `bytes` takes in its region.
+#define GPT2_CUDA_ALIGN 256
+size_t gpt2_cuda_piece_bytes(size_t bytes);
+
+// Bytes of each activation array for batches of B x T (0: not allocated; with recompute 2
+// ln2 shares ln1's buffer, att_stats exists only for the cuDNN attention). Sizes are
+// overflow-checked: a shape whose sizes overflow size_t stops with a message.
+void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, int recompute, int use_cudnn,
+                         size_t bytes[GPT2_CUDA_NUM_ACTS]);
+// Floats of the one scratch buffer that every deterministic reduction of a step shares.
+size_t gpt2_cuda_reduce_scratch_floats(const GPT2Config *c, int B, int T);
+// Ints of the token buffer: inputs | targets | positions | unique tokens | bucket starts.
+size_t gpt2_cuda_token_ints(int B, int T);
+
+// The regions gpt2_cuda_build allocates (each the sum of its 256-byte pieces).
+typedef struct {
+    size_t params;       // bf16 params, fp32 master, m, v, grads (0 with external_params)
+    size_t activations;  // GPT2CudaActs: forward activations and backward scratch
+    size_t scratch;      // reduction partials, loss and norm, tokens
+    size_t attention;    // the cuDNN workspace, or the fallback's scores and probabilities
+    size_t cublaslt;     // cuBLASLt's workspace (matmul_init, once per process)
+    size_t total;        // all of the above: the device memory the model holds
+} GPT2CudaMemory;
+
+// use_cudnn: whether the cuDNN attention runs (opt->use_cudnn is only the request), and
+// then cudnn_workspace its workspace bytes (attention_cudnn_prepare's, or a prediction).
+void gpt2_cuda_memory(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt, int use_cudnn,
+                      size_t cudnn_workspace, GPT2CudaMemory *out);
+// Without cuDNN at hand: the workspace attention_cudnn_prepare would report, but for the
+// engine's own plan workspace (only cuDNN knows it; taken as 0).
+size_t gpt2_cuda_cudnn_workspace_estimate(const GPT2Config *c, int B, int T);
+
+// 0 when gpt2_cuda_build accepts the config and batch shape; else -1 with the reason in err.
+int gpt2_cuda_check_shape(const GPT2Config *c, int B, int T, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
