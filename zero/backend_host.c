@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,7 @@ struct ZeroStream {
     Op *head, *tail;                 // the queue; head is the op running now
     uint64_t queued, finished;
     uint64_t jitter_ops;             // operations run so far: the jitter's counter
+    int omp_threads, omp_dynamic;    // the creating thread's OpenMP settings, for its kernels
     int stop;
 };
 
@@ -225,6 +227,9 @@ static void run_op(Host *h, ZeroStream *s, Op *op) {
 static void *worker(void *arg) {
     ZeroStream *s = arg;
     Host *h = s->h;
+    // OpenMP settings are per thread: give this stream's kernels the trainer's (--threads)
+    omp_set_num_threads(s->omp_threads);
+    omp_set_dynamic(s->omp_dynamic);
     pthread_mutex_lock(&h->mu);
     for (;;) {
         while (!s->head && !s->stop) pthread_cond_wait(&h->cv, &h->mu);
@@ -322,6 +327,8 @@ static ZeroStream *h_stream_create(const ZeroBackend *b) {
     if (!s) { fprintf(stderr, "zero: rank %d: out of host memory for a stream\n", h->comm->rank); return NULL; }
     s->h = h;
     s->index = ++h->streams_made;
+    s->omp_threads = omp_get_max_threads();
+    s->omp_dynamic = omp_get_dynamic();
     if (!(s->ch = zero_comm_channel_open(h->comm))) { free(s); return NULL; }
     int rc = pthread_create(&s->thread, NULL, worker, s);
     if (rc != 0) {
