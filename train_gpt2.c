@@ -21,7 +21,10 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 #include "llmc/gpt2_config.h"
 #include "llmc/gpt2_cpu.h"
 #include "llmc/gpt2_model_file.h"
+#include "llmc/launch_env.h"
 #include "llmc/logger.h"
+#include "llmc/memory_table.h"
+#include "llmc/progress.h"
 #include "llmc/rand.h"
 #include "llmc/sampler.h"
 #include "llmc/schedule.h"
@@ -117,10 +120,12 @@ static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroC
     ZeroTensor *tensors = zero_tensor_table(g, &model->config);
     ZeroConfig zc = zero_config_from(cfg);
     g->backend = zero_backend_host(comm);
-    if (!g->backend) die("rank %d: cannot start the ZeRO host backend (see above)", comm->rank);
+    // Start-up failures below: the plugin has printed why, and its message stays the last line.
+    if (!g->backend) exit(EXIT_FAILURE);
     g->z = zero_init(tensors, gpt2_num_slices(&g->config), gpt2_num_units(&g->config), &zc, comm,
                      g->backend, glue_init, g);
     free(tensors);
+    if (g->z == NULL) exit(EXIT_FAILURE);
     g->file = NULL;  // read only during zero_init
     model->hooks = (GPT2Hooks){g, glue_fetch, glue_release, glue_grads_ready};
     return g->z;
@@ -184,6 +189,19 @@ static int have_checkpoint(Zero *z, int rank, const char *out_dir) {
 
 // ----------------------------------------------------------------------------
 
+// The unsharded model's memory in the layout of the ZeRO table: all of it is host RAM. The
+// AdamW moments and the activations are allocated by the first step (the activations'
+// sizes for B x T; validation takes no more, a sample fewer).
+static void print_memory(const GPT2 *model, const TrainConfig *cfg) {
+    MemoryTable t = {{0}, {0}};
+    uint64_t p = (uint64_t)model->num_parameters * sizeof(float);
+    t.host[MEMORY_PARAMS] = p;
+    t.host[MEMORY_GRADS] = p;
+    t.host[MEMORY_OPTIM] = 2 * p;   // AdamW m and v
+    t.host[MEMORY_ACTS] = gpt2_cpu_activation_bytes(&model->config, cfg->B, cfg->T);
+    memory_table_print("unsharded fp32 model on the CPU", &t, NULL, "host RAM");
+}
+
 // Mean loss over validation batches from the start of the val set. max_batches counts
 // batches of B sequences over all ranks, so every world size sees the same windows.
 static float validate(GPT2 *model, DataLoader *val, int max_batches, Zero *z, int world) {
@@ -222,8 +240,12 @@ static void sample_text(GPT2 *model, const Tokenizer *tok, int gen_tokens, uint6
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);   // progress shows as it happens, also in a file or pipe
     TrainConfig cfg;
     train_config_parse(&cfg, argc, argv, "cpu");
+    if (cfg.zero_stage < 0)
+        launch_env_refuse_ranks(argv[0], "Add -z STAGE to train data parallel with ZeRO (mpirun -np N ./train_gpt2 -z 1 "
+                                "...), or start one process.");
     // Results do not depend on the thread count, so let OpenMP shed threads on a busy
     // machine (two threads sharing one core run several times slower than one).
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
@@ -236,7 +258,7 @@ int main(int argc, char **argv) {
     int rank = 0, world = 1;
     if (cfg.zero_stage >= 0) {
         comm = zero_comm_init(&argc, &argv);
-        if (comm == NULL) die("cannot start the ZeRO communicator (see above)");
+        if (comm == NULL) exit(EXIT_FAILURE);   // zero_comm_init printed why: that stays the last line
         rank = comm->rank;
         world = comm->world;
     }
@@ -321,11 +343,20 @@ int main(int argc, char **argv) {
         printf("resumed from '%s' at step %d\n", cfg.out_dir, start_step);
     }
     if (z && !cfg.resume) printf("run %s (a new run id: sharded checkpoints of this run carry it)\n", zero_run_id(z));
-    if (z) zero_report_print(z);
+    if (z) {
+        // The activations a step allocates, known before it: the host backend's device is
+        // host memory, where the model computes.
+        zero_report_set_activation_bytes(z, gpt2_cpu_activation_bytes(&mc, cfg.B, cfg.T), 0);
+        zero_report_print(z);
+    } else {
+        print_memory(&model, &cfg);
+    }
     Logger logger = {0};
     if (rank == 0) logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
 
     double flops_per_step = gpt2_flops_per_token(&mc, cfg.T) * (double)cfg.total_batch_tokens;
+    Progress progress;
+    progress_begin(&progress, start_step, cfg.max_steps);
     for (int step = start_step; step <= cfg.max_steps; step++) {
         int last = step == cfg.max_steps;
 
@@ -343,12 +374,14 @@ int main(int argc, char **argv) {
             if (z) {
                 if (zero_save(z, cfg.out_dir, step, &st, sizeof(st)) != 0)
                     die("rank %d: checkpoint at step %d failed (see above); the previous one is intact", rank, step);
-            zero_prune(z, cfg.out_dir, 2);  // keep this one and the previous
+                zero_prune(z, cfg.out_dir, 2);  // keep this one and the previous
                 printf("saved checkpoint %s/zero_%d/\n", cfg.out_dir, step);
+                checkpoint_export_model(cfg.out_dir, step, rank, &mc, glue_gather_slice, &glue);
             } else {
                 if (model.m == NULL) die("checkpoint at step %d before any update", step);
                 checkpoint_save(cfg.out_dir, &st, model.params, model.m, model.v, model.num_parameters);
-                printf("saved checkpoint %s/ckpt_%08d.bin\n", cfg.out_dir, step);
+                printf("saved checkpoint %s/ckpt_%08d.bin and the model %s/model_%08d.bin\n", cfg.out_dir, step,
+                       cfg.out_dir, step);
             }
         }
         if (last) break;
@@ -382,27 +415,30 @@ int main(int argc, char **argv) {
             if (!skipped) gpt2_cpu_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, clip, step + 1);
         }
         double dt = now_seconds() - t0;
+        char eta[96];
+        progress_text(&progress, step, eta, sizeof(eta));
         if (!skipped)
-            printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s\n",
+            printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s | %s\n",
                    step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, cfg.total_batch_tokens / dt,
-                   flops_per_step / dt * 1e-9);
+                   flops_per_step / dt * 1e-9, eta);
         logger_train(&logger, step, (float)loss, lr, norm);
         if (z && step == start_step) write_zero_report(z, &model, &cfg);
     }
 
-    // Under ZeRO the final parameters go to one llm.c model file, gathered and written
-    // one slice at a time (no rank holds the whole model).
+    // The final parameters: OUT/model_final.bin, as every trainer writes it.
     if (z) {
         write_zero_report(z, &model, &cfg);
         size_t before = host_memory_now();
         int measured = host_memory_reset_peak() == 0;
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/model_final.bin", cfg.out_dir);
-        gpt2_model_file_export(rank == 0 ? path : NULL, &mc, GPT2_MODEL_FP32, glue_gather_slice, &glue);
-        printf("wrote %s\n", path);
+        checkpoint_export_model(cfg.out_dir, -1, rank, &mc, glue_gather_slice, &glue);
         if (measured)
             printf("host memory during the export: peak %.1f MiB, %.1f MiB resident before it\n",
                    host_memory_peak() / 1048576.0, before / 1048576.0);
+    } else {
+        char path[4096];
+        checkpoint_model_path(path, sizeof(path), cfg.out_dir, -1);
+        gpt2_model_file_write(path, &mc, model.params, GPT2_MODEL_FP32);
+        printf("wrote %s\n", path);
     }
 
     logger_close(&logger);

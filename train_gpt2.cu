@@ -14,8 +14,12 @@ The model and its kernels live in llmc/gpt2_cuda.cu.
 #include "llmc/dataloader.h"
 #include "llmc/gpt2_config.h"
 #include "llmc/gpt2_cuda.h"
+#include "llmc/gpt2_model_file.h"
+#include "llmc/launch_env.h"
 #include "llmc/logger.h"
+#include "llmc/memory_table.h"
 #include "llmc/mfu.h"
+#include "llmc/progress.h"
 #include "llmc/rand.h"
 #include "llmc/sampler.h"
 #include "llmc/schedule.h"
@@ -23,6 +27,24 @@ The model and its kernels live in llmc/gpt2_cuda.cu.
 #include "llmc/train_common.h"
 #include "llmc/train_config.h"
 #include "llmc/utils.h"
+
+// The model's memory in the layout of the ZeRO table. Device: gpt2_cuda_build's buffers
+// (activations with the model's workspaces: attention, reduction scratch, cuBLASLt, as the
+// ZeRO trainer counts them). Host: the fp32 parameters and AdamW moments this trainer keeps
+// for checkpoints.
+static void print_memory(const GPT2Cuda *model, const TrainConfig *cfg, const GPT2CudaOptions *opt) {
+    GPT2CudaMemory mem;
+    gpt2_cuda_memory(&model->config, cfg->B, cfg->T, opt, model->use_cudnn, model->cudnn_workspace_bytes, &mem);
+    MemoryTable t = {{0}, {0}};
+    t.device[MEMORY_PARAMS] = mem.weights;
+    t.device[MEMORY_GRADS] = mem.grads;
+    t.device[MEMORY_OPTIM] = mem.optimizer;
+    t.device[MEMORY_ACTS] = mem.total - mem.params;
+    uint64_t p = (uint64_t)model->num_parameters * sizeof(float);
+    t.host[MEMORY_PARAMS] = p;
+    t.host[MEMORY_OPTIM] = 2 * p;
+    memory_table_print("unsharded bf16 model (fp32 master weights and AdamW moments) on one GPU", &t, "device", "host");
+}
 
 // Mean loss over up to max_batches validation batches, from the start of the val set.
 static float validate(GPT2Cuda *model, DataLoader *val, int max_batches) {
@@ -60,8 +82,11 @@ static void sample_text(GPT2Cuda *model, const Tokenizer *tok, int gen_tokens, u
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);   // progress shows as it happens, also in a file or pipe
     TrainConfig cfg;
     train_config_parse(&cfg, argc, argv, "cuda");
+    launch_env_refuse_ranks(argv[0], "Data parallel training with ZeRO is train_gpt2_zero (mpirun -np N "
+                            "./train_gpt2_zero -z 1 ...); or start one process.");
     const int rank = 0, world = 1;
     atomic_file_remove_stale(cfg.out_dir);   // temp files a crash left, before anything is written
     int num_devices = 0;
@@ -96,6 +121,7 @@ int main(int argc, char **argv) {
            (long long)train.total_windows, have_val ? cfg.val_pattern : "off",
            model.use_cudnn ? "cuDNN" : "plain kernels");
     train_config_print(&cfg, grad_accum, world);
+    print_memory(&model, &cfg, &opt);
 
     // Resume: fp32 master, AdamW moments, step and data position from the latest checkpoint.
     TrainState state = {0, mc, cfg.seed, 0, 0, cfg.B, cfg.T, world, cfg.total_batch_tokens};
@@ -124,6 +150,8 @@ int main(int argc, char **argv) {
     char gpu_name[256];
     double peak = mfu_peak_bf16_flops(gpu_name);
     printf("GPU: %s, peak bf16 %.0f TFLOP/s%s\n", gpu_name, peak * 1e-12, peak > 0 ? "" : " (unknown: no MFU)");
+    Progress progress;
+    progress_begin(&progress, start_step, cfg.max_steps);
     for (int step = start_step; step <= cfg.max_steps; step++) {
         int last = step == cfg.max_steps;
 
@@ -141,7 +169,8 @@ int main(int argc, char **argv) {
             gpt2_cuda_get_master(&model, params);
             gpt2_cuda_get_opt_state(&model, host_m, host_v);
             checkpoint_save(cfg.out_dir, &st, params, host_m, host_v, num_params);
-            printf("saved checkpoint %s/ckpt_%08d.bin\n", cfg.out_dir, step);
+            printf("saved checkpoint %s/ckpt_%08d.bin and the model %s/model_%08d.bin\n", cfg.out_dir, step,
+                   cfg.out_dir, step);
         }
         if (last) break;
 
@@ -164,12 +193,21 @@ int main(int argc, char **argv) {
         if (!skipped) gpt2_cuda_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, cfg.grad_clip, step + 1);
         double dt = now_seconds() - t0;
         double tok_s = cfg.total_batch_tokens / dt;
+        char eta[96];
+        progress_text(&progress, step, eta, sizeof(eta));
         if (!skipped)
-            printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %.1f%%\n",
+            printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %.1f%% | %s\n",
                    step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, tok_s,
-                   100.0 * mfu(flops_per_token, tok_s, peak));
+                   100.0 * mfu(flops_per_token, tok_s, peak), eta);
         logger_train(&logger, step, loss, lr, norm);
     }
+
+    // The final parameters: OUT/model_final.bin, as every trainer writes it.
+    char path[4096];
+    checkpoint_model_path(path, sizeof(path), cfg.out_dir, -1);
+    gpt2_cuda_get_master(&model, params);
+    gpt2_model_file_write(path, &mc, params, GPT2_MODEL_FP32);
+    printf("wrote %s\n", path);
 
     logger_close(&logger);
     if (have_tok) tokenizer_free(&tok);

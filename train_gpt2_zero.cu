@@ -22,6 +22,7 @@ ends with zero_step instead of the model's update; checkpoints are sharded.
 #include "llmc/logger.h"
 #include "llmc/matmul_cublaslt.h"
 #include "llmc/mfu.h"
+#include "llmc/progress.h"
 #include "llmc/rand.h"
 #include "llmc/sampler.h"
 #include "llmc/schedule.h"
@@ -122,7 +123,7 @@ static Zero *zero_attach(ZeroGlue *g, GPT2Cuda *model, const TrainConfig *cfg, Z
     g->z = zero_init(tensors, gpt2_num_slices(&g->config), gpt2_num_units(&g->config), &zc, comm, backend,
                      glue_init, g);
     free(tensors);
-    if (g->z == NULL) die("rank %d: zero_init failed (see above)", comm->rank);
+    if (g->z == NULL) exit(EXIT_FAILURE);   // zero_init printed why: that stays the last line
     g->file = NULL;  // read only during zero_init
     model->hooks = (GPT2CudaHooks){g, glue_fetch, glue_release, glue_grads_ready};
     return g->z;
@@ -134,10 +135,14 @@ static void glue_gather_slice(void *ctx, int slice, float *out) {
     zero_gather_master(((ZeroGlue *)ctx)->z, slice, out);
 }
 
-// OUT/zero_report.json: measured memory by kind and bytes sent per step (collective).
 // "Activations": all the device memory the model holds (activations, workspaces, cuBLASLt).
-static void write_zero_report(Zero *z, const GPT2Cuda *model, const TrainConfig *cfg) {
+static void set_activation_bytes(Zero *z, const GPT2Cuda *model) {
     zero_report_set_activation_bytes(z, model->device_bytes + matmul_workspace_bytes(), 0);
+}
+
+// OUT/zero_report.json: measured memory by kind and bytes sent per step (collective).
+static void write_zero_report(Zero *z, const GPT2Cuda *model, const TrainConfig *cfg) {
+    set_activation_bytes(z, model);
     char path[4096];
     snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
     if (zero_report_write(z, path, NULL) != 0) die("cannot write '%s' (see above)", path);
@@ -240,8 +245,9 @@ static void sample_text(GPT2Cuda *model, const Tokenizer *tok, int gen_tokens, u
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);   // progress shows as it happens, also in a file or pipe
     TrainConfig cfg;
-    train_config_parse(&cfg, argc, argv, "cuda");
+    train_config_parse(&cfg, argc, argv, "cuda-zero");
     if (cfg.zero_stage < 0) cfg.zero_stage = 0;
     if (cfg.dry_run) return zero_dry_run_gpt2(&cfg);
     int num_devices = 0;
@@ -250,10 +256,11 @@ int main(int argc, char **argv) {
         die("no CUDA device (%s); ./train_gpt2 trains on the CPU",
             dev_err != cudaSuccess ? cudaGetErrorString(dev_err) : "0 devices");
     // The world: every rank of mpirun / srun, or RANK/WORLD_SIZE from the environment.
+    // Start-up failures of the plugin: it has printed why, and its message stays the last line.
     ZeroComm *comm = zero_comm_init(&argc, &argv);
-    if (comm == NULL) die("cannot start the ZeRO communicator (see above)");
+    if (comm == NULL) exit(EXIT_FAILURE);
     const int rank = comm->rank, world = comm->world;
-    if (zero_cuda_select_device(comm) < 0) die("rank %d: no GPU for this rank (see above)", rank);
+    if (zero_cuda_select_device(comm) < 0) exit(EXIT_FAILURE);
     // MFU is per GPU: ranks of a machine share its GPUs round-robin (local rank % devices).
     const int ranks_per_gpu = comm->local_size > num_devices ? (comm->local_size + num_devices - 1) / num_devices : 1;
     // Only rank 0 prints the run's figures; every rank prints its errors.
@@ -282,7 +289,7 @@ int main(int argc, char **argv) {
     GPT2Cuda model;
     gpt2_cuda_build(&model, &mc, NULL, cfg.B, cfg.T, &opt);
     const ZeroBackend *backend = zero_backend_cuda(comm, model.stream);
-    if (backend == NULL) die("rank %d: cannot start the CUDA backend (see above)", rank);
+    if (backend == NULL) exit(EXIT_FAILURE);
     ZeroGlue glue;
     Zero *z = zero_attach(&glue, &model, &cfg, comm, backend, from_file ? &file : NULL);
     if (from_file) {
@@ -318,6 +325,7 @@ int main(int argc, char **argv) {
     } else {
         printf("run %s (a new run id: sharded checkpoints of this run carry it)\n", zero_run_id(z));
     }
+    set_activation_bytes(z, &model);
     zero_report_print(z);
     Logger logger;
     memset(&logger, 0, sizeof(logger));
@@ -327,6 +335,8 @@ int main(int argc, char **argv) {
     char gpu_name[256];
     double peak = mfu_peak_bf16_flops(gpu_name);
     printf("GPU: %s, peak bf16 %.0f TFLOP/s%s\n", gpu_name, peak * 1e-12, peak > 0 ? "" : " (unknown: no MFU)");
+    Progress progress;
+    progress_begin(&progress, start_step, cfg.max_steps);
     for (int step = start_step; step <= cfg.max_steps; step++) {
         int last = step == cfg.max_steps;
 
@@ -345,6 +355,7 @@ int main(int argc, char **argv) {
                 die("rank %d: checkpoint at step %d failed (see above); the previous one is intact", rank, step);
             zero_prune(z, cfg.out_dir, 2);  // keep this one and the previous
             printf("saved checkpoint %s/zero_%d/\n", cfg.out_dir, step);
+            checkpoint_export_model(cfg.out_dir, step, rank, &mc, glue_gather_slice, &glue);
         }
         if (last) break;
 
@@ -371,21 +382,19 @@ int main(int argc, char **argv) {
         int skipped = nonfinite_step(&cfg, step, loss, norm, rank);
         double dt = now_seconds() - t0;
         double tok_s = cfg.total_batch_tokens / dt;
+        char eta[96];
+        progress_text(&progress, step, eta, sizeof(eta));
         if (!skipped)
-            printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %.1f%%\n",
+            printf("step %4d/%d | loss %f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %.1f%% | %s\n",
                    step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, tok_s,
-                   100.0 * mfu(flops_per_token, tok_s * ranks_per_gpu / world, peak));
+                   100.0 * mfu(flops_per_token, tok_s * ranks_per_gpu / world, peak), eta);
         logger_train(&logger, step, loss, lr, norm);
         if (step == start_step) write_zero_report(z, &model, &cfg);
     }
 
-    // The final parameters go to one llm.c model file, gathered and written one slice at
-    // a time (no rank holds the whole model).
+    // The final parameters: OUT/model_final.bin, as every trainer writes it.
     write_zero_report(z, &model, &cfg);
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/model_final.bin", cfg.out_dir);
-    gpt2_model_file_export(rank == 0 ? path : NULL, &mc, GPT2_MODEL_FP32, glue_gather_slice, &glue);
-    printf("wrote %s\n", path);
+    checkpoint_export_model(cfg.out_dir, -1, rank, &mc, glue_gather_slice, &glue);
 
     logger_close(&logger);
     if (have_tok) tokenizer_free(&tok);

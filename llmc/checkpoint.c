@@ -44,24 +44,74 @@ int checkpoint_latest(const char *out_dir) {
     return step;
 }
 
+// Calls fn(path, step, ctx) for each OUT/KIND_SSSSSSSS.bin (model_final.bin is no step).
+static void for_each_step(const char *out_dir, const char *kind, void (*fn)(const char *, int, void *), void *ctx) {
+    char pattern[4096], fmt[32];
+    snprintf(pattern, sizeof(pattern), "%s/%s_*.bin", out_dir, kind);
+    snprintf(fmt, sizeof(fmt), "/%s_%%d.bin", kind);
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0) return;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        const char *name = strrchr(g.gl_pathv[i], '/');
+        int step;
+        if (name && sscanf(name, fmt, &step) == 1) fn(g.gl_pathv[i], step, ctx);
+    }
+    globfree(&g);
+}
+
+static void remove_unless_kept(const char *path, int step, void *keep) {
+    const int *k = (const int *)keep;
+    if (step != k[0] && step != k[1]) remove(path);
+}
+
 // Removes ckpt/model files of steps other than keep_a and keep_b.
 static void prune(const char *out_dir, int keep_a, int keep_b) {
-    const char *kinds[2] = {"ckpt", "model"};
-    for (int k = 0; k < 2; k++) {
-        char pattern[4096];
-        snprintf(pattern, sizeof(pattern), "%s/%s_*.bin", out_dir, kinds[k]);
-        glob_t g;
-        if (glob(pattern, 0, NULL, &g) != 0) continue;
-        for (size_t i = 0; i < g.gl_pathc; i++) {
-            const char *name = strrchr(g.gl_pathv[i], '/');
-            int step;
-            char fmt[32];
-            snprintf(fmt, sizeof(fmt), "/%s_%%d.bin", kinds[k]);
-            if (name && sscanf(name, fmt, &step) == 1 && step != keep_a && step != keep_b)
-                remove(g.gl_pathv[i]);
+    int keep[2] = {keep_a, keep_b};
+    for_each_step(out_dir, "ckpt", remove_unless_kept, keep);
+    for_each_step(out_dir, "model", remove_unless_kept, keep);
+}
+
+void checkpoint_model_path(char *buf, size_t len, const char *out_dir, int step) {
+    if (step < 0) snprintf(buf, len, "%s/model_final.bin", out_dir);
+    else ckpt_path(buf, len, out_dir, "model", step);
+}
+
+// The `keep` highest steps seen, highest first (-1: none yet).
+typedef struct { int keep, top[8]; } TopSteps;
+
+static void note_step(const char *path, int step, void *ctx) {
+    (void)path;
+    TopSteps *t = (TopSteps *)ctx;
+    for (int i = 0; i < t->keep; i++) {
+        if (step == t->top[i]) return;
+        if (step > t->top[i]) {
+            memmove(&t->top[i + 1], &t->top[i], (size_t)(t->keep - 1 - i) * sizeof(int));
+            t->top[i] = step;
+            return;
         }
-        globfree(&g);
     }
+}
+
+static void remove_below(const char *path, int step, void *lowest_kept) {
+    if (step < *(const int *)lowest_kept) remove(path);
+}
+
+// Removes the model_SSSSSSSS.bin files of out_dir but those of the `keep` (1 to 8) highest steps.
+static void prune_model_exports(const char *out_dir, int keep) {
+    TopSteps t = {keep, {-1, -1, -1, -1, -1, -1, -1, -1}};
+    for_each_step(out_dir, "model", note_step, &t);
+    int lowest = t.top[t.keep - 1];
+    for_each_step(out_dir, "model", remove_below, &lowest);
+}
+
+void checkpoint_export_model(const char *out_dir, int step, int rank, const GPT2Config *c, GPT2SliceFetch fetch,
+                             void *ctx) {
+    char path[4096];
+    checkpoint_model_path(path, sizeof(path), out_dir, step);
+    gpt2_model_file_export(rank == 0 ? path : NULL, c, GPT2_MODEL_FP32, fetch, ctx);
+    if (rank != 0) return;
+    if (step >= 0) prune_model_exports(out_dir, 2);
+    printf("wrote %s\n", path);
 }
 
 void checkpoint_save(const char *out_dir, const TrainState *st, const float *params,

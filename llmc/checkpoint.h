@@ -7,6 +7,9 @@
 // OUT/latest             text: the step of the newest verified checkpoint.
 // OUT/model_SSSSSSSS.bin the parameters as an llm.c model file (fp32, version 3), written
 //                        after `latest`: a failed export never hides a good checkpoint.
+// OUT/model_final.bin    the parameters at the end of a run.
+// Every trainer names its model files so: the sharded ones export model_SSSSSSSS.bin
+// beside each checkpoint OUT/zero_S/ too.
 // The previous checkpoint is kept until the next one is verified, so a crash during
 // a save never loses the last good state.
 #ifndef LLMC_CHECKPOINT_H
@@ -16,6 +19,7 @@
 #include <stdint.h>
 
 #include "gpt2_config.h"
+#include "gpt2_model_file.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,6 +48,14 @@ int checkpoint_latest(const char *out_dir);
 // mismatch. params/m/v must hold n floats where n is the model's parameter count.
 void checkpoint_load(const char *out_dir, int step, TrainState *st, float *params, float *m,
                      float *v, size_t n);
+// OUT/model_SSSSSSSS.bin (step >= 0) or OUT/model_final.bin (step < 0) into buf.
+void checkpoint_model_path(char *buf, size_t len, const char *out_dir, int step);
+// The sharded trainers' model file of a step's checkpoint (step >= 0; the model files of
+// all but the two highest steps are then removed, as their checkpoints are) or of the end
+// (step < 0), streamed slice by slice from fetch (gpt2_model_file_export). Collective:
+// every rank calls it, rank 0 writes and prints its name.
+void checkpoint_export_model(const char *out_dir, int step, int rank, const GPT2Config *c, GPT2SliceFetch fetch,
+                             void *ctx);
 // Checks that a loaded state can continue this run; exits with the differing field.
 void checkpoint_check_compatible(const TrainState *saved, const TrainState *now, const char *what);
 

@@ -61,7 +61,10 @@ void gpt2_cuda_memory(const GPT2Config *c, int B, int T, const GPT2CudaOptions *
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     const size_t n = opt->external_params ? 0 : gpt2_param_sizes(c, sizes);
     // bf16 working copy, then fp32 master, m, v and gradients
-    out->params = n ? add(piece(mul(n, 2)), mul(4, piece(mul(n, 4)))) : 0;
+    out->weights = n ? piece(mul(n, 2)) : 0;
+    out->grads = n ? piece(mul(n, 4)) : 0;
+    out->optimizer = mul(3, out->grads);
+    out->params = add(add(out->weights, out->grads), out->optimizer);
     size_t act[GPT2_CUDA_NUM_ACTS];
     gpt2_cuda_act_bytes(c, B, T, opt->recompute, use_cudnn, act);
     out->activations = 0;

@@ -54,6 +54,8 @@ size_t gpt2_cuda_token_ints(int B, int T);
 // The regions gpt2_cuda_build allocates (each the sum of its 256-byte pieces).
 typedef struct {
     size_t params;       // bf16 params, fp32 master, m, v, grads (0 with external_params)
+    size_t weights, grads, optimizer;   // params by use: the bf16 params; the fp32 grads;
+                                        // the fp32 master, m and v
     size_t activations;  // GPT2CudaActs: forward activations and backward scratch
     size_t scratch;      // reduction partials, loss and norm, tokens
     size_t attention;    // the cuDNN workspace, or the fallback's scores and probabilities

@@ -7,6 +7,33 @@
 #include <string.h>
 #include <strings.h>
 
+// Flavours: "cpu" (train_gpt2: unsharded, or ZeRO under -z), "cuda" (train_gpt2cu:
+// unsharded only, so the ZeRO flags are refused), "cuda-zero" (train_gpt2_zero).
+static int flavour_cuda(const char *flavour) { return strncmp(flavour, "cuda", 4) == 0; }
+static int flavour_zero(const char *flavour) { return strcmp(flavour, "cuda") != 0; }
+
+// Long options without a single-letter form.
+enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
+       OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
+       OPT_GPUMEM };
+
+// The flag of a ZeRO-only option, or NULL for the others.
+static const char *zero_flag(int opt) {
+    switch (opt) {
+    case 'z': return "-z";
+    case OPT_ZBUCKET: return "--zero-bucket";
+    case OPT_ZPREFETCH: return "--zero-prefetch";
+    case OPT_ZLIVE: return "--zero-max-live";
+    case OPT_ZPERSIST: return "--zero-persist";
+    case OPT_NODE: return "--node-size";
+    case OPT_ZTIMEOUT: return "--zero-timeout";
+    case OPT_DRYRUN: return "--dry-run";
+    case OPT_WORLD: return "--world";
+    case OPT_GPUMEM: return "--gpu-mem";
+    default: return NULL;
+    }
+}
+
 static void defaults(TrainConfig *c, int cuda) {
     memset(c, 0, sizeof(*c));
     c->train_pattern = "data/kjv/kjv_train_*.bin";
@@ -50,7 +77,7 @@ static void defaults(TrainConfig *c, int cuda) {
 
 void train_config_usage(const char *prog, const char *flavour) {
     TrainConfig d;
-    int cuda = strcmp(flavour, "cuda") == 0;
+    int cuda = flavour_cuda(flavour);
     defaults(&d, cuda);
     printf("usage: %s [options]\n\n", prog);
     printf("Trains GPT-2 (%s). With no options it trains on the bundled corpus.\n\n",
@@ -59,8 +86,10 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  -j GLOB   validation token shards (default %s)\n", d.val_pattern);
     printf("  -e MODEL  descriptor dN[cC][hH][tT] (N layers, C channels = 64N, H heads = C/64,\n"
            "            T max sequence 1024; at most d1024, c65536, h4096, t1048576) or an llm.c\n"
-           "            model file; under -z each rank reads only its shards (default %s)\n", d.model);
-    printf("  -o DIR    output folder: main.log, checkpoints (default %s)\n", d.out_dir);
+           "            model file%s (default %s)\n", flavour_zero(flavour) ? "; under -z each rank reads only its shards" : "",
+           d.model);
+    printf("  -o DIR    output folder: main.log, checkpoints, the model files model_STEP.bin (one per\n"
+           "            checkpoint) and model_final.bin (at the end) (default %s)\n", d.out_dir);
     printf("  -b N      micro-batch size per rank (default %d)\n", d.B);
     printf("  -t N      sequence length (default %d)\n", d.T);
     printf("  -d N      total batch in tokens per step; a multiple of B*T*ranks, gradient\n"
@@ -89,9 +118,15 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                  the run with a message naming it, and nothing of it is saved\n");
     printf("  --tokenizer F   llm.c tokenizer file for samples (default %s)\n", d.tokenizer_path);
     if (!cuda) printf("  --threads N     OpenMP threads (default: all cores)\n");
+    if (!flavour_zero(flavour)) {   // train_gpt2cu: no ZeRO flags to list
+        printf("  -h        this help\n");
+        printf("\nOne GPU, unsharded. Data parallel training with ZeRO: train_gpt2_zero (mpirun -np N).\n");
+        return;
+    }
     printf("\nZeRO (data parallel over MPI ranks; launch with mpirun -np N):\n");
     printf("  -z STAGE            0 data parallel, 1 optimizer states, 2 + gradients, 3 + parameters\n"
-           "                      sharded (default: no plugin, a single unsharded rank)\n");
+           "                      sharded (default: %s)\n",
+           cuda ? "0" : "no plugin, a single unsharded rank; several ranks need -z");
     printf("  --zero-bucket N     gradient reduction bucket, elements (default: from the model, at most 4M,\n"
            "                      so that stage 2 holds less gradient memory than stage 1)\n");
     printf("  --zero-prefetch N   stage 3: gather up to N elements ahead (default: one typical unit, so that\n"
@@ -108,8 +143,9 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                      and exits with status 2 when one does not. SIZE: 80G = 80GiB = 80 x 2^30\n"
            "                      bytes, 80GB = 80 x 10^9; K M T alike, fractions allowed (79.5G), B = bytes\n",
            cuda ? "GPU" : "host RAM");
-    printf("  Under -z, -n writes sharded checkpoints (OUT/zero_STEP/), -y 1 resumes from them (any\n"
-           "  world size or stage), OUT/zero_report.json holds the measured memory and traffic.\n");
+    printf("  Under -z, -n writes sharded checkpoints (OUT/zero_STEP/, each with OUT/model_STEP.bin), -y 1\n"
+           "  resumes from them (any world size or stage), OUT/zero_report.json holds the measured memory\n"
+           "  and traffic.\n");
     printf("  -h        this help\n");
 }
 
@@ -158,11 +194,7 @@ static float parse_float(const char *flag, const char *s, double lo, double hi) 
 }
 
 void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavour) {
-    int cuda = strcmp(flavour, "cuda") == 0;
-    defaults(c, cuda);
-    enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
-           OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
-           OPT_GPUMEM };
+    defaults(c, flavour_cuda(flavour));
     static const struct option longs[] = {
         {"seed", required_argument, 0, OPT_SEED},
         {"shuffle", required_argument, 0, OPT_SHUFFLE},
@@ -185,6 +217,11 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
     opterr = 0;
     optind = 1;
     while ((opt = getopt_long(argc, argv, ":i:j:e:o:b:t:d:l:u:q:c:x:v:m:s:g:n:y:r:f:z:h", longs, NULL)) != -1) {
+        if (zero_flag(opt) && !flavour_zero(flavour)) {
+            fprintf(stderr, "error: %s is a ZeRO option, and %s trains one unsharded GPU: run train_gpt2_zero for "
+                    "ZeRO (see -h)\n", zero_flag(opt), argv[0]);
+            exit(1);
+        }
         switch (opt) {
         case 'i': c->train_pattern = optarg; break;
         case 'j': c->val_pattern = optarg; break;

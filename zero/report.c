@@ -352,7 +352,11 @@ void zero_report_print(const Zero *z) {
     printf("zero: stage %d on %d ranks (%d node%s of %d), %s params, %s grads: %s parameters, %s padded\n", in.stage,
            in.world, f.num_nodes, f.num_nodes == 1 ? "" : "s", f.local_size, dt_name(in.param_dtype),
            dt_name(in.grad_dtype), grouped(a, sizeof a, in.numel), grouped(b, sizeof b, in.padded));
-    printf("zero: rank 0 bytes        %16s %16s\n", "device", "host");
+    // The host backend's "device" is where the model computes: host RAM. The column says
+    // so, lest it read as GPU memory; the "host" column is what sits beside it.
+    const char *device = strcmp(z->b->name, "host") == 0 ? "device (host RAM on the CPU backend)" : "device";
+    int w = (int)strlen(device) > 16 ? (int)strlen(device) : 16;
+    printf("zero:   %-20s %*s %16s\n", "rank 0 bytes", w, device, "host");
     static const char *label[] = {"parameters", "gradients", "optimizer states", "activations", "buffers"};
     uint64_t td = 0, th = 0;
     for (int k = 0; k < 5; k++) {
@@ -362,9 +366,9 @@ void zero_report_print(const Zero *z) {
         else { int u = k == 0 ? ZERO_USE_PARAMS : k == 1 ? ZERO_USE_GRADS : ZERO_USE_BUFFERS; dv = f.device[u]; hv = f.host[u]; }
         td += dv;
         th += hv;
-        printf("zero:   %-20s %16s %16s\n", label[k], grouped(a, sizeof a, dv), grouped(b, sizeof b, hv));
+        printf("zero:   %-20s %*s %16s\n", label[k], w, grouped(a, sizeof a, dv), grouped(b, sizeof b, hv));
     }
-    printf("zero:   %-20s %16s %16s\n", "total", grouped(a, sizeof a, td), grouped(b, sizeof b, th));
+    printf("zero:   %-20s %*s %16s\n", "total", w, grouped(a, sizeof a, td), grouped(b, sizeof b, th));
     printf("zero: model states %s B = %g B x %s + %g B x %s / %d + pools %s B (paper, mixed precision: %.0f B)\n",
            grouped(a, sizeof a, zero_figures_model_states(&f)), fm.replicated, grouped(b, sizeof b, in.padded), fm.sharded,
            grouped(c, sizeof c, in.padded), in.world, grouped(d, sizeof d, fm.pools), fm.paper_bytes);

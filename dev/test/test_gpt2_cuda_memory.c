@@ -56,6 +56,10 @@ static void test_regions_match_documented_shapes(void **state) {
                     assert_int_equal(m.activations, acts_reference(&c, B, T, recompute, cudnn));
                     size_t sizes[GPT2_NUM_PARAM_TENSORS], n = gpt2_param_sizes(&c, sizes);
                     assert_int_equal(m.params, external ? 0 : p256(2 * n) + 4 * p256(4 * n));
+                    // by use, as the unsharded trainer's memory table shows them
+                    assert_int_equal(m.weights, external ? 0 : p256(2 * n));
+                    assert_int_equal(m.grads, external ? 0 : p256(4 * n));
+                    assert_int_equal(m.optimizer, external ? 0 : 3 * p256(4 * n));
                     // one scratch shared by the grad norm, LayerNorm backward and the three
                     // bias widths of the blocks, then loss, norm and clip, tokens
                     size_t red = grad_norm_scratch_floats();

@@ -1,9 +1,13 @@
 // model_diff: compares two llm.c model files tensor by tensor.
 //   model_diff A.bin B.bin [tolerance]
 // Prints each tensor's max |a-b| and relative L2 error ||a-b|| / ||a||, then the same
-// over the whole model; exits 0 when the whole-model relative error is <= tolerance
-// (default 0: bit-identical), 1 otherwise. (Per-tensor figures of tensors that start at
-// zero, like biases, are large relative errors of tiny values, hence the whole-model test.)
+// over the whole model, then the verdict line, "equal within tolerance" or "differ".
+// Equal: bit-identical, or a whole-model relative error <= tolerance > 0 (default 0: only
+// bit-identical files are equal). Exit status: 0 equal, 1 differ (different shapes too),
+// 2 bad usage (a tolerance that is not a non-negative number). (Per-tensor figures of
+// tensors that start at zero, like biases, are large relative errors of tiny values, hence
+// the whole-model test.)
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +21,24 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s A.bin B.bin [relative tolerance, default 0 = identical]\n", argv[0]);
         return 2;
     }
-    double tol = argc == 4 ? atof(argv[3]) : 0.0;
+    double tol = 0.0;
+    if (argc == 4) {
+        // plain digits first: no sign, space, inf or nan
+        const char *t = argv[3];
+        char *end = (char *)t;
+        if (isdigit((unsigned char)t[0]) || t[0] == '.') tol = strtod(t, &end);
+        if (end == t || *end != '\0' || !isfinite(tol) || !(tol >= 0.0)) {
+            fprintf(stderr, "error: tolerance '%s' is not a non-negative number (a relative L2 error such as 1e-5; "
+                    "0 = bit-identical only)\n", argv[3]);
+            return 2;
+        }
+    }
     GPT2Config ca, cb;
     float *a = gpt2_model_file_read(argv[1], &ca);
     float *b = gpt2_model_file_read(argv[2], &cb);
     if (memcmp(&ca, &cb, sizeof(ca)) != 0) {
         fprintf(stderr, "error: '%s' and '%s' are different model shapes\n", argv[1], argv[2]);
+        printf("differ\n");
         return 1;
     }
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
@@ -46,9 +62,11 @@ int main(int argc, char **argv) {
     }
     int same = memcmp(a, b, off * sizeof(float)) == 0;
     double rel = all_a2 > 0 ? sqrt(all_d2 / all_a2) : sqrt(all_d2);
+    int equal = same || (tol > 0 && rel <= tol);
     printf("%s; model max|diff| %.3e, relative L2 %.3e (tolerance %.1e)\n",
-           same ? "bit-identical" : "different", all_max, rel, tol);
+           same ? "bit-identical" : "not bit-identical", all_max, rel, tol);
+    printf("%s\n", equal ? "equal within tolerance" : "differ");
     free(a);
     free(b);
-    return (same || (tol > 0 && rel <= tol)) ? 0 : 1;
+    return equal ? 0 : 1;
 }
