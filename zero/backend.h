@@ -49,8 +49,8 @@ Numerics are part of the contract: every backend must produce the same bits.
 #include <stdint.h>
 
 // The AdamW element update, the gradient norm's order and the counter RNG are the numeric
-// contract shared with the trainers (bit-identical results sharded or not). Both headers are self-contained; they
-// are the only files zero/ takes from llmc/.
+// contract shared with the trainers (bit-identical results sharded or not). Both headers
+// are self-contained; they are the only files zero/ takes from llmc/.
 #include "../llmc/adamw.h"
 #include "../llmc/rand.h"
 #include "comm.h"
