@@ -24,6 +24,7 @@
 #include "gpt2_cpu.h"
 #include "gpt2_cuda.h"
 #include "grad_norm.cuh"
+#include "grad_norm.h"
 #include "layernorm.cuh"
 #include "matmul_cublaslt.h"
 #include "rand.h"
@@ -341,31 +342,60 @@ static void test_adamw(int misalign, int decay) {
     free(p); free(g); free(m); free(v); free(gp); free(gm); free(gv); free(gb);
 }
 
-static void test_grad_norm(void) {
-    const size_t n = 1000003;
-    float *g = host_normal(n, 0.01f, 0.0f, 30, 0);
-    double ss = 0;
-    for (size_t i = 0; i < n; i++) ss += (double)g[i] * g[i];
-    const double norm = sqrt(ss);
-    float *d_g = dev_f32(g, n), *d_out = dev_f32(NULL, 2), *d_scratch = dev_f32(NULL, grad_norm_scratch_floats());
-    float out[2], again[2];
-    grad_norm_clip(d_out, d_g, n, (float)(norm / 2), d_scratch, 0);
-    get_f32(out, d_out, 2);
-    grad_norm_clip(d_out, d_g, n, (float)(norm / 2), d_scratch, 0);
-    get_f32(again, d_out, 2);
-    report(fabs(out[0] - norm) < 1e-5 * norm && fabs(out[1] - 0.5) < 1e-5, "grad norm and clip",
-           "norm %.7g want %.7g, scale %.7g want 0.5", out[0], norm, out[1]);
-    report(memcmp(out, again, sizeof(out)) == 0, "grad norm deterministic", "%.9g vs %.9g", out[0], again[0]);
-    grad_norm_clip(d_out, d_g, n, (float)(norm * 2), d_scratch, 0);
-    get_f32(out, d_out, 2);
-    float no_clip_big = out[1];
-    grad_norm_clip(d_out, d_g, n, 0.0f, d_scratch, 0);
-    get_f32(out, d_out, 2);
-    report(no_clip_big == 1.0f && out[1] == 1.0f, "grad clip inactive", "scale %.7g (clip above norm), %.7g (clip 0)",
-           no_clip_big, out[1]);
+// Device norm and clip scale against the host version (llmc/grad_norm.h, the order zero/
+// follows), bit for bit: slices of awkward sizes, out of flat order, unaligned.
+static void grad_norm_case(const char *what, const float *g, size_t n, const GPT2Slice *sl, int ns) {
+    const double total = grad_norm_sumsq(g, sl, ns);
+    const float want_norm = adamw_norm(total);
+    float *d_g = dev_f32(g, n), *d_out = dev_f32(NULL, 2), out[2];
+    void *mem;
+    CUDA_CHECK(cudaMalloc(&mem, grad_norm_plan_bytes(sl, ns)));
+    GradNormPlan plan;
+    grad_norm_plan_init(&plan, mem, sl, ns, 0);
+    const float clips[4] = {want_norm / 2, want_norm * 2, 0.0f, want_norm};
+    int bad = 0;
+    char first[160] = "";
+    for (int c = 0; c < 4; c++) {
+        grad_norm_clip(d_out, d_g, &plan, clips[c], 0);
+        get_f32(out, d_out, 2);
+        const float want_clip = adamw_clip_scale(want_norm, clips[c]);
+        if (memcmp(&out[0], &want_norm, 4) != 0 || memcmp(&out[1], &want_clip, 4) != 0) {
+            if (!bad++)
+                snprintf(first, sizeof(first), "clip %.9g: norm %.9g scale %.9g, host %.9g %.9g", clips[c], out[0],
+                         out[1], want_norm, want_clip);
+        }
+    }
+    char name[128];
+    snprintf(name, sizeof(name), "grad norm = host order (%s)", what);
+    report(bad == 0, name, "%d slices, norm %.9g%s%s", ns, want_norm, bad ? "; " : "", first);
+    CUDA_CHECK(cudaFree(mem));
     CUDA_CHECK(cudaFree(d_g));
     CUDA_CHECK(cudaFree(d_out));
-    CUDA_CHECK(cudaFree(d_scratch));
+}
+
+static void test_grad_norm(void) {
+    // Sizes around the block length and the warp's 32 blocks; laid out back to front so
+    // the table order is not the flat order, and odd sizes leave later slices unaligned.
+    const size_t sizes[] = {1, 31, 4095, 4096, 4097, 32 * 4096, 32 * 4096 + 5, 100003, 65 * 4096 - 1, 3};
+    const int ns = (int)(sizeof(sizes) / sizeof(sizes[0]));
+    GPT2Slice sl[sizeof(sizes) / sizeof(sizes[0])];
+    size_t n = 0;
+    for (int k = ns - 1; k >= 0; k--) {
+        memset(&sl[k], 0, sizeof(sl[k]));
+        sl[k].offset = n;
+        sl[k].numel = sizes[k];
+        n += sizes[k];
+    }
+    float *g = host_normal(n, 0.01f, 0.0f, 30, 0);
+    grad_norm_case("normal", g, n, sl, ns);
+    // Subnormal gradients count (a flush-to-zero conversion would give norm 0).
+    for (size_t i = 0; i < n; i++) g[i] = ldexpf(1.0f + (float)(i % 7), -140);
+    grad_norm_case("subnormal", g, n, sl, ns);
+    for (size_t i = 0; i < n; i++) g[i] = 1e-3f * rng_normal(31, 77, i);
+    g[n / 3] = INFINITY;
+    grad_norm_case("an infinity", g, n, sl, ns);
+    g[n / 2] = NAN;
+    grad_norm_case("a NaN", g, n, sl, ns);
     free(g);
 }
 
@@ -788,6 +818,19 @@ static void test_model(const Reference *r, int use_cudnn, int recompute, int ext
     float *grads = (float *)malloc(r->n * sizeof(float)), *again = (float *)malloc(r->n * sizeof(float));
     gpt2_cuda_get_grads(&m, grads);
     compare_grads(r, grads, tag, 3e-2);
+    {
+        // The norm and clip scale the update uses: the host order on the same gradients
+        // (zero/'s order on the same slice table), bit for bit, with a clip that bites.
+        const float want = adamw_norm(grad_norm_sumsq(grads, m.slices, m.num_slices)), clip = want / 2;
+        const float want_clip = adamw_clip_scale(want, clip);
+        float got[2];
+        gpt2_cuda_grad_norm(&m, clip);
+        CUDA_CHECK(cudaStreamSynchronize(m.stream));
+        CUDA_CHECK(cudaMemcpy(got, m.norm_clip, sizeof(got), cudaMemcpyDeviceToHost));
+        snprintf(name, sizeof(name), "%s grad norm and clip = host order", tag);
+        report(memcmp(&got[0], &want, 4) == 0 && memcmp(&got[1], &want_clip, 4) == 0, name,
+               "norm %.9g scale %.9g, host %.9g %.9g", got[0], got[1], want, want_clip);
+    }
 
     // Same inputs, same bits.
     gpt2_cuda_zero_grad(&m);

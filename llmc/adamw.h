@@ -1,8 +1,10 @@
-// adamw.h: the one AdamW element update and the one stochastic rounding of its fp32
-// result to the bf16 working copy, shared by the CPU model, the CUDA kernels and zero/'s
-// sharded optimizers (host and CUDA backends). Each operation is spelled out as a
-// separately rounded IEEE op (no FMA contraction: host code builds with -ffp-contract=off,
-// device code uses the _rn intrinsics), so CPU and GPU give bit-identical parameters.
+// adamw.h: the one AdamW element update, the one stochastic rounding of its fp32 result
+// to the bf16 working copy, and the one order of the gradient norm that sets its clip
+// scale, shared by the CPU model, the CUDA kernels and zero/'s sharded optimizers (host
+// and CUDA backends). Each operation is spelled out as a separately rounded IEEE op (no
+// FMA contraction: host code builds with -ffp-contract=off, device code uses the _rn
+// intrinsics or PTX that --use_fast_math cannot rewrite), so CPU and GPU give
+// bit-identical parameters.
 #ifndef LLMC_ADAMW_H
 #define LLMC_ADAMW_H
 
@@ -117,5 +119,106 @@ static inline ADAMW_HD uint16_t adamw_round_bf16(float x, uint32_t bits) {
 static inline ADAMW_HD uint16_t adamw_round_bf16_at(float x, uint64_t seed, uint64_t t, uint64_t gidx) {
     return adamw_round_bf16(x, adamw_rounding_bits(seed, t, gidx));
 }
+
+// ----------------------------------------------------------------------------
+// The global gradient norm and the clip scale AdamW's grad_scale takes, one order for
+// every trainer and backend, so that sharded and unsharded runs clip by the same bits.
+//
+// sum of squares of a range of n elements, in double: the range split into blocks of
+// ADAMW_SUMSQ_BLOCK elements from its start; each block summed left to right (x widened
+// to double, squared, added: each op rounded once); the block sums added left to right.
+// A list of ranges (the GPT-2 slices of gpt2_slices(), or one rank's shard of each) adds
+// its range sums left to right, starting from 0.0. norm = (float)sqrt(total).
+
+#define ADAMW_SUMSQ_BLOCK 4096
+
+// Exact float -> double widening. nvcc's --use_fast_math turns a plain cast into
+// cvt.ftz.f64.f32, which flushes subnormal gradients to zero; the asm keeps them.
+static inline ADAMW_HD double adamw_f64(float x) {
+#ifdef __CUDA_ARCH__
+    double r;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
+    return r;
+#else
+    return (double)x;
+#endif
+}
+
+// acc + x^2, the step of every block sum.
+static inline ADAMW_HD double adamw_sumsq_add(double acc, float x) {
+    double v = adamw_f64(x);
+#ifdef __CUDA_ARCH__
+    return __dadd_rn(acc, __dmul_rn(v, v));   // never contracted into an fma
+#else
+    return acc + v * v;                        // host code builds with -ffp-contract=off
+#endif
+}
+
+// The sum of squares of x[0, n) in the order above, on one thread: the definition the
+// parallel versions (threads over blocks, warps over blocks) reproduce.
+static inline double adamw_sumsq(const float *x, size_t n) {
+    double total = 0.0;
+    for (size_t lo = 0; lo < n; lo += ADAMW_SUMSQ_BLOCK) {
+        size_t hi = n - lo < ADAMW_SUMSQ_BLOCK ? n : lo + ADAMW_SUMSQ_BLOCK;
+        double block = 0.0;
+        for (size_t i = lo; i < hi; i++) block = adamw_sumsq_add(block, x[i]);
+        total += block;
+    }
+    return total;
+}
+
+// norm = (float)sqrt(total), correctly rounded on host and device alike.
+static inline ADAMW_HD float adamw_norm(double total) {
+#ifdef __CUDA_ARCH__
+    float r;
+    asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(__dsqrt_rn(total)));
+    return r;
+#else
+    return (float)sqrt(total);
+#endif
+}
+
+// The clip scale: grad_clip / norm when grad_clip > 0 and the norm exceeds it, else 1 (a
+// NaN norm too). Compared as doubles (exact for floats) so that fast math's flushing
+// compares cannot change the decision; the division is IEEE (adamw_div).
+static inline ADAMW_HD float adamw_clip_scale(float norm, float grad_clip) {
+    const double n = adamw_f64(norm), c = adamw_f64(grad_clip);
+    return (c > 0.0 && n > c) ? adamw_div(grad_clip, norm) : 1.0f;
+}
+
+#ifdef __CUDACC__
+// One warp's share of the block sums: each lane passes one block (its first element and
+// its length, <= ADAMW_SUMSQ_BLOCK; length 0 for none) and gets back that block's sum in
+// the order above. The warp stages 32 x 32 tiles through shared memory so that global
+// loads stay coalesced while each lane still walks its own block left to right; elements
+// past a block's end count as 0, which leaves a sum of squares (+0 or more, or NaN)
+// unchanged. All 32 lanes must call it, with their warp's own tile.
+typedef struct {
+    float v[32][33];          // 33: lanes read a row each without bank conflicts
+    const float *row[32];
+    int len[32];
+} AdamWSumsqTile;
+
+static __device__ double adamw_sumsq_warp(const float *block, int len, AdamWSumsqTile *tile) {
+    const int lane = threadIdx.x & 31;
+    tile->row[lane] = block;
+    tile->len[lane] = len;
+    int longest = len;
+    for (int o = 16; o > 0; o >>= 1) longest = max(longest, __shfl_xor_sync(0xffffffffu, longest, o));
+    __syncwarp();
+    double sum = 0.0;
+    for (int t = 0; t < longest; t += 32) {
+        for (int r = 0; r < 32; r++) {
+            const int i = t + lane;
+            tile->v[r][lane] = i < tile->len[r] ? tile->row[r][i] : 0.0f;
+        }
+        __syncwarp();
+#pragma unroll 8
+        for (int k = 0; k < 32; k++) sum = adamw_sumsq_add(sum, tile->v[lane][k]);
+        __syncwarp();
+    }
+    return sum;
+}
+#endif
 
 #endif

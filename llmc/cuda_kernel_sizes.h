@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GRAD_NORM_BLOCKS 512      // grad_norm.cu: blocks of the sum of squares, one partial each
 #define LAYERNORM_BWD_ROWS 64     // layernorm.cu: rows per backward block, one partial dweight/dbias each
 #define LAYERNORM_MAX_C 2048      // layernorm.cu: widest row a warp keeps in registers
 #define BIAS_GRAD_ROWS 256        // bias_grad.cu: rows per chunk, one partial column sum each
@@ -22,8 +21,6 @@
 static inline size_t kernel_ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static inline size_t kernel_round_up(size_t a, size_t b) { return kernel_ceil_div(a, b) * b; }
 
-// Floats of scratch grad_norm_clip() needs.
-static inline size_t grad_norm_scratch_floats(void) { return GRAD_NORM_BLOCKS; }
 // Floats of scratch layernorm_backward() needs for N rows of C.
 static inline size_t layernorm_backward_scratch_floats(int N, int C) {
     return kernel_ceil_div((size_t)N, LAYERNORM_BWD_ROWS) * 2 * (size_t)C;

@@ -11,6 +11,7 @@
 
 #include "adamw.h"
 #include "gpt2_model_file.h"
+#include "grad_norm.h"
 #include "utils.h"
 
 // ---------------------------------------------------------------------------------
@@ -983,26 +984,14 @@ void gpt2_cpu_backward(GPT2 *m, float loss_scale) {
 
 float gpt2_cpu_grad_norm(const GPT2 *m) {
     require_own_params(m, __func__);
-    // Fixed-size chunks (not per-thread ones) keep the summation order thread-independent.
-    enum { CHUNK = 1 << 16, LANES = 8 };
-    const size_t n = m->num_parameters, nch = (n + CHUNK - 1) / CHUNK;
-    double *part = (double *)malloc_check(nch * sizeof(double));
-    const float *gr = m->grads;
-    #pragma omp parallel for schedule(dynamic, 1)
-    for (size_t ch = 0; ch < nch; ch++) {
-        size_t i0 = ch * CHUNK, i1 = i0 + CHUNK < n ? i0 + CHUNK : n, i = i0;
-        double lane[LANES] = {0};
-        for (; i + LANES <= i1; i += LANES)
-            for (int j = 0; j < LANES; j++) lane[j] += (double)gr[i + j] * (double)gr[i + j];
-        for (; i < i1; i++) lane[0] += (double)gr[i] * (double)gr[i];
-        double s = 0.0;
-        for (int j = 0; j < LANES; j++) s += lane[j];
-        part[ch] = s;
-    }
-    double total = 0.0;
-    for (size_t ch = 0; ch < nch; ch++) total += part[ch];
-    free(part);
-    return (float)sqrt(total);
+    // Slice by slice in llmc/grad_norm.h's order, the one zero/ follows on the same table,
+    // so the unsharded and the 1-rank -z trainer clip by the same bits.
+    const int ns = gpt2_num_slices(&m->config);
+    GPT2Slice *slices = (GPT2Slice *)malloc_check((size_t)ns * sizeof(GPT2Slice));
+    gpt2_slices(&m->config, slices);
+    const float norm = adamw_norm(grad_norm_sumsq(m->grads, slices, ns));
+    free(slices);
+    return norm;
 }
 
 void gpt2_cpu_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float weight_decay,

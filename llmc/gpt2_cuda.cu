@@ -96,6 +96,9 @@ static size_t layout_scratch(GPT2Cuda *m, uintptr_t base) {
     CARVE(m->reduce_scratch, float, m->reduce_scratch_floats);
     CARVE(m->loss_sum, double, 1);
     CARVE(m->norm_clip, float, 2);
+    // the norm's slice table and partial sums, laid out by grad_norm_plan_init after allocation
+    m->norm_plan.spans = (GradNormSpan *)carve(
+        base, &at, m->opt.external_params ? 0 : grad_norm_plan_bytes(m->slices, m->num_slices));
     CARVE(m->dev_tokens, int, token_ints(m));
     return at;
 }
@@ -221,6 +224,7 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     }
     CUDA_CHECK(cudaMemsetAsync(m->loss_sum, 0, sizeof(double), m->stream));
     CUDA_CHECK(cudaMemsetAsync(m->norm_clip, 0, 2 * sizeof(float), m->stream));
+    if (own) grad_norm_plan_init(&m->norm_plan, m->norm_plan.spans, m->slices, m->num_slices, m->stream);
 
     // Pointer tables into the flat buffers (NULL until a hook fills them when external).
     for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
@@ -431,6 +435,7 @@ void gpt2_cuda_zero_grad(GPT2Cuda *m) {
     // Under a parameter manager the gradients are its buffers, zeroed by it.
     if (!m->opt.external_params)
         CUDA_CHECK(cudaMemsetAsync(m->grads, 0, m->num_parameters * sizeof(float), m->stream));
+    m->norm_current = 0;
     gpt2_cuda_reset_loss(m);
 }
 
@@ -449,6 +454,7 @@ void gpt2_cuda_backward(GPT2Cuda *m, float loss_scale) {
     GPT2CudaActs *a = &m->acts;
     float *scratch = m->reduce_scratch;
     matmul_set_fused_epilogues(m->matmul_fused);
+    m->norm_current = 0;   // the gradients change
 
     // Classifier: the logits buffer holds softmax - onehot; loss_scale enters as alpha.
     fetch(m, L + 2, 1);
@@ -537,7 +543,7 @@ void gpt2_cuda_update(GPT2Cuda *m, float lr, float beta1, float beta2, float eps
     require_own_params(m, __func__);
     if (t < 1) gpt2_cuda_die("update step t must be >= 1");
     cudaStream_t s = m->stream;
-    grad_norm_clip(m->norm_clip, m->grads, m->num_parameters, grad_clip, m->reduce_scratch, s);
+    if (!m->norm_current || m->norm_current_clip != grad_clip) gpt2_cuda_grad_norm(m, grad_clip);
     AdamWParams hp = adamw_params(lr, beta1, beta2, eps, weight_decay, 1.0f, t);
     // One launch per slice, so the rounding is keyed in slice order (see refresh_bf16).
     uint64_t key = 0;
@@ -552,7 +558,9 @@ void gpt2_cuda_update(GPT2Cuda *m, float lr, float beta1, float beta2, float eps
 
 void gpt2_cuda_grad_norm(GPT2Cuda *m, float grad_clip) {
     require_own_params(m, __func__);
-    grad_norm_clip(m->norm_clip, m->grads, m->num_parameters, grad_clip, m->reduce_scratch, m->stream);
+    grad_norm_clip(m->norm_clip, m->grads, &m->norm_plan, grad_clip, m->stream);
+    m->norm_current = 1;
+    m->norm_current_clip = grad_clip;
 }
 
 void gpt2_cuda_step_stats(GPT2Cuda *m, float *mean_loss, float *grad_norm) {

@@ -23,6 +23,7 @@
 
 #include "gpt2_config.h"
 #include "gpt2_cuda_memory.h"   // GPT2CudaOptions; the buffer sizes, computable without a GPU
+#include "grad_norm.h"
 
 // Hook points for a parameter manager (ZeRO), as in GPT2Hooks: units 0 = embeddings
 // (wte, wpe), 1..L = blocks, L+1 = final LayerNorm, L+2 = classifier (shares wte with
@@ -104,6 +105,10 @@ typedef struct {
     // Loss and norm bookkeeping (device), read by gpt2_cuda_step_stats.
     double *loss_sum;              // sum of per-token losses since gpt2_cuda_zero_grad
     float *norm_clip;              // [0] grad norm of the last update, [1] its clip scale
+    GradNormPlan norm_plan;        // the norm's slice table and partial sums (grad_norm.cuh)
+    int norm_current;              // norm_clip holds the current gradients' norm and the
+    float norm_current_clip;       // clip scale for this grad_clip (set by grad_norm, cleared
+                                   // by zero_grad and backward): update reuses them
     long long loss_tokens;         // tokens counted into loss_sum (host)
     double *host_loss_sum;         // pinned
     float *host_norm;              // pinned
@@ -138,8 +143,11 @@ void gpt2_cuda_reset_loss(GPT2Cuda *model);
 // tokens of the per-token loss). Training: loss_scale = 1 / (B*T*grad_accum_steps).
 void gpt2_cuda_backward(GPT2Cuda *model, float loss_scale);
 // AdamW step t (1-based): gradient norm and clip scale min(1, grad_clip / norm) on the
-// device (grad_clip <= 0: no clipping), update of the fp32 master with weight decay on the
-// tensors gpt2_param_decays() names, bf16 refresh by stochastic rounding. No host sync.
+// device (grad_clip <= 0: no clipping; the norm in llmc/grad_norm.h's slice order, the
+// bits zero/ computes), update of the fp32 master with weight decay on the tensors
+// gpt2_param_decays() names, bf16 refresh by stochastic rounding. No host sync. Reuses
+// the norm of a gpt2_cuda_grad_norm with the same grad_clip since the last backward or
+// zero_grad (a caller writing model->grads directly must call gpt2_cuda_grad_norm again).
 void gpt2_cuda_update(GPT2Cuda *model, float lr, float beta1, float beta2, float eps, float weight_decay,
                       float grad_clip, int t);
 // The gradient norm of the accumulated gradients, computed on the device as

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "cuda_kernel_sizes.h"
+#include "grad_norm.h"
 #include "utils.h"
 
 #define WHAT "GPT-2 CUDA buffer sizes"
@@ -43,9 +44,7 @@ void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, int recompute, int u
 size_t gpt2_cuda_reduce_scratch_floats(const GPT2Config *c, int B, int T) {
     if (mul((size_t)B, (size_t)T) > INT_MAX) die("%s: B*T = %d*%d rows exceed the kernels' int range", WHAT, B, T);
     const int BT = B * T, C = c->channels;
-    size_t n = grad_norm_scratch_floats();
-    size_t x = layernorm_backward_scratch_floats(BT, C);
-    if (x > n) n = x;
+    size_t n = layernorm_backward_scratch_floats(BT, C), x;
     const int widths[3] = {3 * C, C, 4 * C};
     for (int i = 0; i < 3; i++) {
         x = matmul_backward_scratch_floats(BT, widths[i]);
@@ -69,8 +68,17 @@ void gpt2_cuda_memory(const GPT2Config *c, int B, int T, const GPT2CudaOptions *
     gpt2_cuda_act_bytes(c, B, T, opt->recompute, use_cudnn, act);
     out->activations = 0;
     for (int i = 0; i < GPT2_CUDA_NUM_ACTS; i++) out->activations = add(out->activations, piece(act[i]));
+    // the gradient norm's plan (slice table and partial sums) exists when the model owns its gradients
+    size_t norm_plan = 0;
+    if (!opt->external_params) {
+        int ns = gpt2_num_slices(c);
+        GPT2Slice *slices = (GPT2Slice *)malloc_check((size_t)ns * sizeof(GPT2Slice));
+        gpt2_slices(c, slices);
+        norm_plan = piece(grad_norm_plan_bytes(slices, ns));
+        free(slices);
+    }
     out->scratch = add(add(piece(mul(gpt2_cuda_reduce_scratch_floats(c, B, T), 4)), piece(sizeof(double))),
-                       add(piece(2 * sizeof(float)), piece(mul(gpt2_cuda_token_ints(B, T), sizeof(int)))));
+                       add(add(piece(2 * sizeof(float)), norm_plan), piece(mul(gpt2_cuda_token_ints(B, T), sizeof(int)))));
     if (use_cudnn) {
         out->attention = piece(cudnn_workspace);
     } else {   // fp32 scores and bf16 probabilities, (B, NH, T, T) each

@@ -1,13 +1,18 @@
-// grad_norm.cuh: global gradient norm and the clip scale, computed and kept on the device.
+// grad_norm.cuh: the global gradient norm and the clip scale, computed and kept on the
+// device, in grad_norm.h's order: the same bits as the host version (grad_norm_sumsq) and
+// as zero/ on the same slice table, whatever the GPU.
 #ifndef LLMC_GRAD_NORM_CUH
 #define LLMC_GRAD_NORM_CUH
 
-#include "cuda_kernel_sizes.h"   // grad_norm_scratch_floats(): the scratch grad_norm_clip() needs
 #include "cuda_utils.cuh"
+#include "grad_norm.h"
 
-// out[0] = sqrt(sum of g[i]^2), out[1] = grad_clip / out[0] when grad_clip > 0 and the
-// norm exceeds it, else 1 (so grads * out[1] has norm <= grad_clip). A fixed grid and
-// fixed summation order make the result the same on every run and every GPU model.
-void grad_norm_clip(float *out, const float *g, size_t n, float grad_clip, float *scratch, cudaStream_t stream);
+// Lays the plan out in mem (grad_norm_plan_bytes of device memory, 256-byte aligned) and
+// queues the upload of the span table on stream (slices may be freed on return).
+void grad_norm_plan_init(GradNormPlan *plan, void *mem, const GPT2Slice *slices, int n, cudaStream_t stream);
+// out[0] = norm of g over the plan's slices, out[1] = adamw_clip_scale(norm, grad_clip):
+// grad_clip / norm when grad_clip > 0 and the norm exceeds it, else 1 (so grads * out[1]
+// has norm <= grad_clip). One pass over g, two launches, no host sync.
+void grad_norm_clip(float *out, const float *g, const GradNormPlan *plan, float grad_clip, cudaStream_t stream);
 
 #endif

@@ -37,7 +37,10 @@ Numerics are part of the contract: every backend must produce the same bits.
                  index), the bf16 is (u + (bits & 0xFFFF)) >> 16 (a carry with probability
                  lower half / 65536: unbiased). NaN and infinity truncate (NaN stays NaN).
   sum_squares    in double: x split into blocks of ZERO_SUMSQ_BLOCK elements; each block
-                 summed left to right; block sums added left to right.
+                 summed left to right; block sums added left to right. The order is
+                 llmc/adamw.h's (adamw_sumsq, adamw_sumsq_add, adamw_sumsq_warp on the
+                 device), which train_gpt2cu's norm follows over the same slice table, so
+                 at 1 rank both clip by the same bits.
 */
 #ifndef ZERO_BACKEND_H
 #define ZERO_BACKEND_H
@@ -45,9 +48,9 @@ Numerics are part of the contract: every backend must produce the same bits.
 #include <stddef.h>
 #include <stdint.h>
 
-// The AdamW element update and the counter RNG are the numeric contract shared with the
-// trainers (bit-identical results sharded or not). Both headers are self-contained; they
-// are the only files zero/ takes from llmc/.
+// The AdamW element update, the gradient norm's order and the counter RNG are the numeric
+// contract shared with the trainers (bit-identical results sharded or not). Both headers
+// are self-contained; they are the only files zero/ takes from llmc/.
 #include "../llmc/adamw.h"
 #include "../llmc/rand.h"
 #include "comm.h"
@@ -57,7 +60,7 @@ Numerics are part of the contract: every backend must produce the same bits.
 extern "C" {
 #endif
 
-#define ZERO_SUMSQ_BLOCK 4096
+#define ZERO_SUMSQ_BLOCK ADAMW_SUMSQ_BLOCK   // defined with the order in llmc/adamw.h
 
 // The element kernels below are the one definition both backends run (CUDA: on device).
 #ifdef __CUDACC__

@@ -162,36 +162,19 @@ __global__ void refresh_bf16_vec4(uint2 *dst, const float4 *master, size_t n4, u
     }
 }
 
-// Norm blocks [blk0, blk0 + nblk) of x: lane l of a warp sums block first + l left to right.
-// The warp stages 32 x 32 tiles through shared memory so that global loads stay coalesced
-// while each lane still walks its own block in order. Elements past n count as 0, which
-// leaves a sum of squares (>= +0 or NaN) unchanged.
+// Norm blocks [blk0, blk0 + nblk) of x: lane l of a warp sums block first + l left to
+// right (llmc/adamw.h's adamw_sumsq_warp, the routine train_gpt2cu's norm runs too).
 __global__ void __launch_bounds__(SQ_WARPS * 32)
 sumsq_blocks_kernel(const float *x, size_t n, size_t blk0, size_t nblk, double *partials) {
-    __shared__ float tile[SQ_WARPS][32][33];   // 33: lanes read a row each without bank conflicts
+    __shared__ AdamWSumsqTile tiles[SQ_WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const size_t first = blk0 + ((size_t)blockIdx.x * SQ_WARPS + warp) * 32;
     if (first >= blk0 + nblk) return;   // uniform per warp; no block-wide barrier follows
-    const size_t left = blk0 + nblk - first;
-    const int rows = left < 32 ? (int)left : 32;
-    float (*T)[33] = tile[warp];
-    for (int r = 0; r < 32; r++) T[r][lane] = 0.0f;   // rows past the last block stay zero
-    const size_t lo = first * ZERO_SUMSQ_BLOCK;
-    double sum = 0.0;
-    for (size_t t = 0; t < ZERO_SUMSQ_BLOCK && lo + t < n; t += 32) {
-        __syncwarp();
-        for (int r = 0; r < rows; r++) {
-            size_t i = (first + r) * ZERO_SUMSQ_BLOCK + t + lane;
-            T[r][lane] = i < n ? x[i] : 0.0f;
-        }
-        __syncwarp();
-#pragma unroll 8
-        for (int k = 0; k < 32; k++) {
-            double v = (double)T[lane][k];
-            sum = __dadd_rn(sum, __dmul_rn(v, v));
-        }
-    }
-    if (lane < rows) partials[first + lane - blk0] = sum;
+    const size_t blk = first + lane, lo = blk * ZERO_SUMSQ_BLOCK;
+    const int mine = blk < blk0 + nblk;
+    const int len = !mine ? 0 : n - lo < ZERO_SUMSQ_BLOCK ? (int)(n - lo) : ZERO_SUMSQ_BLOCK;
+    const double sum = adamw_sumsq_warp(mine ? x + lo : NULL, len, &tiles[warp]);
+    if (mine) partials[blk - blk0] = sum;
 }
 
 // total = (((start + p_0) + p_1) + ...) by one thread, start = 0 on the first pass; the

@@ -148,7 +148,7 @@ static double k_sum_squares(const float *x, size_t n) {
         for (size_t k = 0; k < cn; k++) {
             size_t lo = (c0 + k) * ZERO_SUMSQ_BLOCK, hi = lo + ZERO_SUMSQ_BLOCK < n ? lo + ZERO_SUMSQ_BLOCK : n;
             double sum = 0.0;
-            for (size_t i = lo; i < hi; i++) sum += (double)x[i] * (double)x[i];
+            for (size_t i = lo; i < hi; i++) sum = adamw_sumsq_add(sum, x[i]);
             part[k] = sum;
         }
         for (size_t k = 0; k < cn; k++) total += part[k];

@@ -5,15 +5,15 @@
 #    (cuDNN's deterministic backward: LLMC_CUDNN_DETERMINISTIC=1)
 #  - stage 0 agrees with stage 1 within 1e-5 relative L2 (all-reduce once per step)
 #  - every run agrees with train_gpt2cu within 2e-2 relative L2 and 2e-2 in loss
-#  - at 1 rank without gradient accumulation and without clipping, every stage gives
-#    train_gpt2cu's model bit for bit (model_diff tolerance 0): both trainers run the same
-#    AdamW element and the same bf16 stochastic rounding with the same keys (llmc/adamw.h,
-#    elements numbered in slice order). Clipping is off there because the two compute the
-#    gradient norm in different orders (llmc: float grid reduction; zero: double blocks),
-#    so an active clip scale differs in its last bits; accumulation is off because
-#    train_gpt2cu adds micro-steps inside its matmuls (beta 1) where zero/ stages 2-3
-#    add each micro-step's gradient (beta 0) afterwards: the same sums in exact terms,
-#    but cuBLASLt may pick other algorithms for the two calls.
+#  - at 1 rank without gradient accumulation, with a gradient clip that bites on every
+#    step (checked from the logged norms), every stage gives train_gpt2cu's model, losses
+#    and norms bit for bit (model_diff tolerance 0): both trainers run the same AdamW
+#    element, the same bf16 stochastic rounding with the same keys and the same gradient
+#    norm order and clip scale (llmc/adamw.h: double sums of 4096-element blocks, slice by
+#    slice in slice order). Accumulation is off because train_gpt2cu adds micro-steps
+#    inside its matmuls (beta 1) where zero/ stages 2-3 add each micro-step's gradient
+#    (beta 0) afterwards: the same sums in exact terms, but cuBLASLt may pick other
+#    algorithms for the two calls.
 # Arguments pick parts (default both): bitwise (the 1-rank check, a minute) matrix.
 # Prints PASS/FAIL lines and "N passed, N failed". Needs a GPU; skips without one.
 set -u
@@ -29,19 +29,27 @@ ok() { echo "PASS $*"; pass=$((pass + 1)); }
 bad() { echo "FAIL $*"; failn=$((failn + 1)); }
 args=(-e d2c128h2t128 -b 4 -t 128 -d 2048 -x 20 -v 10 -m 4 -s 0 -r 1)
 losses() { grep trl "$1/main.log" | cut -d' ' -f1-2; }
+# step, loss and gradient norm of every step (main.log: "s:N trl:L lr:R norm:G")
+losses_norms() { grep trl "$1/main.log" | cut -d' ' -f1,2,4; }
+# 0 when every logged norm of the run exceeds the clip (so the clip scale is < 1 each step)
+clip_bites() { grep trl "$1/main.log" | awk -v c="$2" '{ split($4, a, ":"); n++; if (a[2] + 0 <= c) low++ }
+    END { exit !(n > 0 && low == 0) }'; }
 
 if want bitwise; then
-    bitwise=(-e d2c128h2t128 -b 4 -t 128 -d 512 -x 8 -v 0 -s 0 -r 1 --grad-clip 0)
+    clip=0.5   # the norms of this run are about 1.5 to 2.6 (CPU trainer, same data)
+    bitwise=(-e d2c128h2t128 -b 4 -t 128 -d 512 -x 8 -v 0 -s 0 -r 1 --grad-clip $clip)
     ./train_gpt2cu "${bitwise[@]}" -o "$tmp/bw_ref" > "$tmp/bw_ref.txt" 2>&1 || { bad "train_gpt2cu (bitwise reference)"; tail "$tmp/bw_ref.txt"; }
+    if clip_bites "$tmp/bw_ref" "$clip"; then ok "the clip $clip bites on every step of the bitwise reference"
+    else bad "some norm of the bitwise reference is <= the clip $clip, which then checks less: $(losses_norms "$tmp/bw_ref" | tr '\n' ' ')"; fi
     for stage in 0 1 2 3; do
         out="$tmp/bw_z${stage}"
         if ! timeout 500 scripts/launch_ranks.sh 1 ./train_gpt2_zero "${bitwise[@]}" -z "$stage" -o "$out" > "$out.txt" 2>&1; then
             bad "train_gpt2_zero np=1 z=$stage (bitwise run)"; tail -n 20 "$out.txt"; continue
         fi
         if ./build/model_diff "$tmp/bw_ref/model_final.bin" "$out/model_final.bin" 0 > "$out.diff" \
-            && diff <(losses "$tmp/bw_ref") <(losses "$out") > /dev/null; then
-            ok "np=1 z=$stage bit-identical to train_gpt2cu after 8 steps (model and losses)"
-        else bad "np=1 z=$stage vs train_gpt2cu, tolerance 0: $(tail -n 2 "$out.diff" | paste -sd " ")"; fi
+            && diff <(losses_norms "$tmp/bw_ref") <(losses_norms "$out") > /dev/null; then
+            ok "np=1 z=$stage bit-identical to train_gpt2cu after 8 clipped steps (model, losses, norms)"
+        else bad "np=1 z=$stage vs train_gpt2cu, tolerance 0: $(tail -n 2 "$out.diff" | paste -sd " "); norms $(losses_norms "$out" | cut -d' ' -f3 | tr '\n' ' ')vs $(losses_norms "$tmp/bw_ref" | cut -d' ' -f3 | tr '\n' ' ')"; fi
     done
 fi
 
