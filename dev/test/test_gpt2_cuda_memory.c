@@ -60,15 +60,24 @@ static void test_regions_match_documented_shapes(void **state) {
                     assert_int_equal(m.weights, external ? 0 : p256(2 * n));
                     assert_int_equal(m.grads, external ? 0 : p256(4 * n));
                     assert_int_equal(m.optimizer, external ? 0 : 3 * p256(4 * n));
-                    // one scratch shared by the grad norm, LayerNorm backward and the three
-                    // bias widths of the blocks, then loss, norm and clip, tokens
-                    size_t red = grad_norm_scratch_floats();
+                    // one scratch shared by LayerNorm backward and the three bias widths of the
+                    // blocks, then loss, norm and clip, the norm's plan (a 24-byte span per
+                    // slice, 256-aligned, then a double per 4096-element block and per slice)
+                    // when the model owns its gradients, tokens
+                    size_t red = 0, plan = 0;
+                    if (!external) {
+                        GPT2Slice sl[4 + 12 * 2];
+                        gpt2_slices(&c, sl);
+                        size_t blocks = 0, ns = (size_t)gpt2_num_slices(&c);
+                        for (size_t k = 0; k < ns; k++) blocks += (sl[k].numel + 4095) / 4096;
+                        plan = p256(p256(24 * ns) + 8 * (blocks + ns));
+                    }
                     const size_t cand[] = {layernorm_backward_scratch_floats((int)BT, (int)C),
                                            matmul_backward_scratch_floats((int)BT, (int)(3 * C)),
                                            matmul_backward_scratch_floats((int)BT, (int)C),
                                            matmul_backward_scratch_floats((int)BT, (int)(4 * C))};
                     for (int i = 0; i < 4; i++) red = cand[i] > red ? cand[i] : red;
-                    assert_int_equal(m.scratch, p256(4 * red) + p256(8) + p256(8) + p256(4 * (5 * BT + 1)));
+                    assert_int_equal(m.scratch, p256(4 * red) + p256(8) + p256(8) + plan + p256(4 * (5 * BT + 1)));
                     const size_t scores = (size_t)B * NH * T * T;
                     assert_int_equal(m.attention, cudnn ? p256(ws) : p256(4 * scores) + p256(2 * scores));
                     assert_int_equal(m.cublaslt, (size_t)32 << 20);
