@@ -23,6 +23,9 @@ static void defaults(TrainConfig *c, int cuda) {
     c->final_lr_frac = 0.1f;
     c->weight_decay = 0.0f;
     c->grad_clip = 1.0f;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.95f;
+    c->adam_eps = 1e-8f;
     c->max_steps = cuda ? -1 : 30;
     c->val_every = cuda ? 20 : 10;
     c->val_max_steps = 8;
@@ -84,6 +87,9 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --seed N        seed of init, data order and sampling (default %llu)\n", (unsigned long long)d.seed);
     printf("  --shuffle 0|1   shuffle the train windows each epoch (default %d)\n", d.shuffle);
     printf("  --grad-clip F   clip the global gradient norm to F, <= 0 disables (default %g)\n", d.grad_clip);
+    printf("  --beta1 F       AdamW's first-moment decay, in [0, 1) (default %g)\n", d.beta1);
+    printf("  --beta2 F       AdamW's second-moment decay, in [0, 1) (default %g)\n", d.beta2);
+    printf("  --adam-eps F    AdamW's epsilon, in [1e-30, 1] (default %g)\n", d.adam_eps);
     printf("  --nan-skip      a step whose loss or gradient norm is NaN or infinite is skipped (its\n"
            "                  update is not applied) and training goes on. Default: such a step stops\n"
            "                  the run with a message naming it, and nothing of it is saved\n");
@@ -157,12 +163,23 @@ static float parse_float(const char *flag, const char *s, double lo, double hi) 
     return (float)v;
 }
 
+// AdamW's betas: [0, 1), checked after the rounding to float (0.999999999 is 1.0f).
+static float parse_beta(const char *flag, const char *s) {
+    char *end;
+    float v = (float)strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || !(v >= 0.0f && v < 1.0f)) {
+        fprintf(stderr, "error: %s expects a number in [0, 1), got '%s'\n", flag, s);
+        exit(1);
+    }
+    return v;
+}
+
 void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavour) {
     int cuda = strcmp(flavour, "cuda") == 0;
     defaults(c, cuda);
     enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
            OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
-           OPT_GPUMEM };
+           OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS };
     static const struct option longs[] = {
         {"seed", required_argument, 0, OPT_SEED},
         {"shuffle", required_argument, 0, OPT_SHUFFLE},
@@ -179,6 +196,9 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         {"world", required_argument, 0, OPT_WORLD},
         {"gpu-mem", required_argument, 0, OPT_GPUMEM},
         {"nan-skip", no_argument, 0, OPT_NANSKIP},
+        {"beta1", required_argument, 0, OPT_BETA1},
+        {"beta2", required_argument, 0, OPT_BETA2},
+        {"adam-eps", required_argument, 0, OPT_ADAM_EPS},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int opt;
@@ -216,6 +236,9 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         case OPT_DRYRUN: c->dry_run = 1; break;
         case OPT_WORLD: c->dry_run_world = (int)parse_long("--world", optarg, 1, 1 << 20); break;
         case OPT_NANSKIP: c->nan_skip = 1; break;
+        case OPT_BETA1: c->beta1 = parse_beta("--beta1", optarg); break;
+        case OPT_BETA2: c->beta2 = parse_beta("--beta2", optarg); break;
+        case OPT_ADAM_EPS: c->adam_eps = parse_float("--adam-eps", optarg, 1e-30, 1); break;
         case OPT_GPUMEM:
             if (train_config_parse_bytes(optarg, &c->gpu_mem) != 0) {
                 fprintf(stderr, "error: --gpu-mem expects a size from 1 byte to 2^60 bytes such as 80G, 80GiB, "
@@ -263,6 +286,9 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     printf("| %-20s | %-40d |\n", "grad accumulation", grad_accum);
     printf("| %-20s | %-40ld |\n", "tokens per step", (long)c->B * c->T * world * grad_accum);
     printf("| %-20s | %-40g |\n", "learning rate", c->lr);
+    char adamw[64];
+    snprintf(adamw, sizeof(adamw), "%g, %g, %g", c->beta1, c->beta2, c->adam_eps);
+    printf("| %-20s | %-40s |\n", "AdamW betas, eps", adamw);
     printf("| %-20s | %-40d |\n", "warmup steps", c->warmup_steps);
     printf("| %-20s | %-40d |\n", "max steps", c->max_steps);
     printf("| %-20s | %-40llu |\n", "seed", (unsigned long long)c->seed);

@@ -23,6 +23,8 @@ typedef struct {
     float final_lr_frac;        // -q
     float weight_decay;         // -c
     float grad_clip;            // --grad-clip (<= 0 disables)
+    float beta1, beta2;         // --beta1 --beta2: AdamW's moment decay rates
+    float adam_eps;             // --adam-eps: AdamW's epsilon
     int max_steps;              // -x (-1: one epoch of the train data)
     int val_every;              // -v (0 disables)
     int val_max_steps;          // -m batches per validation (-1: whole val set)
