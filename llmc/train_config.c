@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ds_config.h"
+
 static void defaults(TrainConfig *c, int cuda) {
     memset(c, 0, sizeof(*c));
     c->train_pattern = "data/kjv/kjv_train_*.bin";
@@ -114,6 +116,9 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                      and exits with status 2 when one does not. SIZE: 80G = 80GiB = 80 x 2^30\n"
            "                      bytes, 80GB = 80 x 10^9; K M T alike, fractions allowed (79.5G), B = bytes\n",
            cuda ? "GPU" : "host RAM");
+    printf("  --deepspeed FILE    DeepSpeed's ds_config.json: these keys set what the flags set (a flag\n"
+           "                      given too must agree; \"auto\" keeps the flag's value or the default):\n");
+    ds_config_usage(stdout, "                        ");
     printf("  Under -z, -n writes sharded checkpoints (OUT/zero_STEP/), -y 1 resumes from them (any\n"
            "  world size or stage), OUT/zero_report.json holds the measured memory and traffic.\n");
     printf("  -h        this help\n");
@@ -179,7 +184,16 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
     defaults(c, cuda);
     enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
            OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
-           OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS };
+           OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS, OPT_DEEPSPEED };
+    // which TrainFlag each option sets (the rest: -1), so that a config file cannot
+    // silently override what the command line said
+    static const struct { int opt; TrainFlag flag; } flag_of[] = {
+        {'b', TRAIN_FLAG_B}, {'d', TRAIN_FLAG_TOTAL_BATCH}, {'l', TRAIN_FLAG_LR},
+        {'c', TRAIN_FLAG_WEIGHT_DECAY}, {OPT_CLIP, TRAIN_FLAG_GRAD_CLIP}, {OPT_BETA1, TRAIN_FLAG_BETA1},
+        {OPT_BETA2, TRAIN_FLAG_BETA2}, {OPT_ADAM_EPS, TRAIN_FLAG_ADAM_EPS}, {'z', TRAIN_FLAG_ZERO_STAGE},
+        {OPT_ZBUCKET, TRAIN_FLAG_ZERO_BUCKET}, {OPT_ZPREFETCH, TRAIN_FLAG_ZERO_PREFETCH},
+        {OPT_ZLIVE, TRAIN_FLAG_ZERO_MAX_LIVE}, {OPT_ZPERSIST, TRAIN_FLAG_ZERO_PERSIST},
+        {OPT_DEEPSPEED, TRAIN_FLAG_DEEPSPEED}};
     static const struct option longs[] = {
         {"seed", required_argument, 0, OPT_SEED},
         {"shuffle", required_argument, 0, OPT_SHUFFLE},
@@ -199,12 +213,15 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         {"beta1", required_argument, 0, OPT_BETA1},
         {"beta2", required_argument, 0, OPT_BETA2},
         {"adam-eps", required_argument, 0, OPT_ADAM_EPS},
+        {"deepspeed", required_argument, 0, OPT_DEEPSPEED},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int opt;
     opterr = 0;
     optind = 1;
     while ((opt = getopt_long(argc, argv, ":i:j:e:o:b:t:d:l:u:q:c:x:v:m:s:g:n:y:r:f:z:h", longs, NULL)) != -1) {
+        for (size_t k = 0; k < sizeof(flag_of) / sizeof(flag_of[0]); k++)
+            if (flag_of[k].opt == opt) c->given |= TRAIN_FLAG_BIT(flag_of[k].flag);
         switch (opt) {
         case 'i': c->train_pattern = optarg; break;
         case 'j': c->val_pattern = optarg; break;
@@ -239,6 +256,7 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         case OPT_BETA1: c->beta1 = parse_beta("--beta1", optarg); break;
         case OPT_BETA2: c->beta2 = parse_beta("--beta2", optarg); break;
         case OPT_ADAM_EPS: c->adam_eps = parse_float("--adam-eps", optarg, 1e-30, 1); break;
+        case OPT_DEEPSPEED: c->deepspeed = optarg; break;
         case OPT_GPUMEM:
             if (train_config_parse_bytes(optarg, &c->gpu_mem) != 0) {
                 fprintf(stderr, "error: --gpu-mem expects a size from 1 byte to 2^60 bytes such as 80G, 80GiB, "
@@ -259,6 +277,13 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
             fprintf(stderr, "error: unknown option '%s' (see -h)\n", argv[optind - 1]);
             exit(1);
         }
+    }
+    // The file's values fill in what the flags left alone (before the checks below: it may set -z).
+    if (c->deepspeed && ds_config_apply(c, c->deepspeed, stderr) != 0) exit(1);
+    if (c->deepspeed && c->zero_stage < 0 && !cuda) {
+        fprintf(stderr, "error: --deepspeed configures a ZeRO run: give -z STAGE or zero_optimization.stage in '%s'\n",
+                c->deepspeed);
+        exit(1);
     }
     if (c->gpu_mem && !c->dry_run) {
         fprintf(stderr, "error: --gpu-mem checks a prediction: give --dry-run (and -z STAGE, --world N)\n");
@@ -293,5 +318,6 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     printf("| %-20s | %-40d |\n", "max steps", c->max_steps);
     printf("| %-20s | %-40llu |\n", "seed", (unsigned long long)c->seed);
     if (c->zero_stage >= 0) printf("| %-20s | %-40d |\n", "ZeRO stage", c->zero_stage);
+    if (c->deepspeed) printf("| %-20s | %-40s |\n", "DeepSpeed config", c->deepspeed);
     printf("+----------------------+------------------------------------------+\n");
 }
