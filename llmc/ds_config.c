@@ -258,7 +258,7 @@ static int apply_object(Reader *r, const cJSON *obj, const char *prefix) {
     for (const cJSON *e = obj->child; e; e = e->next) {
         char key[256];
         snprintf(key, sizeof(key), "%s%s%s", prefix, *prefix ? "." : "", e->string);
-        // Python's json (DeepSpeed) would keep the last of two equal keys, silently
+        // a plain JSON reader would silently keep one of two equal keys: say so instead
         for (const cJSON *d = obj->child; d != e; d = d->next)
             if (strcmp(d->string, e->string) == 0) {
                 fprintf(r->log, "error: '%s': %s appears twice\n", r->path, key);
