@@ -404,7 +404,7 @@ int main(int argc, char **argv) {
         if (z) {
             zero_allreduce_sum_f64(z, &loss, 1);
             loss = loss / world / grad_accum;
-            ZeroStepArgs a = {lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, cfg.grad_clip, step + 1};
+            ZeroStepArgs a = {lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay, cfg.grad_clip, step + 1};
             norm = zero_step_maybe_skip(z, &a, !isfinite(loss));   // skips a non-finite norm itself
             skipped = nonfinite_step(&cfg, step, (float)loss, norm, rank);
         } else {
@@ -412,7 +412,8 @@ int main(int argc, char **argv) {
             norm = gpt2_cpu_grad_norm(&model);
             skipped = nonfinite_step(&cfg, step, (float)loss, norm, rank);
             float clip = (cfg.grad_clip > 0 && norm > cfg.grad_clip) ? cfg.grad_clip / norm : 1.0f;
-            if (!skipped) gpt2_cpu_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, clip, step + 1);
+            if (!skipped)
+                gpt2_cpu_update(&model, lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay, clip, step + 1);
         }
         double dt = now_seconds() - t0;
         char eta[96];

@@ -190,7 +190,8 @@ int main(int argc, char **argv) {
         float loss, norm;
         gpt2_cuda_step_stats(&model, &loss, &norm);
         int skipped = nonfinite_step(&cfg, step, loss, norm, rank);
-        if (!skipped) gpt2_cuda_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, cfg.grad_clip, step + 1);
+        if (!skipped)
+            gpt2_cuda_update(&model, lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay, cfg.grad_clip, step + 1);
         double dt = now_seconds() - t0;
         double tok_s = cfg.total_batch_tokens / dt;
         char eta[96];

@@ -377,7 +377,7 @@ int main(int argc, char **argv) {
         double global_loss = loss;
         zero_allreduce_sum_f64(z, &global_loss, 1);
         loss = (float)(global_loss / world);
-        ZeroStepArgs step_args = {lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, cfg.grad_clip, step + 1};
+        ZeroStepArgs step_args = {lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay, cfg.grad_clip, step + 1};
         float norm = zero_step_maybe_skip(z, &step_args, !isfinite(loss));
         int skipped = nonfinite_step(&cfg, step, loss, norm, rank);
         double dt = now_seconds() - t0;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ds_config.h"
 #include "utils.h"
 
 double now_seconds(void) {
@@ -43,6 +44,7 @@ float *resolve_model(const char *model, GPT2Config *c) {
 }
 
 int resolve_grad_accum(TrainConfig *cfg, int world) {
+    if (ds_config_resolve_batch(cfg, world, stderr) != 0) exit(1);  // --deepspeed's batch keys, if any
     long micro_tokens = (long)cfg->B * cfg->T * world;
     if (cfg->total_batch_tokens < 0) cfg->total_batch_tokens = micro_tokens;
     if (cfg->total_batch_tokens % micro_tokens != 0)

@@ -26,8 +26,9 @@ void print_model_file_read(const GPT2ModelFile *file, double bytes_all_ranks);
 // -e for the unsharded trainers: as above, but returns the whole file's fp32 parameters
 // (caller frees), or NULL for a descriptor.
 float *resolve_model(const char *model, GPT2Config *c);
-// Fills in -d's default and returns the gradient accumulation steps; exits when the
-// total batch is not a multiple of B*T*world.
+// Fills in -d's default (or --deepspeed's train_batch_size / gradient_accumulation_steps,
+// DeepSpeed's rule) and returns the gradient accumulation steps; exits when the total
+// batch is not a multiple of B*T*world.
 int resolve_grad_accum(TrainConfig *cfg, int world);
 // Opens this rank's train loader (and the val loader when validation is on; returns 1
 // then) and resolves -x -1 to one epoch; exits when the data holds less than one step.

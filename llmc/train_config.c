@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ds_config.h"
+
 // Flavours: "cpu" (train_gpt2: unsharded, or ZeRO under -z), "cuda" (train_gpt2cu:
 // unsharded only, so the ZeRO flags are refused), "cuda-zero" (train_gpt2_zero).
 static int flavour_cuda(const char *flavour) { return strncmp(flavour, "cuda", 4) == 0; }
@@ -15,7 +17,7 @@ static int flavour_zero(const char *flavour) { return strcmp(flavour, "cuda") !=
 // Long options without a single-letter form.
 enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
        OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
-       OPT_GPUMEM };
+       OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS, OPT_DEEPSPEED };
 
 // The flag of a ZeRO-only option, or NULL for the others.
 static const char *zero_flag(int opt) {
@@ -30,6 +32,7 @@ static const char *zero_flag(int opt) {
     case OPT_DRYRUN: return "--dry-run";
     case OPT_WORLD: return "--world";
     case OPT_GPUMEM: return "--gpu-mem";
+    case OPT_DEEPSPEED: return "--deepspeed";
     default: return NULL;
     }
 }
@@ -50,6 +53,9 @@ static void defaults(TrainConfig *c, int cuda) {
     c->final_lr_frac = 0.1f;
     c->weight_decay = 0.0f;
     c->grad_clip = 1.0f;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.95f;
+    c->adam_eps = 1e-8f;
     c->max_steps = cuda ? -1 : 30;
     c->val_every = cuda ? 20 : 10;
     c->val_max_steps = 8;
@@ -113,6 +119,9 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --seed N        seed of init, data order and sampling (default %llu)\n", (unsigned long long)d.seed);
     printf("  --shuffle 0|1   shuffle the train windows each epoch (default %d)\n", d.shuffle);
     printf("  --grad-clip F   clip the global gradient norm to F, <= 0 disables (default %g)\n", d.grad_clip);
+    printf("  --beta1 F       AdamW's first-moment decay, in [0, 1) (default %g)\n", d.beta1);
+    printf("  --beta2 F       AdamW's second-moment decay, in [0, 1) (default %g)\n", d.beta2);
+    printf("  --adam-eps F    AdamW's epsilon, in [1e-30, 1] (default %g)\n", d.adam_eps);
     printf("  --nan-skip      a step whose loss or gradient norm is NaN or infinite is skipped (its\n"
            "                  update is not applied) and training goes on. Default: such a step stops\n"
            "                  the run with a message naming it, and nothing of it is saved\n");
@@ -143,6 +152,9 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                      and exits with status 2 when one does not. SIZE: 80G = 80GiB = 80 x 2^30\n"
            "                      bytes, 80GB = 80 x 10^9; K M T alike, fractions allowed (79.5G), B = bytes\n",
            cuda ? "GPU" : "host RAM");
+    printf("  --deepspeed FILE    DeepSpeed's ds_config.json: these keys set what the flags set (a flag\n"
+           "                      given too must agree; \"auto\" keeps the flag's value or the default):\n");
+    ds_config_usage(stdout, "                        ");
     printf("  Under -z, -n writes sharded checkpoints (OUT/zero_STEP/, each with OUT/model_STEP.bin), -y 1\n"
            "  resumes from them (any world size or stage), OUT/zero_report.json holds the measured memory\n"
            "  and traffic.\n");
@@ -193,8 +205,28 @@ static float parse_float(const char *flag, const char *s, double lo, double hi) 
     return (float)v;
 }
 
+// AdamW's betas: [0, 1), checked after the rounding to float (0.999999999 is 1.0f).
+static float parse_beta(const char *flag, const char *s) {
+    char *end;
+    float v = (float)strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || !(v >= 0.0f && v < 1.0f)) {
+        fprintf(stderr, "error: %s expects a number in [0, 1), got '%s'\n", flag, s);
+        exit(1);
+    }
+    return v;
+}
+
 void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavour) {
     defaults(c, flavour_cuda(flavour));
+    // which TrainFlag each option sets (the rest: -1), so that a config file cannot
+    // silently override what the command line said
+    static const struct { int opt; TrainFlag flag; } flag_of[] = {
+        {'b', TRAIN_FLAG_B}, {'d', TRAIN_FLAG_TOTAL_BATCH}, {'l', TRAIN_FLAG_LR},
+        {'c', TRAIN_FLAG_WEIGHT_DECAY}, {OPT_CLIP, TRAIN_FLAG_GRAD_CLIP}, {OPT_BETA1, TRAIN_FLAG_BETA1},
+        {OPT_BETA2, TRAIN_FLAG_BETA2}, {OPT_ADAM_EPS, TRAIN_FLAG_ADAM_EPS}, {'z', TRAIN_FLAG_ZERO_STAGE},
+        {OPT_ZBUCKET, TRAIN_FLAG_ZERO_BUCKET}, {OPT_ZPREFETCH, TRAIN_FLAG_ZERO_PREFETCH},
+        {OPT_ZLIVE, TRAIN_FLAG_ZERO_MAX_LIVE}, {OPT_ZPERSIST, TRAIN_FLAG_ZERO_PERSIST},
+        {OPT_DEEPSPEED, TRAIN_FLAG_DEEPSPEED}};
     static const struct option longs[] = {
         {"seed", required_argument, 0, OPT_SEED},
         {"shuffle", required_argument, 0, OPT_SHUFFLE},
@@ -211,6 +243,10 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         {"world", required_argument, 0, OPT_WORLD},
         {"gpu-mem", required_argument, 0, OPT_GPUMEM},
         {"nan-skip", no_argument, 0, OPT_NANSKIP},
+        {"beta1", required_argument, 0, OPT_BETA1},
+        {"beta2", required_argument, 0, OPT_BETA2},
+        {"adam-eps", required_argument, 0, OPT_ADAM_EPS},
+        {"deepspeed", required_argument, 0, OPT_DEEPSPEED},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int opt;
@@ -222,6 +258,8 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
                     "ZeRO (see -h)\n", zero_flag(opt), argv[0]);
             exit(1);
         }
+        for (size_t k = 0; k < sizeof(flag_of) / sizeof(flag_of[0]); k++)
+            if (flag_of[k].opt == opt) c->given |= TRAIN_FLAG_BIT(flag_of[k].flag);
         switch (opt) {
         case 'i': c->train_pattern = optarg; break;
         case 'j': c->val_pattern = optarg; break;
@@ -253,6 +291,10 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         case OPT_DRYRUN: c->dry_run = 1; break;
         case OPT_WORLD: c->dry_run_world = (int)parse_long("--world", optarg, 1, 1 << 20); break;
         case OPT_NANSKIP: c->nan_skip = 1; break;
+        case OPT_BETA1: c->beta1 = parse_beta("--beta1", optarg); break;
+        case OPT_BETA2: c->beta2 = parse_beta("--beta2", optarg); break;
+        case OPT_ADAM_EPS: c->adam_eps = parse_float("--adam-eps", optarg, 1e-30, 1); break;
+        case OPT_DEEPSPEED: c->deepspeed = optarg; break;
         case OPT_GPUMEM:
             if (train_config_parse_bytes(optarg, &c->gpu_mem) != 0) {
                 fprintf(stderr, "error: --gpu-mem expects a size from 1 byte to 2^60 bytes such as 80G, 80GiB, "
@@ -273,6 +315,13 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
             fprintf(stderr, "error: unknown option '%s' (see -h)\n", argv[optind - 1]);
             exit(1);
         }
+    }
+    // The file's values fill in what the flags left alone (before the checks below: it may set -z).
+    if (c->deepspeed && ds_config_apply(c, c->deepspeed, stderr) != 0) exit(1);
+    if (c->deepspeed && c->zero_stage < 0 && !flavour_cuda(flavour)) {
+        fprintf(stderr, "error: --deepspeed configures a ZeRO run: give -z STAGE or zero_optimization.stage in '%s'\n",
+                c->deepspeed);
+        exit(1);
     }
     if (c->gpu_mem && !c->dry_run) {
         fprintf(stderr, "error: --gpu-mem checks a prediction: give --dry-run (and -z STAGE, --world N)\n");
@@ -300,9 +349,13 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     printf("| %-20s | %-40d |\n", "grad accumulation", grad_accum);
     printf("| %-20s | %-40ld |\n", "tokens per step", (long)c->B * c->T * world * grad_accum);
     printf("| %-20s | %-40g |\n", "learning rate", c->lr);
+    char adamw[64];
+    snprintf(adamw, sizeof(adamw), "%g, %g, %g", c->beta1, c->beta2, c->adam_eps);
+    printf("| %-20s | %-40s |\n", "AdamW betas, eps", adamw);
     printf("| %-20s | %-40d |\n", "warmup steps", c->warmup_steps);
     printf("| %-20s | %-40d |\n", "max steps", c->max_steps);
     printf("| %-20s | %-40llu |\n", "seed", (unsigned long long)c->seed);
     if (c->zero_stage >= 0) printf("| %-20s | %-40d |\n", "ZeRO stage", c->zero_stage);
+    if (c->deepspeed) printf("| %-20s | %-40s |\n", "DeepSpeed config", c->deepspeed);
     printf("+----------------------+------------------------------------------+\n");
 }

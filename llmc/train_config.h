@@ -23,6 +23,8 @@ typedef struct {
     float final_lr_frac;        // -q
     float weight_decay;         // -c
     float grad_clip;            // --grad-clip (<= 0 disables)
+    float beta1, beta2;         // --beta1 --beta2: AdamW's moment decay rates
+    float adam_eps;             // --adam-eps: AdamW's epsilon
     int max_steps;              // -x (-1: one epoch of the train data)
     int val_every;              // -v (0 disables)
     int val_max_steps;          // -m batches per validation (-1: whole val set)
@@ -47,7 +49,22 @@ typedef struct {
     int dry_run;                // --dry-run: predict ZeRO memory and traffic, do not train
     int dry_run_world;          // --world N: ranks to predict for
     uint64_t gpu_mem;           // --gpu-mem BYTES: the dry run checks each rank against it (0: no check)
+    // DeepSpeed's config file (llmc/ds_config.h)
+    const char *deepspeed;      // --deepspeed FILE, or NULL
+    int grad_accum_steps;       // its gradient_accumulation_steps (0: derived from -d)
+    unsigned given;             // TRAIN_FLAG_BIT()s of the flags the command line gave
+    unsigned from_file;         // TRAIN_FLAG_BIT()s of the values the config file set
 } TrainConfig;
+
+// Settings a config file may also set: a file value that contradicts a flag given on the
+// command line is an error, one the command line left alone replaces the default.
+typedef enum {
+    TRAIN_FLAG_B, TRAIN_FLAG_TOTAL_BATCH, TRAIN_FLAG_GRAD_ACCUM, TRAIN_FLAG_LR, TRAIN_FLAG_WEIGHT_DECAY,
+    TRAIN_FLAG_GRAD_CLIP, TRAIN_FLAG_BETA1, TRAIN_FLAG_BETA2, TRAIN_FLAG_ADAM_EPS, TRAIN_FLAG_ZERO_STAGE,
+    TRAIN_FLAG_ZERO_BUCKET, TRAIN_FLAG_ZERO_PREFETCH, TRAIN_FLAG_ZERO_MAX_LIVE, TRAIN_FLAG_ZERO_PERSIST,
+    TRAIN_FLAG_DEEPSPEED, TRAIN_FLAG_COUNT
+} TrainFlag;
+#define TRAIN_FLAG_BIT(f) (1u << (f))
 
 // Fills defaults for the given trainer ("cpu" or "cuda"), then parses argv. Prints
 // usage and exits 0 on -h; prints what is wrong and exits 1 on a bad flag or value.
