@@ -23,6 +23,7 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 #include "llmc/gpt2_model_file.h"
 #include "llmc/logger.h"
 #include "llmc/rand.h"
+#include "llmc/run_info.h"
 #include "llmc/sampler.h"
 #include "llmc/schedule.h"
 #include "llmc/tokenizer.h"
@@ -324,6 +325,8 @@ int main(int argc, char **argv) {
     if (z) zero_report_print(z);
     Logger logger = {0};
     if (rank == 0) logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
+    RunInfo run_info;   // OUT/run.json: what compare_runs.py checks before comparing runs
+    run_info_start(&run_info, argv[0], &cfg, grad_accum, world, rank);
 
     double flops_per_step = gpt2_flops_per_token(&mc, cfg.T) * (double)cfg.total_batch_tokens;
     for (int step = start_step; step <= cfg.max_steps; step++) {
@@ -388,6 +391,7 @@ int main(int argc, char **argv) {
                    flops_per_step / dt * 1e-9);
         logger_train(&logger, step, (float)loss, lr, norm);
         if (z && step == start_step) write_zero_report(z, &model, &cfg);
+        run_info_step(&run_info, dt);
     }
 
     // Under ZeRO the final parameters go to one llm.c model file, gathered and written
@@ -405,6 +409,7 @@ int main(int argc, char **argv) {
                    host_memory_peak() / 1048576.0, before / 1048576.0);
     }
 
+    run_info_finish(&run_info);
     logger_close(&logger);
     if (have_tok) tokenizer_free(&tok);
     if (have_val) dataloader_free(&val);
