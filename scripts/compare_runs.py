@@ -137,7 +137,8 @@ class Run:
 
 
 def check_same(runs, force):
-    """Raises Refused naming the first field in which a run differs from the first run."""
+    """Raises Refused naming every field in which a run differs from the first run (and every
+    run without run.json); with force prints them as warnings instead."""
     problems = []
     for r in runs:
         if r.info is None:
@@ -251,8 +252,8 @@ def main(argv):
         description="Compares training runs: writes compare.png (train and validation loss against step "
                     "for every run; below, each run's train loss minus the first run's at the same step) "
                     "and prints per run: steps, final train and validation loss, the largest |train-loss "
-                    "difference| against the first run and its step, tokens/s (OUT/run.json: mean over "
-                    "the steps after the first), and per-rank memory by kind from zero_report.json when "
+                    "difference| against the first run and its step, tokens/s (OUT/run.json: the tokens of "
+                    "the steps after the first over their time), and per-rank memory by kind from zero_report.json when "
                     "there is one. Runs must share data, seed, sequence length and global batch "
                     "(OUT/run.json) unless --force.",
         epilog="example: scripts/compare_runs.py out/main_job/unsharded out/main_job/zero3")
@@ -268,6 +269,8 @@ def main(argv):
         runs = [Run(d) for d in args.runs]
         check_same(runs, args.force)
         out = args.output or os.path.join(args.runs[0], "compare.png")
+        if os.path.dirname(out):
+            os.makedirs(os.path.dirname(out), exist_ok=True)
         plot(plt, np, runs, out)
         print_tables(runs)
         w, h = FIG_INCHES[0] * FIG_DPI, FIG_INCHES[1] * FIG_DPI
