@@ -26,6 +26,7 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 #include "llmc/memory_table.h"
 #include "llmc/progress.h"
 #include "llmc/rand.h"
+#include "llmc/run_info.h"
 #include "llmc/sampler.h"
 #include "llmc/schedule.h"
 #include "llmc/tokenizer.h"
@@ -353,6 +354,8 @@ int main(int argc, char **argv) {
     }
     Logger logger = {0};
     if (rank == 0) logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
+    RunInfo run_info;   // OUT/run.json: what compare_runs.py checks before comparing runs
+    run_info_start(&run_info, argv[0], &cfg, grad_accum, world, rank);
 
     double flops_per_step = gpt2_flops_per_token(&mc, cfg.T) * (double)cfg.total_batch_tokens;
     Progress progress;
@@ -424,6 +427,7 @@ int main(int argc, char **argv) {
                    flops_per_step / dt * 1e-9, eta);
         logger_train(&logger, step, (float)loss, lr, norm);
         if (z && step == start_step) write_zero_report(z, &model, &cfg);
+        run_info_step(&run_info, dt);
     }
 
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
@@ -442,6 +446,7 @@ int main(int argc, char **argv) {
         printf("wrote %s\n", path);
     }
 
+    run_info_finish(&run_info);
     logger_close(&logger);
     if (have_tok) tokenizer_free(&tok);
     if (have_val) dataloader_free(&val);

@@ -21,6 +21,7 @@ The model and its kernels live in llmc/gpt2_cuda.cu.
 #include "llmc/mfu.h"
 #include "llmc/progress.h"
 #include "llmc/rand.h"
+#include "llmc/run_info.h"
 #include "llmc/sampler.h"
 #include "llmc/schedule.h"
 #include "llmc/tokenizer.h"
@@ -145,6 +146,8 @@ int main(int argc, char **argv) {
     }
     Logger logger;
     logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
+    RunInfo run_info;   // OUT/run.json: what compare_runs.py checks before comparing runs
+    run_info_start(&run_info, argv[0], &cfg, grad_accum, world, rank);
 
     double flops_per_token = gpt2_flops_per_token(&mc, cfg.T);
     char gpu_name[256];
@@ -201,6 +204,7 @@ int main(int argc, char **argv) {
                    step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, tok_s,
                    100.0 * mfu(flops_per_token, tok_s, peak), eta);
         logger_train(&logger, step, loss, lr, norm);
+        run_info_step(&run_info, dt);
     }
 
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
@@ -210,6 +214,7 @@ int main(int argc, char **argv) {
     gpt2_model_file_write(path, &mc, params, GPT2_MODEL_FP32);
     printf("wrote %s\n", path);
 
+    run_info_finish(&run_info);
     logger_close(&logger);
     if (have_tok) tokenizer_free(&tok);
     if (have_val) dataloader_free(&val);

@@ -24,6 +24,7 @@ ends with zero_step instead of the model's update; checkpoints are sharded.
 #include "llmc/mfu.h"
 #include "llmc/progress.h"
 #include "llmc/rand.h"
+#include "llmc/run_info.h"
 #include "llmc/sampler.h"
 #include "llmc/schedule.h"
 #include "llmc/tokenizer.h"
@@ -330,6 +331,8 @@ int main(int argc, char **argv) {
     Logger logger;
     memset(&logger, 0, sizeof(logger));
     if (rank == 0) logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
+    RunInfo run_info;   // OUT/run.json: what compare_runs.py checks before comparing runs
+    run_info_start(&run_info, argv[0], &cfg, grad_accum, world, rank);
 
     double flops_per_token = gpt2_flops_per_token(&mc, cfg.T);
     char gpu_name[256];
@@ -390,12 +393,14 @@ int main(int argc, char **argv) {
                    100.0 * mfu(flops_per_token, tok_s * ranks_per_gpu / world, peak), eta);
         logger_train(&logger, step, loss, lr, norm);
         if (step == start_step) write_zero_report(z, &model, &cfg);
+        run_info_step(&run_info, dt);
     }
 
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
     write_zero_report(z, &model, &cfg);
     checkpoint_export_model(cfg.out_dir, -1, rank, &mc, glue_gather_slice, &glue);
 
+    run_info_finish(&run_info);
     logger_close(&logger);
     if (have_tok) tokenizer_free(&tok);
     if (have_val) dataloader_free(&val);

@@ -1,13 +1,105 @@
 #!/usr/bin/env bash
-# The main job: trains GPT-2 on the bundled corpus (data/kjv), on the GPU when one is
-# present (train_gpt2cu), else on the CPU (train_gpt2). Extra arguments go to the trainer.
+# The main job: trains GPT-2 on the bundled corpus (data/kjv) twice with the same seed,
+# data and global batch, once unsharded and once with ZeRO (stage 3 on 4 ranks unless
+# told otherwise), then compares the two loss curves with scripts/compare_runs.py.
+# With a GPU (nvidia-smi lists one): train_gpt2cu against train_gpt2_zero; without: the
+# CPU trainer train_gpt2 against itself under mpirun with -z.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+usage() {
+    cat <<'EOF'
+usage: scripts/train.sh [-z STAGE] [-n RANKS] [-x STEPS] [-o DIR] [-- TRAINER_ARGS...]
+
+Trains GPT-2 on the bundled corpus (data/kjv) unsharded and with ZeRO, with the same
+seed, data and global batch, then prints a comparison table (steps, final losses, the
+largest train-loss difference, tokens/s, per-rank memory) and writes DIR/compare.png.
+It installs what it needs (scripts/install_deps.sh) and builds the trainers (make).
+
+  -z STAGE   ZeRO stage of the sharded run, 0-3 (default 3)
+  -n RANKS   ranks of the sharded run (default 4)
+  -x STEPS   optimizer steps of both runs (default: 40 on the CPU, one epoch on a GPU)
+  -o DIR     output folder (default out/main_job): DIR/unsharded, DIR/zeroSTAGE, DIR/compare.png
+  -h         this help
+  -- ARGS    passed to both trainers after the script's own flags, so they take
+             precedence (e.g. -- -e d6 -l 1e-3); not -o
+
+CPU: model d4c128h4t128, micro-batch 2 per rank, sequence 64, global batch 2*64*RANKS
+tokens (the unsharded run accumulates RANKS micro-batches), under mpirun with
+--allow-run-as-root when run as root and --oversubscribe when RANKS exceeds the cores
+(Open MPI). Without mpirun the CPU trainer cannot start more than one rank (its ZeRO
+ranks talk over MPI): the sharded run then uses 1 rank and the same global batch.
+GPU: model d12, micro-batch 4 per rank, sequence 1024, ranks started by
+scripts/launch_ranks.sh (several ranks may share one GPU).
+EOF
+}
+
+stage=3 ranks=4 steps="" out=out/main_job
+is_int() { [[ "$1" =~ ^-?[0-9]+$ ]]; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h|--help) usage; exit 0 ;;
+        -z|-n|-x|-o)
+            [ $# -ge 2 ] || { echo "train.sh: $1 needs a value (-h for help)" >&2; exit 1; }
+            case "$1" in
+                -z) [[ "$2" =~ ^[0-3]$ ]] || { echo "train.sh: -z expects a stage 0-3, got '$2'" >&2; exit 1; }
+                    stage=$2 ;;
+                -n) is_int "$2" && [ "$2" -ge 1 ] || { echo "train.sh: -n expects ranks >= 1, got '$2'" >&2; exit 1; }
+                    ranks=$2 ;;
+                -x) is_int "$2" && { [ "$2" -ge 1 ] || [ "$2" -eq -1 ]; } \
+                        || { echo "train.sh: -x expects steps >= 1 (or -1: one epoch), got '$2'" >&2; exit 1; }
+                    steps=$2 ;;
+                -o) out=$2 ;;
+            esac
+            shift 2 ;;
+        --) shift; break ;;
+        *) echo "train.sh: unknown argument '$1' (trainer flags go after --; -h for help)" >&2; exit 1 ;;
+    esac
+done
+extra=("$@")
+for a in "${extra[@]}"; do
+    [ "$a" != "-o" ] || { echo "train.sh: give the output folder as train.sh -o DIR, not after --" >&2; exit 1; }
+done
+
 bash scripts/install_deps.sh
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    make -j2 train_gpt2cu
-    exec ./train_gpt2cu "$@"
+t_start=$(date +%s.%N)
+unsharded="$out/unsharded" sharded="$out/zero$stage"
+run() { echo "+ $*"; "$@"; }
+
+if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then
+    echo "GPU found: train_gpt2cu (unsharded) against train_gpt2_zero (ZeRO stage $stage, $ranks ranks)"
+    make -j"$(nproc)" train_gpt2cu train_gpt2_zero
+    B=4 T=1024
+    common=(-b $B -t $T -d $((B * T * ranks)) -x "${steps:--1}")
+    run ./train_gpt2cu "${common[@]}" -o "$unsharded" "${extra[@]}"
+    run bash scripts/launch_ranks.sh "$ranks" ./train_gpt2_zero -z "$stage" "${common[@]}" -o "$sharded" "${extra[@]}"
+else
+    echo "no GPU found: the CPU trainer, unsharded against ZeRO stage $stage on $ranks ranks"
+    make -j2 train_gpt2
+    B=2 T=64
+    common=(-e d4c128h4t128 -b $B -t $T -d $((B * T * ranks)) -x "${steps:-40}")
+    cpus=$(nproc)
+    run ./train_gpt2 "${common[@]}" -o "$unsharded" "${extra[@]}"
+    if command -v mpirun > /dev/null 2>&1; then
+        launch=(mpirun)
+        if mpirun --version 2>&1 | grep -q "Open MPI"; then
+            # Open MPI refuses root unless told, and by default gives one rank per core
+            [ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root)
+            cores=$(lscpu -p=core,socket 2> /dev/null | grep -v '^#' | sort -u | wc -l)
+            [ "$cores" -gt 0 ] && [ "$cores" -le "$cpus" ] || cores=$cpus
+            [ "$ranks" -le "$cores" ] || launch+=(--oversubscribe)
+        fi
+        launch+=(-np "$ranks")
+        threads=$((cpus / ranks > 0 ? cpus / ranks : 1))   # ranks share the cores
+    else
+        echo "no mpirun: the CPU trainer's ZeRO ranks talk over MPI, so the sharded run uses 1 rank with the" \
+             "same global batch (bash scripts/install_deps.sh installs Open MPI for $ranks ranks)"
+        launch=() threads=$cpus
+    fi
+    run "${launch[@]}" ./train_gpt2 -z "$stage" --threads "$threads" "${common[@]}" -o "$sharded" "${extra[@]}"
 fi
-echo "no GPU found: training on the CPU"
-make -j2 train_gpt2
-exec ./train_gpt2 "$@"
+
+echo
+echo "comparison (scripts/compare_runs.py $unsharded $sharded -o $out/compare.png):"
+scripts/compare_runs.py "$unsharded" "$sharded" -o "$out/compare.png"
+awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "main job: %.0f s of training and comparison\n", b - a }'
