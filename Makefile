@@ -97,9 +97,14 @@ $(BUILD)/%.cu.o: %.cu $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
+# GPT-2 on ZeRO: the glue both ZeRO trainers share (it includes llmc/ and zero/)
+$(BUILD)/gpt2_zero.o: gpt2_zero.c gpt2_zero.h $(HEADERS) $(ZERO_HEADERS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -c $< -o $@
+
 # The CPU trainer drives zero/ over MPI (-z), so it is linked with mpicc.
-train_gpt2: train_gpt2.c $(BUILD)/libllmc.a $(BUILD)/libzero.a
-	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -o $@
+train_gpt2: train_gpt2.c $(BUILD)/gpt2_zero.o $(BUILD)/libllmc.a $(BUILD)/libzero.a
+	$(MPICC) $(CFLAGS) $< $(BUILD)/gpt2_zero.o $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
 tokenize: tokenize.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
@@ -108,8 +113,8 @@ train_gpt2cu: train_gpt2.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
 
 # The CUDA trainer with zero/ (CUDA backend + NCCL; MPI for mpirun start-up)
-train_gpt2_zero: train_gpt2_zero.cu $(CUDA_OBJ) $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a $(BUILD)/libllmc.a
-	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) $< $(CUDA_OBJ) $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
+train_gpt2_zero: train_gpt2_zero.cu $(BUILD)/gpt2_zero.o $(CUDA_OBJ) $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a $(BUILD)/libllmc.a
+	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) $< $(BUILD)/gpt2_zero.o $(CUDA_OBJ) $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
 	    $(BUILD)/libllmc.a $(CUDA_LDLIBS) $(MPI_LDFLAGS) -o $@
 
 test_gpt2_zero: test_gpt2_zero.cu $(CUDA_OBJ) $(BUILD)/libllmc.a

@@ -33,159 +33,23 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 #include "llmc/train_common.h"
 #include "llmc/train_config.h"
 #include "llmc/utils.h"
+#include "gpt2_zero.h"
 #include "zero/backend.h"
 #include "zero/comm.h"
 #include "zero/zero.h"
 
 // ----------------------------------------------------------------------------
-// ZeRO glue: the model's parameter slices become the plugin's tensors, and the
-// model's unit hooks fetch/release parameters and hand over finished gradients.
+// ZeRO: the GPT-2 glue (gpt2_zero.h) is shared with train_gpt2_zero.cu; this trainer adds
+// the host backend and what the CPU model allocates.
 
-typedef struct {
-    Zero *z;
-    const ZeroBackend *backend;   // host: MPI collectives, OpenMP kernels, stream threads
-    GPT2 *model;
-    GPT2Config config;
-    GPT2Slice *slices;        // tensor table, in the plugin's order
-    size_t tensor_offset[GPT2_NUM_PARAM_TENSORS];
-    GPT2ModelFile *file;      // initial values from a model file, or NULL: fresh init
-    uint64_t seed;
-} ZeroGlue;
+// What the model holds now for activations and their gradients (the report's measured figure).
+static size_t activation_bytes(const GPT2 *model) { return (model->act_capacity + model->grad_act_capacity) * sizeof(float); }
 
-static void glue_fetch(void *ctx, int unit, int is_backward) {
-    ZeroGlue *g = (ZeroGlue *)ctx;
-    const ZeroUnitView *v = zero_fetch(g->z, unit, is_backward);
-    for (int k = 0; k < v->count; k++) {
-        const GPT2Slice *s = &g->slices[v->tensors[k]];
-        g->model->w[s->tensor][s->layer] = (float *)v->params[k];
-        if (is_backward) g->model->g[s->tensor][s->layer] = (float *)v->grads[k];
-    }
-}
-
-static void glue_release(void *ctx, int unit, int is_backward) {
-    zero_release(((ZeroGlue *)ctx)->z, unit, is_backward);
-}
-
-static void glue_grads_ready(void *ctx, int unit) { zero_grads_ready(((ZeroGlue *)ctx)->z, unit); }
-
-// Initial values of a range of one slice: only what this rank owns is ever asked for.
-static void glue_init(void *ctx, int tensor, size_t offset, size_t count, float *out) {
-    ZeroGlue *g = (ZeroGlue *)ctx;
-    const GPT2Slice *s = &g->slices[tensor];
-    if (g->file) {
-        gpt2_model_file_read_range(g->file, s->offset + offset, count, out);
-    } else {
-        size_t within = s->offset - g->tensor_offset[s->tensor] + offset;
-        gpt2_init_range(&g->config, s->tensor, within, count, out, g->seed);
-    }
-}
-
-// The plugin's tensor table: one entry per GPT-2 parameter slice (g->slices).
-static ZeroTensor *zero_tensor_table(ZeroGlue *g, const GPT2Config *c) {
-    g->config = *c;
-    gpt2_param_offsets(c, g->tensor_offset);
-    int n = gpt2_num_slices(c);
-    g->slices = (GPT2Slice *)malloc_check((size_t)n * sizeof(GPT2Slice));
-    gpt2_slices(c, g->slices);
-    ZeroTensor *tensors = (ZeroTensor *)calloc_check((size_t)n, sizeof(ZeroTensor));
-    for (int i = 0; i < n; i++) {
-        tensors[i].name = g->slices[i].name;
-        tensors[i].numel = g->slices[i].numel;
-        tensors[i].decay = g->slices[i].decay;
-        tensors[i].num_units = g->slices[i].num_units;
-        for (int u = 0; u < g->slices[i].num_units; u++) tensors[i].units[u] = g->slices[i].units[u];
-    }
-    return tensors;
-}
-
-static ZeroConfig zero_config_from(const TrainConfig *cfg) {
-    ZeroConfig zc;
-    zero_config_defaults(&zc);
-    zc.stage = cfg->zero_stage;
-    // -1: left to the plugin, which sizes them from the model (ZERO_AUTO)
-    zc.bucket_elems = cfg->zero_bucket < 0 ? ZERO_AUTO : (size_t)cfg->zero_bucket;
-    zc.prefetch_elems = cfg->zero_prefetch < 0 ? ZERO_AUTO : (size_t)cfg->zero_prefetch;
-    zc.max_live_elems = (size_t)cfg->zero_max_live;
-    zc.persist_elems = (size_t)cfg->zero_persist;
-    zc.node_size = cfg->node_size;
-    zc.timeout_s = cfg->zero_timeout;
-    zc.seed = cfg->seed;
-    return zc;
-}
-
-static Zero *zero_attach(ZeroGlue *g, GPT2 *model, const TrainConfig *cfg, ZeroComm *comm,
-                         GPT2ModelFile *file) {
-    g->model = model;
-    g->file = file;
-    g->seed = cfg->seed;
-    ZeroTensor *tensors = zero_tensor_table(g, &model->config);
-    ZeroConfig zc = zero_config_from(cfg);
-    g->backend = zero_backend_host(comm);
-    // Start-up failures below: the plugin has printed why, and its message stays the last line.
-    if (!g->backend) exit(EXIT_FAILURE);
-    g->z = zero_init(tensors, gpt2_num_slices(&g->config), gpt2_num_units(&g->config), &zc, comm,
-                     g->backend, glue_init, g);
-    free(tensors);
-    if (g->z == NULL) exit(EXIT_FAILURE);
-    g->file = NULL;  // read only during zero_init
-    model->hooks = (GPT2Hooks){g, glue_fetch, glue_release, glue_grads_ready};
-    return g->z;
-}
-
-// --dry-run: the plugin's prediction of per-rank memory and traffic, without training,
-// with the activations this model allocates. Returns the exit status: 2 when a rank does
-// not fit --gpu-mem.
-static int zero_dry_run_gpt2(TrainConfig *cfg) {
-    double t0 = now_seconds();
-    GPT2Config mc;
-    GPT2ModelFile file;
-    if (resolve_model_open(cfg->model, &mc, &file)) gpt2_model_file_close(&file);  // the shape is all it needs
-    if (cfg->T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg->T, mc.max_seq_len);
-    int grad_accum = resolve_grad_accum(cfg, cfg->dry_run_world);
-    ZeroGlue g;
-    ZeroTensor *tensors = zero_tensor_table(&g, &mc);
-    ZeroConfig zc = zero_config_from(cfg);
-    make_dirs(cfg->out_dir);
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
-    size_t sizes[GPT2_NUM_PARAM_TENSORS];
-    // The host backend's device memory is host memory: activations sit beside the model.
-    ZeroDryRunModel model = {gpt2_cpu_activation_bytes(&mc, cfg->B, cfg->T), 0, (size_t)cfg->gpu_mem};
-    printf("model %s: %zu parameters; activations and their gradients for B=%d T=%d: %.2f MiB per rank\n",
-           cfg->model, gpt2_param_sizes(&mc, sizes), cfg->B, cfg->T, model.act_device / 1048576.0);
-    int rc = zero_dry_run(tensors, gpt2_num_slices(&mc), gpt2_num_units(&mc), &zc, cfg->dry_run_world, grad_accum,
-                          &model, path);
-    if (rc < 0) die("dry run failed (see above)");
-    free(tensors);
-    free(g.slices);
-    print_cost("the dry run", t0);
-    return rc == 1 ? 2 : 0;
-}
-
-// The fp32 master of one slice, gathered from the shards (collective): what the model
-// export streams to the file one slice at a time.
-static void glue_gather_slice(void *ctx, int slice, float *out) {
-    zero_gather_master(((ZeroGlue *)ctx)->z, slice, out);
-}
-
-// OUT/zero_report.json: measured memory by kind and bytes sent per step (collective).
-// Activations count as device memory: the host backend's device is host memory, where
-// the model computes (a dry run's --gpu-mem check adds them to the model states).
-static void write_zero_report(Zero *z, const GPT2 *model, const TrainConfig *cfg) {
-    size_t act = (model->act_capacity + model->grad_act_capacity) * sizeof(float);
-    zero_report_set_activation_bytes(z, act, 0);
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
-    if (zero_report_write(z, path, NULL) != 0) die("cannot write '%s' (see above)", path);
-}
-
-// Whether out_dir holds a checkpoint to resume from. Under ZeRO rank 0 looks and every
-// rank gets its answer; a malformed latest_zero counts as one (zero_load then says why).
-static int have_checkpoint(Zero *z, int rank, const char *out_dir) {
-    if (!z) return checkpoint_latest(out_dir) >= 0;
-    double found = rank == 0 && zero_latest(out_dir) != -1;
-    zero_allreduce_sum_f64(z, &found, 1);
-    return found != 0;
+// The activations and their gradients a step of B x T allocates, known before it.
+static size_t cpu_activation_bytes(const GPT2Config *c, const TrainConfig *cfg) {
+    size_t bytes = gpt2_cpu_activation_bytes(c, cfg->B, cfg->T);
+    printf("activations and their gradients for B=%d T=%d: %.2f MiB per rank\n", cfg->B, cfg->T, bytes / 1048576.0);
+    return bytes;
 }
 
 // ----------------------------------------------------------------------------
@@ -252,22 +116,14 @@ int main(int argc, char **argv) {
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
     else omp_set_dynamic(1);
 
-    if (cfg.dry_run) return zero_dry_run_gpt2(&cfg);
+    // The host backend's device memory is host memory: fp32 working weights and gradients.
+    if (cfg.dry_run) return gpt2_zero_dry_run(&cfg, ZERO_F32, ZERO_F32, cpu_activation_bytes);
 
-    // The world: a single process, or every rank of mpirun / srun with -z.
-    ZeroComm *comm = NULL;
-    int rank = 0, world = 1;
-    if (cfg.zero_stage >= 0) {
-        comm = zero_comm_init(&argc, &argv);
-        if (comm == NULL) exit(EXIT_FAILURE);   // zero_comm_init printed why: that stays the last line
-        rank = comm->rank;
-        world = comm->world;
-    }
-    // Only rank 0 prints the run's figures; every rank prints its errors.
-    if (rank != 0 && freopen("/dev/null", "w", stdout) == NULL) die("rank %d: cannot silence stdout", rank);
-    // Temp files a crash left in the output folder go before anything is written (rank 0
-    // alone: the folder is shared, and the others wait for it in zero_init's collectives).
-    if (rank == 0) atomic_file_remove_stale(cfg.out_dir);
+    // The world: a single process, or every rank of mpirun / srun with -z (only rank 0
+    // prints; it also removes the temp files a crash left before anything is written).
+    ZeroComm *comm = cfg.zero_stage >= 0 ? gpt2_zero_world(&argc, &argv, &cfg) : NULL;
+    const int rank = comm ? comm->rank : 0, world = comm ? comm->world : 1;
+    if (!comm) atomic_file_remove_stale(cfg.out_dir);
 
     // The model: a descriptor builds a fresh init, anything else is an llm.c model file.
     GPT2 model;
@@ -284,16 +140,17 @@ int main(int argc, char **argv) {
         gpt2_cpu_build(&model, &mc, cfg.seed);
     }
     if (cfg.T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg.T, mc.max_seq_len);
-    ZeroGlue glue;
-    Zero *z = comm ? zero_attach(&glue, &model, &cfg, comm, from_file ? &file : NULL) : NULL;
-    if (from_file) {
-        if (z) {
-            double read_all = (double)file.bytes_read;
-            zero_allreduce_sum_f64(z, &read_all, 1);
-            print_model_file_read(&file, read_all);
-        }
-        gpt2_model_file_close(&file);
+    GPT2Zero glue;
+    const ZeroBackend *backend = NULL;
+    Zero *z = NULL;
+    if (comm) {
+        // host backend: MPI collectives, OpenMP kernels, stream threads
+        if (!(backend = zero_backend_host(comm))) exit(EXIT_FAILURE);   // it printed why
+        ZeroConfig zc = gpt2_zero_config(&cfg, ZERO_F32, ZERO_F32);
+        gpt2_zero_attach(&glue, &mc, &zc, comm, backend, cfg.seed, from_file ? &file : NULL, gpt2_cpu_slots(&model));
+        z = glue.z;
     }
+    if (from_file) gpt2_model_file_close(&file);
     printf("host memory after loading the model: peak %.1f MiB\n", host_memory_peak() / 1048576.0);
 
     // Batch geometry: tokens per step = B * T * world * grad_accum.
@@ -315,7 +172,7 @@ int main(int argc, char **argv) {
     // Resume: parameters, AdamW moments, step and data position from the latest checkpoint.
     TrainState state = {0, mc, cfg.seed, 0, 0, cfg.B, cfg.T, world, cfg.total_batch_tokens};
     int start_step = 0;
-    if (cfg.resume && !have_checkpoint(z, rank, cfg.out_dir)) {
+    if (cfg.resume && !(z ? gpt2_zero_have_checkpoint(&glue, cfg.out_dir) : checkpoint_latest(cfg.out_dir) >= 0)) {
         printf("-y 1: no checkpoint in '%s' yet: starting fresh\n", cfg.out_dir);
         cfg.resume = 0;
     }
@@ -379,7 +236,7 @@ int main(int argc, char **argv) {
                     die("rank %d: checkpoint at step %d failed (see above); the previous one is intact", rank, step);
                 zero_prune(z, cfg.out_dir, 2);  // keep this one and the previous
                 printf("saved checkpoint %s/zero_%d/\n", cfg.out_dir, step);
-                checkpoint_export_model(cfg.out_dir, step, rank, &mc, glue_gather_slice, &glue);
+                checkpoint_export_model(cfg.out_dir, step, rank, &mc, gpt2_zero_gather_slice, &glue);
             } else {
                 if (model.m == NULL) die("checkpoint at step %d before any update", step);
                 checkpoint_save(cfg.out_dir, &st, model.params, model.m, model.v, model.num_parameters);
@@ -405,10 +262,8 @@ int main(int argc, char **argv) {
         float norm;
         int skipped;   // a NaN or infinite loss or norm stops the run, or with --nan-skip skips the update
         if (z) {
-            zero_allreduce_sum_f64(z, &loss, 1);
-            loss = loss / world / grad_accum;
-            ZeroStepArgs a = {lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay, cfg.grad_clip, step + 1};
-            norm = zero_step_maybe_skip(z, &a, !isfinite(loss));   // skips a non-finite norm itself
+            loss /= grad_accum;
+            norm = gpt2_zero_step(&glue, &cfg, step, lr, &loss);   // mean loss over ranks; may skip
             skipped = nonfinite_step(&cfg, step, (float)loss, norm, rank);
         } else {
             loss /= grad_accum;
@@ -426,16 +281,16 @@ int main(int argc, char **argv) {
                    step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, cfg.total_batch_tokens / dt,
                    flops_per_step / dt * 1e-9, eta);
         logger_train(&logger, step, (float)loss, lr, norm);
-        if (z && step == start_step) write_zero_report(z, &model, &cfg);
+        if (z && step == start_step) gpt2_zero_write_report(&glue, cfg.out_dir, activation_bytes(&model));
         run_info_step(&run_info, dt);
     }
 
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
     if (z) {
-        write_zero_report(z, &model, &cfg);
+        gpt2_zero_write_report(&glue, cfg.out_dir, activation_bytes(&model));
         size_t before = host_memory_now();
         int measured = host_memory_reset_peak() == 0;
-        checkpoint_export_model(cfg.out_dir, -1, rank, &mc, glue_gather_slice, &glue);
+        checkpoint_export_model(cfg.out_dir, -1, rank, &mc, gpt2_zero_gather_slice, &glue);
         if (measured)
             printf("host memory during the export: peak %.1f MiB, %.1f MiB resident before it\n",
                    host_memory_peak() / 1048576.0, before / 1048576.0);
@@ -452,9 +307,8 @@ int main(int argc, char **argv) {
     if (have_val) dataloader_free(&val);
     dataloader_free(&train);
     if (z) {
-        zero_free(z);
-        zero_backend_host_free(glue.backend);
-        free(glue.slices);
+        gpt2_zero_free(&glue);
+        zero_backend_host_free(backend);
         zero_comm_free(comm);
     }
     gpt2_cpu_free(&model);

@@ -14,10 +14,10 @@ The model and its kernels live in llmc/gpt2_cuda.cu.
 #include "llmc/dataloader.h"
 #include "llmc/gpt2_config.h"
 #include "llmc/gpt2_cuda.h"
+#include "llmc/gpt2_cuda_trainer.h"
 #include "llmc/gpt2_model_file.h"
 #include "llmc/launch_env.h"
 #include "llmc/logger.h"
-#include "llmc/memory_table.h"
 #include "llmc/mfu.h"
 #include "llmc/progress.h"
 #include "llmc/rand.h"
@@ -28,59 +28,6 @@ The model and its kernels live in llmc/gpt2_cuda.cu.
 #include "llmc/train_common.h"
 #include "llmc/train_config.h"
 #include "llmc/utils.h"
-
-// The model's memory in the layout of the ZeRO table. Device: gpt2_cuda_build's buffers
-// (activations with the model's workspaces: attention, reduction scratch, cuBLASLt, as the
-// ZeRO trainer counts them). Host: the fp32 parameters and AdamW moments this trainer keeps
-// for checkpoints.
-static void print_memory(const GPT2Cuda *model, const TrainConfig *cfg, const GPT2CudaOptions *opt) {
-    GPT2CudaMemory mem;
-    gpt2_cuda_memory(&model->config, cfg->B, cfg->T, opt, model->use_cudnn, model->cudnn_workspace_bytes, &mem);
-    MemoryTable t = {{0}, {0}};
-    t.device[MEMORY_PARAMS] = mem.weights;
-    t.device[MEMORY_GRADS] = mem.grads;
-    t.device[MEMORY_OPTIM] = mem.optimizer;
-    t.device[MEMORY_ACTS] = mem.total - mem.params;
-    uint64_t p = (uint64_t)model->num_parameters * sizeof(float);
-    t.host[MEMORY_PARAMS] = p;
-    t.host[MEMORY_OPTIM] = 2 * p;
-    memory_table_print("unsharded bf16 model (fp32 master weights and AdamW moments) on one GPU", &t, "device", "host");
-}
-
-// Mean loss over up to max_batches validation batches, from the start of the val set.
-static float validate(GPT2Cuda *model, DataLoader *val, int max_batches) {
-    dataloader_reset(val);
-    int64_t available = val->total_windows / val->B;
-    int n = (max_batches < 0 || max_batches > available) ? (int)available : max_batches;
-    gpt2_cuda_reset_loss(model);
-    for (int i = 0; i < n; i++) {
-        dataloader_next_batch(val);
-        gpt2_cuda_forward(model, val->inputs, val->targets, val->B, val->T);
-    }
-    float loss, norm;
-    gpt2_cuda_step_stats(model, &loss, &norm);
-    return loss;
-}
-
-// Generates gen_tokens after an EOT prompt; the coins depend only on (seed, step).
-static void sample_text(GPT2Cuda *model, const Tokenizer *tok, int gen_tokens, uint64_t seed, int step) {
-    int T = model->T;
-    if (gen_tokens + 1 > T) gen_tokens = T - 1;
-    int *tokens = (int *)calloc_check((size_t)T, sizeof(int));
-    tokens[0] = GPT2_EOT;
-    printf("generating:\n---\n");
-    for (int t = 1; t <= gen_tokens; t++) {
-        // One sequence; positions past t are ignored thanks to causal attention.
-        gpt2_cuda_forward(model, tokens, NULL, 1, T);
-        const float *logits = gpt2_cuda_logits_row(model, 0, t - 1);
-        float coin = rng_uniform(seed, RNG_STREAM_SAMPLE, ((uint64_t)step << 32) | (uint64_t)t);
-        tokens[t] = sample_from_logits(logits, model->config.vocab_size, coin);
-        print_token(tok, tokens[t]);
-        fflush(stdout);
-    }
-    printf("\n---\n");
-    free(tokens);
-}
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress shows as it happens, also in a file or pipe
@@ -98,13 +45,9 @@ int main(int argc, char **argv) {
 
     // The model: a descriptor builds a fresh init, anything else is an llm.c model file.
     GPT2Config mc;
-    float *params = resolve_model(cfg.model, &mc);
+    float *params = resolve_model_params(cfg.model, cfg.seed, &mc);
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     size_t num_params = gpt2_param_sizes(&mc, sizes);
-    if (params == NULL) {
-        params = (float *)malloc_check(num_params * sizeof(float));
-        gpt2_init_params(&mc, params, cfg.seed);
-    }
     if (cfg.T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg.T, mc.max_seq_len);
     int grad_accum = resolve_grad_accum(&cfg, world);
 
@@ -116,32 +59,28 @@ int main(int argc, char **argv) {
     GPT2CudaOptions opt = {cfg.recompute, cfg.use_cudnn, cfg.seed, 0};
     GPT2Cuda model;
     gpt2_cuda_build(&model, &mc, params, cfg.B, cfg.T, &opt);
+    free(params);   // the model holds them now
     printf("GPT-2 CUDA trainer: %d layers, %d channels, %d heads, vocab %d (padded %d), %zu parameters\n",
            mc.num_layers, mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size, num_params);
     printf("train: %d shard(s), %lld windows; val: %s; attention: %s\n", train.num_shards,
            (long long)train.total_windows, have_val ? cfg.val_pattern : "off",
            model.use_cudnn ? "cuDNN" : "plain kernels");
     train_config_print(&cfg, grad_accum, world);
-    print_memory(&model, &cfg, &opt);
+    gpt2_cuda_print_memory(&model, &cfg);
 
     // Resume: fp32 master, AdamW moments, step and data position from the latest checkpoint.
     TrainState state = {0, mc, cfg.seed, 0, 0, cfg.B, cfg.T, world, cfg.total_batch_tokens};
-    float *host_m = (float *)calloc_check(num_params, sizeof(float));
-    float *host_v = (float *)calloc_check(num_params, sizeof(float));
     int start_step = 0;
-    int latest = cfg.resume ? checkpoint_latest(cfg.out_dir) : -1;
-    if (cfg.resume && latest < 0) {
+    if (cfg.resume && checkpoint_latest(cfg.out_dir) < 0) {
         printf("-y 1: no checkpoint in '%s' yet: starting fresh\n", cfg.out_dir);
         cfg.resume = 0;
     }
     if (cfg.resume) {
         TrainState saved;
-        checkpoint_load(cfg.out_dir, latest, &saved, params, host_m, host_v, num_params);
+        gpt2_cuda_checkpoint_load(&model, cfg.out_dir, checkpoint_latest(cfg.out_dir), &saved);
         checkpoint_check_compatible(&saved, &state, "resume");
         dataloader_set_state(&train, saved.data_epoch, saved.data_next_window);
         start_step = saved.step;
-        // The bf16 copy is re-derived with the stochastic rounding of the saved step.
-        gpt2_cuda_set_state_at(&model, params, host_m, host_v, start_step);
         printf("resumed from '%s' at step %d\n", cfg.out_dir, start_step);
     }
     Logger logger;
@@ -159,21 +98,17 @@ int main(int argc, char **argv) {
         int last = step == cfg.max_steps;
 
         if (have_val && (step % cfg.val_every == 0 || last)) {
-            float vl = validate(&model, &val, cfg.val_max_steps);
+            float vl = gpt2_cuda_validate(&model, &val, cfg.val_max_steps, world, NULL, NULL);
             printf("val loss %f\n", vl);
             logger_val(&logger, step, vl);
         }
         if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last))
-            sample_text(&model, have_tok ? &tok : NULL, cfg.gen_tokens, cfg.seed, step);
+            gpt2_cuda_sample(&model, have_tok ? &tok : NULL, cfg.gen_tokens, cfg.seed, step, 1);
         if (cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last)) {
             TrainState st = state;
             st.step = step;
             dataloader_get_state(&train, &st.data_epoch, &st.data_next_window);
-            gpt2_cuda_get_master(&model, params);
-            gpt2_cuda_get_opt_state(&model, host_m, host_v);
-            checkpoint_save(cfg.out_dir, &st, params, host_m, host_v, num_params);
-            printf("saved checkpoint %s/ckpt_%08d.bin and the model %s/model_%08d.bin\n", cfg.out_dir, step,
-                   cfg.out_dir, step);
+            gpt2_cuda_checkpoint_save(&model, cfg.out_dir, &st);
         }
         if (last) break;
 
@@ -208,11 +143,7 @@ int main(int argc, char **argv) {
     }
 
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
-    char path[4096];
-    checkpoint_model_path(path, sizeof(path), cfg.out_dir, -1);
-    gpt2_cuda_get_master(&model, params);
-    gpt2_model_file_write(path, &mc, params, GPT2_MODEL_FP32);
-    printf("wrote %s\n", path);
+    gpt2_cuda_export_final(&model, cfg.out_dir);
 
     run_info_finish(&run_info);
     logger_close(&logger);
@@ -220,8 +151,5 @@ int main(int argc, char **argv) {
     if (have_val) dataloader_free(&val);
     dataloader_free(&train);
     gpt2_cuda_free(&model);
-    free(params);
-    free(host_m);
-    free(host_v);
     return 0;
 }

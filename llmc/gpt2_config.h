@@ -93,6 +93,30 @@ static inline int gpt2_num_slices(const GPT2Config *c) { return 4 + 12 * c->num_
 // Fills gpt2_num_slices(c) entries, ordered by unit (embeddings, blocks, final LN).
 void gpt2_slices(const GPT2Config *c, GPT2Slice *out);
 
+// Hook points for a parameter manager (ZeRO), the same for the CPU and the CUDA model.
+// Before a unit runs (forward or backward) the model calls fetch, which may repoint the
+// unit's parameter slots (GPT2Slots); after, release; after a unit's backward has written
+// (CUDA: queued) all its gradients, grads_ready, before that unit's backward release. All
+// three may be NULL.
+// Forward:  fetch/release(u, 0) for u = 0, 1..L, L+1, L+2.
+// Backward: fetch(u, 1), grads_ready(u), release(u, 1) for u = L+2, L+1, L..1, 0.
+typedef struct {
+    void *ctx;
+    void (*fetch)(void *ctx, int unit, int is_backward);
+    void (*release)(void *ctx, int unit, int is_backward);
+    void (*grads_ready)(void *ctx, int unit);
+} GPT2Hooks;
+
+// A model's parameter slots whatever its element types (fp32 on the CPU; bf16 weights and
+// fp32 gradients on the GPU): set() points slice s's entries of the model's pointer tables
+// at a manager's buffers (grads NULL: the parameters only), and hooks is where the manager
+// installs its GPT2Hooks. With these a manager needs nothing else of the model.
+typedef struct {
+    void *model;
+    void (*set)(void *model, const GPT2Slice *s, void *params, void *grads);
+    GPT2Hooks *hooks;
+} GPT2Slots;
+
 // bf16 conversions shared by the host code (round to nearest even; NaN kept NaN).
 uint16_t gpt2_f32_to_bf16(float x);
 float gpt2_bf16_to_f32(uint16_t b);

@@ -744,6 +744,14 @@ void gpt2_cpu_build_external(GPT2 *m, const GPT2Config *c) {
     setup(m, c, NULL);
 }
 
+static void set_slot(void *model, const GPT2Slice *s, void *params, void *grads) {
+    GPT2 *m = (GPT2 *)model;
+    m->w[s->tensor][s->layer] = (float *)params;
+    if (grads) m->g[s->tensor][s->layer] = (float *)grads;
+}
+
+GPT2Slots gpt2_cpu_slots(GPT2 *m) { return (GPT2Slots){m, set_slot, &m->hooks}; }
+
 void gpt2_cpu_build_from_file(GPT2 *m, const char *path) {
     GPT2Config c;
     float *params = gpt2_model_file_read(path, &c); // validates the header itself

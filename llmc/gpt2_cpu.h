@@ -13,21 +13,6 @@
 extern "C" {
 #endif
 
-// Hook points for a parameter manager (ZeRO). Units: 0 = embeddings (wte, wpe),
-// 1..L = transformer blocks, L+1 = final LayerNorm, L+2 = classifier (shares wte with
-// unit 0). Before a unit runs (forward or backward) the model calls fetch, which may
-// repoint the unit's entries in model->w / model->g; after, release; after a unit's
-// backward has written all its gradients, grads_ready (called before that unit's
-// backward release). All three may be NULL.
-// Forward:  fetch/release(u, 0) for u = 0, 1..L, L+1, L+2.
-// Backward: fetch(u, 1), grads_ready(u), release(u, 1) for u = L+2, L+1, L..1, 0.
-typedef struct {
-    void *ctx;
-    void (*fetch)(void *ctx, int unit, int is_backward);
-    void (*release)(void *ctx, int unit, int is_backward);
-    void (*grads_ready)(void *ctx, int unit);
-} GPT2Hooks;
-
 typedef struct {
     GPT2Config config;
     size_t param_sizes[GPT2_NUM_PARAM_TENSORS];
@@ -39,7 +24,7 @@ typedef struct {
     // tensors). The model reads parameters and writes gradients only through these.
     float **w[GPT2_NUM_PARAM_TENSORS];
     float **g[GPT2_NUM_PARAM_TENSORS];
-    GPT2Hooks hooks;
+    GPT2Hooks hooks;     // a parameter manager's (gpt2_config.h); zeroed: none
     // activations for the current (B, T), reallocated only when they outgrow the buffer
     int B, T;
     size_t act_capacity;      // floats in acts
@@ -64,6 +49,8 @@ void gpt2_cpu_build_from_file(GPT2 *m, const char *path);
 // No parameter or gradient buffers: a parameter manager (ZeRO) owns them and its hooks
 // fill w / g per unit. zero_grad, grad_norm and update are then not available.
 void gpt2_cpu_build_external(GPT2 *m, const GPT2Config *c);
+// The model's parameter slots, for a parameter manager (gpt2_config.h: GPT2Slots).
+GPT2Slots gpt2_cpu_slots(GPT2 *m);
 void gpt2_cpu_free(GPT2 *m);
 // Bytes of activations and activation gradients (acts + grad_acts) a forward and backward
 // of B x T sequences allocate: what a dry run predicts without building the model.

@@ -273,6 +273,14 @@ void gpt2_cuda_build(GPT2Cuda *m, const GPT2Config *config, const float *host_pa
     }
 }
 
+static void set_slot(void *model, const GPT2Slice *s, void *params, void *grads) {
+    GPT2Cuda *m = (GPT2Cuda *)model;
+    m->w[s->tensor][s->layer] = (bf16 *)params;
+    if (grads) m->g[s->tensor][s->layer] = (float *)grads;
+}
+
+GPT2Slots gpt2_cuda_slots(GPT2Cuda *m) { return GPT2Slots{m, set_slot, &m->hooks}; }
+
 void gpt2_cuda_free(GPT2Cuda *m) {
     if (m->stream == NULL) return;
     CUDA_CHECK(cudaStreamSynchronize(m->stream));

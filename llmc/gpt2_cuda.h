@@ -25,20 +25,6 @@
 #include "gpt2_cuda_memory.h"   // GPT2CudaOptions; the buffer sizes, computable without a GPU
 #include "grad_norm.h"
 
-// Hook points for a parameter manager (ZeRO), as in GPT2Hooks: units 0 = embeddings
-// (wte, wpe), 1..L = blocks, L+1 = final LayerNorm, L+2 = classifier (shares wte with
-// unit 0). fetch runs before a unit's forward or backward work is queued and may repoint
-// the unit's entries of w / g; release runs after; grads_ready after a unit's backward
-// has queued all writes to its gradients (on the model's stream). All may be NULL.
-// Forward:  fetch/release(u, 0) for u = 0, 1..L, L+1, L+2.
-// Backward: fetch(u, 1), grads_ready(u), release(u, 1) for u = L+2, L+1, L..1, 0.
-typedef struct {
-    void *ctx;
-    void (*fetch)(void *ctx, int unit, int is_backward);
-    void (*release)(void *ctx, int unit, int is_backward);
-    void (*grads_ready)(void *ctx, int unit);
-} GPT2CudaHooks;
-
 // Activations, carved from one allocation. Per-layer arrays hold L slices one after
 // another; with recompute, some are a single slice reused by every layer.
 typedef struct {
@@ -80,7 +66,7 @@ typedef struct {
     // are not per layer). The model reads parameters and writes gradients only through these.
     __nv_bfloat16 **w[GPT2_NUM_PARAM_TENSORS];
     float **g[GPT2_NUM_PARAM_TENSORS];
-    GPT2CudaHooks hooks;
+    GPT2Hooks hooks;               // a parameter manager's (gpt2_config.h); zeroed: none
     GPT2CudaActs acts;
     cudaStream_t stream;
     int use_cudnn;                 // the attention path in use
@@ -130,6 +116,9 @@ void gpt2_cuda_build(GPT2Cuda *model, const GPT2Config *config, const float *hos
 int gpt2_cuda_try_build(GPT2Cuda *model, const GPT2Config *config, const float *host_params, int B, int T,
                         const GPT2CudaOptions *opt);
 void gpt2_cuda_free(GPT2Cuda *model);
+// The model's parameter slots (bf16 weights, fp32 gradients), for a parameter manager that
+// owns them (opt.external_params): gpt2_config.h's GPT2Slots.
+GPT2Slots gpt2_cuda_slots(GPT2Cuda *model);
 
 // inputs, targets: host (B, T) token ids in [0, V); targets may be NULL (no loss; the
 // logits stay readable through gpt2_cuda_logits_row). B*T <= built B*T and T <= built T.

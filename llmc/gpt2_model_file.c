@@ -219,3 +219,23 @@ void gpt2_model_file_export(const char *path, const GPT2Config *c, int version, 
     free(order);
     free(slices);
 }
+
+void gpt2_slice_init_setup(GPT2SliceInit *si, const GPT2Config *c, const GPT2Slice *slices, uint64_t seed,
+                           GPT2ModelFile *file) {
+    si->config = *c;
+    si->slices = slices;
+    gpt2_param_offsets(c, si->tensor_offset);
+    si->seed = seed;
+    si->file = file;
+}
+
+void gpt2_slice_init(void *ctx, int slice, size_t offset, size_t count, float *out) {
+    const GPT2SliceInit *si = (const GPT2SliceInit *)ctx;
+    const GPT2Slice *s = &si->slices[slice];
+    if (si->file) {
+        gpt2_model_file_read_range(si->file, s->offset + offset, count, out);
+    } else {   // the slice's place inside its tensor (all layers)
+        size_t within = s->offset - si->tensor_offset[s->tensor] + offset;
+        gpt2_init_range(&si->config, s->tensor, within, count, out, si->seed);
+    }
+}

@@ -72,6 +72,21 @@ void gpt2_model_file_write(const char *path, const GPT2Config *c, const float *p
 typedef void (*GPT2SliceFetch)(void *ctx, int slice, float *out);
 void gpt2_model_file_export(const char *path, const GPT2Config *c, int version, GPT2SliceFetch fetch, void *ctx);
 
+// Initial values of any element range of any slice of gpt2_slices(c): read from a model
+// file (positioned reads) or GPT-2's seeded init (gpt2_init_range). gpt2_slice_init has
+// the signature of a parameter manager's init callback (zero/'s ZeroInitFn), so a sharded
+// trainer initializes only what each rank owns.
+typedef struct {
+    GPT2Config config;
+    const GPT2Slice *slices;
+    size_t tensor_offset[GPT2_NUM_PARAM_TENSORS];
+    uint64_t seed;
+    GPT2ModelFile *file;   // NULL: fresh init
+} GPT2SliceInit;
+void gpt2_slice_init_setup(GPT2SliceInit *si, const GPT2Config *c, const GPT2Slice *slices, uint64_t seed,
+                           GPT2ModelFile *file);
+void gpt2_slice_init(void *si, int slice, size_t offset, size_t count, float *out);
+
 #ifdef __cplusplus
 }
 #endif

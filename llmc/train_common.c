@@ -36,11 +36,16 @@ void print_model_file_read(const GPT2ModelFile *file, double bytes_all_ranks) {
            bytes_all_ranks);
 }
 
-float *resolve_model(const char *model, GPT2Config *c) {
+float *resolve_model_params(const char *model, uint64_t seed, GPT2Config *c) {
     GPT2ModelFile file;
-    if (!resolve_model_open(model, c, &file)) return NULL;
-    gpt2_model_file_close(&file);
-    return gpt2_model_file_read(model, c);
+    if (resolve_model_open(model, c, &file)) {
+        gpt2_model_file_close(&file);
+        return gpt2_model_file_read(model, c);
+    }
+    size_t sizes[GPT2_NUM_PARAM_TENSORS];
+    float *params = (float *)malloc_check(gpt2_param_sizes(c, sizes) * sizeof(float));
+    gpt2_init_params(c, params, seed);
+    return params;
 }
 
 int resolve_grad_accum(TrainConfig *cfg, int world) {

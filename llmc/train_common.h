@@ -23,9 +23,9 @@ int resolve_model_open(const char *model, GPT2Config *c, GPT2ModelFile *file);
 // After a sharded load: rank 0's bytes read from the model file against the file's
 // parameter bytes, and all ranks' together (the caller's all-reduce of bytes_read).
 void print_model_file_read(const GPT2ModelFile *file, double bytes_all_ranks);
-// -e for the unsharded trainers: as above, but returns the whole file's fp32 parameters
-// (caller frees), or NULL for a descriptor.
-float *resolve_model(const char *model, GPT2Config *c);
+// -e for an unsharded trainer: all the fp32 parameters in a new buffer (caller frees): the
+// whole model file, or a descriptor's init seeded with seed (gpt2_init_params).
+float *resolve_model_params(const char *model, uint64_t seed, GPT2Config *c);
 // Fills in -d's default (or --deepspeed's train_batch_size / gradient_accumulation_steps,
 // DeepSpeed's rule) and returns the gradient accumulation steps; exits when the total
 // batch is not a multiple of B*T*world.

@@ -318,6 +318,7 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
     }
     // The file's values fill in what the flags left alone (before the checks below: it may set -z).
     if (c->deepspeed && ds_config_apply(c, c->deepspeed, stderr) != 0) exit(1);
+    if (c->zero_stage < 0 && strcmp(flavour, "cuda-zero") == 0) c->zero_stage = 0;   // train_gpt2_zero: -z 0
     if (c->deepspeed && c->zero_stage < 0 && !flavour_cuda(flavour)) {
         fprintf(stderr, "error: --deepspeed configures a ZeRO run: give -z STAGE or zero_optimization.stage in '%s'\n",
                 c->deepspeed);

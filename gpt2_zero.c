@@ -1,0 +1,142 @@
+// gpt2_zero.c: GPT-2 on the ZeRO plugin (gpt2_zero.h), shared by both ZeRO trainers.
+#include "gpt2_zero.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "llmc/atomic_file.h"
+#include "llmc/logger.h"
+#include "llmc/train_common.h"
+#include "llmc/utils.h"
+
+ZeroComm *gpt2_zero_world(int *argc, char ***argv, const TrainConfig *cfg) {
+    ZeroComm *comm = zero_comm_init(argc, argv);
+    if (comm == NULL) exit(EXIT_FAILURE);
+    if (comm->rank != 0 && freopen("/dev/null", "w", stdout) == NULL) die("rank %d: cannot silence stdout", comm->rank);
+    if (comm->rank == 0) atomic_file_remove_stale(cfg->out_dir);
+    return comm;
+}
+
+ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dtype) {
+    ZeroConfig zc;
+    zero_config_defaults(&zc);
+    zc.stage = cfg->zero_stage;
+    zc.param_dtype = param_dtype;
+    zc.grad_dtype = grad_dtype;
+    // -1: left to the plugin, which sizes them from the model (ZERO_AUTO)
+    zc.bucket_elems = cfg->zero_bucket < 0 ? ZERO_AUTO : (size_t)cfg->zero_bucket;
+    zc.prefetch_elems = cfg->zero_prefetch < 0 ? ZERO_AUTO : (size_t)cfg->zero_prefetch;
+    zc.max_live_elems = (size_t)cfg->zero_max_live;
+    zc.persist_elems = (size_t)cfg->zero_persist;
+    zc.node_size = cfg->node_size;
+    zc.timeout_s = cfg->zero_timeout;
+    zc.seed = cfg->seed;
+    return zc;
+}
+
+// The plugin's tensor table: one tensor per slice, read by the slice's unit(s) (wte by
+// the embeddings and the classifier: ZeRO-Infinity's shared parameters).
+static ZeroTensor *tensor_table(GPT2Zero *g, const GPT2Config *c) {
+    g->config = *c;
+    g->num_slices = gpt2_num_slices(c);
+    g->slices = (GPT2Slice *)malloc_check((size_t)g->num_slices * sizeof(GPT2Slice));
+    gpt2_slices(c, g->slices);
+    ZeroTensor *t = (ZeroTensor *)calloc_check((size_t)g->num_slices, sizeof(ZeroTensor));
+    for (int i = 0; i < g->num_slices; i++) {
+        const GPT2Slice *s = &g->slices[i];
+        t[i] = (ZeroTensor){s->name, s->numel, s->decay, {s->units[0], s->units[1]}, s->num_units};
+    }
+    return t;
+}
+
+// The model's unit hooks: fetch points the unit's slots at the plugin's buffers (full
+// working parameters; in backward also gradient buffers the model adds into).
+static void hook_fetch(void *ctx, int unit, int is_backward) {
+    GPT2Zero *g = (GPT2Zero *)ctx;
+    const ZeroUnitView *v = zero_fetch(g->z, unit, is_backward);
+    for (int k = 0; k < v->count; k++)
+        g->slots.set(g->slots.model, &g->slices[v->tensors[k]], v->params[k], is_backward ? v->grads[k] : NULL);
+}
+
+static void hook_release(void *ctx, int unit, int is_backward) { zero_release(((GPT2Zero *)ctx)->z, unit, is_backward); }
+
+static void hook_grads_ready(void *ctx, int unit) { zero_grads_ready(((GPT2Zero *)ctx)->z, unit); }
+
+void gpt2_zero_attach(GPT2Zero *g, const GPT2Config *c, const ZeroConfig *zc, ZeroComm *comm,
+                      const ZeroBackend *backend, uint64_t seed, GPT2ModelFile *file, GPT2Slots slots) {
+    ZeroTensor *tensors = tensor_table(g, c);
+    g->rank = comm->rank;
+    g->world = comm->world;
+    g->slots = slots;
+    gpt2_slice_init_setup(&g->init, c, g->slices, seed, file);
+    g->z = zero_init(tensors, g->num_slices, gpt2_num_units(c), zc, comm, backend, gpt2_slice_init, &g->init);
+    free(tensors);
+    if (g->z == NULL) exit(EXIT_FAILURE);   // the plugin printed why: its message stays last
+    g->init.file = NULL;                    // read only during zero_init
+    if (file) {   // partition at init: every rank read only what it owns
+        double read_all = (double)file->bytes_read;
+        zero_allreduce_sum_f64(g->z, &read_all, 1);
+        print_model_file_read(file, read_all);
+    }
+    *slots.hooks = (GPT2Hooks){g, hook_fetch, hook_release, hook_grads_ready};
+}
+
+void gpt2_zero_free(GPT2Zero *g) {
+    zero_free(g->z);
+    free(g->slices);
+    g->z = NULL;
+    g->slices = NULL;
+}
+
+void gpt2_zero_gather_slice(void *ctx, int slice, float *out) { zero_gather_master(((GPT2Zero *)ctx)->z, slice, out); }
+
+int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir) {
+    double found = g->rank == 0 && zero_latest(out_dir) != -1;
+    zero_allreduce_sum_f64(g->z, &found, 1);
+    return found != 0;
+}
+
+double gpt2_zero_sum(void *ctx, double x) {
+    zero_allreduce_sum_f64(((GPT2Zero *)ctx)->z, &x, 1);
+    return x;
+}
+
+float gpt2_zero_step(GPT2Zero *g, const TrainConfig *cfg, int step, float lr, double *loss) {
+    *loss = gpt2_zero_sum(g, *loss) / g->world;
+    ZeroStepArgs a = {lr, cfg->beta1, cfg->beta2, cfg->adam_eps, cfg->weight_decay, cfg->grad_clip, step + 1};
+    return zero_step_maybe_skip(g->z, &a, !isfinite(*loss));   // skips a non-finite norm itself
+}
+
+void gpt2_zero_write_report(GPT2Zero *g, const char *out_dir, size_t activation_bytes) {
+    zero_report_set_activation_bytes(g->z, activation_bytes, 0);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/zero_report.json", out_dir);
+    if (zero_report_write(g->z, path, NULL) != 0) die("cannot write '%s' (see above)", path);
+}
+
+int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dtype,
+                      GPT2ActivationBytes activation_bytes) {
+    double t0 = now_seconds();
+    GPT2Config mc;
+    GPT2ModelFile file;
+    if (resolve_model_open(cfg->model, &mc, &file)) gpt2_model_file_close(&file);  // the shape is all it needs
+    if (cfg->T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg->T, mc.max_seq_len);
+    int grad_accum = resolve_grad_accum(cfg, cfg->dry_run_world);
+    GPT2Zero g;
+    ZeroTensor *tensors = tensor_table(&g, &mc);
+    ZeroConfig zc = gpt2_zero_config(cfg, param_dtype, grad_dtype);
+    make_dirs(cfg->out_dir);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
+    size_t sizes[GPT2_NUM_PARAM_TENSORS];
+    printf("model %s: %zu parameters\n", cfg->model, gpt2_param_sizes(&mc, sizes));
+    ZeroDryRunModel model = {activation_bytes(&mc, cfg), 0, (size_t)cfg->gpu_mem};
+    int rc = zero_dry_run(tensors, g.num_slices, gpt2_num_units(&mc), &zc, cfg->dry_run_world, grad_accum, &model,
+                          path);
+    if (rc < 0) die("dry run failed (see above)");
+    free(tensors);
+    free(g.slices);
+    print_cost("the dry run", t0);
+    return rc == 1 ? 2 : 0;
+}

@@ -1,0 +1,117 @@
+// gpt2_cuda_trainer.cu: validation, samples and memory figures of the CUDA model, shared
+// by both CUDA trainers (gpt2_cuda_trainer.h).
+#include "gpt2_cuda_trainer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gpt2_model_file.h"
+#include "matmul_cublaslt.h"
+#include "memory_table.h"
+#include "rand.h"
+#include "sampler.h"
+#include "train_common.h"
+#include "utils.h"
+
+float gpt2_cuda_validate(GPT2Cuda *model, DataLoader *val, int max_batches, int world, SumRanks sum_ranks, void *ctx) {
+    dataloader_reset(val);
+    int64_t available = val->total_windows / val->B;
+    int n = (max_batches < 0 || max_batches > available) ? (int)available : max_batches;
+    int local = n / world > 0 ? n / world : 1;
+    gpt2_cuda_reset_loss(model);
+    for (int i = 0; i < local; i++) {
+        dataloader_next_batch(val);
+        gpt2_cuda_forward(model, val->inputs, val->targets, val->B, val->T);
+    }
+    float loss, norm;
+    gpt2_cuda_step_stats(model, &loss, &norm);
+    double sum = sum_ranks ? sum_ranks(ctx, loss) : loss;
+    return (float)(sum / world);
+}
+
+void gpt2_cuda_sample(GPT2Cuda *model, const Tokenizer *tok, int gen_tokens, uint64_t seed, int step, int print) {
+    int T = model->T;
+    if (gen_tokens + 1 > T) gen_tokens = T - 1;
+    int *tokens = (int *)calloc_check((size_t)T, sizeof(int));
+    tokens[0] = GPT2_EOT;
+    if (print) printf("generating:\n---\n");
+    for (int t = 1; t <= gen_tokens; t++) {
+        // One sequence; positions past t are ignored thanks to causal attention.
+        gpt2_cuda_forward(model, tokens, NULL, 1, T);
+        const float *logits = gpt2_cuda_logits_row(model, 0, t - 1);
+        float coin = rng_uniform(seed, RNG_STREAM_SAMPLE, ((uint64_t)step << 32) | (uint64_t)t);
+        tokens[t] = sample_from_logits(logits, model->config.vocab_size, coin);
+        if (print) print_token(tok, tokens[t]);
+        fflush(stdout);
+    }
+    if (print) printf("\n---\n");
+    free(tokens);
+}
+
+void gpt2_cuda_checkpoint_save(GPT2Cuda *model, const char *out_dir, const TrainState *st) {
+    size_t n = model->num_parameters;
+    float *p = (float *)malloc_check(n * sizeof(float)), *m = (float *)malloc_check(n * sizeof(float));
+    float *v = (float *)malloc_check(n * sizeof(float));
+    gpt2_cuda_get_master(model, p);
+    gpt2_cuda_get_opt_state(model, m, v);
+    checkpoint_save(out_dir, st, p, m, v, n);
+    printf("saved checkpoint %s/ckpt_%08d.bin and the model %s/model_%08d.bin\n", out_dir, st->step, out_dir, st->step);
+    free(p);
+    free(m);
+    free(v);
+}
+
+void gpt2_cuda_checkpoint_load(GPT2Cuda *model, const char *out_dir, int step, TrainState *saved) {
+    size_t n = model->num_parameters;
+    float *p = (float *)malloc_check(n * sizeof(float)), *m = (float *)malloc_check(n * sizeof(float));
+    float *v = (float *)malloc_check(n * sizeof(float));
+    checkpoint_load(out_dir, step, saved, p, m, v, n);
+    gpt2_cuda_set_state_at(model, p, m, v, saved->step);
+    free(p);
+    free(m);
+    free(v);
+}
+
+void gpt2_cuda_export_final(GPT2Cuda *model, const char *out_dir) {
+    char path[4096];
+    checkpoint_model_path(path, sizeof(path), out_dir, -1);
+    float *p = (float *)malloc_check(model->num_parameters * sizeof(float));
+    gpt2_cuda_get_master(model, p);
+    gpt2_model_file_write(path, &model->config, p, GPT2_MODEL_FP32);
+    printf("wrote %s\n", path);
+    free(p);
+}
+
+void gpt2_cuda_print_memory(const GPT2Cuda *model, const TrainConfig *cfg) {
+    GPT2CudaMemory mem;
+    gpt2_cuda_memory(&model->config, cfg->B, cfg->T, &model->opt, model->use_cudnn, model->cudnn_workspace_bytes, &mem);
+    MemoryTable t = {{0}, {0}};
+    t.device[MEMORY_PARAMS] = mem.weights;
+    t.device[MEMORY_GRADS] = mem.grads;
+    t.device[MEMORY_OPTIM] = mem.optimizer;
+    t.device[MEMORY_ACTS] = mem.total - mem.params;
+    uint64_t p = (uint64_t)model->num_parameters * sizeof(float);
+    t.host[MEMORY_PARAMS] = p;
+    t.host[MEMORY_OPTIM] = 2 * p;
+    memory_table_print("unsharded bf16 model (fp32 master weights and AdamW moments) on one GPU", &t, "device", "host");
+}
+
+size_t gpt2_cuda_activation_bytes(const GPT2Cuda *model) { return model->device_bytes + matmul_workspace_bytes(); }
+
+size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConfig *cfg) {
+    char why[256];
+    if (gpt2_cuda_check_shape(c, cfg->B, cfg->T, why, sizeof(why)) != 0)
+        printf("warning: the CUDA model cannot run this: %s; a live run stops at start-up (the sizes below are "
+               "what its buffers would take)\n", why);
+    GPT2CudaOptions opt = {cfg->recompute, cfg->use_cudnn, cfg->seed, 1};
+    int cudnn = cfg->use_cudnn && (c->channels / c->num_heads) % 8 == 0;
+    size_t ws = cudnn ? gpt2_cuda_cudnn_workspace_estimate(c, cfg->B, cfg->T) : 0;
+    GPT2CudaMemory mem;
+    gpt2_cuda_memory(c, cfg->B, cfg->T, &opt, cudnn, ws, &mem);
+    const double MiB = 1048576.0;
+    printf("model memory for B=%d T=%d, recompute %d, %s attention: %.2f MiB per rank (activations %.2f, attention "
+           "%.2f, scratch %.2f, cuBLASLt %.2f MiB)%s\n", cfg->B, cfg->T, cfg->recompute, cudnn ? "cuDNN" : "plain",
+           mem.total / MiB, mem.activations / MiB, mem.attention / MiB, mem.scratch / MiB, mem.cublaslt / MiB,
+           cudnn ? "; cuDNN's own engine workspace is known only at run time and not included" : "");
+    return mem.total;
+}

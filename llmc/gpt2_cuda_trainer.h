@@ -1,0 +1,55 @@
+// gpt2_cuda_trainer.h: what both CUDA trainers (train_gpt2.cu, train_gpt2_zero.cu) do with
+// the CUDA model besides the training step: validation, text samples, and the figures of
+// its memory (the unsharded table, and a dry run's prediction without a GPU).
+#ifndef LLMC_GPT2_CUDA_TRAINER_H
+#define LLMC_GPT2_CUDA_TRAINER_H
+
+#include "checkpoint.h"
+#include "dataloader.h"
+#include "gpt2_cuda.h"
+#include "tokenizer.h"
+#include "train_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Sums a double over the ranks (rank order: the same bits everywhere); NULL: one rank.
+typedef double (*SumRanks)(void *ctx, double x);
+
+// Mean loss over validation batches from the start of the val set. max_batches (< 0: all)
+// counts batches of B sequences over all `world` ranks, so every world size sees the same
+// windows; each rank runs its share and sum_ranks adds the ranks' losses.
+float gpt2_cuda_validate(GPT2Cuda *model, DataLoader *val, int max_batches, int world, SumRanks sum_ranks, void *ctx);
+
+// Generates gen_tokens after an EOT prompt and prints them when `print` (every rank of a
+// ZeRO run runs the forward: stage 3 gathers). The coins depend only on (seed, step).
+void gpt2_cuda_sample(GPT2Cuda *model, const Tokenizer *tok, int gen_tokens, uint64_t seed, int step, int print);
+
+// The unsharded trainer's checkpoints (llmc/checkpoint.h: fp32 master, AdamW moments and
+// the training state in one file, and model_STEP.bin beside it), through host copies made
+// for the call. Loading re-derives the bf16 weights with the saved step's rounding.
+void gpt2_cuda_checkpoint_save(GPT2Cuda *model, const char *out_dir, const TrainState *st);
+void gpt2_cuda_checkpoint_load(GPT2Cuda *model, const char *out_dir, int step, TrainState *saved);
+// OUT/model_final.bin from the fp32 master, as every trainer writes it.
+void gpt2_cuda_export_final(GPT2Cuda *model, const char *out_dir);
+
+// The unsharded model's memory in the layout of the ZeRO table. Device: gpt2_cuda_build's
+// buffers (activations with the model's workspaces: attention, reduction scratch, cuBLASLt,
+// as the ZeRO trainer counts them). Host: the fp32 parameters and AdamW moments the
+// unsharded trainer keeps for checkpoints.
+void gpt2_cuda_print_memory(const GPT2Cuda *model, const TrainConfig *cfg);
+
+// Everything the model holds on the device besides parameters, gradients and optimizer
+// state (activations, workspaces, cuBLASLt): what a ZeRO report counts as activations.
+size_t gpt2_cuda_activation_bytes(const GPT2Cuda *model);
+
+// The same, predicted without a GPU for cfg's B, T, recompute and attention, with a line
+// that breaks it down (a dry run). cuDNN is assumed to take every shape it is asked for
+// with head sizes that are multiples of 8.
+size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConfig *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
