@@ -1,0 +1,88 @@
+/*
+nvme.h: the NVMe engine (ZeRO-Infinity's): asynchronous reads and writes of one rank's
+swap file, for optimizer states and parameters that live on NVMe. Host code, used by both
+backends; it knows nothing of what the bytes are.
+
+  - One file per rank, created 0600 under the --nvme-path folder, opened with O_DIRECT
+    (no page cache: the point is to not use host memory) and unlinked at once, so that it
+    disappears whatever way the process ends; its size is reserved at open (fallocate).
+  - A fixed pool of aligned buffers (ZERO_NVME_ALIGN), allocated at open through the
+    caller's allocator (the backend's pinned host memory under CUDA) and never again.
+  - Several requests in flight: io_uring (liburing) when the kernel allows it, else a pool
+    of threads doing pread/pwrite (io_uring is often refused by seccomp in containers).
+    The engine in use is chosen at open and reported (zero_nvme_engine). ZERO_NVME_ENGINE=
+    threads forces the fallback (tests).
+  - A request returns a ticket; zero_nvme_wait(ticket) returns once it (and every request
+    issued before it) has completed. Orchestration waits on tickets as on events.
+
+Offsets, sizes and buffer addresses are multiples of ZERO_NVME_ALIGN. Errors (missing or
+unwritable folder, disk full, short read, I/O error) are returned as -1 with a message
+naming the file, the operation, the offset and the size in the engine's error text;
+nothing is retried silently.
+*/
+#ifndef ZERO_NVME_H
+#define ZERO_NVME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZERO_NVME_ALIGN 4096
+
+typedef struct ZeroNvme ZeroNvme;
+typedef uint64_t ZeroTicket;   // 0 is never a valid ticket
+
+// The pool's memory: returns `bytes` aligned to ZERO_NVME_ALIGN, or NULL; frees it.
+typedef void *(*ZeroNvmeAlloc)(void *ctx, size_t bytes);
+typedef void (*ZeroNvmeFree)(void *ctx, void *p);
+
+typedef struct {
+    const char *dir;        // --nvme-path
+    int rank;               // names the file: DIR/zero_swap_rank<R>_<pid>.bin
+    uint64_t file_bytes;    // reserved at open (rounded up to ZERO_NVME_ALIGN)
+    size_t buffer_bytes;    // each pool buffer (rounded up to ZERO_NVME_ALIGN)
+    int num_buffers;        // pool size
+    int queue_depth;        // requests in flight at most (io_uring entries, or threads)
+    ZeroNvmeAlloc alloc;    // NULL: aligned host memory from the C library
+    ZeroNvmeFree free;
+    void *alloc_ctx;
+} ZeroNvmeConfig;
+
+// Opens the engine. NULL with the reason in err (the folder, the call and errno's text).
+ZeroNvme *zero_nvme_open(const ZeroNvmeConfig *cfg, char *err, size_t errlen);
+// Waits for everything in flight, closes the file (already unlinked) and frees the pool.
+void zero_nvme_close(ZeroNvme *n);
+
+// The pool's buffers, 0 .. num_buffers-1.
+void *zero_nvme_buffer(ZeroNvme *n, int i);
+size_t zero_nvme_buffer_bytes(const ZeroNvme *n);
+
+// Queue a read of file bytes [offset, offset + bytes) into buf, or a write of buf there.
+// Returns the ticket, or 0 when the request could not be queued (see zero_nvme_error).
+ZeroTicket zero_nvme_read(ZeroNvme *n, void *buf, uint64_t offset, size_t bytes);
+ZeroTicket zero_nvme_write(ZeroNvme *n, const void *buf, uint64_t offset, size_t bytes);
+// Waits until ticket t and every earlier request have completed. 0, or -1 when any of
+// them failed (the first failure's message: zero_nvme_error). Safe from one thread at a
+// time per engine.
+int zero_nvme_wait(ZeroNvme *n, ZeroTicket t);
+// Waits for everything issued so far.
+int zero_nvme_drain(ZeroNvme *n);
+
+const char *zero_nvme_error(const ZeroNvme *n);   // the first failure's message, "" if none
+const char *zero_nvme_engine(const ZeroNvme *n);  // "io_uring" or "threads"
+const char *zero_nvme_path(const ZeroNvme *n);    // the (unlinked) file's path, for messages
+
+typedef struct {
+    uint64_t bytes_read, bytes_written;   // completed
+    uint64_t reads, writes;
+    double busy_s;                         // wall time with at least one request in flight
+} ZeroNvmeStats;
+void zero_nvme_stats(const ZeroNvme *n, ZeroNvmeStats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
