@@ -11,7 +11,9 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # match the GPU's separately rounded AdamW (llmc/adamw.h).
 CFLAGS ?= -O3 -march=native
 CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -ffp-contract=off -Wall -Wextra -Illmc -I.
-LDLIBS = -lm -lz -lpcre2-8 -lcjson
+# liburing: zero/nvme.c's io_uring engine; without it nvme.c builds with threads only.
+URING_LIBS := $(shell printf '\043include <liburing.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo -luring)
+LDLIBS = -lm -lz -lpcre2-8 -lcjson $(URING_LIBS)
 # MPI: zero/ starts under mpirun/srun through it. Without an MPI installation (some GPU
 # images) everything builds against zero/mpi_stub and ranks start from RANK/WORLD_SIZE.
 MPICC ?= mpicc
@@ -31,7 +33,7 @@ NV_INC := $(foreach d,$(NV_SITE),$(addprefix -I,$(wildcard $(d)/cudnn/include $(
 NV_LIB := $(foreach d,$(NV_SITE),$(addprefix -L,$(wildcard $(d)/cudnn/lib $(d)/nccl/lib)))
 NVCCFLAGS += -I$(CUDA_HOME)/include $(NV_INC)
 CUDA_LDLIBS = -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lcublas -lcublasLt -lcudnn -lnccl \
-              -lm -lz -lpcre2-8 -lcjson -lgomp
+              -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) -lgomp
 
 HOST_SRC := $(wildcard llmc/*.c)
 HOST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(HOST_SRC))
@@ -87,7 +89,7 @@ $(BUILD)/libzero_cuda.a: $(ZERO_CUDA_OBJ)
 $(BUILD)/gpu_zero_toy: dev/test/gpu_zero_toy.c dev/test/mpi_zero_toy.c $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
 	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(BUILD)/gpu_zero_toy.o
 	$(NVCC) -o $@ $(BUILD)/gpu_zero_toy.o $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
-	    -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lnccl $(MPI_LDFLAGS) -lcjson -lz -lgomp -lpthread -lm
+	    -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lnccl $(MPI_LDFLAGS) -lcjson -lz $(URING_LIBS) -lgomp -lpthread -lm
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)

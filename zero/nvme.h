@@ -10,12 +10,17 @@ backends; it knows nothing of what the bytes are.
     caller's allocator (the backend's pinned host memory under CUDA) and never again.
   - Several requests in flight: io_uring (liburing) when the kernel allows it, else a pool
     of threads doing pread/pwrite (io_uring is often refused by seccomp in containers).
-    The engine in use is chosen at open and reported (zero_nvme_engine). ZERO_NVME_ENGINE=
-    threads forces the fallback (tests).
+    The engine in use is chosen at open and reported (zero_nvme_engine, and why:
+    zero_nvme_engine_note). ZERO_NVME_ENGINE=threads forces the fallback (tests);
+    ZERO_NVME_ENGINE=io_uring makes a refused io_uring an error instead.
   - A request returns a ticket; zero_nvme_wait(ticket) returns once it (and every request
-    issued before it) has completed. Orchestration waits on tickets as on events.
+    issued before it) has completed. Orchestration waits on tickets as on events. Queueing
+    a request while queue_depth are in flight blocks until one completes.
+  - The first failure stops the engine: later requests are refused (ticket 0) and every
+    wait on a ticket from the failed one on returns -1, so no error goes unseen.
 
-Offsets, sizes and buffer addresses are multiples of ZERO_NVME_ALIGN. Errors (missing or
+Offsets, sizes and buffer addresses are multiples of ZERO_NVME_ALIGN, and a request lies
+inside file_bytes; anything else is refused with a message. Errors (missing or
 unwritable folder, disk full, short read, I/O error) are returned as -1 with a message
 naming the file, the operation, the offset and the size in the engine's error text;
 nothing is retried silently.
@@ -73,6 +78,10 @@ int zero_nvme_drain(ZeroNvme *n);
 
 const char *zero_nvme_error(const ZeroNvme *n);   // the first failure's message, "" if none
 const char *zero_nvme_engine(const ZeroNvme *n);  // "io_uring" or "threads"
+// Why that engine, for the start-up report: "io_uring, queue depth 8", "threads (8):
+// io_uring refused (io_uring_queue_init: Operation not permitted)", "threads (8): forced
+// by ZERO_NVME_ENGINE=threads", "threads (8): built without liburing".
+const char *zero_nvme_engine_note(const ZeroNvme *n);
 const char *zero_nvme_path(const ZeroNvme *n);    // the (unlinked) file's path, for messages
 
 typedef struct {

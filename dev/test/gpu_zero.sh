@@ -77,6 +77,8 @@ cflags=(-std=c11 -D_GNU_SOURCE -O2 -fopenmp -ffp-contract=off -Wall -Wextra -Wer
 # no --use_fast_math / -ftz=true: the kernels must keep subnormals to match the host's bits
 archs=${CUDA_ARCHS:--gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90}
 nvflags=(-O3 -std=c++17 $archs -Illmc -I. -I"$nccl_inc" -Xcompiler -Wall,-Wextra)
+# zero/nvme.c uses liburing when its header is there (as the Makefile decides)
+uring=$(printf '#include <liburing.h>\n' | $cc -E -x c - > /dev/null 2>&1 && echo -luring)
 objs=()
 build_ok=1
 for f in zero/*.c; do
@@ -104,7 +106,7 @@ for f in zero/backend_cuda.cu zero/comm_nccl.cu; do
 done
 bin="$tmp/gpu_zero_toy"
 [ $build_ok = 1 ] && "$nvcc" -o "$bin" "$tmp/gpu_zero_toy.o" "$tmp/backend_cuda.cu.o" "$tmp/comm_nccl.cu.o" "$tmp/libzero.a" \
-    "$nccl_so" -Xlinker -rpath,"$nccl_lib" "${mpi_link[@]}" -lgomp -lpthread -lm || build_ok=0
+    "$nccl_so" -Xlinker -rpath,"$nccl_lib" "${mpi_link[@]}" $uring -lgomp -lpthread -lm || build_ok=0
 [ $build_ok = 1 ] || { echo "FAIL: build"; exit 1; }
 pass "build (warning-free)"
 

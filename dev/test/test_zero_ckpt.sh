@@ -25,9 +25,11 @@ for tool in mpicc mpirun; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# zero/nvme.c uses liburing when its header is there (as the Makefile decides)
+uring=$(printf '#include <liburing.h>\n' | ${CC:-cc} -E -x c - > /dev/null 2>&1 && echo -luring)
 bin="$tmp/mpi_zero_ckpt"
 if ! mpicc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -ffp-contract=off -Wall -Wextra -Werror \
-        dev/test/mpi_zero_ckpt.c zero/*.c -lcjson -lz -lm -o "$bin" 2> "$tmp/build.log"; then
+        dev/test/mpi_zero_ckpt.c zero/*.c -lcjson -lz $uring -lm -o "$bin" 2> "$tmp/build.log"; then
     cat "$tmp/build.log"
     echo "FAIL: building mpi_zero_ckpt"
     exit 1
