@@ -145,6 +145,9 @@ $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
 
+# Unit tests that include a zero/ source directly rebuild when it changes.
+$(BUILD)/tests/test_zero_nvme: zero/nvme.c zero/nvme.h
+
 # Unit tests that call zero/'s host backend link libzero.a, hence MPI.
 ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding $(BUILD)/tests/test_grad_norm
 $(ZERO_TEST_BIN): $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libzero.a $(BUILD)/libllmc.a
