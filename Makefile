@@ -138,6 +138,10 @@ zero_consolidate: zero/tools/zero_consolidate_main.c zero/consolidate.c zero/zck
 zero_to_model: dev/tools/zero_to_model.c $(BUILD)/libzero.a $(BUILD)/libllmc.a
 	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
+# NVMe engine throughput against plain O_DIRECT I/O: make bench_nvme; ./bench_nvme [DIR] [-s GiB]
+bench_nvme: dev/bench/bench_nvme.c zero/nvme.c zero/nvme.h
+	$(CC) $(CFLAGS) dev/bench/bench_nvme.c zero/nvme.c $(URING_LIBS) -lpthread -o $@
+
 $(BUILD)/model_diff: dev/tools/model_diff.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
@@ -159,4 +163,4 @@ test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff
 	@bash dev/test/run_tests.sh $(TEST_BIN)
 
 clean:
-	rm -rf $(BUILD) $(CPU_TARGETS) $(CUDA_TARGETS)
+	rm -rf $(BUILD) $(CPU_TARGETS) $(CUDA_TARGETS) bench_nvme
