@@ -36,6 +36,8 @@ Numerics are part of the contract: every backend must produce the same bits.
                  float's bits and bits = rng_u32(seed, RNG_STREAM_ROUNDING, t << 40 | global
                  index), the bf16 is (u + (bits & 0xFFFF)) >> 16 (a carry with probability
                  lower half / 65536: unbiased). NaN and infinity truncate (NaN stays NaN).
+  sum_slices     out[i] = ((s_0[i] + s_1[i]) + ...) + s_{n-1}[i]: reduce_slices's sum, so that
+                 acc += sum on the host gives reduce_slices's bits.
   sum_squares    in double: x split into blocks of ZERO_SUMSQ_BLOCK elements; each block
                  summed left to right; block sums added left to right. The order is
                  llmc/adamw.h's (adamw_sumsq, adamw_sumsq_add, adamw_sumsq_warp on the
@@ -81,6 +83,7 @@ struct ZeroBackend {
     const char *name;
     void *ctx;              // backend-private state
     int needs_mpi;          // collectives need an MPI launch when world > 1
+    int counts_only;        // a dry run's backend: nothing real happens (no files are opened either)
 
     // Memory. alloc returns 64-byte aligned memory or NULL; bytes may be 0.
     void *(*alloc)(const ZeroBackend *b, ZeroMemKind kind, size_t bytes);
@@ -92,6 +95,10 @@ struct ZeroBackend {
     // Ordering.
     ZeroStream *(*main_stream)(const ZeroBackend *b);
     ZeroStream *(*stream_create)(const ZeroBackend *b);
+    // A stream whose work runs on CPU threads over host memory (ZERO_MEM_HOST buffers): the
+    // CPU optimizer of offloaded states and the NVMe traffic. Events order it against the
+    // device streams both ways. On the host backend every stream is one.
+    ZeroStream *(*stream_create_host)(const ZeroBackend *b);
     void (*stream_destroy)(const ZeroBackend *b, ZeroStream *s);
     void (*stream_sync)(const ZeroBackend *b, ZeroStream *s);
     ZeroEvent *(*event_create)(const ZeroBackend *b);
@@ -112,10 +119,14 @@ struct ZeroBackend {
     // an all-reduce of per-rank slots would send O(n * world) (metadata at thousands of ranks).
     void (*gather_f64)(const ZeroBackend *b, ZeroComm *c, const double *values, int n, double *all, const char *what);
 
-    // Kernels (device buffers, enqueued on s).
+    // Kernels, enqueued on s: over device buffers on a device stream, host buffers on a
+    // host stream.
     // acc[i] += sum over q in 0..nslices-1 (in order) of src[q*stride + i], i < n.
     void (*reduce_slices)(const ZeroBackend *b, float *acc, const void *src, size_t stride,
                           int nslices, size_t n, ZeroDType dt, ZeroStream *s);
+    // out[i] = that sum alone (no accumulator): what an offloaded accumulator adds on the host.
+    void (*sum_slices)(const ZeroBackend *b, float *out, const void *src, size_t stride, int nslices, size_t n,
+                       ZeroDType dt, ZeroStream *s);
     void (*adamw)(const ZeroBackend *b, float *param, const float *grad, float *m, float *v,
                   size_t n, const AdamWParams *p, int decay, ZeroStream *s);
     // dst[i] (dtype dt) = master[i], rounded as above; element i has global index gidx0 + i.
@@ -123,7 +134,20 @@ struct ZeroBackend {
                     uint64_t seed, int t, uint64_t gidx0, ZeroStream *s);
     // *out (host) = sum of x[i]^2 in the fixed order above; valid after stream_sync(s).
     void (*sum_squares)(const ZeroBackend *b, const float *x, size_t n, double *out, ZeroStream *s);
+    // Runs fn(arg) on host stream s when the stream reaches it (CPU work in stream order:
+    // the offloaded optimizer's tiles, NVMe reads and writes). arg must live until then.
+    void (*host_call)(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *arg), void *arg);
 };
+
+// The host backend's kernels called directly, on the calling thread (same code, same bits
+// as queued on a host stream): the CPU side of offload runs them inside its own loops.
+// zero_cpu_slices: reduce_slices (accumulate 1) or sum_slices (0). zero_cpu_sum_squares:
+// total plus x's block sums in order, so a range summed in pieces that start at block
+// boundaries gives sum_squares's bits.
+void zero_cpu_slices(float *out, const void *src, size_t stride, int nslices, size_t n, ZeroDType dt, int accumulate);
+void zero_cpu_adamw(float *param, const float *grad, float *m, float *v, size_t n, const AdamWParams *p, int decay);
+void zero_cpu_refresh(void *dst, ZeroDType dt, const float *master, size_t n, uint64_t seed, int t, uint64_t gidx0);
+double zero_cpu_sum_squares(double total, const float *x, size_t n);
 
 // The host backend (MPI + OpenMP, real streams). NULL after printing why (MPI without
 // MPI_THREAD_MULTIPLE at world > 1, out of memory). Free after zero_free of every Zero using it.

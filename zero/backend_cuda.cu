@@ -8,6 +8,7 @@
 // then the block sums added left to right by one thread. Flush-to-zero would break this,
 // so zero_backend_cuda checks on the device that subnormals survive.
 #include "backend_cuda.h"
+#include "backend_host.h"
 #include "comm_nccl.h"
 
 #include <cuda_runtime.h>
@@ -24,6 +25,7 @@
 #define SLOTS 4096           // sum_squares results a stream holds until stream_sync
 
 struct ZeroStream {
+    ZeroStream *host;        // a host stream: the host backend's stream that runs its work (else NULL)
     cudaStream_t s;
     int owned;               // created here (the main stream belongs to the trainer)
     double *slots;           // pinned, device-mapped: sum_squares results
@@ -35,13 +37,17 @@ struct ZeroStream {
 
 struct ZeroEvent {
     cudaEvent_t e;
+    ZeroEvent *host;         // its twin for records on host streams
+    int on_host;             // the latest record was on a host stream
+    struct Ctx *x;           // for host functions that wait on e
 };
 
-typedef struct {
+typedef struct Ctx {
     ZeroComm *c;
     ZeroNccl *nccl;
     int device;
     ZeroStream main;
+    const ZeroBackend *hostb; // runs the host streams (CPU threads) and their kernels
     ZeroBackend table;
 } Ctx;
 
@@ -96,18 +102,19 @@ __device__ __forceinline__ void elem4(const uint16_t *p, float r[4]) {
     r[2] = __uint_as_float(v.y << 16); r[3] = __uint_as_float(v.y & 0xffff0000u);
 }
 
-// acc[i] += ((s_0 + s_1) + s_2) + ...: the host's order, one element per thread.
-template <typename T>
+// acc[i] += ((s_0 + s_1) + s_2) + ...: the host's order, one element per thread (ACC
+// false: acc[i] = the sum, sum_slices).
+template <typename T, bool ACC>
 __global__ void reduce_slices_kernel(float *acc, const T *src, size_t stride, int nslices, size_t n) {
     GRID_LOOP(i, n) {
         float sum = elem(src, i);
         for (int q = 1; q < nslices; q++) sum = __fadd_rn(sum, elem(src, (size_t)q * stride + i));
-        acc[i] = __fadd_rn(acc[i], sum);
+        acc[i] = ACC ? __fadd_rn(acc[i], sum) : sum;
     }
 }
 
 // The same, four elements per thread with vector loads (acc, src and stride aligned).
-template <typename T>
+template <typename T, bool ACC>
 __global__ void reduce_slices_vec4(float *acc, const T *src, size_t stride, int nslices, size_t n4) {
     GRID_LOOP(g, n4) {
         size_t i = 4 * g;
@@ -117,9 +124,9 @@ __global__ void reduce_slices_vec4(float *acc, const T *src, size_t stride, int 
             elem4(src + (size_t)q * stride + i, y);
             for (int k = 0; k < 4; k++) s[k] = __fadd_rn(s[k], y[k]);
         }
-        float4 a = *reinterpret_cast<float4 *>(acc + i);
-        a.x = __fadd_rn(a.x, s[0]); a.y = __fadd_rn(a.y, s[1]);
-        a.z = __fadd_rn(a.z, s[2]); a.w = __fadd_rn(a.w, s[3]);
+        float4 a = ACC ? *reinterpret_cast<float4 *>(acc + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        a.x = ACC ? __fadd_rn(a.x, s[0]) : s[0]; a.y = ACC ? __fadd_rn(a.y, s[1]) : s[1];
+        a.z = ACC ? __fadd_rn(a.z, s[2]) : s[2]; a.w = ACC ? __fadd_rn(a.w, s[3]) : s[3];
         *reinterpret_cast<float4 *>(acc + i) = a;
     }
 }
@@ -230,15 +237,20 @@ static void c_free(const ZeroBackend *b, ZeroMemKind kind, void *p) {
 }
 
 static void c_memset0(const ZeroBackend *b, void *p, size_t bytes, ZeroStream *s) {
+    Ctx *x = ctx_of(b);
+    if (s->host) return x->hostb->memset0(x->hostb, p, bytes, s->host);
     if (bytes == 0) return;
-    CK(ctx_of(b), cudaMemsetAsync(p, 0, bytes, s->s), "memset0 of %zu bytes", bytes);
+    CK(x, cudaMemsetAsync(p, 0, bytes, s->s), "memset0 of %zu bytes", bytes);
 }
 
+// On a host stream both sides are host memory (a CPU copy); on a device stream either side
+// may be device or pinned host memory (unified addressing tells the runtime which).
 static void c_copy(const ZeroBackend *b, void *dst, ZeroMemKind dk, const void *src, ZeroMemKind sk, size_t bytes,
                    ZeroStream *s) {
-    (void)dk; (void)sk;   // unified addressing tells the runtime where each side lives
+    Ctx *x = ctx_of(b);
+    if (s->host) return x->hostb->copy(x->hostb, dst, dk, src, sk, bytes, s->host);
     if (bytes == 0 || dst == src) return;
-    CK(ctx_of(b), cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s->s), "copy of %zu bytes", bytes);
+    CK(x, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s->s), "copy of %zu bytes", bytes);
 }
 
 // ---------------------------------------------------------------- ordering
@@ -292,7 +304,24 @@ static ZeroStream *c_stream_create(const ZeroBackend *b) {
     return s;
 }
 
+static void set_device(void *arg) { cudaSetDevice(((Ctx *)arg)->device); }
+
+// A host stream: the host backend's stream, with which CPU threads run its work. Its
+// thread's current device is this backend's (its work may call the CUDA runtime).
+static ZeroStream *c_stream_create_host(const ZeroBackend *b) {
+    Ctx *x = ctx_of(b);
+    ZeroStream *s = (ZeroStream *)calloc(1, sizeof *s);
+    if (!s) return NULL;
+    if (!(s->host = x->hostb->stream_create_host(x->hostb))) {
+        free(s);
+        return NULL;
+    }
+    x->hostb->host_call(x->hostb, s->host, set_device, x);
+    return s;
+}
+
 static void c_stream_sync(const ZeroBackend *b, ZeroStream *s) {
+    if (s->host) return ctx_of(b)->hostb->stream_sync(ctx_of(b)->hostb, s->host);
     CK(ctx_of(b), cudaStreamSynchronize(s->s), "stream_sync");
     for (int i = 0; i < s->npending; i++) *s->outs[i] = s->slots[i];
     s->npending = 0;
@@ -300,6 +329,11 @@ static void c_stream_sync(const ZeroBackend *b, ZeroStream *s) {
 
 static void c_stream_destroy(const ZeroBackend *b, ZeroStream *s) {
     if (!s || s == &ctx_of(b)->main) return;
+    if (s->host) {
+        ctx_of(b)->hostb->stream_destroy(ctx_of(b)->hostb, s->host);
+        free(s);
+        return;
+    }
     c_stream_sync(b, s);
     zero_nccl_forget_stream(ctx_of(b)->nccl, s->s);
     stream_release(s);
@@ -308,11 +342,18 @@ static void c_stream_destroy(const ZeroBackend *b, ZeroStream *s) {
 }
 
 static ZeroEvent *c_event_create(const ZeroBackend *b) {
+    Ctx *x = ctx_of(b);
     ZeroEvent *e = (ZeroEvent *)calloc(1, sizeof *e);
     if (!e) return NULL;
+    e->x = x;
     cudaError_t r = cudaEventCreateWithFlags(&e->e, cudaEventDisableTiming);
     if (r != cudaSuccess) {
-        fprintf(stderr, "zero: rank %d: cudaEventCreateWithFlags failed: %s\n", ctx_of(b)->c->rank, cudaGetErrorString(r));
+        fprintf(stderr, "zero: rank %d: cudaEventCreateWithFlags failed: %s\n", x->c->rank, cudaGetErrorString(r));
+        free(e);
+        return NULL;
+    }
+    if (!(e->host = x->hostb->event_create(x->hostb))) {
+        cudaEventDestroy(e->e);
         free(e);
         return NULL;
     }
@@ -320,20 +361,61 @@ static ZeroEvent *c_event_create(const ZeroBackend *b) {
 }
 
 static void c_event_destroy(const ZeroBackend *b, ZeroEvent *e) {
-    (void)b;
     if (!e) return;
     cudaEventDestroy(e->e);
+    ctx_of(b)->hostb->event_destroy(ctx_of(b)->hostb, e->host);
     free(e);
 }
 
 // A wait sees the latest record at the time it is enqueued (backend.h); zero.c gives each
 // event one owner, so re-recording never moves it to another stream under a pending wait.
 static void c_event_record(const ZeroBackend *b, ZeroEvent *e, ZeroStream *s) {
-    CK(ctx_of(b), cudaEventRecord(e->e, s->s), "event_record");
+    Ctx *x = ctx_of(b);
+    e->on_host = s->host != NULL;
+    if (s->host) x->hostb->event_record(x->hostb, e->host, s->host);
+    else CK(x, cudaEventRecord(e->e, s->s), "event_record");
+}
+
+// A host stream waiting for a device event: its CPU thread blocks on the event (the latest
+// record when it gets there: with fixed owners that is the one waited for, or later).
+static void wait_device_event(void *arg) {
+    ZeroEvent *e = (ZeroEvent *)arg;
+    cudaSetDevice(e->x->device);   // this CPU thread's current device
+    CK(e->x, cudaEventSynchronize(e->e), "a host stream's wait for a device event");
+}
+
+// A device stream waiting for a host event: a host function blocks the stream until the
+// record captured at the wait has fired.
+typedef struct { const ZeroBackend *hostb; void *marker; } HostWait;
+static void CUDART_CB wait_host_marker(void *arg) {
+    HostWait *w = (HostWait *)arg;
+    zero_host_marker_wait(w->hostb, w->marker);
+    free(w);
 }
 
 static void c_stream_wait(const ZeroBackend *b, ZeroStream *s, ZeroEvent *e) {
-    CK(ctx_of(b), cudaStreamWaitEvent(s->s, e->e, 0), "stream_wait");
+    Ctx *x = ctx_of(b);
+    if (s->host && e->on_host) return x->hostb->stream_wait(x->hostb, s->host, e->host);
+    if (s->host) return x->hostb->host_call(x->hostb, s->host, wait_device_event, e);
+    if (!e->on_host) {
+        CK(x, cudaStreamWaitEvent(s->s, e->e, 0), "stream_wait");
+        return;
+    }
+    void *m = zero_host_event_capture(x->hostb, e->host);
+    if (!m) return;   // fired already
+    HostWait *w = (HostWait *)malloc(sizeof *w);
+    if (!w) fail(x, "malloc", cudaErrorMemoryAllocation, "a device stream's wait for a host event");
+    *w = (HostWait){x->hostb, m};
+    CK(x, cudaLaunchHostFunc(s->s, wait_host_marker, w), "a device stream's wait for a host event");
+}
+
+static void c_host_call(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *), void *arg) {
+    Ctx *x = ctx_of(b);
+    if (!s->host) {
+        fprintf(stderr, "zero: rank %d: host_call on a device stream\n", x->c->rank);
+        zero_comm_abort(x->c, 1);
+    }
+    x->hostb->host_call(x->hostb, s->host, fn, arg);
 }
 
 // ---------------------------------------------------------------- collectives
@@ -368,35 +450,46 @@ static void c_gather_f64(const ZeroBackend *b, ZeroComm *c, const double *values
 
 // ---------------------------------------------------------------- kernel launches
 
-template <typename T>
+template <typename T, bool ACC>
 static void launch_reduce(Ctx *x, float *acc, const T *src, size_t stride, int nslices, size_t n, cudaStream_t s) {
     size_t done = 0;
     if (aligned(acc, 16) && aligned(src, 4 * sizeof(T)) && stride % 4 == 0) {
         size_t n4 = n / 4;
         if (n4) {
-            reduce_slices_vec4<T><<<grid_for(n4), THREADS, 0, s>>>(acc, src, stride, nslices, n4);
+            reduce_slices_vec4<T, ACC><<<grid_for(n4), THREADS, 0, s>>>(acc, src, stride, nslices, n4);
             LAUNCHED(x, "reduce_slices of %zu elements x %d slices", n, nslices);
         }
         done = 4 * n4;
     }
     if (done < n) {
-        reduce_slices_kernel<T><<<grid_for(n - done), THREADS, 0, s>>>(acc + done, src + done, stride, nslices, n - done);
+        reduce_slices_kernel<T, ACC><<<grid_for(n - done), THREADS, 0, s>>>(acc + done, src + done, stride, nslices, n - done);
         LAUNCHED(x, "reduce_slices of %zu elements x %d slices", n, nslices);
     }
 }
 
 static void c_reduce_slices(const ZeroBackend *b, float *acc, const void *src, size_t stride, int nslices, size_t n,
                             ZeroDType dt, ZeroStream *s) {
-    if (nslices <= 0 || n == 0) return;
     Ctx *x = ctx_of(b);
-    if (dt == ZERO_F32) launch_reduce(x, acc, (const float *)src, stride, nslices, n, s->s);
-    else launch_reduce(x, acc, (const uint16_t *)src, stride, nslices, n, s->s);
+    if (s->host) return x->hostb->reduce_slices(x->hostb, acc, src, stride, nslices, n, dt, s->host);
+    if (nslices <= 0 || n == 0) return;
+    if (dt == ZERO_F32) launch_reduce<float, true>(x, acc, (const float *)src, stride, nslices, n, s->s);
+    else launch_reduce<uint16_t, true>(x, acc, (const uint16_t *)src, stride, nslices, n, s->s);
+}
+
+static void c_sum_slices(const ZeroBackend *b, float *out, const void *src, size_t stride, int nslices, size_t n,
+                         ZeroDType dt, ZeroStream *s) {
+    Ctx *x = ctx_of(b);
+    if (s->host) return x->hostb->sum_slices(x->hostb, out, src, stride, nslices, n, dt, s->host);
+    if (nslices <= 0 || n == 0) return;
+    if (dt == ZERO_F32) launch_reduce<float, false>(x, out, (const float *)src, stride, nslices, n, s->s);
+    else launch_reduce<uint16_t, false>(x, out, (const uint16_t *)src, stride, nslices, n, s->s);
 }
 
 static void c_adamw(const ZeroBackend *b, float *param, const float *grad, float *m, float *v, size_t n,
                     const AdamWParams *p, int decay, ZeroStream *s) {
-    if (n == 0) return;
     Ctx *x = ctx_of(b);
+    if (s->host) return x->hostb->adamw(x->hostb, param, grad, m, v, n, p, decay, s->host);
+    if (n == 0) return;
     size_t done = 0;
     if (aligned(param, 16) && aligned(grad, 16) && aligned(m, 16) && aligned(v, 16)) {
         size_t n4 = n / 4;
@@ -416,8 +509,9 @@ static void c_adamw(const ZeroBackend *b, float *param, const float *grad, float
 
 static void c_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float *master, size_t n, uint64_t seed,
                       int t, uint64_t gidx0, ZeroStream *s) {
-    if (n == 0) return;
     Ctx *x = ctx_of(b);
+    if (s->host) return x->hostb->refresh(x->hostb, dst, dt, master, n, seed, t, gidx0, s->host);
+    if (n == 0) return;
     if (dt == ZERO_F32) {
         if (dst != master)
             CK(x, cudaMemcpyAsync(dst, master, n * sizeof(float), cudaMemcpyDeviceToDevice, s->s),
@@ -443,6 +537,7 @@ static void c_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float
 
 static void c_sum_squares(const ZeroBackend *b, const float *xv, size_t n, double *out, ZeroStream *s) {
     Ctx *x = ctx_of(b);
+    if (s->host) return x->hostb->sum_squares(x->hostb, xv, n, out, s->host);
     if (s->npending == SLOTS) c_stream_sync(b, s);   // only after SLOTS results without a sync
     int slot = s->npending;
     if (n == 0) {
@@ -499,7 +594,9 @@ const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
         free(x);
         return NULL;
     }
-    if (check_no_ftz(x) != 0 || !(x->nccl = zero_nccl_init(comm, x->device))) {
+    if (check_no_ftz(x) != 0 || !(x->nccl = zero_nccl_init(comm, x->device)) ||
+        !(x->hostb = zero_backend_host(comm))) {
+        if (x->nccl) zero_nccl_free(x->nccl);
         stream_release(&x->main);
         free(x);
         return NULL;
@@ -514,6 +611,7 @@ const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
     t->copy = c_copy;
     t->main_stream = c_main_stream;
     t->stream_create = c_stream_create;
+    t->stream_create_host = c_stream_create_host;
     t->stream_destroy = c_stream_destroy;
     t->stream_sync = c_stream_sync;
     t->event_create = c_event_create;
@@ -525,9 +623,11 @@ const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
     t->allreduce_sum_f64 = c_allreduce_sum_f64;
     t->gather_f64 = c_gather_f64;
     t->reduce_slices = c_reduce_slices;
+    t->sum_slices = c_sum_slices;
     t->adamw = c_adamw;
     t->refresh = c_refresh;
     t->sum_squares = c_sum_squares;
+    t->host_call = c_host_call;
     return t;
 }
 
@@ -536,6 +636,7 @@ void zero_backend_cuda_free(const ZeroBackend *b) {
     Ctx *x = ctx_of(b);
     c_stream_sync(b, &x->main);
     zero_nccl_free(x->nccl);
+    zero_backend_host_free(x->hostb);
     stream_release(&x->main);
     free(x);
 }

@@ -18,7 +18,7 @@
 //
 // Kernels only split independent elements across threads (sum_squares splits fixed-size
 // blocks and adds them in order), so results never depend on the thread count.
-#include "backend.h"
+#include "backend_host.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -42,8 +42,8 @@ struct ZeroEvent {
     Marker *latest;          // NULL: never recorded
 };
 
-typedef enum { OP_MEMSET, OP_COPY, OP_ALL_GATHER, OP_ALL_TO_ALL, OP_REDUCE, OP_ADAMW, OP_REFRESH, OP_SUMSQ,
-               OP_RECORD, OP_WAIT } OpKind;
+typedef enum { OP_MEMSET, OP_COPY, OP_ALL_GATHER, OP_ALL_TO_ALL, OP_REDUCE, OP_SUM, OP_ADAMW, OP_REFRESH, OP_SUMSQ,
+               OP_CALL, OP_RECORD, OP_WAIT } OpKind;
 
 typedef struct Op {
     struct Op *next;
@@ -64,6 +64,8 @@ typedef struct Op {
     uint64_t seed, gidx0;
     double *out;
     Marker *marker;          // OP_RECORD: fires it; OP_WAIT: waits for it
+    void (*fn)(void *);      // OP_CALL
+    void *arg;
 } Op;
 
 typedef struct Host Host;
@@ -98,7 +100,9 @@ static Host *host_of(const ZeroBackend *b) { return (Host *)b->ctx; }
 
 // ---------------------------------------------------------------- kernels (run on a stream's thread)
 
-static void k_reduce_slices(float *acc, const void *src, size_t stride, int nslices, size_t n, ZeroDType dt) {
+// out[i] (+)= s_0[i] + s_1[i] + ... in slice order: accumulate adds the sum into out
+// (reduce_slices), else stores it (sum_slices).
+static void k_slices(float *out, const void *src, size_t stride, int nslices, size_t n, ZeroDType dt, int accumulate) {
     if (nslices <= 0) return;
     if (dt == ZERO_F32) {
         const float *x = src;
@@ -106,7 +110,7 @@ static void k_reduce_slices(float *acc, const void *src, size_t stride, int nsli
         for (size_t i = 0; i < n; i++) {
             float sum = x[i];
             for (int q = 1; q < nslices; q++) sum += x[(size_t)q * stride + i];
-            acc[i] += sum;
+            out[i] = accumulate ? out[i] + sum : sum;
         }
     } else {
         const uint16_t *x = src;
@@ -114,7 +118,7 @@ static void k_reduce_slices(float *acc, const void *src, size_t stride, int nsli
         for (size_t i = 0; i < n; i++) {
             float sum = zero_bf16_to_f32(x[i]);
             for (int q = 1; q < nslices; q++) sum += zero_bf16_to_f32(x[(size_t)q * stride + i]);
-            acc[i] += sum;
+            out[i] = accumulate ? out[i] + sum : sum;
         }
     }
 }
@@ -136,9 +140,10 @@ static void k_refresh(void *dst, ZeroDType dt, const float *master, size_t n, ui
         out[i] = adamw_round_bf16_at(master[i], seed, (uint64_t)t, gidx0 + i);
 }
 
-static double k_sum_squares(const float *x, size_t n) {
+// total + the block sums of x in order (total 0: sum_squares; a later piece of a longer
+// range, starting at a block boundary, continues its sum).
+static double k_sum_squares(double total, const float *x, size_t n) {
     size_t nblocks = (n + ZERO_SUMSQ_BLOCK - 1) / ZERO_SUMSQ_BLOCK;
-    double total = 0.0;
     // Blocks in parallel chunks of 64, each chunk's block sums then added in block order.
     enum { CHUNK = 64 };
     double part[CHUNK];
@@ -204,10 +209,12 @@ static void run_op(Host *h, ZeroStream *s, Op *op) {
     case OP_COPY: memmove(op->dst, op->src, op->bytes); break;
     case OP_ALL_GATHER: zero_mpi_all_gather(h->comm, s->ch, op->parts, op->nparts, op->dt, op->what); break;
     case OP_ALL_TO_ALL: zero_mpi_all_to_all(h->comm, s->ch, op->parts, op->nparts, op->dt, op->what); break;
-    case OP_REDUCE: k_reduce_slices(op->acc, op->src, op->stride, op->nslices, op->n, op->dt); break;
+    case OP_REDUCE: k_slices(op->acc, op->src, op->stride, op->nslices, op->n, op->dt, 1); break;
+    case OP_SUM: k_slices(op->acc, op->src, op->stride, op->nslices, op->n, op->dt, 0); break;
+    case OP_CALL: op->fn(op->arg); break;
     case OP_ADAMW: k_adamw(op->param, op->grad, op->m, op->v, op->n, &op->ap, op->decay); break;
     case OP_REFRESH: k_refresh(op->dst, op->dt, op->master, op->n, op->seed, op->t, op->gidx0); break;
-    case OP_SUMSQ: *op->out = k_sum_squares(op->grad, op->n); break;
+    case OP_SUMSQ: *op->out = k_sum_squares(0.0, op->grad, op->n); break;
     case OP_RECORD:
         pthread_mutex_lock(&h->mu);
         op->marker->fired = 1;
@@ -293,10 +300,11 @@ static void submit(Host *h, ZeroStream *s, Op *op) {
 
 // ---------------------------------------------------------------- memory
 
+// Host-tier memory is page aligned, as the NVMe engine's O_DIRECT buffers need.
 static void *h_alloc(const ZeroBackend *b, ZeroMemKind kind, size_t bytes) {
-    (void)b; (void)kind;
-    size_t n = (bytes + 63) / 64 * 64;
-    return aligned_alloc(64, n ? n : 64);
+    (void)b;
+    size_t a = kind == ZERO_MEM_HOST ? 4096 : 64, n = (bytes + a - 1) / a * a;
+    return aligned_alloc(a, n ? n : a);
 }
 static void h_free(const ZeroBackend *b, ZeroMemKind kind, void *p) { (void)b; (void)kind; free(p); }
 static void h_memset0(const ZeroBackend *b, void *p, size_t bytes, ZeroStream *s) {
@@ -452,15 +460,32 @@ static void h_gather_f64(const ZeroBackend *b, ZeroComm *c, const double *values
 
 // ---------------------------------------------------------------- kernels
 
-static void h_reduce_slices(const ZeroBackend *b, float *acc, const void *src, size_t stride, int nslices, size_t n,
-                            ZeroDType dt, ZeroStream *s) {
-    Op *op = op_new(host_of(b), OP_REDUCE);
+static void slices(const ZeroBackend *b, OpKind kind, float *acc, const void *src, size_t stride, int nslices, size_t n,
+                   ZeroDType dt, ZeroStream *s) {
+    Op *op = op_new(host_of(b), kind);
     op->acc = acc;
     op->src = src;
     op->stride = stride;
     op->nslices = nslices;
     op->n = n;
     op->dt = dt;
+    submit(host_of(b), s, op);
+}
+
+static void h_reduce_slices(const ZeroBackend *b, float *acc, const void *src, size_t stride, int nslices, size_t n,
+                            ZeroDType dt, ZeroStream *s) {
+    slices(b, OP_REDUCE, acc, src, stride, nslices, n, dt, s);
+}
+
+static void h_sum_slices(const ZeroBackend *b, float *out, const void *src, size_t stride, int nslices, size_t n,
+                         ZeroDType dt, ZeroStream *s) {
+    slices(b, OP_SUM, out, src, stride, nslices, n, dt, s);
+}
+
+static void h_host_call(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *), void *arg) {
+    Op *op = op_new(host_of(b), OP_CALL);
+    op->fn = fn;
+    op->arg = arg;
     submit(host_of(b), s, op);
 }
 
@@ -509,6 +534,7 @@ static const ZeroBackend host_template = {
     .copy = h_copy,
     .main_stream = h_main_stream,
     .stream_create = h_stream_create,
+    .stream_create_host = h_stream_create,
     .stream_destroy = h_stream_destroy,
     .stream_sync = h_stream_sync,
     .event_create = h_event_create,
@@ -520,9 +546,11 @@ static const ZeroBackend host_template = {
     .allreduce_sum_f64 = h_allreduce_sum_f64,
     .gather_f64 = h_gather_f64,
     .reduce_slices = h_reduce_slices,
+    .sum_slices = h_sum_slices,
     .adamw = h_adamw,
     .refresh = h_refresh,
     .sum_squares = h_sum_squares,
+    .host_call = h_host_call,
 };
 
 const ZeroBackend *zero_backend_host(ZeroComm *comm) {
@@ -572,4 +600,38 @@ void zero_backend_host_free(const ZeroBackend *b) {
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
     free(h);
+}
+
+// ---------------------------------------------------------------- the kernels called directly (backend.h)
+
+void zero_cpu_slices(float *out, const void *src, size_t stride, int nslices, size_t n, ZeroDType dt, int accumulate) {
+    k_slices(out, src, stride, nslices, n, dt, accumulate);
+}
+void zero_cpu_adamw(float *param, const float *grad, float *m, float *v, size_t n, const AdamWParams *p, int decay) {
+    k_adamw(param, grad, m, v, n, p, decay);
+}
+void zero_cpu_refresh(void *dst, ZeroDType dt, const float *master, size_t n, uint64_t seed, int t, uint64_t gidx0) {
+    k_refresh(dst, dt, master, n, seed, t, gidx0);
+}
+double zero_cpu_sum_squares(double total, const float *x, size_t n) { return k_sum_squares(total, x, n); }
+
+// ---------------------------------------------------------------- for the CUDA backend's host streams
+
+void *zero_host_event_capture(const ZeroBackend *b, ZeroEvent *e) {
+    Host *h = host_of(b);
+    pthread_mutex_lock(&h->mu);
+    Marker *m = e->latest;
+    if (m && !m->fired) m->refs++;
+    else m = NULL;
+    pthread_mutex_unlock(&h->mu);
+    return m;
+}
+
+void zero_host_marker_wait(const ZeroBackend *b, void *marker) {
+    if (!marker) return;
+    Host *h = host_of(b);
+    pthread_mutex_lock(&h->mu);
+    wait_fired(h, (Marker *)marker);
+    marker_unref(h, (Marker *)marker);
+    pthread_mutex_unlock(&h->mu);
 }

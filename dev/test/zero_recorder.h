@@ -119,6 +119,12 @@ static ZeroStream *rec_stream_create(const ZeroBackend *b) {
     if (s) rec_stream(r, s);
     return s;
 }
+static ZeroStream *rec_stream_create_host(const ZeroBackend *b) {
+    Recorder *r = rec_of(b);
+    ZeroStream *s = r->inner->stream_create_host(r->inner);
+    if (s) rec_stream(r, s);
+    return s;
+}
 static void rec_stream_destroy(const ZeroBackend *b, ZeroStream *s) { const ZeroBackend *i = rec_of(b)->inner; i->stream_destroy(i, s); }
 static void rec_stream_sync(const ZeroBackend *b, ZeroStream *s) {
     Recorder *r = rec_of(b);
@@ -176,6 +182,17 @@ static void rec_reduce_slices(const ZeroBackend *b, float *acc, const void *src,
     rec_push(r, s, REC_OP_KERNEL, 0, 0);
     r->inner->reduce_slices(r->inner, acc, src, stride, ns, n, dt, s);
 }
+static void rec_sum_slices(const ZeroBackend *b, float *out, const void *src, size_t stride, int ns, size_t n, ZeroDType dt,
+                           ZeroStream *s) {
+    Recorder *r = rec_of(b);
+    rec_push(r, s, REC_OP_KERNEL, 0, 0);
+    r->inner->sum_slices(r->inner, out, src, stride, ns, n, dt, s);
+}
+static void rec_host_call(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *), void *arg) {
+    Recorder *r = rec_of(b);
+    rec_push(r, s, REC_OP_KERNEL, 0, 0);
+    r->inner->host_call(r->inner, s, fn, arg);
+}
 static void rec_adamw(const ZeroBackend *b, float *p, const float *g, float *m, float *v, size_t n, const AdamWParams *a,
                       int decay, ZeroStream *s) {
     Recorder *r = rec_of(b);
@@ -206,6 +223,9 @@ static inline const ZeroBackend *rec_init(Recorder *r, const ZeroBackend *inner)
     r->table.copy = rec_copy;
     r->table.main_stream = rec_main_stream;
     r->table.stream_create = rec_stream_create;
+    r->table.stream_create_host = rec_stream_create_host;
+    r->table.sum_slices = rec_sum_slices;
+    r->table.host_call = rec_host_call;
     r->table.stream_destroy = rec_stream_destroy;
     r->table.stream_sync = rec_stream_sync;
     r->table.event_create = rec_event_create;
