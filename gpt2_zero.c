@@ -18,6 +18,9 @@ ZeroComm *gpt2_zero_world(int *argc, char ***argv, const TrainConfig *cfg) {
     return comm;
 }
 
+_Static_assert(TRAIN_OFFLOAD_NONE == (int)ZERO_TIER_DEVICE && TRAIN_OFFLOAD_CPU == (int)ZERO_TIER_HOST &&
+                   TRAIN_OFFLOAD_NVME == (int)ZERO_TIER_NVME, "--offload-* values are ZeroTier's");
+
 ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dtype) {
     ZeroConfig zc;
     zero_config_defaults(&zc);
@@ -32,6 +35,9 @@ ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroD
     zc.node_size = cfg->node_size;
     zc.timeout_s = cfg->zero_timeout;
     zc.seed = cfg->seed;
+    zc.optimizer_tier = (ZeroTier)cfg->offload_optimizer;   // TRAIN_OFFLOAD_* are ZeroTier's order
+    zc.param_tier = (ZeroTier)cfg->offload_param;
+    zc.nvme_path = cfg->nvme_path;
     return zc;
 }
 

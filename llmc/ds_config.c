@@ -20,11 +20,13 @@ typedef enum {
     DS_SEQS,     // an integral number of sequences, stored as tokens (x T): train_batch_size
     DS_FLOAT,    // a number into a float field
     DS_ADAM,     // optimizer.type: DeepSpeed's Adam and AdamW both run as AdamW here
+    DS_OFFLOAD,  // an offload device: "none", "cpu" or "nvme" into an int field (TRAIN_OFFLOAD_*)
+    DS_PATH,     // a string (or null: unset) into a const char * field
     DS_LATER,    // a feature not built yet: only its "off" values are accepted
     DS_IDLE,     // a detail of such a feature: any value of its JSON type, without effect yet
 } DsKind;
 
-typedef enum { F_INT, F_LONG, F_FLOAT } FieldType;
+typedef enum { F_INT, F_LONG, F_FLOAT, F_STRING } FieldType;
 
 typedef struct {
     const char *key;        // path in the file: '.' between objects, [i] for array elements
@@ -38,15 +40,17 @@ typedef struct {
     const char *off[2];     // DS_LATER: the accepted values as JSON text
     int json_types;         // DS_IDLE: the cJSON type bits it accepts
     const char *type_name;  // DS_IDLE: those in words
+    const char *why_idle;   // DS_IDLE: why it has no effect (for -h)
 } DsKey;
 
 #define INT_FIELD(f) .field = offsetof(TrainConfig, f), .type = F_INT
 #define LONG_FIELD(f) .field = offsetof(TrainConfig, f), .type = F_LONG
 #define FLOAT_FIELD(f) .field = offsetof(TrainConfig, f), .type = F_FLOAT
+#define STRING_FIELD(f) .field = offsetof(TrainConfig, f), .type = F_STRING
 #define ELEMS (double)(1L << 40)   // the --zero-* flags' limit
-// nvme_path and pin_memory mean nothing while the device is "none", the only one accepted yet
-#define IDLE_PATH .kind = DS_IDLE, .json_types = cJSON_String | cJSON_NULL, .type_name = "a string or null"
-#define IDLE_BOOL .kind = DS_IDLE, .json_types = cJSON_True | cJSON_False, .type_name = "true or false"
+// pin_memory: offload's host memory is always pinned (CUDA) here
+#define IDLE_BOOL .kind = DS_IDLE, .json_types = cJSON_True | cJSON_False, .type_name = "true or false", \
+                  .why_idle = "always pinned"
 
 static const DsKey KEYS[] = {
     {.key = "train_micro_batch_size_per_gpu", .kind = DS_INT, .lo = 1, .hi = 1 << 20, .flag = TRAIN_FLAG_B,
@@ -85,15 +89,21 @@ static const DsKey KEYS[] = {
      .flag = TRAIN_FLAG_ZERO_MAX_LIVE, .flag_name = "--zero-max-live", LONG_FIELD(zero_max_live)},
     {.key = "zero_optimization.stage3_param_persistence_threshold", .kind = DS_INT, .lo = 0, .hi = ELEMS,
      .flag = TRAIN_FLAG_ZERO_PERSIST, .flag_name = "--zero-persist", LONG_FIELD(zero_persist)},
-    // offload (ZeRO-Offload / ZeRO-Infinity) and ZeRO++: later issues
+    // offload (ZeRO-Offload / ZeRO-Infinity); one swap folder serves both nvme_paths, so
+    // the two must agree
     {.key = "zero_optimization.offload_optimizer", .kind = DS_SECTION},
-    {.key = "zero_optimization.offload_optimizer.device", .kind = DS_LATER, .off = {"\"none\""}},
-    {.key = "zero_optimization.offload_optimizer.nvme_path", IDLE_PATH},
+    {.key = "zero_optimization.offload_optimizer.device", .kind = DS_OFFLOAD, .flag = TRAIN_FLAG_OFFLOAD_OPTIMIZER,
+     .flag_name = "--offload-optimizer", INT_FIELD(offload_optimizer)},
+    {.key = "zero_optimization.offload_optimizer.nvme_path", .kind = DS_PATH, .flag = TRAIN_FLAG_NVME_PATH,
+     .flag_name = "--nvme-path", STRING_FIELD(nvme_path)},
     {.key = "zero_optimization.offload_optimizer.pin_memory", IDLE_BOOL},
     {.key = "zero_optimization.offload_param", .kind = DS_SECTION},
-    {.key = "zero_optimization.offload_param.device", .kind = DS_LATER, .off = {"\"none\""}},
-    {.key = "zero_optimization.offload_param.nvme_path", IDLE_PATH},
+    {.key = "zero_optimization.offload_param.device", .kind = DS_OFFLOAD, .flag = TRAIN_FLAG_OFFLOAD_PARAM,
+     .flag_name = "--offload-param", INT_FIELD(offload_param)},
+    {.key = "zero_optimization.offload_param.nvme_path", .kind = DS_PATH, .flag = TRAIN_FLAG_NVME_PATH,
+     .flag_name = "--nvme-path", STRING_FIELD(nvme_path)},
     {.key = "zero_optimization.offload_param.pin_memory", IDLE_BOOL},
+    // ZeRO++: a later issue
     {.key = "zero_optimization.zero_quantized_weights", .kind = DS_LATER, .off = {"false"}},
     {.key = "zero_optimization.zero_quantized_gradients", .kind = DS_LATER, .off = {"false"}},
     {.key = "zero_optimization.zero_hpz_partition_size", .kind = DS_LATER, .off = {"1", "0"}},
@@ -206,6 +216,58 @@ static int apply_later(Reader *r, const DsKey *k, const cJSON *v) {
     return -1;
 }
 
+// The value a key names, set unless a flag or an earlier key of the file said otherwise
+// (the two nvme_paths set one folder). `shown`: the value in words for messages.
+static int agree(Reader *r, const DsKey *k, int same, const char *now, const char *shown) {
+    if (same) return 0;
+    if (r->c->given & TRAIN_FLAG_BIT(k->flag)) {
+        fprintf(r->log, "error: %s %s contradicts %s = %s in '%s'\n", k->flag_name, now, k->key, shown, r->path);
+        return -1;
+    }
+    if (r->c->from_file & TRAIN_FLAG_BIT(k->flag)) {
+        fprintf(r->log, "error: '%s': %s = %s disagrees with the %s set before (%s): one folder serves both\n",
+                r->path, k->key, shown, k->flag_name, now);
+        return -1;
+    }
+    return 0;
+}
+
+static int apply_offload(Reader *r, const DsKey *k, const cJSON *v) {
+    char text[80];
+    int dev = cJSON_IsString(v) ? train_offload_parse(v->valuestring) : -1;
+    if (dev < 0) {
+        fprintf(r->log, "error: '%s': %s must be \"none\", \"cpu\" or \"nvme\", got %s\n", r->path, k->key,
+                json_text(v, text, sizeof(text)));
+        return -1;
+    }
+    int *field = (int *)((char *)r->c + k->field);
+    if (agree(r, k, *field == dev, train_offload_names[*field], v->valuestring) != 0) return -1;
+    *field = dev;
+    r->c->from_file |= TRAIN_FLAG_BIT(k->flag);
+    return 0;
+}
+
+static int apply_path(Reader *r, const DsKey *k, const cJSON *v) {
+    char text[80];
+    if (cJSON_IsNull(v)) return 0;   // DeepSpeed's "not set"
+    if (!cJSON_IsString(v) || !*v->valuestring) {
+        fprintf(r->log, "error: '%s': %s must be a folder's path (a string) or null, got %s\n", r->path, k->key,
+                json_text(v, text, sizeof(text)));
+        return -1;
+    }
+    const char **field = (const char **)((char *)r->c + k->field);
+    int set = (r->c->given | r->c->from_file) & TRAIN_FLAG_BIT(k->flag);
+    if (agree(r, k, !set || strcmp(*field, v->valuestring) == 0, set ? *field : "", v->valuestring) != 0) return -1;
+    char *copy = strdup(v->valuestring);   // outlives the parsed file, like argv's strings
+    if (!copy) {
+        fprintf(r->log, "error: out of memory reading '%s'\n", r->path);
+        return -1;
+    }
+    *field = copy;
+    r->c->from_file |= TRAIN_FLAG_BIT(k->flag);
+    return 0;
+}
+
 static void note_unknown(Reader *r, const char *key) {
     size_t len = strlen(r->unknown);
     snprintf(r->unknown + len, sizeof(r->unknown) - len, "%s%s", r->num_unknown ? ", " : "", key);
@@ -245,6 +307,8 @@ static int apply_key(Reader *r, const char *key, const cJSON *v) {
         return 0;
     case DS_ADAM: return apply_adam(r, k, v);
     case DS_LATER: return apply_later(r, k, v);
+    case DS_OFFLOAD: return apply_offload(r, k, v);
+    case DS_PATH: return apply_path(r, k, v);
     case DS_IDLE:
         if (v->type & k->json_types) return 0;
         fprintf(r->log, "error: '%s': %s must be %s, got %s\n", r->path, key, k->type_name,
@@ -388,7 +452,7 @@ void ds_config_usage(FILE *out, const char *indent) {
         for (size_t i = 0; i < NUM_KEYS; i++) {
             const DsKey *k = &KEYS[i];
             size_t len = strlen(k->key);
-            int is_later = k->kind == DS_LATER || k->kind == DS_IDLE;
+            int is_later = k->kind == DS_LATER || (k->kind == DS_IDLE && !k->why_idle);
             if (k->kind == DS_SECTION || k->key[len - 1] == ']' || is_later != later) continue;
             const char *dot = strrchr(k->key, '.');
             size_t sec = dot ? (size_t)(dot - k->key) : 0;
@@ -397,7 +461,9 @@ void ds_config_usage(FILE *out, const char *indent) {
             if (k->kind == DS_LATER) {
                 snprintf(item, sizeof(item), "%s %s", leaf, k->off[0]);
             } else if (k->kind == DS_IDLE) {
-                snprintf(item, sizeof(item), "%s (any, no effect)", leaf);
+                snprintf(item, sizeof(item), "%s (any: %s)", leaf, k->why_idle ? k->why_idle : "no effect");
+            } else if (k->kind == DS_OFFLOAD) {
+                snprintf(item, sizeof(item), "%s none|cpu|nvme (%s)", leaf, k->flag_name);
             } else if (k->kind == DS_ADAM) {
                 snprintf(item, sizeof(item), "%s Adam|AdamW", leaf);
             } else if (k->kind == DS_PAIR) {

@@ -17,7 +17,16 @@ static int flavour_zero(const char *flavour) { return strcmp(flavour, "cuda") !=
 // Long options without a single-letter form.
 enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
        OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
-       OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS, OPT_DEEPSPEED };
+       OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS, OPT_DEEPSPEED, OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAM,
+       OPT_NVME_PATH };
+
+const char *const train_offload_names[3] = {"none", "cpu", "nvme"};
+
+int train_offload_parse(const char *name) {
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, train_offload_names[i]) == 0) return i;
+    return -1;
+}
 
 // The flag of a ZeRO-only option, or NULL for the others.
 static const char *zero_flag(int opt) {
@@ -33,6 +42,9 @@ static const char *zero_flag(int opt) {
     case OPT_WORLD: return "--world";
     case OPT_GPUMEM: return "--gpu-mem";
     case OPT_DEEPSPEED: return "--deepspeed";
+    case OPT_OFFLOAD_OPT: return "--offload-optimizer";
+    case OPT_OFFLOAD_PARAM: return "--offload-param";
+    case OPT_NVME_PATH: return "--nvme-path";
     default: return NULL;
     }
 }
@@ -79,6 +91,9 @@ static void defaults(TrainConfig *c, int cuda) {
     c->dry_run = 0;
     c->dry_run_world = 1;
     c->gpu_mem = 0;
+    c->offload_optimizer = TRAIN_OFFLOAD_NONE;
+    c->offload_param = TRAIN_OFFLOAD_NONE;
+    c->nvme_path = NULL;
 }
 
 void train_config_usage(const char *prog, const char *flavour) {
@@ -152,6 +167,16 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                      and exits with status 2 when one does not. SIZE: 80G = 80GiB = 80 x 2^30\n"
            "                      bytes, 80GB = 80 x 10^9; K M T alike, fractions allowed (79.5G), B = bytes\n",
            cuda ? "GPU" : "host RAM");
+    printf("  --offload-optimizer none|cpu|nvme\n"
+           "                      stages 1-3 (ZeRO-Offload, ZeRO-Infinity): the fp32 master, AdamW m and v\n"
+           "                      and the reduced gradient of a rank's shard live in %s memory (cpu)\n"
+           "                      or in a swap file under --nvme-path (nvme), and AdamW runs on the\n"
+           "                      CPU; bit-identical to none (default none)\n", cuda ? "pinned host" : "a separate host");
+    printf("  --offload-param none|cpu|nvme\n"
+           "                      stage 3: the working-parameter shard the gathers read lives in host\n"
+           "                      memory (cpu) or in the swap file (nvme), brought up ahead of use along\n"
+           "                      the prefetch order (default none)\n");
+    printf("  --nvme-path DIR     folder for the NVMe swap files (one per rank, O_DIRECT, removed at exit)\n");
     printf("  --deepspeed FILE    DeepSpeed's ds_config.json: these keys set what the flags set (a flag\n"
            "                      given too must agree; \"auto\" keeps the flag's value or the default):\n");
     ds_config_usage(stdout, "                        ");
@@ -216,6 +241,15 @@ static float parse_beta(const char *flag, const char *s) {
     return v;
 }
 
+static int parse_offload(const char *flag, const char *s) {
+    int v = train_offload_parse(s);
+    if (v < 0) {
+        fprintf(stderr, "error: %s expects none, cpu or nvme, got '%s'\n", flag, s);
+        exit(1);
+    }
+    return v;
+}
+
 void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavour) {
     defaults(c, flavour_cuda(flavour));
     // which TrainFlag each option sets (the rest: -1), so that a config file cannot
@@ -226,7 +260,8 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         {OPT_BETA2, TRAIN_FLAG_BETA2}, {OPT_ADAM_EPS, TRAIN_FLAG_ADAM_EPS}, {'z', TRAIN_FLAG_ZERO_STAGE},
         {OPT_ZBUCKET, TRAIN_FLAG_ZERO_BUCKET}, {OPT_ZPREFETCH, TRAIN_FLAG_ZERO_PREFETCH},
         {OPT_ZLIVE, TRAIN_FLAG_ZERO_MAX_LIVE}, {OPT_ZPERSIST, TRAIN_FLAG_ZERO_PERSIST},
-        {OPT_DEEPSPEED, TRAIN_FLAG_DEEPSPEED}};
+        {OPT_OFFLOAD_OPT, TRAIN_FLAG_OFFLOAD_OPTIMIZER}, {OPT_OFFLOAD_PARAM, TRAIN_FLAG_OFFLOAD_PARAM},
+        {OPT_NVME_PATH, TRAIN_FLAG_NVME_PATH}, {OPT_DEEPSPEED, TRAIN_FLAG_DEEPSPEED}};
     static const struct option longs[] = {
         {"seed", required_argument, 0, OPT_SEED},
         {"shuffle", required_argument, 0, OPT_SHUFFLE},
@@ -247,6 +282,9 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         {"beta2", required_argument, 0, OPT_BETA2},
         {"adam-eps", required_argument, 0, OPT_ADAM_EPS},
         {"deepspeed", required_argument, 0, OPT_DEEPSPEED},
+        {"offload-optimizer", required_argument, 0, OPT_OFFLOAD_OPT},
+        {"offload-param", required_argument, 0, OPT_OFFLOAD_PARAM},
+        {"nvme-path", required_argument, 0, OPT_NVME_PATH},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int opt;
@@ -295,6 +333,9 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         case OPT_BETA2: c->beta2 = parse_beta("--beta2", optarg); break;
         case OPT_ADAM_EPS: c->adam_eps = parse_float("--adam-eps", optarg, 1e-30, 1); break;
         case OPT_DEEPSPEED: c->deepspeed = optarg; break;
+        case OPT_OFFLOAD_OPT: c->offload_optimizer = parse_offload("--offload-optimizer", optarg); break;
+        case OPT_OFFLOAD_PARAM: c->offload_param = parse_offload("--offload-param", optarg); break;
+        case OPT_NVME_PATH: c->nvme_path = optarg; break;
         case OPT_GPUMEM:
             if (train_config_parse_bytes(optarg, &c->gpu_mem) != 0) {
                 fprintf(stderr, "error: --gpu-mem expects a size from 1 byte to 2^60 bytes such as 80G, 80GiB, "
@@ -332,6 +373,30 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         fprintf(stderr, "error: --dry-run predicts a ZeRO configuration: give -z STAGE\n");
         exit(1);
     }
+    // offload's combinations (the plugin checks them too; here they fail before any work)
+    if ((c->offload_optimizer || c->offload_param) && c->zero_stage < 0) {
+        fprintf(stderr, "error: offload (--offload-optimizer, --offload-param) is part of ZeRO: give -z STAGE\n");
+        exit(1);
+    }
+    if (c->offload_optimizer && c->zero_stage == 0) {
+        fprintf(stderr, "error: --offload-optimizer %s needs -z 1, 2 or 3 (stage 0 keeps every optimizer state on "
+                "every rank)\n", train_offload_names[c->offload_optimizer]);
+        exit(1);
+    }
+    if (c->offload_param && c->zero_stage != 3) {
+        fprintf(stderr, "error: --offload-param %s needs -z 3 (stages 0-2 keep whole parameters on every rank)\n",
+                train_offload_names[c->offload_param]);
+        exit(1);
+    }
+    int nvme = c->offload_optimizer == TRAIN_OFFLOAD_NVME || c->offload_param == TRAIN_OFFLOAD_NVME;
+    if (nvme && (!c->nvme_path || !*c->nvme_path)) {
+        fprintf(stderr, "error: offload to nvme needs --nvme-path DIR (a folder on a fast local disk)\n");
+        exit(1);
+    }
+    if (!nvme && (c->given & TRAIN_FLAG_BIT(TRAIN_FLAG_NVME_PATH))) {   // a config file may name one idly
+        fprintf(stderr, "error: --nvme-path is for --offload-optimizer nvme or --offload-param nvme\n");
+        exit(1);
+    }
     if (optind < argc) {
         fprintf(stderr, "error: unexpected argument '%s' (see -h)\n", argv[optind]);
         exit(1);
@@ -357,6 +422,9 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     printf("| %-20s | %-40d |\n", "max steps", c->max_steps);
     printf("| %-20s | %-40llu |\n", "seed", (unsigned long long)c->seed);
     if (c->zero_stage >= 0) printf("| %-20s | %-40d |\n", "ZeRO stage", c->zero_stage);
+    if (c->offload_optimizer) printf("| %-20s | %-40s |\n", "offload optimizer", train_offload_names[c->offload_optimizer]);
+    if (c->offload_param) printf("| %-20s | %-40s |\n", "offload parameters", train_offload_names[c->offload_param]);
+    if (c->nvme_path) printf("| %-20s | %-40s |\n", "NVMe path", c->nvme_path);
     if (c->deepspeed) printf("| %-20s | %-40s |\n", "DeepSpeed config", c->deepspeed);
     printf("+----------------------+------------------------------------------+\n");
 }

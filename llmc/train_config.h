@@ -49,6 +49,11 @@ typedef struct {
     int dry_run;                // --dry-run: predict ZeRO memory and traffic, do not train
     int dry_run_world;          // --world N: ranks to predict for
     uint64_t gpu_mem;           // --gpu-mem BYTES: the dry run checks each rank against it (0: no check)
+    // ZeRO-Offload / ZeRO-Infinity: where the optimizer states (stages 1-3) and the working
+    // parameter shard (stage 3) live: TRAIN_OFFLOAD_NONE (the device), _CPU or _NVME
+    int offload_optimizer;      // --offload-optimizer none|cpu|nvme
+    int offload_param;          // --offload-param none|cpu|nvme
+    const char *nvme_path;      // --nvme-path DIR: the NVMe swap files' folder
     // DeepSpeed's config file (llmc/ds_config.h)
     const char *deepspeed;      // --deepspeed FILE, or NULL
     int grad_accum_steps;       // its gradient_accumulation_steps (0: derived from -d)
@@ -62,9 +67,16 @@ typedef enum {
     TRAIN_FLAG_B, TRAIN_FLAG_TOTAL_BATCH, TRAIN_FLAG_GRAD_ACCUM, TRAIN_FLAG_LR, TRAIN_FLAG_WEIGHT_DECAY,
     TRAIN_FLAG_GRAD_CLIP, TRAIN_FLAG_BETA1, TRAIN_FLAG_BETA2, TRAIN_FLAG_ADAM_EPS, TRAIN_FLAG_ZERO_STAGE,
     TRAIN_FLAG_ZERO_BUCKET, TRAIN_FLAG_ZERO_PREFETCH, TRAIN_FLAG_ZERO_MAX_LIVE, TRAIN_FLAG_ZERO_PERSIST,
+    TRAIN_FLAG_OFFLOAD_OPTIMIZER, TRAIN_FLAG_OFFLOAD_PARAM, TRAIN_FLAG_NVME_PATH,
     TRAIN_FLAG_DEEPSPEED, TRAIN_FLAG_COUNT
 } TrainFlag;
 #define TRAIN_FLAG_BIT(f) (1u << (f))
+
+// --offload-* values, in the order of zero/'s ZeroTier (DeepSpeed's device names).
+enum { TRAIN_OFFLOAD_NONE = 0, TRAIN_OFFLOAD_CPU = 1, TRAIN_OFFLOAD_NVME = 2 };
+extern const char *const train_offload_names[3];   // "none", "cpu", "nvme"
+// The value of a name above, or -1.
+int train_offload_parse(const char *name);
 
 // Fills defaults for the given trainer ("cpu" or "cuda"), then parses argv. Prints
 // usage and exits 0 on -h; prints what is wrong and exits 1 on a bad flag or value.

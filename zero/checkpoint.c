@@ -35,12 +35,6 @@ static void say(const Zero *z, const char *fmt, ...) {
     fprintf(stderr, "%s\n", msg);   // one write, so lines of several ranks do not interleave
 }
 
-// Where this rank's owned elements of tensor i sit in a master/m/v buffer.
-static float *owned_ptr(const Zero *z, float *base, int i) {
-    const ZeroTensorLayout *l = z->t[i].lay;
-    return z->stage == 0 ? base + l->full_off + l->own_begin : base + l->shard_off;
-}
-
 // Every rank learns whether any rank failed (a rank-order sum: same answer everywhere).
 static int any_failed(Zero *z, int failed) {
     double f = failed ? 1.0 : 0.0;
@@ -124,17 +118,15 @@ static int write_rank_file(Zero *z, const char *path, long long step, uint32_t *
     memcpy(fh.run_id, z->run_id, ZCK_RUN_ID_BYTES);
     zck_header_encode(h, &fh, numel, begin, count);
     if (zfile_open(&zf, path) != 0 || zfile_write(&zf, h, hs) != 0) goto io;
-    float *bases[ZCK_KINDS] = {z->master, z->m, z->v};
+    // the owned elements, wherever they live (device, host or NVMe: offload.c)
+    static const int kinds[ZCK_KINDS] = {ZK_MASTER, ZK_M, ZK_V};
     for (int i = 0; i < nt; i++)
-        for (int k = 0; k < ZCK_KINDS; k++) {
-            const float *src = owned_ptr(z, bases[k], i);
+        for (int k = 0; k < ZCK_KINDS; k++)
             for (size_t done = 0; done < count[i]; done += CKPT_CHUNK) {
                 size_t n = count[i] - done < CKPT_CHUNK ? (size_t)(count[i] - done) : CKPT_CHUNK;
-                b->copy(b, chunk, ZERO_MEM_HOST, src + done, ZERO_MEM_DEVICE, n * sizeof(float), z->main);
-                b->stream_sync(b, z->main);
+                zero_state_read(z, kinds[k], i, done, n, chunk);
                 if (zfile_write(&zf, chunk, n * sizeof(float)) != 0) goto io;
             }
-        }
     unsigned char trailer[4];
     const uint32_t body_crc = zf.crc;   // CRC of everything before the trailer
     zle_put32(trailer, body_crc);
@@ -347,19 +339,17 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
     // phase 2: every rank verified its files; a failure now would leave the state half
     // replaced, so it ends the job
     zero_sync_streams(z);
+    static const int kinds[ZCK_KINDS] = {ZK_MASTER, ZK_M, ZK_V};
     float *bases[ZCK_KINDS] = {z->master, z->m, z->v};
     for (int i = 0; i < z->nt; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
-        for (int k = 0; k < ZCK_KINDS; k++) {
-            float *dst = owned_ptr(z, bases[k], i);
+        for (int k = 0; k < ZCK_KINDS; k++)
             for (size_t done = 0; done < l->own_count; done += CKPT_CHUNK) {
                 size_t n = l->own_count - done < CKPT_CHUNK ? l->own_count - done : CKPT_CHUNK;
                 if (zck_reader_read(&r, i, k, l->own_begin + done, n, chunk, err, sizeof err) != 0)
                     zero_fail(z, "loading %s: %s", m.folder, err);
-                b->copy(b, dst + done, ZERO_MEM_DEVICE, chunk, ZERO_MEM_HOST, n * sizeof(float), z->main);
-                b->stream_sync(b, z->main);   // the chunk is reused
+                zero_state_write(z, kinds[k], i, done, n, chunk);   // device, host or NVMe (offload.c)
             }
-        }
     }
     if (z->stage == 0) {
         // stage 0 keeps everything whole: gather the slots, as zero_init does

@@ -117,6 +117,13 @@ static void d_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float
                       uint64_t gidx0, ZeroStream *s) {
     (void)b; (void)dst; (void)dt; (void)master; (void)n; (void)seed; (void)t; (void)gidx0; (void)s;
 }
+static void d_sum_slices(const ZeroBackend *b, float *out, const void *src, size_t stride, int nslices, size_t n,
+                         ZeroDType dt, ZeroStream *s) {
+    (void)b; (void)out; (void)src; (void)stride; (void)nslices; (void)n; (void)dt; (void)s;
+}
+static void d_host_call(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *), void *arg) {
+    (void)b; (void)s; (void)fn; (void)arg;   // the plugin queues no CPU work on a counting backend
+}
 static void d_sum_squares(const ZeroBackend *b, const float *x, size_t n, double *out, ZeroStream *s) {
     (void)b; (void)x; (void)n; (void)s;
     *out = 0.0;   // host memory of zero.c: the one result a kernel leaves on the host
@@ -125,12 +132,14 @@ static void d_sum_squares(const ZeroBackend *b, const float *x, size_t n, double
 static const ZeroBackend dry_template = {
     .name = "dry run",
     .needs_mpi = 0,
+    .counts_only = 1,
     .alloc = d_alloc,
     .free = d_free,
     .memset0 = d_memset0,
     .copy = d_copy,
     .main_stream = d_main_stream,
     .stream_create = d_stream_create,
+    .stream_create_host = d_stream_create,
     .stream_destroy = d_stream_destroy,
     .stream_sync = d_stream_sync,
     .event_create = d_event_create,
@@ -142,9 +151,11 @@ static const ZeroBackend dry_template = {
     .allreduce_sum_f64 = d_allreduce_sum_f64,
     .gather_f64 = d_gather_f64,
     .reduce_slices = d_reduce_slices,
+    .sum_slices = d_sum_slices,
     .adamw = d_adamw,
     .refresh = d_refresh,
     .sum_squares = d_sum_squares,
+    .host_call = d_host_call,
 };
 
 // The values do not matter, and `out` is reserved, untouchable address space.
@@ -298,6 +309,18 @@ int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConf
                "buffers %.2f MiB, activations %.2f MiB: total %.2f MiB\n", p->device[ZERO_USE_PARAMS] / MiB,
                p->device[ZERO_USE_GRADS] / MiB, (p->device[ZERO_USE_MASTER] + p->device[ZERO_USE_OPTIM]) / MiB,
                p->device[ZERO_USE_BUFFERS] / MiB, p->act_device / MiB, zero_figures_device_total(p) / MiB);
+        // offload's tiers, when anything lives there
+        const size_t *tier[2] = {p->host, p->nvme};
+        const char *tname[2] = {"host", "NVMe"};
+        for (int k = 0; k < 2; k++) {
+            size_t total = k == 0 ? p->act_host : 0;
+            for (int u = 0; u < ZERO_USE_KINDS; u++) total += tier[k][u];
+            if (total == 0) continue;
+            printf("rank 0 %s bytes: parameters %.2f MiB, gradients %.2f MiB, optimizer (master, m, v) %.2f MiB, "
+                   "buffers %.2f MiB, activations %.2f MiB: total %.2f MiB\n", tname[k], tier[k][ZERO_USE_PARAMS] / MiB,
+                   tier[k][ZERO_USE_GRADS] / MiB, (tier[k][ZERO_USE_MASTER] + tier[k][ZERO_USE_OPTIM]) / MiB,
+                   tier[k][ZERO_USE_BUFFERS] / MiB, (k == 0 ? p->act_host : 0) / MiB, total / MiB);
+        }
         printf("wrote %s\n", path_json);
         if (model->device_budget && print_budget(pred, world, model->device_budget) > 0) rc = 1;
     }

@@ -18,6 +18,8 @@
 static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
 
 void *zero_gather_src(Zero *z, int ti, void *full, int t_step, ZeroStream *s) {
+    void *offloaded = zero_offload_gather_src(z, ti, full);   // host, NVMe, or the uploaded shard
+    if (offloaded) return offloaded;
     const ZeroTensorLayout *l = z->t[ti].lay;
     if (z->cfg.param_dtype == ZERO_F32) return z->master + l->shard_off;
     // bf16: round this rank's slot of the destination from the master, then gather in place

@@ -43,12 +43,17 @@ static void reduce_list(Zero *z, const int *list, int n) {
         }
         b->all_to_all(b, z->comm, z->parts, g1 - g0, z->cfg.grad_dtype, z->rs,
                       zero_label(z, "gradients of", list + g0, g1 - g0));
-        off = 0;
-        for (int k = g0; k < g1; k++) {
-            const ZeroTensorLayout *l = z->t[list[k]].lay;
-            b->reduce_slices(b, z->shard_grad + l->shard_off, byte_at(z->staging, off, z->ges), l->split.shard,
-                             z->world, l->own_count, z->cfg.grad_dtype, z->rs);
-            off += l->split.padded;
+        if (zero_offload_optimizer(z)) {
+            // the sums go to the host (or NVMe), where the offloaded optimizer accumulates them
+            zero_offload_reduce(z, list + g0, g1 - g0, z->staging);
+        } else {
+            off = 0;
+            for (int k = g0; k < g1; k++) {
+                const ZeroTensorLayout *l = z->t[list[k]].lay;
+                b->reduce_slices(b, z->shard_grad + l->shard_off, byte_at(z->staging, off, z->ges), l->split.shard,
+                                 z->world, l->own_count, z->cfg.grad_dtype, z->rs);
+                off += l->split.padded;
+            }
         }
         uint64_t bucket = z->bucket_next++;
         b->event_record(b, z->bucket_ev[bucket % (uint64_t)z->bucket_cap], z->rs);

@@ -21,6 +21,7 @@ void zero_figures(const Zero *z, ZeroFigures *f) {
     for (int k = 0; k < ZERO_USE_KINDS; k++) {
         f->device[k] = st.device[k];
         f->host[k] = st.host[k];
+        f->nvme[k] = st.nvme[k];
     }
     f->act_device = z->act_dev;
     f->act_host = z->act_host;
@@ -34,6 +35,9 @@ void zero_figures(const Zero *z, ZeroFigures *f) {
     f->evictions = st.evictions;
     f->wasted_gathers = st.wasted_gathers;
     f->buckets = st.buckets;
+    f->nvme_read = st.nvme_read;
+    f->nvme_written = st.nvme_written;
+    f->nvme_busy_s = st.nvme_busy_s;
     f->local_size = z->comm->local_size;
     f->num_nodes = z->comm->num_nodes;
     f->grad_accum = z->grad_accum;
@@ -66,13 +70,15 @@ void zero_report_info(const Zero *z, ZeroReportInfo *in) {
     in->numel = z->layout.numel_total;
     in->padded = z->layout.padded_total;
     in->shard = z->layout.shard_total;
+    in->optimizer_tier = z->cfg.optimizer_tier;
+    in->param_tier = z->stage == 3 ? z->cfg.param_tier : ZERO_TIER_DEVICE;
     for (int i = 0; i < z->nt; i++)
         if (z->t[i].persistent) in->persist_padded += z->t[i].lay->split.padded;
 }
 
 uint64_t zero_figures_model_states(const ZeroFigures *f) {
     uint64_t s = 0;
-    for (int k = ZERO_USE_PARAMS; k <= ZERO_USE_OPTIM; k++) s += f->device[k] + f->host[k];
+    for (int k = ZERO_USE_PARAMS; k <= ZERO_USE_OPTIM; k++) s += f->device[k] + f->host[k] + f->nvme[k];
     return s;
 }
 
@@ -99,6 +105,8 @@ void zero_formula(const ZeroReportInfo *in, const ZeroFigures *f, ZeroFormula *o
         out->replicated = 0.0;
         out->sharded = 16.0;
         out->pools = (uint64_t)ges * f->grad_pool_elems + (uint64_t)pes * (f->param_pool_elems + in->persist_padded);
+        // offloaded, the gathers read a working shard kept apart from the master
+        if (in->optimizer_tier != ZERO_TIER_DEVICE || in->param_tier != ZERO_TIER_DEVICE) out->sharded += pes;
         break;
     }
     out->bytes = (uint64_t)(out->replicated * (double)in->padded + out->sharded * (double)in->shard) + out->pools;
@@ -199,6 +207,11 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
         add_num(e, "rank", r);
         add_kinds(add_obj(e, "device"), f->device, f->act_device);
         add_kinds(add_obj(e, "host"), f->host, f->act_host);
+        add_kinds(add_obj(e, "nvme"), f->nvme, 0);
+        cJSON *nv = add_obj(e, "nvme_per_step");   // the swap file's traffic (offload to nvme)
+        add_num(nv, "read_bytes", f->steps ? (double)f->nvme_read / (double)f->steps : 0.0);
+        add_num(nv, "written_bytes", f->steps ? (double)f->nvme_written / (double)f->steps : 0.0);
+        add_num(nv, "busy_seconds", f->steps ? f->nvme_busy_s / (double)f->steps : 0.0);   // requests in flight
         if (in->device_budget) {   // headroom < 0: over the budget by that much
             cJSON *b = add_obj(e, "device_budget");
             uint64_t total = zero_figures_device_total(f);
@@ -260,11 +273,14 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
 // ---------------------------------------------------------------- live report
 
 // ZeroFigures <-> doubles, for the gather to rank 0 (integers below 2^53 are exact).
-#define FIG_DOUBLES (2 * ZERO_USE_KINDS + 2 + 4 + 6 + 4 + 3 * ZERO_NUM_COLLS)
+#define FIG_DOUBLES (3 * ZERO_USE_KINDS + 3 + 2 + 4 + 6 + 4 + 3 * ZERO_NUM_COLLS)
 
 static void fig_pack(const ZeroFigures *f, double *d) {
     int k = 0;
-    for (int u = 0; u < ZERO_USE_KINDS; u++) { d[k++] = (double)f->device[u]; d[k++] = (double)f->host[u]; }
+    for (int u = 0; u < ZERO_USE_KINDS; u++) {
+        d[k++] = (double)f->device[u]; d[k++] = (double)f->host[u]; d[k++] = (double)f->nvme[u];
+    }
+    d[k++] = (double)f->nvme_read; d[k++] = (double)f->nvme_written; d[k++] = f->nvme_busy_s;
     d[k++] = (double)f->act_device; d[k++] = (double)f->act_host;
     d[k++] = (double)f->param_pool_elems; d[k++] = (double)f->param_pool_peak;
     d[k++] = (double)f->grad_pool_elems; d[k++] = (double)f->grad_pool_peak;
@@ -279,7 +295,10 @@ static void fig_pack(const ZeroFigures *f, double *d) {
 static void fig_unpack(const double *d, ZeroFigures *f) {
     int k = 0;
     memset(f, 0, sizeof *f);
-    for (int u = 0; u < ZERO_USE_KINDS; u++) { f->device[u] = (size_t)d[k++]; f->host[u] = (size_t)d[k++]; }
+    for (int u = 0; u < ZERO_USE_KINDS; u++) {
+        f->device[u] = (size_t)d[k++]; f->host[u] = (size_t)d[k++]; f->nvme[u] = (size_t)d[k++];
+    }
+    f->nvme_read = (uint64_t)d[k++]; f->nvme_written = (uint64_t)d[k++]; f->nvme_busy_s = d[k++];
     f->act_device = (size_t)d[k++]; f->act_host = (size_t)d[k++];
     f->param_pool_elems = (size_t)d[k++]; f->param_pool_peak = (size_t)d[k++];
     f->grad_pool_elems = (size_t)d[k++]; f->grad_pool_peak = (size_t)d[k++];
@@ -356,19 +375,33 @@ void zero_report_print(const Zero *z) {
     // so, lest it read as GPU memory; the "host" column is what sits beside it.
     const char *device = strcmp(z->b->name, "host") == 0 ? "device (host RAM on the CPU backend)" : "device";
     int w = (int)strlen(device) > 16 ? (int)strlen(device) : 16;
-    printf("zero:   %-20s %*s %16s\n", "rank 0 bytes", w, device, "host");
+    int nvme = 0;   // an NVMe column only when something lives there
+    for (int k = 0; k < ZERO_USE_KINDS; k++) nvme |= f.nvme[k] != 0;
+    printf("zero:   %-20s %*s %16s%s\n", "rank 0 bytes", w, device, "host", nvme ? "             nvme" : "");
     static const char *label[] = {"parameters", "gradients", "optimizer states", "activations", "buffers"};
-    uint64_t td = 0, th = 0;
+    uint64_t td = 0, th = 0, tn = 0;
     for (int k = 0; k < 5; k++) {
-        uint64_t dv, hv;
-        if (k == 2) { dv = f.device[ZERO_USE_MASTER] + f.device[ZERO_USE_OPTIM]; hv = f.host[ZERO_USE_MASTER] + f.host[ZERO_USE_OPTIM]; }
-        else if (k == 3) { dv = f.act_device; hv = f.act_host; }
-        else { int u = k == 0 ? ZERO_USE_PARAMS : k == 1 ? ZERO_USE_GRADS : ZERO_USE_BUFFERS; dv = f.device[u]; hv = f.host[u]; }
+        uint64_t dv, hv, nv;
+        if (k == 2) {
+            dv = f.device[ZERO_USE_MASTER] + f.device[ZERO_USE_OPTIM];
+            hv = f.host[ZERO_USE_MASTER] + f.host[ZERO_USE_OPTIM];
+            nv = f.nvme[ZERO_USE_MASTER] + f.nvme[ZERO_USE_OPTIM];
+        } else if (k == 3) {
+            dv = f.act_device; hv = f.act_host; nv = 0;
+        } else {
+            int u = k == 0 ? ZERO_USE_PARAMS : k == 1 ? ZERO_USE_GRADS : ZERO_USE_BUFFERS;
+            dv = f.device[u]; hv = f.host[u]; nv = f.nvme[u];
+        }
         td += dv;
         th += hv;
-        printf("zero:   %-20s %*s %16s\n", label[k], w, grouped(a, sizeof a, dv), grouped(b, sizeof b, hv));
+        tn += nv;
+        printf("zero:   %-20s %*s %16s", label[k], w, grouped(a, sizeof a, dv), grouped(b, sizeof b, hv));
+        if (nvme) printf(" %16s", grouped(c, sizeof c, nv));
+        printf("\n");
     }
-    printf("zero:   %-20s %*s %16s\n", "total", w, grouped(a, sizeof a, td), grouped(b, sizeof b, th));
+    printf("zero:   %-20s %*s %16s", "total", w, grouped(a, sizeof a, td), grouped(b, sizeof b, th));
+    if (nvme) printf(" %16s", grouped(c, sizeof c, tn));
+    printf("\n");
     printf("zero: model states %s B = %g B x %s + %g B x %s / %d + pools %s B (paper, mixed precision: %.0f B)\n",
            grouped(a, sizeof a, zero_figures_model_states(&f)), fm.replicated, grouped(b, sizeof b, in.padded), fm.sharded,
            grouped(c, sizeof c, in.padded), in.world, grouped(d, sizeof d, fm.pools), fm.paper_bytes);

@@ -18,11 +18,14 @@ typedef struct {
     uint64_t numel, padded, shard;   // Psi, Psi padded (N * shard), the per-rank shard
     size_t persist_padded;           // stage 3: padded elements kept gathered for good
     size_t device_budget;            // dry run: device bytes a rank has (0: not checked)
+    ZeroTier optimizer_tier, param_tier;   // where offload keeps them (device: not offloaded)
 } ZeroReportInfo;
 
 // Model states (params + grads + fp32 master + m + v) of one rank as the ZeRO paper writes
 // them, with this implementation's coefficients and explicit padding and pools:
 //   bytes = replicated * Psi_padded + sharded * Psi_padded / N + pools
+// wherever they live (device, host or NVMe: offload moves bytes, it does not remove them;
+// stage 3 with offload also keeps the working shard the gathers read, 2 or 4 B / N).
 typedef struct {
     double replicated, sharded;     // bytes per parameter
     uint64_t pools;                 // gradient pool (stages 2-3), gather pool + persistent (3)

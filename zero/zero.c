@@ -24,6 +24,8 @@ void zero_config_defaults(ZeroConfig *cfg) {
     cfg->seed = 1337;
     cfg->node_size = 0;
     cfg->timeout_s = 600.0;
+    cfg->optimizer_tier = ZERO_TIER_DEVICE;
+    cfg->param_tier = ZERO_TIER_DEVICE;
 }
 
 void zero_fail(const Zero *z, const char *fmt, ...) {
@@ -63,7 +65,7 @@ const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n) {
 }
 
 // Every buffer comes from here, during zero_init only.
-static void *zalloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const char *what) {
+void *zero_alloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const char *what) {
     if (z->init_done)
         zero_fail(z, "allocation of %zu bytes for %s after zero_init (all buffers are fixed at init)", bytes, what);
     if (z->nallocs == (int)(sizeof z->allocs / sizeof z->allocs[0]))
@@ -107,6 +109,7 @@ static int validate(const ZeroTensor *tensors, int nt, int nu, const ZeroConfig 
         fprintf(stderr, "zero: rank %d: unknown dtype (param %d, grad %d)\n", r, (int)cfg->param_dtype, (int)cfg->grad_dtype);
         return -1;
     }
+    if (zero_offload_validate(cfg, r) != 0) return -1;
     if (b->needs_mpi && comm->world > 1 && comm->launch != ZERO_LAUNCH_MPI) {
         fprintf(stderr, "zero: rank %d: the %s backend moves data with MPI, but WORLD_SIZE=%d was set without "
                 "an MPI launcher: start with mpirun or srun\n", r, b->name, comm->world);
@@ -166,20 +169,13 @@ static void init_range(Zero *z, ZeroInitFn init, void *ctx, float *chunk, int ti
 }
 
 // Stages 1-2: refresh this rank's slot of the full working params from the master
-// shard and all-gather every tensor in place. Stage 0 refreshes the full tensors.
-static void refresh_working(Zero *z, int t_step) {
+// shard and all-gather every tensor in place. Stage 0 refreshes the full tensors. Stage 3
+// gathers its persistent tensors (the others are gathered when fetched). With offload the
+// refreshed values come from the CPU (zero_offload_update, before this) and are only
+// gathered here.
+static void gather_working(Zero *z, int t_step) {
     const ZeroBackend *b = z->b;
-    if (z->stage == 0) {
-        for (int i = 0; i < z->nt; i++) {
-            const ZeroTensorLayout *l = z->t[i].lay;
-            b->refresh(b, z->t[i].work, z->cfg.param_dtype, z->master + l->full_off, l->split.numel,
-                       z->cfg.seed, t_step, l->global_off, z->main);
-        }
-        return;
-    }
     if (z->stage == 3) {
-        // persistent tensors stay gathered: gather their new values now (the others are
-        // gathered from the master when fetched)
         int np = 0;
         zero_after_main(z, z->gs);
         for (int i = 0; i < z->nt; i++) {
@@ -198,16 +194,36 @@ static void refresh_working(Zero *z, int t_step) {
     }
     for (int i = 0; i < z->nt; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
-        void *mine = byte_at(z->t[i].work, (size_t)z->rank * l->split.shard, z->pes);
-        b->refresh(b, mine, z->cfg.param_dtype, z->master + l->shard_off, l->own_count, z->cfg.seed, t_step,
-                   l->global_off + l->own_begin, z->main);
-        z->parts[i].send = mine;
+        z->parts[i].send = byte_at(z->t[i].work, (size_t)z->rank * l->split.shard, z->pes);
         z->parts[i].recv = z->t[i].work;
         z->parts[i].count = l->split.shard;
     }
     zero_after_main(z, z->gs);
     b->all_gather(b, z->comm, z->parts, z->nt, z->cfg.param_dtype, z->gs, "working params (all tensors)");
     zero_main_after(z, z->gs);
+}
+
+static void refresh_working(Zero *z, int t_step) {
+    const ZeroBackend *b = z->b;
+    if (z->stage == 0) {
+        for (int i = 0; i < z->nt; i++) {
+            const ZeroTensorLayout *l = z->t[i].lay;
+            b->refresh(b, z->t[i].work, z->cfg.param_dtype, z->master + l->full_off, l->split.numel,
+                       z->cfg.seed, t_step, l->global_off, z->main);
+        }
+        return;
+    }
+    if (zero_offload_optimizer(z) || z->off.param != ZERO_TIER_DEVICE) {
+        zero_offload_update(z, NULL, 0, t_step);   // rounded on the CPU, sent where they live
+    } else if (z->stage <= 2) {
+        for (int i = 0; i < z->nt; i++) {
+            const ZeroTensorLayout *l = z->t[i].lay;
+            void *mine = byte_at(z->t[i].work, (size_t)z->rank * l->split.shard, z->pes);
+            b->refresh(b, mine, z->cfg.param_dtype, z->master + l->shard_off, l->own_count, z->cfg.seed, t_step,
+                       l->global_off + l->own_begin, z->main);
+        }
+    }
+    gather_working(z, t_step);
 }
 
 static void build_units(Zero *z) {
@@ -346,33 +362,36 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
     if (z->cfg.bucket_elems > P) z->cfg.bucket_elems = P;
     // Stage 0 keeps everything whole; the others keep 1/N of master, m and v.
     size_t opt_elems = z->stage == 0 ? P : Sh;
-    z->master = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_MASTER, opt_elems * sizeof(float), "fp32 master weights");
-    z->m = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_OPTIM, opt_elems * sizeof(float), "AdamW m");
-    z->v = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_OPTIM, opt_elems * sizeof(float), "AdamW v");
-    z->shard_grad = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, Sh * sizeof(float), "fp32 reduced gradient shard");
+    // (offloaded: on the host or NVMe instead, with the reduced gradient: offload.c)
+    if (cfg->optimizer_tier == ZERO_TIER_DEVICE) {
+        z->master = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_MASTER, opt_elems * sizeof(float), "fp32 master weights");
+        z->m = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_OPTIM, opt_elems * sizeof(float), "AdamW m");
+        z->v = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_OPTIM, opt_elems * sizeof(float), "AdamW v");
+        z->shard_grad = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, Sh * sizeof(float), "fp32 reduced gradient shard");
+    }
     if (z->stage <= 2) {
-        z->work_full = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, P * z->pes, "working parameters");
+        z->work_full = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, P * z->pes, "working parameters");
         for (int i = 0; i < z->nt; i++) z->t[i].work = byte_at(z->work_full, z->t[i].lay->full_off, z->pes);
     }
     if (z->stage <= 1) {
-        z->grad_full = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * z->ges, "gradients");
+        z->grad_full = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * z->ges, "gradients");
         for (int i = 0; i < z->nt; i++) z->t[i].grad = byte_at(z->grad_full, z->t[i].lay->full_off, z->ges);
     }
     if (z->stage == 0)
         z->red_full = cfg->grad_dtype == ZERO_F32 ? (float *)z->grad_full
-                      : zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * sizeof(float), "fp32 reduced gradients");
+                      : zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * sizeof(float), "fp32 reduced gradients");
     if (z->stage == 3) {
         size_t persist_elems = 0;
         for (int i = 0; i < z->nt; i++)
             if (z->t[i].persistent) persist_elems += z->t[i].lay->split.padded;
-        z->persist = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, persist_elems * z->pes, "persistent parameters");
+        z->persist = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, persist_elems * z->pes, "persistent parameters");
         size_t off = 0;
         for (int i = 0; i < z->nt; i++)
             if (z->t[i].persistent) {
                 z->t[i].work = byte_at(z->persist, off, z->pes);
                 off += z->t[i].lay->split.padded;
             }
-        z->ppool = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, ppool_elems * z->pes, "stage-3 gather pool");
+        z->ppool = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, ppool_elems * z->pes, "stage-3 gather pool");
         if (zero_arena_init(&z->parena, ppool_elems, z->nt) != 0) zero_fail(z, "out of host memory for the gather pool table");
     }
     if (z->stage >= 2) {
@@ -380,13 +399,13 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
         // tied gradients waiting for their other unit, and the unit being back-propagated.
         // Rounded up so blocks placed from the top (tied tensors) stay aligned like the rest.
         size_t gpool_elems = zero_round_up(z->cfg.bucket_elems + 2 * max_grad_need + shared_padded, ZERO_ALIGN_ELEMS);
-        z->gpool = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, gpool_elems * z->ges, "stage-2/3 gradient pool");
+        z->gpool = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, gpool_elems * z->ges, "stage-2/3 gradient pool");
         if (zero_arena_init(&z->garena, gpool_elems, z->nt) != 0) zero_fail(z, "out of host memory for the gradient pool table");
     }
     z->staging_elems = z->cfg.bucket_elems > z->layout.max_padded ? z->cfg.bucket_elems : z->layout.max_padded;
     size_t staging_bytes = z->staging_elems * z->ges;
     if (z->layout.max_padded * sizeof(float) > staging_bytes) staging_bytes = z->layout.max_padded * sizeof(float);
-    z->staging = zalloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, staging_bytes, "collective staging buffer");
+    z->staging = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, staging_bytes, "collective staging buffer");
 
     z->parts = hmalloc(z, (size_t)z->nt * sizeof(ZeroCollPart), "collective part lists");
     z->sq = hmalloc(z, (size_t)z->nt * sizeof(double), "norm partials");
@@ -397,16 +416,23 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
     z->trace_cap = 4 * z->nu + 8;
     z->trace = hmalloc(z, (size_t)z->trace_cap * sizeof(int), "the stage-3 fetch trace");
 
-    // Partition at init: this rank initializes only the elements it owns.
-    float *chunk = z->b->alloc(z->b, ZERO_MEM_HOST, INIT_CHUNK * sizeof(float));
-    if (!chunk) zero_fail(z, "out of host memory for the init chunk");
-    for (int i = 0; i < z->nt; i++) {
-        const ZeroTensorLayout *l = z->t[i].lay;
-        float *dst = z->stage == 0 ? z->master + l->full_off + l->own_begin : z->master + l->shard_off;
-        init_range(z, init, init_ctx, chunk, i, l->own_begin, l->own_count, dst);
+    zero_offload_init(z);
+
+    // Partition at init: this rank initializes only the elements it owns (an offloaded
+    // master where it lives, host memory or NVMe).
+    if (zero_offload_optimizer(z)) {
+        zero_offload_init_master(z, init, init_ctx);
+    } else {
+        float *chunk = z->b->alloc(z->b, ZERO_MEM_HOST, INIT_CHUNK * sizeof(float));
+        if (!chunk) zero_fail(z, "out of host memory for the init chunk");
+        for (int i = 0; i < z->nt; i++) {
+            const ZeroTensorLayout *l = z->t[i].lay;
+            float *dst = z->stage == 0 ? z->master + l->full_off + l->own_begin : z->master + l->shard_off;
+            init_range(z, init, init_ctx, chunk, i, l->own_begin, l->own_count, dst);
+        }
+        z->b->free(z->b, ZERO_MEM_HOST, chunk);
     }
-    z->b->free(z->b, ZERO_MEM_HOST, chunk);
-    // zalloc's memsets are on the main stream; init_range syncs it only when this rank owns
+    // zero_alloc's memsets are on the main stream; init_range syncs it only when this rank owns
     // elements, and the stage-0 gather below writes the master on the comm stream.
     z->b->stream_sync(z->b, z->main);
     if (z->stage == 0) {
@@ -431,6 +457,7 @@ void zero_free(Zero *z) {
     if (!z) return;
     const ZeroBackend *b = z->b;
     if (z->main && z->gs && z->rs) zero_sync_streams(z);
+    zero_offload_free(z);   // its streams and the NVMe file go before the buffers they use
     for (int i = 0; i < z->nallocs; i++) b->free(b, z->allocs[i].kind, z->allocs[i].p);
     ZeroEvent *own[3] = {z->ev_main, z->ev_gs, z->ev_rs};
     for (int i = 0; i < 3; i++)
@@ -477,8 +504,9 @@ void zero_begin_step(Zero *z, int grad_accum) {
     z->units_ready = 0;
     // stages 0-1 accumulate every micro-step into whole gradients; stages 2-3 clear each
     // pool block when it is handed out
-    z->b->memset0(z->b, z->shard_grad, z->layout.shard_total * sizeof(float), z->main);
+    if (z->shard_grad) z->b->memset0(z->b, z->shard_grad, z->layout.shard_total * sizeof(float), z->main);
     if (z->stage <= 1) z->b->memset0(z->b, z->grad_full, z->layout.padded_total * z->ges, z->main);
+    zero_offload_step_begin(z);
     if (z->stage == 3 && z->trace_state == TRACE_NONE) {
         z->trace_state = TRACE_RECORDING;
         z->trace_len = 0;
@@ -552,12 +580,18 @@ float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *a, int skip_anyway) {
 
     // Global norm: per-tensor sums of squares of this rank's shard, added in tensor
     // order, then the N partial sums added in rank order: the same bits on every rank
-    // and at every stage (stage 0 uses the shard it would own).
-    for (int i = 0; i < z->nt; i++) {
-        const ZeroTensorLayout *l = z->t[i].lay;
-        b->sum_squares(b, z->shard_grad + l->shard_off, l->own_count, &z->sq[i], z->main);
+    // and at every stage (stage 0 uses the shard it would own). An offloaded optimizer
+    // took them as the last micro-step's gradients landed on the host.
+    const int offloaded = zero_offload_optimizer(z);
+    if (offloaded) {
+        zero_offload_wait(z);
+    } else {
+        for (int i = 0; i < z->nt; i++) {
+            const ZeroTensorLayout *l = z->t[i].lay;
+            b->sum_squares(b, z->shard_grad + l->shard_off, l->own_count, &z->sq[i], z->main);
+        }
+        b->stream_sync(b, z->main);
     }
-    b->stream_sync(b, z->main);
     double total = 0.0;
     for (int i = 0; i < z->nt; i++) total += z->sq[i];
     b->allreduce_sum_f64(b, z->comm, &total, 1, "gradient norm");
@@ -568,7 +602,7 @@ float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *a, int skip_anyway) {
     // skip_anyway be; a non-finite update would poison the weights for good
     const int skip = skip_anyway || !isfinite(norm);
 
-    for (int i = 0; i < z->nt && !skip; i++) {
+    for (int i = 0; i < z->nt && !skip && !offloaded; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         if (z->stage == 0)
             b->adamw(b, z->master + l->full_off, z->red_full + l->full_off, z->m + l->full_off, z->v + l->full_off,
@@ -578,8 +612,14 @@ float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *a, int skip_anyway) {
                      z->v + l->shard_off, l->own_count, &p, z->t[i].decay, z->main);
     }
     if (z->stage == 3 && !skip) zero_gather_reset(z);   // gathered copies are stale now
-    if (!skip) refresh_working(z, a->t);
+    if (!skip && offloaded) {   // AdamW on the CPU, then the refreshed parameters go up
+        zero_offload_update(z, &p, 1, a->t);
+        gather_working(z, a->t);
+    } else if (!skip) {
+        refresh_working(z, a->t);
+    }
     zero_sync_streams(z);
+    zero_offload_step_end(z);
     z->in_step = 0;
     if (!skip) z->last_t = a->t;   // a skipped step leaves the weights of the last applied one
     for (int op = 0; op < ZERO_COLL_NUM; op++) {
@@ -622,6 +662,16 @@ void zero_gather_master(Zero *z, int tensor, float *out) {
         return;
     }
     ZeroCollPart part = {z->master + l->shard_off, z->staging, l->split.shard};
+    if (zero_offload_optimizer(z)) {
+        // this rank's part comes from the host or NVMe into its slot of the staging buffer
+        // (through out, which holds the whole tensor in the end anyway), then in place
+        float *mine = (float *)z->staging + (size_t)z->rank * l->split.shard;
+        zero_state_read(z, ZK_MASTER, tensor, 0, l->own_count, out + l->own_begin);
+        b->memset0(b, mine, l->split.shard * sizeof(float), z->gs);
+        b->copy(b, mine, ZERO_MEM_DEVICE, out + l->own_begin, ZERO_MEM_HOST, l->own_count * sizeof(float), z->gs);
+        b->stream_sync(b, z->gs);   // out is overwritten below
+        part.send = mine;
+    }
     b->all_gather(b, z->comm, &part, 1, ZERO_F32, z->gs, z->t[tensor].name);
     b->copy(b, out, ZERO_MEM_HOST, z->staging, ZERO_MEM_DEVICE, l->split.numel * sizeof(float), z->gs);
     b->stream_sync(b, z->gs);
@@ -632,6 +682,7 @@ void zero_stats(const Zero *z, ZeroStats *s) {
     for (int k = 0; k < ZERO_USE_KINDS; k++) {
         s->device[k] = z->mem_dev[k];
         s->host[k] = z->mem_host[k];
+        s->nvme[k] = z->mem_nvme[k];
     }
     s->param_pool_elems = z->parena.capacity;
     s->param_pool_peak = z->parena.peak;
@@ -643,4 +694,7 @@ void zero_stats(const Zero *z, ZeroStats *s) {
     s->evictions = z->n_evictions;
     s->wasted_gathers = z->n_wasted;
     s->buckets = z->n_buckets;
+    s->nvme_read = z->off.step_read;
+    s->nvme_written = z->off.step_written;
+    s->nvme_busy_s = z->off.step_busy;
 }

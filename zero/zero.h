@@ -59,6 +59,10 @@ extern "C" {
 
 typedef enum { ZERO_F32 = 0, ZERO_BF16 = 1 } ZeroDType;
 
+// Where a kind of state lives (ZeRO-Offload: HOST; ZeRO-Infinity: NVME as well).
+typedef enum { ZERO_TIER_DEVICE = 0, ZERO_TIER_HOST = 1, ZERO_TIER_NVME = 2 } ZeroTier;
+const char *zero_tier_name(ZeroTier t);   // "device", "cpu", "nvme" (DeepSpeed's names)
+
 typedef struct {
     const char *name;
     size_t numel;
@@ -83,6 +87,11 @@ typedef struct {
     uint64_t seed;              // stochastic rounding
     int node_size;              // ranks per (logical) node, for intra/inter byte counts
     double timeout_s;           // a collective taking longer ends the run with a message
+    ZeroTier optimizer_tier;    // stages 1-3: fp32 master, AdamW m and v and the fp32 reduced gradient
+                                //   shard; the optimizer then runs on the CPU (offload.c)
+    ZeroTier param_tier;        // stage 3: the working-parameter shard gathers read from
+    const char *nvme_path;      // folder for the NVMe swap file (a NVME tier)
+    size_t nvme_tile_elems;     // elements per NVMe transfer of a tensor (0: 1M)
 } ZeroConfig;
 
 void zero_config_defaults(ZeroConfig *cfg);
@@ -150,6 +159,9 @@ typedef enum {
 typedef struct {
     size_t device[ZERO_USE_KINDS];  // bytes by use, in the backend's device memory
     size_t host[ZERO_USE_KINDS];    // and in host memory (offload)
+    size_t nvme[ZERO_USE_KINDS];    // and in the NVMe swap file (offload)
+    uint64_t nvme_read, nvme_written;  // bytes moved to and from NVMe, all steps so far
+    double nvme_busy_s;                // time with NVMe requests in flight, all steps so far
     size_t param_pool_elems, param_pool_peak;  // stage 3 gather pool: capacity, most ever live
     size_t grad_pool_elems, grad_pool_peak;    // stage 2/3 gradient pool
     uint64_t gathers;       // stage 3: tensors all-gathered on demand at fetch
@@ -232,7 +244,9 @@ void zero_checkpoint_info_free(ZeroCheckpointInfo *info);
 // run's (zero_predict) are the same record, so they can be compared field by field.
 #define ZERO_NUM_COLLS 5   // all_gather, all_to_all, all_reduce, broadcast, gather (comm.h's order)
 typedef struct {
-    size_t device[ZERO_USE_KINDS], host[ZERO_USE_KINDS];   // bytes by use, as zero_stats
+    size_t device[ZERO_USE_KINDS], host[ZERO_USE_KINDS], nvme[ZERO_USE_KINDS];   // bytes by use, as zero_stats
+    uint64_t nvme_read, nvme_written;   // NVMe traffic inside the steps, summed over them
+    double nvme_busy_s;                 // and the time it had requests in flight
     size_t act_device, act_host;        // activations: the trainer's figures
     size_t param_pool_elems, param_pool_peak, grad_pool_elems, grad_pool_peak;
     uint64_t gathers, prefetches, gather_hits, evictions, wasted_gathers, buckets;

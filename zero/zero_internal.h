@@ -5,11 +5,13 @@ reduce.c (gradient buckets) and gather.c (stage-3 parameter gathering). Not for 
 #ifndef ZERO_INTERNAL_H
 #define ZERO_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "arena.h"
 #include "backend.h"
 #include "comm.h"
+#include "nvme.h"
 #include "partition.h"
 #include "zero.h"
 
@@ -56,6 +58,47 @@ typedef struct {
 typedef struct { size_t off; uint64_t bucket; } ZDeferred;
 
 enum { TRACE_NONE = 0, TRACE_RECORDING, TRACE_READY, TRACE_INVALID };
+
+// Offload (offload.c): the kinds of per-tensor shard state it keeps off the device.
+enum { ZK_MASTER = 0, ZK_M, ZK_V, ZK_GRAD, ZK_PARAM, ZK_KINDS };
+#define OFF_SLOTS 3      // host slots a bucket's reduced sums are copied into, in turn
+#define OFF_JOBS 16      // bucket descriptions the host stream may lag behind the caller by
+
+// One bucket's reduced sums in a host slot, for the host stream to add into the offloaded
+// gradient accumulator. Written by the calling thread when the bucket is queued and read
+// by the host stream when it runs, so a record is reused only once `busy` is clear.
+typedef struct {
+    Zero *z;
+    atomic_int busy;         // queued, not yet run
+    int slot, first, last;   // first: the accumulator starts from zero; last: take norm partials
+    int n;
+    int *tensors;            // nt capacity
+    size_t *at;              // each tensor's place in the slot
+} OffJob;
+
+typedef struct {
+    ZeroTier opt, param;
+    ZeroStream *hs;          // host stream: gradient accumulation, NVMe reads of parameters
+    ZeroStream *up;          // device stream: uploads of refreshed working parameters
+    float *h[ZK_KINDS];      // the HOST tier's arrays, in shard layout (ZK_PARAM: working dtype)
+    void *d_work;            // stage 3, optimizer offloaded, parameters on the device: the working shard
+    float *d_sum;            // device: a bucket's reduced sums (one slot's worth)
+    float *slot[OFF_SLOTS];  // host: where they are copied
+    size_t slot_elems;
+    ZeroEvent *slot_full[OFF_SLOTS], *slot_free[OFF_SLOTS], *ev_hs, *ev_up;
+    OffJob job[OFF_JOBS];
+    uint64_t jobs_queued;    // job k uses job[k % OFF_JOBS] and slot k % OFF_SLOTS
+    void *stage;             // pinned: refreshed parameters on their way up (a tile)
+    float *down;             // pinned: a tile of the device master on its way down (optimizer on the device)
+    // NVME tiers
+    ZeroNvme *nvme;
+    uint64_t *foff[ZK_KINDS];   // file offset of each tensor's own range, per kind
+    uint64_t file_bytes;
+    size_t tile;             // elements per transfer (a multiple of ZERO_SUMSQ_BLOCK and of 2048)
+    uint64_t mark_read, mark_written;   // engine totals at zero_begin_step
+    uint64_t step_read, step_written;   // summed over steps
+    double mark_busy, step_busy;        // the engine's busy seconds, likewise
+} ZeroOffload;
 
 struct Zero {
     ZeroConfig cfg;
@@ -109,10 +152,12 @@ struct Zero {
     size_t held_elems;         // pool elements of tensors some fetched unit holds
     int warned_order;
 
+    ZeroOffload off;           // offload.c: tiers other than the device
+
     // accounting
-    size_t mem_dev[ZERO_USE_KINDS], mem_host[ZERO_USE_KINDS];
+    size_t mem_dev[ZERO_USE_KINDS], mem_host[ZERO_USE_KINDS], mem_nvme[ZERO_USE_KINDS];
     uint64_t n_gathers, n_prefetches, n_hits, n_evictions, n_wasted, n_buckets;
-    struct { void *p; ZeroMemKind kind; } allocs[24];
+    struct { void *p; ZeroMemKind kind; } allocs[48];
     int nallocs;
     int init_done;             // set at the end of zero_init: allocating after it is a bug
 
@@ -141,6 +186,33 @@ const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n);
 void zero_refresh_after_load(Zero *z, int t);
 // checkpoint.c, from zero_init (collective): rank 0 draws the run id, every rank gets it.
 void zero_run_id_init(Zero *z);
+
+// zero.c: every buffer comes from here, during zero_init only.
+void *zero_alloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const char *what);
+
+// offload.c (see offload.c's header comment). zero_offload_* are no-ops without offload.
+int zero_offload_validate(const ZeroConfig *cfg, int rank);   // 0, or -1 after printing why
+void zero_offload_init(Zero *z);                   // buffers, streams, the NVMe file
+void zero_offload_free(Zero *z);
+int zero_offload_optimizer(const Zero *z);         // 1 when the optimizer states are off the device
+void zero_offload_init_master(Zero *z, ZeroInitFn init, void *ctx);   // the owned master, where it lives
+// A bucket's reduction: the sums of tensors list[0..n) land in the offloaded accumulator
+// (called by reduce.c after the all-to-all, on the reduce stream's order).
+void zero_offload_reduce(Zero *z, const int *list, int n, const void *received);
+// The step's norm partials are in z->sq; runs AdamW on the CPU (skipped when skip) and
+// refreshes the working parameters at step t (no AdamW with update 0: init, after a load).
+void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t);
+void zero_offload_wait(Zero *z);                   // every queued accumulation has landed
+// Stage 3 gathers: this rank's part of tensor ti in the working dtype, into full's own slot
+// (or straight from where it lives); returns the all-gather's send pointer, or NULL when
+// offload does not hold the parameters.
+void *zero_offload_gather_src(Zero *z, int ti, void *full);
+// The optimizer state of kind ZK_MASTER/ZK_M/ZK_V, elements [off, off + n) of tensor ti's
+// owned range, to or from host memory (checkpoints, consolidation). Blocking.
+void zero_state_read(Zero *z, int kind, int ti, size_t off, size_t n, float *out);
+void zero_state_write(Zero *z, int kind, int ti, size_t off, size_t n, const float *in);
+void zero_offload_step_begin(Zero *z);             // NVMe byte counters
+void zero_offload_step_end(Zero *z);
 
 // reduce.c
 void zero_grad_acquire(Zero *z, int ti);     // stage 2/3: a zeroed pool buffer for tensor ti

@@ -14,11 +14,15 @@
 #    inside its matmuls (beta 1) where zero/ stages 2-3 add each micro-step's gradient
 #    (beta 0) afterwards: the same sums in exact terms, but cuBLASLt may pick other
 #    algorithms for the two calls.
-# Arguments pick parts (default both): bitwise (the 1-rank check, a minute) matrix.
+#  - offload (ZeRO-Offload / ZeRO-Infinity): at 1 and 2 ranks, stage 1 and 3 with the
+#    optimizer in pinned host memory or on NVMe (AdamW on the CPU), and stage 3 with the
+#    parameters there too, give the same bits as the run without offload: the CPU AdamW is
+#    adamw_element and the bf16 refresh uses the same stochastic-rounding keys
+# Arguments pick parts (default all): bitwise (the 1-rank check, a minute) matrix offload.
 # Prints PASS/FAIL lines and "N passed, N failed". Needs a GPU; skips without one.
 set -u
 cd "$(dirname "$0")/../.."
-parts=" ${*:-bitwise matrix} "
+parts=" ${*:-bitwise matrix offload} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "SKIP: no CUDA device"; exit 0; }
 make -j"$(nproc)" train_gpt2cu train_gpt2_zero build/model_diff > /dev/null || { echo "FAIL: build"; echo "0 passed, 1 failed"; exit 1; }
@@ -79,6 +83,32 @@ if want matrix; then
             ok "np=$np stage 0 vs 1: $(tail -n 2 "$tmp/d0" | paste -sd " ")"
         else bad "np=$np stage 0 vs 1: $(tail -n 2 "$tmp/d0" | paste -sd " ")"; fi
     done
+fi
+if want offload; then
+    swap="$tmp/swap"; mkdir -p "$swap"
+    offload_cases=("1|--offload-optimizer cpu" "1|--offload-optimizer nvme" "3|--offload-optimizer cpu"
+                   "3|--offload-optimizer nvme" "3|--offload-param cpu --offload-optimizer cpu"
+                   "3|--offload-param nvme --offload-optimizer nvme" "3|--offload-param nvme")
+    for np in 1 2; do
+        for stage in 1 3; do
+            base="$tmp/off_np${np}_z$stage"
+            timeout 500 scripts/launch_ranks.sh "$np" ./train_gpt2_zero "${args[@]}" -z $stage -o "$base" > "$base.txt" 2>&1 \
+                || { bad "train_gpt2_zero np=$np z=$stage (offload baseline)"; tail -n 20 "$base.txt"; }
+        done
+        for c in "${offload_cases[@]}"; do
+            stage=${c%%|*}; flags=(${c#*|})
+            [[ " ${flags[*]} " == *" nvme "* ]] && flags+=(--nvme-path "$swap")
+            out="$tmp/off_np${np}_z${stage}_$(echo "${c#*|}" | tr -dc 'a-z')"
+            if ! timeout 500 scripts/launch_ranks.sh "$np" ./train_gpt2_zero "${args[@]}" -z $stage "${flags[@]}" -o "$out" > "$out.txt" 2>&1; then
+                bad "train_gpt2_zero np=$np z=$stage ${c#*|}"; tail -n 20 "$out.txt"; continue
+            fi
+            if cmp -s "$tmp/off_np${np}_z$stage/model_final.bin" "$out/model_final.bin" \
+                && diff <(losses "$tmp/off_np${np}_z$stage") <(losses "$out") > /dev/null; then
+                ok "np=$np z=$stage ${c#*|}: bit-identical to no offload ($(grep -m1 'tok/s' "$out.txt" | sed 's/.*| \([0-9]* tok\/s\).*/\1/'))"
+            else bad "np=$np z=$stage ${c#*|} differs from the run without offload"; fi
+        done
+    done
+    [ -z "$(ls -A "$swap")" ] && ok "no swap file left behind" || bad "swap files left: $(ls "$swap")"
 fi
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]

@@ -121,7 +121,9 @@ static void test_every_key_sets_its_field(void **state) {
                    "   \"eps\": 1e-6, \"weight_decay\": 0.05, \"adam_w_mode\": true, \"bias_correction\": true}},"
                    " \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 5e5,"
                    "   \"stage3_prefetch_bucket_size\": 70000, \"stage3_max_live_parameters\": 900000,"
-                   "   \"stage3_param_persistence_threshold\": 1000}}");
+                   "   \"stage3_param_persistence_threshold\": 1000,"
+                   "   \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/local_nvme\", \"pin_memory\": true},"
+                   "   \"offload_param\": {\"device\": \"cpu\", \"nvme_path\": \"/local_nvme\"}}}");
     assert_int_equal(rc, 0);
     assert_string_equal(g_log, "");  // every key known: no warning
     assert_int_equal(c.B, 3);
@@ -138,6 +140,10 @@ static void test_every_key_sets_its_field(void **state) {
     assert_int_equal(c.zero_prefetch, 70000);
     assert_int_equal(c.zero_max_live, 900000);
     assert_int_equal(c.zero_persist, 1000);
+    assert_int_equal(c.offload_optimizer, TRAIN_OFFLOAD_NVME);
+    assert_int_equal(c.offload_param, TRAIN_OFFLOAD_CPU);
+    assert_string_equal(c.nvme_path, "/local_nvme");
+    assert_true(d.offload_optimizer == TRAIN_OFFLOAD_NONE && d.offload_param == TRAIN_OFFLOAD_NONE && !d.nvme_path);
     assert_true(d.B != 3 && d.zero_stage != 3 && d.zero_bucket != 500000 && d.zero_prefetch != 70000 &&
                 d.zero_max_live != 900000 && d.zero_persist != 1000);
     unsigned all = 0;
@@ -199,7 +205,13 @@ static void test_wrong_types_and_ranges(void **state) {
         {"{\"zero_optimization\": {\"offload_optimizer\": {\"pin_memory\": \"yes\"}}}",
          "zero_optimization.offload_optimizer.pin_memory must be true or false, got \"yes\""},
         {"{\"zero_optimization\": {\"offload_param\": {\"nvme_path\": 5}}}",
-         "zero_optimization.offload_param.nvme_path must be a string or null, got 5"},
+         "zero_optimization.offload_param.nvme_path must be a folder's path (a string) or null, got 5"},
+        {"{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"disk\"}}}",
+         "zero_optimization.offload_optimizer.device must be \"none\", \"cpu\" or \"nvme\", got \"disk\""},
+        {"{\"zero_optimization\": {\"offload_param\": {\"device\": true}}}",
+         "zero_optimization.offload_param.device must be \"none\", \"cpu\" or \"nvme\", got true"},
+        {"{\"zero_optimization\": {\"offload_optimizer\": {\"nvme_path\": \"/a\"}, \"offload_param\": {\"nvme_path\": \"/b\"}}}",
+         "zero_optimization.offload_param.nvme_path = /b disagrees with the --nvme-path set before (/a)"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         expect_refused("", bad[i].json, bad[i].says, g_path, NULL);
@@ -208,12 +220,6 @@ static void test_wrong_types_and_ranges(void **state) {
 static void test_later_features_refused_unless_off(void **state) {
     (void)state;
     static const struct { const char *json, *says; } later[] = {
-        {"{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\"}}}",
-         "zero_optimization.offload_optimizer.device = \"cpu\" is not supported yet"},
-        {"{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/nvme\"}}}",
-         "zero_optimization.offload_optimizer.device = \"nvme\" is not supported yet"},
-        {"{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true}}}",
-         "zero_optimization.offload_param.device = \"cpu\" is not supported yet"},
         {"{\"zero_optimization\": {\"zero_quantized_weights\": true}}",
          "zero_optimization.zero_quantized_weights = true is not supported yet"},
         {"{\"zero_optimization\": {\"zero_quantized_gradients\": true}}",
@@ -231,9 +237,8 @@ static void test_later_features_refused_unless_off(void **state) {
         expect_refused("", later[i].json, later[i].says, NULL);
     // their "off" values, written out, are fine (and change nothing)
     expect_no_change("", "{\"zero_optimization\": {"
-                         " \"offload_optimizer\": {\"device\": \"none\", \"nvme_path\": \"/local_nvme\","
-                         "   \"pin_memory\": true},"
-                         " \"offload_param\": {\"device\": \"none\", \"nvme_path\": null, \"pin_memory\": false},"
+                         " \"offload_optimizer\": {\"pin_memory\": true, \"nvme_path\": null},"
+                         " \"offload_param\": {\"nvme_path\": null, \"pin_memory\": false},"
                          " \"zero_quantized_weights\": false, \"zero_quantized_gradients\": false,"
                          " \"zero_hpz_partition_size\": 1}}");
     expect_no_change("", "{\"zero_optimization\": {\"zero_hpz_partition_size\": 0}}");
@@ -389,8 +394,19 @@ static void test_command_line(void **state) {
     memcpy(g_argv, no_stage, sizeof(no_stage));
     expect_death(parse_in_child, "cpu", 1, "--deepspeed configures a ZeRO run", g_path, NULL);
     // an error in the file ends the parse with the file's message
-    write_config("{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\"}}}");
-    expect_death(parse_in_child, "cuda-zero", 1, "offload_optimizer.device = \"cpu\" is not supported yet", NULL);
+    write_config("{\"zero_optimization\": {\"zero_quantized_weights\": true}}");
+    expect_death(parse_in_child, "cuda-zero", 1, "zero_quantized_weights = true is not supported yet", NULL);
+    // offload from the file: checked like the flags (parameters need stage 3, nvme a folder)
+    write_config("{\"zero_optimization\": {\"stage\": 2, \"offload_param\": {\"device\": \"cpu\"}}}");
+    expect_death(parse_in_child, "cuda-zero", 1, "--offload-param cpu needs -z 3", NULL);
+    write_config("{\"zero_optimization\": {\"stage\": 1, \"offload_optimizer\": {\"device\": \"nvme\"}}}");
+    expect_death(parse_in_child, "cpu", 1, "offload to nvme needs --nvme-path DIR", NULL);
+    write_config("{\"zero_optimization\": {\"stage\": 1, \"offload_optimizer\": {\"device\": \"cpu\"}}}");
+    char *contra[] = {"train_gpt2", "--deepspeed", g_path, "--offload-optimizer", "nvme", "--nvme-path", "/tmp", NULL};
+    memcpy(g_argv, contra, sizeof(contra));
+    expect_death(parse_in_child, "cpu", 1, "--offload-optimizer nvme contradicts zero_optimization.offload_optimizer.device = cpu",
+                 NULL);
+    memcpy(g_argv, no_stage, sizeof(no_stage));
     // train_gpt2cu trains unsharded: a config file is a ZeRO option it refuses
     expect_death(parse_in_child, "cuda", 1, "--deepspeed is a ZeRO option", NULL);
     // the file's stage makes it a ZeRO run; the flags' values stay where it says nothing

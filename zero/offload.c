@@ -1,0 +1,605 @@
+// offload.c: ZeRO-Offload and ZeRO-Infinity. The optimizer states of this rank's shard
+// (fp32 master, AdamW m and v, and the fp32 reduced gradient they are updated from) live
+// in host memory or in the NVMe swap file instead of on the device, and the optimizer runs
+// on the CPU; at stage 3 the working-parameter shard that gathers read from may live there
+// too. zero.c, reduce.c and gather.c call in at fixed points:
+//
+//   backward  each reduced bucket: the reduce stream sums the received slices on the device
+//             (sum_slices), copies the sums to a host slot, and the host stream adds them
+//             into the offloaded accumulator (tensor by tensor; on NVMe by tiles, read,
+//             added, written back). In the step's last micro-step it also takes each
+//             tensor's sum of squares: the norm is ready when backward ends.
+//   step      on the calling thread, tile by tile: AdamW on the CPU (the same element
+//             function, the same bits as on the device), the refreshed working parameters
+//             rounded on the CPU and sent where they live (the device's working buffer,
+//             host memory or NVMe); on NVMe the reads of tile k+1 and the writes of tile
+//             k-1 are in flight while tile k computes.
+//   gathers   stage 3: this rank's part of a tensor comes up from host memory (a copy on
+//             the gather stream) or from NVMe (read on the host stream, then copied), the
+//             nc -> cg -> gg pipeline, issued ahead of use by stage 3's prefetch.
+//
+// Every value goes through the operations it would on the device, in the same order, so
+// offloading is bit-identical to the same stage without it.
+#include "zero_internal.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_TILE ((size_t)1 << 20)   // elements per NVMe transfer
+#define NVME_QUEUE 8
+#define NVME_SETS 3                      // tile buffer sets in flight in the step (read, compute, write)
+
+static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
+static uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
+const char *zero_tier_name(ZeroTier t) { return t == ZERO_TIER_HOST ? "cpu" : t == ZERO_TIER_NVME ? "nvme" : "device"; }
+
+int zero_offload_optimizer(const Zero *z) { return z->off.opt != ZERO_TIER_DEVICE; }
+
+static int counts_only(const Zero *z) { return z->b->counts_only; }
+
+int zero_offload_validate(const ZeroConfig *c, int rank) {
+    if (c->optimizer_tier < ZERO_TIER_DEVICE || c->optimizer_tier > ZERO_TIER_NVME || c->param_tier < ZERO_TIER_DEVICE ||
+        c->param_tier > ZERO_TIER_NVME) {
+        fprintf(stderr, "zero: rank %d: unknown offload tier (optimizer %d, parameters %d)\n", rank, (int)c->optimizer_tier,
+                (int)c->param_tier);
+        return -1;
+    }
+    if (c->optimizer_tier != ZERO_TIER_DEVICE && c->stage < 1) {
+        fprintf(stderr, "zero: rank %d: offloading the optimizer (to %s) needs stage 1, 2 or 3: stage 0 keeps every "
+                "state on every rank\n", rank, zero_tier_name(c->optimizer_tier));
+        return -1;
+    }
+    if (c->param_tier != ZERO_TIER_DEVICE && c->stage != 3) {
+        fprintf(stderr, "zero: rank %d: offloading parameters (to %s) needs stage 3: stages 0-2 keep whole parameters "
+                "on every rank\n", rank, zero_tier_name(c->param_tier));
+        return -1;
+    }
+    if ((c->optimizer_tier == ZERO_TIER_NVME || c->param_tier == ZERO_TIER_NVME) && (!c->nvme_path || !*c->nvme_path)) {
+        fprintf(stderr, "zero: rank %d: offloading to nvme needs a folder for the swap file (--nvme-path DIR)\n", rank);
+        return -1;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------- NVMe layout and tiles
+
+// Per kind, each tensor's own range at an aligned file offset: kinds one after another.
+static void nvme_layout(Zero *z) {
+    ZeroOffload *o = &z->off;
+    uint64_t at = 0;
+    for (int k = 0; k < ZK_KINDS; k++) {
+        int on_nvme = k == ZK_PARAM ? o->param == ZERO_TIER_NVME : o->opt == ZERO_TIER_NVME;
+        if (!on_nvme) continue;
+        size_t es = k == ZK_PARAM ? z->pes : sizeof(float);
+        o->foff[k] = malloc((size_t)z->nt * sizeof(uint64_t));
+        if (!o->foff[k]) zero_fail(z, "out of host memory for the NVMe layout");
+        uint64_t start = at;
+        for (int i = 0; i < z->nt; i++) {
+            o->foff[k][i] = at;
+            at += align_up((uint64_t)z->t[i].lay->own_count * es, ZERO_NVME_ALIGN);
+        }
+        int use = k == ZK_MASTER ? ZERO_USE_MASTER : k == ZK_GRAD ? ZERO_USE_GRADS : k == ZK_PARAM ? ZERO_USE_PARAMS
+                                                                                                    : ZERO_USE_OPTIM;
+        z->mem_nvme[use] += (size_t)(at - start);
+    }
+    o->file_bytes = at;
+}
+
+static void *nvme_alloc(void *ctx, size_t bytes) {
+    Zero *z = ctx;
+    return z->b->alloc(z->b, ZERO_MEM_HOST, bytes);   // pinned under CUDA, page aligned on the host
+}
+static void nvme_free(void *ctx, void *p) {
+    Zero *z = ctx;
+    z->b->free(z->b, ZERO_MEM_HOST, p);
+}
+
+// Buffers of the engine's pool: NVME_SETS sets of master, m, v, grad for the step, then
+// two for the host stream (accumulation, parameter reads).
+enum { BUF_STEP = 0, BUF_HS = NVME_SETS * 4, BUF_COUNT = NVME_SETS * 4 + 2 };
+
+// The engine's messages start "rank R: " for callers without a prefix; zero_fail has one.
+static const char *engine_msg(const char *m) {
+    const char *c = strncmp(m, "rank ", 5) == 0 ? strstr(m, ": ") : NULL;
+    return c ? c + 2 : m;
+}
+
+static void nvme_open(Zero *z) {
+    ZeroOffload *o = &z->off;
+    if (!o->file_bytes || counts_only(z)) return;
+    ZeroNvmeConfig nc = {z->cfg.nvme_path, z->rank, o->file_bytes, o->tile * sizeof(float), BUF_COUNT, NVME_QUEUE,
+                         nvme_alloc, nvme_free, z};
+    // a file-size limit (ulimit -f) must fail a write with EFBIG and a message like a full
+    // disk, not kill the process with SIGXFSZ before it can say which file
+    signal(SIGXFSZ, SIG_IGN);
+    char err[512];
+    if (!(o->nvme = zero_nvme_open(&nc, err, sizeof err))) zero_fail(z, "NVMe offload: %s", engine_msg(err));
+    if (z->rank == 0)
+        printf("zero: NVMe swap files, one per rank; rank 0's: %s, %.2f GiB; engine %s\n", zero_nvme_path(o->nvme),
+               (double)o->file_bytes / (1024.0 * 1024.0 * 1024.0), zero_nvme_engine_note(o->nvme));
+    // the pool is pinned host memory held for the run
+    z->mem_host[ZERO_USE_BUFFERS] += (size_t)BUF_COUNT * o->tile * sizeof(float);
+}
+
+static void nvme_check(Zero *z, int rc, const char *what, int ti) {
+    if (rc != 0)
+        zero_fail(z, "NVMe offload: %s of %s failed: %s (swap file %s)", what, ti >= 0 ? z->t[ti].name : "?",
+                  engine_msg(zero_nvme_error(z->off.nvme)), zero_nvme_path(z->off.nvme));
+}
+
+// File bytes of elements [off, off + n) of tensor ti's kind-k range: from the aligned
+// start below off to the aligned end above (the range's tail padding is its own).
+static uint64_t file_at(const Zero *z, int k, int ti, size_t off, size_t es) {
+    return z->off.foff[k][ti] + (uint64_t)off * es;
+}
+static size_t io_bytes(size_t n, size_t es) { return (size_t)align_up((uint64_t)n * es, ZERO_NVME_ALIGN); }
+
+// ---------------------------------------------------------------- init and free
+
+void zero_offload_init(Zero *z) {
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    o->opt = z->cfg.optimizer_tier;
+    o->param = z->stage == 3 ? z->cfg.param_tier : ZERO_TIER_DEVICE;
+    if (o->opt == ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE) return;
+    const size_t Sh = z->layout.shard_total;
+    o->tile = z->cfg.nvme_tile_elems ? zero_round_up(z->cfg.nvme_tile_elems, 2048) : DEFAULT_TILE;
+    o->hs = b->stream_create_host(b);
+    o->up = b->stream_create(b);
+    o->ev_hs = b->event_create(b);
+    o->ev_up = b->event_create(b);
+    if (!o->hs || !o->up || !o->ev_hs || !o->ev_up) zero_fail(z, "the %s backend could not create offload's streams", b->name);
+    if (o->opt == ZERO_TIER_HOST) {
+        static const int use[4] = {ZERO_USE_MASTER, ZERO_USE_OPTIM, ZERO_USE_OPTIM, ZERO_USE_GRADS};
+        static const char *what[4] = {"fp32 master (host)", "AdamW m (host)", "AdamW v (host)", "fp32 gradient (host)"};
+        for (int k = ZK_MASTER; k <= ZK_GRAD; k++) o->h[k] = zero_alloc(z, ZERO_MEM_HOST, use[k], Sh * sizeof(float), what[k]);
+    }
+    if (o->param == ZERO_TIER_HOST)
+        o->h[ZK_PARAM] = zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_PARAMS, Sh * z->pes, "working-parameter shard (host)");
+    if (z->stage == 3 && o->opt != ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE)
+        o->d_work = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, Sh * z->pes, "working-parameter shard");
+    if (o->opt != ZERO_TIER_DEVICE) {
+        // a bucket's sums: at most one bucket's shards (the staging buffer's elements)
+        o->slot_elems = z->staging_elems;
+        o->d_sum = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, o->slot_elems * sizeof(float), "reduced bucket sums");
+        for (int s = 0; s < OFF_SLOTS; s++) {
+            o->slot[s] = zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_BUFFERS, o->slot_elems * sizeof(float), "reduced sums (host)");
+            o->slot_full[s] = b->event_create(b);
+            o->slot_free[s] = b->event_create(b);
+            if (!o->slot_full[s] || !o->slot_free[s]) zero_fail(z, "the %s backend could not create offload's events", b->name);
+        }
+        for (int k = 0; k < OFF_JOBS; k++) {
+            o->job[k].z = z;
+            atomic_init(&o->job[k].busy, 0);
+            o->job[k].tensors = malloc((size_t)z->nt * sizeof(int));
+            o->job[k].at = malloc((size_t)z->nt * sizeof(size_t));
+            if (!o->job[k].tensors || !o->job[k].at) zero_fail(z, "out of host memory for offload's bucket records");
+        }
+    }
+    o->stage = zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_BUFFERS, o->tile * sizeof(float), "parameter upload staging");
+    if (o->opt == ZERO_TIER_DEVICE)
+        o->down = zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_BUFFERS, o->tile * sizeof(float), "master download staging");
+    nvme_layout(z);
+    nvme_open(z);
+}
+
+void zero_offload_free(Zero *z) {
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    if (o->hs) b->stream_sync(b, o->hs);
+    if (o->up) b->stream_sync(b, o->up);
+    if (o->nvme) zero_nvme_close(o->nvme);
+    for (int s = 0; s < OFF_SLOTS; s++) {
+        if (o->slot_full[s]) b->event_destroy(b, o->slot_full[s]);
+        if (o->slot_free[s]) b->event_destroy(b, o->slot_free[s]);
+    }
+    for (int k = 0; k < OFF_JOBS; k++) {
+        free(o->job[k].tensors);
+        free(o->job[k].at);
+    }
+    if (o->ev_hs) b->event_destroy(b, o->ev_hs);
+    if (o->ev_up) b->event_destroy(b, o->ev_up);
+    if (o->hs) b->stream_destroy(b, o->hs);
+    if (o->up) b->stream_destroy(b, o->up);
+    for (int k = 0; k < ZK_KINDS; k++) free(o->foff[k]);
+    memset(o, 0, sizeof *o);
+}
+
+// ---------------------------------------------------------------- state access (checkpoints)
+
+// The host-side buffer of a kind, or NULL when it is not in host memory.
+static float *host_of(Zero *z, int kind) { return z->off.opt == ZERO_TIER_HOST ? z->off.h[kind] : NULL; }
+
+static float *device_of(Zero *z, int kind, int ti) {
+    const ZeroTensorLayout *l = z->t[ti].lay;
+    float *base = kind == ZK_MASTER ? z->master : kind == ZK_M ? z->m : z->v;
+    return z->stage == 0 ? base + l->full_off + l->own_begin : base + l->shard_off;
+}
+
+// NVMe: elements [off, off + n) through the step's first buffer, a tile at a time. write:
+// a piece that does not cover its whole aligned span keeps the span's other bytes (read
+// first).
+static void nvme_state(Zero *z, int kind, int ti, size_t off, size_t n, float *data, int write) {
+    ZeroOffload *o = &z->off;
+    const size_t per = ZERO_NVME_ALIGN / sizeof(float), own = z->t[ti].lay->own_count;
+    float *buf = zero_nvme_buffer(o->nvme, BUF_STEP);
+    for (size_t done = 0; done < n;) {
+        size_t a = (off + done) / per * per;            // aligned element where this piece's span starts
+        size_t span_end = min_sz(a + o->tile, zero_round_up(own, per));
+        size_t piece = min_sz(span_end - (off + done), n - done);
+        size_t lead = off + done - a, span = io_bytes(span_end - a, sizeof(float));
+        uint64_t at = file_at(z, kind, ti, a, sizeof(float));
+        int partial = lead > 0 || off + done + piece < min_sz(span_end, own);
+        if (!write || partial)
+            nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, at, span)), "a checkpoint read", ti);
+        if (write) {
+            memcpy(buf + lead, data + done, piece * sizeof(float));
+            nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_write(o->nvme, buf, at, span)), "a checkpoint write", ti);
+        } else {
+            memcpy(data + done, buf + lead, piece * sizeof(float));
+        }
+        done += piece;
+    }
+}
+
+static void state_io(Zero *z, int kind, int ti, size_t off, size_t n, float *data, int write) {
+    if (n == 0) return;
+    const ZeroBackend *b = z->b;
+    if (z->off.opt == ZERO_TIER_DEVICE) {
+        float *d = device_of(z, kind, ti) + off;
+        if (write) b->copy(b, d, ZERO_MEM_DEVICE, data, ZERO_MEM_HOST, n * sizeof(float), z->main);
+        else b->copy(b, data, ZERO_MEM_HOST, d, ZERO_MEM_DEVICE, n * sizeof(float), z->main);
+        b->stream_sync(b, z->main);
+    } else if (z->off.opt == ZERO_TIER_HOST) {
+        float *h = host_of(z, kind) + z->t[ti].lay->shard_off + off;
+        if (write) memcpy(h, data, n * sizeof(float));
+        else memcpy(data, h, n * sizeof(float));
+    } else {
+        zero_offload_wait(z);   // the engine serves one thread at a time: the host stream idles
+        nvme_state(z, kind, ti, off, n, data, write);
+    }
+}
+
+void zero_state_read(Zero *z, int kind, int ti, size_t off, size_t n, float *out) { state_io(z, kind, ti, off, n, out, 0); }
+void zero_state_write(Zero *z, int kind, int ti, size_t off, size_t n, const float *in) {
+    state_io(z, kind, ti, off, n, (float *)in, 1);
+}
+
+// The owned fp32 master's initial values, written where it lives: straight into host memory,
+// or tile by tile to NVMe with NVME_SETS writes in flight (m and v start as the swap file's
+// zeros: it is created empty).
+void zero_offload_init_master(Zero *z, ZeroInitFn init, void *ctx) {
+    ZeroOffload *o = &z->off;
+    ZeroTicket busy[NVME_SETS] = {0};
+    size_t k = 0;
+    if (counts_only(z)) return;
+    for (int i = 0; i < z->nt; i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        if (o->opt == ZERO_TIER_HOST) {
+            if (l->own_count) init(ctx, i, l->own_begin, l->own_count, o->h[ZK_MASTER] + l->shard_off);
+            continue;
+        }
+        for (size_t c = 0; c < l->own_count; c += o->tile, k++) {
+            int set = (int)(k % NVME_SETS);
+            size_t n = min_sz(o->tile, l->own_count - c);
+            float *buf = zero_nvme_buffer(o->nvme, BUF_STEP + set);
+            if (busy[set]) nvme_check(z, zero_nvme_wait(o->nvme, busy[set]), "an initial master write", i);
+            init(ctx, i, l->own_begin + c, n, buf);
+            busy[set] = zero_nvme_write(o->nvme, buf, file_at(z, ZK_MASTER, i, c, sizeof(float)), io_bytes(n, sizeof(float)));
+            if (!busy[set]) nvme_check(z, -1, "queueing an initial master write", i);
+        }
+    }
+    if (o->nvme) nvme_check(z, zero_nvme_drain(o->nvme), "the initial master writes", -1);
+}
+
+// ---------------------------------------------------------------- backward: accumulation
+
+// Host stream: adds a slot's sums into the accumulator, tensor by tensor (the first
+// micro-step of a step starts it from zero: the device's memset and +=, the same bits),
+// and in the last micro-step takes each tensor's sum of squares for the norm.
+static void accumulate(void *arg) {
+    OffJob *j = arg;
+    Zero *z = j->z;
+    ZeroOffload *o = &z->off;
+    const float *slot = o->slot[j->slot];
+    for (int k = 0; k < j->n; k++) {
+        int ti = j->tensors[k];
+        const ZeroTensorLayout *l = z->t[ti].lay;
+        const float *sum = slot + j->at[k];
+        size_t n = l->own_count;
+        if (o->opt == ZERO_TIER_HOST) {
+            float *acc = o->h[ZK_GRAD] + l->shard_off;
+            if (j->first) memset(acc, 0, n * sizeof(float));
+            zero_cpu_slices(acc, sum, 0, 1, n, ZERO_F32, 1);
+            if (j->last) z->sq[ti] = zero_cpu_sum_squares(0.0, acc, n);
+            continue;
+        }
+        // NVMe: by tiles through the host stream's buffer: read (unless starting), add, write
+        float *buf = zero_nvme_buffer(o->nvme, BUF_HS);
+        double sq = 0.0;
+        for (size_t c = 0; c < n; c += o->tile) {
+            size_t len = min_sz(o->tile, n - c);
+            uint64_t at = file_at(z, ZK_GRAD, ti, c, sizeof(float));
+            size_t bytes = io_bytes(len, sizeof(float));
+            // the previous tile's write still reads buf: wait for it
+            nvme_check(z, zero_nvme_drain(o->nvme), "a gradient write", ti);
+            if (j->first) memset(buf, 0, len * sizeof(float));
+            else nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, at, bytes)), "a gradient read", ti);
+            zero_cpu_slices(buf, sum + c, 0, 1, len, ZERO_F32, 1);
+            if (j->last) sq = zero_cpu_sum_squares(sq, buf, len);
+            if (!zero_nvme_write(o->nvme, buf, at, bytes)) nvme_check(z, -1, "queueing a gradient write", ti);
+        }
+        nvme_check(z, zero_nvme_drain(o->nvme), "a gradient write", ti);
+        if (j->last) z->sq[ti] = sq;
+    }
+    atomic_store_explicit(&j->busy, 0, memory_order_release);
+}
+
+void zero_offload_reduce(Zero *z, const int *list, int n, const void *received) {
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    const uint64_t k = o->jobs_queued++;
+    const int s = (int)(k % OFF_SLOTS);
+    OffJob *j = &o->job[k % OFF_JOBS];
+    // the host stream is OFF_JOBS buckets behind: wait until it has run this record's last
+    // use (backpressure from a CPU slower than the reductions)
+    while (atomic_load_explicit(&j->busy, memory_order_acquire)) sched_yield();
+    atomic_store_explicit(&j->busy, !counts_only(z), memory_order_relaxed);   // a dry run runs no host call
+    j->slot = s;
+    // the slot's previous bucket must have been added before it is overwritten
+    b->stream_wait(b, z->rs, o->slot_free[s]);
+    size_t at = 0, off = 0;
+    for (int k = 0; k < n; k++) {
+        const ZeroTensorLayout *l = z->t[list[k]].lay;
+        b->sum_slices(b, o->d_sum + at, byte_at((void *)received, off, z->ges), l->split.shard, z->world, l->own_count,
+                      z->cfg.grad_dtype, z->rs);
+        j->tensors[k] = list[k];
+        j->at[k] = at;
+        at += l->own_count;
+        off += l->split.padded;
+    }
+    if (at > o->slot_elems) zero_fail(z, "internal: a bucket's %zu sums exceed the %zu of a slot", at, o->slot_elems);
+    b->copy(b, o->slot[s], ZERO_MEM_HOST, o->d_sum, ZERO_MEM_DEVICE, at * sizeof(float), z->rs);
+    b->event_record(b, o->slot_full[s], z->rs);
+    j->n = n;
+    j->first = z->stage <= 1 || z->micro == 0;   // stages 0-1 reduce only in the last micro-step
+    j->last = z->micro == z->grad_accum - 1;
+    b->stream_wait(b, o->hs, o->slot_full[s]);
+    b->host_call(b, o->hs, accumulate, j);
+    b->event_record(b, o->slot_free[s], o->hs);
+}
+
+void zero_offload_wait(Zero *z) {
+    if (z->off.hs) z->b->stream_sync(z->b, z->off.hs);
+}
+
+// ---------------------------------------------------------------- the step
+
+// Where tensor ti's refreshed working parameters go: the own slot of the device's working
+// tensor (stages 1-2), the device's working shard (stage 3, parameters on the device), the
+// host shard, or NVMe (returns NULL then).
+static void *param_target(Zero *z, int ti, int *device) {
+    ZeroOffload *o = &z->off;
+    const ZeroTensorLayout *l = z->t[ti].lay;
+    *device = 1;
+    if (z->stage <= 2) return byte_at(z->t[ti].work, (size_t)z->rank * l->split.shard, z->pes);
+    if (o->param == ZERO_TIER_HOST) { *device = 0; return byte_at(o->h[ZK_PARAM], l->shard_off, z->pes); }
+    if (o->param == ZERO_TIER_NVME) { *device = 0; return NULL; }
+    return byte_at(o->d_work, l->shard_off, z->pes);
+}
+
+// Rounds master[0, n) (elements c.. of tensor ti) at step t and sends them where the
+// working parameters live: straight into the host shard; into nvme_buf, then written to
+// NVMe (returns the write's ticket: nvme_buf is busy until it completes); or up to the
+// device through the staging buffer (its previous copy is waited for first).
+static ZeroTicket send_params(Zero *z, int ti, size_t c, const float *master, size_t n, int t, void *nvme_buf) {
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    const ZeroTensorLayout *l = z->t[ti].lay;
+    uint64_t gidx = l->global_off + l->own_begin + c;
+    int device;
+    void *dst = param_target(z, ti, &device);
+    if (!device && dst) {
+        zero_cpu_refresh(byte_at(dst, c, z->pes), z->cfg.param_dtype, master, n, z->cfg.seed, t, gidx);
+        return 0;
+    }
+    if (!dst) {
+        zero_cpu_refresh(nvme_buf, z->cfg.param_dtype, master, n, z->cfg.seed, t, gidx);
+        ZeroTicket tk = zero_nvme_write(o->nvme, nvme_buf, file_at(z, ZK_PARAM, ti, c, z->pes), io_bytes(n, z->pes));
+        if (!tk) nvme_check(z, -1, "queueing a parameter write", ti);
+        return tk;
+    }
+    b->stream_sync(b, o->up);
+    zero_cpu_refresh(o->stage, z->cfg.param_dtype, master, n, z->cfg.seed, t, gidx);
+    b->copy(b, byte_at(dst, c, z->pes), ZERO_MEM_DEVICE, o->stage, ZERO_MEM_HOST, n * z->pes, o->up);
+    return 0;
+}
+
+// The step on host memory: AdamW on each tensor's shard, then its refresh.
+static void update_host(Zero *z, const AdamWParams *p, int update, int t) {
+    ZeroOffload *o = &z->off;
+    ZeroTicket busy[NVME_SETS] = {0};
+    size_t k = 0;
+    for (int i = 0; i < z->nt; i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        size_t n = l->own_count, off = l->shard_off;
+        if (update)
+            zero_cpu_adamw(o->h[ZK_MASTER] + off, o->h[ZK_GRAD] + off, o->h[ZK_M] + off, o->h[ZK_V] + off, n, p,
+                           z->t[i].decay);
+        for (size_t c = 0; c < n; c += o->tile, k++) {   // NVMe parameters: NVME_SETS writes in flight
+            int set = (int)(k % NVME_SETS);
+            if (busy[set]) nvme_check(z, zero_nvme_wait(o->nvme, busy[set]), "a parameter write", i);
+            busy[set] = send_params(z, i, c, o->h[ZK_MASTER] + off + c, min_sz(o->tile, n - c), t,
+                                    o->nvme ? zero_nvme_buffer(o->nvme, BUF_STEP + set) : NULL);
+        }
+    }
+    if (o->nvme) nvme_check(z, zero_nvme_drain(o->nvme), "the step's parameter writes", -1);
+}
+
+// The step on NVMe, tile by tile over every tensor's shard: tile k+1's reads and tile
+// k-1's writes are in flight while tile k computes (NVME_SETS sets of buffers).
+typedef struct { int ti; size_t c, n; } Tile;
+
+static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
+    ZeroOffload *o = &z->off;
+    ZeroNvme *nv = o->nvme;
+    // the tiles, in order
+    size_t ntiles = 0;
+    for (int i = 0; i < z->nt; i++) ntiles += (z->t[i].lay->own_count + o->tile - 1) / o->tile;
+    Tile *tiles = malloc((ntiles ? ntiles : 1) * sizeof(Tile));
+    if (!tiles) zero_fail(z, "out of host memory for the NVMe step's tile list");
+    size_t k = 0;
+    for (int i = 0; i < z->nt; i++)
+        for (size_t c = 0; c < z->t[i].lay->own_count; c += o->tile)
+            tiles[k++] = (Tile){i, c, min_sz(o->tile, z->t[i].lay->own_count - c)};
+    const int kinds = update ? 4 : 1;   // master, m, v, grad; a refresh alone reads the master
+    ZeroTicket last_write[NVME_SETS] = {0}, reads[NVME_SETS] = {0};
+    for (size_t k2 = 0; k2 <= ntiles; k2++) {
+        // issue tile k2's reads (into set k2 % NVME_SETS, once its last writes are done)
+        if (k2 < ntiles) {
+            int set = (int)(k2 % NVME_SETS);
+            if (last_write[set]) nvme_check(z, zero_nvme_wait(nv, last_write[set]), "an optimizer write", tiles[k2].ti);
+            for (int kind = 0; kind < kinds; kind++) {
+                float *buf = zero_nvme_buffer(nv, BUF_STEP + set * 4 + kind);
+                ZeroTicket tk = zero_nvme_read(nv, buf, file_at(z, kind, tiles[k2].ti, tiles[k2].c, sizeof(float)),
+                                               io_bytes(tiles[k2].n, sizeof(float)));
+                if (!tk) nvme_check(z, -1, "queueing an optimizer read", tiles[k2].ti);
+                reads[set] = tk;
+            }
+        }
+        if (k2 == 0) continue;
+        // compute tile k2-1, then queue its writes
+        size_t kc = k2 - 1;
+        int set = (int)(kc % NVME_SETS), ti = tiles[kc].ti;
+        nvme_check(z, zero_nvme_wait(nv, reads[set]), "an optimizer read", ti);
+        float *mb = zero_nvme_buffer(nv, BUF_STEP + set * 4 + ZK_MASTER);
+        float *m = zero_nvme_buffer(nv, BUF_STEP + set * 4 + ZK_M), *v = zero_nvme_buffer(nv, BUF_STEP + set * 4 + ZK_V);
+        float *g = zero_nvme_buffer(nv, BUF_STEP + set * 4 + ZK_GRAD);
+        size_t n = tiles[kc].n, c = tiles[kc].c;
+        if (update) {
+            zero_cpu_adamw(mb, g, m, v, n, p, z->t[ti].decay);
+            float *bufs[3] = {mb, m, v};
+            for (int kind = 0; kind < 3; kind++) {
+                ZeroTicket tk = zero_nvme_write(nv, bufs[kind], file_at(z, kind, ti, c, sizeof(float)), io_bytes(n, sizeof(float)));
+                if (!tk) nvme_check(z, -1, "queueing an optimizer write", ti);
+                last_write[set] = tk;
+            }
+        }
+        // the gradient buffer is free now: the NVMe parameter tier rounds into it, and the
+        // set is reused only after that write too (the latest ticket)
+        ZeroTicket tk = send_params(z, ti, c, mb, n, t, g);
+        if (tk) last_write[set] = tk;
+    }
+    nvme_check(z, zero_nvme_drain(nv), "the step's writes", -1);
+    free(tiles);
+}
+
+// The optimizer on the device, stage 3's parameters offloaded: the new working shard is
+// rounded from the device master, brought down a tile at a time.
+static void refresh_from_device(Zero *z, int t) {
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    float *m = o->nvme ? zero_nvme_buffer(o->nvme, BUF_STEP) : o->down;
+    for (int i = 0; i < z->nt; i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        for (size_t c = 0; c < l->own_count; c += o->tile) {
+            size_t n = min_sz(o->tile, l->own_count - c);
+            b->copy(b, m, ZERO_MEM_HOST, z->master + l->shard_off + c, ZERO_MEM_DEVICE, n * sizeof(float), z->main);
+            b->stream_sync(b, z->main);
+            ZeroTicket tk = send_params(z, i, c, m, n, t, o->nvme ? zero_nvme_buffer(o->nvme, BUF_STEP + 1) : NULL);
+            if (tk) nvme_check(z, zero_nvme_wait(o->nvme, tk), "a parameter write", i);
+        }
+    }
+}
+
+void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t) {
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    if (counts_only(z) || (o->opt == ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE)) return;
+    zero_offload_wait(z);   // no accumulation or parameter read runs beside the step's I/O
+    if (o->opt == ZERO_TIER_HOST) update_host(z, p, update, t);
+    else if (o->opt == ZERO_TIER_NVME) update_nvme(z, p, update, t);
+    else refresh_from_device(z, t);
+    // the uploads land before the gathers and the model read them
+    b->event_record(b, o->ev_up, o->up);
+    b->stream_wait(b, z->gs, o->ev_up);
+    b->stream_wait(b, z->main, o->ev_up);
+}
+
+// ---------------------------------------------------------------- stage 3 gathers
+
+typedef struct {
+    Zero *z;
+    int ti;
+    void *dst;   // the gather buffer's own slot (device)
+} ParamRead;
+
+// Host stream: tensor ti's working parameters from NVMe, a tile at a time through the host
+// stream's buffer, copied up into the gather buffer's own slot (nc -> cg).
+static void read_params(void *arg) {
+    ParamRead *r = arg;
+    Zero *z = r->z;
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    const size_t n = z->t[r->ti].lay->own_count;
+    void *buf = zero_nvme_buffer(o->nvme, BUF_HS + 1);
+    for (size_t c = 0; c < n; c += o->tile) {
+        size_t len = min_sz(o->tile, n - c);
+        nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, file_at(z, ZK_PARAM, r->ti, c, z->pes),
+                                                               io_bytes(len, z->pes))), "a parameter read", r->ti);
+        b->copy(b, byte_at(r->dst, c, z->pes), ZERO_MEM_DEVICE, buf, ZERO_MEM_HOST, len * z->pes, o->up);
+        b->stream_sync(b, o->up);   // buf is reused by the next tile
+    }
+    free(r);
+}
+
+void *zero_offload_gather_src(Zero *z, int ti, void *full) {
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    const ZeroTensorLayout *l = z->t[ti].lay;
+    if (o->param == ZERO_TIER_DEVICE) return o->d_work ? byte_at(o->d_work, l->shard_off, z->pes) : NULL;
+    void *mine = byte_at(full, (size_t)z->rank * l->split.shard, z->pes);
+    if (l->split.shard > l->own_count)   // a recycled block's padding: zero like everywhere else
+        b->memset0(b, byte_at(mine, l->own_count, z->pes), (l->split.shard - l->own_count) * z->pes, z->gs);
+    if (o->param == ZERO_TIER_HOST) {
+        b->copy(b, mine, ZERO_MEM_DEVICE, byte_at(o->h[ZK_PARAM], l->shard_off, z->pes), ZERO_MEM_HOST,
+                l->own_count * z->pes, z->gs);
+        return mine;
+    }
+    if (l->own_count == 0 || counts_only(z)) return mine;
+    // NVMe: read on the host stream once the model no longer reads the recycled block
+    ParamRead *r = malloc(sizeof *r);
+    if (!r) zero_fail(z, "out of host memory queueing a parameter read of %s", z->t[ti].name);
+    *r = (ParamRead){z, ti, mine};
+    b->event_record(b, z->ev_main, z->main);
+    b->stream_wait(b, o->hs, z->ev_main);
+    b->host_call(b, o->hs, read_params, r);
+    b->event_record(b, o->ev_hs, o->hs);
+    b->stream_wait(b, z->gs, o->ev_hs);
+    return mine;
+}
+
+// ---------------------------------------------------------------- accounting
+
+void zero_offload_step_begin(Zero *z) {
+    if (!z->off.nvme) return;
+    ZeroNvmeStats st;
+    zero_nvme_stats(z->off.nvme, &st);
+    z->off.mark_read = st.bytes_read;
+    z->off.mark_written = st.bytes_written;
+    z->off.mark_busy = st.busy_s;
+}
+
+void zero_offload_step_end(Zero *z) {
+    if (!z->off.nvme) return;
+    ZeroNvmeStats st;
+    zero_nvme_stats(z->off.nvme, &st);
+    z->off.step_read += st.bytes_read - z->off.mark_read;
+    z->off.step_written += st.bytes_written - z->off.mark_written;
+    z->off.step_busy += st.busy_s - z->off.mark_busy;
+}
