@@ -163,12 +163,12 @@ int main(int argc, char **argv) {
                    step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, tok_s,
                    100.0 * mfu(flops_per_token, tok_s * ranks_per_gpu / world, peak), eta);
         logger_train(&logger, step, loss, lr, norm);
-        if (step == start_step) gpt2_zero_write_report(&glue, cfg.out_dir, gpt2_cuda_activation_bytes(&model));
+        if (step == start_step) gpt2_zero_write_report(&glue, cfg.out_dir, gpt2_cuda_activation_bytes(&model), 0);
         run_info_step(&run_info, dt);
     }
 
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
-    gpt2_zero_write_report(&glue, cfg.out_dir, gpt2_cuda_activation_bytes(&model));
+    gpt2_zero_write_report(&glue, cfg.out_dir, gpt2_cuda_activation_bytes(&model), 0);
     checkpoint_export_model(cfg.out_dir, -1, rank, &mc, gpt2_zero_gather_slice, &glue);
 
     run_info_finish(&run_info);

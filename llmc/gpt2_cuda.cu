@@ -279,7 +279,7 @@ static void set_slot(void *model, const GPT2Slice *s, void *params, void *grads)
     if (grads) m->g[s->tensor][s->layer] = (float *)grads;
 }
 
-GPT2Slots gpt2_cuda_slots(GPT2Cuda *m) { return GPT2Slots{m, set_slot, &m->hooks}; }
+GPT2Slots gpt2_cuda_slots(GPT2Cuda *m) { return GPT2Slots{m, set_slot, &m->hooks, 1}; }   // no tiles (yet)
 
 void gpt2_cuda_free(GPT2Cuda *m) {
     if (m->stream == NULL) return;
