@@ -58,7 +58,7 @@ static size_t layout_params(GPT2Cuda *m, uintptr_t base) {
 
 static size_t layout_acts(GPT2Cuda *m, uintptr_t base) {
     size_t bytes[GPT2_CUDA_NUM_ACTS];
-    gpt2_cuda_act_bytes(&m->config, m->B, m->T, m->opt.recompute, m->use_cudnn, bytes);
+    gpt2_cuda_act_bytes(&m->config, m->B, m->T, &m->opt, m->use_cudnn, bytes);
     void *p[GPT2_CUDA_NUM_ACTS];
     size_t at = 0;
     for (int i = 0; i < GPT2_CUDA_NUM_ACTS; i++) p[i] = carve(base, &at, bytes[i]);
@@ -168,7 +168,8 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     memset(m, 0, sizeof(*m));
     m->config = *config;
     if (opt) m->opt = *opt;
-    if (m->opt.recompute < 0 || m->opt.recompute > 2) gpt2_cuda_die("recompute must be 0, 1 or 2");
+    char why[256];
+    if (gpt2_cuda_check_options(&m->opt, why, sizeof(why)) != 0) gpt2_cuda_die(why);
     m->B = B;
     m->T = T;
     m->num_parameters = gpt2_param_sizes(config, m->param_sizes);
@@ -239,6 +240,22 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
         }
     }
 
+    // act_offload: the pinned host tier, its copy stream and events.
+    m->host_act_bytes = gpt2_cuda_act_host_bytes(config, B, T, &m->opt);
+    if (m->opt.act_offload) {
+        if (m->host_act_bytes) CUDA_CHECK(cudaMallocHost((void **)&m->host_acts, m->host_act_bytes));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&m->copy_stream, cudaStreamNonBlocking));
+        m->offloaded = (cudaEvent_t *)calloc(L, sizeof(cudaEvent_t));
+        m->restored = (cudaEvent_t *)calloc(L, sizeof(cudaEvent_t));
+        if (!m->offloaded || !m->restored) gpt2_cuda_die("out of host memory");
+        for (int l = 0; l < L; l++) {
+            CUDA_CHECK(cudaEventCreateWithFlags(&m->offloaded[l], cudaEventDisableTiming));
+            CUDA_CHECK(cudaEventCreateWithFlags(&m->restored[l], cudaEventDisableTiming));
+        }
+        CUDA_CHECK(cudaEventCreateWithFlags(&m->block_done, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&m->slot_free, cudaEventDisableTiming));
+    }
+
     // Host side: pinned token staging, stats and logits rows; events.
     for (int s = 0; s < 2; s++) {
         CUDA_CHECK(cudaMallocHost((void **)&m->host_tokens[s], token_ints(m) * sizeof(int)));
@@ -255,12 +272,13 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     CUDA_CHECK(cudaStreamSynchronize(m->stream));
 
     const double MiB = 1048576.0;
-    printf("gpt2_cuda: %zu params, B=%d T=%d, attention %s, recompute %d | device memory: params+master+m+v+grads "
-           "%.0f MiB, activations %.0f MiB, attention workspace %.0f MiB, scratch %.0f MiB, cuBLASLt %.0f MiB | "
-           "total %.2f GiB\n",
-           n, B, T, m->use_cudnn ? "cuDNN" : "fallback", m->opt.recompute, bytes_params / MiB, bytes_acts / MiB,
-           bytes_att / MiB, bytes_scratch / MiB, matmul_workspace_bytes() / MiB,
-           (m->device_bytes + matmul_workspace_bytes()) / (1024.0 * MiB));
+    printf("gpt2_cuda: %zu params, B=%d T=%d, attention %s, recompute %d%s%s | device memory: params+master+m+v+"
+           "grads %.0f MiB, activations %.0f MiB, attention workspace %.0f MiB, scratch %.0f MiB, cuBLASLt %.0f MiB | "
+           "total %.2f GiB | pinned host: offloaded block inputs %.1f MiB\n",
+           n, B, T, m->use_cudnn ? "cuDNN" : "fallback", m->opt.recompute, m->opt.act_checkpoint ? ", checkpointed" : "",
+           m->opt.act_offload ? " and offloaded" : "", bytes_params / MiB, bytes_acts / MiB, bytes_att / MiB,
+           bytes_scratch / MiB, matmul_workspace_bytes() / MiB,
+           (m->device_bytes + matmul_workspace_bytes()) / (1024.0 * MiB), m->host_act_bytes / MiB);
     return 0;
 }
 
@@ -299,6 +317,19 @@ void gpt2_cuda_free(GPT2Cuda *m) {
     CUDA_CHECK(cudaFreeHost(m->host_logits_bf16));
     CUDA_CHECK(cudaFreeHost(m->host_logits));
     CUDA_CHECK(cudaEventDestroy(m->stats_ready));
+    if (m->opt.act_offload) {
+        CUDA_CHECK(cudaStreamSynchronize(m->copy_stream));
+        for (int l = 0; l < m->config.num_layers; l++) {
+            CUDA_CHECK(cudaEventDestroy(m->offloaded[l]));
+            CUDA_CHECK(cudaEventDestroy(m->restored[l]));
+        }
+        CUDA_CHECK(cudaEventDestroy(m->block_done));
+        CUDA_CHECK(cudaEventDestroy(m->slot_free));
+        CUDA_CHECK(cudaStreamDestroy(m->copy_stream));
+        if (m->host_acts) CUDA_CHECK(cudaFreeHost(m->host_acts));
+        free(m->offloaded);
+        free(m->restored);
+    }
     CUDA_CHECK(cudaStreamDestroy(m->stream));
     free(m->token_counts);
     memset(m, 0, sizeof(*m));
@@ -362,9 +393,76 @@ static void attention_check_shape(GPT2Cuda *m, int B, int T) {
     }
 }
 
+// Block l's activations: its slots of the per-layer arrays (one slot reused by every
+// block under act_checkpoint; LayerNorm outputs and the GELU output under recompute).
+typedef struct {
+    bf16 *res_in, *res_mid, *res_out, *ln1, *ln2, *qkv, *atty, *fch, *gelu;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *att_stats;
+} BlockActs;
+
+// Slot i of the residual stream: i = l is block l's input, i = L the last output; act_offload
+// keeps two slots taken in turn.
+static bf16 *res_slot(const GPT2Cuda *m, int i) {
+    return m->acts.residual + (size_t)(m->opt.act_offload ? i % 2 : i) * rows_max(m) * m->config.channels;
+}
+
+// act_offload's host slot of block l's input (l < L-1).
+static bf16 *host_slot(const GPT2Cuda *m, int l) { return m->host_acts + (size_t)l * m->B * m->T * m->config.channels; }
+
+static BlockActs block_acts(const GPT2Cuda *m, int l) {
+    const GPT2CudaActs *a = &m->acts;
+    const size_t cap = rows_max(m), C = (size_t)m->config.channels, NH = (size_t)m->config.num_heads;
+    const size_t k = m->opt.act_checkpoint ? 0 : (size_t)l;
+    BlockActs b;
+    b.res_in = res_slot(m, l);
+    b.res_out = res_slot(m, l + 1);
+    b.res_mid = a->residual2 + k * cap * C;
+    b.ln1 = m->opt.recompute >= 2 ? a->ln1 : a->ln1 + k * cap * C;
+    b.ln2 = m->opt.recompute >= 2 ? a->ln2 : a->ln2 + k * cap * C;
+    b.qkv = a->qkv + k * cap * 3 * C;
+    b.atty = a->atty + k * cap * C;
+    b.fch = a->fch + k * cap * 4 * C;
+    b.gelu = m->opt.recompute >= 1 ? a->fch_gelu : a->fch_gelu + k * cap * 4 * C;
+    b.ln1_mean = a->ln1_mean + k * cap;
+    b.ln1_rstd = a->ln1_rstd + k * cap;
+    b.ln2_mean = a->ln2_mean + k * cap;
+    b.ln2_rstd = a->ln2_rstd + k * cap;
+    b.att_stats = a->att_stats ? a->att_stats + k * cap * NH : NULL;
+    return b;
+}
+
+// Block l's forward, in the caller's fetch window. A recompute (act_checkpoint, in backward)
+// runs the same kernels on the same input and stops before the MLP's output projection,
+// which backward does not read (and whose output slot act_offload is refilling).
+static void block_forward(GPT2Cuda *m, int l, int B, int T, int recompute) {
+    const int C = m->config.channels, NH = m->config.num_heads, HS = C / NH, BT = B * T;
+    const BlockActs b = block_acts(m, l);
+    cudaStream_t s = m->stream;
+    layernorm_forward(b.ln1, b.ln1_mean, b.ln1_rstd, b.res_in, m->w[GPT2_LN1W][l], m->w[GPT2_LN1B][l], BT, C, s);
+    matmul_forward(b.qkv, b.ln1, m->w[GPT2_QKVW][l], m->w[GPT2_QKVB][l], NULL, NULL, BT, C, 3 * C, s);
+    if (m->use_cudnn)
+        attention_cudnn_forward(b.atty, b.att_stats, b.qkv, B, T, NH, HS, m->cudnn_workspace, s);
+    else
+        attention_fallback_forward(b.atty, m->att_scores, m->att_probs, b.qkv, B, T, NH, HS, s);
+    matmul_forward(b.res_mid, b.atty, m->w[GPT2_ATTPROJW][l], m->w[GPT2_ATTPROJB][l], b.res_in, NULL, BT, C, C, s);
+    layernorm_forward(b.ln2, b.ln2_mean, b.ln2_rstd, b.res_mid, m->w[GPT2_LN2W][l], m->w[GPT2_LN2B][l], BT, C, s);
+    if (m->opt.recompute >= 1) {
+        // Backward recomputes gelu_forward(fch); cuBLASLt's GELU epilogue works on the
+        // unrounded fp32 pre-activation, so use the same kernel here to get the same bits.
+        matmul_forward(b.fch, b.ln2, m->w[GPT2_FCW][l], m->w[GPT2_FCB][l], NULL, NULL, BT, C, 4 * C, s);
+        gelu_forward(b.gelu, b.fch, (size_t)BT * 4 * C, s);
+    } else {
+        matmul_forward(b.gelu, b.ln2, m->w[GPT2_FCW][l], m->w[GPT2_FCB][l], NULL, b.fch, BT, C, 4 * C, s);
+    }
+    if (recompute) return;
+    // act_offload: the output slot held block l-1's input until its copy to the host was done
+    if (m->opt.act_offload && l > 0 && m->have_targets) CUDA_CHECK(cudaStreamWaitEvent(s, m->offloaded[l - 1], 0));
+    matmul_forward(b.res_out, b.gelu, m->w[GPT2_FCPROJW][l], m->w[GPT2_FCPROJB][l], b.res_mid, NULL, BT, 4 * C, C, s);
+}
+
 void gpt2_cuda_forward(GPT2Cuda *m, const int *inputs, const int *targets, int B, int T) {
     const GPT2Config *c = &m->config;
-    const int L = c->num_layers, C = c->channels, NH = c->num_heads, HS = C / NH;
+    const int L = c->num_layers, C = c->channels;
     const int V = c->vocab_size, Vp = c->padded_vocab_size;
     if (B <= 0 || T <= 0 || (size_t)B * T > rows_max(m) || T > m->T) {
         fprintf(stderr, "error: gpt2_cuda_forward: B=%d T=%d does not fit the model built for B=%d T=%d\n", B, T,
@@ -389,40 +487,20 @@ void gpt2_cuda_forward(GPT2Cuda *m, const int *inputs, const int *targets, int B
 
     for (int l = 0; l < L; l++) {
         fetch(m, l + 1, 0);
-        bf16 *res_in = a->residual + l * cap * C;
-        bf16 *res_mid = a->residual2 + l * cap * C;
-        bf16 *res_out = a->residual + (l + 1) * cap * C;
-        bf16 *ln1 = m->opt.recompute >= 2 ? a->ln1 : a->ln1 + l * cap * C;
-        bf16 *ln2 = m->opt.recompute >= 2 ? a->ln2 : a->ln2 + l * cap * C;
-        bf16 *qkv = a->qkv + l * cap * 3 * C;
-        bf16 *atty = a->atty + l * cap * C;
-        bf16 *fch = a->fch + l * cap * 4 * C;
-        bf16 *gelu = m->opt.recompute >= 1 ? a->fch_gelu : a->fch_gelu + l * cap * 4 * C;
-
-        layernorm_forward(ln1, a->ln1_mean + l * cap, a->ln1_rstd + l * cap, res_in, m->w[GPT2_LN1W][l],
-                          m->w[GPT2_LN1B][l], BT, C, s);
-        matmul_forward(qkv, ln1, m->w[GPT2_QKVW][l], m->w[GPT2_QKVB][l], NULL, NULL, BT, C, 3 * C, s);
-        if (m->use_cudnn)
-            attention_cudnn_forward(atty, a->att_stats + l * cap * NH, qkv, B, T, NH, HS, m->cudnn_workspace, s);
-        else
-            attention_fallback_forward(atty, m->att_scores, m->att_probs, qkv, B, T, NH, HS, s);
-        matmul_forward(res_mid, atty, m->w[GPT2_ATTPROJW][l], m->w[GPT2_ATTPROJB][l], res_in, NULL, BT, C, C, s);
-        layernorm_forward(ln2, a->ln2_mean + l * cap, a->ln2_rstd + l * cap, res_mid, m->w[GPT2_LN2W][l],
-                          m->w[GPT2_LN2B][l], BT, C, s);
-        if (m->opt.recompute >= 1) {
-            // Backward recomputes gelu_forward(fch); cuBLASLt's GELU epilogue works on the
-            // unrounded fp32 pre-activation, so use the same kernel here to get the same bits.
-            matmul_forward(fch, ln2, m->w[GPT2_FCW][l], m->w[GPT2_FCB][l], NULL, NULL, BT, C, 4 * C, s);
-            gelu_forward(gelu, fch, (size_t)BT * 4 * C, s);
-        } else {
-            matmul_forward(gelu, ln2, m->w[GPT2_FCW][l], m->w[GPT2_FCB][l], NULL, fch, BT, C, 4 * C, s);
-        }
-        matmul_forward(res_out, gelu, m->w[GPT2_FCPROJW][l], m->w[GPT2_FCPROJB][l], res_mid, NULL, BT, 4 * C, C, s);
+        block_forward(m, l, B, T, 0);
         release(m, l + 1, 0);
+        // act_offload: block l's input goes to the host tier (the next block writes over it)
+        if (m->opt.act_offload && targets && l < L - 1) {
+            CUDA_CHECK(cudaEventRecord(m->block_done, s));
+            CUDA_CHECK(cudaStreamWaitEvent(m->copy_stream, m->block_done, 0));
+            CUDA_CHECK(cudaMemcpyAsync(host_slot(m, l), res_slot(m, l), (size_t)BT * C * sizeof(bf16),
+                                       cudaMemcpyDeviceToHost, m->copy_stream));
+            CUDA_CHECK(cudaEventRecord(m->offloaded[l], m->copy_stream));
+        }
     }
 
     fetch(m, L + 1, 0);
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual + L * cap * C, m->w[GPT2_LNFW][0],
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, res_slot(m, L), m->w[GPT2_LNFW][0],
                       m->w[GPT2_LNFB][0], BT, C, s);
     release(m, L + 1, 0);
 
@@ -472,7 +550,7 @@ void gpt2_cuda_backward(GPT2Cuda *m, float loss_scale) {
     release(m, L + 2, 1);
 
     fetch(m, L + 1, 1);
-    layernorm_backward(a->dresidual, m->g[GPT2_LNFW][0], m->g[GPT2_LNFB][0], a->dbuf, a->residual + L * cap * C,
+    layernorm_backward(a->dresidual, m->g[GPT2_LNFW][0], m->g[GPT2_LNFB][0], a->dbuf, res_slot(m, L),
                        a->lnf_mean, a->lnf_rstd, m->w[GPT2_LNFW][0], BT, C, 0, scratch, s);
     grads_ready(m, L + 1);
     release(m, L + 1, 1);
@@ -480,16 +558,22 @@ void gpt2_cuda_backward(GPT2Cuda *m, float loss_scale) {
     bf16 *dres = a->dresidual;
     for (int l = L - 1; l >= 0; l--) {
         fetch(m, l + 1, 1);
-        bf16 *res_in = a->residual + l * cap * C;
-        bf16 *res_mid = a->residual2 + l * cap * C;
-        bf16 *ln1 = m->opt.recompute >= 2 ? a->ln1 : a->ln1 + l * cap * C;
-        bf16 *ln2 = m->opt.recompute >= 2 ? a->ln2 : a->ln2 + l * cap * C;
-        bf16 *qkv = a->qkv + l * cap * 3 * C;
-        bf16 *atty = a->atty + l * cap * C;
-        bf16 *fch = a->fch + l * cap * 4 * C;
-        bf16 *gelu = m->opt.recompute >= 1 ? a->fch_gelu : a->fch_gelu + l * cap * 4 * C;
-        float *ln1_mean = a->ln1_mean + l * cap, *ln1_rstd = a->ln1_rstd + l * cap;
-        float *ln2_mean = a->ln2_mean + l * cap, *ln2_rstd = a->ln2_rstd + l * cap;
+        if (m->opt.act_offload && l < L - 1) CUDA_CHECK(cudaStreamWaitEvent(s, m->restored[l], 0));
+        // act_offload: block l-1's input comes back into the slot of block l's output (read by
+        // nothing any more) once block l+1's backward, which read that slot, is done
+        if (m->opt.act_offload && l > 0) {
+            CUDA_CHECK(cudaEventRecord(m->slot_free, s));
+            CUDA_CHECK(cudaStreamWaitEvent(m->copy_stream, m->slot_free, 0));
+            CUDA_CHECK(cudaMemcpyAsync(res_slot(m, l - 1), host_slot(m, l - 1), (size_t)BT * C * sizeof(bf16),
+                                       cudaMemcpyHostToDevice, m->copy_stream));
+            CUDA_CHECK(cudaEventRecord(m->restored[l - 1], m->copy_stream));
+        }
+        if (m->opt.act_checkpoint) block_forward(m, l, B, T, 1);
+        BlockActs b = block_acts(m, l);
+        bf16 *res_in = b.res_in, *res_mid = b.res_mid, *ln1 = b.ln1, *ln2 = b.ln2, *qkv = b.qkv, *atty = b.atty;
+        bf16 *fch = b.fch, *gelu = b.gelu;
+        float *ln1_mean = b.ln1_mean, *ln1_rstd = b.ln1_rstd, *ln2_mean = b.ln2_mean, *ln2_rstd = b.ln2_rstd;
+        float *att_stats = b.att_stats;
 
         // MLP. dres is the gradient of this block's output, also that of residual2 (identity path).
         if (m->opt.recompute >= 1) gelu_forward(gelu, fch, (size_t)BT * 4 * C, s);
@@ -509,7 +593,7 @@ void gpt2_cuda_backward(GPT2Cuda *m, float loss_scale) {
                                scratch, s);
         matmul_backward_input(a->dbuf, dres, m->w[GPT2_ATTPROJW][l], NULL, 1.0f, BT, C, C, s);
         if (m->use_cudnn)
-            attention_cudnn_backward(a->dqkv, a->dbuf, qkv, atty, a->att_stats + l * cap * NH, B, T, NH, HS,
+            attention_cudnn_backward(a->dqkv, a->dbuf, qkv, atty, att_stats, B, T, NH, HS,
                                      m->cudnn_workspace, s);
         else
             attention_fallback_backward(a->dqkv, m->att_scores, m->att_probs, a->dbuf, qkv, B, T, NH, HS, s);

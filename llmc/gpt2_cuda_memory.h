@@ -24,6 +24,14 @@ typedef struct {
                          // and gradients: build allocates none of them (host_params may
                          // be NULL), w/g start NULL and the hooks fill them per unit;
                          // update, get/set_state and get_grads are then not available.
+    int act_checkpoint;  // 1: keep only each block's input (the residual stream entering it);
+                         // backward reruns the block's forward, with the same kernels, just
+                         // before its backward. The per-block buffers shrink to one block's;
+                         // the recompute level still says what that one block keeps.
+    int act_offload;     // 1 (needs act_checkpoint): the block inputs go to pinned host memory
+                         // after each block's forward (a copy stream, events) and come back
+                         // ahead of its backward, during the next block's backward; the device
+                         // keeps two residual-stream slots.
 } GPT2CudaOptions;
 
 // The activation arrays (GPT2CudaActs, gpt2_cuda.h, has their shapes) in the order they
@@ -44,8 +52,10 @@ size_t gpt2_cuda_piece_bytes(size_t bytes);
 // Bytes of each activation array for batches of B x T (0: not allocated; with recompute 2
 // ln2 shares ln1's buffer, att_stats exists only for the cuDNN attention). Sizes are
 // overflow-checked: a shape whose sizes overflow size_t stops with a message.
-void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, int recompute, int use_cudnn,
+void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt, int use_cudnn,
                          size_t bytes[GPT2_CUDA_NUM_ACTS]);
+// Pinned host bytes of act_offload's block inputs 0..L-2 (the last block's stays on the device).
+size_t gpt2_cuda_act_host_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt);
 // Floats of the one scratch buffer that every deterministic reduction of a step shares.
 size_t gpt2_cuda_reduce_scratch_floats(const GPT2Config *c, int B, int T);
 // Ints of the token buffer: inputs | targets | positions | unique tokens | bucket starts.
@@ -61,6 +71,7 @@ typedef struct {
     size_t attention;    // the cuDNN workspace, or the fallback's scores and probabilities
     size_t cublaslt;     // cuBLASLt's workspace (matmul_init, once per process)
     size_t total;        // all of the above: the device memory the model holds
+    size_t host_activations; // pinned host memory of act_offload's block inputs (not in total)
 } GPT2CudaMemory;
 
 // use_cudnn: whether the cuDNN attention runs (opt->use_cudnn is only the request), and
@@ -73,6 +84,9 @@ size_t gpt2_cuda_cudnn_workspace_estimate(const GPT2Config *c, int B, int T);
 
 // 0 when gpt2_cuda_build accepts the config and batch shape; else -1 with the reason in err.
 int gpt2_cuda_check_shape(const GPT2Config *c, int B, int T, char *err, size_t errlen);
+// 0 when the options are valid (recompute 0-2, act flags 0 or 1, act_offload only with
+// act_checkpoint); else -1 with the reason in err.
+int gpt2_cuda_check_options(const GPT2CudaOptions *opt, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -25,16 +25,17 @@ static GPT2Config small_config(void) {
 
 static size_t p256(size_t n) { return (n + 255) / 256 * 256; }
 
-// gpt2_cuda.h's GPT2CudaActs, buffer by buffer (bf16 = 2 bytes, fp32 = 4)
-static size_t acts_reference(const GPT2Config *c, int B, int T, int recompute, int cudnn) {
+// gpt2_cuda.h's GPT2CudaActs, buffer by buffer (bf16 = 2 bytes, fp32 = 4); act_checkpoint
+// keeps one block's buffers (S = 1), act_offload two residual slots (R = 2)
+static size_t acts_reference(const GPT2Config *c, int B, int T, int recompute, int cudnn, int ckpt, int offload) {
     const size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
-    const size_t BT = (size_t)B * T, row = BT * C * 2;
-    size_t s = p256((L + 1) * row) + p256(L * row);                       // residual, residual2
-    s += recompute >= 2 ? p256(row) : 2 * p256(L * row);                  // ln1, ln2 (one shared scratch)
-    s += 4 * p256(L * BT * 4);                                            // ln1/ln2 mean and rstd
-    s += p256(3 * L * row) + p256(L * row);                               // qkv, atty
-    s += cudnn ? p256(L * (size_t)B * NH * T * 4) : 0;                    // att_stats
-    s += p256(4 * L * row) + p256(4 * (recompute >= 1 ? 1 : L) * row);   // fch, fch_gelu
+    const size_t BT = (size_t)B * T, row = BT * C * 2, S = ckpt ? 1 : L, R = offload ? 2 : L + 1;
+    size_t s = p256(R * row) + p256(S * row);                             // residual, residual2
+    s += recompute >= 2 ? p256(row) : 2 * p256(S * row);                  // ln1, ln2 (one shared scratch)
+    s += 4 * p256(S * BT * 4);                                            // ln1/ln2 mean and rstd
+    s += p256(3 * S * row) + p256(S * row);                               // qkv, atty
+    s += cudnn ? p256(S * (size_t)B * NH * T * 4) : 0;                    // att_stats
+    s += p256(4 * S * row) + p256(4 * (recompute >= 1 ? 1 : S) * row);   // fch, fch_gelu
     s += p256(row) + 2 * p256(BT * 4) + p256(BT * Vp * 2) + p256(BT * 4); // lnf, its stats, logits, losses
     s += 2 * p256(row) + p256(3 * row);                                   // dresidual, dbuf, dqkv
     return s;
@@ -50,10 +51,19 @@ static void test_regions_match_documented_shapes(void **state) {
                 for (int external = 0; external <= 1; external++) {
                     const int B = shapes[s][0], T = shapes[s][1];
                     const size_t BT = (size_t)B * T, C = 64, NH = 4, ws = 12345;
-                    GPT2CudaOptions opt = {recompute, cudnn, 1, external};
+                    GPT2CudaOptions opt = {recompute, cudnn, 1, external, 0, 0};
                     GPT2CudaMemory m;
                     gpt2_cuda_memory(&c, B, T, &opt, cudnn, ws, &m);
-                    assert_int_equal(m.activations, acts_reference(&c, B, T, recompute, cudnn));
+                    assert_int_equal(m.activations, acts_reference(&c, B, T, recompute, cudnn, 0, 0));
+                    assert_int_equal(m.host_activations, 0);
+                    for (int offload = 0; offload <= 1; offload++) {   // act_checkpoint, with and without offload
+                        GPT2CudaOptions ck = {recompute, cudnn, 1, external, 1, offload};
+                        GPT2CudaMemory mk;
+                        gpt2_cuda_memory(&c, B, T, &ck, cudnn, ws, &mk);
+                        assert_int_equal(mk.activations, acts_reference(&c, B, T, recompute, cudnn, 1, offload));
+                        // pinned host slots of block inputs 0..L-2, bf16
+                        assert_int_equal(mk.host_activations, offload ? (c.num_layers - 1) * BT * C * 2 : 0);
+                    }
                     size_t sizes[GPT2_NUM_PARAM_TENSORS], n = gpt2_param_sizes(&c, sizes);
                     assert_int_equal(m.params, external ? 0 : p256(2 * n) + 4 * p256(4 * n));
                     // by use, as the unsharded trainer's memory table shows them
@@ -92,7 +102,7 @@ static void test_recompute_savings(void **state) {
     const GPT2Config c = small_config();
     const int B = 4, T = 32;
     const size_t L = 2, row = (size_t)B * T * 64 * 2;
-    GPT2CudaOptions o0 = {0, 0, 1, 1}, o1 = {1, 0, 1, 1}, o2 = {2, 0, 1, 1};
+    GPT2CudaOptions o0 = {0, 0, 1, 1, 0, 0}, o1 = {1, 0, 1, 1, 0, 0}, o2 = {2, 0, 1, 1, 0, 0};
     GPT2CudaMemory m0, m1, m2;
     gpt2_cuda_memory(&c, B, T, &o0, 0, 0, &m0);
     gpt2_cuda_memory(&c, B, T, &o1, 0, 0, &m1);
@@ -148,7 +158,7 @@ static void huge_acts(void *arg) {
     (void)arg;
     GPT2Config c = {1 << 20, 50257, 50304, 1024, 1024, 65536};
     size_t bytes[GPT2_CUDA_NUM_ACTS];
-    gpt2_cuda_act_bytes(&c, 1 << 20, 1 << 20, 0, 1, bytes);
+    gpt2_cuda_act_bytes(&c, 1 << 20, 1 << 20, &(GPT2CudaOptions){0, 1, 1, 0, 0, 0}, 1, bytes);
 }
 
 static void test_overflow_dies(void **state) {
