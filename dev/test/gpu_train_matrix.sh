@@ -51,6 +51,22 @@ if want bitwise; then
             ok "np=1 z=$stage bit-identical to train_gpt2cu after 8 clipped steps (model, losses, norms)"
         else bad "np=1 z=$stage vs train_gpt2cu, tolerance 0: $(tail -n 2 "$out.diff" | paste -sd " "); norms $(losses_norms "$out" | cut -d' ' -f3 | tr '\n' ' ')vs $(losses_norms "$tmp/bw_ref" | cut -d' ' -f3 | tr '\n' ' ')"; fi
     done
+    # activation checkpointing (and its pinned-host offload) reruns the same kernels on the
+    # same block inputs: the same bits, unsharded and at stage 3
+    for act in "1 0" "1 1"; do
+        set -- $act
+        flags=(--act-checkpoint "$1" --act-offload "$2")
+        for trainer in cu z3; do
+            out="$tmp/bw_act$1$2_$trainer"
+            if [ "$trainer" = cu ]; then cmd=(./train_gpt2cu); else cmd=(timeout 500 scripts/launch_ranks.sh 1 ./train_gpt2_zero -z 3); fi
+            if ! "${cmd[@]}" "${bitwise[@]}" "${flags[@]}" -o "$out" > "$out.txt" 2>&1; then
+                bad "$trainer ${flags[*]} (bitwise run)"; tail -n 20 "$out.txt"; continue
+            fi
+            if cmp -s "$tmp/bw_ref/model_final.bin" "$out/model_final.bin" && diff <(losses_norms "$tmp/bw_ref") <(losses_norms "$out") > /dev/null; then
+                ok "$trainer ${flags[*]} bit-identical to train_gpt2cu without (model, losses, norms)"
+            else bad "$trainer ${flags[*]} differs from train_gpt2cu without"; fi
+        done
+    done
 fi
 
 if want matrix; then
