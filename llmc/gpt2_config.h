@@ -148,9 +148,9 @@ void gpt2_slices(const GPT2Config *c, GPT2Slice *out);   // K = 1
 // the recompute's parts precede their backward windows, so it fetches them as a forward
 // does -- fetch/release(u, 0) of block l's units in forward order but the fcproj tiles,
 // which the recompute does not need -- before the block's first backward fetch. The CUDA
-// model at recompute level 2, tiled and without checkpointing, also fetches the LN2 unit
-// (u, 0) before the fc tiles' backward and the LN1 unit before the qkv tiles', to recompute
-// the LayerNorm outputs their weight gradients read.
+// model at recompute level 2 (-r 2), tiled, also fetches the LN2 unit (u, 0) before the fc
+// tiles' backward and the LN1 unit before the qkv tiles', to recompute the LayerNorm
+// outputs their weight gradients read.
 typedef struct {
     void *ctx;
     void (*fetch)(void *ctx, int unit, int is_backward);

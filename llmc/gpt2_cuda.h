@@ -47,6 +47,7 @@ typedef struct {
     __nv_bfloat16 *dresidual;  // (B, T, C) gradient of the residual stream
     __nv_bfloat16 *dbuf;       // (B, T, C) gradient of a LayerNorm output / attention output
     __nv_bfloat16 *dqkv;       // (B, T, 3C)
+    float *tile_acc;           // (B, T, 4C) fp32, tiles only: a linear's input gradient summed over its tiles
 } GPT2CudaActs;
 
 typedef struct {
@@ -65,7 +66,8 @@ typedef struct {
     float *m, *v;                  // AdamW moments
     float *grads;                  // fp32 gradients
     // Pointer tables: w[t][l] / g[t][l] = layer l of tensor t (l = 0 for the 4 tensors that
-    // are not per layer). The model reads parameters and writes gradients only through these.
+    // are not per layer); tiled, [l * K + k] is tile k of layer l of a tiled tensor
+    // (gpt2_param_tiles). The model reads parameters and writes gradients only through these.
     __nv_bfloat16 **w[GPT2_NUM_PARAM_TENSORS];
     float **g[GPT2_NUM_PARAM_TENSORS];
     GPT2Hooks hooks;               // a parameter manager's (gpt2_config.h); zeroed: none

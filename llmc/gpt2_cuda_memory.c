@@ -42,6 +42,8 @@ void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOption
     bytes[GPT2_CUDA_LOSSES] = mul(BT, f);
     bytes[GPT2_CUDA_DRESIDUAL] = bytes[GPT2_CUDA_DBUF] = row;
     bytes[GPT2_CUDA_DQKV] = mul(row, 3);
+    // tiles: the widest input gradient (the MLP projection's 4C) summed over tiles in fp32
+    bytes[GPT2_CUDA_TILE_ACC] = gpt2_cuda_tiles(opt) > 1 ? mul(mul(BT, 4 * C), f) : 0;
 }
 
 size_t gpt2_cuda_act_host_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt) {
@@ -127,7 +129,7 @@ int gpt2_cuda_check_shape(const GPT2Config *c, int B, int T, char *err, size_t e
     return 0;
 }
 
-int gpt2_cuda_check_options(const GPT2CudaOptions *opt, char *err, size_t errlen) {
+int gpt2_cuda_check_options(const GPT2Config *c, const GPT2CudaOptions *opt, char *err, size_t errlen) {
     if (opt->recompute < 0 || opt->recompute > 2) {
         snprintf(err, errlen, "recompute %d must be 0, 1 or 2", opt->recompute);
         return -1;
@@ -139,6 +141,13 @@ int gpt2_cuda_check_options(const GPT2CudaOptions *opt, char *err, size_t errlen
     }
     if (opt->act_offload && !opt->act_checkpoint) {
         snprintf(err, errlen, "act_offload moves the block inputs act_checkpoint keeps: it needs act_checkpoint 1");
+        return -1;
+    }
+    const int K = gpt2_cuda_tiles(opt);
+    if (gpt2_tile_check(c, K, err, errlen) != 0) return -1;
+    if ((c->channels / K) % 8 != 0) {
+        snprintf(err, errlen, "tiles K = %d give C/K = %d rows per attention or MLP projection tile; the CUDA "
+                 "matmuls need a multiple of 8 (16-byte column blocks)", K, c->channels / K);
         return -1;
     }
     return 0;

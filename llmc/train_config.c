@@ -142,9 +142,9 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --tile-linear K  memory-centric tiling: each block's four linears (qkv, attention projection,\n"
            "                  MLP fc and projection) run as K tiles along their output rows, each tile a\n"
            "                  parameter unit of its own, so ZeRO stage 3 gathers one tile at a time; K must\n"
-           "                  divide the channels C. Same model files; a sharded checkpoint resumes only\n"
-           "                  with the same K (default %d)%s\n",
-           d.tile_linear, cuda ? "\n                  CPU trainer only so far: the CUDA trainers refuse K > 1" : "");
+           "                  divide the channels C%s. Same model files; a sharded checkpoint resumes\n"
+           "                  only with the same K (default %d)\n",
+           cuda ? " with C/K a multiple of 8" : "", d.tile_linear);
     if (!flavour_zero(flavour)) {   // train_gpt2cu: no ZeRO flags to list
         printf("  -h        this help\n");
         printf("\nOne GPU, unsharded. Data parallel training with ZeRO: train_gpt2_zero (mpirun -np N).\n");
@@ -348,10 +348,6 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
                 c->deepspeed);
         exit(1);
     }
-    if (flavour_cuda(flavour) && c->tile_linear > 1) {
-        fprintf(stderr, "error: --tile-linear K > 1 is not supported on CUDA yet (the CPU trainer train_gpt2 has it)\n");
-        exit(1);
-    }
     if (c->act_offload && !c->act_checkpoint) {
         fprintf(stderr, "error: --act-offload 1 moves the block inputs that --act-checkpoint 1 keeps: give "
                 "--act-checkpoint 1 too\n");
@@ -391,7 +387,7 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     printf("| %-20s | %-40llu |\n", "seed", (unsigned long long)c->seed);
     if (c->act_checkpoint)
         printf("| %-20s | %-40s |\n", "activations", c->act_offload ? "checkpointed, offloaded to host" : "checkpointed");
-    if (c->tile_linear > 1) printf("| %-20s | %-40d |\n", "MLP linear tiles", c->tile_linear);
+    if (c->tile_linear > 1) printf("| %-20s | %-40d |\n", "linear tiles", c->tile_linear);
     if (c->zero_stage >= 0) printf("| %-20s | %-40d |\n", "ZeRO stage", c->zero_stage);
     if (c->deepspeed) printf("| %-20s | %-40s |\n", "DeepSpeed config", c->deepspeed);
     printf("+----------------------+------------------------------------------+\n");
