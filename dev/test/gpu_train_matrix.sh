@@ -67,6 +67,12 @@ if want bitwise; then
             else bad "$trainer ${flags[*]} differs from train_gpt2cu without"; fi
         done
     done
+    # tiled linears: other bf16 roundings (the tiles' input gradients sum in fp32), same model within 2e-2
+    out="$tmp/bw_tiles4"
+    if timeout 500 scripts/launch_ranks.sh 1 ./train_gpt2_zero -z 3 "${bitwise[@]}" --tile-linear 4 -o "$out" > "$out.txt" 2>&1 \
+        && ./build/model_diff "$tmp/bw_ref/model_final.bin" "$out/model_final.bin" 2e-2 > "$out.diff"; then
+        ok "z3 --tile-linear 4 vs train_gpt2cu: $(tail -n 2 "$out.diff" | paste -sd " ")"
+    else bad "z3 --tile-linear 4 vs train_gpt2cu: $(tail -n 2 "$out.diff" 2> /dev/null | paste -sd " ")"; tail -n 20 "$out.txt"; fi
 fi
 
 if want matrix; then

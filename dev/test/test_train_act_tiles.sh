@@ -7,7 +7,9 @@
 #  - tiles: the same forward bits (step-1 loss identical), backward sums in another order:
 #    final parameters within 1e-5 relative L2 of the untiled run, losses within 1e-5
 #  - under stage 3 the units' fetches follow the order recorded in the first micro-step
-#    (no prefetch-order warning), and the offloaded block inputs are reported as host bytes
+#    (no prefetch-order warning), the host backend's stream jitter (ZERO_HOST_JITTER) changes
+#    no bit of a tiled, checkpointed, offloaded run, and the offloaded block inputs are
+#    reported as host bytes
 #  - a tiled run's sharded checkpoint consolidates (zero_to_model) into its own final
 #    model, which an untiled run loads and computes the same step-1 loss from
 #  - the stage-3 dry run's peak gathered parameters shrink from a whole block to the
@@ -15,6 +17,7 @@
 #  - refusals: K not dividing C, --act-offload without --act-checkpoint
 set -u
 cd "$(dirname "$0")/../.."
+export ZERO_HOST_JITTER=${ZERO_HOST_JITTER:-}   # empty: off; set for one run below
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -29,7 +32,7 @@ run() {   # run NAME NP|0 FLAGS...: NP 0 = unsharded, else mpirun -np NP ... -z 
     if [ "$np" = 0 ]; then
         ./train_gpt2 "${args[@]}" "$@" -o "$tmp/$name" > "$tmp/$name.txt" 2>&1 || { tail "$tmp/$name.txt"; fail "$name failed"; }
     else
-        mpirun -np "$np" ./train_gpt2 "${args[@]}" -z 3 "$@" -o "$tmp/$name" > "$tmp/$name.txt" 2>&1 \
+        mpirun -np "$np" -x ZERO_HOST_JITTER ./train_gpt2 "${args[@]}" -z 3 "$@" -o "$tmp/$name" > "$tmp/$name.txt" 2>&1 \
             || { tail "$tmp/$name.txt"; fail "$name failed"; }
         ! grep -q "not in the order recorded" "$tmp/$name.txt" || fail "$name: fetches left the recorded order"
     fi
@@ -72,6 +75,9 @@ for np in 1 2; do
     close "z3n$np" "z3n${np}_t2"
     close "z3n$np" "z3n${np}_t4_off"
 done
+ZERO_HOST_JITTER=7 run z3n2_t4_off_jitter 2 --tile-linear 4 "${offl[@]}"
+grep -q "jitter is on (ZERO_HOST_JITTER=7)" "$tmp/z3n2_t4_off_jitter.txt" || fail "the jittered run does not say jitter is on"
+same z3n2_t4_off z3n2_t4_off_jitter
 python3 - "$tmp/z3n2_off/zero_report.json" "$tmp/z3n2/zero_report.json" <<'PY' || fail "the report's host activation bytes are wrong"
 import json, sys
 off, ref = (json.load(open(p))["ranks"][0] for p in sys.argv[1:])
