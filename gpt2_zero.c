@@ -41,13 +41,20 @@ ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroD
     return zc;
 }
 
-// The plugin's tensor table: one tensor per slice, read by the slice's unit(s) (wte by
-// the embeddings and the classifier: ZeRO-Infinity's shared parameters).
-static ZeroTensor *tensor_table(GPT2Zero *g, const GPT2Config *c) {
+// The plugin's tensor table: one tensor per slice of K tiles, read by the slice's unit(s)
+// (wte by the embeddings and the classifier: ZeRO-Infinity's shared parameters).
+static ZeroTensor *tensor_table(GPT2Zero *g, const GPT2Config *c, int K) {
     g->config = *c;
-    g->num_slices = gpt2_num_slices(c);
+    g->tiles = K;
+    g->num_slices = gpt2_num_slices_tiled(c, K);
     g->slices = (GPT2Slice *)malloc_check((size_t)g->num_slices * sizeof(GPT2Slice));
-    gpt2_slices(c, g->slices);
+    gpt2_slices_tiled(c, K, g->slices);
+    // the tiles of an untiled slice follow each other in the same order (gpt2_config.h)
+    const int nu = gpt2_num_slices(c);
+    g->untiled_first = (int *)malloc_check((size_t)(nu + 1) * sizeof(int));
+    for (int i = 0, u = -1; i < g->num_slices; i++)
+        if (g->slices[i].tile == 0) g->untiled_first[++u] = i;
+    g->untiled_first[nu] = g->num_slices;
     ZeroTensor *t = (ZeroTensor *)calloc_check((size_t)g->num_slices, sizeof(ZeroTensor));
     for (int i = 0; i < g->num_slices; i++) {
         const GPT2Slice *s = &g->slices[i];
@@ -71,12 +78,13 @@ static void hook_grads_ready(void *ctx, int unit) { zero_grads_ready(((GPT2Zero 
 
 void gpt2_zero_attach(GPT2Zero *g, const GPT2Config *c, const ZeroConfig *zc, ZeroComm *comm,
                       const ZeroBackend *backend, uint64_t seed, GPT2ModelFile *file, GPT2Slots slots) {
-    ZeroTensor *tensors = tensor_table(g, c);
+    ZeroTensor *tensors = tensor_table(g, c, slots.tiles);
     g->rank = comm->rank;
     g->world = comm->world;
     g->slots = slots;
     gpt2_slice_init_setup(&g->init, c, g->slices, seed, file);
-    g->z = zero_init(tensors, g->num_slices, gpt2_num_units(c), zc, comm, backend, gpt2_slice_init, &g->init);
+    g->z = zero_init(tensors, g->num_slices, gpt2_num_units_tiled(c, g->tiles), zc, comm, backend, gpt2_slice_init,
+                     &g->init);
     free(tensors);
     if (g->z == NULL) exit(EXIT_FAILURE);   // the plugin printed why: its message stays last
     g->init.file = NULL;                    // read only during zero_init
@@ -91,11 +99,18 @@ void gpt2_zero_attach(GPT2Zero *g, const GPT2Config *c, const ZeroConfig *zc, Ze
 void gpt2_zero_free(GPT2Zero *g) {
     zero_free(g->z);
     free(g->slices);
+    free(g->untiled_first);
     g->z = NULL;
     g->slices = NULL;
+    g->untiled_first = NULL;
 }
 
-void gpt2_zero_gather_slice(void *ctx, int slice, float *out) { zero_gather_master(((GPT2Zero *)ctx)->z, slice, out); }
+void gpt2_zero_gather_slice(void *ctx, int slice, float *out) {
+    GPT2Zero *g = (GPT2Zero *)ctx;
+    const size_t start = g->slices[g->untiled_first[slice]].offset;
+    for (int i = g->untiled_first[slice]; i < g->untiled_first[slice + 1]; i++)
+        zero_gather_master(g->z, i, out + (g->slices[i].offset - start));
+}
 
 int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir) {
     double found = g->rank == 0 && zero_latest(out_dir) != -1;
@@ -114,8 +129,8 @@ float gpt2_zero_step(GPT2Zero *g, const TrainConfig *cfg, int step, float lr, do
     return zero_step_maybe_skip(g->z, &a, !isfinite(*loss));   // skips a non-finite norm itself
 }
 
-void gpt2_zero_write_report(GPT2Zero *g, const char *out_dir, size_t activation_bytes) {
-    zero_report_set_activation_bytes(g->z, activation_bytes, 0);
+void gpt2_zero_write_report(GPT2Zero *g, const char *out_dir, size_t act_device, size_t act_host) {
+    zero_report_set_activation_bytes(g->z, act_device, act_host);
     char path[4096];
     snprintf(path, sizeof(path), "%s/zero_report.json", out_dir);
     if (zero_report_write(g->z, path, NULL) != 0) die("cannot write '%s' (see above)", path);
@@ -129,20 +144,23 @@ int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dt
     if (resolve_model_open(cfg->model, &mc, &file)) gpt2_model_file_close(&file);  // the shape is all it needs
     if (cfg->T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg->T, mc.max_seq_len);
     int grad_accum = resolve_grad_accum(cfg, cfg->dry_run_world);
+    // the model's figures first: its predictor also checks the options against the shape
+    size_t act_host = 0, act_device = activation_bytes(&mc, cfg, &act_host);
     GPT2Zero g;
-    ZeroTensor *tensors = tensor_table(&g, &mc);
+    ZeroTensor *tensors = tensor_table(&g, &mc, cfg->tile_linear);
     ZeroConfig zc = gpt2_zero_config(cfg, param_dtype, grad_dtype);
     make_dirs(cfg->out_dir);
     char path[4096];
     snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     printf("model %s: %zu parameters\n", cfg->model, gpt2_param_sizes(&mc, sizes));
-    ZeroDryRunModel model = {activation_bytes(&mc, cfg), 0, (size_t)cfg->gpu_mem};
-    int rc = zero_dry_run(tensors, g.num_slices, gpt2_num_units(&mc), &zc, cfg->dry_run_world, grad_accum, &model,
-                          path);
+    ZeroDryRunModel model = {act_device, act_host, (size_t)cfg->gpu_mem};
+    int rc = zero_dry_run(tensors, g.num_slices, gpt2_num_units_tiled(&mc, g.tiles), &zc, cfg->dry_run_world,
+                          grad_accum, &model, path);
     if (rc < 0) die("dry run failed (see above)");
     free(tensors);
     free(g.slices);
+    free(g.untiled_first);
     print_cost("the dry run", t0);
     return rc == 1 ? 2 : 0;
 }

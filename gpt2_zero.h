@@ -29,8 +29,10 @@ typedef struct {
     Zero *z;
     int rank, world;
     GPT2Config config;
-    GPT2Slice *slices;     // the plugin's tensor table, in its order
+    GPT2Slice *slices;     // the plugin's tensor table, in its order: gpt2_slices_tiled(tiles)
     int num_slices;
+    int tiles;             // the model's --tile-linear K
+    int *untiled_first;    // untiled slice i (gpt2_slices) is slices[untiled_first[i] .. [i+1])
     GPT2SliceInit init;    // where initial values come from (used inside gpt2_zero_attach)
     GPT2Slots slots;       // the model's pointer tables and hooks
 } GPT2Zero;
@@ -46,7 +48,8 @@ ZeroComm *gpt2_zero_world(int *argc, char ***argv, const TrainConfig *cfg);
 // parameters and gradients in the model's dtypes.
 ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dtype);
 
-// Starts the plugin for a model of shape c and installs its hooks in the model's slots.
+// Starts the plugin for a model of shape c and installs its hooks in the model's slots
+// (their tiles choose the tensor table: gpt2_slices_tiled).
 // Each rank initializes only what it owns: from file (positioned reads; the bytes every
 // rank read are printed) when not NULL, else the init seeded with seed. On failure the
 // plugin has printed why, and the process exits with that message as the last line.
@@ -54,8 +57,9 @@ void gpt2_zero_attach(GPT2Zero *g, const GPT2Config *c, const ZeroConfig *zc, Ze
                       const ZeroBackend *backend, uint64_t seed, GPT2ModelFile *file, GPT2Slots slots);
 void gpt2_zero_free(GPT2Zero *g);
 
-// The fp32 master of one slice, gathered from the shards (collective; ctx: the GPT2Zero):
-// the source of checkpoint_export_model's slice-by-slice export.
+// The fp32 master of one slice of the untiled table (gpt2_slices), gathered from the shards
+// (collective; ctx: the GPT2Zero): the source of checkpoint_export_model's slice-by-slice
+// export. Tiled, the slice's tiles are gathered side by side.
 void gpt2_zero_gather_slice(void *ctx, int slice, float *out);
 
 // Whether out_dir holds a sharded checkpoint to resume from: rank 0 looks and every rank
@@ -70,15 +74,17 @@ double gpt2_zero_sum(void *ctx, double x);
 // the update when the loss or the norm is not finite. Returns the norm (collective).
 float gpt2_zero_step(GPT2Zero *g, const TrainConfig *cfg, int step, float lr, double *loss);
 
-// Writes OUT/zero_report.json (collective), with the activation bytes the model holds.
-void gpt2_zero_write_report(GPT2Zero *g, const char *out_dir, size_t activation_bytes);
+// Writes OUT/zero_report.json (collective), with the activation bytes the model holds on
+// the device and in host memory (activation checkpoints offloaded there).
+void gpt2_zero_write_report(GPT2Zero *g, const char *out_dir, size_t act_device, size_t act_host);
 
 // --dry-run: the plugin's prediction of every rank's memory and traffic for cfg->model at
-// cfg->dry_run_world ranks, with activation_bytes per rank on the device (what the
-// trainer's model would allocate; a trainer prints its own breakdown). Writes
-// OUT/zero_report.json and prints a summary and the dry run's own time and memory. Returns
-// the process's exit status: 2 when a rank does not fit --gpu-mem, else 0.
-typedef size_t (*GPT2ActivationBytes)(const GPT2Config *c, const TrainConfig *cfg);
+// cfg->dry_run_world ranks (with cfg->tile_linear's tensor table), with activation_bytes
+// per rank on the device and *host_bytes in host memory (what the trainer's model would
+// allocate; a trainer prints its own breakdown). Writes OUT/zero_report.json and prints a
+// summary and the dry run's own time and memory. Returns the process's exit status: 2 when
+// a rank does not fit --gpu-mem, else 0.
+typedef size_t (*GPT2ActivationBytes)(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes);
 int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dtype,
                       GPT2ActivationBytes activation_bytes);
 

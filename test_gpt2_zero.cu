@@ -968,6 +968,103 @@ static void test_model(const Reference *r, int use_cudnn, int recompute, int ext
     free(work);
 }
 
+// Activation checkpointing reruns each block's forward with the same kernels on the same
+// block input (kept, or offloaded to pinned host memory and copied back), so with
+// deterministic attention the loss and every gradient are bit-identical to the run
+// without; two micro-steps, so that the offload's events and slots are reused. Hooks keep
+// the untiled order (the recompute runs inside the block's backward window).
+static void test_act_checkpoint(const Reference *r, int use_cudnn, int recompute) {
+    const int B = r->B, T = r->T, BT = B * T;
+    float *want = (float *)malloc(r->n * sizeof(float)), *got = (float *)malloc(r->n * sizeof(float));
+    float want_loss = 0.0f;
+    for (int mode = 0; mode < 3; mode++) {   // none, checkpoint, checkpoint + offload
+        GPT2CudaOptions opt;
+        memset(&opt, 0, sizeof(opt));
+        opt.recompute = recompute;
+        opt.use_cudnn = use_cudnn;
+        opt.seed = 777;
+        opt.act_checkpoint = mode >= 1;
+        opt.act_offload = mode == 2;
+        GPT2Cuda m;
+        gpt2_cuda_build(&m, &r->config, r->params, B, T, &opt);
+        HookLog *hooks = (HookLog *)calloc(1, sizeof(HookLog));
+        gpt2_cuda_zero_grad(&m);
+        for (int micro = 0; micro < 2; micro++) {
+            if (micro == 1) m.hooks = GPT2Hooks{hooks, hook_fetch, hook_release, hook_ready};
+            gpt2_cuda_forward(&m, r->inputs[micro], r->targets[micro], B, T);
+            gpt2_cuda_backward(&m, 1.0f / BT);
+        }
+        memset(&m.hooks, 0, sizeof(m.hooks));
+        float loss, norm;
+        gpt2_cuda_step_stats(&m, &loss, &norm);
+        gpt2_cuda_get_grads(&m, mode == 0 ? want : got);
+        char name[128];
+        snprintf(name, sizeof(name), "act_checkpoint[%s rc%d%s] hooks order", use_cudnn ? "cudnn" : "fallback",
+                 recompute, mode == 2 ? " offload" : mode == 1 ? "" : " off");
+        report(hooks_in_order(hooks, r->config.num_layers), name, "%d calls", hooks->n);
+        free(hooks);
+        if (mode == 0) {
+            want_loss = loss;
+        } else {
+            size_t bad = 0;
+            for (size_t i = 0; i < r->n; i++) bad += memcmp(&want[i], &got[i], sizeof(float)) != 0;
+            snprintf(name, sizeof(name), "act_checkpoint[%s rc%d%s] loss and gradients bit-identical",
+                     use_cudnn ? "cudnn" : "fallback", recompute, mode == 2 ? " offload" : "");
+            report(bad == 0 && memcmp(&loss, &want_loss, sizeof(float)) == 0, name,
+                   "loss %.7f vs %.7f, %zu/%zu gradients differ, host tier %zu bytes", loss, want_loss, bad, r->n,
+                   m.host_act_bytes);
+        }
+        gpt2_cuda_free(&m);
+    }
+    free(want);
+    free(got);
+}
+
+// Tiled linears (K tiles, each its own unit): the CUDA model against the CPU reference
+// like the untiled one (loss, every gradient), and the hooks: each unit fetched and
+// released once forward and once backward, plus the forward windows the recompute adds
+// (act_checkpoint: block l's units but the fcproj tiles; recompute 2: both LayerNorms).
+static void test_tiles(const Reference *r, int K, int recompute, int ckpt) {
+    const int B = r->B, T = r->T, BT = B * T, L = r->config.num_layers;
+    char tag[64], name[128];
+    snprintf(tag, sizeof(tag), "tiles[K=%d rc%d%s]", K, recompute, ckpt ? " ckpt+offload" : "");
+    GPT2CudaOptions opt;
+    memset(&opt, 0, sizeof(opt));
+    opt.recompute = recompute;
+    opt.seed = 777;
+    opt.act_checkpoint = ckpt;
+    opt.act_offload = ckpt;
+    opt.tile_linear = K;
+    GPT2Cuda m;
+    gpt2_cuda_build(&m, &r->config, r->params, B, T, &opt);
+    HookLog *hooks = (HookLog *)calloc(1, sizeof(HookLog));
+    m.hooks = GPT2Hooks{hooks, hook_fetch, hook_release, hook_ready};
+    gpt2_cuda_zero_grad(&m);
+    gpt2_cuda_forward(&m, r->inputs[0], r->targets[0], B, T);
+    gpt2_cuda_backward(&m, 1.0f / BT);
+    memset(&m.hooks, 0, sizeof(m.hooks));
+    const int U = gpt2_num_units_tiled(&r->config, K);
+    const int want = 2 * U + 3 * U + (ckpt ? L * 2 * (2 + 3 * K) : 0) + (recompute >= 2 ? L * 2 * 2 : 0);
+    int fetches = 0, releases = 0;
+    for (int i = 0; i < hooks->n && i < 512; i++) {
+        fetches += hooks->calls[i][0] == 0;
+        releases += hooks->calls[i][0] == 1;
+    }
+    snprintf(name, sizeof(name), "%s hook calls", tag);
+    report(hooks->n == want && fetches == releases, name, "%d calls (want %d), %d fetches, %d releases", hooks->n,
+           want, fetches, releases);
+    free(hooks);
+    float loss, norm;
+    gpt2_cuda_step_stats(&m, &loss, &norm);
+    snprintf(name, sizeof(name), "%s loss", tag);
+    report(fabsf(loss - r->loss) < 5e-3f * r->loss, name, "%.6f vs CPU %.6f", loss, r->loss);
+    float *grads = (float *)malloc(r->n * sizeof(float));
+    gpt2_cuda_get_grads(&m, grads);
+    compare_grads(r, grads, tag, 3e-2);
+    free(grads);
+    gpt2_cuda_free(&m);
+}
+
 int main(void) {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
@@ -1000,6 +1097,12 @@ int main(void) {
     attention_cudnn_destroy();
     setenv("LLMC_CUDNN_DETERMINISTIC", "1", 1);
     test_model(&ref, 1, 2, 0, 1);
+    test_act_checkpoint(&ref, 0, 0);
+    test_act_checkpoint(&ref, 0, 2);
+    test_act_checkpoint(&ref, 1, 1);   // deterministic cuDNN backward (set above)
+    test_tiles(&ref, 2, 1, 0);
+    test_tiles(&ref, 4, 2, 0);
+    test_tiles(&ref, 4, 0, 1);
 
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

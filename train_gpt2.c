@@ -42,13 +42,25 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 // ZeRO: the GPT-2 glue (gpt2_zero.h) is shared with train_gpt2_zero.cu; this trainer adds
 // the host backend and what the CPU model allocates.
 
-// What the model holds now for activations and their gradients (the report's measured figure).
+// The model's options from the flags (--act-checkpoint, --act-offload, --tile-linear).
+static GPT2CpuOptions cpu_options(const TrainConfig *cfg) {
+    return (GPT2CpuOptions){cfg->act_checkpoint, cfg->act_offload, cfg->tile_linear};
+}
+
+// What the model holds now for activations and their gradients (the report's measured
+// figures): the model's buffers, and act_offload's host tier apart.
 static size_t activation_bytes(const GPT2 *model) { return (model->act_capacity + model->grad_act_capacity) * sizeof(float); }
+static size_t activation_host_bytes(const GPT2 *model) { return model->act_host_capacity * sizeof(float); }
 
 // The activations and their gradients a step of B x T allocates, known before it.
-static size_t cpu_activation_bytes(const GPT2Config *c, const TrainConfig *cfg) {
-    size_t bytes = gpt2_cpu_activation_bytes(c, cfg->B, cfg->T);
-    printf("activations and their gradients for B=%d T=%d: %.2f MiB per rank\n", cfg->B, cfg->T, bytes / 1048576.0);
+static size_t cpu_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes) {
+    check_tile_linear(cfg, c);
+    GPT2CpuOptions o = cpu_options(cfg);
+    size_t bytes = gpt2_cpu_activation_bytes(c, cfg->B, cfg->T, &o);
+    *host_bytes = gpt2_cpu_activation_host_bytes(c, cfg->B, cfg->T, &o);
+    printf("activations and their gradients for B=%d T=%d: %.2f MiB per rank", cfg->B, cfg->T, bytes / 1048576.0);
+    if (*host_bytes) printf(", and %.2f MiB of offloaded block inputs in host memory", *host_bytes / 1048576.0);
+    printf("\n");
     return bytes;
 }
 
@@ -56,15 +68,20 @@ static size_t cpu_activation_bytes(const GPT2Config *c, const TrainConfig *cfg) 
 
 // The unsharded model's memory in the layout of the ZeRO table: all of it is host RAM. The
 // AdamW moments and the activations are allocated by the first step (the activations'
-// sizes for B x T; validation takes no more, a sample fewer).
+// sizes for B x T; validation takes no more, a sample fewer). With --act-offload the block
+// inputs in the host tier get a column of their own.
 static void print_memory(const GPT2 *model, const TrainConfig *cfg) {
     MemoryTable t = {{0}, {0}};
     uint64_t p = (uint64_t)model->num_parameters * sizeof(float);
-    t.host[MEMORY_PARAMS] = p;
-    t.host[MEMORY_GRADS] = p;
-    t.host[MEMORY_OPTIM] = 2 * p;   // AdamW m and v
-    t.host[MEMORY_ACTS] = gpt2_cpu_activation_bytes(&model->config, cfg->B, cfg->T);
-    memory_table_print("unsharded fp32 model on the CPU", &t, NULL, "host RAM");
+    uint64_t tier = gpt2_cpu_activation_host_bytes(&model->config, cfg->B, cfg->T, &model->opt);
+    uint64_t *model_ram = tier ? t.device : t.host;
+    model_ram[MEMORY_PARAMS] = p;
+    model_ram[MEMORY_GRADS] = p;
+    model_ram[MEMORY_OPTIM] = 2 * p;   // AdamW m and v
+    model_ram[MEMORY_ACTS] = gpt2_cpu_activation_bytes(&model->config, cfg->B, cfg->T, &model->opt);
+    t.host[MEMORY_ACTS] += tier;
+    memory_table_print("unsharded fp32 model on the CPU", &t, tier ? "host RAM (the model)" : NULL,
+                       tier ? "host tier (offloaded block inputs)" : "host RAM");
 }
 
 // Mean loss over validation batches from the start of the val set. max_batches counts
@@ -140,6 +157,9 @@ int main(int argc, char **argv) {
         gpt2_cpu_build(&model, &mc, cfg.seed);
     }
     if (cfg.T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg.T, mc.max_seq_len);
+    check_tile_linear(&cfg, &mc);
+    GPT2CpuOptions model_opt = cpu_options(&cfg);
+    gpt2_cpu_set_options(&model, &model_opt);
     GPT2Zero glue;
     const ZeroBackend *backend = NULL;
     Zero *z = NULL;
@@ -204,7 +224,8 @@ int main(int argc, char **argv) {
     if (z) {
         // The activations a step allocates, known before it: the host backend's device is
         // host memory, where the model computes.
-        zero_report_set_activation_bytes(z, gpt2_cpu_activation_bytes(&mc, cfg.B, cfg.T), 0);
+        zero_report_set_activation_bytes(z, gpt2_cpu_activation_bytes(&mc, cfg.B, cfg.T, &model_opt),
+                                         gpt2_cpu_activation_host_bytes(&mc, cfg.B, cfg.T, &model_opt));
         zero_report_print(z);
     } else {
         print_memory(&model, &cfg);
@@ -281,13 +302,14 @@ int main(int argc, char **argv) {
                    step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, cfg.total_batch_tokens / dt,
                    flops_per_step / dt * 1e-9, eta);
         logger_train(&logger, step, (float)loss, lr, norm);
-        if (z && step == start_step) gpt2_zero_write_report(&glue, cfg.out_dir, activation_bytes(&model));
+        if (z && step == start_step)
+            gpt2_zero_write_report(&glue, cfg.out_dir, activation_bytes(&model), activation_host_bytes(&model));
         run_info_step(&run_info, dt);
     }
 
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
     if (z) {
-        gpt2_zero_write_report(&glue, cfg.out_dir, activation_bytes(&model));
+        gpt2_zero_write_report(&glue, cfg.out_dir, activation_bytes(&model), activation_host_bytes(&model));
         size_t before = host_memory_now();
         int measured = host_memory_reset_peak() == 0;
         checkpoint_export_model(cfg.out_dir, -1, rank, &mc, gpt2_zero_gather_slice, &glue);

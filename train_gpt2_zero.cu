@@ -62,7 +62,8 @@ int main(int argc, char **argv) {
     Tokenizer tok;
     int have_tok = load_sampling_tokenizer(&tok, &cfg);
 
-    GPT2CudaOptions opt = {cfg.recompute, cfg.use_cudnn, cfg.seed, 1};
+    GPT2CudaOptions opt = {cfg.recompute, cfg.use_cudnn, cfg.seed, 1, cfg.act_checkpoint, cfg.act_offload, cfg.tile_linear};
+    gpt2_cuda_check_flags(&mc, &opt);
     GPT2Cuda model;
     gpt2_cuda_build(&model, &mc, NULL, cfg.B, cfg.T, &opt);
     const ZeroBackend *backend = zero_backend_cuda(comm, model.stream);
@@ -99,7 +100,7 @@ int main(int argc, char **argv) {
     } else {
         printf("run %s (a new run id: sharded checkpoints of this run carry it)\n", zero_run_id(z));
     }
-    zero_report_set_activation_bytes(z, gpt2_cuda_activation_bytes(&model), 0);
+    zero_report_set_activation_bytes(z, gpt2_cuda_activation_bytes(&model), model.host_act_bytes);
     zero_report_print(z);
     Logger logger;
     memset(&logger, 0, sizeof(logger));
@@ -163,12 +164,12 @@ int main(int argc, char **argv) {
                    step + 1, cfg.max_steps, loss, norm, lr, 1e3 * dt, tok_s,
                    100.0 * mfu(flops_per_token, tok_s * ranks_per_gpu / world, peak), eta);
         logger_train(&logger, step, loss, lr, norm);
-        if (step == start_step) gpt2_zero_write_report(&glue, cfg.out_dir, gpt2_cuda_activation_bytes(&model));
+        if (step == start_step) gpt2_zero_write_report(&glue, cfg.out_dir, gpt2_cuda_activation_bytes(&model), model.host_act_bytes);
         run_info_step(&run_info, dt);
     }
 
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
-    gpt2_zero_write_report(&glue, cfg.out_dir, gpt2_cuda_activation_bytes(&model));
+    gpt2_zero_write_report(&glue, cfg.out_dir, gpt2_cuda_activation_bytes(&model), model.host_act_bytes);
     checkpoint_export_model(cfg.out_dir, -1, rank, &mc, gpt2_zero_gather_slice, &glue);
 
     run_info_finish(&run_info);

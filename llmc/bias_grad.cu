@@ -9,7 +9,7 @@
 #define BG_WARPS 4
 
 __global__ void __launch_bounds__(32 * BG_WARPS)
-bias_grad_partial_kernel(float *partial, const bf16 *dout, int rows, int cols) {
+bias_grad_partial_kernel(float *partial, const bf16 *dout, int rows, int cols, int ld) {
     __shared__ float sums[BG_WARPS][256];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int col = blockIdx.x * 256 + lane * 8;
@@ -18,7 +18,7 @@ bias_grad_partial_kernel(float *partial, const bf16 *dout, int rows, int cols) {
     float acc[8] = {0};
     if (col < cols) {
         for (int r = row0 + warp; r < row1; r += BG_WARPS) {
-            bf16x8 x = load16(dout + (size_t)r * cols + col);
+            bf16x8 x = load16(dout + (size_t)r * ld + col);
             for (int k = 0; k < 8; k++) acc[k] += bf2f(x.v[k]);
         }
     }
@@ -42,16 +42,17 @@ __global__ void bias_grad_final_kernel(float *dbias, const float *partial, int c
     dbias[c] += alpha * s;
 }
 
-void bias_grad(float *dbias, const bf16 *dout, int rows, int cols, float alpha, float *scratch,
+void bias_grad(float *dbias, const bf16 *dout, int rows, int cols, int ld, float alpha, float *scratch,
                cudaStream_t stream) {
-    if (cols % 8 != 0 || ((uintptr_t)dout & 15) != 0) {
-        fprintf(stderr, "bias_grad: cols (%d) must be a multiple of 8 and dout 16-byte aligned\n", cols);
+    if (cols % 8 != 0 || ld % 8 != 0 || ld < cols || ((uintptr_t)dout & 15) != 0) {
+        fprintf(stderr, "bias_grad: cols (%d) and row pitch ld (%d >= cols) must be multiples of 8 and dout 16-byte "
+                "aligned\n", cols, ld);
         exit(EXIT_FAILURE);
     }
     if (rows <= 0) return;
     int chunks = (int)ceil_div(rows, BG_ROWS);
     dim3 grid((unsigned)ceil_div(cols, 256), (unsigned)chunks);
-    bias_grad_partial_kernel<<<grid, 32 * BG_WARPS, 0, stream>>>(scratch, dout, rows, cols);
+    bias_grad_partial_kernel<<<grid, 32 * BG_WARPS, 0, stream>>>(scratch, dout, rows, cols, ld);
     CUDA_LAUNCH_CHECK();
     bias_grad_final_kernel<<<(unsigned)ceil_div(cols, 256), 256, 0, stream>>>(dbias, scratch, chunks,
                                                                               cols, alpha);

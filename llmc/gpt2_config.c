@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rand.h"
@@ -190,7 +191,40 @@ void gpt2_init_params(const GPT2Config *c, float *params, uint64_t seed) {
     for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) gpt2_init_range(c, t, 0, sizes[t], params + off[t], seed);
 }
 
-void gpt2_slices(const GPT2Config *c, GPT2Slice *out) {
+int gpt2_param_is_tiled(int t) {
+    return t == GPT2_QKVW || t == GPT2_QKVB || t == GPT2_ATTPROJW || t == GPT2_ATTPROJB || t == GPT2_FCW ||
+           t == GPT2_FCB || t == GPT2_FCPROJW || t == GPT2_FCPROJB;
+}
+
+int gpt2_block_unit(int K, int l, int t, int k) {
+    const int b = 1 + l * gpt2_block_units(K);
+    if (K == 1) return b;
+    switch (t) {
+    case GPT2_LN1W: case GPT2_LN1B: return b;
+    case GPT2_QKVW: case GPT2_QKVB: return b + 1 + k;
+    case GPT2_ATTPROJW: case GPT2_ATTPROJB: return b + 1 + K + k;
+    case GPT2_LN2W: case GPT2_LN2B: return b + 1 + 2 * K;
+    case GPT2_FCW: case GPT2_FCB: return b + 2 + 2 * K + k;
+    case GPT2_FCPROJW: case GPT2_FCPROJB: return b + 2 + 3 * K + k;
+    default: die("gpt2_block_unit: %s is not a per-layer tensor", gpt2_param_name(t)); return -1;
+    }
+}
+
+int gpt2_tile_check(const GPT2Config *c, int K, char *err, size_t n) {
+    if (K < 1 || K > GPT2_MAX_TILES) {
+        snprintf(err, n, "tiles K = %d is outside [1, %d]", K, GPT2_MAX_TILES);
+        return -1;
+    }
+    if (c->channels % K != 0) {
+        snprintf(err, n, "tiles K = %d do not divide the channels C = %d (each linear's output rows, C, 3C or 4C, "
+                 "are split into K equal tiles)", K, c->channels);
+        return -1;
+    }
+    return 0;
+}
+
+// The untiled table: one slice per (tensor, layer), ordered by unit.
+static int untiled_slices(const GPT2Config *c, GPT2Slice *out) {
     size_t sizes[GPT2_NUM_PARAM_TENSORS], off[GPT2_NUM_PARAM_TENSORS];
     gpt2_param_sizes(c, sizes);
     gpt2_param_offsets(c, off);
@@ -221,4 +255,41 @@ void gpt2_slices(const GPT2Config *c, GPT2Slice *out) {
         while (j >= 0 && out[j].units[0] > key.units[0]) { out[j + 1] = out[j]; j--; }
         out[j + 1] = key;
     }
+    return n;
+}
+
+void gpt2_slices(const GPT2Config *c, GPT2Slice *out) { untiled_slices(c, out); }
+
+// The unit of slice s (untiled numbering in s) with K tiles, s being tile k if tiled.
+static int tiled_unit(const GPT2Config *c, int K, const GPT2Slice *s, int unit, int k) {
+    const int L = c->num_layers;
+    if (unit == 0) return 0;
+    if (unit == L + 1) return gpt2_unit_lnf(c, K);
+    if (unit == L + 2) return gpt2_unit_classifier(c, K);
+    return gpt2_block_unit(K, s->layer, s->tensor, k);
+}
+
+void gpt2_slices_tiled(const GPT2Config *c, int K, GPT2Slice *out) {
+    char err[256];
+    if (gpt2_tile_check(c, K, err, sizeof(err)) != 0) die("gpt2_slices_tiled: %s", err);
+    const int n1 = gpt2_num_slices(c);
+    GPT2Slice *base = (GPT2Slice *)malloc_check((size_t)n1 * sizeof(GPT2Slice));
+    untiled_slices(c, base);
+    int n = 0;
+    for (int i = 0; i < n1; i++) {
+        const GPT2Slice *s = &base[i];
+        const int tiles = gpt2_param_tiles(s->tensor, K);
+        for (int k = 0; k < tiles; k++) {
+            GPT2Slice *o = &out[n++];
+            *o = *s;
+            if (tiles > 1) {   // rows [k R/K, (k+1) R/K) of the layer's (R, cols) matrix: contiguous
+                snprintf(o->name, sizeof(o->name), "%s.t%d", s->name, k);
+                o->tile = k;
+                o->numel = s->numel / (size_t)K;
+                o->offset = s->offset + (size_t)k * o->numel;
+            }
+            for (int u = 0; u < o->num_units; u++) o->units[u] = tiled_unit(c, K, s, s->units[u], k);
+        }
+    }
+    free(base);
 }

@@ -153,8 +153,9 @@ static inline void fwd_tile(float *out, size_t ldo, const float *a, size_t lda, 
     store_tile(out, ldo, acc, nr, nc);
 }
 
-// out (N, OC) = inp (N, IC) @ W^T + bias (bias may be NULL).
-static void matmul_forward(float *ws, float *out, const float *inp, const float *w, const float *bias,
+// out (N, OC) = inp (N, IC) @ W^T + bias (bias may be NULL); out's rows are ldo apart
+// (OC, or a wider matrix whose column block a tile of W fills).
+static void matmul_forward(float *ws, float *out, size_t ldo, const float *inp, const float *w, const float *bias,
                            int N, int IC, int OC) {
     const int ncb = (OC + FWD_OB - 1) / FWD_OB, nrb = (N + FWD_NB - 1) / FWD_NB;
     const size_t per_thread = matmul_scratch_per_thread(IC);
@@ -175,7 +176,7 @@ static void matmul_forward(float *ws, float *out, const float *inp, const float 
             int n1 = imin(N, (rb + 1) * FWD_NB);
             for (int n = rb * FWD_NB; n < n1; n += MR)
                 for (int j = 0; j < oc; j += NR)
-                    fwd_tile(out + (size_t)n * OC + o0 + j, (size_t)OC, inp + (size_t)n * IC, (size_t)IC,
+                    fwd_tile(out + (size_t)n * ldo + o0 + j, ldo, inp + (size_t)n * IC, (size_t)IC,
                              imin(MR, n1 - n), pack + j, IC, bias ? bias + o0 + j : NULL, imin(NR, oc - j));
         }
     }
@@ -221,10 +222,12 @@ static inline void dw_tile(float *dw, size_t ldw, int orows, int nc, const float
     store_tile(dw, ldw, acc, orows, nc);
 }
 
-// dinp = dout @ W (overwritten); dw += dout^T @ inp; dbias += column sums of dout
-// (dbias may be NULL). dout (N, OC), inp (N, IC), W (OC, IC).
-static void matmul_backward(float *ws, float *dinp, float *dw, float *dbias, const float *dout,
-                            const float *inp, const float *w, int N, int IC, int OC) {
+// dinp = dout @ W (overwritten, or added to when accumulate); dw += dout^T @ inp; dbias +=
+// column sums of dout (dbias may be NULL). dout (N, OC) with rows ldd apart (OC, or the
+// column block of a tile), inp (N, IC), W (OC, IC). Accumulating continues each dinp
+// element's sum from its stored value: the tiles of one W, in order, give the bits of W whole.
+static void matmul_backward(float *ws, float *dinp, int accumulate, float *dw, float *dbias, const float *dout,
+                            size_t ldd, const float *inp, const float *w, int N, int IC, int OC) {
     const int br = block_rows(IC), np = (IC + NR - 1) / NR, ntiles = (N + MR - 1) / MR;
     const int ngroups = (OC + DW_OG - 1) / DW_OG;
     const int nthreads = omp_get_max_threads();
@@ -264,8 +267,8 @@ static void matmul_backward(float *ws, float *dinp, float *dw, float *dbias, con
                     }
                     for (int t = t0; t < t1; t++) {
                         int n = t * MR;
-                        dinp_tile(dinp + (size_t)n * IC + p * NR, (size_t)IC, dout + (size_t)n * OC + o0,
-                                  (size_t)OC, imin(MR, N - n), imin(NR, IC - p * NR), wp, ldwp, no, o0 == 0);
+                        dinp_tile(dinp + (size_t)n * IC + p * NR, (size_t)IC, dout + (size_t)n * ldd + o0, ldd,
+                                  imin(MR, N - n), imin(NR, IC - p * NR), wp, ldwp, no, o0 == 0 && !accumulate);
                     }
                 }
             }
@@ -287,7 +290,7 @@ static void matmul_backward(float *ws, float *dinp, float *dw, float *dbias, con
                 // dp[(t * nn + n) * MR + r] = dout[n0 + n][g0 + t * MR + r], zero past OC
                 const int full = g0 + tiles * MR <= OC;
                 for (int n = 0; n < nn; n++) {
-                    const float *d = dout + (size_t)(n0 + n) * OC + g0;
+                    const float *d = dout + (size_t)(n0 + n) * ldd + g0;
                     for (int t = 0; t < tiles; t++) {
                         float *q = dp + ((size_t)t * nn + n) * MR;
                         if (full) {
@@ -312,7 +315,7 @@ static void matmul_backward(float *ws, float *dinp, float *dw, float *dbias, con
                 float acc[64];
                 memcpy(acc, dbias + o0, (size_t)oc * sizeof(float));
                 for (int n = 0; n < N; n++) {
-                    const float *d = dout + (size_t)n * OC + o0;
+                    const float *d = dout + (size_t)n * ldd + o0;
                     for (int j = 0; j < oc; j++) acc[j] += d[j];
                 }
                 memcpy(dbias + o0, acc, (size_t)oc * sizeof(float));
@@ -614,12 +617,16 @@ static void softmax_xent_forward(float *probs, float *losses, const int *targets
 // ---------------------------------------------------------------------------------
 // activation layout
 
+// The residual stream: res[l] is block l's input (res[0] the embeddings) and res[L] the
+// last block's output, L+1 slots; with act_offload two slots taken in turn (block l reads
+// slot l % 2 and writes the other). The per-block arrays have one slot per layer, or a
+// single slot every block reuses under act_checkpoint.
 typedef struct {
-    float *encoded;                         // (N, C)
-    float *ln1, *ln1_mean, *ln1_rstd;       // per layer: (N, C), (N), (N)
+    float *res;                             // R slots of (N, C)
+    float *ln1, *ln1_mean, *ln1_rstd;       // per block slot: (N, C), (N), (N)
     float *qkv, *att, *atty, *res2;         // (N, 3C), (B, NH, T, T), (N, C), (N, C)
     float *ln2, *ln2_mean, *ln2_rstd;
-    float *fch, *fch_gelu, *res3;           // (N, 4C), (N, 4C), (N, C)
+    float *fch, *fch_gelu;                  // (N, 4C), (N, 4C)
     float *lnf, *lnf_mean, *lnf_rstd;       // (N, C), (N), (N)
     float *logits, *losses;                 // (N, Vp), (N)
 } Acts;
@@ -641,36 +648,47 @@ static float *carve(float **base, size_t n) {
 static size_t mul_acts(size_t a, size_t b) { return size_mul(a, b, "GPT-2 activation sizes"); }
 static size_t round16_acts(size_t n) { return size_add(n, 15, "GPT-2 activation sizes") & ~(size_t)15; }
 
+static const GPT2CpuOptions default_options = {0, 0, 1};
+static const GPT2CpuOptions *options_or_default(const GPT2CpuOptions *o) { return o ? o : &default_options; }
+
+static size_t residual_slots(const GPT2Config *c, const GPT2CpuOptions *o) {
+    return o->act_offload ? 2 : (size_t)c->num_layers + 1;
+}
+static size_t block_slots(const GPT2Config *c, const GPT2CpuOptions *o) {
+    return o->act_checkpoint ? 1 : (size_t)c->num_layers;
+}
+
 // With base NULL only the size is computed (returned in floats).
-static size_t layout_acts(const GPT2Config *c, int B, int T, float *base, Acts *a) {
-    const size_t N = mul_acts((size_t)B, (size_t)T), C = (size_t)c->channels, L = (size_t)c->num_layers;
+static size_t layout_acts(const GPT2Config *c, const GPT2CpuOptions *o, int B, int T, float *base, Acts *a) {
+    const size_t N = mul_acts((size_t)B, (size_t)T), C = (size_t)c->channels;
     const size_t NH = (size_t)c->num_heads, Vp = (size_t)c->padded_vocab_size;
     const size_t NC = mul_acts(N, C), att = mul_acts(mul_acts(mul_acts((size_t)B, NH), (size_t)T), (size_t)T);
+    const size_t R = residual_slots(c, o), S = block_slots(c, o);
     size_t sizes[] = {NC,
-                      NC, N, N, mul_acts(3, NC), att, NC, NC, NC, N, N, mul_acts(4, NC), mul_acts(4, NC), NC,
+                      NC, N, N, mul_acts(3, NC), att, NC, NC, NC, N, N, mul_acts(4, NC), mul_acts(4, NC),
                       NC, N, N, mul_acts(N, Vp), N};
     size_t total = 0;
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        size_t n = (i >= 1 && i <= 13) ? mul_acts(L, round16_acts(sizes[i])) : sizes[i];
-        total = size_add(total, round16_acts(n), "GPT-2 activation sizes");
+        size_t slots = i == 0 ? R : (i <= 12 ? S : 1);
+        total = size_add(total, mul_acts(slots, round16_acts(sizes[i])), "GPT-2 activation sizes");
     }
     if (base) {
         float *p = base;
-        a->encoded = carve(&p, sizes[0]);
-        float **per_layer[] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->att, &a->atty, &a->res2,
-                               &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu, &a->res3};
-        for (int i = 0; i < 13; i++) *per_layer[i] = carve(&p, L * round16(sizes[1 + i]));
-        a->lnf = carve(&p, sizes[14]);
-        a->lnf_mean = carve(&p, sizes[15]);
-        a->lnf_rstd = carve(&p, sizes[16]);
-        a->logits = carve(&p, sizes[17]);
-        a->losses = carve(&p, sizes[18]);
+        a->res = carve(&p, R * round16(sizes[0]));
+        float **per_block[] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->att, &a->atty, &a->res2,
+                               &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu};
+        for (int i = 0; i < 12; i++) *per_block[i] = carve(&p, S * round16(sizes[1 + i]));
+        a->lnf = carve(&p, sizes[13]);
+        a->lnf_mean = carve(&p, sizes[14]);
+        a->lnf_rstd = carve(&p, sizes[15]);
+        a->logits = carve(&p, sizes[16]);
+        a->losses = carve(&p, sizes[17]);
     }
     return total;
 }
 
-// Layer l's slice of a per-layer activation array.
-static float *layer_slice(float *arr, size_t n, int l) { return arr + (size_t)l * round16(n); }
+// Slot s of an array of (N, ...) slots of n floats.
+static float *slot_of(float *arr, size_t n, size_t s) { return arr + s * round16(n); }
 
 static size_t layout_grad_acts(const GPT2Config *c, int B, int T, float *base, GradActs *g) {
     const size_t N = mul_acts((size_t)B, (size_t)T), C = (size_t)c->channels, NH = (size_t)c->num_heads;
@@ -691,38 +709,60 @@ static size_t layout_grad_acts(const GPT2Config *c, int B, int T, float *base, G
     return total;
 }
 
-size_t gpt2_cpu_activation_bytes(const GPT2Config *c, int B, int T) {
-    size_t floats = size_add(layout_acts(c, B, T, NULL, NULL), layout_grad_acts(c, B, T, NULL, NULL),
+// The host tier of act_offload: block inputs 0..L-2 (block L-1's input is still in its
+// slot when its backward starts), one (N, C) slot each.
+static size_t layout_act_host(const GPT2Config *c, const GPT2CpuOptions *o, int B, int T) {
+    if (!o->act_offload || c->num_layers < 2) return 0;
+    const size_t NC = mul_acts(mul_acts((size_t)B, (size_t)T), (size_t)c->channels);
+    return mul_acts((size_t)c->num_layers - 1, round16_acts(NC));
+}
+
+size_t gpt2_cpu_activation_bytes(const GPT2Config *c, int B, int T, const GPT2CpuOptions *opt) {
+    const GPT2CpuOptions *o = options_or_default(opt);
+    size_t floats = size_add(layout_acts(c, o, B, T, NULL, NULL), layout_grad_acts(c, B, T, NULL, NULL),
                              "GPT-2 activation sizes");
     return size_mul(floats, sizeof(float), "GPT-2 activation sizes");
+}
+
+size_t gpt2_cpu_activation_host_bytes(const GPT2Config *c, int B, int T, const GPT2CpuOptions *opt) {
+    return size_mul(layout_act_host(c, options_or_default(opt), B, T), sizeof(float), "GPT-2 activation sizes");
 }
 
 // ---------------------------------------------------------------------------------
 // build / free
 
+// The pointer tables for the options' tiles: into the flat buffers, or NULL entries when a
+// parameter manager fills them per unit.
+static void build_tables(GPT2 *m) {
+    const int L = m->config.num_layers, K = m->opt.tile_linear;
+    size_t off = 0;
+    for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
+        const int nl = gpt2_param_is_per_layer(t) ? L : 1, tiles = gpt2_param_tiles(t, K);
+        const size_t per = m->param_sizes[t] / (size_t)nl / (size_t)tiles, n = (size_t)nl * (size_t)tiles;
+        free(m->w[t]);
+        free(m->g[t]);
+        m->w[t] = (float **)malloc_check(n * sizeof(float *));
+        m->g[t] = (float **)malloc_check(n * sizeof(float *));
+        for (size_t i = 0; i < n; i++) {
+            m->w[t][i] = m->params ? m->params + off + i * per : NULL;
+            m->g[t][i] = m->params ? m->grads + off + i * per : NULL;
+        }
+        off += m->param_sizes[t];
+    }
+}
+
 // params NULL: external parameters (a parameter manager fills the tables per unit).
 static void setup(GPT2 *m, const GPT2Config *c, float *params) {
     memset(m, 0, sizeof(*m));
     m->config = *c;
+    m->opt = default_options;
     m->num_parameters = gpt2_param_sizes(c, m->param_sizes);
     m->params = params;
     if (params) {
         m->grads = alloc_floats(m->num_parameters);
         memset(m->grads, 0, m->num_parameters * sizeof(float));
     }
-    const int L = c->num_layers;
-    size_t off = 0;
-    for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
-        int nl = gpt2_param_is_per_layer(t) ? L : 1;
-        size_t per = m->param_sizes[t] / (size_t)nl;
-        m->w[t] = (float **)malloc_check((size_t)nl * sizeof(float *));
-        m->g[t] = (float **)malloc_check((size_t)nl * sizeof(float *));
-        for (int l = 0; l < nl; l++) {
-            m->w[t][l] = params ? m->params + off + (size_t)l * per : NULL;
-            m->g[t][l] = params ? m->grads + off + (size_t)l * per : NULL;
-        }
-        off += m->param_sizes[t];
-    }
+    build_tables(m);
     m->mean_loss = -1.0f;
 }
 
@@ -744,13 +784,34 @@ void gpt2_cpu_build_external(GPT2 *m, const GPT2Config *c) {
     setup(m, c, NULL);
 }
 
-static void set_slot(void *model, const GPT2Slice *s, void *params, void *grads) {
-    GPT2 *m = (GPT2 *)model;
-    m->w[s->tensor][s->layer] = (float *)params;
-    if (grads) m->g[s->tensor][s->layer] = (float *)grads;
+void gpt2_cpu_set_options(GPT2 *m, const GPT2CpuOptions *opt) {
+    const GPT2CpuOptions *o = options_or_default(opt);
+    char err[256];
+    if (o->act_checkpoint != 0 && o->act_checkpoint != 1)
+        die("gpt2_cpu_set_options: act_checkpoint %d must be 0 or 1", o->act_checkpoint);
+    if (o->act_offload != 0 && o->act_offload != 1)
+        die("gpt2_cpu_set_options: act_offload %d must be 0 or 1", o->act_offload);
+    if (o->act_offload && !o->act_checkpoint)
+        die("gpt2_cpu_set_options: act_offload moves the checkpoints of act_checkpoint: it needs act_checkpoint 1");
+    if (gpt2_tile_check(&m->config, o->tile_linear, err, sizeof(err)) != 0) die("gpt2_cpu_set_options: %s", err);
+    m->opt = *o;
+    build_tables(m);
+    // laid out anew by the next forward for these options
+    free(m->acts);
+    free(m->act_host);
+    m->acts = m->act_host = NULL;
+    m->act_capacity = m->act_host_capacity = 0;
+    m->backward_ready = 0;
 }
 
-GPT2Slots gpt2_cpu_slots(GPT2 *m) { return (GPT2Slots){m, set_slot, &m->hooks}; }
+static void set_slot(void *model, const GPT2Slice *s, void *params, void *grads) {
+    GPT2 *m = (GPT2 *)model;
+    const int i = s->layer * gpt2_param_tiles(s->tensor, m->opt.tile_linear) + s->tile;
+    m->w[s->tensor][i] = (float *)params;
+    if (grads) m->g[s->tensor][i] = (float *)grads;
+}
+
+GPT2Slots gpt2_cpu_slots(GPT2 *m) { return (GPT2Slots){m, set_slot, &m->hooks, m->opt.tile_linear}; }
 
 void gpt2_cpu_build_from_file(GPT2 *m, const char *path) {
     GPT2Config c;
@@ -769,6 +830,7 @@ void gpt2_cpu_free(GPT2 *m) {
     }
     free(m->acts);
     free(m->grad_acts);
+    free(m->act_host);
     free(m->token_buf);
     free(m->scratch);
     memset(m, 0, sizeof(*m));
@@ -800,10 +862,127 @@ static void hook_grads_ready(GPT2 *m, int unit) {
     if (m->hooks.grads_ready) m->hooks.grads_ready(m->hooks.ctx, unit);
 }
 
+// A block's parts (attention, LN2, each MLP tile) are units of their own when tiled, each
+// fetched around its part; untiled one window around the whole block encloses them all.
+static void part_fetch(GPT2 *m, int unit, int bwd) {
+    if (m->opt.tile_linear > 1) hook_fetch(m, unit, bwd);
+}
+static void part_done(GPT2 *m, int unit, int bwd) {
+    if (m->opt.tile_linear == 1) return;
+    if (bwd) hook_grads_ready(m, unit);
+    hook_release(m, unit, bwd);
+}
+
+// Block l's activations in their slots.
+typedef struct {
+    float *x, *out;                         // input and output (residual stream slots)
+    float *ln1, *ln1m, *ln1r, *qkv, *att, *atty, *res2, *ln2, *ln2m, *ln2r, *fch, *fchg;
+} BlockActs;
+
+static BlockActs block_acts(const GPT2 *m, const Acts *a, int l) {
+    const size_t N = (size_t)m->B * m->T, NC = N * (size_t)m->config.channels;
+    const size_t att = (size_t)m->B * m->config.num_heads * m->T * m->T;
+    const size_t s = m->opt.act_checkpoint ? 0 : (size_t)l, R = residual_slots(&m->config, &m->opt);
+    BlockActs b = {slot_of(a->res, NC, (size_t)l % R), slot_of(a->res, NC, (size_t)(l + 1) % R),
+                   slot_of(a->ln1, NC, s), slot_of(a->ln1_mean, N, s), slot_of(a->ln1_rstd, N, s),
+                   slot_of(a->qkv, 3 * NC, s), slot_of(a->att, att, s), slot_of(a->atty, NC, s),
+                   slot_of(a->res2, NC, s), slot_of(a->ln2, NC, s), slot_of(a->ln2_mean, N, s),
+                   slot_of(a->ln2_rstd, N, s), slot_of(a->fch, 4 * NC, s), slot_of(a->fch_gelu, 4 * NC, s)};
+    return b;
+}
+
+// Block l's linear with weight tensor wt (its bias is wt + 1): out (N, OC) = inp (N, IC)
+// @ W^T + b, tile after tile (each tile writes its column block of out, rows OC apart).
+// Every output element is computed as the untiled matmul computes it: the same bits.
+static void linear_forward(GPT2 *m, int l, int wt, float *ws, float *out, const float *inp, int N, int IC, int OC) {
+    const int K = m->opt.tile_linear, R = OC / K;
+    for (int k = 0; k < K; k++) {
+        const int unit = gpt2_block_unit(K, l, wt, k);
+        part_fetch(m, unit, 0);
+        matmul_forward(ws, out + (size_t)k * R, OC, inp, m->w[wt][l * K + k], m->w[wt + 1][l * K + k], N, IC, R);
+        part_done(m, unit, 0);
+    }
+}
+
+// Its backward, tiles in reverse order: each tile's weight and bias gradients are complete
+// in its window; dinp (overwritten) sums the tiles' contributions, so its sums run over the
+// output rows in another order than untiled: the same value within float rounding.
+static void linear_backward(GPT2 *m, int l, int wt, float *ws, float *dinp, const float *dout, const float *inp,
+                            int N, int IC, int OC) {
+    const int K = m->opt.tile_linear, R = OC / K;
+    for (int k = K - 1; k >= 0; k--) {
+        const int unit = gpt2_block_unit(K, l, wt, k), i = l * K + k;
+        part_fetch(m, unit, 1);
+        matmul_backward(ws, dinp, k < K - 1, m->g[wt][i], m->g[wt + 1][i], dout + (size_t)k * R, OC, inp, m->w[wt][i],
+                        N, IC, R);
+        part_done(m, unit, 1);
+    }
+}
+
+// Block l's forward into b. A recompute (act_checkpoint, in backward) stops before the
+// MLP's output projection, which backward does not read, and runs inside the untiled
+// block's backward window; a forward fetches the untiled block itself. Tiled, both fetch
+// each part as a forward does (gpt2_config.h: GPT2Hooks).
+static void block_forward(GPT2 *m, const BlockActs *b, int l, float *ws, int recompute) {
+    const int C = m->config.channels, NH = m->config.num_heads, B = m->B, T = m->T, K = m->opt.tile_linear;
+    const int N = B * T, whole = K == 1 && !recompute;
+    const size_t NC = (size_t)N * C;
+    if (whole) hook_fetch(m, gpt2_block_unit(1, l, GPT2_LN1W, 0), 0);
+    part_fetch(m, gpt2_block_unit(K, l, GPT2_LN1W, 0), 0);
+    layernorm_forward(b->ln1, b->ln1m, b->ln1r, b->x, m->w[GPT2_LN1W][l], m->w[GPT2_LN1B][l], N, C);
+    part_done(m, gpt2_block_unit(K, l, GPT2_LN1W, 0), 0);
+    linear_forward(m, l, GPT2_QKVW, ws, b->qkv, b->ln1, N, C, 3 * C);
+    attention_forward(b->atty, b->att, b->qkv, B, T, C, NH);
+    linear_forward(m, l, GPT2_ATTPROJW, ws, b->res2, b->atty, N, C, C);
+    residual_add(b->res2, b->x, NC);
+    part_fetch(m, gpt2_block_unit(K, l, GPT2_LN2W, 0), 0);
+    layernorm_forward(b->ln2, b->ln2m, b->ln2r, b->res2, m->w[GPT2_LN2W][l], m->w[GPT2_LN2B][l], N, C);
+    part_done(m, gpt2_block_unit(K, l, GPT2_LN2W, 0), 0);
+    linear_forward(m, l, GPT2_FCW, ws, b->fch, b->ln2, N, C, 4 * C);
+    gelu_forward(b->fchg, b->fch, 4 * NC);
+    if (!recompute) {
+        linear_forward(m, l, GPT2_FCPROJW, ws, b->out, b->fchg, N, 4 * C, C);
+        residual_add(b->out, b->res2, NC);
+    }
+    if (whole) hook_release(m, gpt2_block_unit(1, l, GPT2_LN1W, 0), 0);
+}
+
+// g->dres holds d(loss)/d(block output); block l's backward turns it into d/d(block input).
+// Untiled, the block's one backward window also encloses the act_checkpoint recompute.
+static void block_backward(GPT2 *m, const BlockActs *b, int l, float *ws, const GradActs *g) {
+    const int C = m->config.channels, NH = m->config.num_heads, B = m->B, T = m->T, K = m->opt.tile_linear;
+    const int N = B * T, unit = gpt2_block_unit(1, l, GPT2_LN1W, 0);
+    if (K == 1) hook_fetch(m, unit, 1);
+    if (m->opt.act_checkpoint) block_forward(m, b, l, ws, 1);
+    linear_backward(m, l, GPT2_FCPROJW, ws, g->dfch, g->dres, b->fchg, N, 4 * C, C);
+    gelu_backward(g->dfch, b->fch, (size_t)N * 4 * C);
+    linear_backward(m, l, GPT2_FCW, ws, g->dln, g->dfch, b->ln2, N, C, 4 * C);
+    part_fetch(m, gpt2_block_unit(K, l, GPT2_LN2W, 0), 1);
+    layernorm_backward(g->dres, m->g[GPT2_LN2W][l], m->g[GPT2_LN2B][l], g->dln, b->res2, b->ln2m, b->ln2r,
+                       m->w[GPT2_LN2W][l], N, C);
+    part_done(m, gpt2_block_unit(K, l, GPT2_LN2W, 0), 1);
+    linear_backward(m, l, GPT2_ATTPROJW, ws, g->datty, g->dres, b->atty, N, C, C);
+    attention_backward(g->dqkv, g->datt, g->datty, b->att, b->qkv, B, T, C, NH);
+    linear_backward(m, l, GPT2_QKVW, ws, g->dln, g->dqkv, b->ln1, N, C, 3 * C);
+    part_fetch(m, gpt2_block_unit(K, l, GPT2_LN1W, 0), 1);
+    layernorm_backward(g->dres, m->g[GPT2_LN1W][l], m->g[GPT2_LN1B][l], g->dln, b->x, b->ln1m, b->ln1r,
+                       m->w[GPT2_LN1W][l], N, C);
+    part_done(m, gpt2_block_unit(K, l, GPT2_LN1W, 0), 1);
+    if (K == 1) {
+        hook_grads_ready(m, unit);
+        hook_release(m, unit, 1);
+    }
+}
+
+// act_offload's host tier: block l's input (N, C) floats in slot l.
+static float *host_slot(GPT2 *m, int l) {
+    return slot_of(m->act_host, (size_t)m->B * m->T * m->config.channels, (size_t)l);
+}
+
 void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T) {
     const GPT2Config *c = &m->config;
-    const int C = c->channels, L = c->num_layers, NH = c->num_heads, V = c->vocab_size;
-    const int Vp = c->padded_vocab_size;
+    const int C = c->channels, L = c->num_layers, V = c->vocab_size;
+    const int Vp = c->padded_vocab_size, K = m->opt.tile_linear;
     if (m->w[GPT2_WTE] == NULL) die("gpt2_cpu_forward: model not built");
     if (B <= 0 || T <= 0) die("gpt2_cpu_forward: batch %d x %d must be positive", B, T);
     if (T > c->max_seq_len) die("gpt2_cpu_forward: sequence length %d exceeds the model's maximum %d", T, c->max_seq_len);
@@ -829,57 +1008,45 @@ void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int
     m->inputs = in;
     m->targets = targets ? tg : NULL;
 
-    size_t need = layout_acts(c, B, T, NULL, NULL);
+    size_t need = layout_acts(c, &m->opt, B, T, NULL, NULL), need_host = layout_act_host(c, &m->opt, B, T);
     if (need > m->act_capacity) {
         free(m->acts);
         m->acts = alloc_floats(need);
         m->act_capacity = need;
     }
+    if (targets && need_host > m->act_host_capacity) {   // only a backward reads the tier
+        free(m->act_host);
+        m->act_host = alloc_floats(need_host);
+        m->act_host_capacity = need_host;
+    }
     m->B = B;
     m->T = T;
     Acts a = {0};
-    layout_acts(c, B, T, m->acts, &a);
+    layout_acts(c, &m->opt, B, T, m->acts, &a);
     m->logits_or_probs = a.logits;
     m->losses = a.losses;
     float *ws = model_scratch(m);
 
     hook_fetch(m, 0, 0);
-    encoder_forward(a.encoded, in, m->w[GPT2_WTE][0], m->w[GPT2_WPE][0], B, T, C);
+    encoder_forward(a.res, in, m->w[GPT2_WTE][0], m->w[GPT2_WPE][0], B, T, C);
     hook_release(m, 0, 0);
 
     const size_t NC = N * (size_t)C;
     for (int l = 0; l < L; l++) {
-        hook_fetch(m, 1 + l, 0);
-        const float *x = l == 0 ? a.encoded : layer_slice(a.res3, NC, l - 1);
-        float *ln1 = layer_slice(a.ln1, NC, l), *ln1m = layer_slice(a.ln1_mean, N, l);
-        float *ln1r = layer_slice(a.ln1_rstd, N, l), *qkv = layer_slice(a.qkv, 3 * NC, l);
-        float *att = layer_slice(a.att, (size_t)B * NH * T * T, l), *atty = layer_slice(a.atty, NC, l);
-        float *res2 = layer_slice(a.res2, NC, l), *ln2 = layer_slice(a.ln2, NC, l);
-        float *ln2m = layer_slice(a.ln2_mean, N, l), *ln2r = layer_slice(a.ln2_rstd, N, l);
-        float *fch = layer_slice(a.fch, 4 * NC, l), *fchg = layer_slice(a.fch_gelu, 4 * NC, l);
-        float *res3 = layer_slice(a.res3, NC, l);
-
-        layernorm_forward(ln1, ln1m, ln1r, x, m->w[GPT2_LN1W][l], m->w[GPT2_LN1B][l], (int)N, C);
-        matmul_forward(ws, qkv, ln1, m->w[GPT2_QKVW][l], m->w[GPT2_QKVB][l], (int)N, C, 3 * C);
-        attention_forward(atty, att, qkv, B, T, C, NH);
-        matmul_forward(ws, res2, atty, m->w[GPT2_ATTPROJW][l], m->w[GPT2_ATTPROJB][l], (int)N, C, C);
-        residual_add(res2, x, NC);
-        layernorm_forward(ln2, ln2m, ln2r, res2, m->w[GPT2_LN2W][l], m->w[GPT2_LN2B][l], (int)N, C);
-        matmul_forward(ws, fch, ln2, m->w[GPT2_FCW][l], m->w[GPT2_FCB][l], (int)N, C, 4 * C);
-        gelu_forward(fchg, fch, 4 * NC);
-        matmul_forward(ws, res3, fchg, m->w[GPT2_FCPROJW][l], m->w[GPT2_FCPROJB][l], (int)N, 4 * C, C);
-        residual_add(res3, res2, NC);
-        hook_release(m, 1 + l, 0);
+        BlockActs b = block_acts(m, &a, l);
+        block_forward(m, &b, l, ws, 0);
+        // the input goes to the host tier: the next block writes its output over it
+        if (m->opt.act_offload && targets && l < L - 1) memcpy(host_slot(m, l), b.x, NC * sizeof(float));
     }
 
-    hook_fetch(m, L + 1, 0);
-    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, layer_slice(a.res3, NC, L - 1), m->w[GPT2_LNFW][0],
-                      m->w[GPT2_LNFB][0], (int)N, C);
-    hook_release(m, L + 1, 0);
+    const float *last = block_acts(m, &a, L - 1).out;
+    hook_fetch(m, gpt2_unit_lnf(c, K), 0);
+    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, m->w[GPT2_LNFW][0], m->w[GPT2_LNFB][0], (int)N, C);
+    hook_release(m, gpt2_unit_lnf(c, K), 0);
 
-    hook_fetch(m, L + 2, 0);
-    matmul_forward(ws, a.logits, a.lnf, m->w[GPT2_WTE][0], NULL, (int)N, C, Vp);
-    hook_release(m, L + 2, 0);
+    hook_fetch(m, gpt2_unit_classifier(c, K), 0);
+    matmul_forward(ws, a.logits, Vp, a.lnf, m->w[GPT2_WTE][0], NULL, (int)N, C, Vp);
+    hook_release(m, gpt2_unit_classifier(c, K), 0);
 
     if (targets) {
         softmax_xent_forward(a.logits, a.losses, tg, (int)N, V, Vp);
@@ -910,8 +1077,8 @@ void gpt2_cpu_zero_grad(GPT2 *m) {
 
 void gpt2_cpu_backward(GPT2 *m, float loss_scale) {
     const GPT2Config *c = &m->config;
-    const int C = c->channels, L = c->num_layers, NH = c->num_heads, V = c->vocab_size;
-    const int Vp = c->padded_vocab_size, B = m->B, T = m->T;
+    const int C = c->channels, L = c->num_layers, V = c->vocab_size;
+    const int Vp = c->padded_vocab_size, B = m->B, T = m->T, K = m->opt.tile_linear;
     if (!m->backward_ready)
         die("gpt2_cpu_backward: needs a forward with targets first (and one backward per forward)");
     const size_t N = (size_t)B * T, NC = N * (size_t)C;
@@ -924,13 +1091,13 @@ void gpt2_cpu_backward(GPT2 *m, float loss_scale) {
     }
     Acts a = {0};
     GradActs g = {0};
-    layout_acts(c, B, T, m->acts, &a);
+    layout_acts(c, &m->opt, B, T, m->acts, &a);
     layout_grad_acts(c, B, T, m->grad_acts, &g);
     float *ws = model_scratch(m);
 
     // classifier: the probabilities become dlogits = (probs - onehot) * scale in place;
     // the padded columns are already 0
-    hook_fetch(m, L + 2, 1);
+    hook_fetch(m, gpt2_unit_classifier(c, K), 1);
     {
         float *d = a.logits;
         const int *tg = m->targets;
@@ -942,43 +1109,25 @@ void gpt2_cpu_backward(GPT2 *m, float loss_scale) {
             row[tg[n]] = (pt - 1.0f) * loss_scale;
         }
     }
-    matmul_backward(ws, g.dln, m->g[GPT2_WTE][0], NULL, a.logits, a.lnf, m->w[GPT2_WTE][0], (int)N, C, Vp);
-    hook_grads_ready(m, L + 2);
-    hook_release(m, L + 2, 1);
+    matmul_backward(ws, g.dln, 0, m->g[GPT2_WTE][0], NULL, a.logits, Vp, a.lnf, m->w[GPT2_WTE][0], (int)N, C, Vp);
+    hook_grads_ready(m, gpt2_unit_classifier(c, K));
+    hook_release(m, gpt2_unit_classifier(c, K), 1);
     m->backward_ready = 0;
 
-    hook_fetch(m, L + 1, 1);
+    hook_fetch(m, gpt2_unit_lnf(c, K), 1);
     memset(g.dres, 0, NC * sizeof(float));
-    layernorm_backward(g.dres, m->g[GPT2_LNFW][0], m->g[GPT2_LNFB][0], g.dln, layer_slice(a.res3, NC, L - 1),
+    layernorm_backward(g.dres, m->g[GPT2_LNFW][0], m->g[GPT2_LNFB][0], g.dln, block_acts(m, &a, L - 1).out,
                        a.lnf_mean, a.lnf_rstd, m->w[GPT2_LNFW][0], (int)N, C);
-    hook_grads_ready(m, L + 1);
-    hook_release(m, L + 1, 1);
+    hook_grads_ready(m, gpt2_unit_lnf(c, K));
+    hook_release(m, gpt2_unit_lnf(c, K), 1);
 
-    // g.dres holds d(loss)/d(block output); each block turns it into d/d(block input).
     for (int l = L - 1; l >= 0; l--) {
-        hook_fetch(m, 1 + l, 1);
-        const float *x = l == 0 ? a.encoded : layer_slice(a.res3, NC, l - 1);
-        const float *ln1 = layer_slice(a.ln1, NC, l), *ln1m = layer_slice(a.ln1_mean, N, l);
-        const float *ln1r = layer_slice(a.ln1_rstd, N, l), *qkv = layer_slice(a.qkv, 3 * NC, l);
-        const float *att = layer_slice(a.att, (size_t)B * NH * T * T, l), *atty = layer_slice(a.atty, NC, l);
-        const float *res2 = layer_slice(a.res2, NC, l), *ln2 = layer_slice(a.ln2, NC, l);
-        const float *ln2m = layer_slice(a.ln2_mean, N, l), *ln2r = layer_slice(a.ln2_rstd, N, l);
-        const float *fch = layer_slice(a.fch, 4 * NC, l), *fchg = layer_slice(a.fch_gelu, 4 * NC, l);
-
-        matmul_backward(ws, g.dfch, m->g[GPT2_FCPROJW][l], m->g[GPT2_FCPROJB][l], g.dres, fchg,
-                        m->w[GPT2_FCPROJW][l], (int)N, 4 * C, C);
-        gelu_backward(g.dfch, fch, 4 * NC);
-        matmul_backward(ws, g.dln, m->g[GPT2_FCW][l], m->g[GPT2_FCB][l], g.dfch, ln2, m->w[GPT2_FCW][l], (int)N, C, 4 * C);
-        layernorm_backward(g.dres, m->g[GPT2_LN2W][l], m->g[GPT2_LN2B][l], g.dln, res2, ln2m, ln2r,
-                           m->w[GPT2_LN2W][l], (int)N, C);
-        matmul_backward(ws, g.datty, m->g[GPT2_ATTPROJW][l], m->g[GPT2_ATTPROJB][l], g.dres, atty,
-                        m->w[GPT2_ATTPROJW][l], (int)N, C, C);
-        attention_backward(g.dqkv, g.datt, g.datty, att, qkv, B, T, C, NH);
-        matmul_backward(ws, g.dln, m->g[GPT2_QKVW][l], m->g[GPT2_QKVB][l], g.dqkv, ln1, m->w[GPT2_QKVW][l], (int)N, C, 3 * C);
-        layernorm_backward(g.dres, m->g[GPT2_LN1W][l], m->g[GPT2_LN1B][l], g.dln, x, ln1m, ln1r,
-                           m->w[GPT2_LN1W][l], (int)N, C);
-        hook_grads_ready(m, 1 + l);
-        hook_release(m, 1 + l, 1);
+        BlockActs b = block_acts(m, &a, l);
+        // act_offload: block l's input came back while block l+1 ran (the last block's never
+        // left); now block l-1's comes back into the slot block l's output held, which
+        // nothing reads any more
+        if (m->opt.act_offload && l > 0) memcpy(block_acts(m, &a, l - 1).x, host_slot(m, l - 1), NC * sizeof(float));
+        block_backward(m, &b, l, ws, &g);
     }
 
     hook_fetch(m, 0, 1);

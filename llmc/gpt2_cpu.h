@@ -13,15 +13,32 @@
 extern "C" {
 #endif
 
+// How the model runs; gpt2_cpu_set_options changes them (defaults: all 0, tile_linear 1).
+typedef struct {
+    int act_checkpoint; // 1: forward keeps only each block's input (the residual stream entering
+                        // it); backward recomputes the block's forward just before its backward.
+                        // The same operations on the same inputs: gradients are bit-identical.
+    int act_offload;    // 1 (needs act_checkpoint): the block inputs go to a host tier of their
+                        // own after each block's forward and come back ahead of its backward;
+                        // the model keeps two residual-stream slots. On the CPU the tier is a
+                        // separate buffer, counted apart (gpt2_cpu_activation_host_bytes).
+    int tile_linear;    // K >= 1: each block's four linears run as K tiles along their output
+                        // rows, each tile its own unit (gpt2_config.h); K must divide C. The
+                        // forward is bit-identical; backward adds the tiles' input gradients in
+                        // reverse tile order, so gradients match within float rounding.
+} GPT2CpuOptions;
+
 typedef struct {
     GPT2Config config;
+    GPT2CpuOptions opt;
     size_t param_sizes[GPT2_NUM_PARAM_TENSORS];
     size_t num_parameters;
     float *params;       // all 16 tensors, contiguous, llm.c order
     float *grads;        // same layout
     float *m, *v;        // AdamW moments (allocated lazily by the first update)
-    // Pointer tables: w[t][l] is layer l of tensor t (l = 0 for the 4 non-layer
-    // tensors). The model reads parameters and writes gradients only through these.
+    // Pointer tables: w[t][l] is layer l of tensor t (l = 0 for the 4 non-layer tensors);
+    // tiled, w[t][l * K + k] is tile k of layer l of a tiled tensor (gpt2_param_tiles). The
+    // model reads parameters and writes gradients only through these.
     float **w[GPT2_NUM_PARAM_TENSORS];
     float **g[GPT2_NUM_PARAM_TENSORS];
     GPT2Hooks hooks;     // a parameter manager's (gpt2_config.h); zeroed: none
@@ -31,6 +48,8 @@ typedef struct {
     size_t grad_act_capacity; // floats in grad_acts (allocated by the first backward)
     float *acts;         // one allocation; the model carves its activations from it
     float *grad_acts;    // backward scratch, reused by every layer
+    float *act_host;     // act_offload: the host tier of block inputs 0..L-2 (the last stays)
+    size_t act_host_capacity; // floats in act_host
     float *logits_or_probs; // (B, T, Vp): logits; probabilities after a forward with targets
     const int *inputs;   // the model's own copies of the forward's tokens (B*T each)
     const int *targets;  // NULL after a forward without targets
@@ -49,13 +68,19 @@ void gpt2_cpu_build_from_file(GPT2 *m, const char *path);
 // No parameter or gradient buffers: a parameter manager (ZeRO) owns them and its hooks
 // fill w / g per unit. zero_grad, grad_norm and update are then not available.
 void gpt2_cpu_build_external(GPT2 *m, const GPT2Config *c);
+// Sets the options (NULL: the defaults), after a build and before the first forward or a
+// manager's attach (the pointer tables are rebuilt for the tiles; activations are laid out
+// anew by the next forward). Exits naming the option on one the config cannot take.
+void gpt2_cpu_set_options(GPT2 *m, const GPT2CpuOptions *opt);
 // The model's parameter slots, for a parameter manager (gpt2_config.h: GPT2Slots).
 GPT2Slots gpt2_cpu_slots(GPT2 *m);
 void gpt2_cpu_free(GPT2 *m);
 // Bytes of activations and activation gradients (acts + grad_acts) a forward and backward
-// of B x T sequences allocate: what a dry run predicts without building the model.
-// Overflow-checked (a shape whose sizes overflow size_t stops with a message).
-size_t gpt2_cpu_activation_bytes(const GPT2Config *c, int B, int T);
+// of B x T sequences allocate with these options (NULL: defaults): what a dry run predicts
+// without building the model. Overflow-checked (a shape whose sizes overflow size_t stops
+// with a message). The host tier of act_offload apart: gpt2_cpu_activation_host_bytes.
+size_t gpt2_cpu_activation_bytes(const GPT2Config *c, int B, int T, const GPT2CpuOptions *opt);
+size_t gpt2_cpu_activation_host_bytes(const GPT2Config *c, int B, int T, const GPT2CpuOptions *opt);
 
 // inputs, targets: (B, T) token ids in [0, V); targets may be NULL (no loss). T <= maxT.
 // Logits over the padded vocabulary are computed; softmax and loss use the first V.

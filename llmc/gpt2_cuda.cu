@@ -58,7 +58,7 @@ static size_t layout_params(GPT2Cuda *m, uintptr_t base) {
 
 static size_t layout_acts(GPT2Cuda *m, uintptr_t base) {
     size_t bytes[GPT2_CUDA_NUM_ACTS];
-    gpt2_cuda_act_bytes(&m->config, m->B, m->T, m->opt.recompute, m->use_cudnn, bytes);
+    gpt2_cuda_act_bytes(&m->config, m->B, m->T, &m->opt, m->use_cudnn, bytes);
     void *p[GPT2_CUDA_NUM_ACTS];
     size_t at = 0;
     for (int i = 0; i < GPT2_CUDA_NUM_ACTS; i++) p[i] = carve(base, &at, bytes[i]);
@@ -85,6 +85,7 @@ static size_t layout_acts(GPT2Cuda *m, uintptr_t base) {
     a->dresidual = (bf16 *)p[GPT2_CUDA_DRESIDUAL];
     a->dbuf = (bf16 *)p[GPT2_CUDA_DBUF];
     a->dqkv = (bf16 *)p[GPT2_CUDA_DQKV];
+    a->tile_acc = (float *)p[GPT2_CUDA_TILE_ACC];
     return at;
 }
 
@@ -168,7 +169,9 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     memset(m, 0, sizeof(*m));
     m->config = *config;
     if (opt) m->opt = *opt;
-    if (m->opt.recompute < 0 || m->opt.recompute > 2) gpt2_cuda_die("recompute must be 0, 1 or 2");
+    char why[256];
+    if (gpt2_cuda_check_options(config, &m->opt, why, sizeof(why)) != 0) gpt2_cuda_die(why);
+    m->opt.tile_linear = gpt2_cuda_tiles(&m->opt);
     m->B = B;
     m->T = T;
     m->num_parameters = gpt2_param_sizes(config, m->param_sizes);
@@ -226,17 +229,34 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     CUDA_CHECK(cudaMemsetAsync(m->norm_clip, 0, 2 * sizeof(float), m->stream));
     if (own) grad_norm_plan_init(&m->norm_plan, m->norm_plan.spans, m->slices, m->num_slices, m->stream);
 
-    // Pointer tables into the flat buffers (NULL until a hook fills them when external).
+    // Pointer tables into the flat buffers (NULL until a hook fills them when external), an
+    // entry per layer and tile.
     for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
-        int layers = gpt2_param_is_per_layer(t) ? L : 1;
-        size_t per = m->param_sizes[t] / layers;
-        m->w[t] = (bf16 **)malloc(layers * sizeof(bf16 *));
-        m->g[t] = (float **)malloc(layers * sizeof(float *));
+        const int n = (gpt2_param_is_per_layer(t) ? L : 1) * gpt2_param_tiles(t, m->opt.tile_linear);
+        const size_t per = m->param_sizes[t] / n;
+        m->w[t] = (bf16 **)malloc(n * sizeof(bf16 *));
+        m->g[t] = (float **)malloc(n * sizeof(float *));
         if (!m->w[t] || !m->g[t]) gpt2_cuda_die("out of host memory");
-        for (int l = 0; l < layers; l++) {
-            m->w[t][l] = own ? m->params + m->param_offsets[t] + l * per : NULL;
-            m->g[t][l] = own ? m->grads + m->param_offsets[t] + l * per : NULL;
+        for (int i = 0; i < n; i++) {
+            m->w[t][i] = own ? m->params + m->param_offsets[t] + i * per : NULL;
+            m->g[t][i] = own ? m->grads + m->param_offsets[t] + i * per : NULL;
         }
+    }
+
+    // act_offload: the pinned host tier, its copy stream and events.
+    m->host_act_bytes = gpt2_cuda_act_host_bytes(config, B, T, &m->opt);
+    if (m->opt.act_offload) {
+        if (m->host_act_bytes) CUDA_CHECK(cudaMallocHost((void **)&m->host_acts, m->host_act_bytes));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&m->copy_stream, cudaStreamNonBlocking));
+        m->offloaded = (cudaEvent_t *)calloc(L, sizeof(cudaEvent_t));
+        m->restored = (cudaEvent_t *)calloc(L, sizeof(cudaEvent_t));
+        if (!m->offloaded || !m->restored) gpt2_cuda_die("out of host memory");
+        for (int l = 0; l < L; l++) {
+            CUDA_CHECK(cudaEventCreateWithFlags(&m->offloaded[l], cudaEventDisableTiming));
+            CUDA_CHECK(cudaEventCreateWithFlags(&m->restored[l], cudaEventDisableTiming));
+        }
+        CUDA_CHECK(cudaEventCreateWithFlags(&m->block_done, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&m->slot_free, cudaEventDisableTiming));
     }
 
     // Host side: pinned token staging, stats and logits rows; events.
@@ -255,12 +275,13 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     CUDA_CHECK(cudaStreamSynchronize(m->stream));
 
     const double MiB = 1048576.0;
-    printf("gpt2_cuda: %zu params, B=%d T=%d, attention %s, recompute %d | device memory: params+master+m+v+grads "
-           "%.0f MiB, activations %.0f MiB, attention workspace %.0f MiB, scratch %.0f MiB, cuBLASLt %.0f MiB | "
-           "total %.2f GiB\n",
-           n, B, T, m->use_cudnn ? "cuDNN" : "fallback", m->opt.recompute, bytes_params / MiB, bytes_acts / MiB,
-           bytes_att / MiB, bytes_scratch / MiB, matmul_workspace_bytes() / MiB,
-           (m->device_bytes + matmul_workspace_bytes()) / (1024.0 * MiB));
+    printf("gpt2_cuda: %zu params, B=%d T=%d, attention %s, recompute %d%s%s, tiles %d | device memory: params+master+m+v+"
+           "grads %.0f MiB, activations %.0f MiB, attention workspace %.0f MiB, scratch %.0f MiB, cuBLASLt %.0f MiB | "
+           "total %.2f GiB | pinned host: offloaded block inputs %.1f MiB\n",
+           n, B, T, m->use_cudnn ? "cuDNN" : "fallback", m->opt.recompute, m->opt.act_checkpoint ? ", checkpointed" : "",
+           m->opt.act_offload ? " and offloaded" : "", m->opt.tile_linear, bytes_params / MiB, bytes_acts / MiB, bytes_att / MiB,
+           bytes_scratch / MiB, matmul_workspace_bytes() / MiB,
+           (m->device_bytes + matmul_workspace_bytes()) / (1024.0 * MiB), m->host_act_bytes / MiB);
     return 0;
 }
 
@@ -275,11 +296,12 @@ void gpt2_cuda_build(GPT2Cuda *m, const GPT2Config *config, const float *host_pa
 
 static void set_slot(void *model, const GPT2Slice *s, void *params, void *grads) {
     GPT2Cuda *m = (GPT2Cuda *)model;
-    m->w[s->tensor][s->layer] = (bf16 *)params;
-    if (grads) m->g[s->tensor][s->layer] = (float *)grads;
+    const int i = s->layer * gpt2_param_tiles(s->tensor, m->opt.tile_linear) + s->tile;
+    m->w[s->tensor][i] = (bf16 *)params;
+    if (grads) m->g[s->tensor][i] = (float *)grads;
 }
 
-GPT2Slots gpt2_cuda_slots(GPT2Cuda *m) { return GPT2Slots{m, set_slot, &m->hooks}; }
+GPT2Slots gpt2_cuda_slots(GPT2Cuda *m) { return GPT2Slots{m, set_slot, &m->hooks, m->opt.tile_linear}; }
 
 void gpt2_cuda_free(GPT2Cuda *m) {
     if (m->stream == NULL) return;
@@ -299,6 +321,19 @@ void gpt2_cuda_free(GPT2Cuda *m) {
     CUDA_CHECK(cudaFreeHost(m->host_logits_bf16));
     CUDA_CHECK(cudaFreeHost(m->host_logits));
     CUDA_CHECK(cudaEventDestroy(m->stats_ready));
+    if (m->opt.act_offload) {
+        CUDA_CHECK(cudaStreamSynchronize(m->copy_stream));
+        for (int l = 0; l < m->config.num_layers; l++) {
+            CUDA_CHECK(cudaEventDestroy(m->offloaded[l]));
+            CUDA_CHECK(cudaEventDestroy(m->restored[l]));
+        }
+        CUDA_CHECK(cudaEventDestroy(m->block_done));
+        CUDA_CHECK(cudaEventDestroy(m->slot_free));
+        CUDA_CHECK(cudaStreamDestroy(m->copy_stream));
+        if (m->host_acts) CUDA_CHECK(cudaFreeHost(m->host_acts));
+        free(m->offloaded);
+        free(m->restored);
+    }
     CUDA_CHECK(cudaStreamDestroy(m->stream));
     free(m->token_counts);
     memset(m, 0, sizeof(*m));
@@ -362,9 +397,196 @@ static void attention_check_shape(GPT2Cuda *m, int B, int T) {
     }
 }
 
+// Block l's activations: its slots of the per-layer arrays (one slot reused by every
+// block under act_checkpoint; LayerNorm outputs and the GELU output under recompute).
+typedef struct {
+    bf16 *res_in, *res_mid, *res_out, *ln1, *ln2, *qkv, *atty, *fch, *gelu;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *att_stats;
+} BlockActs;
+
+// Slot i of the residual stream: i = l is block l's input, i = L the last output; act_offload
+// keeps two slots taken in turn.
+static bf16 *res_slot(const GPT2Cuda *m, int i) {
+    return m->acts.residual + (size_t)(m->opt.act_offload ? i % 2 : i) * rows_max(m) * m->config.channels;
+}
+
+// act_offload's host slot of block l's input (l < L-1).
+static bf16 *host_slot(const GPT2Cuda *m, int l) { return m->host_acts + (size_t)l * m->B * m->T * m->config.channels; }
+
+static BlockActs block_acts(const GPT2Cuda *m, int l) {
+    const GPT2CudaActs *a = &m->acts;
+    const size_t cap = rows_max(m), C = (size_t)m->config.channels, NH = (size_t)m->config.num_heads;
+    const size_t k = m->opt.act_checkpoint ? 0 : (size_t)l;
+    BlockActs b;
+    b.res_in = res_slot(m, l);
+    b.res_out = res_slot(m, l + 1);
+    b.res_mid = a->residual2 + k * cap * C;
+    b.ln1 = m->opt.recompute >= 2 ? a->ln1 : a->ln1 + k * cap * C;
+    b.ln2 = m->opt.recompute >= 2 ? a->ln2 : a->ln2 + k * cap * C;
+    b.qkv = a->qkv + k * cap * 3 * C;
+    b.atty = a->atty + k * cap * C;
+    b.fch = a->fch + k * cap * 4 * C;
+    b.gelu = m->opt.recompute >= 1 ? a->fch_gelu : a->fch_gelu + k * cap * 4 * C;
+    b.ln1_mean = a->ln1_mean + k * cap;
+    b.ln1_rstd = a->ln1_rstd + k * cap;
+    b.ln2_mean = a->ln2_mean + k * cap;
+    b.ln2_rstd = a->ln2_rstd + k * cap;
+    b.att_stats = a->att_stats ? a->att_stats + k * cap * NH : NULL;
+    return b;
+}
+
+// A block's parts (its LayerNorms, each linear's tiles) are units of their own when tiled,
+// each fetched around its part; untiled one window around the whole block encloses them.
+static void part_fetch(GPT2Cuda *m, int unit, int bwd) {
+    if (m->opt.tile_linear > 1) fetch(m, unit, bwd);
+}
+static void part_done(GPT2Cuda *m, int unit, int bwd) {
+    if (m->opt.tile_linear == 1) return;
+    if (bwd) grads_ready(m, unit);
+    release(m, unit, bwd);
+}
+static int ln_unit(const GPT2Cuda *m, int l, int t) { return gpt2_block_unit(m->opt.tile_linear, l, t, 0); }
+
+// Block l's linear with weight tensor wt (its bias is wt + 1): out (rows OC apart) = inp @
+// W^T + bias [+ residual] [GELU epilogue with gelu_pre: untiled only]. Tiled, tile after
+// tile, each writing its column block of out.
+static void linear_forward(GPT2Cuda *m, int l, int wt, bf16 *out, const bf16 *inp, const bf16 *residual,
+                           bf16 *gelu_pre, int BT, int IC, int OC) {
+    const int K = m->opt.tile_linear, R = OC / K;
+    if (K == 1) {
+        matmul_forward(out, inp, m->w[wt][l], m->w[wt + 1][l], residual, gelu_pre, BT, IC, OC, m->stream);
+        return;
+    }
+    for (int k = 0; k < K; k++) {
+        const int unit = gpt2_block_unit(K, l, wt, k), i = l * K + k;
+        part_fetch(m, unit, 0);
+        matmul_forward_tile(out + (size_t)k * R, OC, inp, m->w[wt][i], m->w[wt + 1][i],
+                            residual ? residual + (size_t)k * R : NULL, BT, IC, R, m->stream);
+        part_done(m, unit, 0);
+    }
+}
+
+// Its backward: weight and bias gradients added into g, dinp (bf16) = dout @ W, then GELU's
+// backward on it with gelu_pre. Tiled, tiles in reverse order, each complete in its window;
+// their input-gradient contributions add up in fp32 (tile_acc), rounded to bf16 once.
+static void linear_backward(GPT2Cuda *m, int l, int wt, bf16 *dinp, const bf16 *gelu_pre, const bf16 *dout,
+                            const bf16 *inp, int BT, int IC, int OC) {
+    const int K = m->opt.tile_linear, R = OC / K;
+    cudaStream_t s = m->stream;
+    if (K == 1) {
+        matmul_backward_weight(m->g[wt][l], m->g[wt + 1][l], dout, inp, 1.0f, BT, IC, OC, m->reduce_scratch, s);
+        matmul_backward_input(dinp, dout, m->w[wt][l], gelu_pre, 1.0f, BT, IC, OC, s);
+        return;
+    }
+    for (int k = K - 1; k >= 0; k--) {
+        const int unit = gpt2_block_unit(K, l, wt, k), i = l * K + k;
+        part_fetch(m, unit, 1);
+        matmul_backward_weight_tile(m->g[wt][i], m->g[wt + 1][i], dout + (size_t)k * R, OC, inp, BT, IC, R,
+                                    m->reduce_scratch, s);
+        matmul_backward_input_tile(m->acts.tile_acc, k < K - 1, dout + (size_t)k * R, OC, m->w[wt][i], BT, IC, R, s);
+        part_done(m, unit, 1);
+    }
+    cast_f32_to_bf16(dinp, m->acts.tile_acc, (size_t)BT * IC, s);
+    if (gelu_pre) gelu_backward_inplace(dinp, gelu_pre, (size_t)BT * IC, s);
+}
+
+// Block l's forward (untiled: in the caller's fetch window). A recompute (act_checkpoint, in
+// backward) runs the same kernels on the same input and stops before the MLP's output
+// projection, which backward does not read (and whose output slot act_offload is refilling).
+static void block_forward(GPT2Cuda *m, int l, int B, int T, int recompute) {
+    const int C = m->config.channels, NH = m->config.num_heads, HS = C / NH, BT = B * T;
+    const BlockActs b = block_acts(m, l);
+    cudaStream_t s = m->stream;
+    part_fetch(m, ln_unit(m, l, GPT2_LN1W), 0);
+    layernorm_forward(b.ln1, b.ln1_mean, b.ln1_rstd, b.res_in, m->w[GPT2_LN1W][l], m->w[GPT2_LN1B][l], BT, C, s);
+    part_done(m, ln_unit(m, l, GPT2_LN1W), 0);
+    linear_forward(m, l, GPT2_QKVW, b.qkv, b.ln1, NULL, NULL, BT, C, 3 * C);
+    if (m->use_cudnn)
+        attention_cudnn_forward(b.atty, b.att_stats, b.qkv, B, T, NH, HS, m->cudnn_workspace, s);
+    else
+        attention_fallback_forward(b.atty, m->att_scores, m->att_probs, b.qkv, B, T, NH, HS, s);
+    linear_forward(m, l, GPT2_ATTPROJW, b.res_mid, b.atty, b.res_in, NULL, BT, C, C);
+    part_fetch(m, ln_unit(m, l, GPT2_LN2W), 0);
+    layernorm_forward(b.ln2, b.ln2_mean, b.ln2_rstd, b.res_mid, m->w[GPT2_LN2W][l], m->w[GPT2_LN2B][l], BT, C, s);
+    part_done(m, ln_unit(m, l, GPT2_LN2W), 0);
+    if (m->opt.recompute >= 1 || m->opt.tile_linear > 1) {
+        // Backward recomputes gelu_forward(fch) (recompute >= 1); cuBLASLt's GELU epilogue
+        // works on the unrounded fp32 pre-activation, so use the same kernel here to get the
+        // same bits. Tiles write their column blocks of fch, GELU follows over all of it.
+        linear_forward(m, l, GPT2_FCW, b.fch, b.ln2, NULL, NULL, BT, C, 4 * C);
+        gelu_forward(b.gelu, b.fch, (size_t)BT * 4 * C, s);
+    } else {
+        linear_forward(m, l, GPT2_FCW, b.gelu, b.ln2, NULL, b.fch, BT, C, 4 * C);
+    }
+    if (recompute) return;
+    // act_offload: the output slot held block l-1's input until its copy to the host was done
+    if (m->opt.act_offload && l > 0 && m->have_targets) CUDA_CHECK(cudaStreamWaitEvent(s, m->offloaded[l - 1], 0));
+    linear_forward(m, l, GPT2_FCPROJW, b.res_out, b.gelu, b.res_mid, NULL, BT, 4 * C, C);
+}
+
+// Block l's backward: dres holds d(loss)/d(block output) and becomes d/d(block input).
+// Untiled, one backward window around the block encloses the act_checkpoint recompute;
+// tiled, each part has its own (gpt2_config.h: GPT2Hooks), and recompute level 2 refills a
+// LayerNorm output inside a forward window of its LayerNorm's unit.
+static void block_backward(GPT2Cuda *m, int l, int B, int T, bf16 *dres) {
+    const int C = m->config.channels, NH = m->config.num_heads, HS = C / NH, BT = B * T, L = m->config.num_layers;
+    GPT2CudaActs *a = &m->acts;
+    cudaStream_t s = m->stream;
+    float *scratch = m->reduce_scratch;
+    if (m->opt.tile_linear == 1) fetch(m, l + 1, 1);
+    if (m->opt.act_offload && l < L - 1) CUDA_CHECK(cudaStreamWaitEvent(s, m->restored[l], 0));
+    // act_offload: block l-1's input comes back into the slot of block l's output (read by
+    // nothing any more) once block l+1's backward, which read that slot, is done
+    if (m->opt.act_offload && l > 0) {
+        CUDA_CHECK(cudaEventRecord(m->slot_free, s));
+        CUDA_CHECK(cudaStreamWaitEvent(m->copy_stream, m->slot_free, 0));
+        CUDA_CHECK(cudaMemcpyAsync(res_slot(m, l - 1), host_slot(m, l - 1), (size_t)BT * C * sizeof(bf16),
+                                   cudaMemcpyHostToDevice, m->copy_stream));
+        CUDA_CHECK(cudaEventRecord(m->restored[l - 1], m->copy_stream));
+    }
+    if (m->opt.act_checkpoint) block_forward(m, l, B, T, 1);
+    const BlockActs b = block_acts(m, l);
+
+    // MLP. dres is the gradient of this block's output, also that of residual2 (identity path).
+    if (m->opt.recompute >= 1) gelu_forward(b.gelu, b.fch, (size_t)BT * 4 * C, s);
+    bf16 *dfch = b.gelu; // GELU output no longer needed once the weight gradients read it: it takes d(fch)
+    linear_backward(m, l, GPT2_FCPROJW, dfch, b.fch, dres, b.gelu, BT, 4 * C, C);
+    if (m->opt.recompute >= 2) {
+        part_fetch(m, ln_unit(m, l, GPT2_LN2W), 0);
+        layernorm_forward(b.ln2, NULL, NULL, b.res_mid, m->w[GPT2_LN2W][l], m->w[GPT2_LN2B][l], BT, C, s);
+        part_done(m, ln_unit(m, l, GPT2_LN2W), 0);
+    }
+    linear_backward(m, l, GPT2_FCW, a->dbuf, NULL, dfch, b.ln2, BT, C, 4 * C);
+    part_fetch(m, ln_unit(m, l, GPT2_LN2W), 1);
+    layernorm_backward(dres, m->g[GPT2_LN2W][l], m->g[GPT2_LN2B][l], a->dbuf, b.res_mid, b.ln2_mean, b.ln2_rstd,
+                       m->w[GPT2_LN2W][l], BT, C, 1, scratch, s);
+    part_done(m, ln_unit(m, l, GPT2_LN2W), 1);
+
+    // Attention. dres is now the gradient of residual2, also that of the block input.
+    linear_backward(m, l, GPT2_ATTPROJW, a->dbuf, NULL, dres, b.atty, BT, C, C);
+    if (m->use_cudnn)
+        attention_cudnn_backward(a->dqkv, a->dbuf, b.qkv, b.atty, b.att_stats, B, T, NH, HS, m->cudnn_workspace, s);
+    else
+        attention_fallback_backward(a->dqkv, m->att_scores, m->att_probs, a->dbuf, b.qkv, B, T, NH, HS, s);
+    if (m->opt.recompute >= 2) {
+        part_fetch(m, ln_unit(m, l, GPT2_LN1W), 0);
+        layernorm_forward(b.ln1, NULL, NULL, b.res_in, m->w[GPT2_LN1W][l], m->w[GPT2_LN1B][l], BT, C, s);
+        part_done(m, ln_unit(m, l, GPT2_LN1W), 0);
+    }
+    linear_backward(m, l, GPT2_QKVW, a->dbuf, NULL, a->dqkv, b.ln1, BT, C, 3 * C);
+    part_fetch(m, ln_unit(m, l, GPT2_LN1W), 1);
+    layernorm_backward(dres, m->g[GPT2_LN1W][l], m->g[GPT2_LN1B][l], a->dbuf, b.res_in, b.ln1_mean, b.ln1_rstd,
+                       m->w[GPT2_LN1W][l], BT, C, 1, scratch, s);
+    part_done(m, ln_unit(m, l, GPT2_LN1W), 1);
+    if (m->opt.tile_linear == 1) {
+        grads_ready(m, l + 1);
+        release(m, l + 1, 1);
+    }
+}
+
 void gpt2_cuda_forward(GPT2Cuda *m, const int *inputs, const int *targets, int B, int T) {
     const GPT2Config *c = &m->config;
-    const int L = c->num_layers, C = c->channels, NH = c->num_heads, HS = C / NH;
+    const int L = c->num_layers, C = c->channels;
     const int V = c->vocab_size, Vp = c->padded_vocab_size;
     if (B <= 0 || T <= 0 || (size_t)B * T > rows_max(m) || T > m->T) {
         fprintf(stderr, "error: gpt2_cuda_forward: B=%d T=%d does not fit the model built for B=%d T=%d\n", B, T,
@@ -388,52 +610,32 @@ void gpt2_cuda_forward(GPT2Cuda *m, const int *inputs, const int *targets, int B
     release(m, 0, 0);
 
     for (int l = 0; l < L; l++) {
-        fetch(m, l + 1, 0);
-        bf16 *res_in = a->residual + l * cap * C;
-        bf16 *res_mid = a->residual2 + l * cap * C;
-        bf16 *res_out = a->residual + (l + 1) * cap * C;
-        bf16 *ln1 = m->opt.recompute >= 2 ? a->ln1 : a->ln1 + l * cap * C;
-        bf16 *ln2 = m->opt.recompute >= 2 ? a->ln2 : a->ln2 + l * cap * C;
-        bf16 *qkv = a->qkv + l * cap * 3 * C;
-        bf16 *atty = a->atty + l * cap * C;
-        bf16 *fch = a->fch + l * cap * 4 * C;
-        bf16 *gelu = m->opt.recompute >= 1 ? a->fch_gelu : a->fch_gelu + l * cap * 4 * C;
-
-        layernorm_forward(ln1, a->ln1_mean + l * cap, a->ln1_rstd + l * cap, res_in, m->w[GPT2_LN1W][l],
-                          m->w[GPT2_LN1B][l], BT, C, s);
-        matmul_forward(qkv, ln1, m->w[GPT2_QKVW][l], m->w[GPT2_QKVB][l], NULL, NULL, BT, C, 3 * C, s);
-        if (m->use_cudnn)
-            attention_cudnn_forward(atty, a->att_stats + l * cap * NH, qkv, B, T, NH, HS, m->cudnn_workspace, s);
-        else
-            attention_fallback_forward(atty, m->att_scores, m->att_probs, qkv, B, T, NH, HS, s);
-        matmul_forward(res_mid, atty, m->w[GPT2_ATTPROJW][l], m->w[GPT2_ATTPROJB][l], res_in, NULL, BT, C, C, s);
-        layernorm_forward(ln2, a->ln2_mean + l * cap, a->ln2_rstd + l * cap, res_mid, m->w[GPT2_LN2W][l],
-                          m->w[GPT2_LN2B][l], BT, C, s);
-        if (m->opt.recompute >= 1) {
-            // Backward recomputes gelu_forward(fch); cuBLASLt's GELU epilogue works on the
-            // unrounded fp32 pre-activation, so use the same kernel here to get the same bits.
-            matmul_forward(fch, ln2, m->w[GPT2_FCW][l], m->w[GPT2_FCB][l], NULL, NULL, BT, C, 4 * C, s);
-            gelu_forward(gelu, fch, (size_t)BT * 4 * C, s);
-        } else {
-            matmul_forward(gelu, ln2, m->w[GPT2_FCW][l], m->w[GPT2_FCB][l], NULL, fch, BT, C, 4 * C, s);
+        if (m->opt.tile_linear == 1) fetch(m, l + 1, 0);   // tiled: each part fetches its unit
+        block_forward(m, l, B, T, 0);
+        if (m->opt.tile_linear == 1) release(m, l + 1, 0);
+        // act_offload: block l's input goes to the host tier (the next block writes over it)
+        if (m->opt.act_offload && targets && l < L - 1) {
+            CUDA_CHECK(cudaEventRecord(m->block_done, s));
+            CUDA_CHECK(cudaStreamWaitEvent(m->copy_stream, m->block_done, 0));
+            CUDA_CHECK(cudaMemcpyAsync(host_slot(m, l), res_slot(m, l), (size_t)BT * C * sizeof(bf16),
+                                       cudaMemcpyDeviceToHost, m->copy_stream));
+            CUDA_CHECK(cudaEventRecord(m->offloaded[l], m->copy_stream));
         }
-        matmul_forward(res_out, gelu, m->w[GPT2_FCPROJW][l], m->w[GPT2_FCPROJB][l], res_mid, NULL, BT, 4 * C, C, s);
-        release(m, l + 1, 0);
     }
 
-    fetch(m, L + 1, 0);
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual + L * cap * C, m->w[GPT2_LNFW][0],
+    fetch(m, gpt2_unit_lnf(c, m->opt.tile_linear), 0);
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, res_slot(m, L), m->w[GPT2_LNFW][0],
                       m->w[GPT2_LNFB][0], BT, C, s);
-    release(m, L + 1, 0);
+    release(m, gpt2_unit_lnf(c, m->opt.tile_linear), 0);
 
-    fetch(m, L + 2, 0);
+    fetch(m, gpt2_unit_classifier(c, m->opt.tile_linear), 0);
     matmul_forward(a->logits, a->lnf, m->w[GPT2_WTE][0], NULL, NULL, NULL, BT, C, Vp, s);
     if (targets) {
         classifier_forward_backward(a->logits, a->losses, d_targets, BT, V, Vp, s);
         loss_accumulate(m->loss_sum, a->losses, BT, s);
         m->loss_tokens += BT;
     }
-    release(m, L + 2, 0);
+    release(m, gpt2_unit_classifier(c, m->opt.tile_linear), 0);
 }
 
 // ----------------------------------------------------------------------------
@@ -455,7 +657,7 @@ void gpt2_cuda_reset_loss(GPT2Cuda *m) {
 void gpt2_cuda_backward(GPT2Cuda *m, float loss_scale) {
     if (!m->have_targets) gpt2_cuda_die("backward needs a forward with targets first");
     const GPT2Config *c = &m->config;
-    const int L = c->num_layers, C = c->channels, NH = c->num_heads, HS = C / NH, Vp = c->padded_vocab_size;
+    const int L = c->num_layers, C = c->channels, Vp = c->padded_vocab_size;
     const int B = m->cur_B, T = m->cur_T, BT = B * T;
     const size_t cap = rows_max(m);
     cudaStream_t s = m->stream;
@@ -465,63 +667,20 @@ void gpt2_cuda_backward(GPT2Cuda *m, float loss_scale) {
     m->norm_current = 0;   // the gradients change
 
     // Classifier: the logits buffer holds softmax - onehot; loss_scale enters as alpha.
-    fetch(m, L + 2, 1);
+    fetch(m, gpt2_unit_classifier(c, m->opt.tile_linear), 1);
     matmul_backward_input(a->dbuf, a->logits, m->w[GPT2_WTE][0], NULL, loss_scale, BT, C, Vp, s);
     matmul_backward_weight(m->g[GPT2_WTE][0], NULL, a->logits, a->lnf, loss_scale, BT, C, Vp, scratch, s);
-    grads_ready(m, L + 2);
-    release(m, L + 2, 1);
+    grads_ready(m, gpt2_unit_classifier(c, m->opt.tile_linear));
+    release(m, gpt2_unit_classifier(c, m->opt.tile_linear), 1);
 
-    fetch(m, L + 1, 1);
-    layernorm_backward(a->dresidual, m->g[GPT2_LNFW][0], m->g[GPT2_LNFB][0], a->dbuf, a->residual + L * cap * C,
+    fetch(m, gpt2_unit_lnf(c, m->opt.tile_linear), 1);
+    layernorm_backward(a->dresidual, m->g[GPT2_LNFW][0], m->g[GPT2_LNFB][0], a->dbuf, res_slot(m, L),
                        a->lnf_mean, a->lnf_rstd, m->w[GPT2_LNFW][0], BT, C, 0, scratch, s);
-    grads_ready(m, L + 1);
-    release(m, L + 1, 1);
+    grads_ready(m, gpt2_unit_lnf(c, m->opt.tile_linear));
+    release(m, gpt2_unit_lnf(c, m->opt.tile_linear), 1);
 
     bf16 *dres = a->dresidual;
-    for (int l = L - 1; l >= 0; l--) {
-        fetch(m, l + 1, 1);
-        bf16 *res_in = a->residual + l * cap * C;
-        bf16 *res_mid = a->residual2 + l * cap * C;
-        bf16 *ln1 = m->opt.recompute >= 2 ? a->ln1 : a->ln1 + l * cap * C;
-        bf16 *ln2 = m->opt.recompute >= 2 ? a->ln2 : a->ln2 + l * cap * C;
-        bf16 *qkv = a->qkv + l * cap * 3 * C;
-        bf16 *atty = a->atty + l * cap * C;
-        bf16 *fch = a->fch + l * cap * 4 * C;
-        bf16 *gelu = m->opt.recompute >= 1 ? a->fch_gelu : a->fch_gelu + l * cap * 4 * C;
-        float *ln1_mean = a->ln1_mean + l * cap, *ln1_rstd = a->ln1_rstd + l * cap;
-        float *ln2_mean = a->ln2_mean + l * cap, *ln2_rstd = a->ln2_rstd + l * cap;
-
-        // MLP. dres is the gradient of this block's output, also that of residual2 (identity path).
-        if (m->opt.recompute >= 1) gelu_forward(gelu, fch, (size_t)BT * 4 * C, s);
-        matmul_backward_weight(m->g[GPT2_FCPROJW][l], m->g[GPT2_FCPROJB][l], dres, gelu, 1.0f, BT, 4 * C, C,
-                               scratch, s);
-        bf16 *dfch = gelu; // GELU output no longer needed: its buffer takes d(fch)
-        matmul_backward_input(dfch, dres, m->w[GPT2_FCPROJW][l], fch, 1.0f, BT, 4 * C, C, s);
-        if (m->opt.recompute >= 2)
-            layernorm_forward(ln2, NULL, NULL, res_mid, m->w[GPT2_LN2W][l], m->w[GPT2_LN2B][l], BT, C, s);
-        matmul_backward_weight(m->g[GPT2_FCW][l], m->g[GPT2_FCB][l], dfch, ln2, 1.0f, BT, C, 4 * C, scratch, s);
-        matmul_backward_input(a->dbuf, dfch, m->w[GPT2_FCW][l], NULL, 1.0f, BT, C, 4 * C, s);
-        layernorm_backward(dres, m->g[GPT2_LN2W][l], m->g[GPT2_LN2B][l], a->dbuf, res_mid, ln2_mean, ln2_rstd,
-                           m->w[GPT2_LN2W][l], BT, C, 1, scratch, s);
-
-        // Attention. dres is now the gradient of residual2, also that of the block input.
-        matmul_backward_weight(m->g[GPT2_ATTPROJW][l], m->g[GPT2_ATTPROJB][l], dres, atty, 1.0f, BT, C, C,
-                               scratch, s);
-        matmul_backward_input(a->dbuf, dres, m->w[GPT2_ATTPROJW][l], NULL, 1.0f, BT, C, C, s);
-        if (m->use_cudnn)
-            attention_cudnn_backward(a->dqkv, a->dbuf, qkv, atty, a->att_stats + l * cap * NH, B, T, NH, HS,
-                                     m->cudnn_workspace, s);
-        else
-            attention_fallback_backward(a->dqkv, m->att_scores, m->att_probs, a->dbuf, qkv, B, T, NH, HS, s);
-        if (m->opt.recompute >= 2)
-            layernorm_forward(ln1, NULL, NULL, res_in, m->w[GPT2_LN1W][l], m->w[GPT2_LN1B][l], BT, C, s);
-        matmul_backward_weight(m->g[GPT2_QKVW][l], m->g[GPT2_QKVB][l], a->dqkv, ln1, 1.0f, BT, C, 3 * C, scratch, s);
-        matmul_backward_input(a->dbuf, a->dqkv, m->w[GPT2_QKVW][l], NULL, 1.0f, BT, C, 3 * C, s);
-        layernorm_backward(dres, m->g[GPT2_LN1W][l], m->g[GPT2_LN1B][l], a->dbuf, res_in, ln1_mean, ln1_rstd,
-                           m->w[GPT2_LN1W][l], BT, C, 1, scratch, s);
-        grads_ready(m, l + 1);
-        release(m, l + 1, 1);
-    }
+    for (int l = L - 1; l >= 0; l--) block_backward(m, l, B, T, dres);
 
     fetch(m, 0, 1);
     EncoderBuckets buckets;

@@ -26,9 +26,11 @@
 #include "grad_norm.h"
 
 // Activations, carved from one allocation. Per-layer arrays hold L slices one after
-// another; with recompute, some are a single slice reused by every layer.
+// another; with recompute, some are a single slice reused by every layer, and with
+// act_checkpoint all of them are (the residual stream keeps the block inputs).
 typedef struct {
-    __nv_bfloat16 *residual;   // (L+1, B, T, C): [0] embeddings, [l+1] output of block l
+    __nv_bfloat16 *residual;   // (L+1, B, T, C): [0] embeddings, [l+1] output of block l;
+                               // act_offload: 2 slots, block l reads slot l % 2
     __nv_bfloat16 *residual2;  // (L, B, T, C): block input + attention branch
     __nv_bfloat16 *ln1, *ln2;  // (L or 1, B, T, C) LayerNorm outputs
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; // (L, B, T)
@@ -45,6 +47,7 @@ typedef struct {
     __nv_bfloat16 *dresidual;  // (B, T, C) gradient of the residual stream
     __nv_bfloat16 *dbuf;       // (B, T, C) gradient of a LayerNorm output / attention output
     __nv_bfloat16 *dqkv;       // (B, T, 3C)
+    float *tile_acc;           // (B, T, 4C) fp32, tiles only: a linear's input gradient summed over its tiles
 } GPT2CudaActs;
 
 typedef struct {
@@ -63,7 +66,8 @@ typedef struct {
     float *m, *v;                  // AdamW moments
     float *grads;                  // fp32 gradients
     // Pointer tables: w[t][l] / g[t][l] = layer l of tensor t (l = 0 for the 4 tensors that
-    // are not per layer). The model reads parameters and writes gradients only through these.
+    // are not per layer); tiled, [l * K + k] is tile k of layer l of a tiled tensor
+    // (gpt2_param_tiles). The model reads parameters and writes gradients only through these.
     __nv_bfloat16 **w[GPT2_NUM_PARAM_TENSORS];
     float **g[GPT2_NUM_PARAM_TENSORS];
     GPT2Hooks hooks;               // a parameter manager's (gpt2_config.h); zeroed: none
@@ -101,6 +105,15 @@ typedef struct {
     cudaEvent_t stats_ready;
     __nv_bfloat16 *host_logits_bf16; // pinned (Vp)
     float *host_logits;            // pinned (Vp)
+    // act_offload: pinned host slots of block inputs 0..L-2 and the copy stream that moves
+    // them; offloaded[l]: block l's input is in its host slot (its device slot may be
+    // overwritten); restored[l]: it is back on the device; block_done, slot_free: points of
+    // the main stream the copies wait for.
+    __nv_bfloat16 *host_acts;
+    size_t host_act_bytes;
+    cudaStream_t copy_stream;
+    cudaEvent_t *offloaded, *restored;
+    cudaEvent_t block_done, slot_free;
     size_t device_bytes;           // all device memory this model allocated
     void *dev_blocks[8];           // the allocations, for gpt2_cuda_free
     int num_dev_blocks;

@@ -16,22 +16,25 @@ static size_t add(size_t a, size_t b) { return size_add(a, b, WHAT); }
 size_t gpt2_cuda_piece_bytes(size_t bytes) { return add(bytes, GPT2_CUDA_ALIGN - 1) / GPT2_CUDA_ALIGN * GPT2_CUDA_ALIGN; }
 static size_t piece(size_t bytes) { return gpt2_cuda_piece_bytes(bytes); }
 
-void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, int recompute, int use_cudnn,
+void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt, int use_cudnn,
                          size_t bytes[GPT2_CUDA_NUM_ACTS]) {
     const size_t L = (size_t)c->num_layers, C = (size_t)c->channels, NH = (size_t)c->num_heads;
     const size_t Vp = (size_t)c->padded_vocab_size, BT = mul((size_t)B, (size_t)T);
     const size_t h = 2, f = 4;   // bf16, fp32
-    const size_t row = mul(BT, C) * h, n_ln = recompute >= 2 ? 1 : L, n_gelu = recompute >= 1 ? 1 : L;
-    bytes[GPT2_CUDA_RESIDUAL] = mul(L + 1, row);
-    bytes[GPT2_CUDA_RESIDUAL2] = mul(L, row);
+    const int recompute = opt->recompute;
+    // per-block buffers: one slot per layer, or the one block a checkpointed model holds
+    const size_t S = opt->act_checkpoint ? 1 : L, R = opt->act_offload ? 2 : L + 1;
+    const size_t row = mul(BT, C) * h, n_ln = recompute >= 2 ? 1 : S, n_gelu = recompute >= 1 ? 1 : S;
+    bytes[GPT2_CUDA_RESIDUAL] = mul(R, row);
+    bytes[GPT2_CUDA_RESIDUAL2] = mul(S, row);
     bytes[GPT2_CUDA_LN1] = mul(n_ln, row);
-    bytes[GPT2_CUDA_LN2] = recompute >= 2 ? 0 : mul(L, row);   // one scratch, refilled before each use
+    bytes[GPT2_CUDA_LN2] = recompute >= 2 ? 0 : mul(S, row);   // one scratch, refilled before each use
     bytes[GPT2_CUDA_LN1_MEAN] = bytes[GPT2_CUDA_LN1_RSTD] = bytes[GPT2_CUDA_LN2_MEAN] = bytes[GPT2_CUDA_LN2_RSTD] =
-        mul(mul(L, BT), f);
-    bytes[GPT2_CUDA_QKV] = mul(mul(L, row), 3);
-    bytes[GPT2_CUDA_ATTY] = mul(L, row);
-    bytes[GPT2_CUDA_ATT_STATS] = use_cudnn ? mul(mul(mul(L, BT), NH), f) : 0;
-    bytes[GPT2_CUDA_FCH] = mul(mul(L, row), 4);
+        mul(mul(S, BT), f);
+    bytes[GPT2_CUDA_QKV] = mul(mul(S, row), 3);
+    bytes[GPT2_CUDA_ATTY] = mul(S, row);
+    bytes[GPT2_CUDA_ATT_STATS] = use_cudnn ? mul(mul(mul(S, BT), NH), f) : 0;
+    bytes[GPT2_CUDA_FCH] = mul(mul(S, row), 4);
     bytes[GPT2_CUDA_FCH_GELU] = mul(mul(n_gelu, row), 4);
     bytes[GPT2_CUDA_LNF] = row;
     bytes[GPT2_CUDA_LNF_MEAN] = bytes[GPT2_CUDA_LNF_RSTD] = mul(BT, f);
@@ -39,6 +42,13 @@ void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, int recompute, int u
     bytes[GPT2_CUDA_LOSSES] = mul(BT, f);
     bytes[GPT2_CUDA_DRESIDUAL] = bytes[GPT2_CUDA_DBUF] = row;
     bytes[GPT2_CUDA_DQKV] = mul(row, 3);
+    // tiles: the widest input gradient (the MLP projection's 4C) summed over tiles in fp32
+    bytes[GPT2_CUDA_TILE_ACC] = gpt2_cuda_tiles(opt) > 1 ? mul(mul(BT, 4 * C), f) : 0;
+}
+
+size_t gpt2_cuda_act_host_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt) {
+    if (!opt->act_offload || c->num_layers < 2) return 0;
+    return mul(mul((size_t)c->num_layers - 1, mul((size_t)B, (size_t)T)), mul((size_t)c->channels, 2));
 }
 
 size_t gpt2_cuda_reduce_scratch_floats(const GPT2Config *c, int B, int T) {
@@ -65,7 +75,7 @@ void gpt2_cuda_memory(const GPT2Config *c, int B, int T, const GPT2CudaOptions *
     out->optimizer = mul(3, out->grads);
     out->params = add(add(out->weights, out->grads), out->optimizer);
     size_t act[GPT2_CUDA_NUM_ACTS];
-    gpt2_cuda_act_bytes(c, B, T, opt->recompute, use_cudnn, act);
+    gpt2_cuda_act_bytes(c, B, T, opt, use_cudnn, act);
     out->activations = 0;
     for (int i = 0; i < GPT2_CUDA_NUM_ACTS; i++) out->activations = add(out->activations, piece(act[i]));
     // the gradient norm's plan (slice table and partial sums) exists when the model owns its gradients
@@ -87,6 +97,7 @@ void gpt2_cuda_memory(const GPT2Config *c, int B, int T, const GPT2CudaOptions *
     }
     out->cublaslt = MATMUL_WORKSPACE_BYTES;
     out->total = add(add(add(out->params, out->activations), add(out->scratch, out->attention)), out->cublaslt);
+    out->host_activations = gpt2_cuda_act_host_bytes(c, B, T, opt);
 }
 
 size_t gpt2_cuda_cudnn_workspace_estimate(const GPT2Config *c, int B, int T) {
@@ -113,6 +124,30 @@ int gpt2_cuda_check_shape(const GPT2Config *c, int B, int T, char *err, size_t e
     if (B <= 0 || T <= 0 || T > c->max_seq_len || (size_t)B * (size_t)T > INT_MAX) {
         snprintf(err, errlen, "batch B=%d T=%d must be positive with T <= max_seq_len %d and B*T <= %d", B, T,
                  c->max_seq_len, INT_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+int gpt2_cuda_check_options(const GPT2Config *c, const GPT2CudaOptions *opt, char *err, size_t errlen) {
+    if (opt->recompute < 0 || opt->recompute > 2) {
+        snprintf(err, errlen, "recompute %d must be 0, 1 or 2", opt->recompute);
+        return -1;
+    }
+    if ((opt->act_checkpoint | opt->act_offload) & ~1) {
+        snprintf(err, errlen, "act_checkpoint %d and act_offload %d must be 0 or 1", opt->act_checkpoint,
+                 opt->act_offload);
+        return -1;
+    }
+    if (opt->act_offload && !opt->act_checkpoint) {
+        snprintf(err, errlen, "act_offload moves the block inputs act_checkpoint keeps: it needs act_checkpoint 1");
+        return -1;
+    }
+    const int K = gpt2_cuda_tiles(opt);
+    if (gpt2_tile_check(c, K, err, errlen) != 0) return -1;
+    if ((c->channels / K) % 8 != 0) {
+        snprintf(err, errlen, "tiles K = %d give C/K = %d rows per attention or MLP projection tile; the CUDA "
+                 "matmuls need a multiple of 8 (16-byte column blocks)", K, c->channels / K);
         return -1;
     }
     return 0;

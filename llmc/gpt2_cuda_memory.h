@@ -24,6 +24,17 @@ typedef struct {
                          // and gradients: build allocates none of them (host_params may
                          // be NULL), w/g start NULL and the hooks fill them per unit;
                          // update, get/set_state and get_grads are then not available.
+    int act_checkpoint;  // 1: keep only each block's input (the residual stream entering it);
+                         // backward reruns the block's forward, with the same kernels, just
+                         // before its backward. The per-block buffers shrink to one block's;
+                         // the recompute level still says what that one block keeps.
+    int act_offload;     // 1 (needs act_checkpoint): the block inputs go to pinned host memory
+                         // after each block's forward (a copy stream, events) and come back
+                         // ahead of its backward, during the next block's backward; the device
+                         // keeps two residual-stream slots.
+    int tile_linear;     // K (0 or 1: none): each block's four linears run as K tiles along
+                         // their output rows, each tile a unit (gpt2_config.h); C/K must be a
+                         // multiple of 8. The tiles' input gradients add up in an fp32 buffer.
 } GPT2CudaOptions;
 
 // The activation arrays (GPT2CudaActs, gpt2_cuda.h, has their shapes) in the order they
@@ -33,7 +44,7 @@ enum {
     GPT2_CUDA_LN1_RSTD, GPT2_CUDA_LN2_MEAN, GPT2_CUDA_LN2_RSTD, GPT2_CUDA_QKV, GPT2_CUDA_ATTY,
     GPT2_CUDA_ATT_STATS, GPT2_CUDA_FCH, GPT2_CUDA_FCH_GELU, GPT2_CUDA_LNF, GPT2_CUDA_LNF_MEAN,
     GPT2_CUDA_LNF_RSTD, GPT2_CUDA_LOGITS, GPT2_CUDA_LOSSES, GPT2_CUDA_DRESIDUAL, GPT2_CUDA_DBUF,
-    GPT2_CUDA_DQKV, GPT2_CUDA_NUM_ACTS
+    GPT2_CUDA_DQKV, GPT2_CUDA_TILE_ACC, GPT2_CUDA_NUM_ACTS
 };
 
 // Every device buffer is a 256-byte aligned piece of one of the regions below: the bytes
@@ -42,10 +53,15 @@ enum {
 size_t gpt2_cuda_piece_bytes(size_t bytes);
 
 // Bytes of each activation array for batches of B x T (0: not allocated; with recompute 2
-// ln2 shares ln1's buffer, att_stats exists only for the cuDNN attention). Sizes are
-// overflow-checked: a shape whose sizes overflow size_t stops with a message.
-void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, int recompute, int use_cudnn,
+// ln2 shares ln1's buffer, att_stats exists only for the cuDNN attention, the fp32 tile
+// accumulator only with tiles). Sizes are overflow-checked: a shape whose sizes overflow
+// size_t stops with a message.
+void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt, int use_cudnn,
                          size_t bytes[GPT2_CUDA_NUM_ACTS]);
+// Pinned host bytes of act_offload's block inputs 0..L-2 (the last block's stays on the device).
+size_t gpt2_cuda_act_host_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt);
+// The options' tiles (tile_linear 0 means 1).
+static inline int gpt2_cuda_tiles(const GPT2CudaOptions *opt) { return opt->tile_linear > 1 ? opt->tile_linear : 1; }
 // Floats of the one scratch buffer that every deterministic reduction of a step shares.
 size_t gpt2_cuda_reduce_scratch_floats(const GPT2Config *c, int B, int T);
 // Ints of the token buffer: inputs | targets | positions | unique tokens | bucket starts.
@@ -61,6 +77,7 @@ typedef struct {
     size_t attention;    // the cuDNN workspace, or the fallback's scores and probabilities
     size_t cublaslt;     // cuBLASLt's workspace (matmul_init, once per process)
     size_t total;        // all of the above: the device memory the model holds
+    size_t host_activations; // pinned host memory of act_offload's block inputs (not in total)
 } GPT2CudaMemory;
 
 // use_cudnn: whether the cuDNN attention runs (opt->use_cudnn is only the request), and
@@ -73,6 +90,9 @@ size_t gpt2_cuda_cudnn_workspace_estimate(const GPT2Config *c, int B, int T);
 
 // 0 when gpt2_cuda_build accepts the config and batch shape; else -1 with the reason in err.
 int gpt2_cuda_check_shape(const GPT2Config *c, int B, int T, char *err, size_t errlen);
+// 0 when the options fit the config (recompute 0-2, act flags 0 or 1, act_offload only with
+// act_checkpoint, tiles dividing C with C/K a multiple of 8); else -1 with the reason in err.
+int gpt2_cuda_check_options(const GPT2Config *c, const GPT2CudaOptions *opt, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

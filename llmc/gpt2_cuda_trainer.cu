@@ -93,17 +93,27 @@ void gpt2_cuda_print_memory(const GPT2Cuda *model, const TrainConfig *cfg) {
     uint64_t p = (uint64_t)model->num_parameters * sizeof(float);
     t.host[MEMORY_PARAMS] = p;
     t.host[MEMORY_OPTIM] = 2 * p;
+    t.host[MEMORY_ACTS] = mem.host_activations;   // act_offload's pinned block inputs
     memory_table_print("unsharded bf16 model (fp32 master weights and AdamW moments) on one GPU", &t, "device", "host");
+}
+
+void gpt2_cuda_check_flags(const GPT2Config *c, const GPT2CudaOptions *opt) {
+    char why[256];
+    if (gpt2_cuda_check_options(c, opt, why, sizeof(why)) != 0)
+        die("-r %d --act-checkpoint %d --act-offload %d --tile-linear %d: %s", opt->recompute, opt->act_checkpoint,
+            opt->act_offload, opt->tile_linear, why);
 }
 
 size_t gpt2_cuda_activation_bytes(const GPT2Cuda *model) { return model->device_bytes + matmul_workspace_bytes(); }
 
-size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConfig *cfg) {
+size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes) {
     char why[256];
     if (gpt2_cuda_check_shape(c, cfg->B, cfg->T, why, sizeof(why)) != 0)
         printf("warning: the CUDA model cannot run this: %s; a live run stops at start-up (the sizes below are "
                "what its buffers would take)\n", why);
-    GPT2CudaOptions opt = {cfg->recompute, cfg->use_cudnn, cfg->seed, 1};
+    GPT2CudaOptions opt = {cfg->recompute, cfg->use_cudnn, cfg->seed, 1, cfg->act_checkpoint, cfg->act_offload,
+                           cfg->tile_linear};
+    gpt2_cuda_check_flags(c, &opt);
     int cudnn = cfg->use_cudnn && (c->channels / c->num_heads) % 8 == 0;
     size_t ws = cudnn ? gpt2_cuda_cudnn_workspace_estimate(c, cfg->B, cfg->T) : 0;
     GPT2CudaMemory mem;
@@ -113,5 +123,7 @@ size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConf
            "%.2f, scratch %.2f, cuBLASLt %.2f MiB)%s\n", cfg->B, cfg->T, cfg->recompute, cudnn ? "cuDNN" : "plain",
            mem.total / MiB, mem.activations / MiB, mem.attention / MiB, mem.scratch / MiB, mem.cublaslt / MiB,
            cudnn ? "; cuDNN's own engine workspace is known only at run time and not included" : "");
+    *host_bytes = mem.host_activations;
+    if (mem.host_activations) printf("offloaded block inputs in pinned host memory: %.2f MiB per rank\n", mem.host_activations / MiB);
     return mem.total;
 }

@@ -40,14 +40,18 @@ void gpt2_cuda_export_final(GPT2Cuda *model, const char *out_dir);
 // unsharded trainer keeps for checkpoints.
 void gpt2_cuda_print_memory(const GPT2Cuda *model, const TrainConfig *cfg);
 
+// The model flags (-r, --act-checkpoint, --act-offload, --tile-linear) against the model's
+// shape (gpt2_cuda_check_options): exits naming the flags and the reason when they do not fit.
+void gpt2_cuda_check_flags(const GPT2Config *c, const GPT2CudaOptions *opt);
+
 // Everything the model holds on the device besides parameters, gradients and optimizer
 // state (activations, workspaces, cuBLASLt): what a ZeRO report counts as activations.
 size_t gpt2_cuda_activation_bytes(const GPT2Cuda *model);
 
 // The same, predicted without a GPU for cfg's B, T, recompute and attention, with a line
-// that breaks it down (a dry run). cuDNN is assumed to take every shape it is asked for
-// with head sizes that are multiples of 8.
-size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConfig *cfg);
+// that breaks it down (a dry run); *host_bytes: activations in pinned host memory (act_offload).
+// cuDNN is assumed to take every shape it is asked for with head sizes that are multiples of 8.
+size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes);
 
 #ifdef __cplusplus
 }

@@ -215,9 +215,11 @@ static void matmul_lt_required(const MatmulArgs *a, cudaStream_t stream) {
 // Linear layers. Row-major X (r, c) is column-major X^T (c, r) with leading dimension c,
 // so out^T = W^T' inp^T etc. below are all written in column-major terms.
 
-void matmul_forward(bf16 *out, const bf16 *inp, const bf16 *weight, const bf16 *bias,
-                    const bf16 *residual, bf16 *gelu_pre, int rows, int in_dim, int out_dim,
-                    cudaStream_t stream) {
+// The three products with pitched outputs/gradients: ld_out is the row pitch of out (and
+// of the residual), ld_dout that of dout. The untiled model passes the widths themselves.
+static void forward_impl(bf16 *out, int ld_out, const bf16 *inp, const bf16 *weight, const bf16 *bias,
+                         const bf16 *residual, bf16 *gelu_pre, int rows, int in_dim, int out_dim,
+                         cudaStream_t stream) {
     if (residual != NULL && gelu_pre != NULL) {
         fprintf(stderr, "matmul_forward: residual and GELU together are not supported\n");
         exit(EXIT_FAILURE);
@@ -229,7 +231,7 @@ void matmul_forward(bf16 *out, const bf16 *inp, const bf16 *weight, const bf16 *
     a.m = out_dim; a.n = rows; a.k = in_dim;
     a.A = weight; a.lda = in_dim;
     a.B = inp; a.ldb = in_dim;
-    a.D = out; a.ldd = out_dim;
+    a.D = out; a.ldd = ld_out;
     a.alpha = 1.0f;
     a.beta = residual ? 1.0f : 0.0f;
     a.C = residual;
@@ -243,27 +245,30 @@ void matmul_forward(bf16 *out, const bf16 *inp, const bf16 *weight, const bf16 *
         MatmulArgs g = a;
         g.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
         g.aux = gelu_pre;
-        g.aux_ld = out_dim;
+        g.aux_ld = ld_out;
         if (matmul_lt(&g, stream)) return;
     }
-    // Unfused: pre-activation first, then GELU as its own pass.
+    // Unfused: pre-activation first, then GELU as its own pass (contiguous rows only).
     a.D = gelu_pre;
     matmul_lt_required(&a, stream);
     gelu_forward(out, gelu_pre, (size_t)rows * out_dim, stream);
 }
 
-void matmul_backward_input(bf16 *dinp, const bf16 *dout, const bf16 *weight, const bf16 *gelu_pre,
-                           float alpha, int rows, int in_dim, int out_dim, cudaStream_t stream) {
-    // dinp^T (in_dim x rows) = weight (stored in_dim x out_dim) . dout^T (out_dim x rows)
+// dinp^T (in_dim x rows) = alpha * weight (stored in_dim x out_dim) . dout^T (out_dim x rows)
+// [+ beta * dinp]: bf16 dinp, or fp32 when d_fp32.
+static void backward_input_impl(void *dinp, int d_fp32, float beta, const bf16 *dout, int ld_dout,
+                                const bf16 *weight, const bf16 *gelu_pre, float alpha, int rows, int in_dim,
+                                int out_dim, cudaStream_t stream) {
     MatmulArgs a;
     memset(&a, 0, sizeof(a));
     a.transa = 0; a.transb = 0;
     a.m = in_dim; a.n = rows; a.k = out_dim;
     a.A = weight; a.lda = in_dim;
-    a.B = dout; a.ldb = out_dim;
+    a.B = dout; a.ldb = ld_dout;
     a.D = dinp; a.ldd = in_dim;
+    a.d_fp32 = d_fp32;
     a.alpha = alpha;
-    a.beta = 0.0f;
+    a.beta = beta;
     if (gelu_pre != NULL && fused_epilogues) {
         MatmulArgs g = a;
         g.epilogue = CUBLASLT_EPILOGUE_DGELU;
@@ -272,19 +277,19 @@ void matmul_backward_input(bf16 *dinp, const bf16 *dout, const bf16 *weight, con
         if (matmul_lt(&g, stream)) return;
     }
     matmul_lt_required(&a, stream);
-    if (gelu_pre != NULL) gelu_backward_inplace(dinp, gelu_pre, (size_t)rows * in_dim, stream);
+    if (gelu_pre != NULL) gelu_backward_inplace((bf16 *)dinp, gelu_pre, (size_t)rows * in_dim, stream);
 }
 
-void matmul_backward_weight(float *dweight, float *dbias, const bf16 *dout, const bf16 *inp,
-                            float alpha, int rows, int in_dim, int out_dim, float *scratch,
-                            cudaStream_t stream) {
+static void backward_weight_impl(float *dweight, float *dbias, const bf16 *dout, int ld_dout, const bf16 *inp,
+                                 float alpha, int rows, int in_dim, int out_dim, float *scratch,
+                                 cudaStream_t stream) {
     // dweight^T (in_dim x out_dim) += inp^T (in_dim x rows) . dout (stored out_dim x rows)^T
     MatmulArgs a;
     memset(&a, 0, sizeof(a));
     a.transa = 0; a.transb = 1;
     a.m = in_dim; a.n = out_dim; a.k = rows;
     a.A = inp; a.lda = in_dim;
-    a.B = dout; a.ldb = out_dim;
+    a.B = dout; a.ldb = ld_dout;
     a.D = dweight; a.ldd = in_dim;
     a.d_fp32 = 1;
     a.alpha = alpha;
@@ -301,5 +306,38 @@ void matmul_backward_weight(float *dweight, float *dbias, const bf16 *dout, cons
         }
     }
     matmul_lt_required(&a, stream);
-    if (dbias != NULL) bias_grad(dbias, dout, rows, out_dim, alpha, scratch, stream);
+    if (dbias != NULL) bias_grad(dbias, dout, rows, out_dim, ld_dout, alpha, scratch, stream);
+}
+
+void matmul_forward(bf16 *out, const bf16 *inp, const bf16 *weight, const bf16 *bias,
+                    const bf16 *residual, bf16 *gelu_pre, int rows, int in_dim, int out_dim,
+                    cudaStream_t stream) {
+    forward_impl(out, out_dim, inp, weight, bias, residual, gelu_pre, rows, in_dim, out_dim, stream);
+}
+
+void matmul_backward_input(bf16 *dinp, const bf16 *dout, const bf16 *weight, const bf16 *gelu_pre,
+                           float alpha, int rows, int in_dim, int out_dim, cudaStream_t stream) {
+    backward_input_impl(dinp, 0, 0.0f, dout, out_dim, weight, gelu_pre, alpha, rows, in_dim, out_dim, stream);
+}
+
+void matmul_backward_weight(float *dweight, float *dbias, const bf16 *dout, const bf16 *inp,
+                            float alpha, int rows, int in_dim, int out_dim, float *scratch,
+                            cudaStream_t stream) {
+    backward_weight_impl(dweight, dbias, dout, out_dim, inp, alpha, rows, in_dim, out_dim, scratch, stream);
+}
+
+void matmul_forward_tile(bf16 *out, int ld_out, const bf16 *inp, const bf16 *weight, const bf16 *bias,
+                         const bf16 *residual, int rows, int in_dim, int out_dim, cudaStream_t stream) {
+    forward_impl(out, ld_out, inp, weight, bias, residual, NULL, rows, in_dim, out_dim, stream);
+}
+
+void matmul_backward_input_tile(float *dinp, int accumulate, const bf16 *dout, int ld_dout, const bf16 *weight,
+                                int rows, int in_dim, int out_dim, cudaStream_t stream) {
+    backward_input_impl(dinp, 1, accumulate ? 1.0f : 0.0f, dout, ld_dout, weight, NULL, 1.0f, rows, in_dim, out_dim,
+                        stream);
+}
+
+void matmul_backward_weight_tile(float *dweight, float *dbias, const bf16 *dout, int ld_dout, const bf16 *inp,
+                                 int rows, int in_dim, int out_dim, float *scratch, cudaStream_t stream) {
+    backward_weight_impl(dweight, dbias, dout, ld_dout, inp, 1.0f, rows, in_dim, out_dim, scratch, stream);
 }

@@ -58,4 +58,19 @@ void matmul_backward_weight(float *dweight, float *dbias, const bf16 *dout, cons
                             float alpha, int rows, int in_dim, int out_dim, float *scratch,
                             cudaStream_t stream);
 
+// Tiles of a linear (gpt2_cuda.cu with tile_linear K > 1): the same products on a block of
+// out_dim columns of row-major matrices whose rows are ld apart -- a tile of W (out_dim
+// rows of the full weight) writes its column block of out and reads that of dout. Pointers
+// and pitches must keep 16-byte alignment (multiples of 8 elements).
+// out (rows ld_out apart) = inp @ weight^T [+ bias] [+ residual (rows ld_out apart)].
+void matmul_forward_tile(bf16 *out, int ld_out, const bf16 *inp, const bf16 *weight, const bf16 *bias,
+                         const bf16 *residual, int rows, int in_dim, int out_dim, cudaStream_t stream);
+// dinp (rows, in_dim) fp32 = dout (rows ld_dout apart) @ weight, added to dinp when
+// accumulate: the tiles' contributions sum in fp32, rounded to bf16 once by the caller.
+void matmul_backward_input_tile(float *dinp, int accumulate, const bf16 *dout, int ld_dout, const bf16 *weight,
+                                int rows, int in_dim, int out_dim, cudaStream_t stream);
+// dweight (out_dim, in_dim) += dout^T @ inp, dbias += column sums of dout (rows ld_dout apart).
+void matmul_backward_weight_tile(float *dweight, float *dbias, const bf16 *dout, int ld_dout, const bf16 *inp,
+                                 int rows, int in_dim, int out_dim, float *scratch, cudaStream_t stream);
+
 #endif

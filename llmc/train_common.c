@@ -48,6 +48,11 @@ float *resolve_model_params(const char *model, uint64_t seed, GPT2Config *c) {
     return params;
 }
 
+void check_tile_linear(const TrainConfig *cfg, const GPT2Config *c) {
+    char err[256];
+    if (gpt2_tile_check(c, cfg->tile_linear, err, sizeof(err)) != 0) die("--tile-linear %d: %s", cfg->tile_linear, err);
+}
+
 int resolve_grad_accum(TrainConfig *cfg, int world) {
     if (ds_config_resolve_batch(cfg, world, stderr) != 0) exit(1);  // --deepspeed's batch keys, if any
     long micro_tokens = (long)cfg->B * cfg->T * world;

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "ds_config.h"
+#include "gpt2_config.h"   // GPT2_MAX_TILES
 
 // Flavours: "cpu" (train_gpt2: unsharded, or ZeRO under -z), "cuda" (train_gpt2cu:
 // unsharded only, so the ZeRO flags are refused), "cuda-zero" (train_gpt2_zero).
@@ -18,7 +19,7 @@ static int flavour_zero(const char *flavour) { return strcmp(flavour, "cuda") !=
 enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
        OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
        OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS, OPT_DEEPSPEED, OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAM,
-       OPT_NVME_PATH };
+       OPT_NVME_PATH, OPT_ACT_CKPT, OPT_ACT_OFFLOAD, OPT_TILE_LINEAR };
 
 const char *const train_offload_names[3] = {"none", "cpu", "nvme"};
 
@@ -81,6 +82,9 @@ static void defaults(TrainConfig *c, int cuda) {
     c->recompute = 1;
     c->use_cudnn = 1;
     c->threads = 0;
+    c->act_checkpoint = 0;
+    c->act_offload = 0;
+    c->tile_linear = 1;
     c->zero_stage = -1;
     c->zero_bucket = -1;     // sized from the model by the plugin
     c->zero_prefetch = -1;
@@ -142,6 +146,19 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                  the run with a message naming it, and nothing of it is saved\n");
     printf("  --tokenizer F   llm.c tokenizer file for samples (default %s)\n", d.tokenizer_path);
     if (!cuda) printf("  --threads N     OpenMP threads (default: all cores)\n");
+    printf("  --act-checkpoint 0|1  activation checkpointing: keep only each transformer block's input\n"
+           "                  and recompute the block's forward just before its backward (the same\n"
+           "                  gradients; activations: the block inputs plus one block's) (default %d)\n",
+           d.act_checkpoint);
+    printf("  --act-offload 0|1  with --act-checkpoint 1: the block inputs go to %s\n"
+           "                  after each block's forward and come back ahead of its backward (default %d)\n",
+           cuda ? "pinned host memory (a copy stream)" : "a host buffer of their own", d.act_offload);
+    printf("  --tile-linear K  memory-centric tiling: each block's four linears (qkv, attention projection,\n"
+           "                  MLP fc and projection) run as K tiles along their output rows, each tile a\n"
+           "                  parameter unit of its own, so ZeRO stage 3 gathers one tile at a time; K must\n"
+           "                  divide the channels C%s. Same model files; a sharded checkpoint resumes\n"
+           "                  only with the same K (default %d)\n",
+           cuda ? " with C/K a multiple of 8" : "", d.tile_linear);
     if (!flavour_zero(flavour)) {   // train_gpt2cu: no ZeRO flags to list
         printf("  -h        this help\n");
         printf("\nOne GPU, unsharded. Data parallel training with ZeRO: train_gpt2_zero (mpirun -np N).\n");
@@ -285,6 +302,9 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         {"offload-optimizer", required_argument, 0, OPT_OFFLOAD_OPT},
         {"offload-param", required_argument, 0, OPT_OFFLOAD_PARAM},
         {"nvme-path", required_argument, 0, OPT_NVME_PATH},
+        {"act-checkpoint", required_argument, 0, OPT_ACT_CKPT},
+        {"act-offload", required_argument, 0, OPT_ACT_OFFLOAD},
+        {"tile-linear", required_argument, 0, OPT_TILE_LINEAR},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int opt;
@@ -348,6 +368,9 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         case OPT_CLIP: c->grad_clip = parse_float("--grad-clip", optarg, -1, 1e9); break;
         case OPT_TOKENIZER: c->tokenizer_path = optarg; break;
         case OPT_THREADS: c->threads = (int)parse_long("--threads", optarg, 0, 4096); break;
+        case OPT_ACT_CKPT: c->act_checkpoint = (int)parse_long("--act-checkpoint", optarg, 0, 1); break;
+        case OPT_ACT_OFFLOAD: c->act_offload = (int)parse_long("--act-offload", optarg, 0, 1); break;
+        case OPT_TILE_LINEAR: c->tile_linear = (int)parse_long("--tile-linear", optarg, 1, GPT2_MAX_TILES); break;
         case 'h': train_config_usage(argv[0], flavour); exit(0);
         case ':':
             fprintf(stderr, "error: option '%s' needs a value (see -h)\n", argv[optind - 1]);
@@ -363,6 +386,11 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
     if (c->deepspeed && c->zero_stage < 0 && !flavour_cuda(flavour)) {
         fprintf(stderr, "error: --deepspeed configures a ZeRO run: give -z STAGE or zero_optimization.stage in '%s'\n",
                 c->deepspeed);
+        exit(1);
+    }
+    if (c->act_offload && !c->act_checkpoint) {
+        fprintf(stderr, "error: --act-offload 1 moves the block inputs that --act-checkpoint 1 keeps: give "
+                "--act-checkpoint 1 too\n");
         exit(1);
     }
     if (c->gpu_mem && !c->dry_run) {
@@ -421,6 +449,9 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     printf("| %-20s | %-40d |\n", "warmup steps", c->warmup_steps);
     printf("| %-20s | %-40d |\n", "max steps", c->max_steps);
     printf("| %-20s | %-40llu |\n", "seed", (unsigned long long)c->seed);
+    if (c->act_checkpoint)
+        printf("| %-20s | %-40s |\n", "activations", c->act_offload ? "checkpointed, offloaded to host" : "checkpointed");
+    if (c->tile_linear > 1) printf("| %-20s | %-40d |\n", "linear tiles", c->tile_linear);
     if (c->zero_stage >= 0) printf("| %-20s | %-40d |\n", "ZeRO stage", c->zero_stage);
     if (c->offload_optimizer) printf("| %-20s | %-40s |\n", "offload optimizer", train_offload_names[c->offload_optimizer]);
     if (c->offload_param) printf("| %-20s | %-40s |\n", "offload parameters", train_offload_names[c->offload_param]);

@@ -55,6 +55,28 @@ if want bitwise; then
             ok "np=1 z=$stage bit-identical to train_gpt2cu after 8 clipped steps (model, losses, norms)"
         else bad "np=1 z=$stage vs train_gpt2cu, tolerance 0: $(tail -n 2 "$out.diff" | paste -sd " "); norms $(losses_norms "$out" | cut -d' ' -f3 | tr '\n' ' ')vs $(losses_norms "$tmp/bw_ref" | cut -d' ' -f3 | tr '\n' ' ')"; fi
     done
+    # activation checkpointing (and its pinned-host offload) reruns the same kernels on the
+    # same block inputs: the same bits, unsharded and at stage 3
+    for act in "1 0" "1 1"; do
+        set -- $act
+        flags=(--act-checkpoint "$1" --act-offload "$2")
+        for trainer in cu z3; do
+            out="$tmp/bw_act$1$2_$trainer"
+            if [ "$trainer" = cu ]; then cmd=(./train_gpt2cu); else cmd=(timeout 500 scripts/launch_ranks.sh 1 ./train_gpt2_zero -z 3); fi
+            if ! "${cmd[@]}" "${bitwise[@]}" "${flags[@]}" -o "$out" > "$out.txt" 2>&1; then
+                bad "$trainer ${flags[*]} (bitwise run)"; tail -n 20 "$out.txt"; continue
+            fi
+            if cmp -s "$tmp/bw_ref/model_final.bin" "$out/model_final.bin" && diff <(losses_norms "$tmp/bw_ref") <(losses_norms "$out") > /dev/null; then
+                ok "$trainer ${flags[*]} bit-identical to train_gpt2cu without (model, losses, norms)"
+            else bad "$trainer ${flags[*]} differs from train_gpt2cu without"; fi
+        done
+    done
+    # tiled linears: other bf16 roundings (the tiles' input gradients sum in fp32), same model within 2e-2
+    out="$tmp/bw_tiles4"
+    if timeout 500 scripts/launch_ranks.sh 1 ./train_gpt2_zero -z 3 "${bitwise[@]}" --tile-linear 4 -o "$out" > "$out.txt" 2>&1 \
+        && ./build/model_diff "$tmp/bw_ref/model_final.bin" "$out/model_final.bin" 2e-2 > "$out.diff"; then
+        ok "z3 --tile-linear 4 vs train_gpt2cu: $(tail -n 2 "$out.diff" | paste -sd " ")"
+    else bad "z3 --tile-linear 4 vs train_gpt2cu: $(tail -n 2 "$out.diff" 2> /dev/null | paste -sd " ")"; tail -n 20 "$out.txt"; fi
 fi
 
 if want matrix; then

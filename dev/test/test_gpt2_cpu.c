@@ -544,7 +544,7 @@ static void test_model_file_roundtrip(void **state) {
 // hooks
 
 typedef struct {
-    int events[256][3]; // kind (0 fetch, 1 release, 2 grads_ready), unit, is_backward
+    int events[512][3]; // kind (0 fetch, 1 release, 2 grads_ready), unit, is_backward
     int n;
     GPT2 *model;                  // when set: repoint its tables into shadow buffers
     float *shadow_params, *shadow_grads;
@@ -575,7 +575,7 @@ static void repoint(HookLog *h, int unit, int on) {
 }
 
 static void log_event(HookLog *h, int kind, int unit, int bwd) {
-    if (h->n < 256) {
+    if (h->n < 512) {
         h->events[h->n][0] = kind;
         h->events[h->n][1] = unit;
         h->events[h->n][2] = bwd;
@@ -695,7 +695,8 @@ static void test_activations_regrow_and_reuse(void **state) {
 
 // The dry run's prediction equals what a forward and backward allocate, and is 64-byte
 // granular per array: the documented shapes (gpt2_cpu.c's Acts / GradActs) each rounded
-// up to 16 floats, the per-layer ones per layer.
+// up to 16 floats, the per-layer ones per layer; with checkpointing the per-block arrays
+// hold one block, with offload the residual stream two slots and the host tier L-1.
 static void test_activation_bytes_predicted(void **state) {
     (void)state;
     GPT2Config c = make_config(37, 48, 3, 16, 2, 16);
@@ -703,25 +704,315 @@ static void test_activation_bytes_predicted(void **state) {
     random_tokens(in, 48, c.vocab_size, 3);
     random_tokens(tg, 48, c.vocab_size, 4);
     const int shapes[][2] = {{1, 1}, {3, 5}, {2, 16}, {3, 16}};
+    const GPT2CpuOptions opts[] = {{0, 0, 1}, {1, 0, 1}, {1, 1, 1}, {1, 1, 4}};
     for (int s = 0; s < 4; s++) {
-        const int B = shapes[s][0], T = shapes[s][1];
-        GPT2 m;
-        gpt2_cpu_build(&m, &c, 5);
-        gpt2_cpu_forward(&m, in, tg, B, T);
-        gpt2_cpu_backward(&m, 1.0f);
-        size_t live = (m.act_capacity + m.grad_act_capacity) * sizeof(float);
-        assert_int_equal(gpt2_cpu_activation_bytes(&c, B, T), live);
-        gpt2_cpu_free(&m);
-        // independent count: (N = B*T, C, L, NH, Vp) per array, rounded to 16 floats
-        const size_t N = (size_t)B * T, C = 16, L = 3, NH = 2, Vp = 48, att = (size_t)B * NH * T * T;
+        for (int k = 0; k < 4; k++) {
+            const int B = shapes[s][0], T = shapes[s][1];
+            const GPT2CpuOptions *o = k == 0 ? NULL : &opts[k];   // NULL: the defaults
+            GPT2 m;
+            gpt2_cpu_build(&m, &c, 5);
+            gpt2_cpu_set_options(&m, o);
+            gpt2_cpu_forward(&m, in, tg, B, T);
+            gpt2_cpu_backward(&m, 1.0f);
+            size_t live = (m.act_capacity + m.grad_act_capacity) * sizeof(float);
+            size_t host = m.act_host_capacity * sizeof(float);
+            assert_int_equal(gpt2_cpu_activation_bytes(&c, B, T, o), live);
+            assert_int_equal(gpt2_cpu_activation_host_bytes(&c, B, T, o), host);
+            gpt2_cpu_free(&m);
+            // independent count: (N = B*T, C, L, NH, Vp) per array, rounded to 16 floats
+            const size_t N = (size_t)B * T, C = 16, L = 3, NH = 2, Vp = 48, att = (size_t)B * NH * T * T;
+            const size_t R = opts[k].act_offload ? 2 : L + 1, S = opts[k].act_checkpoint ? 1 : L;
 #define R16(n) (((n) + 15) / 16 * 16)
-        size_t floats = R16(N * C)                                                    // encoded
-                        + L * (5 * R16(N * C) + 4 * R16(N) + R16(3 * N * C) + R16(att) + 2 * R16(4 * N * C))
-                        + R16(N * C) + 2 * R16(N) + R16(N * Vp) + R16(N)             // lnf, stats, logits, losses
-                        + 3 * R16(N * C) + R16(3 * N * C) + R16(att) + R16(4 * N * C); // backward scratch
+            size_t floats = R * R16(N * C)                                                // residual stream
+                            + S * (4 * R16(N * C) + 4 * R16(N) + R16(3 * N * C) + R16(att) + 2 * R16(4 * N * C))
+                            + R16(N * C) + 2 * R16(N) + R16(N * Vp) + R16(N)             // lnf, stats, logits, losses
+                            + 3 * R16(N * C) + R16(3 * N * C) + R16(att) + R16(4 * N * C); // backward scratch
+            size_t host_floats = opts[k].act_offload ? (L - 1) * R16(N * C) : 0;
 #undef R16
-        assert_int_equal(live, floats * sizeof(float));
+            assert_int_equal(live, floats * sizeof(float));
+            assert_int_equal(host, host_floats * sizeof(float));
+        }
     }
+}
+
+// ---------------------------------------------------------------------------------
+// activation checkpointing, its host offload, tiled linears (GPT2CpuOptions)
+
+// Two training steps (forward, backward, AdamW) with the options on fixed parameters and
+// tokens: the first step's loss, per-token losses and gradients, the second step's loss,
+// the parameters after both updates and the activation buffers the model grew.
+typedef struct {
+    float loss[2];
+    float *losses, *grads, *params;
+    size_t act_bytes, host_bytes;
+} OptRun;
+
+static OptRun run_options(const GPT2Config *c, const GPT2CpuOptions *o, int B, int T) {
+    const int N = B * T;
+    int *in = malloc(sizeof(int) * 2 * N), *tg = malloc(sizeof(int) * 2 * N);
+    random_tokens(in, 2 * N, c->vocab_size, 41);
+    random_tokens(tg, 2 * N, c->vocab_size, 42);
+    GPT2 m;
+    gpt2_cpu_build(&m, c, 9);
+    randomize_params(&m, 10);
+    gpt2_cpu_set_options(&m, o);
+    OptRun r;
+    r.losses = malloc(sizeof(float) * N);
+    r.grads = malloc(sizeof(float) * m.num_parameters);
+    for (int step = 0; step < 2; step++) {
+        gpt2_cpu_forward(&m, in + step * N, tg + step * N, B, T);
+        gpt2_cpu_zero_grad(&m);
+        gpt2_cpu_backward(&m, 1.0f / N);
+        r.loss[step] = m.mean_loss;
+        if (step == 0) {
+            memcpy(r.losses, m.losses, sizeof(float) * N);
+            memcpy(r.grads, m.grads, sizeof(float) * m.num_parameters);
+        }
+        gpt2_cpu_update(&m, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, step + 1);
+    }
+    r.params = malloc(sizeof(float) * m.num_parameters);
+    memcpy(r.params, m.params, sizeof(float) * m.num_parameters);
+    r.act_bytes = (m.act_capacity + m.grad_act_capacity) * sizeof(float);
+    r.host_bytes = m.act_host_capacity * sizeof(float);
+    gpt2_cpu_free(&m);
+    free(in);
+    free(tg);
+    return r;
+}
+
+static void opt_run_free(OptRun *r) {
+    free(r->losses);
+    free(r->grads);
+    free(r->params);
+}
+
+// Checkpointing reruns each block's forward, the same code on the same block input (kept
+// bit-exact in the residual stream, or copied to the host tier and back), so every
+// activation the backward reads is the same bits: losses, gradients and the updated
+// parameters are bit-identical, not just close.
+static void test_act_checkpoint_bit_identical(void **state) {
+    (void)state;
+    GPT2Config c = make_config(37, 48, 3, 40, 4, 16);
+    const int B = 3, T = 11, N = B * T;
+    const size_t np = gpt2_param_sizes(&c, (size_t[GPT2_NUM_PARAM_TENSORS]){0});
+    OptRun base = run_options(&c, NULL, B, T);
+    const GPT2CpuOptions opts[] = {{1, 0, 1}, {1, 1, 1}};
+    for (int i = 0; i < 2; i++) {
+        OptRun r = run_options(&c, &opts[i], B, T);
+        assert_memory_equal(base.loss, r.loss, sizeof(base.loss));
+        assert_memory_equal(base.losses, r.losses, sizeof(float) * N);
+        assert_memory_equal(base.grads, r.grads, sizeof(float) * np);
+        assert_memory_equal(base.params, r.params, sizeof(float) * np);
+        assert_true(r.act_bytes < base.act_bytes);
+        // the host tier: block inputs 0..L-2, (N, C) each rounded up to 16 floats
+        const size_t slot = ((size_t)N * c.channels + 15) / 16 * 16;
+        assert_int_equal(r.host_bytes, opts[i].act_offload ? (size_t)(c.num_layers - 1) * slot * sizeof(float) : 0);
+        print_message("  L=%d C=%d B=%d T=%d: activations %zu bytes -> %zu checkpointed%s (host tier %zu bytes); "
+                      "losses, gradients, parameters bit-identical\n", c.num_layers, c.channels, B, T, base.act_bytes,
+                      r.act_bytes, opts[i].act_offload ? " and offloaded" : "", r.host_bytes);
+        opt_run_free(&r);
+    }
+    opt_run_free(&base);
+}
+
+// Tiles of a linear compute each output element as the whole linear does (the same dot
+// product over the input), so the forward and the loss are bit-identical; backward sums a
+// tiled linear's input gradient tile by tile in reverse order, another order of the same
+// float additions, so gradients agree to float rounding. Checkpointing on top changes no bit.
+static void test_tile_linear_matches_untiled(void **state) {
+    (void)state;
+    GPT2Config c = make_config(37, 48, 2, 40, 4, 16);
+    const int B = 3, T = 11, N = B * T;
+    size_t sizes[GPT2_NUM_PARAM_TENSORS], off[GPT2_NUM_PARAM_TENSORS];
+    const size_t np = gpt2_param_sizes(&c, sizes);
+    gpt2_param_offsets(&c, off);
+    OptRun base = run_options(&c, NULL, B, T);
+    const int tiles[] = {2, 4, 5};
+    for (int i = 0; i < 3; i++) {
+        const GPT2CpuOptions o = {0, 0, tiles[i]}, oc = {1, 1, tiles[i]};
+        OptRun r = run_options(&c, &o, B, T), rc = run_options(&c, &oc, B, T);
+        assert_memory_equal(&base.loss[0], &r.loss[0], sizeof(float));
+        assert_memory_equal(base.losses, r.losses, sizeof(float) * N);
+        double worst = 0.0, pworst = 0.0;
+        for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
+            double gmax = 0.0, dmax = 0.0;
+            for (size_t e = off[t]; e < off[t] + sizes[t]; e++) {
+                gmax = fmax(gmax, fabs(base.grads[e]));
+                dmax = fmax(dmax, fabs(base.grads[e] - r.grads[e]));
+                pworst = fmax(pworst, fabs(base.params[e] - r.params[e]));
+            }
+            if (dmax > 1e-5 * gmax)
+                fail_msg("K=%d: %s gradient differs by %.3e (max |g| %.3e)", tiles[i], gpt2_param_name(t), dmax, gmax);
+            worst = fmax(worst, dmax / gmax);
+        }
+        // AdamW's first steps move each element by about lr whatever its gradient's size, so
+        // a gradient that is rounding noise may move its parameter differently: bounded by 2 lr
+        assert_true(pworst <= 2e-3);
+        assert_true(fabs(base.loss[1] - r.loss[1]) <= 1e-5 * base.loss[1]);
+        assert_memory_equal(r.loss, rc.loss, sizeof(r.loss));
+        assert_memory_equal(r.grads, rc.grads, sizeof(float) * np);
+        assert_memory_equal(r.params, rc.params, sizeof(float) * np);
+        print_message("  K=%d: loss bit-identical, gradients within %.2e of each tensor's max |g|, parameters after "
+                      "2 steps within %.2e, step-2 loss %.9g vs %.9g; with checkpointing and offload: bit-identical\n",
+                      tiles[i], worst, pworst, r.loss[1], base.loss[1]);
+        opt_run_free(&r);
+        opt_run_free(&rc);
+    }
+    opt_run_free(&base);
+}
+
+// Hooks with tiles and checkpointing: a model whose pointer tables are NULL outside its
+// units' windows (set from gpt2_slices_tiled's table into shadow buffers holding the
+// parameters; gradient entries only in backward windows) gives the bits of the same model
+// without hooks, and the hooks fire in the order gpt2_config.h documents, spelled out here
+// from its unit formulas.
+typedef struct {
+    HookLog log;        // the events (its model is unused: tile_repoint repoints)
+    GPT2 *model;
+    GPT2Slice *slices;
+    int num_slices;
+    float *shadow_params, *shadow_grads;
+} TileHookLog;
+
+static void tile_repoint(TileHookLog *h, int unit, int on, int bwd) {
+    GPT2 *m = h->model;
+    const int K = m->opt.tile_linear;
+    for (int i = 0; i < h->num_slices; i++) {
+        const GPT2Slice *s = &h->slices[i];
+        if (s->units[0] != unit && !(s->num_units > 1 && s->units[1] == unit)) continue;
+        const int e = s->layer * gpt2_param_tiles(s->tensor, K) + s->tile;
+        m->w[s->tensor][e] = on ? h->shadow_params + s->offset : NULL;
+        m->g[s->tensor][e] = on && bwd ? h->shadow_grads + s->offset : NULL;
+    }
+}
+static void th_fetch(void *ctx, int unit, int bwd) {
+    log_event(&((TileHookLog *)ctx)->log, 0, unit, bwd);
+    tile_repoint(ctx, unit, 1, bwd);
+}
+static void th_release(void *ctx, int unit, int bwd) {
+    log_event(&((TileHookLog *)ctx)->log, 1, unit, bwd);
+    tile_repoint(ctx, unit, 0, bwd);
+}
+static void th_ready(void *ctx, int unit) { log_event(&((TileHookLog *)ctx)->log, 2, unit, 1); }
+
+static int want_event(int w[][3], int n, int kind, int unit, int bwd) {
+    w[n][0] = kind;
+    w[n][1] = unit;
+    w[n][2] = bwd;
+    return n + 1;
+}
+
+static void test_hooks_tiled_and_checkpointed(void **state) {
+    (void)state;
+    GPT2Config c = make_config(37, 48, 2, 16, 2, 8);
+    const int L = c.num_layers, B = 2, T = 5;
+    int in[10], tg[10];
+    random_tokens(in, 10, c.vocab_size, 1);
+    random_tokens(tg, 10, c.vocab_size, 2);
+    for (int K = 1; K <= 4; K *= 2) {
+        for (int ck = 0; ck <= 1; ck++) {
+            const GPT2CpuOptions o = {ck, ck, K};
+            GPT2 ref;
+            gpt2_cpu_build(&ref, &c, 5);
+            randomize_params(&ref, 6);
+            gpt2_cpu_set_options(&ref, &o);
+            gpt2_cpu_forward(&ref, in, tg, B, T);
+            gpt2_cpu_zero_grad(&ref);
+            gpt2_cpu_backward(&ref, 0.1f);
+
+            GPT2 m;
+            gpt2_cpu_build_external(&m, &c);
+            gpt2_cpu_set_options(&m, &o);
+            GPT2Slots slots = gpt2_cpu_slots(&m);
+            assert_int_equal(slots.tiles, K);
+            TileHookLog *h = calloc(1, sizeof(TileHookLog));
+            h->model = &m;
+            h->num_slices = gpt2_num_slices_tiled(&c, K);
+            h->slices = malloc(sizeof(GPT2Slice) * h->num_slices);
+            gpt2_slices_tiled(&c, K, h->slices);
+            h->shadow_params = malloc(sizeof(float) * ref.num_parameters);
+            memcpy(h->shadow_params, ref.params, sizeof(float) * ref.num_parameters);
+            h->shadow_grads = calloc(ref.num_parameters, sizeof(float));
+            for (int u = 0; u < gpt2_num_units_tiled(&c, K); u++) tile_repoint(h, u, 0, 0);
+            *slots.hooks = (GPT2Hooks){h, th_fetch, th_release, th_ready};
+            gpt2_cpu_forward(&m, in, tg, B, T);
+            gpt2_cpu_backward(&m, 0.1f);
+            assert_memory_equal(&m.mean_loss, &ref.mean_loss, sizeof(float));
+            assert_memory_equal(h->shadow_grads, ref.grads, sizeof(float) * ref.num_parameters);
+
+            // the documented sequence: per block b = 1 + l U, U = 2 + 4K tiled (else 1)
+            static int want[512][3];
+            int n = 0;
+            const int U = K > 1 ? 2 + 4 * K : 1, units = L * U + 3;
+            assert_int_equal(gpt2_num_units_tiled(&c, K), units);
+            for (int u = 0; u < units; u++) {
+                n = want_event(want, n, 0, u, 0);
+                n = want_event(want, n, 1, u, 0);
+            }
+            for (int u = units - 1; u >= 0; u--) {
+                const int l = (u - 1) / U, b = 1 + l * U;
+                if (ck && K > 1 && u >= 1 && u <= L * U && u == b + U - 1) {
+                    // the recompute of block l: its units in forward order but the fcproj tiles
+                    for (int v = b; v < b + 2 + 3 * K; v++) {
+                        n = want_event(want, n, 0, v, 0);
+                        n = want_event(want, n, 1, v, 0);
+                    }
+                }
+                n = want_event(want, n, 0, u, 1);
+                n = want_event(want, n, 2, u, 1);
+                n = want_event(want, n, 1, u, 1);
+            }
+            const HookLog *g = &h->log;
+            assert_int_equal(g->n, n);
+            for (int i = 0; i < n; i++)
+                if (memcmp(want[i], g->events[i], sizeof(want[i])) != 0)
+                    fail_msg("K=%d checkpoint %d: hook event %d: got (%d, unit %d, bwd %d), expected (%d, unit %d, bwd %d)",
+                             K, ck, i, g->events[i][0], g->events[i][1], g->events[i][2], want[i][0], want[i][1],
+                             want[i][2]);
+            print_message("  K=%d checkpoint %d: %d units, %d hook events in the documented order, bits of the "
+                          "hook-less model\n", K, ck, units, n);
+            free(h->slices);
+            free(h->shadow_params);
+            free(h->shadow_grads);
+            free(h);
+            gpt2_cpu_free(&m);
+            gpt2_cpu_free(&ref);
+        }
+    }
+}
+
+// The tiled table lists the untiled table's elements in the same order: each tiled slice
+// is replaced in place by its K tiles, contiguous, covering it exactly.
+static void test_tiled_slices_cover_untiled(void **state) {
+    (void)state;
+    GPT2Config c = make_config(37, 48, 3, 40, 4, 16);
+    const int n1 = gpt2_num_slices(&c);
+    GPT2Slice *one = malloc(sizeof(GPT2Slice) * n1);
+    gpt2_slices(&c, one);
+    for (int K = 2; K <= 8; K++) {
+        if (c.channels % K != 0) continue;
+        const int nk = gpt2_num_slices_tiled(&c, K);
+        GPT2Slice *s = malloc(sizeof(GPT2Slice) * nk);
+        gpt2_slices_tiled(&c, K, s);
+        int j = 0;
+        for (int i = 0; i < n1; i++) {
+            const int tiles = gpt2_param_is_tiled(one[i].tensor) ? K : 1;
+            size_t at = one[i].offset;
+            for (int k = 0; k < tiles; k++, j++) {
+                assert_true(j < nk);
+                assert_int_equal(s[j].tensor, one[i].tensor);
+                assert_int_equal(s[j].layer, one[i].layer);
+                assert_int_equal(s[j].tile, k);
+                assert_int_equal(s[j].offset, at);
+                assert_int_equal(s[j].numel, one[i].numel / tiles);
+                at += s[j].numel;
+            }
+            assert_int_equal(at, one[i].offset + one[i].numel);
+        }
+        assert_int_equal(j, nk);
+        free(s);
+    }
+    free(one);
 }
 
 // ---------------------------------------------------------------------------------
@@ -792,6 +1083,15 @@ static void misuse_update_external(GPT2 *m, const int *tok) {
     gpt2_cpu_update(m, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 1);
 }
 
+static void misuse_tiles_not_dividing(GPT2 *m, const int *tok) {
+    (void)tok;
+    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 0, 3});
+}
+static void misuse_offload_without_checkpoint(GPT2 *m, const int *tok) {
+    (void)tok;
+    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 1, 1});
+}
+
 static void test_misuse_dies_with_message(void **state) {
     (void)state;
     expect_misuse_death(misuse_long_sequence, "exceeds the model's maximum");
@@ -803,6 +1103,8 @@ static void test_misuse_dies_with_message(void **state) {
     expect_misuse_death(misuse_step_zero, "step 0");
     expect_misuse_death(misuse_bad_config, "not divisible");
     expect_misuse_death(misuse_missing_file, "/nonexistent/model.bin");
+    expect_misuse_death(misuse_tiles_not_dividing, "K = 3 do not divide the channels C = 16");
+    expect_misuse_death(misuse_offload_without_checkpoint, "needs act_checkpoint 1");
 }
 
 static int setup_tmpdir(void **state) {
@@ -834,6 +1136,10 @@ int main(void) {
         cmocka_unit_test(test_hooks_order_and_pointer_tables),
         cmocka_unit_test(test_activations_regrow_and_reuse),
         cmocka_unit_test(test_activation_bytes_predicted),
+        cmocka_unit_test(test_act_checkpoint_bit_identical),
+        cmocka_unit_test(test_tile_linear_matches_untiled),
+        cmocka_unit_test(test_hooks_tiled_and_checkpointed),
+        cmocka_unit_test(test_tiled_slices_cover_untiled),
         cmocka_unit_test(test_misuse_dies_with_message),
     };
     return cmocka_run_group_tests_name("gpt2_cpu", tests, setup_tmpdir, remove_tmpdir);

@@ -25,18 +25,22 @@ static GPT2Config small_config(void) {
 
 static size_t p256(size_t n) { return (n + 255) / 256 * 256; }
 
-// gpt2_cuda.h's GPT2CudaActs, buffer by buffer (bf16 = 2 bytes, fp32 = 4)
-static size_t acts_reference(const GPT2Config *c, int B, int T, int recompute, int cudnn) {
+// gpt2_cuda.h's GPT2CudaActs, buffer by buffer (bf16 = 2 bytes, fp32 = 4); act_checkpoint
+// keeps one block's buffers (S = 1), act_offload two residual slots (R = 2), tiles add an
+// fp32 (B, T, 4C) accumulator
+static size_t acts_reference(const GPT2Config *c, int B, int T, int recompute, int cudnn, int ckpt, int offload,
+                             int tiles) {
     const size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
-    const size_t BT = (size_t)B * T, row = BT * C * 2;
-    size_t s = p256((L + 1) * row) + p256(L * row);                       // residual, residual2
-    s += recompute >= 2 ? p256(row) : 2 * p256(L * row);                  // ln1, ln2 (one shared scratch)
-    s += 4 * p256(L * BT * 4);                                            // ln1/ln2 mean and rstd
-    s += p256(3 * L * row) + p256(L * row);                               // qkv, atty
-    s += cudnn ? p256(L * (size_t)B * NH * T * 4) : 0;                    // att_stats
-    s += p256(4 * L * row) + p256(4 * (recompute >= 1 ? 1 : L) * row);   // fch, fch_gelu
+    const size_t BT = (size_t)B * T, row = BT * C * 2, S = ckpt ? 1 : L, R = offload ? 2 : L + 1;
+    size_t s = p256(R * row) + p256(S * row);                             // residual, residual2
+    s += recompute >= 2 ? p256(row) : 2 * p256(S * row);                  // ln1, ln2 (one shared scratch)
+    s += 4 * p256(S * BT * 4);                                            // ln1/ln2 mean and rstd
+    s += p256(3 * S * row) + p256(S * row);                               // qkv, atty
+    s += cudnn ? p256(S * (size_t)B * NH * T * 4) : 0;                    // att_stats
+    s += p256(4 * S * row) + p256(4 * (recompute >= 1 ? 1 : S) * row);   // fch, fch_gelu
     s += p256(row) + 2 * p256(BT * 4) + p256(BT * Vp * 2) + p256(BT * 4); // lnf, its stats, logits, losses
     s += 2 * p256(row) + p256(3 * row);                                   // dresidual, dbuf, dqkv
+    s += tiles > 1 ? p256(BT * 4 * C * 4) : 0;                            // tile_acc
     return s;
 }
 
@@ -50,10 +54,20 @@ static void test_regions_match_documented_shapes(void **state) {
                 for (int external = 0; external <= 1; external++) {
                     const int B = shapes[s][0], T = shapes[s][1];
                     const size_t BT = (size_t)B * T, C = 64, NH = 4, ws = 12345;
-                    GPT2CudaOptions opt = {recompute, cudnn, 1, external};
+                    GPT2CudaOptions opt = {recompute, cudnn, 1, external, 0, 0, 0};
                     GPT2CudaMemory m;
                     gpt2_cuda_memory(&c, B, T, &opt, cudnn, ws, &m);
-                    assert_int_equal(m.activations, acts_reference(&c, B, T, recompute, cudnn));
+                    assert_int_equal(m.activations, acts_reference(&c, B, T, recompute, cudnn, 0, 0, 1));
+                    assert_int_equal(m.host_activations, 0);
+                    for (int offload = 0; offload <= 1; offload++) {   // act_checkpoint, with and without offload
+                        const int tiles = offload ? 4 : 1;
+                        GPT2CudaOptions ck = {recompute, cudnn, 1, external, 1, offload, tiles};
+                        GPT2CudaMemory mk;
+                        gpt2_cuda_memory(&c, B, T, &ck, cudnn, ws, &mk);
+                        assert_int_equal(mk.activations, acts_reference(&c, B, T, recompute, cudnn, 1, offload, tiles));
+                        // pinned host slots of block inputs 0..L-2, bf16
+                        assert_int_equal(mk.host_activations, offload ? (c.num_layers - 1) * BT * C * 2 : 0);
+                    }
                     size_t sizes[GPT2_NUM_PARAM_TENSORS], n = gpt2_param_sizes(&c, sizes);
                     assert_int_equal(m.params, external ? 0 : p256(2 * n) + 4 * p256(4 * n));
                     // by use, as the unsharded trainer's memory table shows them
@@ -87,12 +101,31 @@ static void test_regions_match_documented_shapes(void **state) {
 
 // Recompute trades exactly the documented buffers: level 1 the per-layer GELU outputs
 // (L slices become 1), level 2 also both LayerNorm outputs (2L slices become 1).
+// The options the CUDA model refuses, each with a message naming the value.
+static void test_options_refused(void **state) {
+    (void)state;
+    const GPT2Config c = small_config();   // C = 64
+    char err[256];
+    const struct { GPT2CudaOptions o; const char *needle; } bad[] = {
+        {{3, 0, 1, 0, 0, 0, 0}, "recompute 3"},
+        {{1, 0, 1, 0, 0, 1, 0}, "needs act_checkpoint 1"},
+        {{1, 0, 1, 0, 0, 0, 3}, "K = 3 do not divide the channels C = 64"},
+        {{1, 0, 1, 0, 0, 0, 16}, "C/K = 4"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(gpt2_cuda_check_options(&c, &bad[i].o, err, sizeof(err)), -1);
+        if (!strstr(err, bad[i].needle)) fail_msg("refusal %zu: '%s' lacks '%s'", i, err, bad[i].needle);
+    }
+    const GPT2CudaOptions good = {2, 1, 1, 1, 1, 1, 8};
+    assert_int_equal(gpt2_cuda_check_options(&c, &good, err, sizeof(err)), 0);
+}
+
 static void test_recompute_savings(void **state) {
     (void)state;
     const GPT2Config c = small_config();
     const int B = 4, T = 32;
     const size_t L = 2, row = (size_t)B * T * 64 * 2;
-    GPT2CudaOptions o0 = {0, 0, 1, 1}, o1 = {1, 0, 1, 1}, o2 = {2, 0, 1, 1};
+    GPT2CudaOptions o0 = {0, 0, 1, 1, 0, 0, 0}, o1 = {1, 0, 1, 1, 0, 0, 0}, o2 = {2, 0, 1, 1, 0, 0, 0};
     GPT2CudaMemory m0, m1, m2;
     gpt2_cuda_memory(&c, B, T, &o0, 0, 0, &m0);
     gpt2_cuda_memory(&c, B, T, &o1, 0, 0, &m1);
@@ -148,7 +181,7 @@ static void huge_acts(void *arg) {
     (void)arg;
     GPT2Config c = {1 << 20, 50257, 50304, 1024, 1024, 65536};
     size_t bytes[GPT2_CUDA_NUM_ACTS];
-    gpt2_cuda_act_bytes(&c, 1 << 20, 1 << 20, 0, 1, bytes);
+    gpt2_cuda_act_bytes(&c, 1 << 20, 1 << 20, &(GPT2CudaOptions){0, 1, 1, 0, 0, 0, 0}, 1, bytes);
 }
 
 static void test_overflow_dies(void **state) {
@@ -160,6 +193,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_regions_match_documented_shapes),
         cmocka_unit_test(test_recompute_savings),
+        cmocka_unit_test(test_options_refused),
         cmocka_unit_test(test_cudnn_workspace_estimate),
         cmocka_unit_test(test_shape_checks),
         cmocka_unit_test(test_overflow_dies),
