@@ -40,7 +40,7 @@ CUDA_OBJ := $(patsubst %.cu,$(BUILD)/%.cu.o,$(CUDA_SRC))
 HEADERS := $(wildcard llmc/*.h llmc/*.cuh)
 ZERO_SRC := $(wildcard zero/*.c)
 ZERO_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(ZERO_SRC)) $(MPI_STUB_OBJ)
-ZERO_HEADERS := $(wildcard zero/*.h) llmc/adamw.h llmc/rand.h
+ZERO_HEADERS := $(wildcard zero/*.h) llmc/adamw.h llmc/adamw_cpu.h llmc/rand.h
 TEST_SRC := $(wildcard dev/test/test_*.c)
 TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
