@@ -2,6 +2,7 @@
 #   make                 CPU trainer and tokenizer (always), CUDA targets when nvcc exists
 #   make test            CPU test suite (plus the GPU suite when a GPU is present)
 #   make train_gpt2cu    unsharded CUDA trainer (bf16)
+#   make bench_adamw_cpu CPU AdamW GB/s against a memory copy
 CC ?= gcc
 BUILD := build
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -120,6 +121,10 @@ train_gpt2_zero: train_gpt2_zero.cu $(BUILD)/gpt2_zero.o $(CUDA_OBJ) $(BUILD)/li
 test_gpt2_zero: test_gpt2_zero.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
 
+# CPU AdamW GB/s per SIMD path and thread count against a memory copy (and PyTorch's, if installed)
+bench_adamw_cpu: dev/bench/bench_adamw_cpu.c llmc/adamw.h llmc/adamw_cpu.h llmc/rand.h
+	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
+
 bench_gpt2cu: dev/bench/bench_gpt2cu.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
 
@@ -154,4 +159,4 @@ test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff
 	@bash dev/test/run_tests.sh $(TEST_BIN)
 
 clean:
-	rm -rf $(BUILD) $(CPU_TARGETS) $(CUDA_TARGETS)
+	rm -rf $(BUILD) $(CPU_TARGETS) $(CUDA_TARGETS) bench_adamw_cpu
