@@ -2,6 +2,7 @@
 #   make                 CPU trainer and tokenizer (always), CUDA targets when nvcc exists
 #   make test            CPU test suite (plus the GPU suite when a GPU is present)
 #   make train_gpt2cu    unsharded CUDA trainer (bf16)
+#   make bench_adamw_cpu CPU AdamW GB/s against a memory copy
 CC ?= gcc
 BUILD := build
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -42,7 +43,7 @@ CUDA_OBJ := $(patsubst %.cu,$(BUILD)/%.cu.o,$(CUDA_SRC))
 HEADERS := $(wildcard llmc/*.h llmc/*.cuh)
 ZERO_SRC := $(wildcard zero/*.c)
 ZERO_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(ZERO_SRC)) $(MPI_STUB_OBJ)
-ZERO_HEADERS := $(wildcard zero/*.h) llmc/adamw.h llmc/rand.h
+ZERO_HEADERS := $(wildcard zero/*.h) llmc/adamw.h llmc/adamw_cpu.h llmc/rand.h
 TEST_SRC := $(wildcard dev/test/test_*.c)
 TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
@@ -122,6 +123,10 @@ train_gpt2_zero: train_gpt2_zero.cu $(BUILD)/gpt2_zero.o $(CUDA_OBJ) $(BUILD)/li
 test_gpt2_zero: test_gpt2_zero.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
 
+# CPU AdamW GB/s per SIMD path and thread count against a memory copy (and PyTorch's, if installed)
+bench_adamw_cpu: dev/bench/bench_adamw_cpu.c llmc/adamw.h llmc/adamw_cpu.h llmc/rand.h
+	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
+
 bench_gpt2cu: dev/bench/bench_gpt2cu.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
 
@@ -163,4 +168,4 @@ test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff
 	@bash dev/test/run_tests.sh $(TEST_BIN)
 
 clean:
-	rm -rf $(BUILD) $(CPU_TARGETS) $(CUDA_TARGETS) bench_nvme
+	rm -rf $(BUILD) $(CPU_TARGETS) $(CUDA_TARGETS) bench_nvme bench_adamw_cpu

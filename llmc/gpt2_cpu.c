@@ -1165,20 +1165,10 @@ void gpt2_cpu_update(GPT2 *m, float lr, float beta1, float beta2, float eps, flo
     const AdamWParams ap = adamw_params(lr, beta1, beta2, eps, weight_decay, grad_scale, t);
     size_t off[GPT2_NUM_PARAM_TENSORS];
     gpt2_param_offsets(&m->config, off);
-    // One loop over fixed chunks of the flat buffers (split at tensor boundaries for
-    // the decay flag); elements are independent, so any schedule gives the same bits.
-    enum { CHUNK = 1 << 14 };
-    const size_t nch = (n + CHUNK - 1) / CHUNK;
-    float *p = m->params, *mm = m->m, *vv = m->v;
-    const float *gr = m->grads;
-    #pragma omp parallel for schedule(dynamic, 1)
-    for (size_t ch = 0; ch < nch; ch++) {
-        size_t i0 = ch * CHUNK, i1 = i0 + CHUNK < n ? i0 + CHUNK : n;
-        for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++) {
-            size_t a = off[k] > i0 ? off[k] : i0, e = off[k] + m->param_sizes[k];
-            size_t b = e < i1 ? e : i1;
-            const int decay = gpt2_param_decays(k);
-            for (size_t i = a; i < b; i++) p[i] = adamw_element(p[i], gr[i], &mm[i], &vv[i], &ap, decay);
-        }
+    // Tensor by tensor (the decay flag), each through the host's one AdamW array kernel.
+    for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++) {
+        const size_t o = off[k];
+        adamw_update_array(m->params + o, m->grads + o, m->m + o, m->v + o, m->param_sizes[k], &ap,
+                           gpt2_param_decays(k));
     }
 }

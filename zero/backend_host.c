@@ -123,10 +123,9 @@ static void k_slices(float *out, const void *src, size_t stride, int nslices, si
     }
 }
 
+// llmc/adamw.h's array kernel: SIMD lanes and threads, adamw_element's bits.
 static void k_adamw(float *param, const float *grad, float *m, float *v, size_t n, const AdamWParams *p, int decay) {
-    AdamWParams a = *p;
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) param[i] = adamw_element(param[i], grad[i], &m[i], &v[i], &a, decay);
+    adamw_update_array(param, grad, m, v, n, p, decay);
 }
 
 static void k_refresh(void *dst, ZeroDType dt, const float *master, size_t n, uint64_t seed, int t, uint64_t gidx0) {

@@ -20,17 +20,8 @@
 #include "../../zero/backend.h"
 #include "../../zero/comm.h"
 #include "../../zero/partition.h"
+#include "test_util.h"
 
-static uint32_t bits_of(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-static float float_of(uint32_t u) {
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
 static float widen(uint16_t h) { return float_of((uint32_t)h << 16); }
 
 // The rule written out again with wide integers: upper half, plus one when the two low

@@ -6,11 +6,24 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+// A float's bits and back.
+static inline uint32_t bits_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+static inline float float_of(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 // Runs fn(arg) in a forked child whose stderr goes into msg: NUL-terminated, cut to
 // cap - 1 bytes (the rest is read and dropped, so a chatty child cannot block). The
