@@ -22,6 +22,7 @@ typedef enum {
     DS_ADAM,     // optimizer.type: DeepSpeed's Adam and AdamW both run as AdamW here
     DS_OFFLOAD,  // an offload device: "none", "cpu" or "nvme" into an int field (TRAIN_OFFLOAD_*)
     DS_PATH,     // a string (or null: unset) into a const char * field
+    DS_BOOL,     // true or false into an int field (1 or 0)
     DS_LATER,    // a feature not built yet: only its "off" values are accepted
     DS_IDLE,     // a detail of such a feature: any value of its JSON type, without effect yet
 } DsKind;
@@ -103,6 +104,12 @@ static const DsKey KEYS[] = {
     {.key = "zero_optimization.offload_param.nvme_path", .kind = DS_PATH, .flag = TRAIN_FLAG_NVME_PATH,
      .flag_name = "--nvme-path", STRING_FIELD(nvme_path)},
     {.key = "zero_optimization.offload_param.pin_memory", IDLE_BOOL},
+    // activation checkpointing: where to checkpoint is the model's business in DeepSpeed;
+    // here --act-checkpoint 1 turns it on and cpu_checkpointing moves the checkpoints to host
+    {.key = "activation_checkpointing", .kind = DS_SECTION},
+    {.key = "activation_checkpointing.cpu_checkpointing", .kind = DS_BOOL, .flag = TRAIN_FLAG_ACT_OFFLOAD,
+     .flag_name = "--act-offload", INT_FIELD(act_offload)},
+    {.key = "activation_checkpointing.partition_activations", .kind = DS_LATER, .off = {"false"}},
     // ZeRO++: a later issue
     {.key = "zero_optimization.zero_quantized_weights", .kind = DS_LATER, .off = {"false"}},
     {.key = "zero_optimization.zero_quantized_gradients", .kind = DS_LATER, .off = {"false"}},
@@ -247,6 +254,21 @@ static int apply_offload(Reader *r, const DsKey *k, const cJSON *v) {
     return 0;
 }
 
+static int apply_bool(Reader *r, const DsKey *k, const cJSON *v) {
+    char text[80];
+    if (!cJSON_IsBool(v)) {
+        fprintf(r->log, "error: '%s': %s must be true or false, got %s\n", r->path, k->key, json_text(v, text, sizeof(text)));
+        return -1;
+    }
+    int *field = (int *)((char *)r->c + k->field), on = cJSON_IsTrue(v);
+    char now[8];
+    snprintf(now, sizeof now, "%d", *field);
+    if (agree(r, k, *field == on, now, on ? "true" : "false") != 0) return -1;
+    *field = on;
+    r->c->from_file |= TRAIN_FLAG_BIT(k->flag);
+    return 0;
+}
+
 static int apply_path(Reader *r, const DsKey *k, const cJSON *v) {
     char text[80];
     if (cJSON_IsNull(v)) return 0;   // DeepSpeed's "not set"
@@ -309,6 +331,7 @@ static int apply_key(Reader *r, const char *key, const cJSON *v) {
     case DS_LATER: return apply_later(r, k, v);
     case DS_OFFLOAD: return apply_offload(r, k, v);
     case DS_PATH: return apply_path(r, k, v);
+    case DS_BOOL: return apply_bool(r, k, v);
     case DS_IDLE:
         if (v->type & k->json_types) return 0;
         fprintf(r->log, "error: '%s': %s must be %s, got %s\n", r->path, key, k->type_name,
@@ -466,6 +489,8 @@ void ds_config_usage(FILE *out, const char *indent) {
                 snprintf(item, sizeof(item), "%s none|cpu|nvme (%s)", leaf, k->flag_name);
             } else if (k->kind == DS_ADAM) {
                 snprintf(item, sizeof(item), "%s Adam|AdamW", leaf);
+            } else if (k->kind == DS_BOOL) {
+                snprintf(item, sizeof(item), "%s true|false (%s)", leaf, k->flag_name);
             } else if (k->kind == DS_PAIR) {
                 char e0[160], e1[160];
                 snprintf(e0, sizeof(e0), "%s[0]", k->key);

@@ -278,6 +278,7 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         {OPT_ZBUCKET, TRAIN_FLAG_ZERO_BUCKET}, {OPT_ZPREFETCH, TRAIN_FLAG_ZERO_PREFETCH},
         {OPT_ZLIVE, TRAIN_FLAG_ZERO_MAX_LIVE}, {OPT_ZPERSIST, TRAIN_FLAG_ZERO_PERSIST},
         {OPT_OFFLOAD_OPT, TRAIN_FLAG_OFFLOAD_OPTIMIZER}, {OPT_OFFLOAD_PARAM, TRAIN_FLAG_OFFLOAD_PARAM},
+        {OPT_ACT_OFFLOAD, TRAIN_FLAG_ACT_OFFLOAD},
         {OPT_NVME_PATH, TRAIN_FLAG_NVME_PATH}, {OPT_DEEPSPEED, TRAIN_FLAG_DEEPSPEED}};
     static const struct option longs[] = {
         {"seed", required_argument, 0, OPT_SEED},

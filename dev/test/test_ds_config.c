@@ -123,7 +123,8 @@ static void test_every_key_sets_its_field(void **state) {
                    "   \"stage3_prefetch_bucket_size\": 70000, \"stage3_max_live_parameters\": 900000,"
                    "   \"stage3_param_persistence_threshold\": 1000,"
                    "   \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/local_nvme\", \"pin_memory\": true},"
-                   "   \"offload_param\": {\"device\": \"cpu\", \"nvme_path\": \"/local_nvme\"}}}");
+                   "   \"offload_param\": {\"device\": \"cpu\", \"nvme_path\": \"/local_nvme\"}},"
+                   " \"activation_checkpointing\": {\"cpu_checkpointing\": true, \"partition_activations\": false}}");
     assert_int_equal(rc, 0);
     assert_string_equal(g_log, "");  // every key known: no warning
     assert_int_equal(c.B, 3);
@@ -144,6 +145,7 @@ static void test_every_key_sets_its_field(void **state) {
     assert_int_equal(c.offload_param, TRAIN_OFFLOAD_CPU);
     assert_string_equal(c.nvme_path, "/local_nvme");
     assert_true(d.offload_optimizer == TRAIN_OFFLOAD_NONE && d.offload_param == TRAIN_OFFLOAD_NONE && !d.nvme_path);
+    assert_true(c.act_offload == 1 && d.act_offload == 0);
     assert_true(d.B != 3 && d.zero_stage != 3 && d.zero_bucket != 500000 && d.zero_prefetch != 70000 &&
                 d.zero_max_live != 900000 && d.zero_persist != 1000);
     unsigned all = 0;
@@ -208,6 +210,8 @@ static void test_wrong_types_and_ranges(void **state) {
          "zero_optimization.offload_param.nvme_path must be a folder's path (a string) or null, got 5"},
         {"{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"disk\"}}}",
          "zero_optimization.offload_optimizer.device must be \"none\", \"cpu\" or \"nvme\", got \"disk\""},
+        {"{\"activation_checkpointing\": {\"cpu_checkpointing\": 1}}",
+         "activation_checkpointing.cpu_checkpointing must be true or false, got 1"},
         {"{\"zero_optimization\": {\"offload_param\": {\"device\": true}}}",
          "zero_optimization.offload_param.device must be \"none\", \"cpu\" or \"nvme\", got true"},
         {"{\"zero_optimization\": {\"offload_optimizer\": {\"nvme_path\": \"/a\"}, \"offload_param\": {\"nvme_path\": \"/b\"}}}",
@@ -228,6 +232,8 @@ static void test_later_features_refused_unless_off(void **state) {
          "zero_optimization.zero_hpz_partition_size = 8 is not supported yet"},
         {"{\"optimizer\": {\"params\": {\"adam_w_mode\": false}}}",
          "optimizer.params.adam_w_mode = false is not supported yet"},
+        {"{\"activation_checkpointing\": {\"partition_activations\": true}}",
+         "activation_checkpointing.partition_activations = true is not supported yet"},
         {"{\"optimizer\": {\"params\": {\"bias_correction\": false}}}",
          "optimizer.params.bias_correction = false is not supported yet"},
         {"{\"optimizer\": {\"type\": \"Lamb\"}}", "optimizer.type \"Lamb\" is not supported"},
@@ -287,6 +293,8 @@ static void test_flag_contradicting_the_file(void **state) {
          "--zero-max-live 0 contradicts zero_optimization.stage3_max_live_parameters = 1000000000 in"},
         {"--zero-persist 100000", "{\"zero_optimization\": {\"stage3_param_persistence_threshold\": 1e4}}",
          "--zero-persist 100000 contradicts zero_optimization.stage3_param_persistence_threshold = 10000 in"},
+        {"--act-checkpoint 1 --act-offload 0", "{\"activation_checkpointing\": {\"cpu_checkpointing\": true}}",
+         "--act-offload 0 contradicts activation_checkpointing.cpu_checkpointing = true in"},
     };
     for (size_t i = 0; i < sizeof(clash) / sizeof(clash[0]); i++)
         expect_refused(clash[i].flags, clash[i].json, clash[i].says, g_path, NULL);
