@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 die() { echo "bench_infinity: $*" >&2; exit 1; }
-[ -n "$mem" ] || mem=$(awk '/^MemTotal:/ {printf "%d", $2 * 1024}' /proc/meminfo)
+[ -n "$mem" ] || mem=$(( $(awk '/^MemTotal:/ {print $2}' /proc/meminfo) * 1024 ))   # shell arithmetic: 64-bit
 [ -n "$cap" ] || cap=$((mem / 2))
 [ -x ./train_gpt2 ] || make -s train_gpt2 > /dev/null || die "building train_gpt2 failed"
 mkdir -p "$swap" "$out" || die "cannot create $swap or $out"
