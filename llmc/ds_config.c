@@ -269,6 +269,21 @@ static int apply_bool(Reader *r, const DsKey *k, const cJSON *v) {
     return 0;
 }
 
+// A string from the file that outlives the parsed file, like argv's strings: kept for the
+// process on a list (reachable, so leak checkers do not count it).
+typedef struct Kept { struct Kept *next; char s[]; } Kept;
+static Kept *kept;
+
+static char *keep_string(const char *s) {
+    size_t n = strlen(s) + 1;
+    Kept *k = malloc(sizeof *k + n);
+    if (!k) return NULL;
+    memcpy(k->s, s, n);
+    k->next = kept;
+    kept = k;
+    return k->s;
+}
+
 static int apply_path(Reader *r, const DsKey *k, const cJSON *v) {
     char text[80];
     if (cJSON_IsNull(v)) return 0;   // DeepSpeed's "not set"
@@ -280,7 +295,7 @@ static int apply_path(Reader *r, const DsKey *k, const cJSON *v) {
     const char **field = (const char **)((char *)r->c + k->field);
     int set = (r->c->given | r->c->from_file) & TRAIN_FLAG_BIT(k->flag);
     if (agree(r, k, !set || strcmp(*field, v->valuestring) == 0, set ? *field : "", v->valuestring) != 0) return -1;
-    char *copy = strdup(v->valuestring);   // outlives the parsed file, like argv's strings
+    char *copy = keep_string(v->valuestring);
     if (!copy) {
         fprintf(r->log, "error: out of memory reading '%s'\n", r->path);
         return -1;
