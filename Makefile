@@ -158,7 +158,7 @@ $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libllmc.a
 $(BUILD)/tests/test_zero_nvme: zero/nvme.c zero/nvme.h
 
 # Unit tests that call zero/'s host backend link libzero.a, hence MPI.
-ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding $(BUILD)/tests/test_grad_norm
+ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding $(BUILD)/tests/test_grad_norm $(BUILD)/tests/test_zero_quant
 $(ZERO_TEST_BIN): $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libzero.a $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@

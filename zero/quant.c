@@ -1,0 +1,156 @@
+// quant.c: the C block quantization kernels of quant.h, the reference that quant_cuda.cu
+// matches bit for bit. One block per loop trip, OpenMP over blocks: blocks are
+// independent, so the thread count cannot change a result.
+#include "quant.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "quant_element.h"
+
+#ifdef __FAST_MATH__
+#error "quant.c must build without -ffast-math: its rounding relies on IEEE additions"
+#endif
+
+const char *quant_format_name(QuantFormat f) { return f == QUANT_INT4 ? "int4" : "int8"; }
+int quant_qmax(QuantFormat f) { return f == QUANT_INT4 ? QUANT_INT4_MAX : QUANT_INT8_MAX; }
+size_t quant_nblocks(size_t n, int block) { return block > 0 ? (n + (size_t)block - 1) / (size_t)block : 0; }
+size_t quant_bytes(QuantFormat f, size_t n) { return f == QUANT_INT4 ? (n + 1) / 2 : n; }
+
+int quant_check_block(int block, const char *what) {
+    if (block > 0 && block % 2 == 0) return QUANT_OK;
+    fprintf(stderr, "zero: %s: quantization block size %d is not a positive even number\n", what, block);
+    return QUANT_BAD_BLOCK;
+}
+
+static float load(const void *x, QuantDtype in, size_t i) {
+    return in == QUANT_BF16 ? quant_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+// max |x| over [lo, hi) as bits (>= QUANT_NONFINITE_BITS when a value is inf or NaN).
+static uint32_t block_amax_bits(const void *x, QuantDtype in, size_t lo, size_t hi) {
+    uint32_t m = 0;
+    if (in == QUANT_BF16) {
+        const uint16_t *h = (const uint16_t *)x;
+        for (size_t i = lo; i < hi; i++) { uint32_t a = (uint32_t)(h[i] & 0x7fffu) << 16; m = a > m ? a : m; }
+    } else {
+        const uint32_t *u = (const uint32_t *)x;
+        for (size_t i = lo; i < hi; i++) { uint32_t a = QUANT_ABS_BITS(u[i]); m = a > m ? a : m; }
+    }
+    return m;
+}
+
+// Quantizes values [lo, hi) (lo even) with scale s; int4 pads an odd hi with a 0 nibble.
+static void quantize_block(QuantFormat f, QuantDtype in, const void *x, size_t lo, size_t hi, float s, void *q) {
+    if (f == QUANT_INT8) {
+        int8_t *q8 = (int8_t *)q;
+        for (size_t i = lo; i < hi; i++) q8[i] = (int8_t)quant_element(load(x, in, i), s, QUANT_INT8_MAX);
+        return;
+    }
+    uint8_t *q4 = (uint8_t *)q;
+    size_t i = lo;
+    for (; i + 1 < hi; i += 2)
+        q4[i / 2] = quant_pack_int4(quant_element(load(x, in, i), s, QUANT_INT4_MAX),
+                                    quant_element(load(x, in, i + 1), s, QUANT_INT4_MAX));
+    if (i < hi) q4[i / 2] = quant_pack_int4(quant_element(load(x, in, i), s, QUANT_INT4_MAX), 0);
+}
+
+static void zero_block(QuantFormat f, size_t lo, size_t hi, void *q) {
+    if (f == QUANT_INT8) memset((int8_t *)q + lo, 0, hi - lo);
+    else memset((uint8_t *)q + lo / 2, 0, (hi - lo + 1) / 2);
+}
+
+int quant_quantize(QuantFormat f, QuantDtype in, const void *x, size_t n, int block,
+                   void *q, float *scales, QuantBad *bad) {
+    if (quant_check_block(block, "quant_quantize")) return QUANT_BAD_BLOCK;
+    const size_t nb = quant_nblocks(n, block), B = (size_t)block;
+    const int qmax = quant_qmax(f);
+    size_t first_bad = (size_t)-1;
+#pragma omp parallel for schedule(static) reduction(min : first_bad) if (nb > 1)
+    for (size_t b = 0; b < nb; b++) {
+        const size_t lo = b * B, hi = lo + B < n ? lo + B : n;
+        const uint32_t amax = block_amax_bits(x, in, lo, hi);
+        if (amax >= QUANT_NONFINITE_BITS) {
+            size_t i = lo;
+            while (QUANT_ABS_BITS(quant_bits_of(load(x, in, i))) < QUANT_NONFINITE_BITS) i++;
+            if (i < first_bad) first_bad = i;
+            scales[b] = quant_float_of(0x7fc00000u);   // NaN: refused
+            zero_block(f, lo, hi, q);
+            continue;
+        }
+        const float s = quant_scale(amax, qmax);
+        scales[b] = s;
+        if (s == 0.0f) zero_block(f, lo, hi, q);
+        else quantize_block(f, in, x, lo, hi, s, q);
+    }
+    if (first_bad == (size_t)-1) return QUANT_OK;
+    if (bad) {
+        bad->block = first_bad / B;
+        bad->index = first_bad;
+        bad->value = load(x, in, first_bad);
+    }
+    return QUANT_NONFINITE;
+}
+
+// dst[i - lo] = q_i * s for [lo, hi), or dst[i - lo] += q_i * s when add.
+static void dequant_block(QuantFormat f, const void *q, float s, size_t lo, size_t hi, float *dst, int add) {
+    const size_t len = hi - lo;
+    if (f == QUANT_INT8) {
+        const int8_t *q8 = (const int8_t *)q + lo;
+        if (add) for (size_t k = 0; k < len; k++) dst[k] = adamw_add(dst[k], dequant_element(q8[k], s));
+        else for (size_t k = 0; k < len; k++) dst[k] = dequant_element(q8[k], s);
+        return;
+    }
+    const uint8_t *q4 = (const uint8_t *)q + lo / 2;
+    for (size_t k = 0; k < len; k++) {
+        const float d = dequant_element(quant_unpack_int4(q4[k / 2], (int)(k & 1)), s);
+        dst[k] = add ? adamw_add(dst[k], d) : d;
+    }
+}
+
+int quant_dequantize(QuantFormat f, const void *q, const float *scales, size_t n, int block,
+                     QuantDtype out_type, void *out) {
+    if (quant_check_block(block, "quant_dequantize")) return QUANT_BAD_BLOCK;
+    const size_t nb = quant_nblocks(n, block), B = (size_t)block;
+#pragma omp parallel for schedule(static) if (nb > 1)
+    for (size_t b = 0; b < nb; b++) {
+        const size_t lo = b * B, hi = lo + B < n ? lo + B : n;
+        if (out_type == QUANT_F32) {
+            dequant_block(f, q, scales[b], lo, hi, (float *)out + lo, 0);
+        } else {
+            float tmp[256];   // bf16: through a small fp32 buffer, rounded once
+            uint16_t *o = (uint16_t *)out;
+            for (size_t c = lo; c < hi; c += 256) {
+                const size_t ce = c + 256 < hi ? c + 256 : hi;
+                dequant_block(f, q, scales[b], c, ce, tmp, 0);
+                for (size_t i = c; i < ce; i++) o[i] = quant_f32_to_bf16(tmp[i - c]);
+            }
+        }
+    }
+    return QUANT_OK;
+}
+
+int quant_dequant_reduce(QuantFormat f, const void *q, size_t q_stride, const float *scales,
+                         size_t scale_stride, int nranks, size_t n, int block, float *out) {
+    if (quant_check_block(block, "quant_dequant_reduce")) return QUANT_BAD_BLOCK;
+    if (nranks < 1) {
+        fprintf(stderr, "zero: quant_dequant_reduce: %d ranks (need at least 1)\n", nranks);
+        return QUANT_BAD_BLOCK;
+    }
+    const size_t nb = quant_nblocks(n, block), B = (size_t)block;
+#pragma omp parallel for schedule(static) if (nb > 1)
+    for (size_t b = 0; b < nb; b++) {
+        const size_t lo = b * B, hi = lo + B < n ? lo + B : n;
+        // rank 0 writes the block, ranks 1..N-1 add to it: each element sums in rank order
+        for (int r = 0; r < nranks; r++)
+            dequant_block(f, (const char *)q + (size_t)r * q_stride, scales[(size_t)r * scale_stride + b],
+                          lo, hi, out + lo, r > 0);
+    }
+    return QUANT_OK;
+}
+
+void quant_report_bad(FILE *fp, const char *what, int rank, QuantFormat f, const QuantBad *bad) {
+    fprintf(fp, "zero: rank %d: cannot quantize %s to %s: element %zu (block %zu) is %g; "
+                "quantization refuses infinities and NaNs (check the loss scale and the data)\n",
+            rank, what, quant_format_name(f), bad->index, bad->block, (double)bad->value);
+}
