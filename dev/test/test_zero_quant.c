@@ -237,14 +237,16 @@ static void test_nonfinite_refused(void **state) {
         for (size_t v = 0; v < 4; v++) {
             quant_case_fill(QCASE_NORMAL, 5, x, n, B);
             x[3 * 16 + 7] = bad_values[v];
-            x[5 * 16 + 1] = INFINITY;   // a later one: the first is reported
+            x[3 * 16 + 9] = -INFINITY;  // later ones, in the same block and the next ones:
+            x[4 * 16 + 2] = NAN;        // the first is reported
+            x[5 * 16 + 1] = INFINITY;
             QuantBad bad = {0, 0, 0.0f};
             assert_int_equal(quant_quantize((QuantFormat)f, QUANT_F32, x, n, B, q, s, &bad), QUANT_NONFINITE);
             assert_int_equal(bad.block, 3);
             assert_int_equal(bad.index, 3 * 16 + 7);
             assert_int_equal(bits_of(bad.value), bits_of(bad_values[v]));
-            assert_true(isnan(s[3]) && isnan(s[5]));
-            for (int b = 0; b < 9; b++) if (b != 3 && b != 5) assert_true(isfinite(s[b]) && s[b] > 0.0f);
+            assert_true(isnan(s[3]) && isnan(s[4]) && isnan(s[5]));
+            for (int b = 0; b < 9; b++) if (b < 3 || b > 5) assert_true(isfinite(s[b]) && s[b] > 0.0f);
             assert_int_equal(quant_dequantize((QuantFormat)f, q, s, n, B, QUANT_F32, d), QUANT_OK);
             for (int i = 0; i < 16; i++) assert_true(isnan(d[3 * 16 + i]));
         }
