@@ -49,7 +49,8 @@ TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
 HAVE_NVCC := $(shell test -x "$(NVCC)" && echo 1)
 CPU_TARGETS := train_gpt2 tokenize zero_consolidate zero_to_model
-CUDA_TARGETS := train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn $(BUILD)/gpu_zero_toy
+CUDA_TARGETS := train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn $(BUILD)/gpu_zero_toy \
+                $(BUILD)/gpu_zero_quant
 
 .PHONY: all cpu cuda test test-cpu test-gpu clean
 all: cpu $(if $(HAVE_NVCC),cuda)
@@ -74,7 +75,7 @@ $(BUILD)/libzero.a: $(ZERO_OBJ)
 
 # zero/'s CUDA backend and NCCL: no --use_fast_math (it would flush subnormals, and the
 # CUDA kernels must match the host backend bit for bit).
-ZERO_CUDA_OBJ := $(BUILD)/zero/backend_cuda.cu.o $(BUILD)/zero/comm_nccl.cu.o
+ZERO_CUDA_OBJ := $(BUILD)/zero/backend_cuda.cu.o $(BUILD)/zero/comm_nccl.cu.o $(BUILD)/zero/quant_cuda.cu.o
 ZERO_NVCCFLAGS = -O3 -std=c++17 $(CUDA_ARCHS) -Illmc -I. -I$(CUDA_HOME)/include $(NV_INC) \
                  -Xcompiler -Wall,-Wextra -Wno-deprecated-gpu-targets
 MPI_LDFLAGS := $(if $(MPI_STUB_OBJ),,$(shell $(MPICC) --showme:link 2>/dev/null))
@@ -91,6 +92,11 @@ $(BUILD)/gpu_zero_toy: dev/test/gpu_zero_toy.c dev/test/mpi_zero_toy.c $(BUILD)/
 	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(BUILD)/gpu_zero_toy.o
 	$(NVCC) -o $@ $(BUILD)/gpu_zero_toy.o $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
 	    -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lnccl $(MPI_LDFLAGS) -lcjson -lz $(URING_LIBS) -lgomp -lpthread -lm
+
+# GPU test of zero/'s quantization kernels against the C reference (skips without a GPU)
+$(BUILD)/gpu_zero_quant: dev/test/gpu_zero_quant.c dev/test/quant_cases.h $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $(BUILD)/gpu_zero_quant.o
+	$(NVCC) -o $@ $(BUILD)/gpu_zero_quant.o $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a -L$(CUDA_HOME)/lib64 -lgomp -lm
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)

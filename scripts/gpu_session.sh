@@ -3,17 +3,18 @@
 # targets, runs the GPU test programs, the 1-rank bit-identity check of train_gpt2_zero
 # against train_gpt2cu, the train_gpt2_zero matrix and the benchmarks.
 # Logs go to $OUT (or ./gpu_logs). Pass part names to run a subset:
-#   tests bitwise matrix offload zero-toy bench-model bench-zero
+#   tests quant bitwise matrix offload zero-toy bench-model bench-zero
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu_logs}; mkdir -p "$out"
-parts=${*:-tests bitwise matrix offload zero-toy bench-model bench-zero}
+parts=${*:-tests quant bitwise matrix offload zero-toy bench-model bench-zero}
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 make -j"$(nproc)" cuda > "$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
 for p in $parts; do
     echo "=== $p"
     case $p in
         tests) { ./test_gpt2_zero; ./build/gpu_attention_cudnn; } 2>&1 | tee "$out/tests.txt" | grep -E "FAIL|passed|SKIP" ;;
+        quant) ./build/gpu_zero_quant 2>&1 | tee "$out/quant.txt" | grep -E "FAIL|passed|SKIP" ;;
         bitwise) bash dev/test/gpu_train_matrix.sh bitwise 2>&1 | tee "$out/bitwise.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
         matrix) bash dev/test/gpu_train_matrix.sh matrix 2>&1 | tee "$out/matrix.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
         offload) bash dev/test/gpu_train_matrix.sh offload 2>&1 | tee "$out/offload.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;

@@ -23,7 +23,7 @@ for sh in dev/test/test_*.sh; do
     if bash "$sh"; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_names+=("$sh"); fi
 done
 # GPU programs (built by test_cuda_build.sh above) print "SKIP: reason" without a GPU, else their own "N passed, N failed".
-for gpu in ./test_gpt2_zero build/gpu_attention_cudnn build/gpu_zero_toy; do
+for gpu in ./test_gpt2_zero build/gpu_attention_cudnn build/gpu_zero_toy build/gpu_zero_quant; do
     [ -x "$gpu" ] || continue
     echo "=== $gpu"
     "$gpu" 2>&1 | tee "$log"
