@@ -40,19 +40,36 @@ static uint32_t block_amax_bits(const void *x, QuantDtype in, size_t lo, size_t 
     return m;
 }
 
-// Quantizes values [lo, hi) (lo even) with scale s; int4 pads an odd hi with a 0 nibble.
+// The host loops work through CHUNK values at a time in small stack buffers (bf16
+// widened to fp32, int4 rounded to int8 before packing), so each inner loop is a plain
+// array loop the compiler vectorizes. CHUNK is even: chunks start on int4 bytes.
+#define CHUNK 256
+
+// values [lo, lo + len) of x as fp32: x itself, or widened into tmp.
+static const float *as_f32(const void *x, QuantDtype in, size_t lo, size_t len, float *tmp) {
+    if (in == QUANT_F32) return (const float *)x + lo;
+    const uint16_t *h = (const uint16_t *)x + lo;
+    for (size_t k = 0; k < len; k++) tmp[k] = quant_bf16_to_f32(h[k]);
+    return tmp;
+}
+
+static void round_chunk(const float *x, size_t len, float s, int qmax, int8_t *q) {
+    for (size_t k = 0; k < len; k++) q[k] = (int8_t)quant_round(x[k], s, qmax);
+}
+
+// Quantizes values [lo, hi) (lo even) with scale s > 0; int4 pads an odd hi with a 0 nibble.
 static void quantize_block(QuantFormat f, QuantDtype in, const void *x, size_t lo, size_t hi, float s, void *q) {
-    if (f == QUANT_INT8) {
-        int8_t *q8 = (int8_t *)q;
-        for (size_t i = lo; i < hi; i++) q8[i] = (int8_t)quant_element(load(x, in, i), s, QUANT_INT8_MAX);
-        return;
+    float wide[CHUNK];
+    int8_t q8[CHUNK + 1];
+    for (size_t c = lo; c < hi; c += CHUNK) {
+        const size_t len = hi - c < CHUNK ? hi - c : CHUNK;
+        const float *xs = as_f32(x, in, c, len, wide);
+        if (f == QUANT_INT8) { round_chunk(xs, len, s, QUANT_INT8_MAX, (int8_t *)q + c); continue; }
+        round_chunk(xs, len, s, QUANT_INT4_MAX, q8);
+        q8[len] = 0;
+        uint8_t *q4 = (uint8_t *)q + c / 2;
+        for (size_t j = 0; j < (len + 1) / 2; j++) q4[j] = quant_pack_int4(q8[2 * j], q8[2 * j + 1]);
     }
-    uint8_t *q4 = (uint8_t *)q;
-    size_t i = lo;
-    for (; i + 1 < hi; i += 2)
-        q4[i / 2] = quant_pack_int4(quant_element(load(x, in, i), s, QUANT_INT4_MAX),
-                                    quant_element(load(x, in, i + 1), s, QUANT_INT4_MAX));
-    if (i < hi) q4[i / 2] = quant_pack_int4(quant_element(load(x, in, i), s, QUANT_INT4_MAX), 0);
 }
 
 static void zero_block(QuantFormat f, size_t lo, size_t hi, void *q) {
@@ -92,19 +109,25 @@ int quant_quantize(QuantFormat f, QuantDtype in, const void *x, size_t n, int bl
     return QUANT_NONFINITE;
 }
 
-// dst[i - lo] = q_i * s for [lo, hi), or dst[i - lo] += q_i * s when add.
+// dst[k] = q_k * s for k < len (q: int8 values), or dst[k] += q_k * s when add.
+static void dequant_chunk(const int8_t *q, size_t len, float s, float *dst, int add) {
+    if (add) for (size_t k = 0; k < len; k++) dst[k] = adamw_add(dst[k], dequant_element(q[k], s));
+    else for (size_t k = 0; k < len; k++) dst[k] = dequant_element(q[k], s);
+}
+
+// dst[i - lo] = q_i * s for [lo, hi) (lo even), or dst[i - lo] += q_i * s when add.
 static void dequant_block(QuantFormat f, const void *q, float s, size_t lo, size_t hi, float *dst, int add) {
-    const size_t len = hi - lo;
-    if (f == QUANT_INT8) {
-        const int8_t *q8 = (const int8_t *)q + lo;
-        if (add) for (size_t k = 0; k < len; k++) dst[k] = adamw_add(dst[k], dequant_element(q8[k], s));
-        else for (size_t k = 0; k < len; k++) dst[k] = dequant_element(q8[k], s);
-        return;
-    }
-    const uint8_t *q4 = (const uint8_t *)q + lo / 2;
-    for (size_t k = 0; k < len; k++) {
-        const float d = dequant_element(quant_unpack_int4(q4[k / 2], (int)(k & 1)), s);
-        dst[k] = add ? adamw_add(dst[k], d) : d;
+    if (f == QUANT_INT8) { dequant_chunk((const int8_t *)q + lo, hi - lo, s, dst, add); return; }
+    int8_t q8[CHUNK];
+    for (size_t c = lo; c < hi; c += CHUNK) {
+        const size_t len = hi - c < CHUNK ? hi - c : CHUNK;
+        const uint8_t *q4 = (const uint8_t *)q + c / 2;
+        for (size_t j = 0; j < len / 2; j++) {
+            q8[2 * j] = (int8_t)quant_unpack_int4(q4[j], 0);
+            q8[2 * j + 1] = (int8_t)quant_unpack_int4(q4[j], 1);
+        }
+        if (len % 2) q8[len - 1] = (int8_t)quant_unpack_int4(q4[len / 2], 0);
+        dequant_chunk(q8, len, s, dst + (c - lo), add);
     }
 }
 
@@ -118,10 +141,10 @@ int quant_dequantize(QuantFormat f, const void *q, const float *scales, size_t n
         if (out_type == QUANT_F32) {
             dequant_block(f, q, scales[b], lo, hi, (float *)out + lo, 0);
         } else {
-            float tmp[256];   // bf16: through a small fp32 buffer, rounded once
+            float tmp[CHUNK];   // bf16: through a small fp32 buffer, rounded once
             uint16_t *o = (uint16_t *)out;
-            for (size_t c = lo; c < hi; c += 256) {
-                const size_t ce = c + 256 < hi ? c + 256 : hi;
+            for (size_t c = lo; c < hi; c += CHUNK) {
+                const size_t ce = c + CHUNK < hi ? c + CHUNK : hi;
                 dequant_block(f, q, scales[b], c, ce, tmp, 0);
                 for (size_t i = c; i < ce; i++) o[i] = quant_f32_to_bf16(tmp[i - c]);
             }

@@ -89,13 +89,17 @@ static inline QUANT_HD float quant_scale(uint32_t amax_bits, int qmax) {
 // nearest even), in two rounded additions that no compiler may fold.
 #define QUANT_RNE_MAGIC 12582912.0f
 
-// q for x in a block of scale s: round-to-nearest-even(x / s), clamped to [-qmax, qmax].
-// s = 0 (an all-zero block) and s = NaN (a refused block) give 0. x is finite.
-static inline QUANT_HD int quant_element(float x, float s, int qmax) {
-    if (!(s > 0.0f)) return 0;
+// q for x in a block of scale s > 0: round-to-nearest-even(x / s), clamped to
+// [-qmax, qmax]. x is finite. (Branch-free, so that host loops over it vectorize.)
+static inline QUANT_HD int quant_round(float x, float s, int qmax) {
     const float y = adamw_div(x, s);
     const int q = (int)adamw_add(adamw_add(y, QUANT_RNE_MAGIC), -QUANT_RNE_MAGIC);
     return q > qmax ? qmax : (q < -qmax ? -qmax : q);
+}
+
+// The same for any block: s = 0 (an all-zero block) and s = NaN (a refused block) give 0.
+static inline QUANT_HD int quant_element(float x, float s, int qmax) {
+    return s > 0.0f ? quant_round(x, s, qmax) : 0;
 }
 
 // x read back: q * s.
