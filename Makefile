@@ -3,6 +3,7 @@
 #   make test            CPU test suite (plus the GPU suite when a GPU is present)
 #   make train_gpt2cu    unsharded CUDA trainer (bf16)
 #   make bench_adamw_cpu CPU AdamW GB/s against a memory copy
+#   make bench_quant     CPU block quantization GB/s against a memory copy
 CC ?= gcc
 BUILD := build
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -149,6 +150,10 @@ zero_consolidate: zero/tools/zero_consolidate_main.c zero/consolidate.c zero/zck
 zero_to_model: dev/tools/zero_to_model.c $(BUILD)/libzero.a $(BUILD)/libllmc.a
 	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
+# Block quantization GB/s against a memory copy: make bench_quant; ./bench_quant [elements] [repeats] [threads...]
+bench_quant: dev/bench/bench_quant.c zero/quant.c zero/quant.h zero/quant_element.h llmc/adamw.h llmc/rand.h
+	$(CC) $(CFLAGS) dev/bench/bench_quant.c zero/quant.c -lm -o $@
+
 # NVMe engine throughput against plain O_DIRECT I/O: make bench_nvme; ./bench_nvme [DIR] [-s GiB]
 bench_nvme: dev/bench/bench_nvme.c zero/nvme.c zero/nvme.h
 	$(CC) $(CFLAGS) dev/bench/bench_nvme.c zero/nvme.c $(URING_LIBS) -lpthread -o $@
@@ -174,4 +179,4 @@ test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff
 	@bash dev/test/run_tests.sh $(TEST_BIN)
 
 clean:
-	rm -rf $(BUILD) $(CPU_TARGETS) $(CUDA_TARGETS) bench_nvme bench_adamw_cpu
+	rm -rf $(BUILD) $(CPU_TARGETS) $(CUDA_TARGETS) bench_nvme bench_adamw_cpu bench_quant

@@ -1,0 +1,166 @@
+// bench_quant.c: zero/quant.c's block quantization kernels in GB/s against a plain memory
+// copy on the same machine and thread count (1 and 2 threads, or the ones given):
+// quantize fp32/bf16 -> int8/int4, dequantize int8 -> bf16 (qwZ's receive side), and the
+// dequantize-reduce of N = 2, 4, 8 ranks' int8/int4 payloads into fp32 (qgZ's).
+//   make bench_quant && ./bench_quant [elements=16777216] [repeats=5] [threads...]
+// GB/s counts the bytes each kernel reads plus the bytes it writes (payload, scales,
+// values); the copy (memcpy over thread chunks) is counted the same way, read + write, so
+// "vs copy" is the kernel's share of what moving its bytes alone would take. Each figure
+// is the best of the repeats; every buffer is touched before timing.
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rand.h"
+#include "../../zero/quant.h"
+
+#define BLOCK QUANT_BLOCK_DEFAULT
+#define COPY_CHUNK (1u << 20)
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void *alloc_touched(size_t bytes) {
+    char *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) { fprintf(stderr, "bench_quant: out of memory allocating %zu bytes\n", bytes); exit(1); }
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < bytes; i += 4096) p[i] = 0;
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void copy_bytes(char *dst, const char *src, size_t bytes) {
+    const size_t chunks = (bytes + COPY_CHUNK - 1) / COPY_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < chunks; c++) {
+        const size_t lo = c * COPY_CHUNK, len = bytes - lo < COPY_CHUNK ? bytes - lo : COPY_CHUNK;
+        memcpy(dst + lo, src + lo, len);
+    }
+}
+
+typedef struct {
+    size_t n;
+    float *x, *out;
+    uint16_t *xh, *outh;
+    void *q;             // 8 ranks' payloads, int8-sized strides
+    float *scales;       // 8 ranks' scales
+    size_t qstride, sstride;
+} Bufs;
+
+typedef struct {
+    const char *name;
+    int kind;            // 0 quantize, 1 dequantize to bf16, 2 dequant-reduce
+    QuantFormat f;
+    QuantDtype in;
+    int nranks;
+} Op;
+
+static void run_op(const Op *op, Bufs *b) {
+    int rc = QUANT_OK;
+    if (op->kind == 0)
+        rc = quant_quantize(op->f, op->in, op->in == QUANT_BF16 ? (const void *)b->xh : (const void *)b->x, b->n, BLOCK,
+                            b->q, b->scales, NULL);
+    else if (op->kind == 1)
+        rc = quant_dequantize(op->f, b->q, b->scales, b->n, BLOCK, QUANT_BF16, b->outh);
+    else
+        rc = quant_dequant_reduce(op->f, b->q, b->qstride, b->scales, b->sstride, op->nranks, b->n, BLOCK, b->out);
+    if (rc != QUANT_OK) { fprintf(stderr, "bench_quant: %s failed (%d)\n", op->name, rc); exit(1); }
+}
+
+// Bytes read + written by one run of op.
+static double op_bytes(const Op *op, size_t n) {
+    const double payload = (double)quant_bytes(op->f, n), scales = 4.0 * (double)quant_nblocks(n, BLOCK);
+    if (op->kind == 0) return (op->in == QUANT_BF16 ? 2.0 : 4.0) * (double)n + payload + scales;
+    if (op->kind == 1) return payload + scales + 2.0 * (double)n;
+    return op->nranks * (payload + scales) + 4.0 * (double)n;
+}
+
+// Every rank's slot gets a real payload of format f (int4 uses the first half of a slot).
+static void fill_payloads(Bufs *b, QuantFormat f) {
+    for (int r = 0; r < 8; r++)
+        if (quant_quantize(f, QUANT_F32, b->x, b->n, BLOCK, (char *)b->q + (size_t)r * b->qstride,
+                           b->scales + (size_t)r * b->sstride, NULL)) exit(1);
+}
+
+static double best_seconds(const Op *op, Bufs *b, int repeats) {
+    double best = 1e30;
+    for (int r = 0; r < repeats; r++) {
+        double t0 = now();
+        run_op(op, b);
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+static double copy_gbs(char *dst, const char *src, size_t bytes, int repeats) {
+    double best = 1e30;
+    for (int r = 0; r < repeats; r++) {
+        double t0 = now();
+        copy_bytes(dst, src, bytes);
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    return 2.0 * (double)bytes / best / 1e9;
+}
+
+int main(int argc, char **argv) {
+    const size_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : (size_t)16 << 20;
+    const int repeats = argc > 2 ? atoi(argv[2]) : 5;
+    int threads[16], nthreads = 0;
+    for (int i = 3; i < argc && nthreads < 16; i++) threads[nthreads++] = atoi(argv[i]);
+    if (nthreads == 0) { threads[0] = 1; threads[1] = 2; nthreads = 2; }
+    if (n < 2 || repeats < 1) { fprintf(stderr, "usage: bench_quant [elements >= 2] [repeats >= 1] [threads...]\n"); return 1; }
+
+    Bufs b = {.n = n};
+    b.qstride = quant_bytes(QUANT_INT8, n);
+    b.sstride = quant_nblocks(n, BLOCK);
+    b.x = alloc_touched(n * 4);
+    b.out = alloc_touched(n * 4);
+    b.xh = alloc_touched(n * 2);
+    b.outh = alloc_touched(n * 2);
+    b.q = alloc_touched(8 * b.qstride);
+    b.scales = alloc_touched(8 * b.sstride * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        b.x[i] = 0.02f * rng_normal(3, 1, i);
+        memcpy(&b.xh[i], (char *)&b.x[i] + 2, 2);   // the upper half: a bf16 of the same tensor
+    }
+    const size_t copy_max = 8 * b.qstride + 4 * n;
+    char *csrc = alloc_touched(copy_max), *cdst = alloc_touched(copy_max);
+
+    const Op ops[] = {
+        {"quantize fp32 -> int8", 0, QUANT_INT8, QUANT_F32, 1},
+        {"quantize fp32 -> int4", 0, QUANT_INT4, QUANT_F32, 1},
+        {"quantize bf16 -> int8", 0, QUANT_INT8, QUANT_BF16, 1},
+        {"quantize bf16 -> int4", 0, QUANT_INT4, QUANT_BF16, 1},
+        {"dequantize int8 -> bf16", 1, QUANT_INT8, QUANT_F32, 1},
+        {"dequant-reduce int8, N=2", 2, QUANT_INT8, QUANT_F32, 2},
+        {"dequant-reduce int8, N=4", 2, QUANT_INT8, QUANT_F32, 4},
+        {"dequant-reduce int8, N=8", 2, QUANT_INT8, QUANT_F32, 8},
+        {"dequant-reduce int4, N=2", 2, QUANT_INT4, QUANT_F32, 2},
+        {"dequant-reduce int4, N=4", 2, QUANT_INT4, QUANT_F32, 4},
+        {"dequant-reduce int4, N=8", 2, QUANT_INT4, QUANT_F32, 8},
+    };
+    printf("bench_quant: %zu elements (%.1f MiB fp32), block %d, best of %d; GB/s = (bytes read + written) / s\n", n,
+           (double)n * 4 / (1 << 20), BLOCK, repeats);
+    printf("%-26s %7s %10s %12s %10s %9s\n", "kernel", "threads", "GB/s", "copy GB/s", "vs copy", "Gelem/s");
+    for (int t = 0; t < nthreads; t++) {
+        omp_set_num_threads(threads[t]);
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+            if (ops[k].kind != 0) fill_payloads(&b, ops[k].f);
+            const double bytes = op_bytes(&ops[k], n);
+            run_op(&ops[k], &b);   // warm
+            const double s = best_seconds(&ops[k], &b, repeats);
+            const double copy = copy_gbs(cdst, csrc, (size_t)(bytes / 2), repeats);   // the same traffic
+            printf("%-26s %7d %10.2f %12.2f %9.0f%% %9.3f\n", ops[k].name, threads[t], bytes / s / 1e9, copy,
+                   100.0 * (bytes / s / 1e9) / copy, (double)n / s / 1e9);
+        }
+    }
+    free(b.x); free(b.out); free(b.xh); free(b.outh); free(b.q); free(b.scales); free(csrc); free(cdst);
+    return 0;
+}
