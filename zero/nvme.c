@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -423,6 +424,9 @@ ZeroNvme *zero_nvme_open(const ZeroNvmeConfig *cfg, char *err, size_t errlen) {
                 cfg->rank, cfg->dir, cfg->file_bytes, cfg->queue_depth, NVME_MAX_DEPTH, cfg->num_buffers, cfg->buffer_bytes);
         return NULL;
     }
+    // a file-size limit (ulimit -f) must fail a write with EFBIG and a message like a full
+    // disk, not kill the process with SIGXFSZ before it can say which file
+    signal(SIGXFSZ, SIG_IGN);
     const char *want = getenv("ZERO_NVME_ENGINE");
     if (want && !*want) want = NULL;   // set but empty: the automatic choice
     if (want && strcmp(want, "threads") != 0 && strcmp(want, "io_uring") != 0) {

@@ -23,7 +23,6 @@
 #include "zero_internal.h"
 
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +87,25 @@ static void nvme_layout(Zero *z) {
         z->mem_nvme[use] += (size_t)(at - start);
     }
     o->file_bytes = at;
+    if (o->opt == ZERO_TIER_NVME) {   // the step's tiles, in order, listed once
+        for (int i = 0; i < z->nt; i++) o->ntiles += (z->t[i].lay->own_count + o->tile - 1) / o->tile;
+        o->tiles = malloc((o->ntiles ? o->ntiles : 1) * sizeof(OffTile));
+        if (!o->tiles) zero_fail(z, "out of host memory for the NVMe step's tile list");
+        size_t k = 0;
+        for (int i = 0; i < z->nt; i++)
+            for (size_t c = 0; c < z->t[i].lay->own_count; c += o->tile)
+                o->tiles[k++] = (OffTile){i, c, min_sz(o->tile, z->t[i].lay->own_count - c)};
+    }
+    if (o->param == ZERO_TIER_NVME) {
+        o->reads = malloc((size_t)z->nt * sizeof(OffRead));
+        if (!o->reads) zero_fail(z, "out of host memory for the NVMe parameter reads");
+        for (int i = 0; i < z->nt; i++) {
+            o->reads[i].z = z;
+            o->reads[i].ti = i;
+            o->reads[i].dst = NULL;
+            atomic_init(&o->reads[i].busy, 0);
+        }
+    }
 }
 
 static void *nvme_alloc(void *ctx, size_t bytes) {
@@ -114,9 +132,6 @@ static void nvme_open(Zero *z) {
     if (!o->file_bytes || counts_only(z)) return;
     ZeroNvmeConfig nc = {z->cfg.nvme_path, z->rank, o->file_bytes, o->tile * sizeof(float), BUF_COUNT, NVME_QUEUE,
                          nvme_alloc, nvme_free, z};
-    // a file-size limit (ulimit -f) must fail a write with EFBIG and a message like a full
-    // disk, not kill the process with SIGXFSZ before it can say which file
-    signal(SIGXFSZ, SIG_IGN);
     char err[512];
     if (!(o->nvme = zero_nvme_open(&nc, err, sizeof err))) zero_fail(z, "NVMe offload: %s", engine_msg(err));
     if (z->rank == 0)
@@ -207,6 +222,8 @@ void zero_offload_free(Zero *z) {
     if (o->hs) b->stream_destroy(b, o->hs);
     if (o->up) b->stream_destroy(b, o->up);
     for (int k = 0; k < ZK_KINDS; k++) free(o->foff[k]);
+    free(o->tiles);
+    free(o->reads);
     memset(o, 0, sizeof *o);
 }
 
@@ -441,22 +458,13 @@ static void update_host(Zero *z, const AdamWParams *p, int update, int t) {
     if (o->nvme) nvme_check(z, zero_nvme_drain(o->nvme), "the step's parameter writes", -1);
 }
 
-// The step on NVMe, tile by tile over every tensor's shard: tile k+1's reads and tile
-// k-1's writes are in flight while tile k computes (NVME_SETS sets of buffers).
-typedef struct { int ti; size_t c, n; } Tile;
-
+// The step on NVMe, tile by tile over every tensor's shard (o->tiles): tile k+1's reads and
+// tile k-1's writes are in flight while tile k computes (NVME_SETS sets of buffers).
 static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
     ZeroOffload *o = &z->off;
     ZeroNvme *nv = o->nvme;
-    // the tiles, in order
-    size_t ntiles = 0;
-    for (int i = 0; i < z->nt; i++) ntiles += (z->t[i].lay->own_count + o->tile - 1) / o->tile;
-    Tile *tiles = malloc((ntiles ? ntiles : 1) * sizeof(Tile));
-    if (!tiles) zero_fail(z, "out of host memory for the NVMe step's tile list");
-    size_t k = 0;
-    for (int i = 0; i < z->nt; i++)
-        for (size_t c = 0; c < z->t[i].lay->own_count; c += o->tile)
-            tiles[k++] = (Tile){i, c, min_sz(o->tile, z->t[i].lay->own_count - c)};
+    const OffTile *tiles = o->tiles;
+    const size_t ntiles = o->ntiles;
     const int kinds = update ? 4 : 1;   // master, m, v, grad; a refresh alone reads the master
     ZeroTicket last_write[NVME_SETS] = {0}, reads[NVME_SETS] = {0};
     for (size_t k2 = 0; k2 <= ntiles; k2++) {
@@ -496,7 +504,6 @@ static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
         if (tk) last_write[set] = tk;
     }
     nvme_check(z, zero_nvme_drain(nv), "the step's writes", -1);
-    free(tiles);
 }
 
 // The optimizer on the device, stage 3's parameters offloaded: the new working shard is
@@ -533,16 +540,11 @@ void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t) {
 
 // ---------------------------------------------------------------- stage 3 gathers
 
-typedef struct {
-    Zero *z;
-    int ti;
-    void *dst;   // the gather buffer's own slot (device)
-} ParamRead;
 
 // Host stream: tensor ti's working parameters from NVMe, a tile at a time through the host
 // stream's buffer, copied up into the gather buffer's own slot (nc -> cg).
 static void read_params(void *arg) {
-    ParamRead *r = arg;
+    OffRead *r = arg;
     Zero *z = r->z;
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
@@ -555,7 +557,7 @@ static void read_params(void *arg) {
         b->copy(b, byte_at(r->dst, c, z->pes), ZERO_MEM_DEVICE, buf, ZERO_MEM_HOST, len * z->pes, o->up);
         b->stream_sync(b, o->up);   // buf is reused by the next tile
     }
-    free(r);
+    atomic_store_explicit(&r->busy, 0, memory_order_release);
 }
 
 void *zero_offload_gather_src(Zero *z, int ti, void *full) {
@@ -572,10 +574,13 @@ void *zero_offload_gather_src(Zero *z, int ti, void *full) {
         return mine;
     }
     if (l->own_count == 0 || counts_only(z)) return mine;
-    // NVMe: read on the host stream once the model no longer reads the recycled block
-    ParamRead *r = malloc(sizeof *r);
-    if (!r) zero_fail(z, "out of host memory queueing a parameter read of %s", z->t[ti].name);
-    *r = (ParamRead){z, ti, mine};
+    // NVMe: read on the host stream once the model no longer reads the recycled block. The
+    // tensor's record is free again once its previous read has run (the host stream is in
+    // order, so that read was queued before this gather's and needs nothing from it).
+    OffRead *r = &o->reads[ti];
+    while (atomic_load_explicit(&r->busy, memory_order_acquire)) sched_yield();
+    atomic_store_explicit(&r->busy, 1, memory_order_relaxed);
+    r->dst = mine;
     b->event_record(b, z->ev_main, z->main);
     b->stream_wait(b, o->hs, z->ev_main);
     b->host_call(b, o->hs, read_params, r);

@@ -76,6 +76,18 @@ typedef struct {
     size_t *at;              // each tensor's place in the slot
 } OffJob;
 
+// One tile of the NVMe step: elements [c, c + n) of tensor ti's shard.
+typedef struct OffTile { int ti; size_t c, n; } OffTile;
+
+// A stage-3 gather's read of tensor ti's parameters from NVMe, run by the host stream into
+// dst (the gather buffer's own slot); reused once `busy` is clear, like OffJob.
+typedef struct OffRead {
+    Zero *z;
+    int ti;
+    atomic_int busy;
+    void *dst;
+} OffRead;
+
 typedef struct {
     ZeroTier opt, param;
     ZeroStream *hs;          // host stream: gradient accumulation, NVMe reads of parameters
@@ -93,6 +105,9 @@ typedef struct {
     // NVME tiers
     ZeroNvme *nvme;
     uint64_t *foff[ZK_KINDS];   // file offset of each tensor's own range, per kind
+    struct OffTile *tiles;   // the NVMe step's tiles over every tensor's shard, in order
+    size_t ntiles;
+    struct OffRead *reads;   // NVMe parameters: one read record per tensor, reused gather to gather
     uint64_t file_bytes;
     size_t tile;             // elements per transfer (a multiple of ZERO_SUMSQ_BLOCK and of 2048)
     uint64_t mark_read, mark_written;   // engine totals at zero_begin_step
