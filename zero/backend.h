@@ -56,6 +56,7 @@ Numerics are part of the contract: every backend must produce the same bits.
 #include "../llmc/adamw.h"
 #include "../llmc/rand.h"
 #include "comm.h"
+#include "wire.h"
 #include "zero.h"
 
 #ifdef __cplusplus
@@ -106,11 +107,11 @@ struct ZeroBackend {
     void (*event_record)(const ZeroBackend *b, ZeroEvent *e, ZeroStream *s);
     void (*stream_wait)(const ZeroBackend *b, ZeroStream *s, ZeroEvent *e);
 
-    // Collectives on device buffers, enqueued on s (ZeroCollPart: see comm.h). `what`
-    // names the tensors for error and timeout messages.
-    void (*all_gather)(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts,
+    // Collectives on device buffers inside group g (comm.h's ZeroGroup), enqueued on s
+    // (ZeroCollPart: see comm.h). `what` names the tensors for error and timeout messages.
+    void (*all_gather)(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts,
                        ZeroDType dt, ZeroStream *s, const char *what);
-    void (*all_to_all)(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts,
+    void (*all_to_all)(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts,
                        ZeroDType dt, ZeroStream *s, const char *what);
     // Host doubles, blocking; the sum runs in rank order (same bits everywhere).
     void (*allreduce_sum_f64)(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what);
@@ -134,6 +135,29 @@ struct ZeroBackend {
                     uint64_t seed, int t, uint64_t gidx0, ZeroStream *s);
     // *out (host) = sum of x[i]^2 in the fixed order above; valid after stream_sync(s).
     void (*sum_squares)(const ZeroBackend *b, const float *x, size_t n, double *out, ZeroStream *s);
+    // ZeRO++ wire kernels (wire.h: the record layout and the rules; the host versions are
+    // wire.c's, the CUDA ones wire_cuda.cu's, the same bits), enqueued on s. A record holds
+    // one slice of slice_n values in format w (ZERO_WIRE_RAW: the values in dtype dt). The
+    // `block` is the quantization block (ignored for RAW).
+    // pack: nslices slices of slice_n values of dtype dt at src -> nslices records at rec;
+    //   record p holds slice (p % Y) * X + p / Y with X = group, Y = nslices / group
+    //   (ZeRO++ eq. 1-2: the slices bound for one member of the intra-node hop side by side;
+    //   group 1 keeps the order).
+    void (*wire_pack)(const ZeroBackend *b, ZeroWire w, int block, const void *src, ZeroDType dt, size_t slice_n,
+                      int nslices, int group, void *rec, ZeroStream *s);
+    // unpack: nslices records -> nslices * slice_n values of dtype dt at out (in order).
+    void (*wire_unpack)(const ZeroBackend *b, ZeroWire w, int block, const void *rec, size_t slice_n, int nslices,
+                        void *out, ZeroDType dt, ZeroStream *s);
+    // reduce_pack: `in` holds ngroups runs of nout records; out record k = pack of
+    //   (((v_0[k] + v_1[k]) + ...) + v_{ngroups-1}[k]) in fp32, v_g[k] the unpacked record k
+    //   of run g (RAW bf16: rounded to nearest even).
+    void (*wire_reduce_pack)(const ZeroBackend *b, ZeroWire w, int block, const void *in, ZeroDType dt,
+                             size_t slice_n, int ngroups, int nout, void *out, ZeroStream *s);
+    // reduce: acc[i] (+)= ((v_0[i] + v_1[i]) + ...) + v_{nrec-1}[i] for i < n (n <= slice_n),
+    //   v_k the unpacked record k, summed in fp32 then added (accumulate) or stored (0): the
+    //   bits of reduce_slices / sum_slices over the unpacked values.
+    void (*wire_reduce)(const ZeroBackend *b, ZeroWire w, int block, const void *rec, ZeroDType dt, size_t slice_n,
+                        int nrec, size_t n, float *acc, int accumulate, ZeroStream *s);
     // Runs fn(arg) on host stream s when the stream reaches it (CPU work in stream order:
     // the offloaded optimizer's tiles, NVMe reads and writes). arg must live until then.
     void (*host_call)(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *arg), void *arg);

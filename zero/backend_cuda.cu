@@ -430,14 +430,14 @@ static Ctx *coll_ctx(const ZeroBackend *b, ZeroComm *c, const char *op) {
     return x;
 }
 
-static void c_all_gather(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+static void c_all_gather(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt,
                          ZeroStream *s, const char *what) {
-    zero_nccl_all_gather(coll_ctx(b, c, "all_gather")->nccl, parts, nparts, dt, s->s, what);
+    zero_nccl_all_gather(coll_ctx(b, c, "all_gather")->nccl, g, parts, nparts, dt, s->s, what);
 }
 
-static void c_all_to_all(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+static void c_all_to_all(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt,
                          ZeroStream *s, const char *what) {
-    zero_nccl_all_to_all(coll_ctx(b, c, "all_to_all")->nccl, parts, nparts, dt, s->s, what);
+    zero_nccl_all_to_all(coll_ctx(b, c, "all_to_all")->nccl, g, parts, nparts, dt, s->s, what);
 }
 
 static void c_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what) {

@@ -52,6 +52,7 @@ typedef struct Op {
     ZeroCollPart *parts;     // a copy: zero.c reuses its part list as soon as the call returns
     int nparts, parts_cap;
     ZeroDType dt;
+    ZeroGroup group;           // collectives
     char what[192];
     // kernels and copies (the arguments of the backend call of the same name)
     void *dst;
@@ -206,8 +207,8 @@ static void run_op(Host *h, ZeroStream *s, Op *op) {
     switch (op->kind) {
     case OP_MEMSET: memset(op->dst, 0, op->bytes); break;
     case OP_COPY: memmove(op->dst, op->src, op->bytes); break;
-    case OP_ALL_GATHER: zero_mpi_all_gather(h->comm, s->ch, op->parts, op->nparts, op->dt, op->what); break;
-    case OP_ALL_TO_ALL: zero_mpi_all_to_all(h->comm, s->ch, op->parts, op->nparts, op->dt, op->what); break;
+    case OP_ALL_GATHER: zero_mpi_all_gather(h->comm, s->ch, op->group, op->parts, op->nparts, op->dt, op->what); break;
+    case OP_ALL_TO_ALL: zero_mpi_all_to_all(h->comm, s->ch, op->group, op->parts, op->nparts, op->dt, op->what); break;
     case OP_REDUCE: k_slices(op->acc, op->src, op->stride, op->nslices, op->n, op->dt, 1); break;
     case OP_SUM: k_slices(op->acc, op->src, op->stride, op->nslices, op->n, op->dt, 0); break;
     case OP_CALL: op->fn(op->arg); break;
@@ -418,7 +419,7 @@ static void h_stream_wait(const ZeroBackend *b, ZeroStream *s, ZeroEvent *e) {
 
 // ---------------------------------------------------------------- collectives
 
-static void coll(const ZeroBackend *b, OpKind kind, const ZeroCollPart *parts, int nparts, ZeroDType dt, ZeroStream *s,
+static void coll(const ZeroBackend *b, OpKind kind, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt, ZeroStream *s,
                  const char *what) {
     Host *h = host_of(b);
     Op *op = op_new(h, kind);
@@ -434,19 +435,20 @@ static void coll(const ZeroBackend *b, OpKind kind, const ZeroCollPart *parts, i
     if (nparts) memcpy(op->parts, parts, (size_t)nparts * sizeof *parts);
     op->nparts = nparts;
     op->dt = dt;
+    op->group = g;
     snprintf(op->what, sizeof op->what, "%s", what ? what : "");
     submit(h, s, op);
 }
 
-static void h_all_gather(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
-                         ZeroStream *s, const char *what) {
+static void h_all_gather(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                         ZeroDType dt, ZeroStream *s, const char *what) {
     (void)c;
-    coll(b, OP_ALL_GATHER, parts, nparts, dt, s, what);
+    coll(b, OP_ALL_GATHER, g, parts, nparts, dt, s, what);
 }
-static void h_all_to_all(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
-                         ZeroStream *s, const char *what) {
+static void h_all_to_all(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                         ZeroDType dt, ZeroStream *s, const char *what) {
     (void)c;
-    coll(b, OP_ALL_TO_ALL, parts, nparts, dt, s, what);
+    coll(b, OP_ALL_TO_ALL, g, parts, nparts, dt, s, what);
 }
 static void h_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what) {
     (void)b;

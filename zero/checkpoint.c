@@ -361,7 +361,7 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
                 z->parts[i].recv = bases[k] + l->full_off;
                 z->parts[i].count = l->split.shard;
             }
-            b->all_gather(b, z->comm, z->parts, z->nt, ZERO_F32, z->gs, what[k]);
+            b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->nt, ZERO_F32, z->gs, what[k]);
             b->stream_sync(b, z->gs);
         }
     }

@@ -73,11 +73,23 @@ typedef struct ZeroCommDevice {
     void (*abort)(ZeroComm *c);
 } ZeroCommDevice;
 
+// The sub-groups ZeRO++ talks in. Each is a set of ranks in which every rank has an index
+// (slices of a collective's parts are in index order). Ranks of a node must be consecutive
+// (rank = node * local_size + local_rank; logical nodes always are, real nodes are checked):
+//   WORLD   all ranks; index = rank
+//   NODE    the ranks of this node; index = local_rank               (intra-node hop)
+//   ACROSS  the ranks with this local_rank, one per node; index = node (inter-node hop)
+//   HPZ     ranks [rank / H * H, rank / H * H + H), H = hpz_size; index = rank % H
+typedef enum { ZERO_GROUP_WORLD = 0, ZERO_GROUP_NODE = 1, ZERO_GROUP_ACROSS = 2, ZERO_GROUP_HPZ = 3,
+               ZERO_GROUP_KINDS = 4 } ZeroGroup;
+
 struct ZeroComm {
     int rank, world;
     int local_rank, local_size;  // place in, and size of, this rank's (logical) node
     int node, num_nodes;
     int node_size;               // the layout asked for: 0 = real nodes
+    int hpz_size;                // ranks per HPZ group (divides world; 1 when off)
+    int consecutive;             // 1 when every node's ranks are consecutive (see ZeroGroup)
     ZeroLaunch launch;
     ZeroCollBytes sent[ZERO_COLL_NUM];   // updated atomically (collectives run on several threads)
     double stall_s;              // tests: sleep this long inside the next collective
@@ -90,8 +102,16 @@ struct ZeroComm {
 ZeroComm *zero_comm_init(int *argc, char ***argv);
 // Finalizes MPI if zero_comm_init started it.
 void zero_comm_free(ZeroComm *c);
-// Regroups ranks into nodes (see above). Collective; returns 0 or -1 after printing why.
-int zero_comm_set_layout(ZeroComm *c, int node_size);
+// Regroups ranks into nodes (see above) and HPZ groups of hpz_size ranks (0 or 1: groups of
+// one). Collective; returns 0 or -1 after printing why (a size that does not divide the world).
+// Channels opened afterwards have sub-communicators for every group.
+int zero_comm_set_layout(ZeroComm *c, int node_size, int hpz_size);
+// Group geometry (see ZeroGroup): its size, this rank's index in it, and the world rank of
+// its member with index i.
+int zero_group_size(const ZeroComm *c, ZeroGroup g);
+int zero_group_index(const ZeroComm *c, ZeroGroup g);
+int zero_group_member(const ZeroComm *c, ZeroGroup g, int i);
+const char *zero_group_name(ZeroGroup g);   // "world", "node", "across", "hpz"
 // Starts, retimes or (timeout_s <= 0) stops the watchdog. Returns 0 or -1.
 int zero_comm_set_timeout(ZeroComm *c, double timeout_s);
 // Ends every rank of the job (MPI_Abort, or exit without MPI).
@@ -124,6 +144,9 @@ void zero_comm_attach_device(ZeroComm *c, ZeroCommDevice *dev);
 // rank in the operation (all-gather: its shard; all-to-all: one slice). Nests per thread;
 // several threads may be inside collectives at once.
 void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const char *what);
+// The same inside group g: bytes_per_peer to each other member, intra- or inter-node by the
+// member's node.
+void zero_coll_begin_group(ZeroComm *c, ZeroGroup g, ZeroCollOp op, uint64_t bytes_per_peer, const char *what);
 // The same for an operation rooted at rank 0 (a gather): every other rank sends `bytes`
 // to rank 0 alone (intra- or inter-node by rank 0's node, which is node 0); rank 0 sends
 // nothing.
@@ -133,19 +156,20 @@ void zero_coll_end(ZeroComm *c);
 void zero_comm_inject_stall(ZeroComm *c, double seconds);
 
 // MPI over host memory (comm_mpi.c), used by the host backend. Each part moves `count`
-// elements per rank; dtype picks the element size. ch: the calling stream's channel (NULL:
-// the world; only the thread that created the comm may use that). Failures end the job
-// with a message naming the rank, the operation and `what`.
+// elements per member of group g (slices in group-index order); dtype picks the element
+// size. ch: the calling stream's channel (NULL: the world, g must be WORLD; only the thread
+// that created the comm may use that). Failures end the job with a message naming the
+// rank, the group, the operation and `what`.
 typedef struct {
-    const void *send;   // all_gather: this rank's count elements (may be recv + rank*count:
-                        //   in place); all_to_all: N slices of count, slice r goes to rank r
-    void *recv;         // N * count elements; slice q comes from rank q
+    const void *send;   // all_gather: this rank's count elements (may be recv + index*count:
+                        //   in place); all_to_all: N slices of count, slice r goes to member r
+    void *recv;         // N * count elements; slice q comes from member q (N: the group's size)
     size_t count;
 } ZeroCollPart;
 
-void zero_mpi_all_gather(ZeroComm *c, ZeroChannel *ch, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+void zero_mpi_all_gather(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt,
                          const char *what);
-void zero_mpi_all_to_all(ZeroComm *c, ZeroChannel *ch, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+void zero_mpi_all_to_all(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt,
                          const char *what);
 // values[0..n) summed over ranks in rank order 0..N-1 (an all-gather, then a local sum):
 // the same bits on every rank and in every run.

@@ -26,6 +26,7 @@ struct ZeroCommMPI {
 
 struct ZeroChannel {
     MPI_Comm comm;       // MPI_COMM_NULL without MPI
+    MPI_Comm group[ZERO_GROUP_KINDS];   // the channel's sub-communicators ([WORLD] = comm)
 };
 
 int zero_comm_thread_safe(const ZeroComm *c) { return c->mpi && c->mpi->thread_multiple; }
@@ -48,9 +49,9 @@ static const char *mpi_err(int rc, char *buf) {
     return buf;
 }
 
-size_t zero_dtype_size(ZeroDType dt) { return dt == ZERO_BF16 ? 2 : 4; }
+size_t zero_dtype_size(ZeroDType dt) { return dt == ZERO_U8 ? 1 : dt == ZERO_BF16 ? 2 : 4; }
 
-static MPI_Datatype mpi_type(ZeroDType dt) { return dt == ZERO_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
+static MPI_Datatype mpi_type(ZeroDType dt) { return dt == ZERO_U8 ? MPI_BYTE : dt == ZERO_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
 
 // Parses a non-negative int environment variable; returns def when unset, -1 when malformed.
 static int env_int(const char *name, int def) {
@@ -113,7 +114,7 @@ ZeroComm *zero_comm_init(int *argc, char ***argv) {
             return NULL;
         }
     }
-    if (zero_comm_set_layout(c, 0) != 0) { zero_comm_free(c); return NULL; }
+    if (zero_comm_set_layout(c, 0, 0) != 0) { zero_comm_free(c); return NULL; }
     return c;
 }
 
@@ -131,12 +132,61 @@ void zero_comm_free(ZeroComm *c) {
     free(c);
 }
 
-int zero_comm_set_layout(ZeroComm *c, int node_size) {
+const char *zero_group_name(ZeroGroup g) {
+    static const char *names[ZERO_GROUP_KINDS] = {"world", "node", "across", "hpz"};
+    return g >= 0 && g < ZERO_GROUP_KINDS ? names[g] : "?";
+}
+
+int zero_group_size(const ZeroComm *c, ZeroGroup g) {
+    switch (g) {
+    case ZERO_GROUP_NODE: return c->local_size;
+    case ZERO_GROUP_ACROSS: return c->num_nodes;
+    case ZERO_GROUP_HPZ: return c->hpz_size;
+    default: return c->world;
+    }
+}
+
+int zero_group_index(const ZeroComm *c, ZeroGroup g) {
+    switch (g) {
+    case ZERO_GROUP_NODE: return c->local_rank;
+    case ZERO_GROUP_ACROSS: return c->node;
+    case ZERO_GROUP_HPZ: return c->rank % c->hpz_size;
+    default: return c->rank;
+    }
+}
+
+int zero_group_member(const ZeroComm *c, ZeroGroup g, int i) {
+    switch (g) {
+    case ZERO_GROUP_NODE: return c->node * c->local_size + i;
+    case ZERO_GROUP_ACROSS: return i * c->local_size + c->local_rank;
+    case ZERO_GROUP_HPZ: return c->rank / c->hpz_size * c->hpz_size + i;
+    default: return i;
+    }
+}
+
+static int set_nodes(ZeroComm *c, int node_size);
+
+int zero_comm_set_layout(ZeroComm *c, int node_size, int hpz_size) {
     if (node_size < 0 || (node_size > 0 && c->world % node_size != 0)) {
         fprintf(stderr, "zero: rank %d: node size %d does not divide world size %d into equal nodes\n",
                 c->rank, node_size, c->world);
         return -1;
     }
+    if (hpz_size < 0 || (hpz_size > 1 && c->world % hpz_size != 0)) {
+        fprintf(stderr, "zero: rank %d: hpZ partition size %d does not divide world size %d into equal groups\n",
+                c->rank, hpz_size, c->world);
+        return -1;
+    }
+    c->hpz_size = hpz_size > 1 ? hpz_size : 1;
+    if (set_nodes(c, node_size) != 0) return -1;
+    // Every node's ranks consecutive, nodes of one size: what the group geometry assumes.
+    int ok = c->rank == c->node * c->local_size + c->local_rank && c->local_size * c->num_nodes == c->world;
+    if (c->mpi && c->world > 1) MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi->world);
+    c->consecutive = ok;
+    return 0;
+}
+
+static int set_nodes(ZeroComm *c, int node_size) {
     c->node_size = node_size;
     if (!c->mpi) {
         int local = node_size > 0 ? node_size : env_int("LOCAL_WORLD_SIZE", c->world);
@@ -205,6 +255,7 @@ ZeroChannel *zero_comm_channel_open(ZeroComm *c) {
     ZeroChannel *ch = calloc(1, sizeof *ch);
     if (!ch) { fprintf(stderr, "zero: rank %d: out of host memory for a communication channel\n", c->rank); return NULL; }
     ch->comm = MPI_COMM_NULL;
+    for (int g = 0; g < ZERO_GROUP_KINDS; g++) ch->group[g] = MPI_COMM_NULL;
     if (!c->mpi) return ch;
     if (c->world > 1 && !c->mpi->thread_multiple) {
         int provided = 0;
@@ -224,12 +275,30 @@ ZeroChannel *zero_comm_channel_open(ZeroComm *c) {
         free(ch);
         return NULL;
     }
+    // The sub-groups, keyed by world rank so that a member's rank in the sub-communicator
+    // is its group index (ZeroGroup). Split only when the layout makes them meaningful.
+    ch->group[ZERO_GROUP_WORLD] = ch->comm;
+    int colors[ZERO_GROUP_KINDS] = {0, c->node, c->local_rank, c->rank / c->hpz_size};
+    for (int g = 1; g < ZERO_GROUP_KINDS && rc == MPI_SUCCESS; g++) {
+        if (!c->consecutive) break;   // zero_init refuses the hierarchical switches then
+        rc = MPI_Comm_split(ch->comm, colors[g], c->rank, &ch->group[g]);
+        if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(ch->group[g], MPI_ERRORS_RETURN);
+        if (rc != MPI_SUCCESS)
+            fprintf(stderr, "zero: rank %d: splitting a stream's communicator into %s groups failed: %s\n", c->rank,
+                    zero_group_name((ZeroGroup)g), mpi_err(rc, eb));
+    }
+    if (rc != MPI_SUCCESS) {
+        zero_comm_channel_close(c, ch);
+        return NULL;
+    }
     return ch;
 }
 
 void zero_comm_channel_close(ZeroComm *c, ZeroChannel *ch) {
     (void)c;
     if (!ch) return;
+    for (int g = 1; g < ZERO_GROUP_KINDS; g++)
+        if (ch->group[g] != MPI_COMM_NULL) MPI_Comm_free(&ch->group[g]);
     if (ch->comm != MPI_COMM_NULL) MPI_Comm_free(&ch->comm);
     free(ch);
 }
@@ -306,56 +375,67 @@ static void check_parts(ZeroComm *c, const ZeroCollPart *parts, int nparts, cons
             comm_fail(c, "%s of %s: %zu elements per rank exceed MPI's int count", op, what, parts[i].count);
 }
 
-static MPI_Comm channel_comm(ZeroComm *c, ZeroChannel *ch) {
-    return ch && ch->comm != MPI_COMM_NULL ? ch->comm : c->mpi->world;
+static MPI_Comm channel_comm(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const char *op, const char *what) {
+    if (g == ZERO_GROUP_WORLD) return ch && ch->comm != MPI_COMM_NULL ? ch->comm : c->mpi->world;
+    if (!ch || ch->group[g] == MPI_COMM_NULL)
+        comm_fail(c, "%s of %s in the %s group: no such communicator (%s)", op, what, zero_group_name(g),
+                  !ch ? "the world channel has none" : "the ranks of a node are not consecutive");
+    return ch->group[g];
 }
 
-void zero_mpi_all_gather(ZeroComm *c, ZeroChannel *ch, const ZeroCollPart *parts, int nparts, ZeroDType dt,
-                         const char *what) {
+void zero_mpi_all_gather(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                         ZeroDType dt, const char *what) {
     check_parts(c, parts, nparts, "all_gather", what);
     size_t es = zero_dtype_size(dt);
     uint64_t per_peer = 0;
     for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
-    zero_coll_begin(c, ZERO_COLL_ALL_GATHER, per_peer, what);
+    const int size = zero_group_size(c, g), index = zero_group_index(c, g);
+    zero_coll_begin_group(c, g, ZERO_COLL_ALL_GATHER, per_peer, what);
     for (int i = 0; i < nparts; i++) {
         const ZeroCollPart *p = &parts[i];
         if (p->count == 0) continue;
-        char *mine = (char *)p->recv + (size_t)c->rank * p->count * es;
-        if (c->world == 1) {
+        char *mine = (char *)p->recv + (size_t)index * p->count * es;
+        if (size == 1) {
             if (p->send != mine) memmove(mine, p->send, p->count * es);
             continue;
         }
         int rc;
         if (p->send == mine)
-            rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p->recv, (int)p->count, mpi_type(dt), channel_comm(c, ch));
+            rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p->recv, (int)p->count, mpi_type(dt),
+                               channel_comm(c, ch, g, "all_gather", what));
         else
-            rc = MPI_Allgather(p->send, (int)p->count, mpi_type(dt), p->recv, (int)p->count, mpi_type(dt), channel_comm(c, ch));
+            rc = MPI_Allgather(p->send, (int)p->count, mpi_type(dt), p->recv, (int)p->count, mpi_type(dt),
+                               channel_comm(c, ch, g, "all_gather", what));
         if (rc != MPI_SUCCESS) {
             char eb[MPI_MAX_ERROR_STRING];
-            comm_fail(c, "MPI_Allgather of %s (part %d, %zu elements per rank) failed: %s", what, i, p->count, mpi_err(rc, eb));
+            comm_fail(c, "MPI_Allgather of %s in the %s group (part %d, %zu elements per rank) failed: %s", what,
+                      zero_group_name(g), i, p->count, mpi_err(rc, eb));
         }
     }
     zero_coll_end(c);
 }
 
-void zero_mpi_all_to_all(ZeroComm *c, ZeroChannel *ch, const ZeroCollPart *parts, int nparts, ZeroDType dt,
-                         const char *what) {
+void zero_mpi_all_to_all(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                         ZeroDType dt, const char *what) {
     check_parts(c, parts, nparts, "all_to_all", what);
     size_t es = zero_dtype_size(dt);
     uint64_t per_peer = 0;
     for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
-    zero_coll_begin(c, ZERO_COLL_ALL_TO_ALL, per_peer, what);
+    const int size = zero_group_size(c, g);
+    zero_coll_begin_group(c, g, ZERO_COLL_ALL_TO_ALL, per_peer, what);
     for (int i = 0; i < nparts; i++) {
         const ZeroCollPart *p = &parts[i];
         if (p->count == 0) continue;
-        if (c->world == 1) {
+        if (size == 1) {
             if (p->send != p->recv) memmove(p->recv, p->send, p->count * es);
             continue;
         }
-        int rc = MPI_Alltoall(p->send, (int)p->count, mpi_type(dt), p->recv, (int)p->count, mpi_type(dt), channel_comm(c, ch));
+        int rc = MPI_Alltoall(p->send, (int)p->count, mpi_type(dt), p->recv, (int)p->count, mpi_type(dt),
+                              channel_comm(c, ch, g, "all_to_all", what));
         if (rc != MPI_SUCCESS) {
             char eb[MPI_MAX_ERROR_STRING];
-            comm_fail(c, "MPI_Alltoall of %s (part %d, %zu elements per slice) failed: %s", what, i, p->count, mpi_err(rc, eb));
+            comm_fail(c, "MPI_Alltoall of %s in the %s group (part %d, %zu elements per slice) failed: %s", what,
+                      zero_group_name(g), i, p->count, mpi_err(rc, eb));
         }
     }
     zero_coll_end(c);

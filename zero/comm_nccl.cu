@@ -460,12 +460,13 @@ static void note(ZeroNccl *n, const char *op, const char *what) {
     pthread_mutex_unlock(&n->mu);
 }
 
-void zero_nccl_all_gather(ZeroNccl *n, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
+void zero_nccl_all_gather(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
                           const char *what) {
     ZeroComm *c = n->c;
     size_t es = zero_dtype_size(dt);
     uint64_t per_peer = 0;
     for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
+    if (g != ZERO_GROUP_WORLD) die(c, "all_gather of %s in the %s group: not built for NCCL yet", what, zero_group_name(g));
     note(n, "all_gather", what);
     ncclComm_t comm = comm_of(n, s);
     zero_coll_begin(c, ZERO_COLL_ALL_GATHER, per_peer, what);
@@ -526,12 +527,13 @@ static void a2a_call(void *arg, ZeroA2AOp op, int part, int to, int from) {
     }
 }
 
-void zero_nccl_all_to_all(ZeroNccl *n, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
+void zero_nccl_all_to_all(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
                           const char *what) {
     ZeroComm *c = n->c;
     size_t es = zero_dtype_size(dt);
     uint64_t per_peer = 0;
     for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
+    if (g != ZERO_GROUP_WORLD) die(c, "all_to_all of %s in the %s group: not built for NCCL yet", what, zero_group_name(g));
     note(n, "all_to_all", what);
     zero_coll_begin(c, ZERO_COLL_ALL_TO_ALL, per_peer, what);
     // this rank's own slice is a local copy

@@ -38,9 +38,9 @@ ZeroNccl *zero_nccl_init(ZeroComm *c, int device);
 void zero_nccl_free(ZeroNccl *n);
 
 // The semantics of zero_mpi_all_gather / zero_mpi_all_to_all (comm.h), enqueued on s.
-void zero_nccl_all_gather(ZeroNccl *n, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
+void zero_nccl_all_gather(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
                           const char *what);
-void zero_nccl_all_to_all(ZeroNccl *n, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
+void zero_nccl_all_to_all(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
                           const char *what);
 // Host doubles summed in rank order (an all-gather, then a local sum) on the world
 // communicator and a stream of its own; blocking.

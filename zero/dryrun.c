@@ -74,21 +74,22 @@ static void d_event_record(const ZeroBackend *b, ZeroEvent *e, ZeroStream *s) { 
 static void d_stream_wait(const ZeroBackend *b, ZeroStream *s, ZeroEvent *e) { (void)b; (void)s; (void)e; }
 
 // Collectives: one bracketed operation of sum(count) elements per peer, as comm_mpi.c counts.
-static void d_count(ZeroComm *c, ZeroCollOp op, const ZeroCollPart *parts, int nparts, ZeroDType dt, const char *what) {
+static void d_count(ZeroComm *c, ZeroGroup g, ZeroCollOp op, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                    const char *what) {
     uint64_t per_peer = 0;
     for (int i = 0; i < nparts; i++) per_peer += parts[i].count * zero_dtype_size(dt);
-    zero_coll_begin(c, op, per_peer, what);
+    zero_coll_begin_group(c, g, op, per_peer, what);
     zero_coll_end(c);
 }
-static void d_all_gather(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
-                         ZeroStream *s, const char *what) {
+static void d_all_gather(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                         ZeroDType dt, ZeroStream *s, const char *what) {
     (void)b; (void)s;
-    d_count(c, ZERO_COLL_ALL_GATHER, parts, nparts, dt, what);
+    d_count(c, g, ZERO_COLL_ALL_GATHER, parts, nparts, dt, what);
 }
-static void d_all_to_all(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *parts, int nparts, ZeroDType dt,
-                         ZeroStream *s, const char *what) {
+static void d_all_to_all(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                         ZeroDType dt, ZeroStream *s, const char *what) {
     (void)b; (void)s;
-    d_count(c, ZERO_COLL_ALL_TO_ALL, parts, nparts, dt, what);
+    d_count(c, g, ZERO_COLL_ALL_TO_ALL, parts, nparts, dt, what);
 }
 static void d_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what) {
     (void)b; (void)values;
@@ -171,7 +172,7 @@ static int simulate(const ZeroTensor *tensors, int n, int num_units, const ZeroC
     comm.rank = rank;
     comm.world = world;
     comm.launch = ZERO_LAUNCH_ENV;
-    if (zero_comm_set_layout(&comm, cfg->node_size) != 0) return -1;
+    if (zero_comm_set_layout(&comm, cfg->node_size, cfg->hpz) != 0) return -1;
     ZeroConfig c = *cfg;
     c.timeout_s = 0;   // no watchdog thread: nothing here can hang
     DryCtx ctx;

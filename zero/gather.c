@@ -152,7 +152,7 @@ static void issue(Zero *z, const int *list, int n, const char *why) {
         z->parts[k].recv = t->work;
         z->parts[k].count = t->lay->split.shard;
     }
-    b->all_gather(b, z->comm, z->parts, n, z->cfg.param_dtype, z->gs, zero_label(z, why, list, n));
+    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, n, z->cfg.param_dtype, z->gs, zero_label(z, why, list, n));
     uint64_t id = ++z->gathers_issued;
     for (int k = 0; k < n; k++) {
         ZT *t = &z->t[list[k]];

@@ -41,7 +41,7 @@ static void reduce_list(Zero *z, const int *list, int n) {
             z->parts[k - g0].count = t->lay->split.shard;
             off += t->lay->split.padded;
         }
-        b->all_to_all(b, z->comm, z->parts, g1 - g0, z->cfg.grad_dtype, z->rs,
+        b->all_to_all(b, z->comm, ZERO_GROUP_WORLD, z->parts, g1 - g0, z->cfg.grad_dtype, z->rs,
                       zero_label(z, "gradients of", list + g0, g1 - g0));
         if (zero_offload_optimizer(z)) {
             // the sums go to the host (or NVMe), where the offloaded optimizer accumulates them

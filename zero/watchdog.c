@@ -208,6 +208,19 @@ void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const 
                what);
 }
 
+void zero_coll_begin_group(ZeroComm *c, ZeroGroup g, ZeroCollOp op, uint64_t bytes_per_peer, const char *what) {
+    if (g == ZERO_GROUP_WORLD) { zero_coll_begin(c, op, bytes_per_peer, what); return; }
+    // the members of this rank's node: consecutive ranks (ZeroGroup)
+    uint64_t intra = 0, inter = 0;
+    for (int i = 0, n = zero_group_size(c, g); i < n; i++) {
+        int m = zero_group_member(c, g, i);
+        if (m == c->rank) continue;
+        if (m / c->local_size == c->node) intra++;
+        else inter++;
+    }
+    coll_begin(c, op, bytes_per_peer * intra, bytes_per_peer * inter, what);
+}
+
 void zero_coll_begin_to_root(ZeroComm *c, ZeroCollOp op, uint64_t bytes, const char *what) {
     uint64_t mine = c->rank == 0 ? 0 : bytes;
     coll_begin(c, op, c->node == 0 ? mine : 0, c->node == 0 ? 0 : mine, what);

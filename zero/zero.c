@@ -186,7 +186,7 @@ static void gather_working(Zero *z, int t_step) {
             z->batch[np++] = i;
         }
         if (np) {
-            b->all_gather(b, z->comm, z->parts, np, z->cfg.param_dtype, z->gs,
+            b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, np, z->cfg.param_dtype, z->gs,
                           zero_label(z, "persistent params:", z->batch, np));
             zero_main_after(z, z->gs);
         }
@@ -199,7 +199,7 @@ static void gather_working(Zero *z, int t_step) {
         z->parts[i].count = l->split.shard;
     }
     zero_after_main(z, z->gs);
-    b->all_gather(b, z->comm, z->parts, z->nt, z->cfg.param_dtype, z->gs, "working params (all tensors)");
+    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->nt, z->cfg.param_dtype, z->gs, "working params (all tensors)");
     zero_main_after(z, z->gs);
 }
 
@@ -306,7 +306,8 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
     z->pes = zero_dtype_size(cfg->param_dtype);
     z->ges = zero_dtype_size(cfg->grad_dtype);
 
-    if ((cfg->node_size != comm->node_size && zero_comm_set_layout(comm, cfg->node_size) != 0) ||
+    if (((cfg->node_size != comm->node_size || (cfg->hpz > 1 ? cfg->hpz : 1) != comm->hpz_size) &&
+         zero_comm_set_layout(comm, cfg->node_size, cfg->hpz) != 0) ||
         zero_comm_set_timeout(comm, cfg->timeout_s) != 0) {
         free(z);
         return NULL;
@@ -443,7 +444,7 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
             z->parts[i].recv = z->master + l->full_off;
             z->parts[i].count = l->split.shard;
         }
-        z->b->all_gather(z->b, z->comm, z->parts, z->nt, ZERO_F32, z->gs, "initial master weights");
+        z->b->all_gather(z->b, z->comm, ZERO_GROUP_WORLD, z->parts, z->nt, ZERO_F32, z->gs, "initial master weights");
         z->b->stream_sync(z->b, z->gs);
     }
     refresh_working(z, 0);
@@ -558,7 +559,7 @@ static void stage0_gather_grads(Zero *z) {
         z->parts[i].recv = z->red_full + l->full_off;
         z->parts[i].count = l->split.shard;
     }
-    b->all_gather(b, z->comm, z->parts, z->nt, ZERO_F32, z->rs, "reduced gradients (all tensors)");
+    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->nt, ZERO_F32, z->rs, "reduced gradients (all tensors)");
 }
 
 float zero_step(Zero *z, const ZeroStepArgs *a) { return zero_step_maybe_skip(z, a, 0); }
@@ -672,7 +673,7 @@ void zero_gather_master(Zero *z, int tensor, float *out) {
         b->stream_sync(b, z->gs);   // out is overwritten below
         part.send = mine;
     }
-    b->all_gather(b, z->comm, &part, 1, ZERO_F32, z->gs, z->t[tensor].name);
+    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, &part, 1, ZERO_F32, z->gs, z->t[tensor].name);
     b->copy(b, out, ZERO_MEM_HOST, z->staging, ZERO_MEM_DEVICE, l->split.numel * sizeof(float), z->gs);
     b->stream_sync(b, z->gs);
 }

@@ -57,7 +57,8 @@ extern "C" {
 #define ZERO_ALIGN_ELEMS 16       // shard sizes are multiples of this (64-byte fp32 vectors)
 #define ZERO_MAX_TENSOR_UNITS 2   // a tensor may be shared by this many units (tied wte)
 
-typedef enum { ZERO_F32 = 0, ZERO_BF16 = 1 } ZeroDType;
+// ZERO_U8: raw bytes (ZeRO++'s quantized records, wire.h); only collectives move them.
+typedef enum { ZERO_F32 = 0, ZERO_BF16 = 1, ZERO_U8 = 2 } ZeroDType;
 
 // Where a kind of state lives (ZeRO-Offload: HOST; ZeRO-Infinity: NVME as well).
 typedef enum { ZERO_TIER_DEVICE = 0, ZERO_TIER_HOST = 1, ZERO_TIER_NVME = 2 } ZeroTier;
@@ -92,6 +93,12 @@ typedef struct {
     ZeroTier param_tier;        // stage 3: the working-parameter shard gathers read from
     const char *nvme_path;      // folder for the NVMe swap file (a NVME tier)
     size_t nvme_tile_elems;     // elements per NVMe transfer of a tensor (0: 1M)
+    // ZeRO++ (each switch on its own; wire.h has the formats, gather.c and reduce.c the paths)
+    int qwz;                    // stage 3: forward all-gathers move int8 blocks (qwZ)
+    int hpz;                    // stage 3: ranks per secondary partition (hpZ); 0 or 1: off
+    int qgz;                    // gradients reduced in two hops, int4 blocks on the wire (qgZ)
+    int hier_reduce;            // the same two hops with the gradients as they are
+    int qwz_block, qgz_block;   // values per quantization block (0: QUANT_BLOCK_DEFAULT)
 } ZeroConfig;
 
 void zero_config_defaults(ZeroConfig *cfg);

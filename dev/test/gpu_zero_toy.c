@@ -410,7 +410,7 @@ static void coll_gather(ZeroComm *c, ZeroStream *s, ZeroDType dt, const size_t *
     if (!in_place) copy_on_main(dsend, hsend, total * es);
     sync_main();
     uint64_t before = sent_bytes(c, ZERO_COLL_ALL_GATHER);
-    gpu_b->all_gather(gpu_b, c, parts, nparts, dt, s, "test all_gather");
+    gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, parts, nparts, dt, s, "test all_gather");
     gpu_b->stream_sync(gpu_b, s);
     check(sent_bytes(c, ZERO_COLL_ALL_GATHER) - before == per_peer * (uint64_t)(N - 1),
           "collectives: all_gather counted %llu bytes, expected %llu",
@@ -466,7 +466,7 @@ static void coll_all_to_all(ZeroComm *c, ZeroStream *s, ZeroDType dt, const size
     copy_on_main(dsend, hsend, total * es);
     sync_main();
     uint64_t before = sent_bytes(c, ZERO_COLL_ALL_TO_ALL);
-    gpu_b->all_to_all(gpu_b, c, parts, nparts, dt, s, "test all_to_all");
+    gpu_b->all_to_all(gpu_b, c, ZERO_GROUP_WORLD, parts, nparts, dt, s, "test all_to_all");
     gpu_b->stream_sync(gpu_b, s);
     check(sent_bytes(c, ZERO_COLL_ALL_TO_ALL) - before == per_peer * (uint64_t)(N - 1),
           "collectives: all_to_all counted %llu bytes, expected %llu",

@@ -647,7 +647,7 @@ static int run_errors(ZeroComm *comm) {
     cfg.node_size = 3;
     if (comm->world % 3 != 0)
         check(zero_init(toy.t, TOY_NT, TOY_NU, &cfg, comm, b, counted_init, &ic) == NULL, "errors: node size 3 accepted");
-    zero_comm_set_layout(comm, 0);
+    zero_comm_set_layout(comm, 0, 0);
     return 0;
 }
 

@@ -160,17 +160,17 @@ static void rec_stream_wait(const ZeroBackend *b, ZeroStream *s, ZeroEvent *e) {
     }
     r->inner->stream_wait(r->inner, s, e);
 }
-static void rec_all_gather(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *p, int n, ZeroDType dt, ZeroStream *s,
+static void rec_all_gather(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *p, int n, ZeroDType dt, ZeroStream *s,
                            const char *what) {
     Recorder *r = rec_of(b);
     rec_push(r, s, REC_OP_COLL_GATHER, 0, 0);
-    r->inner->all_gather(r->inner, c, p, n, dt, s, what);
+    r->inner->all_gather(r->inner, c, g, p, n, dt, s, what);
 }
-static void rec_all_to_all(const ZeroBackend *b, ZeroComm *c, const ZeroCollPart *p, int n, ZeroDType dt, ZeroStream *s,
+static void rec_all_to_all(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *p, int n, ZeroDType dt, ZeroStream *s,
                            const char *what) {
     Recorder *r = rec_of(b);
     rec_push(r, s, strncmp(what, "gradients", 9) == 0 ? REC_OP_COLL_REDUCE : REC_OP_KERNEL, 0, 0);
-    r->inner->all_to_all(r->inner, c, p, n, dt, s, what);
+    r->inner->all_to_all(r->inner, c, g, p, n, dt, s, what);
 }
 static void rec_allreduce(const ZeroBackend *b, ZeroComm *c, double *v, int n, const char *what) {
     const ZeroBackend *i = rec_of(b)->inner;
