@@ -104,7 +104,8 @@ ZeroComm *zero_comm_init(int *argc, char ***argv);
 void zero_comm_free(ZeroComm *c);
 // Regroups ranks into nodes (see above) and HPZ groups of hpz_size ranks (0 or 1: groups of
 // one). Collective; returns 0 or -1 after printing why (a size that does not divide the world).
-// Channels opened afterwards have sub-communicators for every group.
+// Channels (and the CUDA backend's streams) opened afterwards have sub-communicators for
+// every group; those opened before keep the old layout's.
 int zero_comm_set_layout(ZeroComm *c, int node_size, int hpz_size);
 // Group geometry (see ZeroGroup): its size, this rank's index in it, and the world rank of
 // its member with index i.

@@ -18,29 +18,39 @@
 #define GROUP_OPS 1024       // NCCL calls per ncclGroupStart/End (NCCL allows 2048; a2a_plan.h)
 #define ALLREDUCE_CHUNK 64   // doubles per all-gather in the f64 all-reduce, as in comm_mpi.c
 #define POLL_S 0.2           // the watchdog's polling period
-#define MAX_STREAM_COMMS 8   // streams with a communicator of their own
+#define MAX_STREAM_COMMS 8   // streams with communicators of their own
 
 typedef struct {
     cudaEvent_t ev;          // recorded on the collective's stream right after it
     double since;            // when it became the oldest unfinished one (0: not yet)
     ZeroCollOp op;
     uint64_t bytes;          // sent to all peers together, as the watchdog's message counts
-    char what[128];
+    char what[160];
 } Tracked;
+
+// A stream's own communicators, one per group (comm.h's ZeroGroup): [WORLD] split from the
+// world, the others split from it with key = rank, so that a member's NCCL rank is its group
+// index. A group of one rank has none (its collectives are local copies), a group of every
+// rank shares [WORLD], and without consecutive nodes only [WORLD] exists.
+typedef struct {
+    cudaStream_t s;
+    ncclComm_t comm[ZERO_GROUP_KINDS];
+    int size[ZERO_GROUP_KINDS];   // the group sizes when the stream opened (a later layout does not apply)
+} StreamComms;
 
 struct ZeroNccl {
     ZeroCommDevice hooks;    // first member: comm->dev points here
     ZeroComm *c;
     int device;
     ncclComm_t world, intra, inter;   // NULL at world 1
-    struct { cudaStream_t s; ncclComm_t comm; } sc[MAX_STREAM_COMMS];   // streams' own communicators
+    StreamComms sc[MAX_STREAM_COMMS];
     int nsc;
     cudaStream_t own;        // the f64 all-reduce's stream (world communicator)
     double *dscratch, *hscratch;      // world * ALLREDUCE_CHUNK doubles: device, pinned host
     pthread_mutex_t mu;      // guards the ring below (the watchdog thread polls it)
     Tracked ring[TRACK];
     int head, count;
-    char last_what[128];     // the latest collective, for asynchronous-error messages
+    char last_what[192];     // the latest collective, for asynchronous-error messages
 };
 
 static double now_s(void) {
@@ -160,21 +170,46 @@ static cudaError_t pop_finished(ZeroNccl *n, double t) {
     return cudaSuccess;
 }
 
+// 1 when group g of a stream has a communicator of its own (not [WORLD]'s, not none).
+static int owns(const StreamComms *sc, int g) {
+    return sc->comm[g] && (g == ZERO_GROUP_WORLD || sc->comm[g] != sc->comm[ZERO_GROUP_WORLD]);
+}
+
+// Ends a stream's communicators, the groups before the one they were split from.
+static void end_stream_comms(StreamComms *sc, int abort) {
+    for (int g = ZERO_GROUP_KINDS - 1; g >= 0; g--)
+        if (owns(sc, g)) {
+            if (abort) ncclCommAbort(sc->comm[g]);
+            else ncclCommDestroy(sc->comm[g]);
+        }
+    memset(sc->comm, 0, sizeof sc->comm);
+}
+
+// 1 after printing the asynchronous error of comm, if it has one. Called with n->mu held.
+static int async_failed(ZeroNccl *n, ncclComm_t comm, const char *label) {
+    ncclResult_t ae = ncclSuccess;
+    if (!comm || ncclCommGetAsyncError(comm, &ae) != ncclSuccess || ae == ncclSuccess || ae == ncclInProgress) return 0;
+    char b[512];
+    fprintf(stderr, "rank %d: NCCL asynchronous error on the %s communicator: %s; latest collective: %s\n", n->c->rank,
+            label, nccl_reason(ae, comm, b, sizeof b), n->last_what);
+    return 1;
+}
+
 static int poll_hook(ZeroComm *c, double timeout_s) {
     ZeroNccl *n = of(c);
-    ncclComm_t comms[3 + MAX_STREAM_COMMS] = {n->world, n->intra, n->inter};
-    static const char *names[4] = {"world", "intra-node", "inter-node", "a stream's"};
     pthread_mutex_lock(&n->mu);
-    for (int i = 0; i < n->nsc; i++) comms[3 + i] = n->sc[i].comm;
-    for (int i = 0; i < 3 + n->nsc; i++) {
-        ncclResult_t ae = ncclSuccess;
-        if (comms[i] && ncclCommGetAsyncError(comms[i], &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
-            char b[512];
-            fprintf(stderr, "rank %d: NCCL asynchronous error on the %s communicator: %s; latest collective: %s\n",
-                    c->rank, names[i < 3 ? i : 3], nccl_reason(ae, comms[i], b, sizeof b), n->last_what);
-            pthread_mutex_unlock(&n->mu);
-            return 1;
+    int failed = async_failed(n, n->world, "world") || async_failed(n, n->intra, "intra-node") ||
+                 async_failed(n, n->inter, "inter-node");
+    for (int i = 0; i < n->nsc && !failed; i++)
+        for (int g = 0; g < ZERO_GROUP_KINDS && !failed; g++) {
+            if (!owns(&n->sc[i], g)) continue;
+            char label[64];
+            snprintf(label, sizeof label, "stream %d's %s-group", i, zero_group_name((ZeroGroup)g));
+            failed = async_failed(n, n->sc[i].comm[g], label);
         }
+    if (failed) {
+        pthread_mutex_unlock(&n->mu);
+        return 1;
     }
     cudaSetDevice(n->device);   // this thread's current device, for the event queries
     double t = now_s();
@@ -207,8 +242,7 @@ static void abort_hook(ZeroComm *c) {
     ZeroNccl *n = of(c);
     pthread_t t;   // an abort stuck on a broken device must not keep the process alive
     if (pthread_create(&t, NULL, abort_guard, c) == 0) pthread_detach(t);
-    for (int i = 0; i < n->nsc; i++)
-        if (n->sc[i].comm) ncclCommAbort(n->sc[i].comm);
+    for (int i = 0; i < n->nsc; i++) end_stream_comms(&n->sc[i], 1);
     n->nsc = 0;
     if (n->inter) ncclCommAbort(n->inter);
     if (n->intra) ncclCommAbort(n->intra);
@@ -216,8 +250,8 @@ static void abort_hook(ZeroComm *c) {
     n->inter = n->intra = n->world = NULL;
 }
 
-// Records an event after the collective just enqueued on s, for the watchdog.
-static void track(ZeroNccl *n, cudaStream_t s, ZeroCollOp op, uint64_t bytes, const char *what) {
+// Records an event after the collective just enqueued on s (in group g), for the watchdog.
+static void track(ZeroNccl *n, cudaStream_t s, ZeroGroup g, ZeroCollOp op, uint64_t bytes, const char *what) {
     pthread_mutex_lock(&n->mu);
     double t = now_s();
     cudaError_t e = pop_finished(n, t);
@@ -232,7 +266,8 @@ static void track(ZeroNccl *n, cudaStream_t s, ZeroCollOp op, uint64_t bytes, co
         k->since = n->count == 0 ? t : 0;
         k->op = op;
         k->bytes = bytes;
-        snprintf(k->what, sizeof k->what, "%s", what ? what : "");
+        if (g == ZERO_GROUP_WORLD) snprintf(k->what, sizeof k->what, "%s", what ? what : "");
+        else snprintf(k->what, sizeof k->what, "%s in the %s group", what ? what : "", zero_group_name(g));
         n->count++;
     }
     pthread_mutex_unlock(&n->mu);
@@ -283,8 +318,7 @@ static void set_stage(InitGuard *g, const char *stage) {
 }
 
 static void release(ZeroNccl *n) {
-    for (int i = 0; i < n->nsc; i++)
-        if (n->sc[i].comm) ncclCommDestroy(n->sc[i].comm);
+    for (int i = 0; i < n->nsc; i++) end_stream_comms(&n->sc[i], 0);
     if (n->inter) ncclCommDestroy(n->inter);
     if (n->intra) ncclCommDestroy(n->intra);
     if (n->world) ncclCommDestroy(n->world);
@@ -417,18 +451,38 @@ int zero_nccl_stream_open(ZeroNccl *n, cudaStream_t s) {
         fprintf(stderr, "zero: rank %d: more than %d streams with collectives\n", c->rank, MAX_STREAM_COMMS);
         return -1;
     }
-    ncclComm_t comm = NULL;
-    ncclResult_t r = ncclCommSplit(n->world, 0, c->rank, &comm, NULL);
+    StreamComms sc;
+    memset(&sc, 0, sizeof sc);
+    sc.s = s;
+    char b[512];
+    ncclResult_t r = ncclCommSplit(n->world, 0, c->rank, &sc.comm[ZERO_GROUP_WORLD], NULL);
     if (r != ncclSuccess) {
-        char b[512];
         fprintf(stderr, "zero: rank %d: ncclCommSplit for a stream's own communicator failed: %s\n", c->rank,
                 nccl_reason(r, n->world, b, sizeof b));
         return -1;
     }
+    sc.size[ZERO_GROUP_WORLD] = c->world;
+    // Every rank takes the same branches: group sizes and `consecutive` are the same on all.
+    const int colors[ZERO_GROUP_KINDS] = {0, c->node, c->local_rank, c->rank / c->hpz_size};
+    for (int g = 1; g < ZERO_GROUP_KINDS; g++) {
+        sc.size[g] = zero_group_size(c, (ZeroGroup)g);
+        if (!c->consecutive || sc.size[g] == 1) continue;   // zero_init refuses the hierarchical switches then
+        if (sc.size[g] == c->world) {
+            sc.comm[g] = sc.comm[ZERO_GROUP_WORLD];
+            continue;
+        }
+        r = ncclCommSplit(sc.comm[ZERO_GROUP_WORLD], colors[g], c->rank, &sc.comm[g], NULL);
+        if (r != ncclSuccess) {
+            fprintf(stderr, "zero: rank %d: ncclCommSplit of a stream's communicator into %s groups (%d ranks each; "
+                    "this rank's group %d, index %d) failed: %s\n", c->rank, zero_group_name((ZeroGroup)g), sc.size[g],
+                    colors[g], zero_group_index(c, (ZeroGroup)g), nccl_reason(r, sc.comm[ZERO_GROUP_WORLD], b, sizeof b));
+            sc.comm[g] = NULL;
+            end_stream_comms(&sc, 0);
+            return -1;
+        }
+    }
     pthread_mutex_lock(&n->mu);   // the watchdog polls the list
-    n->sc[n->nsc].s = s;
-    n->sc[n->nsc].comm = comm;
-    n->nsc++;
+    n->sc[n->nsc++] = sc;
     pthread_mutex_unlock(&n->mu);
     return 0;
 }
@@ -438,25 +492,38 @@ void zero_nccl_forget_stream(ZeroNccl *n, cudaStream_t s) {
     pthread_mutex_lock(&n->mu);
     for (int i = 0; i < n->nsc; i++)
         if (n->sc[i].s == s) {
-            ncclComm_t comm = n->sc[i].comm;
+            StreamComms gone = n->sc[i];
             n->sc[i] = n->sc[--n->nsc];
             pthread_mutex_unlock(&n->mu);
-            ncclCommDestroy(comm);
+            end_stream_comms(&gone, 0);
             return;
         }
     pthread_mutex_unlock(&n->mu);
 }
 
-// The communicator of stream s: its own, or the world's.
-static ncclComm_t comm_of(ZeroNccl *n, cudaStream_t s) {
-    for (int i = 0; i < n->nsc; i++)
-        if (n->sc[i].s == s) return n->sc[i].comm;
-    return n->world;
+// The communicator of group g (of more than one rank) for stream s: the stream's own; for
+// the world group of a stream without any, the world's. Ends the job when there is none.
+static ncclComm_t comm_of(ZeroNccl *n, cudaStream_t s, ZeroGroup g, const char *op, const char *what) {
+    ZeroComm *c = n->c;
+    const StreamComms *sc = NULL;
+    for (int i = 0; i < n->nsc && !sc; i++)
+        if (n->sc[i].s == s) sc = &n->sc[i];
+    if (g == ZERO_GROUP_WORLD) return sc ? sc->comm[g] : n->world;
+    const char *gn = zero_group_name(g);
+    if (!sc)
+        die(c, "%s of %s in the %s group: the stream has no group communicators (only streams made by stream_create "
+            "have them)", op, what, gn);
+    if (sc->size[g] != zero_group_size(c, g))
+        die(c, "%s of %s in the %s group: the layout changed after the stream opened (groups of %d ranks then, %d now); "
+            "set the layout before creating streams", op, what, gn, sc->size[g], zero_group_size(c, g));
+    if (!sc->comm[g])
+        die(c, "%s of %s in the %s group: no such communicator (the ranks of a node are not consecutive)", op, what, gn);
+    return sc->comm[g];
 }
 
-static void note(ZeroNccl *n, const char *op, const char *what) {
+static void note(ZeroNccl *n, const char *op, ZeroGroup g, const char *what) {
     pthread_mutex_lock(&n->mu);   // the watchdog may be printing it
-    snprintf(n->last_what, sizeof n->last_what, "%s of %s", op, what ? what : "");
+    snprintf(n->last_what, sizeof n->last_what, "%s of %s in the %s group", op, what ? what : "", zero_group_name(g));
     pthread_mutex_unlock(&n->mu);
 }
 
@@ -466,44 +533,48 @@ void zero_nccl_all_gather(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, i
     size_t es = zero_dtype_size(dt);
     uint64_t per_peer = 0;
     for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
-    if (g != ZERO_GROUP_WORLD) die(c, "all_gather of %s in the %s group: not built for NCCL yet", what, zero_group_name(g));
-    note(n, "all_gather", what);
-    ncclComm_t comm = comm_of(n, s);
-    zero_coll_begin(c, ZERO_COLL_ALL_GATHER, per_peer, what);
+    const int size = zero_group_size(c, g), index = zero_group_index(c, g);
+    const char *gn = zero_group_name(g);
+    note(n, "all_gather", g, what);
+    ncclComm_t comm = size > 1 ? comm_of(n, s, g, "all_gather", what) : NULL;
+    zero_coll_begin_group(c, g, ZERO_COLL_ALL_GATHER, per_peer, what);
     int in_group = 0;
     for (int i = 0; i < nparts; i++) {
         const ZeroCollPart *p = &parts[i];
         size_t cb = p->count * es;
         if (cb == 0) continue;
-        char *mine = (char *)p->recv + (size_t)c->rank * cb;
-        if (c->world == 1) {
+        char *mine = (char *)p->recv + (size_t)index * cb;
+        if (size == 1) {
             if (p->send != mine)
                 CUDA_OK(c, cudaMemcpyAsync(mine, p->send, cb, cudaMemcpyDefault, s),
-                        "all_gather of %s (part %d, %zu bytes)", what, i, cb);
+                        "all_gather of %s in the %s group (part %d, %zu bytes)", what, gn, i, cb);
             continue;
         }
-        if (in_group == 0) NCCL_OK(n, ncclGroupStart(), "all_gather of %s", what);
+        if (in_group == 0) NCCL_OK(n, ncclGroupStart(), "all_gather of %s in the %s group", what, gn);
         // bytes: no arithmetic happens, and bf16 needs no NCCL type of its own
         NCCL_OK(n, ncclAllGather(p->send, p->recv, cb, ncclUint8, comm, s),
-                "all_gather of %s (part %d of %d, %zu bytes per rank, %d ranks)", what, i, nparts, cb, c->world);
+                "all_gather of %s in the %s group (part %d of %d, %zu bytes per rank, %d ranks)", what, gn, i, nparts, cb,
+                size);
         if (++in_group == GROUP_OPS) {
-            NCCL_OK(n, ncclGroupEnd(), "all_gather of %s (%d parts, %llu bytes per rank)", what, nparts,
+            NCCL_OK(n, ncclGroupEnd(), "all_gather of %s in the %s group (%d parts, %llu bytes per rank)", what, gn, nparts,
                     (unsigned long long)per_peer);
             in_group = 0;
         }
     }
     if (in_group)
-        NCCL_OK(n, ncclGroupEnd(), "all_gather of %s (%d parts, %llu bytes per rank)", what, nparts,
+        NCCL_OK(n, ncclGroupEnd(), "all_gather of %s in the %s group (%d parts, %llu bytes per rank)", what, gn, nparts,
                 (unsigned long long)per_peer);
     zero_coll_end(c);
-    if (c->world > 1 && per_peer > 0) track(n, s, ZERO_COLL_ALL_GATHER, per_peer * (uint64_t)(c->world - 1), what);
+    if (size > 1 && per_peer > 0) track(n, s, g, ZERO_COLL_ALL_GATHER, per_peer * (uint64_t)(size - 1), what);
 }
 
-// One all-to-all's NCCL calls, issued in a2a_plan.h's order and groups.
+// One all-to-all's NCCL calls, issued in a2a_plan.h's order and groups. Peers are NCCL
+// ranks of the group's communicator, i.e. group indices.
 typedef struct {
     ZeroNccl *n;
     ncclComm_t comm;
     cudaStream_t s;
+    ZeroGroup g;
     const ZeroCollPart *parts;
     int nparts;
     size_t es;
@@ -513,17 +584,21 @@ typedef struct {
 static void a2a_call(void *arg, ZeroA2AOp op, int part, int to, int from) {
     A2ACalls *a = (A2ACalls *)arg;
     ZeroNccl *n = a->n;
+    const char *gn = zero_group_name(a->g);
     if (op == ZERO_A2A_GROUP_START) {
-        NCCL_OK(n, ncclGroupStart(), "all_to_all of %s (part %d of %d)", a->what, part, a->nparts);
+        NCCL_OK(n, ncclGroupStart(), "all_to_all of %s in the %s group (part %d of %d)", a->what, gn, part, a->nparts);
     } else if (op == ZERO_A2A_GROUP_END) {
-        NCCL_OK(n, ncclGroupEnd(), "all_to_all of %s (group ending at part %d of %d)", a->what, part, a->nparts);
+        NCCL_OK(n, ncclGroupEnd(), "all_to_all of %s in the %s group (group ending at part %d of %d)", a->what, gn, part,
+                a->nparts);
     } else {
         const ZeroCollPart *p = &a->parts[part];
         size_t cb = p->count * a->es;
         NCCL_OK(n, ncclSend((const char *)p->send + (size_t)to * cb, cb, ncclUint8, to, a->comm, a->s),
-                "all_to_all of %s (part %d, %zu bytes to rank %d)", a->what, part, cb, to);
+                "all_to_all of %s in the %s group (part %d, %zu bytes to member %d, rank %d)", a->what, gn, part, cb, to,
+                zero_group_member(n->c, a->g, to));
         NCCL_OK(n, ncclRecv((char *)p->recv + (size_t)from * cb, cb, ncclUint8, from, a->comm, a->s),
-                "all_to_all of %s (part %d, %zu bytes from rank %d)", a->what, part, cb, from);
+                "all_to_all of %s in the %s group (part %d, %zu bytes from member %d, rank %d)", a->what, gn, part, cb,
+                from, zero_group_member(n->c, a->g, from));
     }
 }
 
@@ -533,20 +608,21 @@ void zero_nccl_all_to_all(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, i
     size_t es = zero_dtype_size(dt);
     uint64_t per_peer = 0;
     for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
-    if (g != ZERO_GROUP_WORLD) die(c, "all_to_all of %s in the %s group: not built for NCCL yet", what, zero_group_name(g));
-    note(n, "all_to_all", what);
-    zero_coll_begin(c, ZERO_COLL_ALL_TO_ALL, per_peer, what);
+    const int size = zero_group_size(c, g), index = zero_group_index(c, g);
+    note(n, "all_to_all", g, what);
+    ncclComm_t comm = size > 1 ? comm_of(n, s, g, "all_to_all", what) : NULL;
+    zero_coll_begin_group(c, g, ZERO_COLL_ALL_TO_ALL, per_peer, what);
     // this rank's own slice is a local copy
     for (int i = 0; i < nparts; i++) {
-        size_t cb = parts[i].count * es, off = (size_t)c->rank * cb;
+        size_t cb = parts[i].count * es, off = (size_t)index * cb;
         if (cb && (const char *)parts[i].send + off != (char *)parts[i].recv + off)
             CUDA_OK(c, cudaMemcpyAsync((char *)parts[i].recv + off, (const char *)parts[i].send + off, cb, cudaMemcpyDefault, s),
-                    "all_to_all of %s (own slice of part %d, %zu bytes)", what, i, cb);
+                    "all_to_all of %s in the %s group (own slice of part %d, %zu bytes)", what, zero_group_name(g), i, cb);
     }
-    A2ACalls a = {n, comm_of(n, s), s, parts, nparts, es, what};
-    zero_a2a_plan(c->world, c->rank, parts, nparts, GROUP_OPS, a2a_call, &a);
+    A2ACalls a = {n, comm, s, g, parts, nparts, es, what};
+    zero_a2a_plan(size, index, parts, nparts, GROUP_OPS, a2a_call, &a);
     zero_coll_end(c);
-    if (c->world > 1 && per_peer > 0) track(n, s, ZERO_COLL_ALL_TO_ALL, per_peer * (uint64_t)(c->world - 1), what);
+    if (size > 1 && per_peer > 0) track(n, s, g, ZERO_COLL_ALL_TO_ALL, per_peer * (uint64_t)(size - 1), what);
 }
 
 void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const char *what) {
@@ -559,12 +635,12 @@ void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const c
         double *hmine = n->hscratch + (size_t)c->rank * k, *dmine = n->dscratch + (size_t)c->rank * k;
         memcpy(hmine, values + base, kb);
         CUDA_OK(c, cudaMemcpyAsync(dmine, hmine, kb, cudaMemcpyHostToDevice, s), "all-reduce of %s (%d doubles)", what, k);
-        note(n, "all_reduce", what);
+        note(n, "all_reduce", ZERO_GROUP_WORLD, what);
         zero_coll_begin(c, ZERO_COLL_ALL_REDUCE, kb, what);
         NCCL_OK(n, ncclAllGather(dmine, n->dscratch, (size_t)k, ncclDouble, n->world, s),
                 "all-reduce of %s (%d doubles per rank, %d ranks)", what, k, c->world);
         zero_coll_end(c);
-        track(n, s, ZERO_COLL_ALL_REDUCE, kb * (uint64_t)(c->world - 1), what);
+        track(n, s, ZERO_GROUP_WORLD, ZERO_COLL_ALL_REDUCE, kb * (uint64_t)(c->world - 1), what);
         CUDA_OK(c, cudaMemcpyAsync(n->hscratch, n->dscratch, kb * (size_t)c->world, cudaMemcpyDeviceToHost, s),
                 "all-reduce of %s (%d doubles)", what, k);
         // blocking by contract; the watchdog keeps polling the all-gather meanwhile
@@ -588,7 +664,7 @@ void zero_nccl_gather_f64(ZeroNccl *n, const double *values, int count, double *
     for (int base = 0; base < count; base += ALLREDUCE_CHUNK) {
         int k = count - base < ALLREDUCE_CHUNK ? count - base : ALLREDUCE_CHUNK;
         size_t kb = (size_t)k * sizeof(double);
-        note(n, "gather", what);
+        note(n, "gather", ZERO_GROUP_WORLD, what);
         zero_coll_begin_to_root(c, ZERO_COLL_GATHER, kb, what);
         if (c->rank == 0) {
             // rank q's chunk lands in slot q of the device scratch; groups stay within NCCL's limit
@@ -608,7 +684,7 @@ void zero_nccl_gather_f64(ZeroNccl *n, const double *values, int count, double *
                     what, k);
         }
         zero_coll_end(c);
-        track(n, s, ZERO_COLL_GATHER, c->rank == 0 ? 0 : kb, what);
+        track(n, s, ZERO_GROUP_WORLD, ZERO_COLL_GATHER, c->rank == 0 ? 0 : kb, what);
         if (c->rank == 0)
             CUDA_OK(c, cudaMemcpyAsync(n->hscratch, n->dscratch, kb * (size_t)c->world, cudaMemcpyDeviceToHost, s),
                     "gather of %s (%d doubles)", what, k);

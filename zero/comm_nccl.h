@@ -9,11 +9,19 @@ communicator comes from ncclCommInitRank, and intra- and inter-node communicator
 ncclCommSplit by the node layout current at set-up. A world of one rank uses no NCCL.
 
 Every collective is enqueued on the caller's stream, on that stream's own communicator when
-zero_nccl_stream_open gave it one (else the world's), brackets zero_coll_begin/end (byte
-accounting, as comm_mpi.c does), and records an event after itself: the watchdog thread
-polls the oldest unfinished one and NCCL's asynchronous errors (comm.h: ZeroCommDevice)
-and ends the job with ncclCommAbort and a message naming the rank and the operation.
-Failures end the job with a message naming the rank, the operation, `what` and the sizes.
+zero_nccl_stream_open gave it one (else the world's), brackets zero_coll_begin_group/end
+(byte accounting, as comm_mpi.c does), and records an event after itself: the watchdog
+thread polls the oldest unfinished one and NCCL's asynchronous errors (comm.h:
+ZeroCommDevice) and ends the job with ncclCommAbort and a message naming the rank and the
+operation. Failures end the job with a message naming the rank, the operation, the group,
+`what` and the sizes.
+
+Groups (comm.h's ZeroGroup): a stream's own communicator is split once more per group, by
+the layout in force when the stream opens (node, local rank, rank / hpz_size as colors, rank
+as key, so a member's NCCL rank is its group index), with consecutive nodes only. A group of
+one rank gets no communicator (its collectives are local copies), a group of the whole world
+reuses the stream's. A collective in a group other than the world needs such a stream, and
+the layout it opened with; otherwise it ends the job saying which.
 */
 #ifndef ZERO_COMM_NCCL_H
 #define ZERO_COMM_NCCL_H
@@ -50,9 +58,10 @@ void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const c
 void zero_nccl_gather_f64(ZeroNccl *n, const double *values, int count, double *all, const char *what);
 // Collective (every rank, same order): collectives enqueued on s from now on use a
 // communicator of their own, split from the world, so that two streams' collectives are
-// not serialized by NCCL. 0, or -1 after printing why.
+// not serialized by NCCL, and one per group of the current layout (above). 0, or -1 after
+// printing why.
 int zero_nccl_stream_open(ZeroNccl *n, cudaStream_t s);
-// The stream s is going away: its communicator is destroyed (every rank, same order).
+// The stream s is going away: its communicators are destroyed (every rank, same order).
 void zero_nccl_forget_stream(ZeroNccl *n, cudaStream_t s);
 
 #ifdef __cplusplus
