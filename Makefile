@@ -89,7 +89,8 @@ $(BUILD)/libzero_cuda.a: $(ZERO_CUDA_OBJ)
 	ar rcs $@ $^
 
 # GPU test of zero/'s CUDA backend against the host backend (skips without a GPU)
-$(BUILD)/gpu_zero_toy: dev/test/gpu_zero_toy.c dev/test/mpi_zero_toy.c $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
+$(BUILD)/gpu_zero_toy: dev/test/gpu_zero_toy.c dev/test/mpi_zero_toy.c dev/test/zero_group_cases.h $(BUILD)/libzero_cuda.a \
+                      $(BUILD)/libzero.a
 	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(BUILD)/gpu_zero_toy.o
 	$(NVCC) -o $@ $(BUILD)/gpu_zero_toy.o $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
 	    -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lnccl $(MPI_LDFLAGS) -lcjson -lz $(URING_LIBS) -lgomp -lpthread -lm

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # gpu_zero.sh: for a machine with a GPU. Builds zero/'s CUDA backend (backend_cuda.cu,
 # comm_nccl.cu) with dev/test/gpu_zero_toy.c and runs it: the kernels against the host
-# backend, the NCCL collectives, and mpi_zero_toy.c's stage 0-3 checks at 1, 2 and 4 ranks
-# sharing one GPU; then the refusals and the two deaths (a collective stalled past the
-# watchdog's timeout, a hook called out of order). Ranks start under mpirun when there is
-# one, else as processes with RANK / WORLD_SIZE / LOCAL_RANK and ZERO_BOOTSTRAP_FILE or
-# ZERO_BOOTSTRAP_TCP (one launch without MPI is always run). Each rank gets its own
-# NCCL_HOSTID with NCCL_SOCKET_IFNAME=lo (NCCL < 2.30) and NCCL_MULTI_RANK_GPU_ENABLE=1
-# (NCCL >= 2.30). Without MPI headers, comm_mpi.c builds against zero/mpi_stub.
+# backend, the NCCL collectives (also in the ZeRO++ groups, at every node size and hpZ size
+# that divides the world: 4 ranks include nodes of 2 with hpZ 2), and mpi_zero_toy.c's
+# stage 0-3 checks at 1, 2 and 4 ranks sharing one GPU; then the refusals and the two
+# deaths (a collective stalled past the watchdog's timeout, a hook called out of order).
+# Ranks start under mpirun when there is one, else as processes with RANK / WORLD_SIZE /
+# LOCAL_RANK and ZERO_BOOTSTRAP_FILE or ZERO_BOOTSTRAP_TCP (one launch without MPI is
+# always run). Each rank gets its own NCCL_HOSTID with NCCL_SOCKET_IFNAME=lo (NCCL < 2.30)
+# and NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL >= 2.30). Without MPI headers, comm_mpi.c builds
+# against zero/mpi_stub.
 # Run from anywhere; prints PASS/FAIL per case; exit 0 only if all pass, or after
 # "SKIP: no CUDA device". Arguments pick cases (default all of them): kernels np1 np2 np4
 # env errors bootstrap deaths. Knobs: NVCC, NCCL_HOME, CUDA_ARCHS, LIMIT (seconds per
@@ -79,6 +81,9 @@ archs=${CUDA_ARCHS:--gencode arch=compute_80,code=sm_80 -gencode arch=compute_90
 nvflags=(-O3 -std=c++17 $archs -Illmc -I. -I"$nccl_inc" -Xcompiler -Wall,-Wextra)
 # zero/nvme.c uses liburing when its header is there (as the Makefile decides)
 uring=$(printf '#include <liburing.h>\n' | $cc -E -x c - > /dev/null 2>&1 && echo -luring)
+# the checkpoint files that build here (their headers present) need their libraries too
+ckpt_libs=$(printf '#include <zlib.h>\n' | $cc -E -x c - > /dev/null 2>&1 && echo -lz)
+printf '#include <cjson/cJSON.h>\n' | $cc -E -x c - > /dev/null 2>&1 && ckpt_libs="$ckpt_libs -lcjson"
 objs=()
 build_ok=1
 for f in zero/*.c; do
@@ -106,7 +111,7 @@ for f in zero/backend_cuda.cu zero/comm_nccl.cu; do
 done
 bin="$tmp/gpu_zero_toy"
 [ $build_ok = 1 ] && "$nvcc" -o "$bin" "$tmp/gpu_zero_toy.o" "$tmp/backend_cuda.cu.o" "$tmp/comm_nccl.cu.o" "$tmp/libzero.a" \
-    "$nccl_so" -Xlinker -rpath,"$nccl_lib" "${mpi_link[@]}" $uring -lgomp -lpthread -lm || build_ok=0
+    "$nccl_so" -Xlinker -rpath,"$nccl_lib" "${mpi_link[@]}" $uring $ckpt_libs -lgomp -lpthread -lm || build_ok=0
 [ $build_ok = 1 ] || { echo "FAIL: build"; exit 1; }
 pass "build (warning-free)"
 

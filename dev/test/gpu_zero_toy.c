@@ -9,7 +9,11 @@ backend and against mpi_zero_toy.c's unsharded reference. Modes:
                meet a NaN.
   collectives  all_gather (in place, out of place, bf16, 0-element parts, more parts than
                one NCCL group takes), all_to_all, allreduce_sum_f64 against their
-               definitions, and the bytes counted.
+               definitions, and the bytes counted; then groups.
+  groups       all_gather and all_to_all in the ZeRO++ groups (world, node, across, hpz) at
+               every layout of the run's world (each node size and hpZ size dividing it),
+               fp32, bf16 and u8, against zero_group_cases.h: each tagged element where it
+               belongs, and the intra- and inter-node bytes counted.
   train        mpi_zero_toy.c's stage 0-3 variants on the CUDA backend, with the same checks
                (bit-identical to the reference, bytes per step, memory by use). The toy model
                computes on the host, so a fetched unit's tensors are copied to the host on
@@ -37,6 +41,7 @@ Ends with the line "N passed, N failed" (all ranks together).
 #include "../../zero/comm.h"
 #include "../../zero/partition.h"
 #include "../../zero/zero.h"
+#include "zero_group_cases.h"
 
 // ---------------------------------------------------------------- mpi_zero_toy.c on the GPU
 
@@ -371,130 +376,101 @@ static void run_gpu_kernels(ZeroComm *comm) {
 
 // ---------------------------------------------------------------- collectives
 
-static float coll_value(int part, int from, int to, size_t i) {
-    return (float)(part * 4096 + from * 256 + to * 16) + (float)(i % 1024) * 0.5f;
-}
+// The layout the group collectives are checked against (zero_group_cases.h): what the test
+// set, or at start-up the comm's own nodes.
+static GcLayout coll_layout;
 
 static uint64_t sent_bytes(const ZeroComm *c, ZeroCollOp op) { return c->sent[op].intra_bytes + c->sent[op].inter_bytes; }
 
-// nparts parts of counts[k % ncounts] elements each, as one all_gather; in_place: send
-// is this rank's slot of recv.
-static void coll_gather(ZeroComm *c, ZeroStream *s, ZeroDType dt, const size_t *counts, int ncounts, int nparts,
-                        int in_place) {
-    const int N = c->world;
-    size_t es = dt == ZERO_BF16 ? 2 : 4, total = 0, per_peer = 0;
-    for (int k = 0; k < nparts; k++) total += counts[k % ncounts];
-    char *hsend = malloc(total * es + 1), *hrecv = malloc(total * N * es + 1);
-    char *dsend = dev_alloc(total * es), *drecv = dev_alloc(total * N * es);
-    ZeroCollPart *parts = malloc((size_t)nparts * sizeof *parts);
-    size_t so = 0, ro = 0;
-    for (int k = 0; k < nparts; k++) {
-        size_t cnt = counts[k % ncounts];
-        for (size_t i = 0; i < cnt; i++) {
-            float v = coll_value(k, c->rank, 0, i);
-            if (dt == ZERO_F32) memcpy(hsend + (so + i) * 4, &v, 4);
-            else { uint16_t h = (uint16_t)(f2u(v) >> 16); memcpy(hsend + (so + i) * 2, &h, 2); }
-        }
-        parts[k].recv = drecv + ro * es;
-        parts[k].count = cnt;
-        if (in_place) {
-            copy_on_main(drecv + (ro + (size_t)c->rank * cnt) * es, hsend + so * es, cnt * es);
-            parts[k].send = drecv + (ro + (size_t)c->rank * cnt) * es;
-        } else {
-            parts[k].send = dsend + so * es;
-        }
-        so += cnt;
-        ro += cnt * N;
-        per_peer += cnt * es;
-    }
-    if (!in_place) copy_on_main(dsend, hsend, total * es);
-    sync_main();
-    uint64_t before = sent_bytes(c, ZERO_COLL_ALL_GATHER);
-    gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, parts, nparts, dt, s, "test all_gather");
-    gpu_b->stream_sync(gpu_b, s);
-    check(sent_bytes(c, ZERO_COLL_ALL_GATHER) - before == per_peer * (uint64_t)(N - 1),
-          "collectives: all_gather counted %llu bytes, expected %llu",
-          (unsigned long long)(sent_bytes(c, ZERO_COLL_ALL_GATHER) - before), (unsigned long long)(per_peer * (N - 1)));
-    copy_on_main(hrecv, drecv, total * N * es);
-    sync_main();
-    int ok = 1;
-    ro = 0;
-    for (int k = 0; k < nparts && ok; k++) {
-        size_t cnt = counts[k % ncounts];
-        for (int q = 0; q < N && ok; q++)
-            for (size_t i = 0; i < cnt && ok; i++) {
-                float want = coll_value(k, q, 0, i), got;
-                if (dt == ZERO_F32) memcpy(&got, hrecv + (ro + (size_t)q * cnt + i) * 4, 4);
-                else { uint16_t h; memcpy(&h, hrecv + (ro + (size_t)q * cnt + i) * 2, 2); got = zero_bf16_to_f32(h);
-                       want = zero_bf16_to_f32((uint16_t)(f2u(want) >> 16)); }
-                if (got != want) {
-                    ok = 0;
-                    check(0, "collectives: all_gather (%s, %d parts, %s) part %d slice %d element %zu: %g, expected %g",
-                          dt == ZERO_BF16 ? "bf16" : "fp32", nparts, in_place ? "in place" : "out of place", k, q, i, got, want);
-                }
-            }
-        ro += cnt * N;
-    }
-    if (ok) check(1, "ok");
-    dev_free(dsend); dev_free(drecv);
-    free(hsend); free(hrecv); free(parts);
+// The counters one collective moved against this rank's members on its node and off it.
+static void coll_bytes(const ZeroComm *c, ZeroGroup g, ZeroCollOp op, ZeroCollBytes before, uint64_t per_peer,
+                       const char *what) {
+    uint64_t intra, inter;
+    gc_bytes(coll_layout, g, c->rank, per_peer, &intra, &inter);
+    const ZeroCollBytes *now = &c->sent[op];
+    check(now->intra_bytes - before.intra_bytes == intra && now->inter_bytes - before.inter_bytes == inter,
+          "collectives: %s in the %s group (node size %d, hpz %d) counted %llu intra and %llu inter bytes, expected "
+          "%llu and %llu", what, zero_group_name(g), coll_layout.node_size, coll_layout.hpz,
+          (unsigned long long)(now->intra_bytes - before.intra_bytes),
+          (unsigned long long)(now->inter_bytes - before.inter_bytes), (unsigned long long)intra, (unsigned long long)inter);
 }
 
-static void coll_all_to_all(ZeroComm *c, ZeroStream *s, ZeroDType dt, const size_t *counts, int ncounts, int nparts) {
-    const int N = c->world;
-    size_t es = dt == ZERO_BF16 ? 2 : 4, total = 0, per_peer = 0;
-    for (int k = 0; k < nparts; k++) total += counts[k % ncounts] * N;
+// nparts parts of counts[k % ncounts] elements each, as one all_gather in group g; in_place:
+// send is this rank's slot of recv. Members, their order and the bytes: zero_group_cases.h.
+static void coll_gather(ZeroComm *c, ZeroStream *s, ZeroGroup g, ZeroDType dt, const size_t *counts, int ncounts,
+                        int nparts, int in_place) {
+    int *members = malloc((size_t)c->world * sizeof(int)), index = -1;
+    const int n = gc_members(coll_layout, g, c->rank, members, &index);
+    size_t *pc = malloc((size_t)nparts * sizeof *pc);
+    for (int k = 0; k < nparts; k++) pc[k] = counts[k % ncounts];
+    GcShape S = {nparts, pc};
+    size_t es = zero_dtype_size(dt), total = gc_total(S);
+    char *hsend = malloc(total * es + 1), *hrecv = malloc(total * (size_t)n * es + 1);
+    char *dsend = dev_alloc(total * es), *drecv = dev_alloc(total * (size_t)n * es);
+    ZeroCollPart *parts = malloc((size_t)nparts * sizeof *parts);
+    memset(hrecv, 0xA5, total * (size_t)n * es);   // what was there before must not survive
+    if (in_place) gc_gather_place(hrecv, dt, S, n, index, c->rank);
+    else gc_gather_send(hsend, dt, S, c->rank);
+    size_t so = 0, ro = 0;
+    for (int k = 0; k < nparts; k++) {
+        parts[k].recv = drecv + ro * es;
+        parts[k].send = in_place ? drecv + (ro + (size_t)index * pc[k]) * es : dsend + so * es;
+        parts[k].count = pc[k];
+        so += pc[k];
+        ro += pc[k] * (size_t)n;
+    }
+    if (!in_place) copy_on_main(dsend, hsend, total * es);
+    copy_on_main(drecv, hrecv, total * (size_t)n * es);
+    sync_main();
+    char what[96], why[256];
+    snprintf(what, sizeof what, "all_gather (%s, %d parts, %s)", gc_dtype_name(dt), nparts,
+             in_place ? "in place" : "out of place");
+    ZeroCollBytes before = c->sent[ZERO_COLL_ALL_GATHER];
+    gpu_b->all_gather(gpu_b, c, g, parts, nparts, dt, s, "test all_gather");
+    gpu_b->stream_sync(gpu_b, s);
+    coll_bytes(c, g, ZERO_COLL_ALL_GATHER, before, total * es, what);
+    copy_on_main(hrecv, drecv, total * (size_t)n * es);
+    sync_main();
+    check(!gc_gather_wrong(hrecv, dt, S, members, n, why, sizeof why), "collectives: %s in the %s group (node size %d, "
+          "hpz %d): %s", what, zero_group_name(g), coll_layout.node_size, coll_layout.hpz, why);
+    dev_free(dsend); dev_free(drecv);
+    free(hsend); free(hrecv); free(parts); free(pc); free(members);
+}
+
+// The same for one all_to_all in group g: slice r of each part goes to member r.
+static void coll_all_to_all(ZeroComm *c, ZeroStream *s, ZeroGroup g, ZeroDType dt, const size_t *counts, int ncounts,
+                            int nparts) {
+    int *members = malloc((size_t)c->world * sizeof(int)), index = -1;
+    const int n = gc_members(coll_layout, g, c->rank, members, &index);
+    size_t *pc = malloc((size_t)nparts * sizeof *pc);
+    for (int k = 0; k < nparts; k++) pc[k] = counts[k % ncounts];
+    GcShape S = {nparts, pc};
+    size_t es = zero_dtype_size(dt), total = gc_total(S) * (size_t)n;
     char *hsend = malloc(total * es + 1), *hrecv = malloc(total * es + 1);
     char *dsend = dev_alloc(total * es), *drecv = dev_alloc(total * es);
     ZeroCollPart *parts = malloc((size_t)nparts * sizeof *parts);
+    memset(hrecv, 0xA5, total * es);
+    gc_a2a_send(hsend, dt, S, members, n, c->rank);
     size_t o = 0;
     for (int k = 0; k < nparts; k++) {
-        size_t cnt = counts[k % ncounts];
-        for (int r = 0; r < N; r++)
-            for (size_t i = 0; i < cnt; i++) {
-                float v = coll_value(k, c->rank, r, i);   // slice r goes to rank r
-                size_t at = o + (size_t)r * cnt + i;
-                if (dt == ZERO_F32) memcpy(hsend + at * 4, &v, 4);
-                else { uint16_t h = (uint16_t)(f2u(v) >> 16); memcpy(hsend + at * 2, &h, 2); }
-            }
-        parts[k].send = dsend + o * es;
-        parts[k].recv = drecv + o * es;
-        parts[k].count = cnt;
-        o += cnt * N;
-        per_peer += cnt * es;
+        parts[k] = (ZeroCollPart){dsend + o * es, drecv + o * es, pc[k]};
+        o += pc[k] * (size_t)n;
     }
     copy_on_main(dsend, hsend, total * es);
+    copy_on_main(drecv, hrecv, total * es);
     sync_main();
-    uint64_t before = sent_bytes(c, ZERO_COLL_ALL_TO_ALL);
-    gpu_b->all_to_all(gpu_b, c, ZERO_GROUP_WORLD, parts, nparts, dt, s, "test all_to_all");
+    char what[96], why[256];
+    snprintf(what, sizeof what, "all_to_all (%s, %d parts)", gc_dtype_name(dt), nparts);
+    ZeroCollBytes before = c->sent[ZERO_COLL_ALL_TO_ALL];
+    gpu_b->all_to_all(gpu_b, c, g, parts, nparts, dt, s, "test all_to_all");
     gpu_b->stream_sync(gpu_b, s);
-    check(sent_bytes(c, ZERO_COLL_ALL_TO_ALL) - before == per_peer * (uint64_t)(N - 1),
-          "collectives: all_to_all counted %llu bytes, expected %llu",
-          (unsigned long long)(sent_bytes(c, ZERO_COLL_ALL_TO_ALL) - before), (unsigned long long)(per_peer * (N - 1)));
+    coll_bytes(c, g, ZERO_COLL_ALL_TO_ALL, before, gc_total(S) * es, what);
     copy_on_main(hrecv, drecv, total * es);
     sync_main();
-    int ok = 1;
-    o = 0;
-    for (int k = 0; k < nparts && ok; k++) {
-        size_t cnt = counts[k % ncounts];
-        for (int q = 0; q < N && ok; q++)
-            for (size_t i = 0; i < cnt && ok; i++) {
-                float want = coll_value(k, q, c->rank, i), got;   // slice q came from rank q
-                size_t at = o + (size_t)q * cnt + i;
-                if (dt == ZERO_F32) memcpy(&got, hrecv + at * 4, 4);
-                else { uint16_t h; memcpy(&h, hrecv + at * 2, 2); got = zero_bf16_to_f32(h);
-                       want = zero_bf16_to_f32((uint16_t)(f2u(want) >> 16)); }
-                if (got != want) {
-                    ok = 0;
-                    check(0, "collectives: all_to_all (%s, %d parts) part %d slice from rank %d element %zu: %g, expected %g",
-                          dt == ZERO_BF16 ? "bf16" : "fp32", nparts, k, q, i, got, want);
-                }
-            }
-        o += cnt * N;
-    }
-    if (ok) check(1, "ok");
+    check(!gc_a2a_wrong(hrecv, dt, S, members, n, c->rank, why, sizeof why), "collectives: %s in the %s group (node "
+          "size %d, hpz %d): %s", what, zero_group_name(g), coll_layout.node_size, coll_layout.hpz, why);
     dev_free(dsend); dev_free(drecv);
-    free(hsend); free(hrecv); free(parts);
+    free(hsend); free(hrecv); free(parts); free(pc); free(members);
 }
 
 static void coll_allreduce(ZeroComm *c, int n) {
@@ -517,6 +493,41 @@ static void coll_allreduce(ZeroComm *c, int n) {
     free(v); free(want);
 }
 
+// Every group at every layout of the world (each node size and hpZ size dividing it), on a
+// stream opened after the layout is set (its NCCL group communicators follow that layout):
+// all_gather out of place and in place and all_to_all, fp32, bf16 and u8, and more parts
+// than one NCCL group takes. Leaves the start-up layout in force.
+static void run_groups(ZeroComm *c) {
+    static const size_t counts[] = {7, 0, 333, 1, 64};
+    static const size_t tiny[] = {1, 2, 3};
+    static const ZeroDType dts[3] = {ZERO_F32, ZERO_BF16, ZERO_U8};
+    const GcLayout start = coll_layout;
+    const int W = c->world;
+    for (int ns = 1; ns <= W; ns++)
+        for (int h = 1; h <= W; h++) {
+            if (W % ns || W % h) continue;
+            int rc = zero_comm_set_layout(c, ns, h);
+            check(rc == 0, "groups: zero_comm_set_layout(node size %d, hpz %d) at world %d refused", ns, h, W);
+            if (rc != 0) continue;
+            coll_layout = (GcLayout){W, ns, h};
+            ZeroStream *s = gpu_b->stream_create(gpu_b);
+            check(s != NULL, "groups: stream_create at node size %d, hpz %d failed", ns, h);
+            if (!s) continue;
+            for (int gi = 0; gi < ZERO_GROUP_KINDS; gi++) {
+                for (int d = 0; d < 3; d++) {
+                    coll_gather(c, s, gc_groups[gi], dts[d], counts, 5, 5, 0);
+                    coll_gather(c, s, gc_groups[gi], dts[d], counts, 5, 5, 1);
+                    coll_all_to_all(c, s, gc_groups[gi], dts[d], counts, 5, 5);
+                }
+            }
+            coll_gather(c, s, ZERO_GROUP_HPZ, ZERO_BF16, tiny, 3, 2100, 1);   // more than one NCCL group
+            coll_all_to_all(c, s, ZERO_GROUP_ACROSS, ZERO_U8, tiny, 3, 700);
+            gpu_b->stream_destroy(gpu_b, s);
+        }
+    check(zero_comm_set_layout(c, 0, 0) == 0, "groups: restoring the start-up layout failed");
+    coll_layout = start;
+}
+
 static void run_collectives(ZeroComm *c) {
     ZeroStream *s = gpu_b->stream_create(gpu_b);
     check(s != NULL, "collectives: stream_create failed");
@@ -525,16 +536,17 @@ static void run_collectives(ZeroComm *c) {
     static const size_t tiny[] = {1, 2, 3};
     for (int dt = 0; dt < 2; dt++) {
         ZeroDType d = dt ? ZERO_BF16 : ZERO_F32;
-        coll_gather(c, s, d, counts, 5, 5, 0);
-        coll_gather(c, s, d, counts, 5, 5, 1);
-        coll_all_to_all(c, s, d, counts, 5, 5);
+        coll_gather(c, s, ZERO_GROUP_WORLD, d, counts, 5, 5, 0);
+        coll_gather(c, s, ZERO_GROUP_WORLD, d, counts, 5, 5, 1);
+        coll_all_to_all(c, s, ZERO_GROUP_WORLD, d, counts, 5, 5);
     }
-    coll_gather(c, s, ZERO_F32, tiny, 3, 2100, 1);   // more than one NCCL group
-    coll_all_to_all(c, s, ZERO_F32, tiny, 3, 700);
+    coll_gather(c, s, ZERO_GROUP_WORLD, ZERO_F32, tiny, 3, 2100, 1);   // more than one NCCL group
+    coll_all_to_all(c, s, ZERO_GROUP_WORLD, ZERO_F32, tiny, 3, 700);
     coll_allreduce(c, 1);
     coll_allreduce(c, 130);   // more than one chunk
     gpu_b->stream_destroy(gpu_b, s);
     coll_allreduce(c, 3);     // after the collectives' stream is gone
+    run_groups(c);
 }
 
 // ---------------------------------------------------------------- bootstrap (no GPU)
@@ -573,6 +585,7 @@ int main(int argc, char **argv) {
     gpu_b = zero_backend_cuda(comm, gpu_main);
     if (!gpu_b) return 1;
     mirrors_init();
+    coll_layout = (GcLayout){comm->world, comm->local_size, comm->hpz_size};
     if (comm->rank == 0) {
         int dev = 0, rt = 0, nv = 0;
         struct cudaDeviceProp prop;
@@ -586,20 +599,21 @@ int main(int argc, char **argv) {
     if (comm->world > 1) {   // connect NCCL before any watchdog runs with a short timeout
         static const size_t one[] = {4};
         ZeroStream *s = gpu_b->stream_create(gpu_b);
-        coll_gather(comm, s, ZERO_F32, one, 1, 1, 0);
-        coll_all_to_all(comm, s, ZERO_F32, one, 1, 1);
+        coll_gather(comm, s, ZERO_GROUP_WORLD, ZERO_F32, one, 1, 1, 0);
+        coll_all_to_all(comm, s, ZERO_GROUP_WORLD, ZERO_F32, one, 1, 1);
         gpu_b->stream_destroy(gpu_b, s);
     }
     int rc = 0, all = !strcmp(mode, "all");
     if (all || !strcmp(mode, "kernels")) run_gpu_kernels(comm);
     if (all || !strcmp(mode, "collectives")) run_collectives(comm);
+    if (!strcmp(mode, "groups")) run_groups(comm);
     if (all || !strcmp(mode, "train")) rc |= run_training(comm);
     if (!strcmp(mode, "errors")) rc |= run_errors(comm);
     if (!strcmp(mode, "timeout")) rc |= run_timeout(comm);
     if (!strcmp(mode, "misuse")) rc |= run_misuse(comm);
-    if (!all && strcmp(mode, "kernels") && strcmp(mode, "collectives") && strcmp(mode, "train") && strcmp(mode, "errors") &&
-        strcmp(mode, "timeout") && strcmp(mode, "misuse")) {
-        fprintf(stderr, "usage: %s [all|kernels|collectives|train|errors|timeout|misuse|bootstrap]\n", argv[0]);
+    if (!all && strcmp(mode, "kernels") && strcmp(mode, "collectives") && strcmp(mode, "groups") && strcmp(mode, "train") &&
+        strcmp(mode, "errors") && strcmp(mode, "timeout") && strcmp(mode, "misuse")) {
+        fprintf(stderr, "usage: %s [all|kernels|collectives|groups|train|errors|timeout|misuse|bootstrap]\n", argv[0]);
         rc = 2;
     }
     double f[2] = {(double)fails, (double)passes};   // every rank learns whether any failed
