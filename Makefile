@@ -76,7 +76,8 @@ $(BUILD)/libzero.a: $(ZERO_OBJ)
 
 # zero/'s CUDA backend and NCCL: no --use_fast_math (it would flush subnormals, and the
 # CUDA kernels must match the host backend bit for bit).
-ZERO_CUDA_OBJ := $(BUILD)/zero/backend_cuda.cu.o $(BUILD)/zero/comm_nccl.cu.o $(BUILD)/zero/quant_cuda.cu.o
+ZERO_CUDA_OBJ := $(BUILD)/zero/backend_cuda.cu.o $(BUILD)/zero/comm_nccl.cu.o $(BUILD)/zero/quant_cuda.cu.o \
+                 $(BUILD)/zero/wire_cuda.cu.o
 ZERO_NVCCFLAGS = -O3 -std=c++17 $(CUDA_ARCHS) -Illmc -I. -I$(CUDA_HOME)/include $(NV_INC) \
                  -Xcompiler -Wall,-Wextra -Wno-deprecated-gpu-targets
 MPI_LDFLAGS := $(if $(MPI_STUB_OBJ),,$(shell $(MPICC) --showme:link 2>/dev/null))
