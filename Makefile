@@ -51,7 +51,7 @@ TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 HAVE_NVCC := $(shell test -x "$(NVCC)" && echo 1)
 CPU_TARGETS := train_gpt2 tokenize zero_consolidate zero_to_model
 CUDA_TARGETS := train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn $(BUILD)/gpu_zero_toy \
-                $(BUILD)/gpu_zero_quant
+                $(BUILD)/gpu_zero_quant bench_wire_cuda
 
 .PHONY: all cpu cuda test test-cpu test-gpu clean
 all: cpu $(if $(HAVE_NVCC),cuda)
@@ -152,8 +152,12 @@ zero_to_model: dev/tools/zero_to_model.c $(BUILD)/libzero.a $(BUILD)/libllmc.a
 	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
 # Block quantization GB/s against a memory copy: make bench_quant; ./bench_quant [elements] [repeats] [threads...]
-bench_quant: dev/bench/bench_quant.c zero/quant.c zero/quant.h zero/quant_element.h llmc/adamw.h llmc/rand.h
-	$(CC) $(CFLAGS) dev/bench/bench_quant.c zero/quant.c -lm -o $@
+bench_quant: dev/bench/bench_quant.c zero/quant.c zero/quant.h zero/quant_element.h zero/wire.c zero/wire.h llmc/adamw.h llmc/rand.h
+	$(CC) $(CFLAGS) dev/bench/bench_quant.c zero/quant.c zero/wire.c -lm -o $@
+
+# ZeRO++ wire kernels on the GPU, GB/s against a device copy: make bench_wire_cuda; ./bench_wire_cuda [elements] [repeats] [block]
+bench_wire_cuda: dev/bench/bench_wire_cuda.cu $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
+	$(NVCC) $(ZERO_NVCCFLAGS) $< $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a -L$(CUDA_HOME)/lib64 -lgomp -lm -o $@
 
 # NVMe engine throughput against plain O_DIRECT I/O: make bench_nvme; ./bench_nvme [DIR] [-s GiB]
 bench_nvme: dev/bench/bench_nvme.c zero/nvme.c zero/nvme.h
