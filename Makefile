@@ -51,7 +51,7 @@ TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 HAVE_NVCC := $(shell test -x "$(NVCC)" && echo 1)
 CPU_TARGETS := train_gpt2 tokenize zero_consolidate zero_to_model
 CUDA_TARGETS := train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn $(BUILD)/gpu_zero_toy \
-                $(BUILD)/gpu_zero_quant
+                $(BUILD)/gpu_zero_quant bench_wire_cuda
 
 .PHONY: all cpu cuda test test-cpu test-gpu clean
 all: cpu $(if $(HAVE_NVCC),cuda)
@@ -76,7 +76,8 @@ $(BUILD)/libzero.a: $(ZERO_OBJ)
 
 # zero/'s CUDA backend and NCCL: no --use_fast_math (it would flush subnormals, and the
 # CUDA kernels must match the host backend bit for bit).
-ZERO_CUDA_OBJ := $(BUILD)/zero/backend_cuda.cu.o $(BUILD)/zero/comm_nccl.cu.o $(BUILD)/zero/quant_cuda.cu.o
+ZERO_CUDA_OBJ := $(BUILD)/zero/backend_cuda.cu.o $(BUILD)/zero/comm_nccl.cu.o $(BUILD)/zero/quant_cuda.cu.o \
+                 $(BUILD)/zero/wire_cuda.cu.o
 ZERO_NVCCFLAGS = -O3 -std=c++17 $(CUDA_ARCHS) -Illmc -I. -I$(CUDA_HOME)/include $(NV_INC) \
                  -Xcompiler -Wall,-Wextra -Wno-deprecated-gpu-targets
 MPI_LDFLAGS := $(if $(MPI_STUB_OBJ),,$(shell $(MPICC) --showme:link 2>/dev/null))
@@ -152,8 +153,12 @@ zero_to_model: dev/tools/zero_to_model.c $(BUILD)/libzero.a $(BUILD)/libllmc.a
 	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
 # Block quantization GB/s against a memory copy: make bench_quant; ./bench_quant [elements] [repeats] [threads...]
-bench_quant: dev/bench/bench_quant.c zero/quant.c zero/quant.h zero/quant_element.h llmc/adamw.h llmc/rand.h
-	$(CC) $(CFLAGS) dev/bench/bench_quant.c zero/quant.c -lm -o $@
+bench_quant: dev/bench/bench_quant.c zero/quant.c zero/quant.h zero/quant_element.h zero/wire.c zero/wire.h llmc/adamw.h llmc/rand.h
+	$(CC) $(CFLAGS) dev/bench/bench_quant.c zero/quant.c zero/wire.c -lm -o $@
+
+# ZeRO++ wire kernels on the GPU, GB/s against a device copy: make bench_wire_cuda; ./bench_wire_cuda [elements] [repeats] [block]
+bench_wire_cuda: dev/bench/bench_wire_cuda.cu $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
+	$(NVCC) $(ZERO_NVCCFLAGS) $< $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a -L$(CUDA_HOME)/lib64 -lgomp -lm -o $@
 
 # NVMe engine throughput against plain O_DIRECT I/O: make bench_nvme; ./bench_nvme [DIR] [-s GiB]
 bench_nvme: dev/bench/bench_nvme.c zero/nvme.c zero/nvme.h
@@ -170,7 +175,8 @@ $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libllmc.a
 $(BUILD)/tests/test_zero_nvme: zero/nvme.c zero/nvme.h
 
 # Unit tests that call zero/'s host backend link libzero.a, hence MPI.
-ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding $(BUILD)/tests/test_grad_norm $(BUILD)/tests/test_zero_quant
+ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding $(BUILD)/tests/test_grad_norm $(BUILD)/tests/test_zero_quant \
+                 $(BUILD)/tests/test_zero_wire
 $(ZERO_TEST_BIN): $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libzero.a $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@

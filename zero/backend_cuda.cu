@@ -10,6 +10,7 @@
 #include "backend_cuda.h"
 #include "backend_host.h"
 #include "comm_nccl.h"
+#include "wire_cuda.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -559,6 +560,45 @@ static void c_sum_squares(const ZeroBackend *b, const float *xv, size_t n, doubl
     s->npending++;
 }
 
+// ZeRO++ wire kernels: wire_cuda.cu's on a device stream, the host backend's (wire.c) on a
+// host stream. A refusal or launch error is printed by the kernel's launcher, then fatal.
+static void wire_done(const Ctx *x, int rc, const char *what, int records, size_t slice_n) {
+    if (rc == 0) return;
+    fprintf(stderr, "zero: rank %d: %s of %d records of %zu values failed (see above)\n", x->c->rank, what, records,
+            slice_n);
+    zero_comm_abort(x->c, 1);
+}
+
+static void c_wire_pack(const ZeroBackend *b, ZeroWire w, int block, const void *src, ZeroDType dt, size_t slice_n,
+                        int nslices, int group, void *rec, ZeroStream *s) {
+    Ctx *x = ctx_of(b);
+    if (s->host) return x->hostb->wire_pack(x->hostb, w, block, src, dt, slice_n, nslices, group, rec, s->host);
+    wire_done(x, zero_wire_pack_cuda(w, block, src, dt, slice_n, nslices, group, rec, s->s), "wire_pack", nslices, slice_n);
+}
+
+static void c_wire_unpack(const ZeroBackend *b, ZeroWire w, int block, const void *rec, size_t slice_n, int nslices,
+                          void *out, ZeroDType dt, ZeroStream *s) {
+    Ctx *x = ctx_of(b);
+    if (s->host) return x->hostb->wire_unpack(x->hostb, w, block, rec, slice_n, nslices, out, dt, s->host);
+    wire_done(x, zero_wire_unpack_cuda(w, block, rec, slice_n, nslices, out, dt, s->s), "wire_unpack", nslices, slice_n);
+}
+
+static void c_wire_reduce_pack(const ZeroBackend *b, ZeroWire w, int block, const void *in, ZeroDType dt,
+                               size_t slice_n, int ngroups, int nout, void *out, ZeroStream *s) {
+    Ctx *x = ctx_of(b);
+    if (s->host) return x->hostb->wire_reduce_pack(x->hostb, w, block, in, dt, slice_n, ngroups, nout, out, s->host);
+    wire_done(x, zero_wire_reduce_pack_cuda(w, block, in, dt, slice_n, ngroups, nout, out, s->s), "wire_reduce_pack",
+              ngroups * nout, slice_n);
+}
+
+static void c_wire_reduce(const ZeroBackend *b, ZeroWire w, int block, const void *rec, ZeroDType dt, size_t slice_n,
+                          int nrec, size_t n, float *acc, int accumulate, ZeroStream *s) {
+    Ctx *x = ctx_of(b);
+    if (s->host) return x->hostb->wire_reduce(x->hostb, w, block, rec, dt, slice_n, nrec, n, acc, accumulate, s->host);
+    wire_done(x, zero_wire_reduce_cuda(w, block, rec, dt, slice_n, nrec, n, acc, accumulate, s->s), "wire_reduce", nrec,
+              slice_n);
+}
+
 // ---------------------------------------------------------------- life cycle
 
 int zero_cuda_select_device(ZeroComm *comm) { return zero_nccl_select_device(comm); }
@@ -627,6 +667,10 @@ const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
     t->adamw = c_adamw;
     t->refresh = c_refresh;
     t->sum_squares = c_sum_squares;
+    t->wire_pack = c_wire_pack;
+    t->wire_unpack = c_wire_unpack;
+    t->wire_reduce_pack = c_wire_reduce_pack;
+    t->wire_reduce = c_wire_reduce;
     t->host_call = c_host_call;
     return t;
 }

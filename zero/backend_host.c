@@ -43,7 +43,7 @@ struct ZeroEvent {
 };
 
 typedef enum { OP_MEMSET, OP_COPY, OP_ALL_GATHER, OP_ALL_TO_ALL, OP_REDUCE, OP_SUM, OP_ADAMW, OP_REFRESH, OP_SUMSQ,
-               OP_CALL, OP_RECORD, OP_WAIT } OpKind;
+               OP_WIRE_PACK, OP_WIRE_UNPACK, OP_WIRE_REDUCE_PACK, OP_WIRE_REDUCE, OP_CALL, OP_RECORD, OP_WAIT } OpKind;
 
 typedef struct Op {
     struct Op *next;
@@ -64,6 +64,9 @@ typedef struct Op {
     AdamWParams ap;
     uint64_t seed, gidx0;
     double *out;
+    ZeroWire wire;           // wire kernels: nslices counts slices, runs (ngroups) or records (nrec)
+    int block, pack_group, nout, accumulate;
+    size_t slice_n;
     Marker *marker;          // OP_RECORD: fires it; OP_WAIT: waits for it
     void (*fn)(void *);      // OP_CALL
     void *arg;
@@ -215,6 +218,17 @@ static void run_op(Host *h, ZeroStream *s, Op *op) {
     case OP_ADAMW: k_adamw(op->param, op->grad, op->m, op->v, op->n, &op->ap, op->decay); break;
     case OP_REFRESH: k_refresh(op->dst, op->dt, op->master, op->n, op->seed, op->t, op->gidx0); break;
     case OP_SUMSQ: *op->out = k_sum_squares(0.0, op->grad, op->n); break;
+    case OP_WIRE_PACK:
+        zero_wire_pack_cpu(op->wire, op->block, op->src, op->dt, op->slice_n, op->nslices, op->pack_group, op->dst);
+        break;
+    case OP_WIRE_UNPACK: zero_wire_unpack_cpu(op->wire, op->block, op->src, op->slice_n, op->nslices, op->dst, op->dt); break;
+    case OP_WIRE_REDUCE_PACK:
+        zero_wire_reduce_pack_cpu(op->wire, op->block, op->src, op->dt, op->slice_n, op->nslices, op->nout, op->dst);
+        break;
+    case OP_WIRE_REDUCE:
+        zero_wire_reduce_cpu(op->wire, op->block, op->src, op->dt, op->slice_n, op->nslices, op->n, op->acc,
+                             op->accumulate);
+        break;
     case OP_RECORD:
         pthread_mutex_lock(&h->mu);
         op->marker->fired = 1;
@@ -483,6 +497,48 @@ static void h_sum_slices(const ZeroBackend *b, float *out, const void *src, size
     slices(b, OP_SUM, out, src, stride, nslices, n, dt, s);
 }
 
+// The wire kernels (wire.c): one op kind each, arguments as in backend.h.
+static Op *wire_op(const ZeroBackend *b, OpKind kind, ZeroWire w, int block, const void *src, ZeroDType dt,
+                   size_t slice_n, int count, void *dst) {
+    Op *op = op_new(host_of(b), kind);
+    op->wire = w;
+    op->block = block;
+    op->src = src;
+    op->dt = dt;
+    op->slice_n = slice_n;
+    op->nslices = count;
+    op->dst = dst;
+    return op;
+}
+
+static void h_wire_pack(const ZeroBackend *b, ZeroWire w, int block, const void *src, ZeroDType dt, size_t slice_n,
+                        int nslices, int group, void *rec, ZeroStream *s) {
+    Op *op = wire_op(b, OP_WIRE_PACK, w, block, src, dt, slice_n, nslices, rec);
+    op->pack_group = group;
+    submit(host_of(b), s, op);
+}
+
+static void h_wire_unpack(const ZeroBackend *b, ZeroWire w, int block, const void *rec, size_t slice_n, int nslices,
+                          void *out, ZeroDType dt, ZeroStream *s) {
+    submit(host_of(b), s, wire_op(b, OP_WIRE_UNPACK, w, block, rec, dt, slice_n, nslices, out));
+}
+
+static void h_wire_reduce_pack(const ZeroBackend *b, ZeroWire w, int block, const void *in, ZeroDType dt,
+                               size_t slice_n, int ngroups, int nout, void *out, ZeroStream *s) {
+    Op *op = wire_op(b, OP_WIRE_REDUCE_PACK, w, block, in, dt, slice_n, ngroups, out);
+    op->nout = nout;
+    submit(host_of(b), s, op);
+}
+
+static void h_wire_reduce(const ZeroBackend *b, ZeroWire w, int block, const void *rec, ZeroDType dt, size_t slice_n,
+                          int nrec, size_t n, float *acc, int accumulate, ZeroStream *s) {
+    Op *op = wire_op(b, OP_WIRE_REDUCE, w, block, rec, dt, slice_n, nrec, NULL);
+    op->n = n;
+    op->acc = acc;
+    op->accumulate = accumulate;
+    submit(host_of(b), s, op);
+}
+
 static void h_host_call(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *), void *arg) {
     Op *op = op_new(host_of(b), OP_CALL);
     op->fn = fn;
@@ -551,6 +607,10 @@ static const ZeroBackend host_template = {
     .adamw = h_adamw,
     .refresh = h_refresh,
     .sum_squares = h_sum_squares,
+    .wire_pack = h_wire_pack,
+    .wire_unpack = h_wire_unpack,
+    .wire_reduce_pack = h_wire_reduce_pack,
+    .wire_reduce = h_wire_reduce,
     .host_call = h_host_call,
 };
 

@@ -122,6 +122,23 @@ static void d_sum_slices(const ZeroBackend *b, float *out, const void *src, size
                          ZeroDType dt, ZeroStream *s) {
     (void)b; (void)out; (void)src; (void)stride; (void)nslices; (void)n; (void)dt; (void)s;
 }
+static void d_wire_pack(const ZeroBackend *b, ZeroWire w, int block, const void *src, ZeroDType dt, size_t slice_n,
+                        int nslices, int group, void *rec, ZeroStream *s) {
+    (void)b; (void)w; (void)block; (void)src; (void)dt; (void)slice_n; (void)nslices; (void)group; (void)rec; (void)s;
+}
+static void d_wire_unpack(const ZeroBackend *b, ZeroWire w, int block, const void *rec, size_t slice_n, int nslices,
+                          void *out, ZeroDType dt, ZeroStream *s) {
+    (void)b; (void)w; (void)block; (void)rec; (void)slice_n; (void)nslices; (void)out; (void)dt; (void)s;
+}
+static void d_wire_reduce_pack(const ZeroBackend *b, ZeroWire w, int block, const void *in, ZeroDType dt,
+                               size_t slice_n, int ngroups, int nout, void *out, ZeroStream *s) {
+    (void)b; (void)w; (void)block; (void)in; (void)dt; (void)slice_n; (void)ngroups; (void)nout; (void)out; (void)s;
+}
+static void d_wire_reduce(const ZeroBackend *b, ZeroWire w, int block, const void *rec, ZeroDType dt, size_t slice_n,
+                          int nrec, size_t n, float *acc, int accumulate, ZeroStream *s) {
+    (void)b; (void)w; (void)block; (void)rec; (void)dt; (void)slice_n; (void)nrec; (void)n; (void)acc; (void)accumulate;
+    (void)s;
+}
 static void d_host_call(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *), void *arg) {
     (void)b; (void)s; (void)fn; (void)arg;   // the plugin queues no CPU work on a counting backend
 }
@@ -156,6 +173,10 @@ static const ZeroBackend dry_template = {
     .adamw = d_adamw,
     .refresh = d_refresh,
     .sum_squares = d_sum_squares,
+    .wire_pack = d_wire_pack,
+    .wire_unpack = d_wire_unpack,
+    .wire_reduce_pack = d_wire_reduce_pack,
+    .wire_reduce = d_wire_reduce,
     .host_call = d_host_call,
 };
 

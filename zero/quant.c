@@ -27,15 +27,18 @@ static float load(const void *x, QuantDtype in, size_t i) {
     return in == QUANT_BF16 ? quant_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
 }
 
-// max |x| over [lo, hi) as bits (>= QUANT_NONFINITE_BITS when a value is inf or NaN).
-static uint32_t block_amax_bits(const void *x, QuantDtype in, size_t lo, size_t hi) {
+// Byte offset of value i in a payload (i even for int4: blocks and chunks start on bytes).
+static size_t payload_offset(QuantFormat f, size_t i) { return f == QUANT_INT4 ? i / 2 : i; }
+
+// max |x| over x[0, len) as bits (>= QUANT_NONFINITE_BITS when a value is inf or NaN).
+static uint32_t block_amax_bits(const void *x, QuantDtype in, size_t len) {
     uint32_t m = 0;
     if (in == QUANT_BF16) {
         const uint16_t *h = (const uint16_t *)x;
-        for (size_t i = lo; i < hi; i++) { uint32_t a = (uint32_t)(h[i] & 0x7fffu) << 16; m = a > m ? a : m; }
+        for (size_t i = 0; i < len; i++) { uint32_t a = (uint32_t)(h[i] & 0x7fffu) << 16; m = a > m ? a : m; }
     } else {
         const uint32_t *u = (const uint32_t *)x;
-        for (size_t i = lo; i < hi; i++) { uint32_t a = QUANT_ABS_BITS(u[i]); m = a > m ? a : m; }
+        for (size_t i = 0; i < len; i++) { uint32_t a = QUANT_ABS_BITS(u[i]); m = a > m ? a : m; }
     }
     return m;
 }
@@ -57,48 +60,44 @@ static void round_chunk(const float *x, size_t len, float s, int qmax, int8_t *q
     for (size_t k = 0; k < len; k++) q[k] = (int8_t)quant_round(x[k], s, qmax);
 }
 
-// Quantizes values [lo, hi) (lo even) with scale s > 0; int4 pads an odd hi with a 0 nibble.
-static void quantize_block(QuantFormat f, QuantDtype in, const void *x, size_t lo, size_t hi, float s, void *q) {
+// Quantizes x[0, len) with scale s > 0; int4 pads an odd len with a 0 nibble.
+static void quantize_values(QuantFormat f, QuantDtype in, const void *x, size_t len, float s, void *q) {
     float wide[CHUNK];
     int8_t q8[CHUNK + 1];
-    for (size_t c = lo; c < hi; c += CHUNK) {
-        const size_t len = hi - c < CHUNK ? hi - c : CHUNK;
-        const float *xs = as_f32(x, in, c, len, wide);
-        if (f == QUANT_INT8) { round_chunk(xs, len, s, QUANT_INT8_MAX, (int8_t *)q + c); continue; }
-        round_chunk(xs, len, s, QUANT_INT4_MAX, q8);
-        q8[len] = 0;
+    for (size_t c = 0; c < len; c += CHUNK) {
+        const size_t cl = len - c < CHUNK ? len - c : CHUNK;
+        const float *xs = as_f32(x, in, c, cl, wide);
+        if (f == QUANT_INT8) { round_chunk(xs, cl, s, QUANT_INT8_MAX, (int8_t *)q + c); continue; }
+        round_chunk(xs, cl, s, QUANT_INT4_MAX, q8);
+        q8[cl] = 0;
         uint8_t *q4 = (uint8_t *)q + c / 2;
-        for (size_t j = 0; j < (len + 1) / 2; j++) q4[j] = quant_pack_int4(q8[2 * j], q8[2 * j + 1]);
+        for (size_t j = 0; j < (cl + 1) / 2; j++) q4[j] = quant_pack_int4(q8[2 * j], q8[2 * j + 1]);
     }
 }
 
-static void zero_block(QuantFormat f, size_t lo, size_t hi, void *q) {
-    if (f == QUANT_INT8) memset((int8_t *)q + lo, 0, hi - lo);
-    else memset((uint8_t *)q + lo / 2, 0, (hi - lo + 1) / 2);
+float quant_block_quantize(QuantFormat f, QuantDtype in, const void *x, size_t len, void *q) {
+    const uint32_t amax = block_amax_bits(x, in, len);
+    const float s = amax >= QUANT_NONFINITE_BITS ? quant_float_of(0x7fc00000u)   // NaN: refused
+                                                 : quant_scale(amax, quant_qmax(f));
+    if (s > 0.0f) quantize_values(f, in, x, len, s, q);
+    else memset(q, 0, quant_bytes(f, len));   // all zero (s = 0) or refused (NaN)
+    return s;
 }
 
 int quant_quantize(QuantFormat f, QuantDtype in, const void *x, size_t n, int block,
                    void *q, float *scales, QuantBad *bad) {
     if (quant_check_block(block, "quant_quantize")) return QUANT_BAD_BLOCK;
-    const size_t nb = quant_nblocks(n, block), B = (size_t)block;
-    const int qmax = quant_qmax(f);
+    const size_t nb = quant_nblocks(n, block), B = (size_t)block, esz = in == QUANT_BF16 ? 2 : 4;
     size_t first_bad = (size_t)-1;
 #pragma omp parallel for schedule(static) reduction(min : first_bad) if (nb > 1)
     for (size_t b = 0; b < nb; b++) {
         const size_t lo = b * B, hi = lo + B < n ? lo + B : n;
-        const uint32_t amax = block_amax_bits(x, in, lo, hi);
-        if (amax >= QUANT_NONFINITE_BITS) {
-            size_t i = lo;
-            while (QUANT_ABS_BITS(quant_bits_of(load(x, in, i))) < QUANT_NONFINITE_BITS) i++;
-            if (i < first_bad) first_bad = i;
-            scales[b] = quant_float_of(0x7fc00000u);   // NaN: refused
-            zero_block(f, lo, hi, q);
-            continue;
-        }
-        const float s = quant_scale(amax, qmax);
+        const float s = quant_block_quantize(f, in, (const char *)x + lo * esz, hi - lo, (char *)q + payload_offset(f, lo));
         scales[b] = s;
-        if (s == 0.0f) zero_block(f, lo, hi, q);
-        else quantize_block(f, in, x, lo, hi, s, q);
+        if (s == s) continue;
+        size_t i = lo;
+        while (QUANT_ABS_BITS(quant_bits_of(load(x, in, i))) < QUANT_NONFINITE_BITS) i++;
+        if (i < first_bad) first_bad = i;
     }
     if (first_bad == (size_t)-1) return QUANT_OK;
     if (bad) {
@@ -115,40 +114,46 @@ static void dequant_chunk(const int8_t *q, size_t len, float s, float *dst, int 
     else for (size_t k = 0; k < len; k++) dst[k] = dequant_element(q[k], s);
 }
 
-// dst[i - lo] = q_i * s for [lo, hi) (lo even), or dst[i - lo] += q_i * s when add.
-static void dequant_block(QuantFormat f, const void *q, float s, size_t lo, size_t hi, float *dst, int add) {
-    if (f == QUANT_INT8) { dequant_chunk((const int8_t *)q + lo, hi - lo, s, dst, add); return; }
+// dst[k] = q_k * s for k < len (q: the payload of value 0), or dst[k] += q_k * s when add.
+static void dequant_values(QuantFormat f, const void *q, float s, size_t len, float *dst, int add) {
+    if (f == QUANT_INT8) { dequant_chunk((const int8_t *)q, len, s, dst, add); return; }
     int8_t q8[CHUNK];
-    for (size_t c = lo; c < hi; c += CHUNK) {
-        const size_t len = hi - c < CHUNK ? hi - c : CHUNK;
+    for (size_t c = 0; c < len; c += CHUNK) {
+        const size_t cl = len - c < CHUNK ? len - c : CHUNK;
         const uint8_t *q4 = (const uint8_t *)q + c / 2;
-        for (size_t j = 0; j < len / 2; j++) {
+        for (size_t j = 0; j < cl / 2; j++) {
             q8[2 * j] = (int8_t)quant_unpack_int4(q4[j], 0);
             q8[2 * j + 1] = (int8_t)quant_unpack_int4(q4[j], 1);
         }
-        if (len % 2) q8[len - 1] = (int8_t)quant_unpack_int4(q4[len / 2], 0);
-        dequant_chunk(q8, len, s, dst + (c - lo), add);
+        if (cl % 2) q8[cl - 1] = (int8_t)quant_unpack_int4(q4[cl / 2], 0);
+        dequant_chunk(q8, cl, s, dst + c, add);
     }
+}
+
+void quant_block_dequantize(QuantFormat f, const void *q, float s, size_t len, QuantDtype out_type, void *out) {
+    if (out_type == QUANT_F32) { dequant_values(f, q, s, len, (float *)out, 0); return; }
+    float tmp[CHUNK];   // bf16: through a small fp32 buffer, rounded once
+    uint16_t *o = (uint16_t *)out;
+    for (size_t c = 0; c < len; c += CHUNK) {
+        const size_t cl = len - c < CHUNK ? len - c : CHUNK;
+        dequant_values(f, (const char *)q + payload_offset(f, c), s, cl, tmp, 0);
+        for (size_t k = 0; k < cl; k++) o[c + k] = quant_f32_to_bf16(tmp[k]);
+    }
+}
+
+void quant_block_dequant_add(QuantFormat f, const void *q, float s, size_t len, float *acc) {
+    dequant_values(f, q, s, len, acc, 1);
 }
 
 int quant_dequantize(QuantFormat f, const void *q, const float *scales, size_t n, int block,
                      QuantDtype out_type, void *out) {
     if (quant_check_block(block, "quant_dequantize")) return QUANT_BAD_BLOCK;
-    const size_t nb = quant_nblocks(n, block), B = (size_t)block;
+    const size_t nb = quant_nblocks(n, block), B = (size_t)block, esz = out_type == QUANT_BF16 ? 2 : 4;
 #pragma omp parallel for schedule(static) if (nb > 1)
     for (size_t b = 0; b < nb; b++) {
         const size_t lo = b * B, hi = lo + B < n ? lo + B : n;
-        if (out_type == QUANT_F32) {
-            dequant_block(f, q, scales[b], lo, hi, (float *)out + lo, 0);
-        } else {
-            float tmp[CHUNK];   // bf16: through a small fp32 buffer, rounded once
-            uint16_t *o = (uint16_t *)out;
-            for (size_t c = lo; c < hi; c += CHUNK) {
-                const size_t ce = c + CHUNK < hi ? c + CHUNK : hi;
-                dequant_block(f, q, scales[b], c, ce, tmp, 0);
-                for (size_t i = c; i < ce; i++) o[i] = quant_f32_to_bf16(tmp[i - c]);
-            }
-        }
+        quant_block_dequantize(f, (const char *)q + payload_offset(f, lo), scales[b], hi - lo, out_type,
+                               (char *)out + lo * esz);
     }
     return QUANT_OK;
 }
@@ -166,8 +171,8 @@ int quant_dequant_reduce(QuantFormat f, const void *q, size_t q_stride, const fl
         const size_t lo = b * B, hi = lo + B < n ? lo + B : n;
         // rank 0 writes the block, ranks 1..N-1 add to it: each element sums in rank order
         for (int r = 0; r < nranks; r++)
-            dequant_block(f, (const char *)q + (size_t)r * q_stride, scales[(size_t)r * scale_stride + b],
-                          lo, hi, out + lo, r > 0);
+            dequant_values(f, (const char *)q + (size_t)r * q_stride + payload_offset(f, lo),
+                           scales[(size_t)r * scale_stride + b], hi - lo, out + lo, r > 0);
     }
     return QUANT_OK;
 }

@@ -73,6 +73,15 @@ int quant_dequantize(QuantFormat f, const void *q, const float *scales, size_t n
 int quant_dequant_reduce(QuantFormat f, const void *q, size_t q_stride, const float *scales,
                          size_t scale_stride, int nranks, size_t n, int block, float *out);
 
+// One block on its own, on the calling thread: the loop bodies of the three calls above,
+// and what wire.c's fused kernels are made of. x / out: the block's len values; q: its
+// payload (quant_bytes(f, len) bytes). quant_block_quantize returns the block's scale
+// (0: all zero; NaN: a non-finite value, payload 0), refusing nothing.
+float quant_block_quantize(QuantFormat f, QuantDtype in, const void *x, size_t len, void *q);
+void quant_block_dequantize(QuantFormat f, const void *q, float s, size_t len, QuantDtype out_type, void *out);
+// acc[k] += q_k * s in fp32 (the dequantize-reduce's step for one more rank).
+void quant_block_dequant_add(QuantFormat f, const void *q, float s, size_t len, float *acc);
+
 // "zero: rank R: cannot quantize WHAT to FORMAT: element I (block B) is VALUE ..."
 void quant_report_bad(FILE *fp, const char *what, int rank, QuantFormat f, const QuantBad *bad);
 

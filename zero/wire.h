@@ -48,7 +48,14 @@ size_t zero_wire_payload_bytes(ZeroWire w, ZeroDType dt, size_t n);
 size_t zero_wire_scales_offset(ZeroWire w, ZeroDType dt, size_t n);
 size_t zero_wire_record_bytes(ZeroWire w, ZeroDType dt, size_t n, int block);
 
+// 0 when the kernels take these (a known format, fp32 or bf16 values, a block size quant.h
+// takes for INT formats, records 4-byte aligned: their scales are floats), else prints why,
+// naming fn, and returns -1. Every host and CUDA kernel checks its arguments with it.
+int zero_wire_check(const char *fn, ZeroWire w, int block, ZeroDType dt, const void *rec);
+
 // The host kernels (backend.h's wire_* without the stream). dt is ZERO_F32 or ZERO_BF16.
+// Arguments no caller may pass (zero_wire_check's, a group that does not divide nslices,
+// n > slice_n) stop the process with a message: a queued kernel has no one to return to.
 void zero_wire_pack_cpu(ZeroWire w, int block, const void *src, ZeroDType dt, size_t slice_n, int nslices, int group,
                         void *rec);
 void zero_wire_unpack_cpu(ZeroWire w, int block, const void *rec, size_t slice_n, int nslices, void *out,

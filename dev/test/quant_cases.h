@@ -55,6 +55,18 @@ static inline float quant_case_value(int c, uint64_t seed, size_t i, int block) 
     }
 }
 
+// Tensor lengths around a block size: one value, a partial block, exact blocks, partial
+// last blocks. Returns how many (at most 5) it wrote to out.
+static inline size_t quant_case_lengths(int block, size_t *out) {
+    size_t B = (size_t)block, k = 0;
+    out[k++] = 1;
+    out[k++] = B > 2 ? B - 1 : 3;
+    out[k++] = B;
+    out[k++] = 3 * B + 1;
+    out[k++] = 9 * B - 1;
+    return k;
+}
+
 static inline void quant_case_fill(int c, uint64_t seed, float *x, size_t n, int block) {
     for (size_t i = 0; i < n; i++) x[i] = quant_case_value(c, seed, i, block);
 }

@@ -15,7 +15,8 @@ if compiler_warnings > /dev/null; then
     compiler_warnings | head -n 20
     fail "CUDA build has warnings"
 fi
-for bin in train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu build/gpu_attention_cudnn build/gpu_zero_toy build/gpu_zero_quant; do
+for bin in train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu build/gpu_attention_cudnn build/gpu_zero_toy build/gpu_zero_quant \
+           bench_wire_cuda; do
     [ -x "$bin" ] || fail "$bin was not built"
     if ldd "$bin" | grep -q "not found"; then ldd "$bin" | grep "not found"; fail "$bin has unresolved libraries"; fi
 done

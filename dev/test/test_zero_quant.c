@@ -27,17 +27,6 @@
 static const int blocks[] = {2, 8, 64, 2048};
 #define NBLOCKS (sizeof blocks / sizeof blocks[0])
 
-// Lengths around the block size: one value, a partial block, exact blocks, a partial tail.
-static size_t lengths(int block, size_t *out) {
-    size_t B = (size_t)block, k = 0;
-    out[k++] = 1;
-    out[k++] = B > 2 ? B - 1 : 3;
-    out[k++] = B;
-    out[k++] = 3 * B + 1;
-    out[k++] = 9 * B - 1;
-    return k;
-}
-
 // Reference unpacking of value i: the nibble, then 4-bit two's complement by hand.
 static int ref_q(QuantFormat f, const void *q, size_t i) {
     if (f == QUANT_INT8) return ((const int8_t *)q)[i];
@@ -103,7 +92,7 @@ static void check_roundtrip(QuantFormat f, QuantDtype in, const float *xf, const
 static void run_cases(QuantFormat f, QuantDtype in) {
     size_t lens[8];
     for (size_t bi = 0; bi < NBLOCKS; bi++) {
-        for (size_t li = 0, nl = lengths(blocks[bi], lens); li < nl; li++) {
+        for (size_t li = 0, nl = quant_case_lengths(blocks[bi], lens); li < nl; li++) {
             size_t n = lens[li];
             for (int c = 0; c < QCASE_COUNT; c++) {
                 float *xf = malloc(n * sizeof(float));

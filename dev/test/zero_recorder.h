@@ -211,6 +211,31 @@ static void rec_sum_squares(const ZeroBackend *b, const float *x, size_t n, doub
     r->inner->sum_squares(r->inner, x, n, out, s);
 }
 
+static void rec_wire_pack(const ZeroBackend *b, ZeroWire w, int block, const void *src, ZeroDType dt, size_t slice_n,
+                          int nslices, int group, void *rec, ZeroStream *s) {
+    Recorder *r = rec_of(b);
+    rec_push(r, s, REC_OP_KERNEL, 0, 0);
+    r->inner->wire_pack(r->inner, w, block, src, dt, slice_n, nslices, group, rec, s);
+}
+static void rec_wire_unpack(const ZeroBackend *b, ZeroWire w, int block, const void *rec, size_t slice_n, int nslices,
+                            void *out, ZeroDType dt, ZeroStream *s) {
+    Recorder *r = rec_of(b);
+    rec_push(r, s, REC_OP_KERNEL, 0, 0);
+    r->inner->wire_unpack(r->inner, w, block, rec, slice_n, nslices, out, dt, s);
+}
+static void rec_wire_reduce_pack(const ZeroBackend *b, ZeroWire w, int block, const void *in, ZeroDType dt,
+                                 size_t slice_n, int ngroups, int nout, void *out, ZeroStream *s) {
+    Recorder *r = rec_of(b);
+    rec_push(r, s, REC_OP_KERNEL, 0, 0);
+    r->inner->wire_reduce_pack(r->inner, w, block, in, dt, slice_n, ngroups, nout, out, s);
+}
+static void rec_wire_reduce(const ZeroBackend *b, ZeroWire w, int block, const void *rec, ZeroDType dt, size_t slice_n,
+                            int nrec, size_t n, float *acc, int accumulate, ZeroStream *s) {
+    Recorder *r = rec_of(b);
+    rec_push(r, s, REC_OP_KERNEL, 0, 0);
+    r->inner->wire_reduce(r->inner, w, block, rec, dt, slice_n, nrec, n, acc, accumulate, s);
+}
+
 static inline const ZeroBackend *rec_init(Recorder *r, const ZeroBackend *inner) {
     memset(r, 0, sizeof *r);
     r->inner = inner;
@@ -239,6 +264,10 @@ static inline const ZeroBackend *rec_init(Recorder *r, const ZeroBackend *inner)
     r->table.adamw = rec_adamw;
     r->table.refresh = rec_refresh;
     r->table.sum_squares = rec_sum_squares;
+    r->table.wire_pack = rec_wire_pack;
+    r->table.wire_unpack = rec_wire_unpack;
+    r->table.wire_reduce_pack = rec_wire_reduce_pack;
+    r->table.wire_reduce = rec_wire_reduce;
     rec_stream(r, inner->main_stream(inner));   // stream 0: the model's
     return &r->table;
 }
