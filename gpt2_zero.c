@@ -9,6 +9,7 @@
 #include "llmc/logger.h"
 #include "llmc/train_common.h"
 #include "llmc/utils.h"
+#include "zero/quant.h"
 
 ZeroComm *gpt2_zero_world(int *argc, char ***argv, const TrainConfig *cfg) {
     ZeroComm *comm = zero_comm_init(argc, argv);
@@ -20,6 +21,8 @@ ZeroComm *gpt2_zero_world(int *argc, char ***argv, const TrainConfig *cfg) {
 
 _Static_assert(TRAIN_OFFLOAD_NONE == (int)ZERO_TIER_DEVICE && TRAIN_OFFLOAD_CPU == (int)ZERO_TIER_HOST &&
                    TRAIN_OFFLOAD_NVME == (int)ZERO_TIER_NVME, "--offload-* values are ZeroTier's");
+
+_Static_assert(TRAIN_QUANT_BLOCK_DEFAULT == QUANT_BLOCK_DEFAULT, "--qwz-block/--qgz-block's documented default");
 
 ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dtype) {
     ZeroConfig zc;
@@ -38,6 +41,12 @@ ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroD
     zc.optimizer_tier = (ZeroTier)cfg->offload_optimizer;   // TRAIN_OFFLOAD_* are ZeroTier's order
     zc.param_tier = (ZeroTier)cfg->offload_param;
     zc.nvme_path = cfg->nvme_path;
+    zc.qwz = cfg->qwz;
+    zc.hpz = cfg->hpz;
+    zc.qgz = cfg->qgz;
+    zc.hier_reduce = cfg->hier_reduce;
+    zc.qwz_block = cfg->qwz_block;
+    zc.qgz_block = cfg->qgz_block;
     return zc;
 }
 

@@ -110,10 +110,13 @@ static const DsKey KEYS[] = {
     {.key = "activation_checkpointing.cpu_checkpointing", .kind = DS_BOOL, .flag = TRAIN_FLAG_ACT_OFFLOAD,
      .flag_name = "--act-offload", INT_FIELD(act_offload)},
     {.key = "activation_checkpointing.partition_activations", .kind = DS_LATER, .off = {"false"}},
-    // ZeRO++: a later issue
-    {.key = "zero_optimization.zero_quantized_weights", .kind = DS_LATER, .off = {"false"}},
-    {.key = "zero_optimization.zero_quantized_gradients", .kind = DS_LATER, .off = {"false"}},
-    {.key = "zero_optimization.zero_hpz_partition_size", .kind = DS_LATER, .off = {"1", "0"}},
+    // ZeRO++
+    {.key = "zero_optimization.zero_quantized_weights", .kind = DS_BOOL, .flag = TRAIN_FLAG_QWZ, .flag_name = "--qwz",
+     INT_FIELD(qwz)},
+    {.key = "zero_optimization.zero_hpz_partition_size", .kind = DS_INT, .lo = 0, .hi = 1 << 20, .flag = TRAIN_FLAG_HPZ,
+     .flag_name = "--hpz", INT_FIELD(hpz)},
+    {.key = "zero_optimization.zero_quantized_gradients", .kind = DS_BOOL, .flag = TRAIN_FLAG_QGZ, .flag_name = "--qgz",
+     INT_FIELD(qgz)},
 };
 #define NUM_KEYS (sizeof(KEYS) / sizeof(KEYS[0]))
 

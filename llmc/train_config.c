@@ -19,7 +19,8 @@ static int flavour_zero(const char *flavour) { return strcmp(flavour, "cuda") !=
 enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
        OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
        OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS, OPT_DEEPSPEED, OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAM,
-       OPT_NVME_PATH, OPT_ACT_CKPT, OPT_ACT_OFFLOAD, OPT_TILE_LINEAR };
+       OPT_NVME_PATH, OPT_ACT_CKPT, OPT_ACT_OFFLOAD, OPT_TILE_LINEAR, OPT_QWZ, OPT_HPZ, OPT_QGZ, OPT_HIER,
+       OPT_QWZ_BLOCK, OPT_QGZ_BLOCK };
 
 const char *const train_offload_names[3] = {"none", "cpu", "nvme"};
 
@@ -46,6 +47,12 @@ static const char *zero_flag(int opt) {
     case OPT_OFFLOAD_OPT: return "--offload-optimizer";
     case OPT_OFFLOAD_PARAM: return "--offload-param";
     case OPT_NVME_PATH: return "--nvme-path";
+    case OPT_QWZ: return "--qwz";
+    case OPT_HPZ: return "--hpz";
+    case OPT_QGZ: return "--qgz";
+    case OPT_HIER: return "--hier-reduce";
+    case OPT_QWZ_BLOCK: return "--qwz-block";
+    case OPT_QGZ_BLOCK: return "--qgz-block";
     default: return NULL;
     }
 }
@@ -194,6 +201,20 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                      memory (cpu) or in the swap file (nvme), brought up ahead of use along\n"
            "                      the prefetch order (default none)\n");
     printf("  --nvme-path DIR     folder for the NVMe swap files (one per rank, O_DIRECT, removed at exit)\n");
+    printf("ZeRO++ (each on its own; --node-size N makes N consecutive ranks a logical node):\n");
+    printf("  --qwz               stage 3: forward all-gathers move int8 blocks of the weights (one fp32\n"
+           "                      scale per block), unpacked into the working buffer; backward gathers\n"
+           "                      move the weights as they are (qwZ)\n");
+    printf("  --hpz N             stage 3: after a unit's forward gather each rank keeps 1/N of it, so that\n"
+           "                      its backward gather stays inside groups of N consecutive ranks (N = the\n"
+           "                      node size: no inter-node traffic); costs psi/N working values per rank\n"
+           "                      (hpZ; 0 or 1: off)\n");
+    printf("  --qgz               gradients reduced in two hops, inside the node then across nodes, as int4\n"
+           "                      blocks, summed in fp32 in a fixed order (qgZ)\n");
+    printf("  --hier-reduce       the same two hops without quantization: the bytes a rank sends to\n"
+           "                      other nodes shrink by the node size against the flat all-to-all\n");
+    printf("  --qwz-block N       values per int8 block (even; default %d)\n", TRAIN_QUANT_BLOCK_DEFAULT);
+    printf("  --qgz-block N       values per int4 block (even; default %d)\n", TRAIN_QUANT_BLOCK_DEFAULT);
     printf("  --deepspeed FILE    DeepSpeed's ds_config.json: these keys set what the flags set (a flag\n"
            "                      given too must agree; \"auto\" keeps the flag's value or the default):\n");
     ds_config_usage(stdout, "                        ");
@@ -211,6 +232,16 @@ static long parse_long(const char *flag, const char *s, long lo, long hi) {
         exit(1);
     }
     return v;
+}
+
+// A quantization block: int4 packs two values a byte, so blocks are even.
+static int parse_block(const char *flag, const char *s) {
+    long v = parse_long(flag, s, 2, 1 << 24);
+    if (v % 2) {
+        fprintf(stderr, "error: %s expects an even number of values per block, got %ld\n", flag, v);
+        exit(1);
+    }
+    return (int)v;
 }
 
 int train_config_parse_bytes(const char *s, uint64_t *bytes) {
@@ -278,7 +309,8 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         {OPT_ZBUCKET, TRAIN_FLAG_ZERO_BUCKET}, {OPT_ZPREFETCH, TRAIN_FLAG_ZERO_PREFETCH},
         {OPT_ZLIVE, TRAIN_FLAG_ZERO_MAX_LIVE}, {OPT_ZPERSIST, TRAIN_FLAG_ZERO_PERSIST},
         {OPT_OFFLOAD_OPT, TRAIN_FLAG_OFFLOAD_OPTIMIZER}, {OPT_OFFLOAD_PARAM, TRAIN_FLAG_OFFLOAD_PARAM},
-        {OPT_ACT_OFFLOAD, TRAIN_FLAG_ACT_OFFLOAD},
+        {OPT_ACT_OFFLOAD, TRAIN_FLAG_ACT_OFFLOAD}, {OPT_QWZ, TRAIN_FLAG_QWZ}, {OPT_HPZ, TRAIN_FLAG_HPZ},
+        {OPT_QGZ, TRAIN_FLAG_QGZ},
         {OPT_NVME_PATH, TRAIN_FLAG_NVME_PATH}, {OPT_DEEPSPEED, TRAIN_FLAG_DEEPSPEED}};
     static const struct option longs[] = {
         {"seed", required_argument, 0, OPT_SEED},
@@ -306,6 +338,12 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         {"act-checkpoint", required_argument, 0, OPT_ACT_CKPT},
         {"act-offload", required_argument, 0, OPT_ACT_OFFLOAD},
         {"tile-linear", required_argument, 0, OPT_TILE_LINEAR},
+        {"qwz", no_argument, 0, OPT_QWZ},
+        {"hpz", required_argument, 0, OPT_HPZ},
+        {"qgz", no_argument, 0, OPT_QGZ},
+        {"hier-reduce", no_argument, 0, OPT_HIER},
+        {"qwz-block", required_argument, 0, OPT_QWZ_BLOCK},
+        {"qgz-block", required_argument, 0, OPT_QGZ_BLOCK},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int opt;
@@ -371,6 +409,12 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         case OPT_THREADS: c->threads = (int)parse_long("--threads", optarg, 0, 4096); break;
         case OPT_ACT_CKPT: c->act_checkpoint = (int)parse_long("--act-checkpoint", optarg, 0, 1); break;
         case OPT_ACT_OFFLOAD: c->act_offload = (int)parse_long("--act-offload", optarg, 0, 1); break;
+        case OPT_QWZ: c->qwz = 1; break;
+        case OPT_HPZ: c->hpz = (int)parse_long("--hpz", optarg, 0, 1 << 20); break;
+        case OPT_QGZ: c->qgz = 1; break;
+        case OPT_HIER: c->hier_reduce = 1; break;
+        case OPT_QWZ_BLOCK: c->qwz_block = parse_block("--qwz-block", optarg); break;
+        case OPT_QGZ_BLOCK: c->qgz_block = parse_block("--qgz-block", optarg); break;
         case OPT_TILE_LINEAR: c->tile_linear = (int)parse_long("--tile-linear", optarg, 1, GPT2_MAX_TILES); break;
         case 'h': train_config_usage(argv[0], flavour); exit(0);
         case ':':
@@ -457,6 +501,12 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     if (c->offload_optimizer) printf("| %-20s | %-40s |\n", "offload optimizer", train_offload_names[c->offload_optimizer]);
     if (c->offload_param) printf("| %-20s | %-40s |\n", "offload parameters", train_offload_names[c->offload_param]);
     if (c->nvme_path) printf("| %-20s | %-40s |\n", "NVMe path", c->nvme_path);
+    if (c->qwz || c->hpz > 1 || c->qgz || c->hier_reduce) {
+        char pp[64];
+        snprintf(pp, sizeof pp, "%s%s hpZ %d, %s", c->qwz ? "qwZ" : "", c->qwz ? "," : "", c->hpz > 1 ? c->hpz : 1,
+                 c->qgz ? "qgZ" : c->hier_reduce ? "2-hop gradients" : "flat gradients");
+        printf("| %-20s | %-40s |\n", "ZeRO++", pp);
+    }
     if (c->deepspeed) printf("| %-20s | %-40s |\n", "DeepSpeed config", c->deepspeed);
     printf("+----------------------+------------------------------------------+\n");
 }

@@ -9,6 +9,10 @@
 extern "C" {
 #endif
 
+// The plugin's quantization block when none is given (zero/quant.h's QUANT_BLOCK_DEFAULT;
+// gpt2_zero.c checks that they agree, since llmc/ does not include zero/).
+#define TRAIN_QUANT_BLOCK_DEFAULT 2048
+
 typedef struct {
     const char *train_pattern;  // -i
     const char *val_pattern;    // -j
@@ -57,6 +61,12 @@ typedef struct {
     int offload_optimizer;      // --offload-optimizer none|cpu|nvme
     int offload_param;          // --offload-param none|cpu|nvme
     const char *nvme_path;      // --nvme-path DIR: the NVMe swap files' folder
+    // ZeRO++ (zero/wire.h): each switch on its own
+    int qwz;                    // --qwz: stage-3 forward gathers move int8 blocks
+    int hpz;                    // --hpz N: stage-3 secondary partition over N ranks (0 or 1: off)
+    int qgz;                    // --qgz: gradients in two hops, int4 blocks on the wire
+    int hier_reduce;            // --hier-reduce: the same two hops, unquantized
+    int qwz_block, qgz_block;   // --qwz-block, --qgz-block: values per block (0: the default)
     // DeepSpeed's config file (llmc/ds_config.h)
     const char *deepspeed;      // --deepspeed FILE, or NULL
     int grad_accum_steps;       // its gradient_accumulation_steps (0: derived from -d)
@@ -71,7 +81,7 @@ typedef enum {
     TRAIN_FLAG_GRAD_CLIP, TRAIN_FLAG_BETA1, TRAIN_FLAG_BETA2, TRAIN_FLAG_ADAM_EPS, TRAIN_FLAG_ZERO_STAGE,
     TRAIN_FLAG_ZERO_BUCKET, TRAIN_FLAG_ZERO_PREFETCH, TRAIN_FLAG_ZERO_MAX_LIVE, TRAIN_FLAG_ZERO_PERSIST,
     TRAIN_FLAG_OFFLOAD_OPTIMIZER, TRAIN_FLAG_OFFLOAD_PARAM, TRAIN_FLAG_NVME_PATH, TRAIN_FLAG_ACT_OFFLOAD,
-    TRAIN_FLAG_DEEPSPEED, TRAIN_FLAG_COUNT
+    TRAIN_FLAG_QWZ, TRAIN_FLAG_HPZ, TRAIN_FLAG_QGZ, TRAIN_FLAG_DEEPSPEED, TRAIN_FLAG_COUNT
 } TrainFlag;
 #define TRAIN_FLAG_BIT(f) (1u << (f))
 

@@ -148,6 +148,8 @@ void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const 
 // The same inside group g: bytes_per_peer to each other member, intra- or inter-node by the
 // member's node.
 void zero_coll_begin_group(ZeroComm *c, ZeroGroup g, ZeroCollOp op, uint64_t bytes_per_peer, const char *what);
+// The other members of group g on this rank's node (*intra) and on other nodes (*inter).
+void zero_group_peers(const ZeroComm *c, ZeroGroup g, uint64_t *intra, uint64_t *inter);
 // The same for an operation rooted at rank 0 (a gather): every other rank sends `bytes`
 // to rank 0 alone (intra- or inter-node by rank 0's node, which is node 0); rank 0 sends
 // nothing.

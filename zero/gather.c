@@ -10,6 +10,17 @@
 // fetch finds no room, gathered tensors that no fetched unit holds are evicted, the one
 // needed furthest ahead first. Tensors of at most persist_elems elements are gathered once
 // per step into their own buffer and never released.
+//
+// ZeRO++ (pool tensors only; persistent ones are small and always gathered as they are):
+//  - qwZ: after each update every rank packs its shard of the working parameters into int8
+//    records (wire.h) once; forward gathers move those records and unpack them into the
+//    block. Backward gathers never move int8.
+//  - hpZ: after a forward gather each rank copies its hpZ group's share of the tensor (the
+//    slots of N/H ranks, its group index's) into the secondary partition; a backward gather
+//    of the same parameter version then all-gathers inside the group only.
+//  A block remembers what it holds (VAL_EXACT or VAL_QWZ): a fetch uses it only when that
+//  is what the fetch wants (forward with qwZ: the int8 copy; backward: what the secondary
+//  copy holds, else the exact parameters), else gathers again into the same block.
 #include "zero_internal.h"
 
 #include <limits.h>
@@ -17,19 +28,94 @@
 
 static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
 
-void *zero_gather_src(Zero *z, int ti, void *full, int t_step, ZeroStream *s) {
-    void *offloaded = zero_offload_gather_src(z, ti, full);   // host, NVMe, or the uploaded shard
-    if (offloaded) return offloaded;
+// This rank's working shard of tensor ti (S values, padding zero): the fp32 master itself,
+// or (bf16) rounded from it into `mine` on stream s with step t_step's rounding.
+static void *work_shard(Zero *z, int ti, char *mine, int t_step, ZeroStream *s) {
     const ZeroTensorLayout *l = z->t[ti].lay;
     if (z->cfg.param_dtype == ZERO_F32) return z->master + l->shard_off;
-    // bf16: round this rank's slot of the destination from the master, then gather in place
-    // (no bf16 copy of the shard is kept between steps)
-    char *mine = byte_at(full, (size_t)z->rank * l->split.shard, z->pes);
     z->b->refresh(z->b, mine, z->cfg.param_dtype, z->master + l->shard_off, l->own_count, z->cfg.seed, t_step,
                   l->global_off + l->own_begin, s);
     if (l->split.shard > l->own_count)   // a recycled block's padding: zero like everywhere else
         z->b->memset0(z->b, byte_at(mine, l->own_count, z->pes), (l->split.shard - l->own_count) * z->pes, s);
     return mine;
+}
+
+void *zero_gather_src(Zero *z, int ti, void *full, int t_step, ZeroStream *s) {
+    void *offloaded = zero_offload_gather_src(z, ti, full);   // host, NVMe, or the uploaded shard
+    if (offloaded) return offloaded;
+    // bf16: rounded into this rank's slot of the destination, then gathered in place (no
+    // bf16 copy of the shard is kept between steps)
+    return work_shard(z, ti, byte_at(full, (size_t)z->rank * z->t[ti].lay->split.shard, z->pes), t_step, s);
+}
+
+// ---------------------------------------------------------------- ZeRO++: qwZ and hpZ
+
+static int in_pool(const ZT *t);
+
+static size_t qrec_bytes(const Zero *z, const ZT *t) {
+    return zero_wire_record_bytes(ZERO_WIRE_INT8, z->cfg.param_dtype, t->lay->split.shard, z->qwz_block);
+}
+
+// hpZ: a group of H ranks holds the tensor in H pieces of N/H slots each; index h's piece.
+static size_t sec_count(const Zero *z, const ZT *t) { return t->lay->split.padded / (size_t)z->comm->hpz_size; }
+
+void zero_gather_init_pp(Zero *z) {
+    if (z->stage != 3) return;
+    size_t land = 0;
+    for (int i = 0; i < z->nt; i++) {
+        ZT *t = &z->t[i];
+        if (!in_pool(t)) continue;
+        t->qrec_off = z->qrec_bytes_total;
+        z->qrec_bytes_total += qrec_bytes(z, t);
+        t->sec_off = z->sec_elems;
+        z->sec_elems += sec_count(z, t);
+        // lands whole; and (bf16) the shard is rounded there before it is packed
+        size_t need = (size_t)z->world * qrec_bytes(z, t);
+        if (t->lay->split.shard * z->pes > need) need = t->lay->split.shard * z->pes;
+        if (need > land) land = need;
+    }
+    if (z->cfg.qwz) {
+        z->qw_own = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, z->qrec_bytes_total, "qwZ int8 records of the shard");
+        // room for a unit's records at once (fewer, larger all-gathers), at least the largest tensor's
+        size_t unit_land = 0;
+        for (int u = 0; u < z->nu; u++) {
+            size_t s = 0;
+            for (int k = 0; k < z->u[u].n; k++)
+                if (in_pool(&z->t[z->u[u].tensors[k]])) s += (size_t)z->world * qrec_bytes(z, &z->t[z->u[u].tensors[k]]);
+            if (s > unit_land) unit_land = s;
+        }
+        z->qw_land_bytes = unit_land > land ? unit_land : land;
+        z->qw_land = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, z->qw_land_bytes, "qwZ landing buffer");
+    }
+    if (z->cfg.hpz > 1)
+        z->sec = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, z->sec_elems * z->pes, "hpZ secondary partition");
+}
+
+void zero_qwz_refresh(Zero *z, int t_step) {
+    if (!z->qw_own) return;
+    zero_after_main(z, z->gs);   // the update ran on the main stream
+    for (int i = 0; i < z->nt; i++) {
+        ZT *t = &z->t[i];
+        if (!in_pool(t)) continue;
+        const void *src = work_shard(z, i, z->qw_land, t_step, z->gs);
+        z->b->wire_pack(z->b, ZERO_WIRE_INT8, z->qwz_block, src, z->cfg.param_dtype, t->lay->split.shard, 1, 1,
+                        byte_at(z->qw_own, t->qrec_off, 1), z->gs);
+    }
+}
+
+static int sec_valid(const Zero *z, const ZT *t) { return z->sec && t->sec_version == z->param_version; }
+
+// What a fetch (forward or backward) needs the block to hold.
+static int wanted(const Zero *z, const ZT *t, int bwd) {
+    if (!bwd) return z->cfg.qwz ? VAL_QWZ : VAL_EXACT;
+    return sec_valid(z, t) ? t->sec_val : VAL_EXACT;
+}
+
+enum { GK_PLAIN = 0, GK_QWZ, GK_HPZ, GK_KINDS };   // how a tensor is gathered
+
+static int gather_kind(const Zero *z, const ZT *t, int bwd) {
+    if (bwd) return sec_valid(z, t) ? GK_HPZ : GK_PLAIN;
+    return z->cfg.qwz ? GK_QWZ : GK_PLAIN;
 }
 
 static int in_pool(const ZT *t) { return !t->persistent && t->lay->split.padded > 0; }
@@ -52,13 +138,14 @@ static int lookahead_unit(const Zero *z, int k) { return z->trace[(z->pos + k) %
 // over it (it is gathered on demand) rather than ending there.
 // Calls visit(z, tensor, arg) for each; a non-zero return stops the walk. Returns 1 if
 // stopped by visit.
-static int walk_window(Zero *z, int (*visit)(Zero *, int, void *), void *arg) {
+static int walk_window(Zero *z, int (*visit)(Zero *, int, int, void *), void *arg) {
     int n = lookahead_len(z);
     size_t cum = 0, room = z->parena.capacity - z->held_elems;
     size_t budget = z->cfg.prefetch_elems < room ? z->cfg.prefetch_elems : room;
     z->stamp++;
     for (int k = 0; k < n; k++) {
         const ZU *U = &z->u[lookahead_unit(z, k)];
+        int bwd = z->trace[(z->pos + k) % z->trace_len] & 1;
         for (int i = 0; i < U->n; i++) {
             ZT *t = &z->t[U->tensors[i]];
             if (!in_pool(t) || t->stamp == z->stamp) continue;
@@ -66,13 +153,13 @@ static int walk_window(Zero *z, int (*visit)(Zero *, int, void *), void *arg) {
             if (t->lay->split.padded > z->cfg.prefetch_elems) continue;
             cum += t->lay->split.padded;
             if (cum > budget) return 0;
-            if (visit(z, U->tensors[i], arg)) return 1;
+            if (visit(z, U->tensors[i], bwd, arg)) return 1;
         }
     }
     return 0;
 }
 
-static int is_target(Zero *z, int ti, void *arg) { (void)z; return ti == *(int *)arg; }
+static int is_target(Zero *z, int ti, int bwd, void *arg) { (void)z; (void)bwd; return ti == *(int *)arg; }
 
 static int in_window(Zero *z, int ti) { return walk_window(z, is_target, &ti); }
 
@@ -141,25 +228,91 @@ static void evict_own(Zero *z, int unit) {
     }
 }
 
-// Enqueues one all-gather for tensors list[0..n), already placed.
-static void issue(Zero *z, const int *list, int n, const char *why) {
-    if (n == 0) return;
+// One all-gather of kind `kind` for the tensors coded[0..n) (tensor << 1 | for a backward
+// use), already placed, then what makes the block usable: qwZ's unpack, and after a gather
+// for the forward the hpZ group's share copied to the secondary partition.
+static void gather_batch(Zero *z, int kind, const int *coded, int n, const char *why) {
     const ZeroBackend *b = z->b;
-    zero_after_main(z, z->gs);   // a recycled block may still be read by the model's queued work
+    const ZeroGroup g = kind == GK_HPZ ? ZERO_GROUP_HPZ : ZERO_GROUP_WORLD;
+    size_t off = 0;
     for (int k = 0; k < n; k++) {
-        ZT *t = &z->t[list[k]];
-        z->parts[k].send = zero_gather_src(z, list[k], t->work, z->last_t, z->gs);
-        z->parts[k].recv = t->work;
-        z->parts[k].count = t->lay->split.shard;
+        int ti = coded[k] >> 1, bwd = coded[k] & 1;
+        ZT *t = &z->t[ti];
+        ZeroCollPart *p = &z->parts[k];
+        z->ilist[k] = ti;
+        if (kind == GK_QWZ) {
+            p->send = byte_at(z->qw_own, t->qrec_off, 1);
+            p->recv = byte_at(z->qw_land, off, 1);
+            p->count = qrec_bytes(z, t);
+            off += (size_t)z->world * p->count;
+        } else if (kind == GK_HPZ) {
+            p->send = byte_at(z->sec, t->sec_off, z->pes);
+            p->recv = t->work;
+            p->count = sec_count(z, t);
+        } else {
+            p->send = zero_gather_src(z, ti, t->work, z->last_t, z->gs);
+            p->recv = t->work;
+            p->count = t->lay->split.shard;
+        }
+        zero_flow_add(z, bwd ? ZERO_FLOW_BWD_GATHER : ZERO_FLOW_FWD_GATHER, g,
+                      p->count * (kind == GK_QWZ ? 1 : z->pes));
     }
-    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, n, z->cfg.param_dtype, z->gs, zero_label(z, why, list, n));
+    b->all_gather(b, z->comm, g, z->parts, n, kind == GK_QWZ ? ZERO_U8 : z->cfg.param_dtype, z->gs,
+                  zero_label(z, why, z->ilist, n));
     uint64_t id = ++z->gathers_issued;
+    off = 0;
     for (int k = 0; k < n; k++) {
-        ZT *t = &z->t[list[k]];
+        int ti = coded[k] >> 1, bwd = coded[k] & 1;
+        ZT *t = &z->t[ti];
+        int val = kind == GK_QWZ ? VAL_QWZ : kind == GK_HPZ ? t->sec_val : VAL_EXACT;
+        if (kind == GK_QWZ) {
+            b->wire_unpack(b, ZERO_WIRE_INT8, z->qwz_block, byte_at(z->qw_land, off, 1), t->lay->split.shard, z->world,
+                           t->work, z->cfg.param_dtype, z->gs);
+            off += (size_t)z->world * qrec_bytes(z, t);
+            z->n_qwz++;
+        }
+        if (kind == GK_HPZ) z->n_hpz++;
+        if (!bwd && z->sec) {   // the backward will gather from here, inside the group
+            size_t cnt = sec_count(z, t), h = (size_t)zero_group_index(z->comm, ZERO_GROUP_HPZ);
+            b->copy(b, byte_at(z->sec, t->sec_off, z->pes), ZERO_MEM_DEVICE, byte_at(t->work, h * cnt, z->pes),
+                    ZERO_MEM_DEVICE, cnt * z->pes, z->gs);
+            t->sec_version = z->param_version;
+            t->sec_val = val;
+        }
+        t->val = val;
+    }
+    // the tensors of one all-gather share one wait (zero_gather_fetch): every event after every unpack
+    for (int k = 0; k < n; k++) {
+        ZT *t = &z->t[coded[k] >> 1];
         b->event_record(b, t->ready, z->gs);
+        if (t->issued && !t->used) z->n_wasted++;   // gathered again before any use
         t->issued = 1;
         t->used = 0;
         t->gather_id = id;
+    }
+}
+
+// Enqueues the all-gathers for tensors coded[0..n) (tensor << 1 | for a backward use),
+// already placed: one per kind, qwZ's cut to what its landing buffer holds.
+static void issue(Zero *z, const int *coded, int n, const char *why) {
+    if (n == 0) return;
+    zero_after_main(z, z->gs);   // a recycled block may still be read by the model's queued work
+    for (int kind = 0; kind < GK_KINDS; kind++) {
+        int m = 0;
+        for (int k = 0; k < n; k++)
+            if (gather_kind(z, &z->t[coded[k] >> 1], coded[k] & 1) == kind) z->klist[m++] = coded[k];
+        for (int k0 = 0; k0 < m;) {
+            int k1 = k0 + 1;
+            if (kind == GK_QWZ) {
+                size_t used = (size_t)z->world * qrec_bytes(z, &z->t[z->klist[k0] >> 1]);
+                while (k1 < m && used + (size_t)z->world * qrec_bytes(z, &z->t[z->klist[k1] >> 1]) <= z->qw_land_bytes)
+                    used += (size_t)z->world * qrec_bytes(z, &z->t[z->klist[k1++] >> 1]);
+            } else {
+                k1 = m;
+            }
+            gather_batch(z, kind, z->klist + k0, k1 - k0, why);
+            k0 = k1;
+        }
     }
 }
 
@@ -191,12 +344,16 @@ static void advance_trace(Zero *z, int unit, int is_backward) {
     }
 }
 
-static int collect_prefetch(Zero *z, int ti, void *arg) {
+static int collect_prefetch(Zero *z, int ti, int bwd, void *arg) {
     int *n = arg;
     ZT *t = &z->t[ti];
-    if (t->block != ZERO_ARENA_FULL) return 0;
+    if (t->block != ZERO_ARENA_FULL) {
+        // already gathered: again only for other values than that use wants, if nobody reads it
+        if (t->issued && t->val != wanted(z, t, bwd) && t->holders == 0) z->batch[(*n)++] = ti << 1 | bwd;
+        return 0;
+    }
     if (place(z, ti) != 0) return 1;   // the pool is full: prefetch what fitted
-    z->batch[(*n)++] = ti;
+    z->batch[(*n)++] = ti << 1 | bwd;
     return 0;
 }
 
@@ -225,8 +382,14 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward) {
     for (int i = 0; i < U->n; i++) {
         ZT *t = &z->t[U->tensors[i]];
         if (!in_pool(t)) continue;
-        if (t->issued) z->n_hits++;
-        else z->batch[n++] = U->tensors[i];
+        if (t->issued && t->val == wanted(z, t, is_backward)) {
+            z->n_hits++;
+            continue;
+        }
+        if (t->issued && t->holders > 0)
+            zero_fail(z, "%s is fetched by unit %d for the %s while another fetched unit reads its other values "
+                      "(qwZ/hpZ)", t->name, unit, is_backward ? "backward" : "forward");
+        z->batch[n++] = U->tensors[i] << 1 | (is_backward ? 1 : 0);
     }
     z->n_gathers += (uint64_t)n;
     issue(z, z->batch, n, is_backward ? "params (backward):" : "params:");
@@ -275,6 +438,7 @@ void zero_gather_micro_end(Zero *z) {
 }
 
 void zero_gather_reset(Zero *z) {
+    z->param_version++;   // the secondary partition holds the old values now
     for (int i = 0; i < z->nt; i++) {
         ZT *t = &z->t[i];
         if (t->block == ZERO_ARENA_FULL) continue;

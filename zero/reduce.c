@@ -13,48 +13,148 @@
 // Overlap: the model's stream never waits for a reduction just to go on with backward.
 // Stage 2/3 pool blocks go back to the pool bucket by bucket, oldest first, and only when
 // an allocation needs the room: the wait is then for the oldest reduction in flight.
+//
+// Two hops (--hier-reduce; qgZ: the same with int4 records, ZeRO++ 3.3). With X ranks per
+// node and Y nodes, the slice of a gradient bound for rank n*X + l goes first to local
+// rank l of the sender's node (all-to-all inside the node), which sums the X it received
+// for each of its Y destinations, then to node n (all-to-all among the ranks with local
+// rank l), which sums the Y partial sums. Each rank sends (X-1)*Y slices inside its node
+// and Y-1 across nodes, where the flat all-to-all sends N-X across: X times fewer. Packing
+// the slices bound for one local rank side by side is ZeRO++'s slice reordering (eq. 1-2),
+// done by wire_pack. The sum is (sum over nodes m in order of (sum over local ranks q in
+// order of g_{m*X+q})) in fp32: fixed, but not the flat path's rank order except with one
+// node or one rank per node, where it is the same sum.
 #include "zero_internal.h"
 
 #include <string.h>
 
 static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
 
+static size_t wire_rec(const Zero *z, const ZT *t) {
+    return zero_wire_record_bytes(z->gwire, z->cfg.grad_dtype, t->lay->split.shard, z->qgz_block);
+}
+
+// Room a tensor takes in the staging buffer: its padded gradient, or its records.
+static size_t staged_bytes(const Zero *z, const ZT *t) {
+    return z->hier ? (size_t)z->world * wire_rec(z, t) : t->lay->split.padded * z->ges;
+}
+
+void zero_reduce_init_pp(Zero *z) {
+    if (!z->hier) return;
+    // a bucket's records, or the largest tensor's; within the staging buffer (hop 1 lands
+    // there), which a tensor's records never exceed (they are no larger than its gradient)
+    size_t staging = z->hop_bytes;
+    z->hop_bytes = zero_wire_record_bytes(z->gwire, z->cfg.grad_dtype, z->cfg.bucket_elems, z->qgz_block);
+    for (int i = 0; i < z->nt; i++) {
+        size_t b = staged_bytes(z, &z->t[i]);
+        if (b > staging)
+            zero_fail(z, "internal: the records of %s (%zu bytes) exceed the staging buffer (%zu bytes)", z->t[i].name,
+                      b, staging);
+        if (b > z->hop_bytes) z->hop_bytes = b;
+    }
+    if (z->hop_bytes > staging) z->hop_bytes = staging;
+    size_t hop2 = z->hop_bytes / (size_t)z->comm->local_size + 64;   // a bucket's share for one local rank
+    z->hop_a = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, z->hop_bytes, "gradient records (first hop)");
+    z->hop_c = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, hop2, "gradient records (second hop, sent)");
+    z->hop_d = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, hop2, "gradient records (second hop, received)");
+}
+
+// The two hops for tensors list[0..n) (they fit the staging buffer), on the reduce stream;
+// the sums land in the shard gradient.
+static void reduce_two_hops(Zero *z, const int *list, int n, const char *what) {
+    const ZeroBackend *b = z->b;
+    const int X = z->comm->local_size, Y = z->comm->num_nodes, blk = z->qgz_block;
+    const ZeroWire w = z->gwire;
+    const ZeroDType dt = z->cfg.grad_dtype;
+    size_t off = 0;
+    for (int k = 0; k < n; k++) {   // hop 1: the Y slices bound for local rank l side by side
+        const ZT *t = &z->t[list[k]];
+        size_t R = wire_rec(z, t);
+        b->wire_pack(b, w, blk, t->grad, dt, t->lay->split.shard, z->world, X, byte_at(z->hop_a, off, 1), z->rs);
+        z->parts[k].send = byte_at(z->hop_a, off, 1);
+        z->parts[k].recv = byte_at(z->staging, off, 1);
+        z->parts[k].count = (size_t)Y * R;
+        zero_flow_add(z, ZERO_FLOW_GRAD_HOP1, ZERO_GROUP_NODE, (uint64_t)Y * R);
+        off += (size_t)z->world * R;
+    }
+    if (X > 1) b->all_to_all(b, z->comm, ZERO_GROUP_NODE, z->parts, n, ZERO_U8, z->rs, what);
+    const char *hop1 = X > 1 ? z->staging : z->hop_a;   // X runs (one per local sender) of Y records
+    off = 0;
+    size_t off2 = 0;
+    for (int k = 0; k < n; k++) {
+        const ZT *t = &z->t[list[k]];
+        const ZeroTensorLayout *l = t->lay;
+        size_t R = wire_rec(z, t);
+        if (Y == 1) {   // one node: hop 1 brought every slice for this rank
+            b->wire_reduce(b, w, blk, hop1 + off, dt, l->split.shard, X, l->own_count, z->shard_grad + l->shard_off, 1,
+                           z->rs);
+        } else if (X > 1) {   // sum the node's X contributions per destination node, packed again
+            b->wire_reduce_pack(b, w, blk, hop1 + off, dt, l->split.shard, X, Y, byte_at(z->hop_c, off2, 1), z->rs);
+        }
+        z->parts[k].send = X > 1 ? byte_at(z->hop_c, off2, 1) : (char *)hop1 + off;
+        z->parts[k].recv = byte_at(z->hop_d, off2, 1);
+        z->parts[k].count = R;
+        if (Y > 1) zero_flow_add(z, ZERO_FLOW_GRAD_HOP2, ZERO_GROUP_ACROSS, R);
+        off += (size_t)z->world * R;
+        off2 += (size_t)Y * R;
+    }
+    if (Y == 1) return;
+    b->all_to_all(b, z->comm, ZERO_GROUP_ACROSS, z->parts, n, ZERO_U8, z->rs, what);
+    off2 = 0;
+    for (int k = 0; k < n; k++) {   // hop 2: the Y nodes' partial sums, in node order
+        const ZT *t = &z->t[list[k]];
+        const ZeroTensorLayout *l = t->lay;
+        b->wire_reduce(b, w, blk, byte_at(z->hop_d, off2, 1), dt, l->split.shard, Y, l->own_count,
+                       z->shard_grad + l->shard_off, 1, z->rs);
+        off2 += (size_t)Y * wire_rec(z, t);
+    }
+}
+
+// One all-to-all of every rank's slices for tensors list[0..n), then each rank's N slices
+// summed in rank order into its shard gradient (or handed to the offloaded optimizer).
+static void reduce_flat(Zero *z, const int *list, int n, const char *what) {
+    const ZeroBackend *b = z->b;
+    size_t off = 0;
+    for (int k = 0; k < n; k++) {
+        ZT *t = &z->t[list[k]];
+        z->parts[k].send = t->grad;
+        z->parts[k].recv = byte_at(z->staging, off, z->ges);
+        z->parts[k].count = t->lay->split.shard;
+        zero_flow_add(z, ZERO_FLOW_GRAD, ZERO_GROUP_WORLD, t->lay->split.shard * z->ges);
+        off += t->lay->split.padded;
+    }
+    b->all_to_all(b, z->comm, ZERO_GROUP_WORLD, z->parts, n, z->cfg.grad_dtype, z->rs, what);
+    if (zero_offload_optimizer(z)) {
+        // the sums go to the host (or NVMe), where the offloaded optimizer accumulates them
+        zero_offload_reduce(z, list, n, z->staging);
+        return;
+    }
+    off = 0;
+    for (int k = 0; k < n; k++) {
+        const ZeroTensorLayout *l = z->t[list[k]].lay;
+        b->reduce_slices(b, z->shard_grad + l->shard_off, byte_at(z->staging, off, z->ges), l->split.shard, z->world,
+                         l->own_count, z->cfg.grad_dtype, z->rs);
+        off += l->split.padded;
+    }
+}
+
 // Reduces tensors list[0..n) (their gradients live at z->t[i].grad) in groups that fit
 // the staging buffer, one bucket (and event) per group.
 static void reduce_list(Zero *z, const int *list, int n) {
     const ZeroBackend *b = z->b;
     for (int g0 = 0; g0 < n;) {
-        size_t used = 0;
+        size_t used = 0, cap = z->hier ? z->hop_bytes : z->staging_elems * z->ges;
         int g1 = g0;
-        while (g1 < n && (g1 == g0 || used + z->t[list[g1]].lay->split.padded <= z->staging_elems))
-            used += z->t[list[g1++]].lay->split.padded;
+        while (g1 < n && (g1 == g0 || used + staged_bytes(z, &z->t[list[g1]]) <= cap))
+            used += staged_bytes(z, &z->t[list[g1++]]);
         // a free event slot, and room in the deferred list for this group's blocks
         while (z->bucket_next - z->bucket_done == (uint64_t)z->bucket_cap ||
                (z->stage >= 2 && z->ndeferred + (g1 - g0) > z->deferred_cap))
             zero_grads_release_oldest(z);
         zero_after_main(z, z->rs);   // the model wrote these gradients on the main stream
-        size_t off = 0;
-        for (int k = g0; k < g1; k++) {
-            ZT *t = &z->t[list[k]];
-            z->parts[k - g0].send = t->grad;
-            z->parts[k - g0].recv = byte_at(z->staging, off, z->ges);
-            z->parts[k - g0].count = t->lay->split.shard;
-            off += t->lay->split.padded;
-        }
-        b->all_to_all(b, z->comm, ZERO_GROUP_WORLD, z->parts, g1 - g0, z->cfg.grad_dtype, z->rs,
-                      zero_label(z, "gradients of", list + g0, g1 - g0));
-        if (zero_offload_optimizer(z)) {
-            // the sums go to the host (or NVMe), where the offloaded optimizer accumulates them
-            zero_offload_reduce(z, list + g0, g1 - g0, z->staging);
-        } else {
-            off = 0;
-            for (int k = g0; k < g1; k++) {
-                const ZeroTensorLayout *l = z->t[list[k]].lay;
-                b->reduce_slices(b, z->shard_grad + l->shard_off, byte_at(z->staging, off, z->ges), l->split.shard,
-                                 z->world, l->own_count, z->cfg.grad_dtype, z->rs);
-                off += l->split.padded;
-            }
-        }
+        const char *what = zero_label(z, "gradients of", list + g0, g1 - g0);
+        if (z->hier) reduce_two_hops(z, list + g0, g1 - g0, what);
+        else reduce_flat(z, list + g0, g1 - g0, what);
         uint64_t bucket = z->bucket_next++;
         b->event_record(b, z->bucket_ev[bucket % (uint64_t)z->bucket_cap], z->rs);
         if (z->stage >= 2)

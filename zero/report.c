@@ -42,6 +42,13 @@ void zero_figures(const Zero *z, ZeroFigures *f) {
     f->num_nodes = z->comm->num_nodes;
     f->grad_accum = z->grad_accum;
     f->steps = z->steps_done;
+    for (int k = 0; k < ZERO_FLOWS; k++) {
+        f->flow_intra[k] = z->flow_intra[k];
+        f->flow_inter[k] = z->flow_inter[k];
+    }
+    f->qwz_gathers = st.qwz_gathers;
+    f->hpz_gathers = st.hpz_gathers;
+    f->secondary_bytes = st.secondary_bytes;
     for (int op = 0; op < ZERO_COLL_NUM; op++) {
         f->calls[op] = z->step_sent[op].calls;
         f->intra_bytes[op] = z->step_sent[op].intra_bytes;
@@ -74,6 +81,14 @@ void zero_report_info(const Zero *z, ZeroReportInfo *in) {
     in->param_tier = z->stage == 3 ? z->cfg.param_tier : ZERO_TIER_DEVICE;
     for (int i = 0; i < z->nt; i++)
         if (z->t[i].persistent) in->persist_padded += z->t[i].lay->split.padded;
+    in->qwz = z->cfg.qwz;
+    in->hpz = z->comm->hpz_size;
+    in->qgz = z->cfg.qgz;
+    in->hier_reduce = z->hier;
+    in->qwz_block = z->qwz_block;
+    in->qgz_block = z->qgz_block;
+    in->qwz_bytes = z->qw_own ? z->qrec_bytes_total : 0;
+    in->secondary_bytes = z->sec ? z->sec_elems * z->pes : 0;
 }
 
 uint64_t zero_figures_model_states(const ZeroFigures *f) {
@@ -104,7 +119,8 @@ void zero_formula(const ZeroReportInfo *in, const ZeroFigures *f, ZeroFormula *o
     default:  // gathered from the fp32 master (bf16: rounded into the gather buffer)
         out->replicated = 0.0;
         out->sharded = 16.0;
-        out->pools = (uint64_t)ges * f->grad_pool_elems + (uint64_t)pes * (f->param_pool_elems + in->persist_padded);
+        out->pools = (uint64_t)ges * f->grad_pool_elems + (uint64_t)pes * (f->param_pool_elems + in->persist_padded) +
+                     in->qwz_bytes + in->secondary_bytes;
         // offloaded, the gathers read a working shard kept apart from the master
         if (in->optimizer_tier != ZERO_TIER_DEVICE || in->param_tier != ZERO_TIER_DEVICE) out->sharded += pes;
         break;
@@ -185,6 +201,15 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
     add_num(cfg, "prefetch_elems", (double)in->prefetch_elems);
     add_num(cfg, "max_live_elems", (double)in->max_live_elems);
     add_num(cfg, "persist_elems", (double)in->persist_elems);
+    cJSON *pp = add_obj(cfg, "zero_pp");   // ZeRO++ switches
+    if (pp) {
+        cJSON_AddBoolToObject(pp, "qwz", in->qwz);
+        add_num(pp, "hpz_partition_size", in->hpz);
+        cJSON_AddBoolToObject(pp, "qgz", in->qgz);
+        cJSON_AddBoolToObject(pp, "two_hop_gradients", in->hier_reduce);
+        add_num(pp, "qwz_block", in->qwz_block);
+        add_num(pp, "qgz_block", in->qgz_block);
+    }
     add_num(root, "psi", (double)in->numel);
     add_num(root, "psi_padded", (double)in->padded);
     add_num(root, "padding", (double)(in->padded - in->numel));
@@ -251,6 +276,18 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
         add_num(ev, "buckets", (double)f->buckets);
         add_num(e, "steps", (double)f->steps);
         add_sent(add_obj(e, "sent_per_step"), f, 1);
+        cJSON *fl = add_obj(e, "sent_per_step_by_flow");   // the same bytes by what they carry
+        for (int k = 0; fl && k < ZERO_FLOWS; k++) {
+            double div = f->steps ? (double)f->steps : 1.0;
+            cJSON *x = add_obj(fl, zero_flow_name((ZeroFlow)k));
+            add_num(x, "intra_node_bytes", (double)f->flow_intra[k] / div);
+            add_num(x, "inter_node_bytes", (double)f->flow_inter[k] / div);
+        }
+        cJSON *zp = add_obj(e, "zero_pp");
+        add_num(zp, "secondary_partition_bytes", (double)f->secondary_bytes);
+        add_num(zp, "qwz_records_bytes", (double)in->qwz_bytes);
+        add_num(zp, "qwz_gathers", (double)f->qwz_gathers);
+        add_num(zp, "hpz_gathers", (double)f->hpz_gathers);
         add_sent(add_obj(e, "sent_total"), f, 0);
     }
     if (extra_obj) {   // the trainer's fields, at the top level
@@ -273,7 +310,7 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
 // ---------------------------------------------------------------- live report
 
 // ZeroFigures <-> doubles, for the gather to rank 0 (integers below 2^53 are exact).
-#define FIG_DOUBLES (3 * ZERO_USE_KINDS + 3 + 2 + 4 + 6 + 4 + 3 * ZERO_NUM_COLLS)
+#define FIG_DOUBLES (3 * ZERO_USE_KINDS + 3 + 2 + 4 + 6 + 4 + 3 * ZERO_NUM_COLLS + 2 * ZERO_FLOWS + 3)
 
 static void fig_pack(const ZeroFigures *f, double *d) {
     int k = 0;
@@ -290,6 +327,8 @@ static void fig_pack(const ZeroFigures *f, double *d) {
     for (int op = 0; op < ZERO_NUM_COLLS; op++) {
         d[k++] = (double)f->calls[op]; d[k++] = (double)f->intra_bytes[op]; d[k++] = (double)f->inter_bytes[op];
     }
+    for (int fl = 0; fl < ZERO_FLOWS; fl++) { d[k++] = (double)f->flow_intra[fl]; d[k++] = (double)f->flow_inter[fl]; }
+    d[k++] = (double)f->qwz_gathers; d[k++] = (double)f->hpz_gathers; d[k++] = (double)f->secondary_bytes;
 }
 
 static void fig_unpack(const double *d, ZeroFigures *f) {
@@ -308,6 +347,8 @@ static void fig_unpack(const double *d, ZeroFigures *f) {
     for (int op = 0; op < ZERO_NUM_COLLS; op++) {
         f->calls[op] = (uint64_t)d[k++]; f->intra_bytes[op] = (uint64_t)d[k++]; f->inter_bytes[op] = (uint64_t)d[k++];
     }
+    for (int fl = 0; fl < ZERO_FLOWS; fl++) { f->flow_intra[fl] = (uint64_t)d[k++]; f->flow_inter[fl] = (uint64_t)d[k++]; }
+    f->qwz_gathers = (uint64_t)d[k++]; f->hpz_gathers = (uint64_t)d[k++]; f->secondary_bytes = (size_t)d[k++];
 }
 
 int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fields) {
@@ -412,6 +453,16 @@ void zero_report_print(const Zero *z) {
                 printf(" %s %s B intra + %s B inter;", zero_coll_name((ZeroCollOp)op),
                        grouped(a, sizeof a, f.intra_bytes[op] / f.steps), grouped(b, sizeof b, f.inter_bytes[op] / f.steps));
         printf("\n");
+        printf("zero: by flow per step:");
+        for (int k = 0; k < ZERO_FLOWS; k++)
+            if (f.flow_intra[k] + f.flow_inter[k])
+                printf(" %s %s B intra + %s B inter;", zero_flow_name((ZeroFlow)k),
+                       grouped(a, sizeof a, f.flow_intra[k] / f.steps), grouped(b, sizeof b, f.flow_inter[k] / f.steps));
+        printf("\n");
     }
+    if (in.qwz || in.hpz > 1 || in.hier_reduce)
+        printf("zero: ZeRO++: qwZ %s (records %s B), hpZ %d (secondary partition %s B), gradients %s\n",
+               in.qwz ? "on" : "off", grouped(a, sizeof a, in.qwz_bytes), in.hpz, grouped(b, sizeof b, in.secondary_bytes),
+               in.qgz ? "in two hops, int4 (qgZ)" : in.hier_reduce ? "in two hops" : "flat");
     fflush(stdout);
 }

@@ -19,6 +19,8 @@ typedef struct {
     size_t persist_padded;           // stage 3: padded elements kept gathered for good
     size_t device_budget;            // dry run: device bytes a rank has (0: not checked)
     ZeroTier optimizer_tier, param_tier;   // where offload keeps them (device: not offloaded)
+    int qwz, hpz, qgz, hier_reduce, qwz_block, qgz_block;   // ZeRO++ switches as used
+    size_t qwz_bytes, secondary_bytes;     // qwZ's int8 records of the shard, hpZ's secondary partition
 } ZeroReportInfo;
 
 // Model states (params + grads + fp32 master + m + v) of one rank as the ZeRO paper writes
@@ -28,7 +30,8 @@ typedef struct {
 // stage 3 with offload also keeps the working shard the gathers read, 2 or 4 B / N).
 typedef struct {
     double replicated, sharded;     // bytes per parameter
-    uint64_t pools;                 // gradient pool (stages 2-3), gather pool + persistent (3)
+    uint64_t pools;                 // gradient pool (stages 2-3), gather pool + persistent (3),
+                                    // qwZ's records of the shard and hpZ's secondary partition (3)
     uint64_t bytes;
     double paper_bytes;             // the paper's mixed-precision figure (2+2+12) on unpadded Psi
 } ZeroFormula;

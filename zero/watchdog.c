@@ -209,16 +209,24 @@ void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const 
 }
 
 void zero_coll_begin_group(ZeroComm *c, ZeroGroup g, ZeroCollOp op, uint64_t bytes_per_peer, const char *what) {
-    if (g == ZERO_GROUP_WORLD) { zero_coll_begin(c, op, bytes_per_peer, what); return; }
-    // the members of this rank's node: consecutive ranks (ZeroGroup)
-    uint64_t intra = 0, inter = 0;
+    uint64_t intra, inter;
+    zero_group_peers(c, g, &intra, &inter);
+    coll_begin(c, op, bytes_per_peer * intra, bytes_per_peer * inter, what);
+}
+
+void zero_group_peers(const ZeroComm *c, ZeroGroup g, uint64_t *intra, uint64_t *inter) {
+    if (g == ZERO_GROUP_WORLD) {   // whatever the placement: a node's size is local_size
+        *intra = (uint64_t)(c->local_size - 1);
+        *inter = (uint64_t)(c->world - c->local_size);
+        return;
+    }
+    *intra = *inter = 0;   // the members of this rank's node: consecutive ranks (ZeroGroup)
     for (int i = 0, n = zero_group_size(c, g); i < n; i++) {
         int m = zero_group_member(c, g, i);
         if (m == c->rank) continue;
-        if (m / c->local_size == c->node) intra++;
-        else inter++;
+        if (m / c->local_size == c->node) ++*intra;
+        else ++*inter;
     }
-    coll_begin(c, op, bytes_per_peer * intra, bytes_per_peer * inter, what);
 }
 
 void zero_coll_begin_to_root(ZeroComm *c, ZeroCollOp op, uint64_t bytes, const char *what) {

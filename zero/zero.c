@@ -4,6 +4,8 @@
 #include "zero_internal.h"
 
 #include <math.h>
+
+#include "quant.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,20 @@ void zero_sync_streams(Zero *z) {
     z->b->stream_sync(z->b, z->gs);
     z->b->stream_sync(z->b, z->rs);
     z->b->stream_sync(z->b, z->main);
+}
+
+const char *zero_flow_name(ZeroFlow f) {
+    static const char *names[ZERO_FLOWS] = {"forward_param_gather", "backward_param_gather", "step_param_gather",
+                                            "grad_all_to_all", "grad_intra_node_hop", "grad_inter_node_hop"};
+    return f >= 0 && f < ZERO_FLOWS ? names[f] : "?";
+}
+
+void zero_flow_add(Zero *z, ZeroFlow f, ZeroGroup g, uint64_t bytes_per_peer) {
+    if (!z->in_step) return;   // as the per-step counters: the trainer's evaluation is not a step's
+    uint64_t intra, inter;
+    zero_group_peers(z->comm, g, &intra, &inter);
+    z->flow_intra[f] += intra * bytes_per_peer;
+    z->flow_inter[f] += inter * bytes_per_peer;
 }
 
 const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n) {
@@ -134,6 +150,41 @@ static int validate(const ZeroTensor *tensors, int nt, int nu, const ZeroConfig 
     return 0;
 }
 
+// The ZeRO++ switches, once the node layout is known.
+static int validate_pp(const ZeroConfig *cfg, const ZeroComm *comm) {
+    int r = comm->rank;
+    const char *which = cfg->qwz ? "--qwz (zero_quantized_weights)" : "--hpz (zero_hpz_partition_size)";
+    if ((cfg->qwz || cfg->hpz > 1) && cfg->stage != 3) {
+        fprintf(stderr, "zero: rank %d: %s needs stage 3 (-z 3): below it parameters are not gathered before each use\n",
+                r, which);
+        return -1;
+    }
+    if ((cfg->qwz || cfg->hpz > 1) && (cfg->optimizer_tier != ZERO_TIER_DEVICE || cfg->param_tier != ZERO_TIER_DEVICE)) {
+        fprintf(stderr, "zero: rank %d: %s with offload (--offload-optimizer/--offload-param) is not supported yet\n",
+                r, which);
+        return -1;
+    }
+    const char *hwhich = cfg->qgz ? "--qgz (zero_quantized_gradients)" : "--hier-reduce";
+    if ((cfg->qgz || cfg->hier_reduce) && cfg->optimizer_tier != ZERO_TIER_DEVICE) {
+        fprintf(stderr, "zero: rank %d: %s with --offload-optimizer is not supported yet\n", r, hwhich);
+        return -1;
+    }
+    if ((cfg->qgz || cfg->hier_reduce || cfg->hpz > 1) && !comm->consecutive) {
+        fprintf(stderr, "zero: rank %d: %s needs the ranks of each node numbered consecutively (this rank is local rank "
+                "%d of node %d with %d ranks per node); launch with ranks mapped by slot, or give --node-size\n", r,
+                cfg->hpz > 1 ? "--hpz" : hwhich, comm->local_rank, comm->node, comm->local_size);
+        return -1;
+    }
+    if (cfg->hpz < 0) {
+        fprintf(stderr, "zero: rank %d: --hpz %d: the secondary partition size must be >= 1\n", r, cfg->hpz);
+        return -1;
+    }
+    if ((cfg->qwz_block && quant_check_block(cfg->qwz_block, "the qwZ block size") != 0) ||
+        (cfg->qgz_block && quant_check_block(cfg->qgz_block, "the qgZ block size") != 0))
+        return -1;
+    return 0;
+}
+
 static ZeroEvent *new_event(Zero *z, const char *what) {
     ZeroEvent *e = z->b->event_create(z->b);
     if (!e) zero_fail(z, "the %s backend could not create an event for %s", z->b->name, what);
@@ -188,8 +239,11 @@ static void gather_working(Zero *z, int t_step) {
         if (np) {
             b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, np, z->cfg.param_dtype, z->gs,
                           zero_label(z, "persistent params:", z->batch, np));
-            zero_main_after(z, z->gs);
+            for (int k = 0; k < np; k++)
+                zero_flow_add(z, ZERO_FLOW_STEP_GATHER, ZERO_GROUP_WORLD, z->parts[k].count * z->pes);
         }
+        zero_qwz_refresh(z, t_step);   // qwZ: the new shard's int8 records, once per step
+        zero_main_after(z, z->gs);
         return;
     }
     for (int i = 0; i < z->nt; i++) {
@@ -200,6 +254,7 @@ static void gather_working(Zero *z, int t_step) {
     }
     zero_after_main(z, z->gs);
     b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->nt, z->cfg.param_dtype, z->gs, "working params (all tensors)");
+    for (int i = 0; i < z->nt; i++) zero_flow_add(z, ZERO_FLOW_STEP_GATHER, ZERO_GROUP_WORLD, z->parts[i].count * z->pes);
     zero_main_after(z, z->gs);
 }
 
@@ -312,6 +367,15 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
         free(z);
         return NULL;
     }
+    if (validate_pp(cfg, comm) != 0) {
+        free(z);
+        return NULL;
+    }
+    z->qwz_block = cfg->qwz_block ? cfg->qwz_block : QUANT_BLOCK_DEFAULT;
+    z->qgz_block = cfg->qgz_block ? cfg->qgz_block : QUANT_BLOCK_DEFAULT;
+    z->hier = cfg->qgz || cfg->hier_reduce;
+    z->gwire = cfg->qgz ? ZERO_WIRE_INT4 : ZERO_WIRE_RAW;
+    z->param_version = 1;   // no secondary slice holds it yet (sec_version 0)
     char err[256];
     if (zero_layout_build(&z->layout, tensors, num_tensors, z->world, z->rank, err, sizeof err) != 0) {
         fprintf(stderr, "zero: rank %d: %s\n", z->rank, err);
@@ -407,11 +471,16 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
     size_t staging_bytes = z->staging_elems * z->ges;
     if (z->layout.max_padded * sizeof(float) > staging_bytes) staging_bytes = z->layout.max_padded * sizeof(float);
     z->staging = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, staging_bytes, "collective staging buffer");
+    z->hop_bytes = staging_bytes;   // the most the two-hop path may use (zero_reduce_init_pp)
+    zero_reduce_init_pp(z);
+    zero_gather_init_pp(z);
 
     z->parts = hmalloc(z, (size_t)z->nt * sizeof(ZeroCollPart), "collective part lists");
     z->sq = hmalloc(z, (size_t)z->nt * sizeof(double), "norm partials");
     z->pending = hmalloc(z, (size_t)z->nt * sizeof(int), "bucket lists");
     z->batch = hmalloc(z, (size_t)z->nt * sizeof(int), "gather lists");
+    z->klist = hmalloc(z, (size_t)z->nt * sizeof(int), "gather lists");
+    z->ilist = hmalloc(z, (size_t)z->nt * sizeof(int), "gather lists");
     z->deferred_cap = 2 * z->nt;
     z->deferred = hmalloc(z, (size_t)z->deferred_cap * sizeof(ZDeferred), "deferred frees");
     z->trace_cap = 4 * z->nu + 8;
@@ -488,6 +557,8 @@ void zero_free(Zero *z) {
     free(z->sq);
     free(z->pending);
     free(z->batch);
+    free(z->klist);
+    free(z->ilist);
     free(z->deferred);
     free(z->trace);
     zero_layout_free(&z->layout);
@@ -695,6 +766,9 @@ void zero_stats(const Zero *z, ZeroStats *s) {
     s->evictions = z->n_evictions;
     s->wasted_gathers = z->n_wasted;
     s->buckets = z->n_buckets;
+    s->qwz_gathers = z->n_qwz;
+    s->hpz_gathers = z->n_hpz;
+    s->secondary_bytes = z->sec ? z->sec_elems * z->pes : 0;
     s->nvme_read = z->off.step_read;
     s->nvme_written = z->off.step_written;
     s->nvme_busy_s = z->off.step_busy;

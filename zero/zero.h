@@ -176,7 +176,10 @@ typedef struct {
     uint64_t gather_hits;   // stage 3: fetches of a tensor still gathered (kept or prefetched)
     uint64_t evictions;     // stage 3: gathered tensors dropped to make room before use
     uint64_t wasted_gathers;// stage 3: tensors prefetched or kept, then dropped before a fetch used them
-    uint64_t buckets;       // gradient reductions (one all-to-all each)
+    uint64_t buckets;       // gradient reductions (one all-to-all each, two with the hierarchical path)
+    uint64_t qwz_gathers;   // stage 3: tensors gathered as int8 records (qwZ)
+    uint64_t hpz_gathers;   // stage 3: tensors gathered inside the hpZ group (backward)
+    size_t secondary_bytes; // hpZ: this rank's secondary partition (counted under parameters)
 } ZeroStats;
 
 void zero_stats(const Zero *z, ZeroStats *out);
@@ -250,6 +253,17 @@ void zero_checkpoint_info_free(ZeroCheckpointInfo *info);
 // Accounting: what one rank holds and sent. The live figures (zero_figures) and the dry
 // run's (zero_predict) are the same record, so they can be compared field by field.
 #define ZERO_NUM_COLLS 5   // all_gather, all_to_all, all_reduce, broadcast, gather (comm.h's order)
+// What the plugin's collectives carry, for the bytes per switch (ZeRO++ 3.4's table):
+typedef enum {
+    ZERO_FLOW_FWD_GATHER = 0,   // stage 3: forward all-gathers of parameters (qwZ: int8 records)
+    ZERO_FLOW_BWD_GATHER,       // stage 3: backward all-gathers (hpZ: inside the secondary group)
+    ZERO_FLOW_STEP_GATHER,      // working parameters gathered at the step (stages 0-2; persistent ones)
+    ZERO_FLOW_GRAD,             // gradients: the flat all-to-all
+    ZERO_FLOW_GRAD_HOP1,        // gradients: the intra-node hop (--hier-reduce, qgZ)
+    ZERO_FLOW_GRAD_HOP2,        // gradients: the inter-node hop
+    ZERO_FLOWS
+} ZeroFlow;
+const char *zero_flow_name(ZeroFlow f);   // "forward_param_gather", ...
 typedef struct {
     size_t device[ZERO_USE_KINDS], host[ZERO_USE_KINDS], nvme[ZERO_USE_KINDS];   // bytes by use, as zero_stats
     uint64_t nvme_read, nvme_written;   // NVMe traffic inside the steps, summed over them
@@ -263,6 +277,10 @@ typedef struct {
     // sent by this rank inside zero_begin_step .. zero_step (the trainer's own
     // zero_allreduce_sum_f64 calls excluded), summed over those steps
     uint64_t calls[ZERO_NUM_COLLS], intra_bytes[ZERO_NUM_COLLS], inter_bytes[ZERO_NUM_COLLS];
+    // the same bytes by what they carry (ZeroFlow), summed over those steps
+    uint64_t flow_intra[ZERO_FLOWS], flow_inter[ZERO_FLOWS];
+    uint64_t qwz_gathers, hpz_gathers;
+    size_t secondary_bytes;
 } ZeroFigures;
 typedef ZeroFigures ZeroPrediction;
 

@@ -35,6 +35,12 @@ typedef struct {
     ZeroEvent *ready;          // stage 3: its own event, recorded on the gather stream after its gather
     uint64_t gather_id;        // stage 3: which all-gather filled it (tensors of one share a wait)
     uint64_t stamp;            // stage 3: visit mark for look-ahead walks
+    int val;                   // stage 3: what work holds once issued (VAL_EXACT, VAL_QWZ)
+    // ZeRO++ (stage 3, pool tensors)
+    size_t qrec_off;           // qwZ: this rank's int8 record of its shard in Zero.qw_own (bytes)
+    size_t sec_off;            // hpZ: its secondary slice in Zero.sec (elements)
+    uint64_t sec_version;      // hpZ: the Zero.param_version its secondary slice holds (0: none)
+    int sec_val;               // hpZ: and what kind of values (VAL_*)
     // gradients
     void *grad;                // buffer the model accumulates into; NULL when none is live
     size_t grad_block;         // stage 2/3 pool offset
@@ -52,6 +58,10 @@ typedef struct {
     size_t pool_need;          // stage 3: padded elements of its non-persistent tensors
     size_t grad_need;          // padded elements of its unshared tensors' gradients
 } ZU;
+
+// Stage 3: what a gathered block holds: the working parameters themselves, or qwZ's
+// dequantized int8 copy of them (forward only; see gather.c).
+enum { VAL_EXACT = 0, VAL_QWZ = 1 };
 
 // Stages 2-3: a pool block whose gradient a reduction in flight still reads; it returns to
 // the pool once bucket `bucket` (a sequence number, see Zero.bucket_ev) has finished.
@@ -156,6 +166,7 @@ struct Zero {
     ZDeferred *deferred;       // stage 2/3: reduced grad blocks not yet returned to the pool
     int ndeferred, deferred_cap;
     int *batch;                // nt entries: scratch tensor list
+    int *klist, *ilist;        // nt entries each: gather.c's lists by kind, and their tensors
     char what[192];            // scratch for collective labels
 
     // step state
@@ -169,9 +180,24 @@ struct Zero {
 
     ZeroOffload off;           // offload.c: tiers other than the device
 
+    // ZeRO++ (gather.c: qwZ and hpZ; reduce.c: the two-hop gradient path)
+    int qwz_block, qgz_block;
+    size_t qrec_bytes_total;   // qwZ: Zero.qw_own's size
+    void *qw_own;              // qwZ: int8 records of this rank's shard of every pool tensor
+    void *qw_land;             // qwZ: where gathered records land before they are unpacked
+    size_t qw_land_bytes;
+    void *sec;                 // hpZ: the secondary partition (param dtype)
+    size_t sec_elems;
+    uint64_t param_version;    // bumped whenever the working parameters change
+    int hier;                  // gradients reduced in two hops (--hier-reduce or qgZ)
+    ZeroWire gwire;            // and in which format (RAW or INT4)
+    void *hop_a, *hop_c, *hop_d;   // hop 1's packed send (hop 1 lands in staging), hop 2's send and receive
+    size_t hop_bytes;          // capacity of hop_a and of staging, in bytes
+    uint64_t flow_intra[ZERO_FLOWS], flow_inter[ZERO_FLOWS];   // inside steps, summed
+
     // accounting
     size_t mem_dev[ZERO_USE_KINDS], mem_host[ZERO_USE_KINDS], mem_nvme[ZERO_USE_KINDS];
-    uint64_t n_gathers, n_prefetches, n_hits, n_evictions, n_wasted, n_buckets;
+    uint64_t n_gathers, n_prefetches, n_hits, n_evictions, n_wasted, n_buckets, n_qwz, n_hpz;
     struct { void *p; ZeroMemKind kind; } allocs[48];
     int nallocs;
     int init_done;             // set at the end of zero_init: allocating after it is a bug
@@ -193,6 +219,8 @@ void zero_after_main(Zero *z, ZeroStream *s);
 void zero_main_after(Zero *z, ZeroStream *s);
 // Waits (host-side) until every stream has run everything queued on it.
 void zero_sync_streams(Zero *z);
+// Counts a collective's bytes by what it carries (ZeroFlow), inside steps only.
+void zero_flow_add(Zero *z, ZeroFlow f, ZeroGroup g, uint64_t bytes_per_peer);
 // Comma-separated tensor names for messages, truncated to fit z->what.
 const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n);
 
@@ -230,6 +258,7 @@ void zero_offload_step_begin(Zero *z);             // NVMe byte counters
 void zero_offload_step_end(Zero *z);
 
 // reduce.c
+void zero_reduce_init_pp(Zero *z);           // the two-hop path's buffers (zero_init, after staging)
 void zero_grad_acquire(Zero *z, int ti);     // stage 2/3: a zeroed pool buffer for tensor ti
 void zero_grads_flush(Zero *z);              // reduce the pending tensors now
 int zero_grads_release_oldest(Zero *z);      // oldest bucket in flight: wait, return its blocks (0: none)
@@ -240,6 +269,8 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward);
 void zero_gather_release(Zero *z, int unit);
 void zero_gather_micro_end(Zero *z);
 void zero_gather_reset(Zero *z);             // drop every pool block (params changed)
+void zero_gather_init_pp(Zero *z);           // qwZ and hpZ buffers (zero_init)
+void zero_qwz_refresh(Zero *z, int t_step);  // qwZ: this rank's int8 records of the new working shard
 // What this rank sends in the all-gather of tensor ti into `full` (its padded working
 // tensor): the fp32 master shard, or (bf16) its slot of `full`, rounded there on stream s
 // with step t_step's rounding.

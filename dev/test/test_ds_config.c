@@ -123,7 +123,8 @@ static void test_every_key_sets_its_field(void **state) {
                    "   \"stage3_prefetch_bucket_size\": 70000, \"stage3_max_live_parameters\": 900000,"
                    "   \"stage3_param_persistence_threshold\": 1000,"
                    "   \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/local_nvme\", \"pin_memory\": true},"
-                   "   \"offload_param\": {\"device\": \"cpu\", \"nvme_path\": \"/local_nvme\"}},"
+                   "   \"offload_param\": {\"device\": \"cpu\", \"nvme_path\": \"/local_nvme\"},"
+                   "   \"zero_quantized_weights\": true, \"zero_hpz_partition_size\": 8, \"zero_quantized_gradients\": true},"
                    " \"activation_checkpointing\": {\"cpu_checkpointing\": true, \"partition_activations\": false}}");
     assert_int_equal(rc, 0);
     assert_string_equal(g_log, "");  // every key known: no warning
@@ -146,6 +147,7 @@ static void test_every_key_sets_its_field(void **state) {
     assert_string_equal(c.nvme_path, "/local_nvme");
     assert_true(d.offload_optimizer == TRAIN_OFFLOAD_NONE && d.offload_param == TRAIN_OFFLOAD_NONE && !d.nvme_path);
     assert_true(c.act_offload == 1 && d.act_offload == 0);
+    assert_true(c.qwz == 1 && c.hpz == 8 && c.qgz == 1 && d.qwz == 0 && d.hpz == 0 && d.qgz == 0);
     assert_true(d.B != 3 && d.zero_stage != 3 && d.zero_bucket != 500000 && d.zero_prefetch != 70000 &&
                 d.zero_max_live != 900000 && d.zero_persist != 1000);
     unsigned all = 0;
@@ -224,12 +226,6 @@ static void test_wrong_types_and_ranges(void **state) {
 static void test_later_features_refused_unless_off(void **state) {
     (void)state;
     static const struct { const char *json, *says; } later[] = {
-        {"{\"zero_optimization\": {\"zero_quantized_weights\": true}}",
-         "zero_optimization.zero_quantized_weights = true is not supported yet"},
-        {"{\"zero_optimization\": {\"zero_quantized_gradients\": true}}",
-         "zero_optimization.zero_quantized_gradients = true is not supported yet"},
-        {"{\"zero_optimization\": {\"zero_hpz_partition_size\": 8}}",
-         "zero_optimization.zero_hpz_partition_size = 8 is not supported yet"},
         {"{\"optimizer\": {\"params\": {\"adam_w_mode\": false}}}",
          "optimizer.params.adam_w_mode = false is not supported yet"},
         {"{\"activation_checkpointing\": {\"partition_activations\": true}}",
@@ -244,10 +240,7 @@ static void test_later_features_refused_unless_off(void **state) {
     // their "off" values, written out, are fine (and change nothing)
     expect_no_change("", "{\"zero_optimization\": {"
                          " \"offload_optimizer\": {\"pin_memory\": true, \"nvme_path\": null},"
-                         " \"offload_param\": {\"nvme_path\": null, \"pin_memory\": false},"
-                         " \"zero_quantized_weights\": false, \"zero_quantized_gradients\": false,"
-                         " \"zero_hpz_partition_size\": 1}}");
-    expect_no_change("", "{\"zero_optimization\": {\"zero_hpz_partition_size\": 0}}");
+                         " \"offload_param\": {\"nvme_path\": null, \"pin_memory\": false}}}");
 }
 
 static void test_unknown_keys_warned_by_name(void **state) {
@@ -295,6 +288,8 @@ static void test_flag_contradicting_the_file(void **state) {
          "--zero-persist 100000 contradicts zero_optimization.stage3_param_persistence_threshold = 10000 in"},
         {"--act-checkpoint 1 --act-offload 0", "{\"activation_checkpointing\": {\"cpu_checkpointing\": true}}",
          "--act-offload 0 contradicts activation_checkpointing.cpu_checkpointing = true in"},
+        {"--hpz 2", "{\"zero_optimization\": {\"zero_hpz_partition_size\": 4}}",
+         "--hpz 2 contradicts zero_optimization.zero_hpz_partition_size = 4 in"},
     };
     for (size_t i = 0; i < sizeof(clash) / sizeof(clash[0]); i++)
         expect_refused(clash[i].flags, clash[i].json, clash[i].says, g_path, NULL);
@@ -402,8 +397,8 @@ static void test_command_line(void **state) {
     memcpy(g_argv, no_stage, sizeof(no_stage));
     expect_death(parse_in_child, "cpu", 1, "--deepspeed configures a ZeRO run", g_path, NULL);
     // an error in the file ends the parse with the file's message
-    write_config("{\"zero_optimization\": {\"zero_quantized_weights\": true}}");
-    expect_death(parse_in_child, "cuda-zero", 1, "zero_quantized_weights = true is not supported yet", NULL);
+    write_config("{\"activation_checkpointing\": {\"partition_activations\": true}}");
+    expect_death(parse_in_child, "cuda-zero", 1, "partition_activations = true is not supported yet", NULL);
     // offload from the file: checked like the flags (parameters need stage 3, nvme a folder)
     write_config("{\"zero_optimization\": {\"stage\": 2, \"offload_param\": {\"device\": \"cpu\"}}}");
     expect_death(parse_in_child, "cuda-zero", 1, "--offload-param cpu needs -z 3", NULL);
