@@ -3,11 +3,11 @@
 # targets, runs the GPU test programs, the 1-rank bit-identity check of train_gpt2_zero
 # against train_gpt2cu, the train_gpt2_zero matrix and the benchmarks.
 # Logs go to $OUT (or ./gpu_logs). Pass part names to run a subset:
-#   tests quant bitwise matrix offload zero-toy bench-model bench-zero
+#   tests quant bitwise matrix offload zeropp zero-toy bench-model bench-zero bench-wire
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu_logs}; mkdir -p "$out"
-parts=${*:-tests quant bitwise matrix offload zero-toy bench-model bench-zero}
+parts=${*:-tests quant bitwise matrix offload zeropp zero-toy bench-model bench-zero bench-wire}
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 make -j"$(nproc)" cuda > "$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
 for p in $parts; do
@@ -18,9 +18,11 @@ for p in $parts; do
         bitwise) bash dev/test/gpu_train_matrix.sh bitwise 2>&1 | tee "$out/bitwise.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
         matrix) bash dev/test/gpu_train_matrix.sh matrix 2>&1 | tee "$out/matrix.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
         offload) bash dev/test/gpu_train_matrix.sh offload 2>&1 | tee "$out/offload.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
+        zeropp) bash dev/test/gpu_train_matrix.sh zeropp 2>&1 | tee "$out/zeropp.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
         zero-toy) bash dev/test/gpu_zero.sh 2>&1 | tee "$out/zero_toy.txt" | tail -n 15 ;;
         bench-model) ./bench_gpt2cu 2>&1 | tee "$out/bench_model.txt" ;;
         bench-zero) bash dev/bench/bench_zero.sh 2>&1 | tee "$out/bench_zero.txt" ;;
+        bench-wire) ./bench_wire_cuda 2>&1 | tee "$out/bench_wire.txt" ;;
         *) echo "unknown part $p" ;;
     esac
 done

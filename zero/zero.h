@@ -39,6 +39,10 @@ The bf16 refresh of master weights uses stochastic rounding keyed by (seed, step
 global element index). The global gradient norm is the same bits on every rank and at
 every stage: per-shard sums of squares in a fixed order, then added in rank order.
 
+ZeRO++ (ZeroConfig's qwz, hpz, qgz, hier_reduce; zero/README.md): int8 forward gathers,
+a secondary partition for backward gathers inside a group, gradients in two hops (int4
+with qgZ). wire.h has what they send, gather.c and reduce.c the paths.
+
 Files: zero.c (life cycle, step), reduce.c (gradient buckets), gather.c (stage-3
 gathering), partition.c (the split), arena.c (pool placement), backend.h and
 backend_host.c (what a machine provides), comm.h, comm_mpi.c and watchdog.c (the world,

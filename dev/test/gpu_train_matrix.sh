@@ -18,11 +18,15 @@
 #    optimizer in pinned host memory or on NVMe (AdamW on the CPU), and stage 3 with the
 #    parameters there too, give the same bits as the run without offload: the CPU AdamW is
 #    adamw_element and the bf16 refresh uses the same stochastic-rounding keys
-# Arguments pick parts (default all): bitwise (the 1-rank check, a minute) matrix offload.
+#  - ZeRO++ at 4 ranks as 2 logical nodes of 2 (--node-size 2): --hpz 2 alone gives plain
+#    stage 3's bits (it moves exact weights); --hier-reduce on one node (--node-size 4) gives
+#    the flat reduction's bits; stages 2 and 3 give the same bits with --qgz; --qwz --hpz 2
+#    --qgz twice gives the same bits, and a loss within 2e-2 of plain stage 3
+# Arguments pick parts (default all): bitwise (the 1-rank check, a minute) matrix offload zeropp.
 # Prints PASS/FAIL lines and "N passed, N failed". Needs a GPU; skips without one.
 set -u
 cd "$(dirname "$0")/../.."
-parts=" ${*:-bitwise matrix offload} "
+parts=" ${*:-bitwise matrix offload zeropp} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "SKIP: no CUDA device"; exit 0; }
 make -j"$(nproc)" train_gpt2cu train_gpt2_zero build/model_diff > /dev/null || { echo "FAIL: build"; echo "0 passed, 1 failed"; exit 1; }
@@ -131,6 +135,27 @@ if want offload; then
         done
     done
     [ -z "$(ls -A "$swap")" ] && ok "no swap file left behind" || bad "swap files left: $(ls "$swap")"
+fi
+if want zeropp; then
+    pp_run() {   # pp_run NAME ARGS...: 4 ranks
+        local out="$tmp/pp_$1"
+        shift
+        timeout 500 scripts/launch_ranks.sh 4 ./train_gpt2_zero "${args[@]}" --node-size 2 "$@" -o "$out" > "$out.txt" 2>&1 \
+            || { bad "train_gpt2_zero np=4 $*"; tail -n 20 "$out.txt"; return 1; }
+    }
+    pp_same() {   # pp_same A B WHAT
+        if cmp -s "$tmp/pp_$1/model_final.bin" "$tmp/pp_$2/model_final.bin" && diff <(losses "$tmp/pp_$1") <(losses "$tmp/pp_$2") > /dev/null
+        then ok "ZeRO++: $3"; else bad "ZeRO++: $3"; fi
+    }
+    pp_run z3 -z 3 && pp_run hpz -z 3 --hpz 2 && pp_same z3 hpz "--hpz 2 bit-identical to stage 3"
+    pp_run z2n4 -z 2 --node-size 4 && pp_run hier4 -z 2 --node-size 4 --hier-reduce &&
+        pp_same z2n4 hier4 "--hier-reduce on one node bit-identical to the flat reduction"
+    pp_run qgz2 -z 2 --qgz && pp_run qgz3 -z 3 --qgz && pp_same qgz2 qgz3 "--qgz: stages 2 and 3 bit-identical"
+    if pp_run all -z 3 --qwz --hpz 2 --qgz && pp_run all2 -z 3 --qwz --hpz 2 --qgz; then
+        pp_same all all2 "--qwz --hpz 2 --qgz deterministic"
+        m=$(paste <(losses "$tmp/pp_z3") <(losses "$tmp/pp_all") | awk '{ split($2,a,":"); split($4,b,":"); d=a[2]-b[2]; if (d<0) d=-d; if (d>m) m=d } END { print m+0 }')
+        awk -v m="$m" 'BEGIN { exit !(m < 2e-2) }' && ok "ZeRO++ loss within $m of stage 3" || bad "ZeRO++ loss differs by $m"
+    fi
 fi
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]

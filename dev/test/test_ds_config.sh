@@ -57,15 +57,16 @@ if diff <(losses "$tmp/flags") <(losses "$tmp/default_adamw") > /dev/null; then
 # stage-3 knobs: the plugin's configuration from the file equals the flags' (dry run, 4 ranks)
 cat > "$tmp/z3.json" <<'EOF'
 {"zero_optimization": {"stage": 3, "reduce_bucket_size": 7000, "stage3_prefetch_bucket_size": 30000,
-  "stage3_max_live_parameters": 4e6, "stage3_param_persistence_threshold": 1000}}
+  "stage3_max_live_parameters": 4e6, "stage3_param_persistence_threshold": 1000,
+  "zero_quantized_weights": true, "zero_hpz_partition_size": 2, "zero_quantized_gradients": true}}
 EOF
 ./train_gpt2 -e d2c64h2t64 -t 32 -b 2 --dry-run --world 4 -z 3 --zero-bucket 7000 --zero-prefetch 30000 \
-    --zero-max-live 4000000 --zero-persist 1000 -o "$tmp/dry_flags" > "$tmp/dry.txt" 2>&1 \
+    --zero-max-live 4000000 --zero-persist 1000 --qwz --hpz 2 --qgz -o "$tmp/dry_flags" > "$tmp/dry.txt" 2>&1 \
     || { cat "$tmp/dry.txt"; fail "dry run from flags failed"; }
 ./train_gpt2 -e d2c64h2t64 -t 32 -b 2 --dry-run --world 4 --deepspeed "$tmp/z3.json" -o "$tmp/dry_file" \
     > "$tmp/dry.txt" 2>&1 || { cat "$tmp/dry.txt"; fail "dry run from z3.json failed"; }
 knobs() { jq -c '[.stage, .config]' "$1/zero_report.json"; }
-[ "$(knobs "$tmp/dry_file")" = '[3,{"bucket_elems":7000,"prefetch_elems":30000,"max_live_elems":4000000,"persist_elems":1000}]' ] \
+[ "$(knobs "$tmp/dry_file")" = '[3,{"bucket_elems":7000,"prefetch_elems":30000,"max_live_elems":4000000,"persist_elems":1000,"zero_pp":{"qwz":true,"hpz_partition_size":2,"qgz":true,"two_hop_gradients":true,"qwz_block":2048,"qgz_block":2048}}]' ] \
     || fail "z3.json's knobs did not reach the plugin: $(knobs "$tmp/dry_file")"
 [ "$(knobs "$tmp/dry_file")" = "$(knobs "$tmp/dry_flags")" ] || fail "z3.json and the flags configure the plugin differently"
 jq -e '.ranks == input.ranks' "$tmp/dry_file/zero_report.json" "$tmp/dry_flags/zero_report.json" > /dev/null \
