@@ -446,6 +446,19 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         fprintf(stderr, "error: --dry-run predicts a ZeRO configuration: give -z STAGE\n");
         exit(1);
     }
+    // ZeRO++'s switches (the plugin checks them too; here they fail before any work)
+    if ((c->qwz || c->hpz > 1 || c->qgz || c->hier_reduce) && c->zero_stage < 0) {
+        fprintf(stderr, "error: ZeRO++ (--qwz, --hpz, --qgz, --hier-reduce) is part of ZeRO: give -z STAGE\n");
+        exit(1);
+    }
+    if (c->qwz && c->zero_stage != 3) {
+        fprintf(stderr, "error: --qwz needs -z 3 (below it parameters are not gathered before each use)\n");
+        exit(1);
+    }
+    if (c->hpz > 1 && c->zero_stage != 3) {
+        fprintf(stderr, "error: --hpz %d needs -z 3 (below it parameters are not gathered before each use)\n", c->hpz);
+        exit(1);
+    }
     // offload's combinations (the plugin checks them too; here they fail before any work)
     if ((c->offload_optimizer || c->offload_param) && c->zero_stage < 0) {
         fprintf(stderr, "error: offload (--offload-optimizer, --offload-param) is part of ZeRO: give -z STAGE\n");

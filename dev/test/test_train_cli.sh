@@ -20,7 +20,7 @@ ranks_output() { sed '/^-\{20,\}$/,$d' "$1" | grep -v '^$'; }
 
 # 1. ZeRO flags and train_gpt2cu
 zero_flags=(-z --zero-bucket --zero-prefetch --zero-max-live --zero-persist --node-size --zero-timeout --dry-run
-            --world --gpu-mem)
+            --world --gpu-mem --qwz --hpz --qgz --hier-reduce --qwz-block --qgz-block)
 ./train_gpt2cu -h > "$tmp/cu_help.txt" 2>&1 || fail "train_gpt2cu -h exited non-zero"
 ./train_gpt2_zero -h > "$tmp/zero_help.txt" 2>&1 || fail "train_gpt2_zero -h exited non-zero"
 ./train_gpt2 -h > "$tmp/cpu_help.txt" 2>&1 || fail "train_gpt2 -h exited non-zero"
@@ -28,7 +28,7 @@ for flag in "${zero_flags[@]}"; do
     if grep -q -- "^ *$flag " "$tmp/cu_help.txt"; then fail "train_gpt2cu -h lists $flag, a flag it does not take"; fi
     grep -q -- "^ *$flag " "$tmp/zero_help.txt" || fail "train_gpt2_zero -h does not list $flag"
     grep -q -- "^ *$flag " "$tmp/cpu_help.txt" || fail "train_gpt2 -h does not list $flag"
-    value=1; [ "$flag" = --dry-run ] && value=
+    value=2; case $flag in --dry-run|--qwz|--qgz|--hier-reduce) value= ;; esac
     if ./train_gpt2cu $flag $value -o "$tmp/cu" > "$tmp/cu.txt" 2>&1; then fail "train_gpt2cu accepted $flag"; fi
     grep -q -- "error: $flag is a ZeRO option.*train_gpt2_zero" "$tmp/cu.txt" \
         || { cat "$tmp/cu.txt"; fail "train_gpt2cu $flag: no error naming the flag and train_gpt2_zero"; }
@@ -49,6 +49,12 @@ refused np2_cu "one of 2 ranks (OMPI_COMM_WORLD_SIZE=2).*train_gpt2_zero" mpirun
 mpirun -np 1 ./train_gpt2 "${small[@]}" -x 1 -o "$tmp/np1" > "$tmp/np1.txt" 2>&1 || { cat "$tmp/np1.txt"; fail "mpirun -np 1 ./train_gpt2 refused"; }
 grep -q '^s:0 trl:' "$tmp/np1/main.log" || fail "mpirun -np 1 ./train_gpt2 did not train"
 echo "unsharded trainers on 2 ranks: refused (mpirun, WORLD_SIZE); 1 rank under mpirun trains"
+
+# ZeRO++ switches: part of ZeRO; qwZ and hpZ need stage 3
+refused pp_no_z "ZeRO++ (--qwz, --hpz, --qgz, --hier-reduce) is part of ZeRO: give -z STAGE" ./train_gpt2 "${small[@]}" -x 1 --qgz
+refused pp_z2 "--qwz needs -z 3" ./train_gpt2 "${small[@]}" -x 1 -z 2 --qwz
+refused pp_hpz_z1 "--hpz 2 needs -z 3" ./train_gpt2 "${small[@]}" -x 1 -z 1 --hpz 2
+echo "ZeRO++ switches without -z, or qwZ/hpZ below stage 3: refused"
 
 # 3. ZeRO start-up fails: the reason is the last line
 reason="zero: rank [01]: max_live_elems 10 is smaller than unit"

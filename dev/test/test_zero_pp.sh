@@ -202,8 +202,8 @@ if want errors; then
         fi
         grep -q -- "$pat" "$tmp/err.txt" || { tail -5 "$tmp/err.txt"; fail "$*: no message matching '$pat'"; }
     }
-    expect "needs stage 3" -z 2 --qwz
-    expect "needs stage 3" -z 1 --hpz 2
+    expect "needs -z 3" -z 2 --qwz
+    expect "needs -z 3" -z 1 --hpz 2
     expect "does not divide world size 4" -z 3 --hpz 3
     expect "not supported yet" -z 3 --qgz --offload-optimizer cpu
     expect "not supported yet" -z 3 --qwz --offload-param cpu
