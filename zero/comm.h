@@ -90,6 +90,7 @@ struct ZeroComm {
     int node_size;               // the layout asked for: 0 = real nodes
     int hpz_size;                // ranks per HPZ group (divides world; 1 when off)
     int consecutive;             // 1 when every node's ranks are consecutive (see ZeroGroup)
+    uint64_t peers_intra[ZERO_GROUP_KINDS], peers_inter[ZERO_GROUP_KINDS];   // zero_group_peers, per layout
     ZeroLaunch launch;
     ZeroCollBytes sent[ZERO_COLL_NUM];   // updated atomically (collectives run on several threads)
     double stall_s;              // tests: sleep this long inside the next collective

@@ -183,6 +183,17 @@ int zero_comm_set_layout(ZeroComm *c, int node_size, int hpz_size) {
     int ok = c->rank == c->node * c->local_size + c->local_rank && c->local_size * c->num_nodes == c->world;
     if (c->mpi && c->world > 1) MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi->world);
     c->consecutive = ok;
+    // each group's other members on this node and elsewhere (byte accounting), once: the
+    // world's node is local_size ranks wherever they are; the node's are all on it, the
+    // across group's all elsewhere; an hpZ group shares [lo, hi) with this node's ranks
+    const int X = c->local_size, H = c->hpz_size, base = c->rank / H * H;
+    const int lo = base > c->node * X ? base : c->node * X;
+    const int hi = base + H < (c->node + 1) * X ? base + H : (c->node + 1) * X;
+    const int same[ZERO_GROUP_KINDS] = {X, X, 1, hi > lo ? hi - lo : 1};
+    for (int g = 0; g < ZERO_GROUP_KINDS; g++) {
+        c->peers_intra[g] = (uint64_t)(same[g] - 1);
+        c->peers_inter[g] = (uint64_t)(zero_group_size(c, (ZeroGroup)g) - same[g]);
+    }
     return 0;
 }
 

@@ -23,7 +23,8 @@
 // the slices bound for one local rank side by side is ZeRO++'s slice reordering (eq. 1-2),
 // done by wire_pack. The sum is (sum over nodes m in order of (sum over local ranks q in
 // order of g_{m*X+q})) in fp32: fixed, but not the flat path's rank order except with one
-// node or one rank per node, where it is the same sum.
+// node or one rank per node, where it is the same sum. Unquantized bf16 gradients travel
+// the second hop as bf16 too: the node's partial sum is rounded to nearest even there.
 #include "zero_internal.h"
 
 #include <string.h>
@@ -55,8 +56,10 @@ void zero_reduce_init_pp(Zero *z) {
     if (z->hop_bytes > staging) z->hop_bytes = staging;
     size_t hop2 = z->hop_bytes / (size_t)z->comm->local_size + 64;   // a bucket's share for one local rank
     z->hop_a = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, z->hop_bytes, "gradient records (first hop)");
-    z->hop_c = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, hop2, "gradient records (second hop, sent)");
-    z->hop_d = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, hop2, "gradient records (second hop, received)");
+    if (z->comm->num_nodes > 1 && z->comm->local_size > 1)   // else hop 2 sends hop 1's packing or nothing
+        z->hop_c = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, hop2, "gradient records (second hop, sent)");
+    if (z->comm->num_nodes > 1)
+        z->hop_d = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, hop2, "gradient records (second hop, received)");
 }
 
 // The two hops for tensors list[0..n) (they fit the staging buffer), on the reduce stream;

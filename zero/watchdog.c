@@ -204,8 +204,7 @@ static void coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t intra, uint64_t inte
 }
 
 void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const char *what) {
-    coll_begin(c, op, bytes_per_peer * (uint64_t)(c->local_size - 1), bytes_per_peer * (uint64_t)(c->world - c->local_size),
-               what);
+    zero_coll_begin_group(c, ZERO_GROUP_WORLD, op, bytes_per_peer, what);
 }
 
 void zero_coll_begin_group(ZeroComm *c, ZeroGroup g, ZeroCollOp op, uint64_t bytes_per_peer, const char *what) {
@@ -215,18 +214,8 @@ void zero_coll_begin_group(ZeroComm *c, ZeroGroup g, ZeroCollOp op, uint64_t byt
 }
 
 void zero_group_peers(const ZeroComm *c, ZeroGroup g, uint64_t *intra, uint64_t *inter) {
-    if (g == ZERO_GROUP_WORLD) {   // whatever the placement: a node's size is local_size
-        *intra = (uint64_t)(c->local_size - 1);
-        *inter = (uint64_t)(c->world - c->local_size);
-        return;
-    }
-    *intra = *inter = 0;   // the members of this rank's node: consecutive ranks (ZeroGroup)
-    for (int i = 0, n = zero_group_size(c, g); i < n; i++) {
-        int m = zero_group_member(c, g, i);
-        if (m == c->rank) continue;
-        if (m / c->local_size == c->node) ++*intra;
-        else ++*inter;
-    }
+    *intra = c->peers_intra[g];   // counted by zero_comm_set_layout
+    *inter = c->peers_inter[g];
 }
 
 void zero_coll_begin_to_root(ZeroComm *c, ZeroCollOp op, uint64_t bytes, const char *what) {

@@ -107,10 +107,18 @@ static float *scales_of(const Layout *L, const char *rec) { return (float *)(uin
 // Threads only for enough values and more than one piece.
 static int parallel(size_t pairs, size_t values) { return pairs > 1 && values >= PAR_MIN; }
 
-static float *piece_buffer(const Layout *L, const char *fn) {
+// A thread's fp32 sums of one piece: on its stack up to STACK_PIECE values (RAW pieces and
+// blocks up to that size, the default 2048 among them: no allocation per call), else from
+// the heap (free_piece_buffer gives it back).
+#define STACK_PIECE 4096
+static float *piece_buffer(const Layout *L, const char *fn, float *stack) {
+    if (L->piece <= STACK_PIECE) return stack;
     float *tmp = malloc(L->piece * sizeof(float));
     if (!tmp) refuse(fn, "out of host memory for a buffer of %zu values", L->piece);
     return tmp;
+}
+static void free_piece_buffer(float *tmp, const float *stack) {
+    if (tmp != stack) free(tmp);
 }
 
 // The bytes of a record that no piece writes (padding to 16) are zeros: records are the
@@ -202,7 +210,8 @@ void zero_wire_reduce_pack_cpu(ZeroWire w, int block, const void *in, ZeroDType 
     const size_t pairs = (size_t)nout * L.npieces, run = (size_t)nout * L.R;
 #pragma omp parallel if (parallel(pairs, pairs * L.piece * (size_t)ngroups))
     {
-        float *tmp = pairs ? piece_buffer(&L, fn) : NULL;
+        float stack[STACK_PIECE];
+        float *tmp = pairs ? piece_buffer(&L, fn, stack) : NULL;
 #pragma omp for schedule(static)
         for (size_t t = 0; t < pairs; t++) {
             const size_t p = t / L.npieces, k = t % L.npieces, len = piece_len(&L, k, slice_n);
@@ -211,7 +220,7 @@ void zero_wire_reduce_pack_cpu(ZeroWire w, int block, const void *in, ZeroDType 
             put_piece(&L, tmp, QUANT_F32, k, len, o);
             if (k == 0) zero_padding(&L, o);
         }
-        free(tmp);
+        free_piece_buffer(tmp, stack);
     }
 }
 
@@ -224,7 +233,8 @@ void zero_wire_reduce_cpu(ZeroWire w, int block, const void *rec, ZeroDType dt, 
     const size_t pieces = (n + L.piece - 1) / L.piece;
 #pragma omp parallel if (parallel(pieces, n * (size_t)nrec))
     {
-        float *tmp = pieces ? piece_buffer(&L, fn) : NULL;
+        float stack[STACK_PIECE];
+        float *tmp = pieces ? piece_buffer(&L, fn, stack) : NULL;
 #pragma omp for schedule(static)
         for (size_t k = 0; k < pieces; k++) {
             const size_t len = piece_len(&L, k, n);
@@ -233,6 +243,6 @@ void zero_wire_reduce_cpu(ZeroWire w, int block, const void *rec, ZeroDType dt, 
             if (accumulate) for (size_t i = 0; i < len; i++) a[i] = adamw_add(a[i], tmp[i]);
             else memcpy(a, tmp, len * sizeof(float));
         }
-        free(tmp);
+        free_piece_buffer(tmp, stack);
     }
 }

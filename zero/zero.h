@@ -180,7 +180,7 @@ typedef struct {
     uint64_t gather_hits;   // stage 3: fetches of a tensor still gathered (kept or prefetched)
     uint64_t evictions;     // stage 3: gathered tensors dropped to make room before use
     uint64_t wasted_gathers;// stage 3: tensors prefetched or kept, then dropped before a fetch used them
-    uint64_t buckets;       // gradient reductions (one all-to-all each, two with the hierarchical path)
+    uint64_t buckets;       // gradient reductions (an all-to-all each; the two-hop path: one per hop)
     uint64_t qwz_gathers;   // stage 3: tensors gathered as int8 records (qwZ)
     uint64_t hpz_gathers;   // stage 3: tensors gathered inside the hpZ group (backward)
     size_t secondary_bytes; // hpZ: this rank's secondary partition (counted under parameters)

@@ -134,7 +134,7 @@ static void assert_same_bytes(const void *got, const void *want, size_t n, size_
                  d % (long)R, R, ((const uint8_t *)got)[d], ((const uint8_t *)want)[d]);
 }
 
-static const int blocks[] = {2, 8, 64, 2048};
+static const int blocks[] = {2, 8, 64, 2048, 6144};   // 6144: past the kernels' stack buffer
 #define NBLOCKS (sizeof blocks / sizeof blocks[0])
 #define MAX_LEN 8192
 
