@@ -288,7 +288,7 @@ static void test_flag_contradicting_the_file(void **state) {
          "--zero-persist 100000 contradicts zero_optimization.stage3_param_persistence_threshold = 10000 in"},
         {"--act-checkpoint 1 --act-offload 0", "{\"activation_checkpointing\": {\"cpu_checkpointing\": true}}",
          "--act-offload 0 contradicts activation_checkpointing.cpu_checkpointing = true in"},
-        {"--hpz 2", "{\"zero_optimization\": {\"zero_hpz_partition_size\": 4}}",
+        {"-z 3 --hpz 2", "{\"zero_optimization\": {\"zero_hpz_partition_size\": 4}}",
          "--hpz 2 contradicts zero_optimization.zero_hpz_partition_size = 4 in"},
     };
     for (size_t i = 0; i < sizeof(clash) / sizeof(clash[0]); i++)
