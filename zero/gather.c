@@ -28,9 +28,12 @@
 
 static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
 
-// This rank's working shard of tensor ti (S values, padding zero): the fp32 master itself,
-// or (bf16) rounded from it into `mine` on stream s with step t_step's rounding.
+// This rank's working shard of tensor ti (S values, padding zero): where offload keeps it
+// (brought into `mine`), the fp32 master itself, or (bf16) rounded from the master into
+// `mine` on stream s with step t_step's rounding.
 static void *work_shard(Zero *z, int ti, char *mine, int t_step, ZeroStream *s) {
+    void *offloaded = zero_offload_shard(z, ti, mine);   // host, NVMe, or the uploaded shard
+    if (offloaded) return offloaded;
     const ZeroTensorLayout *l = z->t[ti].lay;
     if (z->cfg.param_dtype == ZERO_F32) return z->master + l->shard_off;
     z->b->refresh(z->b, mine, z->cfg.param_dtype, z->master + l->shard_off, l->own_count, z->cfg.seed, t_step,
@@ -41,10 +44,8 @@ static void *work_shard(Zero *z, int ti, char *mine, int t_step, ZeroStream *s) 
 }
 
 void *zero_gather_src(Zero *z, int ti, void *full, int t_step, ZeroStream *s) {
-    void *offloaded = zero_offload_gather_src(z, ti, full);   // host, NVMe, or the uploaded shard
-    if (offloaded) return offloaded;
-    // bf16: rounded into this rank's slot of the destination, then gathered in place (no
-    // bf16 copy of the shard is kept between steps)
+    // into this rank's slot of the destination, then gathered in place (no bf16 copy of the
+    // shard is kept between steps)
     return work_shard(z, ti, byte_at(full, (size_t)z->rank * z->t[ti].lay->split.shard, z->pes), t_step, s);
 }
 

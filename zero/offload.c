@@ -560,12 +560,11 @@ static void read_params(void *arg) {
     atomic_store_explicit(&r->busy, 0, memory_order_release);
 }
 
-void *zero_offload_gather_src(Zero *z, int ti, void *full) {
+void *zero_offload_shard(Zero *z, int ti, void *mine) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
     const ZeroTensorLayout *l = z->t[ti].lay;
     if (o->param == ZERO_TIER_DEVICE) return o->d_work ? byte_at(o->d_work, l->shard_off, z->pes) : NULL;
-    void *mine = byte_at(full, (size_t)z->rank * l->split.shard, z->pes);
     if (l->split.shard > l->own_count)   // a recycled block's padding: zero like everywhere else
         b->memset0(b, byte_at(mine, l->own_count, z->pes), (l->split.shard - l->own_count) * z->pes, z->gs);
     if (o->param == ZERO_TIER_HOST) {

@@ -159,9 +159,8 @@ static int validate_pp(const ZeroConfig *cfg, const ZeroComm *comm) {
                 r, which);
         return -1;
     }
-    if ((cfg->qwz || cfg->hpz > 1) && (cfg->optimizer_tier != ZERO_TIER_DEVICE || cfg->param_tier != ZERO_TIER_DEVICE)) {
-        fprintf(stderr, "zero: rank %d: %s with offload (--offload-optimizer/--offload-param) is not supported yet\n",
-                r, which);
+    if (cfg->qwz && cfg->param_tier == ZERO_TIER_NVME) {   // its packing would read NVMe into a gather-stream buffer
+        fprintf(stderr, "zero: rank %d: --qwz with --offload-param nvme is not supported yet\n", r);
         return -1;
     }
     const char *hwhich = cfg->qgz ? "--qgz (zero_quantized_gradients)" : "--hier-reduce";

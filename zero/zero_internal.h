@@ -246,10 +246,12 @@ void zero_offload_reduce(Zero *z, const int *list, int n, const void *received);
 // refreshes the working parameters at step t (no AdamW with update 0: init, after a load).
 void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t);
 void zero_offload_wait(Zero *z);                   // every queued accumulation has landed
-// Stage 3 gathers: this rank's part of tensor ti in the working dtype, into full's own slot
-// (or straight from where it lives); returns the all-gather's send pointer, or NULL when
-// offload does not hold the parameters.
-void *zero_offload_gather_src(Zero *z, int ti, void *full);
+// Stage 3 gathers and qwZ's packing: this rank's shard of tensor ti in the working dtype,
+// brought into `mine` on the gather stream (or used where it lives, the uploaded device
+// shard); returns where it is, or NULL when offload does not hold the parameters. From NVMe
+// the read waits for the main stream only: `mine` must be a slot the gather stream does not
+// read before (a gather block's own slot).
+void *zero_offload_shard(Zero *z, int ti, void *mine);
 // The optimizer state of kind ZK_MASTER/ZK_M/ZK_V, elements [off, off + n) of tensor ti's
 // owned range, to or from host memory (checkpoints, consolidation). Blocking.
 void zero_state_read(Zero *z, int kind, int ti, size_t off, size_t n, float *out);

@@ -9,6 +9,8 @@
 #                stages 2 and 3 give the same bits with --qgz and with --hier-reduce
 #   bytes        the report's bytes per flow against formulas from the tensor sizes (the
 #                checkpoint manifest's table), and the dry run's against the live ones
+#   offload      qwZ and hpZ with the optimizer or the parameters offloaded (cpu, nvme): the
+#                same bits as without offload
 #   resume       a checkpoint of a run with every switch resumes bit-exact
 #   nan          a run that diverges through the quantized paths stops naming the step (a
 #                NaN travels as a NaN block, never as plausible numbers)
@@ -16,7 +18,7 @@
 # Arguments pick parts (default all).
 set -u
 cd "$(dirname "$0")/../.."
-parts=" ${*:-determinism identities bytes resume nan errors} "
+parts=" ${*:-determinism identities bytes offload resume nan errors} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=1
@@ -174,6 +176,24 @@ EOF
     echo "bytes: per-flow bytes match the formulas and the dry run"
 fi
 
+if want offload; then
+    mkdir -p "$tmp/swap"
+    run qh -z 3 --qwz --hpz 2
+    run hpz -z 3 --hpz 2
+    # BASE|OFFLOAD: qwZ packs no shard from NVMe (refused), so NVMe parameters go with hpZ alone
+    for c in "qh|--offload-optimizer cpu" "qh|--offload-optimizer nvme" "qh|--offload-param cpu" \
+             "qh|--offload-param cpu --offload-optimizer cpu" "hpz|--offload-param nvme --offload-optimizer cpu"; do
+        base=${c%%|*} off=${c#*|}
+        sw=(-z 3 --hpz 2 $off)
+        [ "$base" = qh ] && sw+=(--qwz)
+        [[ "$off" == *nvme* ]] && sw+=(--nvme-path "$tmp/swap")
+        name=$base$(echo "$off" | tr -dc 'a-z')
+        run "$name" "${sw[@]}"
+        same "$tmp/$base" "$tmp/$name" "${sw[*]} against no offload"
+    done
+    echo "offload: qwZ and hpZ give the same bits with the optimizer or the parameters offloaded"
+fi
+
 if want resume; then
     pp=(-z 3 --qwz --hpz 2 --qgz)
     run z3ppfull "${pp[@]}"
@@ -206,7 +226,7 @@ if want errors; then
     expect "needs -z 3" -z 1 --hpz 2
     expect "does not divide world size 4" -z 3 --hpz 3
     expect "not supported yet" -z 3 --qgz --offload-optimizer cpu
-    expect "not supported yet" -z 3 --qwz --offload-param cpu
+    expect "not supported yet" -z 3 --qwz --offload-param nvme --nvme-path "$tmp"
     expect "even number" -z 3 --qwz --qwz-block 7
     echo "errors: refused with messages"
 fi
