@@ -106,18 +106,18 @@ void zero_qwz_refresh(Zero *z, int t_step) {
 
 static int sec_valid(const Zero *z, const ZT *t) { return z->sec && t->sec_version == z->param_version; }
 
-// What a fetch (forward or backward) needs the block to hold.
-static int wanted(const Zero *z, const ZT *t, int bwd) {
-    if (!bwd) return z->cfg.qwz ? VAL_QWZ : VAL_EXACT;
-    return sec_valid(z, t) ? t->sec_val : VAL_EXACT;
-}
-
 enum { GK_PLAIN = 0, GK_QWZ, GK_HPZ, GK_KINDS };   // how a tensor is gathered
 
 static int gather_kind(const Zero *z, const ZT *t, int bwd) {
     if (bwd) return sec_valid(z, t) ? GK_HPZ : GK_PLAIN;
     return z->cfg.qwz ? GK_QWZ : GK_PLAIN;
 }
+
+// What a gather of that kind leaves in the block.
+static int kind_val(const ZT *t, int kind) { return kind == GK_QWZ ? VAL_QWZ : kind == GK_HPZ ? t->sec_val : VAL_EXACT; }
+
+// What a fetch (forward or backward) needs the block to hold: what its gather would bring.
+static int wanted(const Zero *z, const ZT *t, int bwd) { return kind_val(t, gather_kind(z, t, bwd)); }
 
 static int in_pool(const ZT *t) { return !t->persistent && t->lay->split.padded > 0; }
 
@@ -265,7 +265,7 @@ static void gather_batch(Zero *z, int kind, const int *coded, int n, const char 
     for (int k = 0; k < n; k++) {
         int ti = coded[k] >> 1, bwd = coded[k] & 1;
         ZT *t = &z->t[ti];
-        int val = kind == GK_QWZ ? VAL_QWZ : kind == GK_HPZ ? t->sec_val : VAL_EXACT;
+        int val = kind_val(t, kind);
         if (kind == GK_QWZ) {
             b->wire_unpack(b, ZERO_WIRE_INT8, z->qwz_block, byte_at(z->qw_land, off, 1), t->lay->split.shard, z->world,
                            t->work, z->cfg.param_dtype, z->gs);
