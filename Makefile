@@ -12,22 +12,22 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # -ffp-contract=off: no silent FMA contraction, so CPU numerics are reproducible and
 # match the GPU's separately rounded AdamW (llmc/adamw.h).
 CFLAGS ?= -O3 -march=native
-CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -ffp-contract=off -Wall -Wextra -Illmc -I.
-# liburing: zero/nvme.c's io_uring engine; without it nvme.c builds with threads only.
+CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -ffp-contract=off -Wall -Wextra -I.
+# liburing: zero/io/nvme.c's io_uring engine; without it nvme.c builds with threads only.
 URING_LIBS := $(shell printf '\043include <liburing.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo -luring)
 LDLIBS = -lm -lz -lpcre2-8 -lcjson $(URING_LIBS)
 # MPI: zero/ starts under mpirun/srun through it. Without an MPI installation (some GPU
-# images) everything builds against zero/mpi_stub and ranks start from RANK/WORLD_SIZE.
+# images) everything builds against zero/comm/mpi_stub and ranks start from RANK/WORLD_SIZE.
 MPICC ?= mpicc
 ifeq ($(shell command -v $(MPICC) 2>/dev/null),)
-override MPICC := $(CC) -Izero/mpi_stub
-MPI_STUB_OBJ := $(BUILD)/zero/mpi_stub/mpi_stub.o
-$(info note: no MPI compiler wrapper found: building against zero/mpi_stub (launch with RANK/WORLD_SIZE))
+override MPICC := $(CC) -Izero/comm/mpi_stub
+MPI_STUB_OBJ := $(BUILD)/zero/comm/mpi_stub/mpi_stub.o
+$(info note: no MPI compiler wrapper found: building against zero/comm/mpi_stub (launch with RANK/WORLD_SIZE))
 endif
 
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 NVCCFLAGS ?= -O3 --use_fast_math
-NVCCFLAGS += -std=c++17 $(CUDA_ARCHS) -Illmc -I. -Xcompiler -Wall,-Wextra,-fopenmp \
+NVCCFLAGS += -std=c++17 $(CUDA_ARCHS) -I. -Xcompiler -Wall,-Wextra,-fopenmp \
              -Wno-deprecated-gpu-targets
 # NCCL and cuDNN may live under the CUDA tree or in Python's site-packages (device image)
 NV_SITE := $(wildcard /usr/local/lib/python3*/*-packages/nvidia /usr/lib/python3/dist-packages/nvidia)
@@ -37,14 +37,17 @@ NVCCFLAGS += -I$(CUDA_HOME)/include $(NV_INC)
 CUDA_LDLIBS = -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lcublas -lcublasLt -lcudnn -lnccl \
               -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) -lgomp
 
-HOST_SRC := $(wildcard llmc/*.c)
+# llmc/: the host folders make libllmc.a, llmc/cuda/ the CUDA objects (llmc/README.md)
+HOST_SRC := $(wildcard llmc/*.c llmc/numerics/*.c llmc/model/*.c llmc/data/*.c llmc/run/*.c llmc/cpu/*.c)
 HOST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(HOST_SRC))
-CUDA_SRC := $(wildcard llmc/*.cu)
+CUDA_SRC := $(wildcard llmc/cuda/*.cu)
 CUDA_OBJ := $(patsubst %.cu,$(BUILD)/%.cu.o,$(CUDA_SRC))
-HEADERS := $(wildcard llmc/*.h llmc/*.cuh)
-ZERO_SRC := $(wildcard zero/*.c)
+HEADERS := $(wildcard llmc/*.h llmc/*/*.h llmc/*/*.cuh)
+# zero/: everything but cuda/ makes libzero.a, cuda/ libzero_cuda.a (zero/README.md)
+ZERO_HOST_DIRS := zero zero/kernels zero/io zero/comm zero/host
+ZERO_SRC := $(wildcard $(addsuffix /*.c,$(ZERO_HOST_DIRS)))
 ZERO_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(ZERO_SRC)) $(MPI_STUB_OBJ)
-ZERO_HEADERS := $(wildcard zero/*.h) llmc/adamw.h llmc/adamw_cpu.h llmc/rand.h
+ZERO_HEADERS := $(wildcard zero/*.h zero/*/*.h) llmc/numerics/adamw.h llmc/numerics/adamw_cpu.h llmc/numerics/rand.h
 TEST_SRC := $(wildcard dev/test/test_*.c)
 TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
@@ -63,9 +66,9 @@ $(BUILD)/libllmc.a: $(HOST_OBJ)
 	ar rcs $@ $^
 
 # zero/ is built with mpicc (the host backend's collectives are MPI)
-$(BUILD)/zero/mpi_stub/%.o: zero/mpi_stub/%.c
+$(BUILD)/zero/comm/mpi_stub/%.o: zero/comm/mpi_stub/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Izero/mpi_stub -c $< -o $@
+	$(CC) $(CFLAGS) -Izero/comm/mpi_stub -c $< -o $@
 
 $(BUILD)/zero/%.o: zero/%.c $(ZERO_HEADERS)
 	@mkdir -p $(dir $@)
@@ -76,12 +79,12 @@ $(BUILD)/libzero.a: $(ZERO_OBJ)
 
 # zero/'s CUDA backend and NCCL: no --use_fast_math (it would flush subnormals, and the
 # CUDA kernels must match the host backend bit for bit).
-ZERO_CUDA_OBJ := $(BUILD)/zero/backend_cuda.cu.o $(BUILD)/zero/comm_nccl.cu.o $(BUILD)/zero/quant_cuda.cu.o \
-                 $(BUILD)/zero/wire_cuda.cu.o
-ZERO_NVCCFLAGS = -O3 -std=c++17 $(CUDA_ARCHS) -Illmc -I. -I$(CUDA_HOME)/include $(NV_INC) \
+ZERO_CUDA_OBJ := $(patsubst %.cu,$(BUILD)/%.cu.o,$(wildcard zero/cuda/*.cu)) \
+                 $(patsubst %.c,$(BUILD)/%.o,$(wildcard zero/cuda/*.c))
+ZERO_NVCCFLAGS = -O3 -std=c++17 $(CUDA_ARCHS) -I. -I$(CUDA_HOME)/include $(NV_INC) \
                  -Xcompiler -Wall,-Wextra -Wno-deprecated-gpu-targets
 MPI_LDFLAGS := $(if $(MPI_STUB_OBJ),,$(shell $(MPICC) --showme:link 2>/dev/null))
-MPI_CFLAGS := $(if $(MPI_STUB_OBJ),-Izero/mpi_stub,$(shell $(MPICC) --showme:compile 2>/dev/null))
+MPI_CFLAGS := $(if $(MPI_STUB_OBJ),-Izero/comm/mpi_stub,$(shell $(MPICC) --showme:compile 2>/dev/null))
 $(BUILD)/zero/%.cu.o: zero/%.cu $(ZERO_HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(ZERO_NVCCFLAGS) $(MPI_CFLAGS) -c $< -o $@
@@ -133,19 +136,19 @@ test_gpt2_zero: test_gpt2_zero.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
 
 # CPU AdamW GB/s per SIMD path and thread count against a memory copy (and PyTorch's, if installed)
-bench_adamw_cpu: dev/bench/bench_adamw_cpu.c llmc/adamw.h llmc/adamw_cpu.h llmc/rand.h
+bench_adamw_cpu: dev/bench/bench_adamw_cpu.c llmc/numerics/adamw.h llmc/numerics/adamw_cpu.h llmc/numerics/rand.h
 	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
 
 bench_gpt2cu: dev/bench/bench_gpt2cu.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
 
 # GPU test of the cuDNN attention against a host reference (skips without a GPU)
-$(BUILD)/gpu_attention_cudnn: dev/test/gpu_attention_cudnn.cu $(BUILD)/llmc/attention_cudnn.cu.o
+$(BUILD)/gpu_attention_cudnn: dev/test/gpu_attention_cudnn.cu $(BUILD)/llmc/cuda/attention_cudnn.cu.o
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $^ $(CUDA_LDLIBS) -o $@
 
 # GPT-2-agnostic: sharded checkpoint -> raw fp32 + JSON index (no MPI needed)
-zero_consolidate: zero/tools/zero_consolidate_main.c zero/consolidate.c zero/zckpt.c zero/zfile.c zero/partition.c $(ZERO_HEADERS)
+zero_consolidate: zero/tools/zero_consolidate_main.c zero/io/consolidate.c zero/io/zckpt.c zero/io/zfile.c zero/partition.c $(ZERO_HEADERS)
 	$(CC) $(CFLAGS) $(filter %.c,$^) -lcjson -lz -lm -o $@
 
 # GPT-2: sharded checkpoint -> one llm.c model file
@@ -153,16 +156,17 @@ zero_to_model: dev/tools/zero_to_model.c $(BUILD)/libzero.a $(BUILD)/libllmc.a
 	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
 # Block quantization GB/s against a memory copy: make bench_quant; ./bench_quant [elements] [repeats] [threads...]
-bench_quant: dev/bench/bench_quant.c zero/quant.c zero/quant.h zero/quant_element.h zero/wire.c zero/wire.h llmc/adamw.h llmc/rand.h
-	$(CC) $(CFLAGS) dev/bench/bench_quant.c zero/quant.c zero/wire.c -lm -o $@
+bench_quant: dev/bench/bench_quant.c zero/kernels/quant.c zero/kernels/quant.h zero/kernels/quant_element.h zero/kernels/wire.c \
+             zero/kernels/wire.h llmc/numerics/adamw.h llmc/numerics/rand.h
+	$(CC) $(CFLAGS) dev/bench/bench_quant.c zero/kernels/quant.c zero/kernels/wire.c -lm -o $@
 
 # ZeRO++ wire kernels on the GPU, GB/s against a device copy: make bench_wire_cuda; ./bench_wire_cuda [elements] [repeats] [block]
 bench_wire_cuda: dev/bench/bench_wire_cuda.cu $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
 	$(NVCC) $(ZERO_NVCCFLAGS) $< $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a -L$(CUDA_HOME)/lib64 -lgomp -lm -o $@
 
 # NVMe engine throughput against plain O_DIRECT I/O: make bench_nvme; ./bench_nvme [DIR] [-s GiB]
-bench_nvme: dev/bench/bench_nvme.c zero/nvme.c zero/nvme.h
-	$(CC) $(CFLAGS) dev/bench/bench_nvme.c zero/nvme.c $(URING_LIBS) -lpthread -o $@
+bench_nvme: dev/bench/bench_nvme.c zero/io/nvme.c zero/io/nvme.h
+	$(CC) $(CFLAGS) dev/bench/bench_nvme.c zero/io/nvme.c $(URING_LIBS) -lpthread -o $@
 
 $(BUILD)/model_diff: dev/tools/model_diff.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
@@ -172,7 +176,7 @@ $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
 
 # Unit tests that include a zero/ source directly rebuild when it changes.
-$(BUILD)/tests/test_zero_nvme: zero/nvme.c zero/nvme.h
+$(BUILD)/tests/test_zero_nvme: zero/io/nvme.c zero/io/nvme.h
 
 # Unit tests that call zero/'s host backend link libzero.a, hence MPI.
 ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding $(BUILD)/tests/test_grad_norm $(BUILD)/tests/test_zero_quant \

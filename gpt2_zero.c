@@ -6,10 +6,10 @@
 #include <stdlib.h>
 
 #include "llmc/atomic_file.h"
-#include "llmc/logger.h"
-#include "llmc/train_common.h"
+#include "llmc/run/logger.h"
+#include "llmc/run/train_common.h"
 #include "llmc/utils.h"
-#include "zero/quant.h"
+#include "zero/kernels/quant.h"
 
 ZeroComm *gpt2_zero_world(int *argc, char ***argv, const TrainConfig *cfg) {
     ZeroComm *comm = zero_comm_init(argc, argv);

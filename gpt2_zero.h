@@ -15,9 +15,9 @@ This file knows GPT-2 and ZeRO; llmc/ knows no ZeRO and zero/ knows no GPT-2.
 #ifndef GPT2_ZERO_H
 #define GPT2_ZERO_H
 
-#include "llmc/gpt2_config.h"
-#include "llmc/gpt2_model_file.h"
-#include "llmc/train_config.h"
+#include "llmc/model/gpt2_config.h"
+#include "llmc/model/gpt2_model_file.h"
+#include "llmc/run/train_config.h"
 #include "zero/comm.h"
 #include "zero/zero.h"
 

@@ -12,22 +12,22 @@
 
 #include <cudnn.h>
 
-#include "adamw.h"
-#include "adamw_cuda.cuh"
-#include "attention_cudnn.h"
-#include "attention_cudnn_version.h"
-#include "attention_fallback.cuh"
-#include "classifier.cuh"
-#include "cuda_utils.cuh"
-#include "encoder.cuh"
-#include "gpt2_config.h"
-#include "gpt2_cpu.h"
-#include "gpt2_cuda.h"
-#include "grad_norm.cuh"
-#include "grad_norm.h"
-#include "layernorm.cuh"
-#include "matmul_cublaslt.h"
-#include "rand.h"
+#include "llmc/numerics/adamw.h"
+#include "llmc/cuda/adamw_cuda.cuh"
+#include "llmc/cuda/attention_cudnn.h"
+#include "llmc/cuda/attention_cudnn_version.h"
+#include "llmc/cuda/attention_fallback.cuh"
+#include "llmc/cuda/classifier.cuh"
+#include "llmc/cuda/cuda_utils.cuh"
+#include "llmc/cuda/encoder.cuh"
+#include "llmc/model/gpt2_config.h"
+#include "llmc/cpu/gpt2_cpu.h"
+#include "llmc/cuda/gpt2_cuda.h"
+#include "llmc/cuda/grad_norm.cuh"
+#include "llmc/model/grad_norm.h"
+#include "llmc/cuda/layernorm.cuh"
+#include "llmc/cuda/matmul_cublaslt.h"
+#include "llmc/numerics/rand.h"
 
 // ----------------------------------------------------------------------------
 // Reporting

@@ -9,9 +9,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "dataloader.h"
-#include "tokenizer.h"
-#include "utils.h"
+#include "llmc/data/dataloader.h"
+#include "llmc/data/tokenizer.h"
+#include "llmc/utils.h"
 
 #define DEFAULT_SHARD_SIZE 100000000LL
 #define CHUNK_BYTES (1 << 20) // documents are encoded in ~1 MB chunks, for progress

@@ -53,10 +53,10 @@ Numerics are part of the contract: every backend must produce the same bits.
 // The AdamW element update, the gradient norm's order and the counter RNG are the numeric
 // contract shared with the trainers (bit-identical results sharded or not). Both headers
 // are self-contained; they are the only files zero/ takes from llmc/.
-#include "../llmc/adamw.h"
-#include "../llmc/rand.h"
+#include "../llmc/numerics/adamw.h"
+#include "../llmc/numerics/rand.h"
 #include "comm.h"
-#include "wire.h"
+#include "kernels/wire.h"
 #include "zero.h"
 
 #ifdef __cplusplus

@@ -3,7 +3,7 @@
 // running Zero and the files, and keeps the ranks in agreement (a checkpoint is published
 // only when every rank's file is on disk and verified; a load changes nothing unless every
 // rank verified everything it needs).
-#include "zero_internal.h"
+#include "state.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "zckpt.h"
-#include "zfile.h"
+#include "io/zckpt.h"
+#include "io/zfile.h"
 
 #define CKPT_CHUNK ((size_t)1 << 20)   // floats per device <-> host copy
 

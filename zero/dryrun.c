@@ -7,7 +7,7 @@
 // space (PROT_NONE: never committed, and a stray access would fault rather than go
 // unnoticed), whose kernels do nothing and whose collectives only count bytes the way
 // comm_mpi.c does. Every size, placement and prefetch decision is therefore the live one.
-#include "zero_internal.h"
+#include "state.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "report.h"
-#include "zfile.h"
+#include "io/zfile.h"
 
 #define DRY_MAX_MAPS 64
 #define DRY_ALLREDUCE_CHUNK 64   // doubles per all-gather, as zero_mpi_allreduce_sum_f64

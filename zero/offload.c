@@ -20,7 +20,7 @@
 //
 // Every value goes through the operations it would on the device, in the same order, so
 // offloading is bit-identical to the same stage without it.
-#include "zero_internal.h"
+#include "state.h"
 
 #include <sched.h>
 #include <stdio.h>

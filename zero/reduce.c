@@ -25,7 +25,7 @@
 // order of g_{m*X+q})) in fp32: fixed, but not the flat path's rank order except with one
 // node or one rank per node, where it is the same sum. Unquantized bf16 gradients travel
 // the second hop as bf16 too: the node's partial sum is rounded to nearest even there.
-#include "zero_internal.h"
+#include "state.h"
 
 #include <string.h>
 

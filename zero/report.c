@@ -2,7 +2,7 @@
 // activations, buffers) on device and host, and bytes sent per collective per step
 // (intra- and inter-node); gathered to rank 0 and written as JSON, or printed as a table.
 // dryrun.c writes the same JSON from a prediction (report.h).
-#include "zero_internal.h"
+#include "state.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "report.h"
-#include "zfile.h"
+#include "io/zfile.h"
 
 _Static_assert(ZERO_NUM_COLLS == ZERO_COLL_NUM, "zero.h's ZERO_NUM_COLLS must match comm.h's ZeroCollOp");
 

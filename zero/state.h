@@ -11,7 +11,7 @@ reduce.c (gradient buckets) and gather.c (stage-3 parameter gathering). Not for 
 #include "arena.h"
 #include "backend.h"
 #include "comm.h"
-#include "nvme.h"
+#include "io/nvme.h"
 #include "partition.h"
 #include "zero.h"
 

@@ -1,11 +1,11 @@
 // zero.c: the plugin's life cycle: init (partition, allocate every buffer, initialize
 // the owned shards), the fetch/release views, begin_step and the optimizer step.
 // Gradient buckets are in reduce.c, stage-3 gathering in gather.c.
-#include "zero_internal.h"
+#include "state.h"
 
 #include <math.h>
 
-#include "quant.h"
+#include "kernels/quant.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "adamw.h"
-#include "rand.h"
+#include "../../llmc/numerics/adamw.h"
+#include "../../llmc/numerics/rand.h"
 
 typedef struct {
     float *p, *g, *m, *v;

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "cuda_utils.cuh"
-#include "gpt2_config.h"
-#include "gpt2_cuda.h"
-#include "mfu.h"
-#include "rand.h"
+#include "../../llmc/cuda/cuda_utils.cuh"
+#include "../../llmc/model/gpt2_config.h"
+#include "../../llmc/cuda/gpt2_cuda.h"
+#include "../../llmc/run/mfu.h"
+#include "../../llmc/numerics/rand.h"
 
 static double now_seconds(void) {
     struct timespec ts;

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "zero/nvme.h"
+#include "../../zero/io/nvme.h"
 
 #define MAX_LIST 16
 

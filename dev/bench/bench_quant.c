@@ -17,9 +17,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "rand.h"
-#include "../../zero/quant.h"
-#include "../../zero/wire.h"
+#include "../../llmc/numerics/rand.h"
+#include "../../zero/kernels/quant.h"
+#include "../../zero/kernels/wire.h"
 
 #define BLOCK QUANT_BLOCK_DEFAULT
 #define COPY_CHUNK (1u << 20)

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../zero/wire.h"
-#include "../../zero/wire_cuda.h"
+#include "../../zero/kernels/wire.h"
+#include "../../zero/cuda/wire_cuda.h"
 
 #define SLICES 4   // pack, unpack and reduce_pack: n values as 4 records of n / 4
 

@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention_cudnn.h"
-#include "attention_cudnn_version.h"
-#include "utils.h"
+#include "../../llmc/cuda/attention_cudnn.h"
+#include "../../llmc/cuda/attention_cudnn_version.h"
+#include "../../llmc/utils.h"
 
 #define CUDA_CHECK(call)                                                                                   \
     do {                                                                                                   \

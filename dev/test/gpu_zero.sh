@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# gpu_zero.sh: for a machine with a GPU. Builds zero/'s CUDA backend (backend_cuda.cu,
-# comm_nccl.cu) with dev/test/gpu_zero_toy.c and runs it: the kernels against the host
+# gpu_zero.sh: for a machine with a GPU. Builds zero/'s CUDA backend (zero/cuda/) with dev/test/gpu_zero_toy.c and runs it: the kernels against the host
 # backend, the NCCL collectives (also in the ZeRO++ groups, at every node size and hpZ size
 # that divides the world: 4 ranks include nodes of 2 with hpZ 2), and mpi_zero_toy.c's
 # stage 0-3 checks at 1, 2 and 4 ranks sharing one GPU; then the refusals and the two
@@ -9,7 +8,7 @@
 # LOCAL_RANK and ZERO_BOOTSTRAP_FILE or ZERO_BOOTSTRAP_TCP (one launch without MPI is
 # always run). Each rank gets its own NCCL_HOSTID with NCCL_SOCKET_IFNAME=lo (NCCL < 2.30)
 # and NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL >= 2.30). Without MPI headers, comm_mpi.c builds
-# against zero/mpi_stub.
+# against zero/comm/mpi_stub.
 # Run from anywhere; prints PASS/FAIL per case; exit 0 only if all pass, or after
 # "SKIP: no CUDA device". Arguments pick cases (default all of them): kernels np1 np2 np4
 # env errors bootstrap deaths. Knobs: NVCC, NCCL_HOME, CUDA_ARCHS, LIMIT (seconds per
@@ -67,8 +66,8 @@ if command -v mpicc > /dev/null; then
     mpi_inc=()
 else
     cc=${CC:-gcc}
-    mpi_inc=(-Izero/mpi_stub)
-    echo "note: no mpicc: building comm_mpi.c against zero/mpi_stub (launches without MPI only)"
+    mpi_inc=(-Izero/comm/mpi_stub)
+    echo "note: no mpicc: building comm_mpi.c against zero/comm/mpi_stub (launches without MPI only)"
 fi
 have_mpirun=0
 command -v mpirun > /dev/null && [ "$cc" = mpicc ] && have_mpirun=1
@@ -78,15 +77,16 @@ cflags=(-std=c11 -D_GNU_SOURCE -O2 -fopenmp -ffp-contract=off -Wall -Wextra -Wer
         -I"$cuda_home/include" -I"$nccl_inc")
 # no --use_fast_math / -ftz=true: the kernels must keep subnormals to match the host's bits
 archs=${CUDA_ARCHS:--gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90}
-nvflags=(-O3 -std=c++17 $archs -Illmc -I. -I"$nccl_inc" -Xcompiler -Wall,-Wextra)
-# zero/nvme.c uses liburing when its header is there (as the Makefile decides)
+nvflags=(-O3 -std=c++17 $archs -I. -I"$nccl_inc" -Xcompiler -Wall,-Wextra)
+# zero/io/nvme.c uses liburing when its header is there (as the Makefile decides)
 uring=$(printf '#include <liburing.h>\n' | $cc -E -x c - > /dev/null 2>&1 && echo -luring)
 # the checkpoint files that build here (their headers present) need their libraries too
 ckpt_libs=$(printf '#include <zlib.h>\n' | $cc -E -x c - > /dev/null 2>&1 && echo -lz)
 printf '#include <cjson/cJSON.h>\n' | $cc -E -x c - > /dev/null 2>&1 && ckpt_libs="$ckpt_libs -lcjson"
 objs=()
 build_ok=1
-for f in zero/*.c; do
+source dev/test/zero_sources.sh
+for f in "${ZERO_HOST_SRC[@]}" zero/cuda/*.c; do
     o="$tmp/$(basename "$f" .c).o"
     if $cc "${cflags[@]}" -c "$f" -o "$o" 2> "$tmp/cc.log"; then
         objs+=("$o")
@@ -99,18 +99,20 @@ for f in zero/*.c; do
         esac
     fi
 done
-[ -d zero/mpi_stub ] && [ ${#mpi_inc[@]} -gt 0 ] && {
-    $cc -std=c11 -O2 -Wall -Wextra -Werror -c zero/mpi_stub/mpi_stub.c -o "$tmp/mpi_stub.o" || build_ok=0
+[ ${#mpi_inc[@]} -gt 0 ] && {
+    $cc -std=c11 -O2 -Wall -Wextra -Werror -c zero/comm/mpi_stub/mpi_stub.c -o "$tmp/mpi_stub.o" || build_ok=0
     objs+=("$tmp/mpi_stub.o")
 }
 $cc "${cflags[@]}" -c dev/test/gpu_zero_toy.c -o "$tmp/gpu_zero_toy.o" || build_ok=0
 ar rcs "$tmp/libzero.a" "${objs[@]}" || build_ok=0
-for f in zero/backend_cuda.cu zero/comm_nccl.cu; do
+cuda_objs=()
+for f in zero/cuda/*.cu; do
+    cuda_objs+=("$tmp/$(basename "$f" .cu).cu.o")
     "$nvcc" "${nvflags[@]}" -c "$f" -o "$tmp/$(basename "$f" .cu).cu.o" 2> "$tmp/nvcc.log" || { cat "$tmp/nvcc.log"; build_ok=0; }
     if grep -i "warning" "$tmp/nvcc.log" | grep -v -i "deprecated" > /dev/null; then cat "$tmp/nvcc.log"; bad "warnings in $f"; fi
 done
 bin="$tmp/gpu_zero_toy"
-[ $build_ok = 1 ] && "$nvcc" -o "$bin" "$tmp/gpu_zero_toy.o" "$tmp/backend_cuda.cu.o" "$tmp/comm_nccl.cu.o" "$tmp/libzero.a" \
+[ $build_ok = 1 ] && "$nvcc" -o "$bin" "$tmp/gpu_zero_toy.o" "${cuda_objs[@]}" "$tmp/libzero.a" \
     "$nccl_so" -Xlinker -rpath,"$nccl_lib" "${mpi_link[@]}" $uring $ckpt_libs -lgomp -lpthread -lm || build_ok=0
 [ $build_ok = 1 ] || { echo "FAIL: build"; exit 1; }
 pass "build (warning-free)"

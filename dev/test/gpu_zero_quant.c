@@ -19,10 +19,10 @@ line "N passed, N failed".
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../zero/quant.h"
-#include "../../zero/quant_cuda.h"
-#include "../../zero/wire.h"
-#include "../../zero/wire_cuda.h"
+#include "../../zero/kernels/quant.h"
+#include "../../zero/cuda/quant_cuda.h"
+#include "../../zero/kernels/wire.h"
+#include "../../zero/cuda/wire_cuda.h"
 #include "quant_cases.h"
 
 static int npassed, nfailed;

@@ -37,7 +37,7 @@ Ends with the line "N passed, N failed" (all ranks together).
 #include <string.h>
 
 #include "../../zero/backend.h"
-#include "../../zero/backend_cuda.h"
+#include "../../zero/cuda/backend_cuda.h"
 #include "../../zero/comm.h"
 #include "../../zero/partition.h"
 #include "../../zero/zero.h"

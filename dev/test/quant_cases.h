@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "rand.h"
+#include "../../llmc/numerics/rand.h"
 
 enum {
     QCASE_NORMAL,       // N(0, 1) scaled per block by 2^[-20, 20)

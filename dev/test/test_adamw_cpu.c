@@ -16,8 +16,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "adamw.h"
-#include "rand.h"
+#include "../../llmc/numerics/adamw.h"
+#include "../../llmc/numerics/rand.h"
 #include "test_util.h"
 
 // The same bits, or both NaN. Which NaN comes out of an op on two NaNs is left to the

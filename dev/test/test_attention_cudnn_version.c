@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "attention_cudnn_version.h"
+#include "../../llmc/cuda/attention_cudnn_version.h"
 
 // cuDNN 9 numbering: major * 10000 + minor * 100 + patch.
 static size_t v9(size_t minor, size_t patch) { return 90000 + minor * 100 + patch; }

@@ -14,9 +14,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "adamw.h"
-#include "gpt2_config.h"
-#include "rand.h"
+#include "../../llmc/numerics/adamw.h"
+#include "../../llmc/model/gpt2_config.h"
+#include "../../llmc/numerics/rand.h"
 #include "../../zero/backend.h"
 #include "../../zero/comm.h"
 #include "../../zero/partition.h"

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dataloader.h"
+#include "../../llmc/data/dataloader.h"
 #include "test_util.h"
 
 // Vocabulary size under which every uint16 token id is valid (tests not about ids).

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ds_config.h"
+#include "../../llmc/run/ds_config.h"
 #include "test_util.h"
-#include "train_config.h"
+#include "../../llmc/run/train_config.h"
 
 static char g_path[64];  // the config file each test writes
 static char g_log[8192]; // what the last apply() printed

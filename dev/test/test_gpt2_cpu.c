@@ -16,11 +16,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "adamw.h"
-#include "gpt2_config.h"
-#include "gpt2_cpu.h"
-#include "gpt2_model_file.h"
-#include "rand.h"
+#include "../../llmc/numerics/adamw.h"
+#include "../../llmc/model/gpt2_config.h"
+#include "../../llmc/cpu/gpt2_cpu.h"
+#include "../../llmc/model/gpt2_model_file.h"
+#include "../../llmc/numerics/rand.h"
 #include "test_util.h"
 
 static GPT2Config make_config(int V, int Vp, int L, int C, int NH, int maxT) {

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_kernel_sizes.h"
-#include "gpt2_config.h"
-#include "gpt2_cuda_memory.h"
+#include "../../llmc/model/cuda_kernel_sizes.h"
+#include "../../llmc/model/gpt2_config.h"
+#include "../../llmc/model/gpt2_cuda_memory.h"
 #include "test_util.h"
 
 static GPT2Config small_config(void) {

@@ -16,11 +16,11 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "adamw.h"
-#include "gpt2_config.h"
-#include "gpt2_cpu.h"
-#include "grad_norm.h"
-#include "rand.h"
+#include "../../llmc/numerics/adamw.h"
+#include "../../llmc/model/gpt2_config.h"
+#include "../../llmc/cpu/gpt2_cpu.h"
+#include "../../llmc/model/grad_norm.h"
+#include "../../llmc/numerics/rand.h"
 #include "../../zero/backend.h"
 #include "../../zero/comm.h"
 #include "../../zero/zero.h"

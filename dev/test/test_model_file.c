@@ -18,10 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gpt2_config.h"
-#include "gpt2_cpu.h"
-#include "gpt2_model_file.h"
-#include "rand.h"
+#include "../../llmc/model/gpt2_config.h"
+#include "../../llmc/cpu/gpt2_cpu.h"
+#include "../../llmc/model/gpt2_model_file.h"
+#include "../../llmc/numerics/rand.h"
 #include "test_util.h"
 
 static char g_root[256];

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-#include "launch_env.h"
-#include "progress.h"
-#include "train_common.h"
+#include "../../llmc/run/launch_env.h"
+#include "../../llmc/run/progress.h"
+#include "../../llmc/run/train_common.h"
 
 static void test_durations(void **state) {
     (void)state;

@@ -19,8 +19,8 @@
 #include <cjson/cJSON.h>
 
 #include "test_util.h"
-#include "tokenizer.h"
-#include "utils.h"
+#include "../../llmc/data/tokenizer.h"
+#include "../../llmc/utils.h"
 
 #define VOCAB_DIR "data/gpt2"
 #define BIN_PATH "data/gpt2/gpt2_tokenizer.bin"

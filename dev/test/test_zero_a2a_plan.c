@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../../zero/a2a_plan.c"
+#include "../../zero/cuda/a2a_plan.c"
 
 #define NCCL_GROUP_LIMIT 2048   // NCCL's documented maximum of calls per group
 

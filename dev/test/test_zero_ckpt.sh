@@ -25,25 +25,26 @@ for tool in mpicc mpirun; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# zero/nvme.c uses liburing when its header is there (as the Makefile decides)
+source dev/test/zero_sources.sh
+# zero/io/nvme.c uses liburing when its header is there (as the Makefile decides)
 uring=$(printf '#include <liburing.h>\n' | ${CC:-cc} -E -x c - > /dev/null 2>&1 && echo -luring)
 bin="$tmp/mpi_zero_ckpt"
 if ! mpicc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -ffp-contract=off -Wall -Wextra -Werror \
-        dev/test/mpi_zero_ckpt.c zero/*.c -lcjson -lz $uring -lm -o "$bin" 2> "$tmp/build.log"; then
+        dev/test/mpi_zero_ckpt.c "${ZERO_HOST_SRC[@]}" -lcjson -lz $uring -lm -o "$bin" 2> "$tmp/build.log"; then
     cat "$tmp/build.log"
     echo "FAIL: building mpi_zero_ckpt"
     exit 1
 fi
 tool="$tmp/zero_consolidate"
 if ! ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror zero/tools/zero_consolidate_main.c \
-        zero/consolidate.c zero/zckpt.c zero/zfile.c zero/partition.c -lcjson -lz -o "$tool" 2> "$tmp/build2.log"; then
+        zero/io/consolidate.c zero/io/zckpt.c zero/io/zfile.c zero/partition.c -lcjson -lz -o "$tool" 2> "$tmp/build2.log"; then
     cat "$tmp/build2.log"
     echo "FAIL: building zero_consolidate (no MPI)"
     exit 1
 fi
 # the same tool keeping at most one file open, as with more saved ranks than descriptors
 if ! ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -DZCK_MAX_OPEN=1 zero/tools/zero_consolidate_main.c \
-        zero/consolidate.c zero/zckpt.c zero/zfile.c zero/partition.c -lcjson -lz -o "$tool.fd1" 2>> "$tmp/build2.log"; then
+        zero/io/consolidate.c zero/io/zckpt.c zero/io/zfile.c zero/partition.c -lcjson -lz -o "$tool.fd1" 2>> "$tmp/build2.log"; then
     cat "$tmp/build2.log"
     echo "FAIL: building zero_consolidate (one open file)"
     exit 1

@@ -10,10 +10,11 @@ cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bin="$tmp/mpi_zero_groups"
-# as the Makefile decides: zero/nvme.c uses liburing when its header is there
+source dev/test/zero_sources.sh
+# as the Makefile decides: zero/io/nvme.c uses liburing when its header is there
 uring=$(printf '#include <liburing.h>\n' | ${CC:-cc} -E -x c - > /dev/null 2>&1 && echo -luring)
 if ! mpicc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -ffp-contract=off -Wall -Wextra -Werror dev/test/mpi_zero_groups.c \
-        zero/*.c -lcjson -lz $uring -lm -o "$bin" > "$tmp/build.log" 2>&1; then
+        "${ZERO_HOST_SRC[@]}" -lcjson -lz $uring -lm -o "$bin" > "$tmp/build.log" 2>&1; then
     cat "$tmp/build.log"
     echo "FAIL: building mpi_zero_groups (needs mpicc from OpenMPI)"
     exit 1

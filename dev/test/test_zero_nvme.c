@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "test_util.h"
-#include "../../zero/nvme.c"
+#include "../../zero/io/nvme.c"
 
 #include <dirent.h>
 #include <linux/filter.h>

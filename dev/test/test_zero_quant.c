@@ -17,7 +17,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../../zero/quant.h"
+#include "../../zero/kernels/quant.h"
 #include "quant_cases.h"
 #include "test_util.h"
 

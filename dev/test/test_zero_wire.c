@@ -21,8 +21,8 @@
 #include <cmocka.h>
 
 #include "../../zero/backend.h"
-#include "../../zero/quant.h"
-#include "../../zero/wire.h"
+#include "../../zero/kernels/quant.h"
+#include "../../zero/kernels/wire.h"
 #include "quant_cases.h"
 #include "test_util.h"
 

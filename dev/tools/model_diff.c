@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpt2_config.h"
-#include "gpt2_model_file.h"
+#include "../../llmc/model/gpt2_config.h"
+#include "../../llmc/model/gpt2_model_file.h"
 
 int main(int argc, char **argv) {
     if (argc < 3 || argc > 4) {

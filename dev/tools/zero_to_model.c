@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "gpt2_config.h"
-#include "gpt2_model_file.h"
-#include "utils.h"
-#include "zero/zero.h"
+#include "../../llmc/run/checkpoint.h"
+#include "../../llmc/model/gpt2_config.h"
+#include "../../llmc/model/gpt2_model_file.h"
+#include "../../llmc/utils.h"
+#include "../../zero/zero.h"
 
 // The consolidated parameters and where each slice starts in them (table order).
 typedef struct {

@@ -9,10 +9,10 @@
 #include <omp.h>
 #include <string.h>
 
-#include "adamw.h"
-#include "gpt2_model_file.h"
-#include "grad_norm.h"
-#include "utils.h"
+#include "../numerics/adamw.h"
+#include "../model/gpt2_model_file.h"
+#include "../model/grad_norm.h"
+#include "../utils.h"
 
 // ---------------------------------------------------------------------------------
 // small helpers

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpt2_config.h"
+#include "../model/gpt2_config.h"
 
 #ifdef __cplusplus
 extern "C" {

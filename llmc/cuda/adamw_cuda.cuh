@@ -5,7 +5,7 @@
 #ifndef LLMC_ADAMW_CUDA_CUH
 #define LLMC_ADAMW_CUDA_CUH
 
-#include "adamw.h"
+#include "../numerics/adamw.h"
 #include "cuda_utils.cuh"
 
 // Updates elements [0, n) of master, m, v from grads; these are elements

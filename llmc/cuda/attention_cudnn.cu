@@ -46,7 +46,7 @@
 // Numerical results have not been checked on a GPU yet; dev/test/gpu_attention_cudnn.cu does that.
 #include "attention_cudnn.h"
 #include "attention_cudnn_version.h"
-#include "cuda_kernel_sizes.h"
+#include "../model/cuda_kernel_sizes.h"
 
 #include <cudnn.h>
 #include <math.h>
@@ -57,7 +57,7 @@
 
 #include <vector>
 
-#include "utils.h"
+#include "../utils.h"
 
 #if !defined(CUDNN_MAJOR) || CUDNN_MAJOR < 9
 #error "attention_cudnn.cu needs cuDNN 9 headers (backend graph API)"

@@ -3,7 +3,7 @@
 #ifndef LLMC_BIAS_GRAD_CUH
 #define LLMC_BIAS_GRAD_CUH
 
-#include "cuda_kernel_sizes.h"   // bias_grad_scratch_floats(): the scratch bias_grad() needs
+#include "../model/cuda_kernel_sizes.h"   // bias_grad_scratch_floats(): the scratch bias_grad() needs
 #include "cuda_utils.cuh"
 
 // dbias (cols) fp32 += alpha * sum over rows of dout (rows, cols) bf16, its rows ld apart

@@ -21,9 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpt2_config.h"
-#include "gpt2_cuda_memory.h"   // GPT2CudaOptions; the buffer sizes, computable without a GPU
-#include "grad_norm.h"
+#include "../model/gpt2_config.h"
+#include "../model/gpt2_cuda_memory.h"   // GPT2CudaOptions; the buffer sizes, computable without a GPU
+#include "../model/grad_norm.h"
 
 // Activations, carved from one allocation. Per-layer arrays hold L slices one after
 // another; with recompute, some are a single slice reused by every layer, and with

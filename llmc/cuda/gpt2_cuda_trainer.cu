@@ -5,13 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "gpt2_model_file.h"
+#include "../model/gpt2_model_file.h"
 #include "matmul_cublaslt.h"
-#include "memory_table.h"
-#include "rand.h"
-#include "sampler.h"
-#include "train_common.h"
-#include "utils.h"
+#include "../run/memory_table.h"
+#include "../numerics/rand.h"
+#include "../run/sampler.h"
+#include "../run/train_common.h"
+#include "../utils.h"
 
 float gpt2_cuda_validate(GPT2Cuda *model, DataLoader *val, int max_batches, int world, SumRanks sum_ranks, void *ctx) {
     dataloader_reset(val);

@@ -4,11 +4,11 @@
 #ifndef LLMC_GPT2_CUDA_TRAINER_H
 #define LLMC_GPT2_CUDA_TRAINER_H
 
-#include "checkpoint.h"
-#include "dataloader.h"
+#include "../run/checkpoint.h"
+#include "../data/dataloader.h"
 #include "gpt2_cuda.h"
-#include "tokenizer.h"
-#include "train_config.h"
+#include "../data/tokenizer.h"
+#include "../run/train_config.h"
 
 #ifdef __cplusplus
 extern "C" {

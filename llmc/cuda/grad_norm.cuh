@@ -5,7 +5,7 @@
 #define LLMC_GRAD_NORM_CUH
 
 #include "cuda_utils.cuh"
-#include "grad_norm.h"
+#include "../model/grad_norm.h"
 
 // Lays the plan out in mem (grad_norm_plan_bytes of device memory, 256-byte aligned) and
 // queues the upload of the span table on stream (slices may be freed on return).

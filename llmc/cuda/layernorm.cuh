@@ -3,7 +3,7 @@
 #ifndef LLMC_LAYERNORM_CUH
 #define LLMC_LAYERNORM_CUH
 
-#include "cuda_kernel_sizes.h"   // LAYERNORM_MAX_C, layernorm_backward_scratch_floats()
+#include "../model/cuda_kernel_sizes.h"   // LAYERNORM_MAX_C, layernorm_backward_scratch_floats()
 #include "cuda_utils.cuh"
 
 #define LAYERNORM_EPS 1e-5f

@@ -10,7 +10,7 @@
 
 #include <cublasLt.h>
 
-#include "cuda_kernel_sizes.h"   // MATMUL_WORKSPACE_BYTES, matmul_backward_scratch_floats()
+#include "../model/cuda_kernel_sizes.h"   // MATMUL_WORKSPACE_BYTES, matmul_backward_scratch_floats()
 #include "cuda_utils.cuh"
 
 // Creates the cuBLASLt handle and the one workspace (idempotent); matmul_destroy frees them.

@@ -6,9 +6,9 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "atomic_file.h"
-#include "rand.h"
-#include "utils.h"
+#include "../atomic_file.h"
+#include "../numerics/rand.h"
+#include "../utils.h"
 
 #define SHARD_HEADER_BYTES ((long)(SHARD_HEADER_INTS * sizeof(int32_t)))
 

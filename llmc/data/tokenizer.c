@@ -6,9 +6,9 @@
 #include <cjson/cJSON.h>
 #include <pcre2.h>
 
-#include "atomic_file.h"
-#include "rand.h"
-#include "utils.h"
+#include "../atomic_file.h"
+#include "../numerics/rand.h"
+#include "../utils.h"
 
 // GPT-2's pattern with \s written as \p{White_Space} (and \S as its complement):
 // Python's `regex` module, which GPT-2 uses, defines \s as exactly the White_Space

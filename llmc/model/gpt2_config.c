@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rand.h"
-#include "utils.h"
+#include "../numerics/rand.h"
+#include "../utils.h"
 
 static const char *param_names[GPT2_NUM_PARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",

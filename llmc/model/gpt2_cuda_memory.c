@@ -6,7 +6,7 @@
 
 #include "cuda_kernel_sizes.h"
 #include "grad_norm.h"
-#include "utils.h"
+#include "../utils.h"
 
 #define WHAT "GPT-2 CUDA buffer sizes"
 

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "utils.h"
+#include "../utils.h"
 
 // Bytes per stored element of a supported version.
 static size_t elem_bytes(int version) { return version == GPT2_MODEL_FP32 ? 4 : 2; }

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "atomic_file.h"
+#include "../atomic_file.h"
 #include "gpt2_config.h"
 
 #ifdef __cplusplus

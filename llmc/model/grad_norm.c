@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-#include "utils.h"
+#include "../utils.h"
 
 size_t grad_norm_spans(const GPT2Slice *slices, int n, GradNormSpan *spans) {
     size_t blocks = 0;

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "adamw.h"
+#include "../numerics/adamw.h"
 #include "gpt2_config.h"
 
 #ifdef __cplusplus

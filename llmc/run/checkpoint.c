@@ -4,9 +4,9 @@
 #include <glob.h>
 #include <string.h>
 
-#include "atomic_file.h"
-#include "gpt2_model_file.h"
-#include "utils.h"
+#include "../atomic_file.h"
+#include "../model/gpt2_model_file.h"
+#include "../utils.h"
 
 enum { HEADER_BYTES = 1024 };
 #define CKPT_END 0x21444e45u // "END!"

@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpt2_config.h"
-#include "gpt2_model_file.h"
+#include "../model/gpt2_config.h"
+#include "../model/gpt2_model_file.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "utils.h"
+#include "../utils.h"
 
 // Positive integer value of an environment variable, or 0 when unset or not a number.
 static long env_positive(const char *name) {

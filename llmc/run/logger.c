@@ -5,8 +5,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "atomic_file.h"
-#include "utils.h"
+#include "../atomic_file.h"
+#include "../utils.h"
 
 void make_dirs(const char *path) {
     char buf[4096];

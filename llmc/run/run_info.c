@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomic_file.h"
-#include "utils.h"
+#include "../atomic_file.h"
+#include "../utils.h"
 
 static void add_or_die(cJSON *parent, const char *key, cJSON *item, const char *path) {
     if (item == NULL || !cJSON_AddItemToObject(parent, key, item)) die("out of host memory building '%s'", path);

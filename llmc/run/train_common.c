@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "ds_config.h"
-#include "utils.h"
+#include "../utils.h"
 
 double now_seconds(void) {
     struct timespec ts;

@@ -3,10 +3,10 @@
 #ifndef LLMC_TRAIN_COMMON_H
 #define LLMC_TRAIN_COMMON_H
 
-#include "dataloader.h"
-#include "gpt2_config.h"
-#include "gpt2_model_file.h"
-#include "tokenizer.h"
+#include "../data/dataloader.h"
+#include "../model/gpt2_config.h"
+#include "../model/gpt2_model_file.h"
+#include "../data/tokenizer.h"
 #include "train_config.h"
 
 #ifdef __cplusplus

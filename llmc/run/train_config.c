@@ -8,7 +8,7 @@
 #include <strings.h>
 
 #include "ds_config.h"
-#include "gpt2_config.h"   // GPT2_MAX_TILES
+#include "../model/gpt2_config.h"   // GPT2_MAX_TILES
 
 // Flavours: "cpu" (train_gpt2: unsharded, or ZeRO under -z), "cuda" (train_gpt2cu:
 // unsharded only, so the ZeRO flags are refused), "cuda-zero" (train_gpt2_zero).

@@ -3,7 +3,7 @@
 // rank connects to host:port, says who it is, and receives rank 0's bytes. Every wait has
 // a deadline (ZERO_BOOTSTRAP_TIMEOUT seconds, default 600), so a missing rank ends in a
 // message instead of a hang. Plain POSIX: part of the host build.
-#include "comm.h"
+#include "../comm.h"
 
 #include <errno.h>
 #include <netdb.h>

@@ -1,5 +1,5 @@
 // comm_mpi.c: start-up, node layout and MPI collectives over host memory (see comm.h).
-#include "comm.h"
+#include "../comm.h"
 
 #include <errno.h>
 #include <fcntl.h>

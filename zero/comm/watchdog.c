@@ -5,7 +5,7 @@
 // thread has its own slot, and the deadline is that of the oldest collective in flight.
 // With a device library attached (comm->dev: NCCL, whose collectives return before they
 // run), the thread also polls it every poll_s seconds, and aborts it before ending the job.
-#include "comm.h"
+#include "../comm.h"
 
 #include <errno.h>
 #include <pthread.h>

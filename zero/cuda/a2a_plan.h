@@ -14,7 +14,7 @@ Host C: tests check the plan without a GPU.
 #ifndef ZERO_A2A_PLAN_H
 #define ZERO_A2A_PLAN_H
 
-#include "comm.h"
+#include "../comm.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -8,7 +8,7 @@
 // then the block sums added left to right by one thread. Flush-to-zero would break this,
 // so zero_backend_cuda checks on the device that subnormals survive.
 #include "backend_cuda.h"
-#include "backend_host.h"
+#include "../host/backend_host.h"
 #include "comm_nccl.h"
 #include "wire_cuda.h"
 

@@ -24,7 +24,7 @@ the device and refuses to start otherwise.
 
 #include <cuda_runtime_api.h>
 
-#include "backend.h"
+#include "../backend.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -28,7 +28,7 @@ the layout it opened with; otherwise it ends the job saying which.
 
 #include <cuda_runtime_api.h>
 
-#include "comm.h"
+#include "../comm.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,7 @@
 // quant_element.h's functions, as in quant.c, and a block's max |x| is an integer max of
 // float bits (order-free), so the grid shape cannot change a bit.
 #include "quant_cuda.h"
-#include "quant_element.h"
+#include "../kernels/quant_element.h"
 
 #include <cuda_runtime.h>
 #include <stdio.h>

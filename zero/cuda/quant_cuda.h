@@ -18,7 +18,7 @@ after printing the launch error.
 
 #include <cuda_runtime_api.h>
 
-#include "quant.h"
+#include "../kernels/quant.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "wire_cuda.h"
-#include "quant.h"
-#include "quant_element.h"
+#include "../kernels/quant.h"
+#include "../kernels/quant_element.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>

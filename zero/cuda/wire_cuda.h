@@ -14,7 +14,7 @@ size, dtype, alignment, slice counts), or -1 after printing the launch error.
 
 #include <cuda_runtime_api.h>
 
-#include "wire.h"
+#include "../kernels/wire.h"
 
 #ifdef __cplusplus
 extern "C" {

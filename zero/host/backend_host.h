@@ -8,7 +8,7 @@ that moment), and a blocking wait for it, which a device stream runs in a host f
 #ifndef ZERO_BACKEND_HOST_H
 #define ZERO_BACKEND_HOST_H
 
-#include "backend.h"
+#include "../backend.h"
 
 #ifdef __cplusplus
 extern "C" {

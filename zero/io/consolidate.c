@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "zckpt.h"
-#include "zero.h"
+#include "../zero.h"
 
 static long long resolve_step(const char *dir, int step) {
     if (step >= 0) return step;

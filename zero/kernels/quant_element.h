@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "../llmc/adamw.h"
+#include "../../llmc/numerics/adamw.h"
 
 #ifdef __CUDACC__
 #define QUANT_HD __host__ __device__

@@ -34,7 +34,7 @@ the calling thread, OpenMP inside):
 
 #include <stddef.h>
 
-#include "zero.h"
+#include "../zero.h"
 
 #ifdef __cplusplus
 extern "C" {

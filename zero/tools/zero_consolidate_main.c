@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "../zero.h"
-#include "../zfile.h"
+#include "../io/zfile.h"
 
 static int usage(void) {
     fprintf(stderr, "usage: zero_consolidate [--state master|m|v] CKPT_DIR STEP|latest OUT\n"
