@@ -4,13 +4,14 @@
 #   make train_gpt2cu    unsharded CUDA trainer (bf16)
 #   make bench_adamw_cpu CPU AdamW GB/s against a memory copy
 #   make bench_quant     CPU block quantization GB/s against a memory copy
+#   make check-layout    zero/ and llmc/ against their layering (no circles, nothing upward)
 CC ?= gcc
 BUILD := build
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
 # -ffp-contract=off: no silent FMA contraction, so CPU numerics are reproducible and
-# match the GPU's separately rounded AdamW (llmc/adamw.h).
+# match the GPU's separately rounded AdamW (llmc/numerics/adamw.h).
 CFLAGS ?= -O3 -march=native
 CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -ffp-contract=off -Wall -Wextra -I.
 # liburing: zero/io/nvme.c's io_uring engine; without it nvme.c builds with threads only.
@@ -56,7 +57,7 @@ CPU_TARGETS := train_gpt2 tokenize zero_consolidate zero_to_model
 CUDA_TARGETS := train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn $(BUILD)/gpu_zero_toy \
                 $(BUILD)/gpu_zero_quant bench_wire_cuda
 
-.PHONY: all cpu cuda test test-cpu test-gpu clean
+.PHONY: all cpu cuda test test-cpu test-gpu clean check-layout
 all: cpu $(if $(HAVE_NVCC),cuda)
 cpu: $(CPU_TARGETS)
 cuda: $(CUDA_TARGETS)
@@ -188,6 +189,10 @@ $(ZERO_TEST_BIN): $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/l
 # The CPU suite: unit tests (cmocka) and end-to-end trainer checks (shell), one summary.
 test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff
 	@bash dev/test/run_tests.sh $(TEST_BIN)
+
+# zero/ and llmc/ keep their shape (dev/tools/check_layout.py; make test runs it too)
+check-layout: $(HOST_OBJ) $(ZERO_OBJ)
+	python3 dev/tools/check_layout.py
 
 clean:
 	rm -rf $(BUILD) $(CPU_TARGETS) $(CUDA_TARGETS) bench_nvme bench_adamw_cpu bench_quant

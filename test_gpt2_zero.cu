@@ -1,5 +1,5 @@
 // test_gpt2_zero.cu: GPU tests. Kernels against small C references, then the CUDA model
-// against the CPU fp32 reference (llmc/gpt2_cpu.h) on logits, loss, all 16 gradient
+// against the CPU fp32 reference (llmc/cpu/gpt2_cpu.h) on logits, loss, all 16 gradient
 // tensors and 10 AdamW steps, for both attention paths.
 //
 // Prints "PASS name (numbers)" or "FAIL name (numbers)" per check and a final
@@ -342,7 +342,7 @@ static void test_adamw(int misalign, int decay) {
     free(p); free(g); free(m); free(v); free(gp); free(gm); free(gv); free(gb);
 }
 
-// Device norm and clip scale against the host version (llmc/grad_norm.h, the order zero/
+// Device norm and clip scale against the host version (llmc/model/grad_norm.h, the order zero/
 // follows), bit for bit: slices of awkward sizes, out of flat order, unaligned.
 static void grad_norm_case(const char *what, const float *g, size_t n, const GPT2Slice *sl, int ns) {
     const double total = grad_norm_sumsq(g, sl, ns);

@@ -31,10 +31,12 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 #include "llmc/run/schedule.h"
 #include "llmc/data/tokenizer.h"
 #include "llmc/run/train_common.h"
+#include "llmc/run/train_args.h"
 #include "llmc/run/train_config.h"
 #include "llmc/utils.h"
 #include "gpt2_zero.h"
 #include "zero/backend.h"
+#include "zero/host/backend_host.h"
 #include "zero/comm.h"
 #include "zero/zero.h"
 
@@ -124,7 +126,7 @@ static void sample_text(GPT2 *model, const Tokenizer *tok, int gen_tokens, uint6
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress shows as it happens, also in a file or pipe
     TrainConfig cfg;
-    train_config_parse(&cfg, argc, argv, "cpu");
+    train_args_parse(&cfg, argc, argv, "cpu");
     if (cfg.zero_stage < 0)
         launch_env_refuse_ranks(argv[0], "Add -z STAGE to train data parallel with ZeRO (mpirun -np N ./train_gpt2 -z 1 "
                                 "...), or start one process.");

@@ -3,7 +3,7 @@ train_gpt2.cu: the unsharded CUDA trainer for GPT-2 (bf16 mixed precision). It i
 baseline that train_gpt2_zero.cu is compared against, and the same loop as the CPU
 reference train_gpt2.c: parse flags, build the model, open the data, then per step
 (validate, sample, checkpoint,) accumulate gradients over micro-batches, clip, AdamW.
-The model and its kernels live in llmc/gpt2_cuda.cu.
+The model and its kernels live in llmc/cuda/gpt2_cuda.cu.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@ The model and its kernels live in llmc/gpt2_cuda.cu.
 #include "llmc/model/gpt2_model_file.h"
 #include "llmc/run/launch_env.h"
 #include "llmc/run/logger.h"
-#include "llmc/run/mfu.h"
+#include "llmc/cuda/mfu.h"
 #include "llmc/run/progress.h"
 #include "llmc/numerics/rand.h"
 #include "llmc/run/run_info.h"
@@ -26,13 +26,14 @@ The model and its kernels live in llmc/gpt2_cuda.cu.
 #include "llmc/run/schedule.h"
 #include "llmc/data/tokenizer.h"
 #include "llmc/run/train_common.h"
+#include "llmc/run/train_args.h"
 #include "llmc/run/train_config.h"
 #include "llmc/utils.h"
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress shows as it happens, also in a file or pipe
     TrainConfig cfg;
-    train_config_parse(&cfg, argc, argv, "cuda");
+    train_args_parse(&cfg, argc, argv, "cuda");
     launch_env_refuse_ranks(argv[0], "Data parallel training with ZeRO is train_gpt2_zero (mpirun -np N "
                             "./train_gpt2_zero -z 1 ...); or start one process.");
     const int rank = 0, world = 1;

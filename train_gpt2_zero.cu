@@ -17,7 +17,7 @@ parameters (the plugin owns them, their gradients and AdamW state), attach the p
 #include "llmc/cuda/gpt2_cuda_trainer.h"
 #include "llmc/model/gpt2_model_file.h"
 #include "llmc/run/logger.h"
-#include "llmc/run/mfu.h"
+#include "llmc/cuda/mfu.h"
 #include "llmc/run/progress.h"
 #include "llmc/numerics/rand.h"
 #include "llmc/run/run_info.h"
@@ -25,6 +25,7 @@ parameters (the plugin owns them, their gradients and AdamW state), attach the p
 #include "llmc/run/schedule.h"
 #include "llmc/data/tokenizer.h"
 #include "llmc/run/train_common.h"
+#include "llmc/run/train_args.h"
 #include "llmc/run/train_config.h"
 #include "llmc/utils.h"
 #include "gpt2_zero.h"
@@ -33,7 +34,7 @@ parameters (the plugin owns them, their gradients and AdamW state), attach the p
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress shows as it happens, also in a file or pipe
     TrainConfig cfg;
-    train_config_parse(&cfg, argc, argv, "cuda-zero");
+    train_args_parse(&cfg, argc, argv, "cuda-zero");
     // bf16 working parameters (refreshed from the fp32 master by stochastic rounding), and
     // the fp32 gradients the model's matmuls accumulate
     if (cfg.dry_run) return gpt2_zero_dry_run(&cfg, ZERO_BF16, ZERO_F32, gpt2_cuda_predicted_activation_bytes);

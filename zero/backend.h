@@ -30,9 +30,9 @@ Ordering model (both backends implement it; zero.c must follow it, or results go
 Numerics are part of the contract: every backend must produce the same bits.
   reduce_slices  acc[i] += (((s_0[i] + s_1[i]) + s_2[i]) + ... + s_{n-1}[i]), slices summed
                  in rank order in fp32, then added to the accumulator.
-  adamw          adamw_element() of llmc/adamw.h on each element.
+  adamw          adamw_element() of llmc/numerics/adamw.h on each element.
   refresh        fp32: a copy. bf16: adamw_round_bf16_at(master, seed, t, global index) of
-                 llmc/adamw.h, the stochastic rounding train_gpt2cu uses too: with u the
+                 llmc/numerics/adamw.h, the stochastic rounding train_gpt2cu uses too: with u the
                  float's bits and bits = rng_u32(seed, RNG_STREAM_ROUNDING, t << 40 | global
                  index), the bf16 is (u + (bits & 0xFFFF)) >> 16 (a carry with probability
                  lower half / 65536: unbiased). NaN and infinity truncate (NaN stays NaN).
@@ -40,7 +40,7 @@ Numerics are part of the contract: every backend must produce the same bits.
                  acc += sum on the host gives reduce_slices's bits.
   sum_squares    in double: x split into blocks of ZERO_SUMSQ_BLOCK elements; each block
                  summed left to right; block sums added left to right. The order is
-                 llmc/adamw.h's (adamw_sumsq, adamw_sumsq_add, adamw_sumsq_warp on the
+                 llmc/numerics/adamw.h's (adamw_sumsq, adamw_sumsq_add, adamw_sumsq_warp on the
                  device), which train_gpt2cu's norm follows over the same slice table, so
                  at 1 rank both clip by the same bits.
 */
@@ -56,20 +56,12 @@ Numerics are part of the contract: every backend must produce the same bits.
 #include "../llmc/numerics/adamw.h"
 #include "../llmc/numerics/rand.h"
 #include "comm.h"
+#include "kernels/host_kernels.h"   // ZERO_SUMSQ_BLOCK, zero_bf16_to_f32
 #include "kernels/wire.h"
 #include "zero.h"
 
 #ifdef __cplusplus
 extern "C" {
-#endif
-
-#define ZERO_SUMSQ_BLOCK ADAMW_SUMSQ_BLOCK   // defined with the order in llmc/adamw.h
-
-// The element kernels below are the one definition both backends run (CUDA: on device).
-#ifdef __CUDACC__
-#define ZERO_HD __host__ __device__
-#else
-#define ZERO_HD
 #endif
 
 typedef struct ZeroStream ZeroStream;   // backend-defined; opaque to zero.c
@@ -162,28 +154,6 @@ struct ZeroBackend {
     // the offloaded optimizer's tiles, NVMe reads and writes). arg must live until then.
     void (*host_call)(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *arg), void *arg);
 };
-
-// The host backend's kernels called directly, on the calling thread (same code, same bits
-// as queued on a host stream): the CPU side of offload runs them inside its own loops.
-// zero_cpu_slices: reduce_slices (accumulate 1) or sum_slices (0). zero_cpu_sum_squares:
-// total plus x's block sums in order, so a range summed in pieces that start at block
-// boundaries gives sum_squares's bits.
-void zero_cpu_slices(float *out, const void *src, size_t stride, int nslices, size_t n, ZeroDType dt, int accumulate);
-void zero_cpu_adamw(float *param, const float *grad, float *m, float *v, size_t n, const AdamWParams *p, int decay);
-void zero_cpu_refresh(void *dst, ZeroDType dt, const float *master, size_t n, uint64_t seed, int t, uint64_t gidx0);
-double zero_cpu_sum_squares(double total, const float *x, size_t n);
-
-// The host backend (MPI + OpenMP, real streams). NULL after printing why (MPI without
-// MPI_THREAD_MULTIPLE at world > 1, out of memory). Free after zero_free of every Zero using it.
-const ZeroBackend *zero_backend_host(ZeroComm *comm);
-void zero_backend_host_free(const ZeroBackend *b);
-
-// Reference element kernels, shared by the host backend and the tests. The bf16 rounding
-// is llmc/adamw.h's adamw_round_bf16_at (one definition for both trainers).
-static inline ZERO_HD float zero_bf16_to_f32(uint16_t h) {
-    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
-    return v.f;
-}
 
 #ifdef __cplusplus
 }

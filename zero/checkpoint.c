@@ -5,15 +5,15 @@
 // rank verified everything it needs).
 #include "state.h"
 
+#include "offload.h"   // zero_state_read/write: the optimizer state wherever it lives
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,19 +21,6 @@
 #include "io/zfile.h"
 
 #define CKPT_CHUNK ((size_t)1 << 20)   // floats per device <-> host copy
-
-_Static_assert(sizeof(((Zero *)0)->run_id) == ZCK_RUN_ID_BYTES, "Zero's run id must hold a checkpoint's");
-
-static void say(const Zero *z, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(const Zero *z, const char *fmt, ...) {
-    char msg[1400];
-    int len = snprintf(msg, sizeof msg, "zero: rank %d: ", z->rank);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg + len, sizeof msg - (size_t)len, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%s\n", msg);   // one write, so lines of several ranks do not interleave
-}
 
 // Every rank learns whether any rank failed (a rank-order sum: same answer everywhere).
 static int any_failed(Zero *z, int failed) {
@@ -46,52 +33,6 @@ int zero_latest(const char *dir) {
     long long s = dir ? zck_latest(dir) : -1;
     return s > 0x7fffffff ? -2 : (int)s;
 }
-
-// ---------------------------------------------------------------- run identity
-
-// n random bytes from the kernel; a clock-and-pid mix (with a warning) if it has none.
-static void draw_random(const Zero *z, uint8_t *out, size_t n) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = getrandom(out + got, n - got, 0);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    if (got == n) return;
-    int fd = open("/dev/urandom", O_RDONLY);
-    if (fd >= 0) {
-        int ok = zfile_pread(fd, out, n, 0) == 0;
-        close(fd);
-        if (ok) return;
-    }
-    say(z, "warning: no kernel randomness (getrandom, /dev/urandom): the run id is derived from the clock and pid");
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t key = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32);
-    for (size_t i = 0; i < n; i++) out[i] = (uint8_t)rng_u32(key, 0, i);
-}
-
-static void set_run_id(Zero *z, const uint8_t id[ZCK_RUN_ID_BYTES]) {
-    memcpy(z->run_id, id, ZCK_RUN_ID_BYTES);
-    zck_run_id_hex(z->run_id, z->run_id_hex);
-}
-
-void zero_run_id_init(Zero *z) {
-    // Rank 0's 128 bits reach every rank through the f64 all-reduce (the others add zeros;
-    // 32-bit pieces are exact in a double), so no extra backend call is needed.
-    uint8_t id[ZCK_RUN_ID_BYTES];
-    double parts[ZCK_RUN_ID_BYTES / 4] = {0};
-    if (z->rank == 0) {
-        draw_random(z, id, sizeof id);
-        for (int k = 0; k < ZCK_RUN_ID_BYTES / 4; k++) parts[k] = (double)zle_get32(id + 4 * k);
-    }
-    z->b->allreduce_sum_f64(z->b, z->comm, parts, ZCK_RUN_ID_BYTES / 4, "the run id");
-    for (int k = 0; k < ZCK_RUN_ID_BYTES / 4; k++) zle_put32(id + 4 * k, (uint32_t)parts[k]);
-    set_run_id(z, id);
-}
-
-const char *zero_run_id(const Zero *z) { return z->run_id_hex; }
 
 // Writes this rank's file; fills the CRC of its body and the size of the whole file.
 // Returns 0 or -1 (printed).
@@ -106,7 +47,7 @@ static int write_rank_file(Zero *z, const char *path, long long step, uint32_t *
     ZFile zf;
     memset(&zf, 0, sizeof zf);
     if (!h || !numel || !begin || !count || !chunk) {
-        say(z, "out of host memory saving checkpoint file %s", path);
+        zero_say(z, "out of host memory saving checkpoint file %s", path);
         goto out;
     }
     for (int i = 0; i < nt; i++) {
@@ -136,11 +77,11 @@ static int write_rank_file(Zero *z, const char *path, long long step, uint32_t *
     uint64_t disk_bytes;
     char why[256];
     if (zfile_crc_of(path, UINT64_MAX, &disk_crc, &disk_bytes, why, sizeof why) != 0) {
-        say(z, "checkpoint file %s cannot be read back: %s", path, why);
+        zero_say(z, "checkpoint file %s cannot be read back: %s", path, why);
         goto out;
     }
     if (disk_crc != zf.crc || disk_bytes != zf.bytes) {
-        say(z, "checkpoint file %s reads back as %" PRIu64 " bytes with CRC-32 0x%08x; %" PRIu64 " bytes with 0x%08x were "
+        zero_say(z, "checkpoint file %s reads back as %" PRIu64 " bytes with CRC-32 0x%08x; %" PRIu64 " bytes with 0x%08x were "
             "written", path, disk_bytes, disk_crc, zf.bytes, zf.crc);
         goto out;
     }
@@ -149,7 +90,7 @@ static int write_rank_file(Zero *z, const char *path, long long step, uint32_t *
     rc = 0;
     goto out;
 io:
-    say(z, "saving checkpoint: %s", zf.err);
+    zero_say(z, "saving checkpoint: %s", zf.err);
     zfile_abort(&zf);
 out:
     if (chunk) b->free(b, ZERO_MEM_HOST, chunk);
@@ -182,7 +123,7 @@ static int publish(Zero *z, const char *dir, const char *folder, long long step,
     char err[1024], path[4200];
     int rc = -1;
     if (!m.t || !m.ranks) {
-        say(z, "out of host memory writing the checkpoint manifest");
+        zero_say(z, "out of host memory writing the checkpoint manifest");
         goto out;
     }
     for (int i = 0; i < z->nt; i++) {
@@ -200,19 +141,19 @@ static int publish(Zero *z, const char *dir, const char *folder, long long step,
         snprintf(m.extra_file, sizeof m.extra_file, "extra.bin");
         snprintf(path, sizeof path, "%s/%s", folder, m.extra_file);
         if (zfile_write_all(path, extra, extra_bytes, &m.extra_crc, err, sizeof err) != 0) {
-            say(z, "saving checkpoint: %s", err);
+            zero_say(z, "saving checkpoint: %s", err);
             goto out;
         }
     }
     if (zck_manifest_write(&m, err, sizeof err) != 0) {
-        say(z, "saving checkpoint: %s", err);
+        zero_say(z, "saving checkpoint: %s", err);
         goto out;
     }
     char text[32];
     int len = snprintf(text, sizeof text, "%lld\n", step);
     snprintf(path, sizeof path, "%s/latest_zero", dir);
     if (zfile_write_all(path, text, (size_t)len, NULL, err, sizeof err) != 0) {
-        say(z, "saving checkpoint: %s", err);
+        zero_say(z, "saving checkpoint: %s", err);
         goto out;
     }
     rc = 0;
@@ -224,8 +165,8 @@ out:
 
 int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extra_bytes) {
     // same answer on every rank: the step state and arguments are the same everywhere
-    if (z->in_step) { say(z, "zero_save inside a step (call it after zero_step)"); return -1; }
-    if (!dir || step < 0) { say(z, "zero_save needs a folder and a step >= 0 (got step %d)", step); return -1; }
+    if (z->in_step) { zero_say(z, "zero_save inside a step (call it after zero_step)"); return -1; }
+    if (!dir || step < 0) { zero_say(z, "zero_save needs a folder and a step >= 0 (got step %d)", step); return -1; }
     char folder[4096], file[64], path[4200], err[512];
     zck_folder(folder, sizeof folder, dir, step);
     zck_rank_file(file, sizeof file, z->rank);
@@ -235,13 +176,13 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
     uint32_t crc = 0;
     uint64_t bytes = 0;
     if (zfile_mkdirs(folder, err, sizeof err) != 0) {
-        say(z, "saving checkpoint: %s", err);
+        zero_say(z, "saving checkpoint: %s", err);
         bad = 1;
     } else if (write_rank_file(z, path, step, &crc, &bytes) != 0) {
         bad = 1;
     }
     if (any_failed(z, bad)) {
-        if (z->rank == 0) say(z, "checkpoint %s not published: a rank failed to write its file (see above)", folder);
+        if (z->rank == 0) zero_say(z, "checkpoint %s not published: a rank failed to write its file (see above)", folder);
         return -1;
     }
     // rank 0 alone needs every file's size and CRC (for the manifest): a gather, O(1)
@@ -258,17 +199,17 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
 // Checks the manifest's tensor table against ours. Returns 0 or -1 (printed).
 static int check_table(const Zero *z, const ZckManifest *m) {
     if (m->num_tensors != z->nt) {
-        say(z, "checkpoint %s is for a different model: it has %d tensors, this model %d", m->folder, m->num_tensors, z->nt);
+        zero_say(z, "checkpoint %s is for a different model: it has %d tensors, this model %d", m->folder, m->num_tensors, z->nt);
         return -1;
     }
     for (int i = 0; i < z->nt; i++) {
         if (strcmp(m->t[i].name, z->t[i].name) != 0) {
-            say(z, "checkpoint %s is for a different model: tensor %d is %s here, %s in the checkpoint", m->folder, i,
+            zero_say(z, "checkpoint %s is for a different model: tensor %d is %s here, %s in the checkpoint", m->folder, i,
                 z->t[i].name, m->t[i].name);
             return -1;
         }
         if (m->t[i].numel != z->t[i].lay->split.numel) {
-            say(z, "checkpoint %s is for a different model: tensor %s has %zu elements here, %" PRIu64 " in the checkpoint",
+            zero_say(z, "checkpoint %s is for a different model: tensor %s has %zu elements here, %" PRIu64 " in the checkpoint",
                 m->folder, z->t[i].name, z->t[i].lay->split.numel, m->t[i].numel);
             return -1;
         }
@@ -277,7 +218,7 @@ static int check_table(const Zero *z, const ZckManifest *m) {
 }
 
 int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_bytes) {
-    if (z->in_step) { say(z, "zero_load inside a step (call it between steps)"); return -1; }
+    if (z->in_step) { zero_say(z, "zero_load inside a step (call it between steps)"); return -1; }
     const ZeroBackend *b = z->b;
     long long s = step >= 0 ? step : (dir ? zck_latest(dir) : -1);
     ZckManifest m;
@@ -290,35 +231,35 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
     int bad = 0;
     // phase 1: read and verify everything this rank needs; change nothing
     if (!dir || s < 0) {
-        say(z, "no checkpoint to load in %s: %s/latest_zero is %s", dir ? dir : "(null)", dir ? dir : "",
+        zero_say(z, "no checkpoint to load in %s: %s/latest_zero is %s", dir ? dir : "(null)", dir ? dir : "",
             s == -2 ? "malformed (not a step number)" : "missing");
         bad = 1;
     } else if (zck_manifest_read(dir, s, &m, err, sizeof err) != 0) {
-        say(z, "%s", err);
+        zero_say(z, "%s", err);
         bad = 1;
     } else if (check_table(z, &m) != 0) {
         bad = 1;
     } else if (zck_reader_init(&r, &m) != 0) {
-        say(z, "out of host memory loading a checkpoint");
+        zero_say(z, "out of host memory loading a checkpoint");
         bad = 1;
     } else {
         for (int i = 0; i < z->nt && !bad; i++) {
             const ZeroTensorLayout *l = z->t[i].lay;
             if (zck_reader_need(&r, i, l->own_begin, l->own_count, err, sizeof err) != 0) {
-                say(z, "%s", err);
+                zero_say(z, "%s", err);
                 bad = 1;
             }
         }
         if (!bad && extra && extra_bytes > 0) {   // a trainer that passes none skips it
             extra_tmp = malloc(extra_bytes);
             if (!extra_tmp || zck_read_extra(&m, extra_tmp, extra_bytes, err, sizeof err) != 0) {
-                say(z, "%s", extra_tmp ? err : "out of host memory loading a checkpoint");
+                zero_say(z, "%s", extra_tmp ? err : "out of host memory loading a checkpoint");
                 bad = 1;
             }
         }
         chunk = bad ? NULL : b->alloc(b, ZERO_MEM_HOST, CKPT_CHUNK * sizeof(float));
         if (!bad && !chunk) {
-            say(z, "out of host memory loading a checkpoint");
+            zero_say(z, "out of host memory loading a checkpoint");
             bad = 1;
         }
     }
@@ -366,7 +307,7 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
         }
     }
     zero_refresh_after_load(z, m.last_t);
-    set_run_id(z, m.run_id);   // a resumed run keeps the identity it started with
+    zero_run_id_set(z, m.run_id);   // a resumed run keeps the identity it started with
     if (extra && extra_bytes > 0) memcpy(extra, extra_tmp, extra_bytes);
     b->free(b, ZERO_MEM_HOST, chunk);
     free(extra_tmp);
@@ -417,7 +358,7 @@ int zero_prune(Zero *z, const char *dir, int keep) {
         char folder[4200];
         zck_folder(folder, sizeof folder, dir, steps[i]);
         if (remove_folder(folder) != 0) {
-            say(z, "could not remove old checkpoint %s", folder);
+            zero_say(z, "could not remove old checkpoint %s", folder);
             rc = -1;
         }
     }

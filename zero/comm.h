@@ -19,7 +19,9 @@ stream on its own duplicate of the world (a ZeroChannel), so two streams' collec
 share an MPI communicator; MPI is initialized with MPI_THREAD_MULTIPLE for that. The byte
 counters and the watchdog take calls from any thread.
 
-Every collective runs between zero_coll_begin() and zero_coll_end() (watchdog.c), which
+Every collective runs between zero_coll_begin() and zero_coll_end() (watchdog.c, below
+comm_mpi.c: it knows the world only through this struct and ends the job through its
+end_job callback), which
 count the bytes this rank sends to ranks in its node and outside it, and arm a watchdog for
 the calling thread: a collective in flight longer than timeout_s prints
     rank R: collective OP on N bytes timed out after S s (...)
@@ -97,6 +99,10 @@ struct ZeroComm {
     struct ZeroCommMPI *mpi;     // NULL when not launched by MPI
     struct ZeroWatchdog *watchdog;
     ZeroCommDevice *dev;         // NULL unless a device backend attached its collectives
+    // How the watchdog thread ends the job (comm_mpi.c sets it: MPI_Abort where MPI may be
+    // called from another thread, else NULL and the watchdog _exits). The watchdog sits
+    // below the communicator and calls nothing of it but this.
+    void (*end_job)(ZeroComm *c, int code);
 };
 
 // Start-up. Returns NULL after printing why (bad environment, MPI failure).

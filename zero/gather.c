@@ -21,7 +21,9 @@
 //  A block remembers what it holds (VAL_EXACT or VAL_QWZ): a fetch uses it only when that
 //  is what the fetch wants (forward with qwZ: the int8 copy; backward: what the secondary
 //  copy holds, else the exact parameters), else gathers again into the same block.
-#include "state.h"
+#include "gather.h"
+
+#include "offload.h"
 
 #include <limits.h>
 #include <stdio.h>

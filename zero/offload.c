@@ -20,7 +20,9 @@
 //
 // Every value goes through the operations it would on the device, in the same order, so
 // offloading is bit-identical to the same stage without it.
-#include "state.h"
+#include "offload.h"
+
+#include "kernels/host_kernels.h"
 
 #include <sched.h>
 #include <stdio.h>

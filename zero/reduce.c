@@ -25,7 +25,9 @@
 // order of g_{m*X+q})) in fp32: fixed, but not the flat path's rank order except with one
 // node or one rank per node, where it is the same sum. Unquantized bf16 gradients travel
 // the second hop as bf16 too: the node's partial sum is rounded to nearest even there.
-#include "state.h"
+#include "reduce.h"
+
+#include "offload.h"
 
 #include <string.h>
 
@@ -230,12 +232,8 @@ void zero_grad_acquire(Zero *z, int ti) {
     z->b->memset0(z->b, t->grad, size * z->ges, z->main);   // the model accumulates (+=)
 }
 
-void zero_grads_ready(Zero *z, int unit) {
-    if (unit < 0 || unit >= z->nu) zero_fail(z, "zero_grads_ready of unit %d: units are 0..%d", unit, z->nu - 1);
+int zero_reduce_unit_ready(Zero *z, int unit) {
     ZU *U = &z->u[unit];
-    if (!z->in_step) zero_fail(z, "zero_grads_ready of unit %d outside zero_begin_step .. zero_step", unit);
-    if (!U->bwd_done) zero_fail(z, "zero_grads_ready of unit %d before its backward zero_fetch", unit);
-    if (U->ready_done) zero_fail(z, "zero_grads_ready of unit %d twice in one micro-step", unit);
     U->ready_done = 1;
     // stages 0-1 hold whole gradients: reduce only what the last micro-step completes
     int reduce_now = z->stage >= 2 || z->micro == z->grad_accum - 1;
@@ -248,7 +246,7 @@ void zero_grads_ready(Zero *z, int unit) {
         z->pending_elems += t->lay->split.padded;
     }
     if (reduce_now && z->pending_elems >= z->cfg.bucket_elems) zero_grads_flush(z);
-    if (++z->units_ready < z->nu) return;
+    if (++z->units_ready < z->nu) return 0;
     // micro-step complete: reduce what is left, reset the per-micro-step marks
     zero_grads_flush(z);
     for (int u = 0; u < z->nu; u++) z->u[u].bwd_done = z->u[u].ready_done = 0;
@@ -258,5 +256,5 @@ void zero_grads_ready(Zero *z, int unit) {
                       z->t[i].grads_seen, z->t[i].num_units);
     z->units_ready = 0;
     z->micro++;
-    if (z->stage == 3) zero_gather_micro_end(z);
+    return 1;
 }

@@ -1,9 +1,11 @@
 /*
-zero_internal.h: the plugin's state, shared by zero.c (init, fetch/release, step),
-reduce.c (gradient buckets) and gather.c (stage-3 parameter gathering). Not for trainers.
+state.h: the plugin's state (struct Zero, one entry per tensor and unit) and the helpers
+every module of the orchestration shares (state.c). It sits below them all: offload.c,
+gather.c, reduce.c, zero.c and the modules on top of zero.c include it, and it calls
+nothing of theirs. Not for trainers.
 */
-#ifndef ZERO_INTERNAL_H
-#define ZERO_INTERNAL_H
+#ifndef ZERO_STATE_H
+#define ZERO_STATE_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -212,6 +214,8 @@ struct Zero {
     size_t act_dev, act_host;              // activation bytes the trainer reported
 };
 
+// "zero: rank R: message" on stderr in one write; zero_fail then ends the job.
+void zero_say(const Zero *z, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void zero_fail(const Zero *z, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 // Ordering (backend.h): work queued on s from now on runs after the main stream's work so
 // far; and the main stream's next work runs after what s has queued so far.
@@ -224,58 +228,16 @@ void zero_flow_add(Zero *z, ZeroFlow f, ZeroGroup g, uint64_t bytes_per_peer);
 // Comma-separated tensor names for messages, truncated to fit z->what.
 const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n);
 
-// zero.c: after a checkpoint load replaced the master: drop stage-3 gathered copies and
-// refresh the working parameters exactly as zero_step(t) does.
-void zero_refresh_after_load(Zero *z, int t);
-// checkpoint.c, from zero_init (collective): rank 0 draws the run id, every rank gets it.
-void zero_run_id_init(Zero *z);
-
-// zero.c: every buffer comes from here, during zero_init only.
+// Every buffer comes from here, during zero_init only.
 void *zero_alloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const char *what);
+// The run identity. From zero_init (collective): rank 0 draws 128 bits, every rank gets
+// them. zero_run_id_set: a loaded checkpoint's (a resumed run keeps its first identity).
+void zero_run_id_init(Zero *z);
+void zero_run_id_set(Zero *z, const uint8_t id[16]);
 
-// offload.c (see offload.c's header comment). zero_offload_* are no-ops without offload.
-int zero_offload_validate(const ZeroConfig *cfg, int rank);   // 0, or -1 after printing why
-void zero_offload_init(Zero *z);                   // buffers, streams, the NVMe file
-void zero_offload_free(Zero *z);
-int zero_offload_optimizer(const Zero *z);         // 1 when the optimizer states are off the device
-void zero_offload_init_master(Zero *z, ZeroInitFn init, void *ctx);   // the owned master, where it lives
-// A bucket's reduction: the sums of tensors list[0..n) land in the offloaded accumulator
-// (called by reduce.c after the all-to-all, on the reduce stream's order).
-void zero_offload_reduce(Zero *z, const int *list, int n, const void *received);
-// The step's norm partials are in z->sq; runs AdamW on the CPU (skipped when skip) and
-// refreshes the working parameters at step t (no AdamW with update 0: init, after a load).
-void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t);
-void zero_offload_wait(Zero *z);                   // every queued accumulation has landed
-// Stage 3 gathers and qwZ's packing: this rank's shard of tensor ti in the working dtype,
-// brought into `mine` on the gather stream (or used where it lives, the uploaded device
-// shard); returns where it is, or NULL when offload does not hold the parameters. From NVMe
-// the read waits for the main stream only: `mine` must be a slot the gather stream does not
-// read before (a gather block's own slot).
-void *zero_offload_shard(Zero *z, int ti, void *mine);
-// The optimizer state of kind ZK_MASTER/ZK_M/ZK_V, elements [off, off + n) of tensor ti's
-// owned range, to or from host memory (checkpoints, consolidation). Blocking.
-void zero_state_read(Zero *z, int kind, int ti, size_t off, size_t n, float *out);
-void zero_state_write(Zero *z, int kind, int ti, size_t off, size_t n, const float *in);
-void zero_offload_step_begin(Zero *z);             // NVMe byte counters
-void zero_offload_step_end(Zero *z);
-
-// reduce.c
-void zero_reduce_init_pp(Zero *z);           // the two-hop path's buffers (zero_init, after staging)
-void zero_grad_acquire(Zero *z, int ti);     // stage 2/3: a zeroed pool buffer for tensor ti
-void zero_grads_flush(Zero *z);              // reduce the pending tensors now
-int zero_grads_release_oldest(Zero *z);      // oldest bucket in flight: wait, return its blocks (0: none)
-void zero_grads_drain(Zero *z);              // every bucket: the main stream waits for all reductions
-
-// gather.c
-void zero_gather_fetch(Zero *z, int unit, int is_backward);
-void zero_gather_release(Zero *z, int unit);
-void zero_gather_micro_end(Zero *z);
-void zero_gather_reset(Zero *z);             // drop every pool block (params changed)
-void zero_gather_init_pp(Zero *z);           // qwZ and hpZ buffers (zero_init)
-void zero_qwz_refresh(Zero *z, int t_step);  // qwZ: this rank's int8 records of the new working shard
-// What this rank sends in the all-gather of tensor ti into `full` (its padded working
-// tensor): the fp32 master shard, or (bf16) its slot of `full`, rounded there on stream s
-// with step t_step's rounding.
-void *zero_gather_src(Zero *z, int ti, void *full, int t_step, ZeroStream *s);
+// zero.c, for the modules built on the orchestrator (checkpoint.c): after a load replaced
+// the master, drop stage-3 gathered copies and refresh the working parameters exactly as
+// zero_step(t) does.
+void zero_refresh_after_load(Zero *z, int t);
 
 #endif

@@ -1,7 +1,12 @@
 // zero.c: the plugin's life cycle: init (partition, allocate every buffer, initialize
 // the owned shards), the fetch/release views, begin_step and the optimizer step.
-// Gradient buckets are in reduce.c, stage-3 gathering in gather.c.
+// Gradient buckets are in reduce.c, stage-3 gathering in gather.c, the tiers in offload.c;
+// what they share is in state.c.
 #include "state.h"
+
+#include "gather.h"
+#include "offload.h"
+#include "reduce.h"
 
 #include <math.h>
 
@@ -28,72 +33,6 @@ void zero_config_defaults(ZeroConfig *cfg) {
     cfg->timeout_s = 600.0;
     cfg->optimizer_tier = ZERO_TIER_DEVICE;
     cfg->param_tier = ZERO_TIER_DEVICE;
-}
-
-void zero_fail(const Zero *z, const char *fmt, ...) {
-    char msg[1024];
-    int len = snprintf(msg, sizeof msg, "zero: rank %d: ", z->rank);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg + len, sizeof msg - (size_t)len - 1, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%s\n", msg);   // one write: lines of several ranks do not interleave
-    zero_comm_abort(z->comm, 1);
-}
-
-void zero_after_main(Zero *z, ZeroStream *s) {
-    z->b->event_record(z->b, z->ev_main, z->main);
-    z->b->stream_wait(z->b, s, z->ev_main);
-}
-
-void zero_main_after(Zero *z, ZeroStream *s) {
-    ZeroEvent *e = s == z->gs ? z->ev_gs : z->ev_rs;
-    z->b->event_record(z->b, e, s);
-    z->b->stream_wait(z->b, z->main, e);
-}
-
-void zero_sync_streams(Zero *z) {
-    z->b->stream_sync(z->b, z->gs);
-    z->b->stream_sync(z->b, z->rs);
-    z->b->stream_sync(z->b, z->main);
-}
-
-const char *zero_flow_name(ZeroFlow f) {
-    static const char *names[ZERO_FLOWS] = {"forward_param_gather", "backward_param_gather", "step_param_gather",
-                                            "grad_all_to_all", "grad_intra_node_hop", "grad_inter_node_hop"};
-    return f >= 0 && f < ZERO_FLOWS ? names[f] : "?";
-}
-
-void zero_flow_add(Zero *z, ZeroFlow f, ZeroGroup g, uint64_t bytes_per_peer) {
-    if (!z->in_step) return;   // as the per-step counters: the trainer's evaluation is not a step's
-    uint64_t intra, inter;
-    zero_group_peers(z->comm, g, &intra, &inter);
-    z->flow_intra[f] += intra * bytes_per_peer;
-    z->flow_inter[f] += inter * bytes_per_peer;
-}
-
-const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n) {
-    size_t cap = sizeof z->what, len = (size_t)snprintf(z->what, cap, "%s", prefix);
-    for (int i = 0; i < n && len < cap; i++)
-        len += (size_t)snprintf(z->what + len, cap - len, "%s%s", i ? ", " : " ", z->t[tensors[i]].name);
-    if (len >= cap) memcpy(z->what + cap - 4, "...", 4);
-    return z->what;
-}
-
-// Every buffer comes from here, during zero_init only.
-void *zero_alloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const char *what) {
-    if (z->init_done)
-        zero_fail(z, "allocation of %zu bytes for %s after zero_init (all buffers are fixed at init)", bytes, what);
-    if (z->nallocs == (int)(sizeof z->allocs / sizeof z->allocs[0]))
-        zero_fail(z, "too many buffers (allocating %s)", what);
-    void *p = z->b->alloc(z->b, kind, bytes);
-    if (!p) zero_fail(z, "out of %s memory allocating %zu bytes for %s", kind == ZERO_MEM_HOST ? "host" : "device", bytes, what);
-    z->b->memset0(z->b, p, bytes, z->main);
-    z->allocs[z->nallocs].p = p;
-    z->allocs[z->nallocs].kind = kind;
-    z->nallocs++;
-    if (kind == ZERO_MEM_HOST) z->mem_host[use] += bytes; else z->mem_dev[use] += bytes;
-    return p;
 }
 
 static void *hmalloc(Zero *z, size_t bytes, const char *what) {
@@ -608,6 +547,17 @@ const ZeroUnitView *zero_fetch(Zero *z, int unit, int is_backward) {
     }
     U->fetched = is_backward ? 1 : 0;
     return &U->view;
+}
+
+void zero_grads_ready(Zero *z, int unit) {
+    if (unit < 0 || unit >= z->nu) zero_fail(z, "zero_grads_ready of unit %d: units are 0..%d", unit, z->nu - 1);
+    ZU *U = &z->u[unit];
+    if (!z->in_step) zero_fail(z, "zero_grads_ready of unit %d outside zero_begin_step .. zero_step", unit);
+    if (!U->bwd_done) zero_fail(z, "zero_grads_ready of unit %d before its backward zero_fetch", unit);
+    if (U->ready_done) zero_fail(z, "zero_grads_ready of unit %d twice in one micro-step", unit);
+    // the micro-step is complete once every unit's gradients are: stage 3 then forgets
+    // what this micro-step's gathers left behind
+    if (zero_reduce_unit_ready(z, unit) && z->stage == 3) zero_gather_micro_end(z);
 }
 
 void zero_release(Zero *z, int unit, int is_backward) {

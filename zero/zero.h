@@ -43,10 +43,23 @@ ZeRO++ (ZeroConfig's qwz, hpz, qgz, hier_reduce; zero/README.md): int8 forward g
 a secondary partition for backward gathers inside a group, gradients in two hops (int4
 with qgZ). wire.h has what they send, gather.c and reduce.c the paths.
 
-Files: zero.c (life cycle, step), reduce.c (gradient buckets), gather.c (stage-3
-gathering), partition.c (the split), arena.c (pool placement), backend.h and
-backend_host.c (what a machine provides), comm.h, comm_mpi.c and watchdog.c (the world,
-byte accounting, collective timeout). zero/README.md shows how to plug it in.
+Files (each folder's README.md says what it may use; dev/tools/check_layout.py holds
+the order, lowest first):
+  zero.h           this header: all a trainer needs, with comm.h (the world) and
+                   backend.h (what a machine provides, as a table of functions)
+  partition.c, arena.c   the split of every tensor, pool placement
+  kernels/         element code both backends run: block quantization and the ZeRO++
+                   wire records (CUDA twins in cuda/), the host kernels (AdamW, sums)
+  io/              the NVMe engine, checkpoint file formats, consolidation
+  comm/            the world: start-up (MPI or environment), groups, MPI collectives,
+                   byte counts, the watchdog, the bootstrap without MPI
+  host/            the host backend;   cuda/: the CUDA backend, NCCL, the _cuda kernels
+  state.c          the state the orchestration shares, its helpers (fail, alloc, order)
+  offload.c        the tiers: optimizer states and parameters on the host or NVMe
+  gather.c, reduce.c   stage-3 gathering; gradient buckets (phases: never call each other)
+  zero.c           the orchestrator: init, the hooks, the step
+  checkpoint.c, report.c, dryrun.c   built on zero.c: save/load, figures, the dry run
+zero/README.md shows how to plug it in.
 */
 #ifndef ZERO_ZERO_H
 #define ZERO_ZERO_H

@@ -1,4 +1,4 @@
-// bench_adamw_cpu.c: the host AdamW array kernel (llmc/adamw_cpu.h) in GB/s, for each
+// bench_adamw_cpu.c: the host AdamW array kernel (llmc/numerics/adamw_cpu.h) in GB/s, for each
 // SIMD path this CPU has and each thread count 1..nproc, against a plain memory copy on
 // the same buffers and thread count (target: at least 80% of the copy), and against
 // PyTorch's CPU AdamW when python3 can import torch.
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../llmc/numerics/adamw.h"
+#include "../../llmc/numerics/adamw_cpu.h"
 #include "../../llmc/numerics/rand.h"
 
 typedef struct {

@@ -1,4 +1,4 @@
-// bench_gpt2cu.cu: training-step throughput of the CUDA GPT-2 (llmc/gpt2_cuda.h) on random
+// bench_gpt2cu.cu: training-step throughput of the CUDA GPT-2 (llmc/cuda/gpt2_cuda.h) on random
 // tokens: tokens/s, ms/step, MFU and device memory, for GPT-2 124M (d12) and 350M (d24,
 // C=1024, NH=16) at T=1024, with and without recompute, cuDNN attention. A step is
 // zero_grad, forward, backward, AdamW update and the stats sync, as in training; warmup
@@ -13,7 +13,7 @@
 #include "../../llmc/cuda/cuda_utils.cuh"
 #include "../../llmc/model/gpt2_config.h"
 #include "../../llmc/cuda/gpt2_cuda.h"
-#include "../../llmc/run/mfu.h"
+#include "../../llmc/cuda/mfu.h"
 #include "../../llmc/numerics/rand.h"
 
 static double now_seconds(void) {

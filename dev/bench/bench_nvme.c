@@ -1,4 +1,4 @@
-// bench_nvme.c: the NVMe engine's (zero/nvme.c) sequential write and read GB/s against
+// bench_nvme.c: the NVMe engine's (zero/io/nvme.c) sequential write and read GB/s against
 // the plain baseline on the same disk: one thread writing, then reading, a file of the
 // same size with pwrite/pread on an O_DIRECT descriptor, one block at a time (what
 // `dd oflag=direct` does). Both files are reserved with fallocate first, as the engine's

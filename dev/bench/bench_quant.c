@@ -1,4 +1,4 @@
-// bench_quant.c: zero/quant.c's block quantization kernels and zero/wire.c's ZeRO++ wire
+// bench_quant.c: zero/kernels/quant.c's block quantization kernels and zero/kernels/wire.c's ZeRO++ wire
 // kernels in GB/s against a plain memory copy on the same machine and thread count (1 and
 // 2 threads, or the ones given): quantize fp32/bf16 -> int8/int4, dequantize int8 -> bf16
 // (qwZ's receive side), the dequantize-reduce of N = 2, 4, 8 ranks' int8/int4 payloads into

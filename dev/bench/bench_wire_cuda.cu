@@ -1,4 +1,4 @@
-// bench_wire_cuda.cu: zero/wire_cuda.cu's ZeRO++ wire kernels in GB/s against a
+// bench_wire_cuda.cu: zero/cuda/wire_cuda.cu's ZeRO++ wire kernels in GB/s against a
 // device-to-device cudaMemcpy of the same bytes on the same GPU: pack (qwZ's int8 weights
 // from fp32 and bf16, qgZ's int4 gradients in eq. 1-2 order), unpack int8 -> bf16 (qwZ's
 // receive side), the fused dequantize-sum-quantize reduce_pack of G = 2, 4, 8 runs of int4

@@ -1,8 +1,8 @@
-// gpu_attention_cudnn.cu: checks llmc/attention_cudnn.cu (cuDNN fused causal attention) against a
+// gpu_attention_cudnn.cu: checks llmc/cuda/attention_cudnn.cu (cuDNN fused causal attention) against a
 // plain host reference computed in double precision from the same bf16 inputs.
 //
 //   nvcc -O3 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
-//        -Illmc -I. dev/test/gpu_attention_cudnn.cu llmc/attention_cudnn.cu
+//        -Illmc -I. dev/test/gpu_attention_cudnn.cu llmc/cuda/attention_cudnn.cu
 //        -L/usr/local/cuda/lib64 -lcudnn -o gpu_attention_cudnn      (one command line)
 //
 // Output: one "PASS name ..." / "FAIL name ..." line per check, then "N passed, N failed"; exit

@@ -9,7 +9,7 @@
 #    step (checked from the logged norms), every stage gives train_gpt2cu's model, losses
 #    and norms bit for bit (model_diff tolerance 0): both trainers run the same AdamW
 #    element, the same bf16 stochastic rounding with the same keys and the same gradient
-#    norm order and clip scale (llmc/adamw.h: double sums of 4096-element blocks, slice by
+#    norm order and clip scale (llmc/numerics/adamw.h: double sums of 4096-element blocks, slice by
 #    slice in slice order). Accumulation is off because train_gpt2cu adds micro-steps
 #    inside its matmuls (beta 1) where zero/ stages 2-3 add each micro-step's gradient
 #    (beta 0) afterwards: the same sums in exact terms, but cuBLASLt may pick other

@@ -1,10 +1,10 @@
 /*
-gpu_zero_quant.c: zero/quant_cuda.cu's kernels against the C reference (zero/quant.c), bit
+gpu_zero_quant.c: zero/cuda/quant_cuda.cu's kernels against the C reference (zero/kernels/quant.c), bit
 for bit: quantize (int8 and int4, fp32 and bf16 input), dequantize (fp32 and bf16 output)
 and the rank-order dequantize-reduce (1 to 8 ranks), on quant_cases.h's random and edge
 inputs (all-zero blocks, one huge value, subnormals, FLT_MAX, ties), lengths with a partial
 last block, odd device offsets, and non-finite input (the refused blocks and the reported
-first index must agree). Then zero/wire_cuda.cu's ZeRO++ wire kernels against zero/wire.c
+first index must agree). Then zero/cuda/wire_cuda.cu's ZeRO++ wire kernels against zero/kernels/wire.c
 (pack with the eq. 1-2 order, unpack, reduce_pack, reduce with and without accumulator;
 raw, int8, int4 records of fp32 and bf16 slices; aligned and unaligned buffers, so both the
 vector and the scalar paths run). NaN payloads are not compared (the GPU makes canonical

@@ -1,5 +1,5 @@
 /*
-gpu_zero_toy.c: the CUDA backend (zero/backend_cuda.cu, zero/comm_nccl.cu) against the host
+gpu_zero_toy.c: the CUDA backend (zero/cuda/backend_cuda.cu, zero/cuda/comm_nccl.cu) against the host
 backend and against mpi_zero_toy.c's unsharded reference. Modes:
   kernels      adamw, bf16 stochastic refresh, fp32 refresh, reduce_slices (fp32 and bf16
                slices) and sum_squares on the GPU against backend_host.c, bit for bit, on
@@ -37,6 +37,7 @@ Ends with the line "N passed, N failed" (all ranks together).
 #include <string.h>
 
 #include "../../zero/backend.h"
+#include "../../zero/host/backend_host.h"
 #include "../../zero/cuda/backend_cuda.h"
 #include "../../zero/comm.h"
 #include "../../zero/partition.h"

@@ -42,6 +42,7 @@ its 4-byte trailer, computed here), and they differ between ranks.
 #include <zlib.h>
 
 #include "../../zero/comm.h"
+#include "../../zero/host/backend_host.h"
 #include "zero_toy_model.h"
 
 enum { STEPS = 6, SAVE_AT = 3 };

@@ -20,6 +20,7 @@ Launch with mpirun -np N (dev/test/test_zero_groups.sh). Ends with the line
 #include <unistd.h>
 
 #include "../../zero/backend.h"
+#include "../../zero/host/backend_host.h"
 #include "../../zero/comm.h"
 
 #include "zero_group_cases.h"

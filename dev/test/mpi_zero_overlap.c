@@ -17,6 +17,7 @@ Run under mpirun with any number of ranks, or alone.
 #include <string.h>
 
 #include "../../zero/backend.h"
+#include "../../zero/host/backend_host.h"
 #include "../../zero/comm.h"
 #include "../../zero/zero.h"
 

@@ -15,7 +15,7 @@ stages 2-3 reduce every micro-step (per micro-step the sum over ranks in rank or
 rank's gradient, accumulated over micro-steps); stages 0-1 reduce once per step (each rank
 accumulates its micro-steps into its gradient buffer, then the ranks are summed in rank
 order). The norm follows the documented order (per-shard sums of squares in blocks, shards
-in rank order); AdamW is llmc/adamw.h's adamw_element. Every stage must match its order's
+in rank order); AdamW is llmc/numerics/adamw.h's adamw_element. Every stage must match its order's
 reference bit for bit.
 
 Modes: (none) train and check every configuration; kernels: the host kernels against
@@ -30,6 +30,7 @@ collective, the watchdog must end the job; misuse: a hook out of order must end 
 #include <string.h>
 
 #include "../../zero/backend.h"
+#include "../../zero/host/backend_host.h"
 #include "../../zero/comm.h"
 #include "../../zero/partition.h"
 #include "../../zero/zero.h"

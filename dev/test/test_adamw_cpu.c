@@ -1,5 +1,5 @@
-// test_adamw_cpu.c: the host's AdamW array kernel (llmc/adamw_cpu.h) against the element
-// function it must reproduce bit for bit (llmc/adamw.h's adamw_element, run one element
+// test_adamw_cpu.c: the host's AdamW array kernel (llmc/numerics/adamw_cpu.h) against the element
+// function it must reproduce bit for bit (llmc/numerics/adamw.h's adamw_element, run one element
 // at a time here): every SIMD path this CPU has (plain and AVX2 here, AVX-512 where
 // present), awkward lengths and unaligned starts, decay on and off, gradients and moments
 // over the whole float range with zeros of both signs, subnormals, infinities and NaNs,
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../../llmc/numerics/adamw.h"
+#include "../../llmc/numerics/adamw_cpu.h"
 #include "../../llmc/numerics/rand.h"
 #include "test_util.h"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CPU trainer, unsharded and with zero/'s host backend at one rank (-z 1), runs its
-# AdamW through llmc/adamw_cpu.h: forcing each SIMD path this CPU has (ADAMW_CPU_PATH)
+# AdamW through llmc/numerics/adamw_cpu.h: forcing each SIMD path this CPU has (ADAMW_CPU_PATH)
 # gives the same losses and bit-identical parameters as the plain C path, and a path the
 # CPU lacks or an unknown name stops the run with a message (the variable is honoured,
 # so the kernel is on both routes).

@@ -1,5 +1,5 @@
 // test_attention_cudnn_version.c: which runtime cuDNN versions the cuDNN attention accepts
-// (llmc/attention_cudnn_version.h, decided without a GPU) and the mask value it binds.
+// (llmc/cuda/attention_cudnn_version.h, decided without a GPU) and the mask value it binds.
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 // test_bf16_rounding.c: the one stochastic rounding of fp32 master weights to the bf16
-// working copy (llmc/adamw.h), which train_gpt2cu's AdamW kernels and zero/'s refresh
+// working copy (llmc/numerics/adamw.h), which train_gpt2cu's AdamW kernels and zero/'s refresh
 // (host and CUDA backends) all call. Edge cases and the carry probability are checked
 // against values derived here from the float's bits; then zero's host backend refresh is
 // checked against the trainer's element function and against an independent spelling of
@@ -18,6 +18,7 @@
 #include "../../llmc/model/gpt2_config.h"
 #include "../../llmc/numerics/rand.h"
 #include "../../zero/backend.h"
+#include "../../zero/host/backend_host.h"
 #include "../../zero/comm.h"
 #include "../../zero/partition.h"
 #include "test_util.h"

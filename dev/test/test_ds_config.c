@@ -1,4 +1,4 @@
-// test_ds_config.c: DeepSpeed's config file (llmc/ds_config.c) against values written
+// test_ds_config.c: DeepSpeed's config file (llmc/run/ds_config.c) against values written
 // here: every implemented key lands in its TrainConfig field, "auto" keeps the flag or
 // default, wrong types and out-of-range values are refused naming the key, features of
 // later issues are refused ("not supported yet") unless off, unknown keys are warned
@@ -19,6 +19,7 @@
 
 #include "../../llmc/run/ds_config.h"
 #include "test_util.h"
+#include "../../llmc/run/train_args.h"
 #include "../../llmc/run/train_config.h"
 
 static char g_path[64];  // the config file each test writes
@@ -54,7 +55,7 @@ static void parse_flags(TrainConfig *c, const char *flags) {
     argv[argc++] = "train_gpt2";
     for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
     argv[argc] = NULL;
-    train_config_parse(c, argc, argv, "cpu");
+    train_args_parse(c, argc, argv, "cpu");
 }
 
 // A stream for the code under test to print to; log_end puts what it printed in g_log.
@@ -380,13 +381,13 @@ static void test_bad_files(void **state) {
     expect_log("cannot open DeepSpeed config '/nonexistent/ds.json'");
 }
 
-// Through train_config_parse, as the trainers call it (errors exit 1).
+// Through train_args_parse, as the trainers call it (errors exit 1).
 static char *g_argv[16];
 static void parse_in_child(void *arg) {
     TrainConfig c;
     int argc = 0;
     while (g_argv[argc]) argc++;
-    train_config_parse(&c, argc, g_argv, (const char *)arg);
+    train_args_parse(&c, argc, g_argv, (const char *)arg);
 }
 
 static void test_command_line(void **state) {
@@ -416,14 +417,14 @@ static void test_command_line(void **state) {
     write_config("{\"zero_optimization\": {\"stage\": 2}}");
     TrainConfig c;
     char *ok[] = {"train_gpt2", "--deepspeed", g_path, "-l", "0.0007", NULL};
-    train_config_parse(&c, 5, ok, "cpu");
+    train_args_parse(&c, 5, ok, "cpu");
     assert_int_equal(c.zero_stage, 2);
     assert_true(c.lr == 0.0007f);
     assert_ptr_equal(c.deepspeed, g_path);
     assert_int_equal(c.given, TRAIN_FLAG_BIT(TRAIN_FLAG_DEEPSPEED) | TRAIN_FLAG_BIT(TRAIN_FLAG_LR));
     // the AdamW flags and their ranges
     char *adamw[] = {"train_gpt2", "--beta1", "0", "--beta2", "0.999", "--adam-eps", "1e-6", NULL};
-    train_config_parse(&c, 7, adamw, "cpu");
+    train_args_parse(&c, 7, adamw, "cpu");
     assert_true(c.beta1 == 0.0f && c.beta2 == 0.999f && c.adam_eps == 1e-6f);
     parse_flags(&c, "");
     assert_true(c.beta1 == 0.9f && c.beta2 == 0.95f && c.adam_eps == 1e-8f);  // the values hard-coded before

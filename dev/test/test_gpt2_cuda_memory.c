@@ -1,5 +1,5 @@
 // test_gpt2_cuda_memory.c: the CUDA model's device bytes, computed on the host without a
-// GPU (llmc/gpt2_cuda_memory.h: what gpt2_cuda_build carves, and what train_gpt2_zero's
+// GPU (llmc/model/gpt2_cuda_memory.h: what gpt2_cuda_build carves, and what train_gpt2_zero's
 // dry run predicts), against a count made here from the shapes gpt2_cuda.h documents for
 // each buffer; the shape checks the build applies; overflow stops with a message.
 // (On a GPU, gpt2_cuda_try_build itself compares its allocation with these numbers.)

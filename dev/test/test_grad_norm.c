@@ -1,4 +1,4 @@
-// test_grad_norm.c: the global gradient norm of llmc (llmc/grad_norm.h: the CPU trainer's
+// test_grad_norm.c: the global gradient norm of llmc (llmc/model/grad_norm.h: the CPU trainer's
 // gpt2_cpu_grad_norm, and the host reference of train_gpt2cu's device norm) against zero/
 // on the GPT-2 slice table: the same double sum of squares as zero's host backend
 // sum_squares added slice by slice (what zero.c does), and the same norm and clip scale as
@@ -22,6 +22,7 @@
 #include "../../llmc/model/grad_norm.h"
 #include "../../llmc/numerics/rand.h"
 #include "../../zero/backend.h"
+#include "../../zero/host/backend_host.h"
 #include "../../zero/comm.h"
 #include "../../zero/zero.h"
 
@@ -135,7 +136,7 @@ static void test_llmc_norm_is_zero_host_backend_norm(void **state) {
     }
 }
 
-// The parallel host version is the one-thread definition of llmc/adamw.h applied slice by
+// The parallel host version is the one-thread definition of llmc/numerics/adamw.h applied slice by
 // slice, at any thread count, on tables with empty slices, odd sizes and slices out of
 // flat order (the block locator's edge cases).
 static void test_parallel_blocks_are_the_definition(void **state) {

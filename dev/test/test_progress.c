@@ -1,5 +1,5 @@
-// test_progress.c: the elapsed time and ETA of the step lines (llmc/progress.c) and the
-// launcher detection that keeps the unsharded trainers to one rank (llmc/launch_env.c).
+// test_progress.c: the elapsed time and ETA of the step lines (llmc/run/progress.c) and the
+// launcher detection that keeps the unsharded trainers to one rank (llmc/run/launch_env.c).
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

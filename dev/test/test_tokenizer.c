@@ -1,4 +1,4 @@
-// test_tokenizer.c: the GPT-2 tokenizer (llmc/tokenizer.c) and the tokenize CLI.
+// test_tokenizer.c: the GPT-2 tokenizer (llmc/data/tokenizer.c) and the tokenize CLI.
 // Run from the repo root: data files are found at data/gpt2 and dev/test.
 // Expected ids come from an independent implementation (gpt-3-encoder, JavaScript;
 // see dev/data/make_tokenizer_fixture.js), cross-checked there against Python's regex.

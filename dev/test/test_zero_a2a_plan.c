@@ -1,4 +1,4 @@
-// test_zero_a2a_plan.c: the NCCL all-to-all's call plan (zero/a2a_plan.c), checked for
+// test_zero_a2a_plan.c: the NCCL all-to-all's call plan (zero/cuda/a2a_plan.c), checked for
 // every rank of a simulated world, up to thousands of ranks: no group exceeds NCCL's
 // limit, every rank sends each peer each part's slice exactly once and receives likewise,
 // and every send meets its receive in the group with the same index on the other rank

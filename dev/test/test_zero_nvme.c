@@ -1,4 +1,4 @@
-// test_zero_nvme.c: the NVMe engine (zero/nvme.c, included directly so the test can
+// test_zero_nvme.c: the NVMe engine (zero/io/nvme.c, included directly so the test can
 // reach the swap file's descriptor), on both engines: patterned data written at many
 // offsets with many requests in flight and read back in another order, tickets, short
 // reads, I/O errors, refused requests, the folder and disk-full errors, the unlinked file

@@ -1,4 +1,4 @@
-// test_zero_quant.c: zero/quant.c's block quantization (int8 and int4, one scale per
+// test_zero_quant.c: zero/kernels/quant.c's block quantization (int8 and int4, one scale per
 // block) against references written out here: every value reads back within half a
 // quantization step on random data and the edges of the float range (all-zero blocks, one
 // huge value among tiny ones, subnormals, FLT_MAX, bf16's max, partial last blocks);

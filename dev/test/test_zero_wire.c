@@ -1,4 +1,4 @@
-// test_zero_wire.c: zero/wire.c's ZeRO++ wire kernels (pack, unpack, reduce_pack, reduce)
+// test_zero_wire.c: zero/kernels/wire.c's ZeRO++ wire kernels (pack, unpack, reduce_pack, reduce)
 // against references built here from quant.c's tensor calls (quant_quantize,
 // quant_dequantize) and plain loops: the record sizes written out by hand; the slice order
 // of the ZeRO++ paper's equation 2, listed as the paper lists it; every record byte
@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "../../zero/backend.h"
+#include "../../zero/host/backend_host.h"
 #include "../../zero/kernels/quant.h"
 #include "../../zero/kernels/wire.h"
 #include "quant_cases.h"

@@ -9,7 +9,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "../numerics/adamw.h"
+#include "../numerics/adamw_cpu.h"
 #include "../model/gpt2_model_file.h"
 #include "../model/grad_norm.h"
 #include "../utils.h"
@@ -1141,7 +1141,7 @@ void gpt2_cpu_backward(GPT2 *m, float loss_scale) {
 
 float gpt2_cpu_grad_norm(const GPT2 *m) {
     require_own_params(m, __func__);
-    // Slice by slice in llmc/grad_norm.h's order, the one zero/ follows on the same table,
+    // Slice by slice in llmc/model/grad_norm.h's order, the one zero/ follows on the same table,
     // so the unsharded and the 1-rank -z trainer clip by the same bits.
     const int ns = gpt2_num_slices(&m->config);
     GPT2Slice *slices = (GPT2Slice *)malloc_check((size_t)ns * sizeof(GPT2Slice));

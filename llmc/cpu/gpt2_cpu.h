@@ -96,7 +96,7 @@ void gpt2_cpu_zero_grad(GPT2 *m);
 // dlogits in place); exits with a message otherwise.
 void gpt2_cpu_backward(GPT2 *m, float loss_scale);
 // grad_norm, update and zero_grad work on the flat m->params / m->grads buffers.
-// sqrt of the sum of squares of all gradients, in llmc/grad_norm.h's slice order (zero/'s).
+// sqrt of the sum of squares of all gradients, in llmc/model/grad_norm.h's slice order (zero/'s).
 float gpt2_cpu_grad_norm(const GPT2 *m);
 // AdamW with bias correction at step t (1-based); weight decay only on the tensors
 // gpt2_param_decays() names; grads multiplied by grad_scale first (clipping).

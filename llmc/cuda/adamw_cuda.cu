@@ -3,7 +3,7 @@
 
 #define ADAMW_THREADS 256
 
-// The rule of llmc/adamw.h, shared with zero/'s refresh.
+// The rule of llmc/numerics/adamw.h, shared with zero/'s refresh.
 __device__ __forceinline__ bf16 round_element(float x, uint64_t seed, uint64_t step, uint64_t global_index) {
     return __ushort_as_bfloat16(adamw_round_bf16_at(x, seed, step, global_index));
 }

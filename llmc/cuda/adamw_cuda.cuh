@@ -1,6 +1,6 @@
 // adamw_cuda.cuh: the AdamW step on fp32 master weights and moments, and the refresh of
 // the bf16 working copy by stochastic rounding. Each element goes through adamw_element()
-// (llmc/adamw.h), the same IEEE operations as the CPU model, so the fp32 results are
+// (llmc/numerics/adamw.h), the same IEEE operations as the CPU model, so the fp32 results are
 // bit-identical to the host's for identical inputs.
 #ifndef LLMC_ADAMW_CUDA_CUH
 #define LLMC_ADAMW_CUDA_CUH
@@ -11,7 +11,7 @@
 // Updates elements [0, n) of master, m, v from grads; these are elements
 // [global_offset, global_offset + n) of the model's parameter vector as the caller numbers
 // it, which is what the rounding noise is keyed on: bf16 element i after step t is
-// adamw_round_bf16_at(master[i], seed, t, global_offset + i) (llmc/adamw.h, the rule zero/'s
+// adamw_round_bf16_at(master[i], seed, t, global_offset + i) (llmc/numerics/adamw.h, the rule zero/'s
 // refresh uses too), so it does not depend on how the vector is split (ZeRO shards).
 // grad_scale: device pointer to the clip scale (overrides hp.grad_scale), or NULL.
 // params: the bf16 copy to refresh, or NULL.

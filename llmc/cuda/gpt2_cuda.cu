@@ -144,7 +144,7 @@ static void check_shape(const GPT2Config *c, int B, int T) {
 }
 
 // The bf16 copy after update step t (0: the initial copy) is the stochastic rounding of
-// the master (llmc/adamw.h), each element keyed by its position in slice order
+// the master (llmc/numerics/adamw.h), each element keyed by its position in slice order
 // (gpt2_slices: by unit, then tensor). That is how zero/ numbers the same elements (its
 // tensor table is that slice list), so train_gpt2cu and train_gpt2_zero draw the same
 // random bits for the same element and step.

@@ -1,12 +1,12 @@
 // gpt2_cuda.h: GPT-2 on one GPU in bf16 mixed precision: the same model as the CPU
-// reference (llmc/gpt2_cpu.h) with an API of the same shape, so one trainer loop reads the
+// reference (llmc/cpu/gpt2_cpu.h) with an API of the same shape, so one trainer loop reads the
 // same for both.
 //
 // Precision: bf16 working parameters and activations (the residual stream included),
 // fp32 accumulation in every matmul, fp32 LayerNorm statistics, softmax and loss;
 // fp32 gradients (accumulated across micro-steps in fp32); fp32 master weights and AdamW
 // moments; the bf16 copy is refreshed from the master by stochastic rounding, at build
-// too (llmc/adamw.h: the rule and keys zero/ uses, elements numbered in slice order).
+// too (llmc/numerics/adamw.h: the rule and keys zero/ uses, elements numbered in slice order).
 //
 // Memory: everything (parameters, optimizer state, gradients, activations for the built
 // (B, T), workspaces) is allocated by gpt2_cuda_build, once, in the sizes gpt2_cuda_memory.h
@@ -145,7 +145,7 @@ void gpt2_cuda_reset_loss(GPT2Cuda *model);
 // tokens of the per-token loss). Training: loss_scale = 1 / (B*T*grad_accum_steps).
 void gpt2_cuda_backward(GPT2Cuda *model, float loss_scale);
 // AdamW step t (1-based): gradient norm and clip scale min(1, grad_clip / norm) on the
-// device (grad_clip <= 0: no clipping; the norm in llmc/grad_norm.h's slice order, the
+// device (grad_clip <= 0: no clipping; the norm in llmc/model/grad_norm.h's slice order, the
 // bits zero/ computes), update of the fp32 master with weight decay on the tensors
 // gpt2_param_decays() names, bf16 refresh by stochastic rounding. No host sync. Reuses
 // the norm of a gpt2_cuda_grad_norm with the same grad_clip since the last backward or

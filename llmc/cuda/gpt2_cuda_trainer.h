@@ -26,7 +26,7 @@ float gpt2_cuda_validate(GPT2Cuda *model, DataLoader *val, int max_batches, int 
 // ZeRO run runs the forward: stage 3 gathers). The coins depend only on (seed, step).
 void gpt2_cuda_sample(GPT2Cuda *model, const Tokenizer *tok, int gen_tokens, uint64_t seed, int step, int print);
 
-// The unsharded trainer's checkpoints (llmc/checkpoint.h: fp32 master, AdamW moments and
+// The unsharded trainer's checkpoints (llmc/run/checkpoint.h: fp32 master, AdamW moments and
 // the training state in one file, and model_STEP.bin beside it), through host copies made
 // for the call. Loading re-derives the bf16 weights with the saved step's rounding.
 void gpt2_cuda_checkpoint_save(GPT2Cuda *model, const char *out_dir, const TrainState *st);

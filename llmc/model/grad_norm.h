@@ -1,5 +1,5 @@
 // grad_norm.h: the global gradient norm of a flat gradient buffer taken slice by slice
-// (the GPT-2 slices of gpt2_slices(), in table order), in llmc/adamw.h's order: each
+// (the GPT-2 slices of gpt2_slices(), in table order), in llmc/numerics/adamw.h's order: each
 // slice split into blocks of ADAMW_SUMSQ_BLOCK from its start, each block summed left to
 // right in double, block sums added left to right into the slice's sum, slice sums added
 // in table order. That is what zero/ computes on its tensor table (the same slices), so

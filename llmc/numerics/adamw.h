@@ -221,9 +221,7 @@ static __device__ double adamw_sumsq_warp(const float *block, int len, AdamWSums
 }
 #endif
 
-// The array form for the host (SIMD and threads, the same bits): adamw_cpu.h.
-#ifndef __CUDACC__
-#include "adamw_cpu.h"
-#endif
+// The array form for the host (SIMD and threads, the same bits) is adamw_cpu.h, which
+// includes this file; host code that updates whole arrays includes that one.
 
 #endif

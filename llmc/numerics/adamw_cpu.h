@@ -6,9 +6,9 @@
 // thread count gives adamw_element's bits. (A loop over adamw_element stays scalar
 // because sqrtf must set errno; the intrinsics' sqrt need not.)
 //
-// Host only: adamw.h includes it when not compiling with nvcc, so that zero/ (which may
-// include only adamw.h and rand.h from llmc/) and the CPU model share one kernel. Like
-// adamw.h it relies on -ffp-contract=off: GCC's intrinsics are plain vector arithmetic.
+// Host only: zero/'s host kernels (zero/kernels/host_kernels.c) and the CPU model include
+// it, so both share one kernel. Like adamw.h it relies on -ffp-contract=off: GCC's
+// intrinsics are plain vector arithmetic.
 #ifndef LLMC_ADAMW_CPU_H
 #define LLMC_ADAMW_CPU_H
 

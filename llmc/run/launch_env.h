@@ -1,7 +1,7 @@
 // launch_env.h: whether a launcher (mpirun, srun, torchrun-style RANK/WORLD_SIZE) started
 // this process as one of several ranks. The unsharded trainers refuse that: every rank
 // would train its own full copy into the same output folder. (The ZeRO plugin's own
-// launcher detection is zero/comm_mpi.c; llmc/ does not depend on zero/.)
+// launcher detection is zero/comm/comm_mpi.c; llmc/ does not depend on zero/.)
 #ifndef LLMC_LAUNCH_ENV_H
 #define LLMC_LAUNCH_ENV_H
 

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "ds_config.h"
 #include "../model/gpt2_config.h"   // GPT2_MAX_TILES
 
 // Flavours: "cpu" (train_gpt2: unsharded, or ZeRO under -z), "cuda" (train_gpt2cu:
@@ -215,9 +214,9 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                      other nodes shrink by the node size against the flat all-to-all\n");
     printf("  --qwz-block N       values per int8 block (even; default %d)\n", TRAIN_QUANT_BLOCK_DEFAULT);
     printf("  --qgz-block N       values per int4 block (even; default %d)\n", TRAIN_QUANT_BLOCK_DEFAULT);
-    printf("  --deepspeed FILE    DeepSpeed's ds_config.json: these keys set what the flags set (a flag\n"
-           "                      given too must agree; \"auto\" keeps the flag's value or the default):\n");
-    ds_config_usage(stdout, "                        ");
+    printf("  --deepspeed FILE    DeepSpeed's ds_config.json: its keys (listed at the end) set what the\n"
+           "                      flags set (a flag given too must agree; \"auto\" keeps the flag's value\n"
+           "                      or the default)\n");
     printf("  Under -z, -n writes sharded checkpoints (OUT/zero_STEP/, each with OUT/model_STEP.bin), -y 1\n"
            "  resumes from them (any world size or stage), OUT/zero_report.json holds the measured memory\n"
            "  and traffic.\n");
@@ -298,7 +297,9 @@ static int parse_offload(const char *flag, const char *s) {
     return v;
 }
 
-void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavour) {
+int train_config_has_zero(const char *flavour) { return flavour_zero(flavour); }
+
+int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *flavour) {
     defaults(c, flavour_cuda(flavour));
     // which TrainFlag each option sets (the rest: -1), so that a config file cannot
     // silently override what the command line said
@@ -416,7 +417,7 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
         case OPT_QWZ_BLOCK: c->qwz_block = parse_block("--qwz-block", optarg); break;
         case OPT_QGZ_BLOCK: c->qgz_block = parse_block("--qgz-block", optarg); break;
         case OPT_TILE_LINEAR: c->tile_linear = (int)parse_long("--tile-linear", optarg, 1, GPT2_MAX_TILES); break;
-        case 'h': train_config_usage(argv[0], flavour); exit(0);
+        case 'h': return 1;
         case ':':
             fprintf(stderr, "error: option '%s' needs a value (see -h)\n", argv[optind - 1]);
             exit(1);
@@ -425,8 +426,14 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
             exit(1);
         }
     }
-    // The file's values fill in what the flags left alone (before the checks below: it may set -z).
-    if (c->deepspeed && ds_config_apply(c, c->deepspeed, stderr) != 0) exit(1);
+    if (optind < argc) {
+        fprintf(stderr, "error: unexpected argument '%s' (see -h)\n", argv[optind]);
+        exit(1);
+    }
+    return 0;
+}
+
+void train_config_check(TrainConfig *c, const char *flavour) {
     if (c->zero_stage < 0 && strcmp(flavour, "cuda-zero") == 0) c->zero_stage = 0;   // train_gpt2_zero: -z 0
     if (c->deepspeed && c->zero_stage < 0 && !flavour_cuda(flavour)) {
         fprintf(stderr, "error: --deepspeed configures a ZeRO run: give -z STAGE or zero_optimization.stage in '%s'\n",
@@ -481,10 +488,6 @@ void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavo
     }
     if (!nvme && (c->given & TRAIN_FLAG_BIT(TRAIN_FLAG_NVME_PATH))) {   // a config file may name one idly
         fprintf(stderr, "error: --nvme-path is for --offload-optimizer nvme or --offload-param nvme\n");
-        exit(1);
-    }
-    if (optind < argc) {
-        fprintf(stderr, "error: unexpected argument '%s' (see -h)\n", argv[optind]);
         exit(1);
     }
 }

@@ -9,7 +9,7 @@
 extern "C" {
 #endif
 
-// The plugin's quantization block when none is given (zero/quant.h's QUANT_BLOCK_DEFAULT;
+// The plugin's quantization block when none is given (zero/kernels/quant.h's QUANT_BLOCK_DEFAULT;
 // gpt2_zero.c checks that they agree, since llmc/ does not include zero/).
 #define TRAIN_QUANT_BLOCK_DEFAULT 2048
 
@@ -61,13 +61,13 @@ typedef struct {
     int offload_optimizer;      // --offload-optimizer none|cpu|nvme
     int offload_param;          // --offload-param none|cpu|nvme
     const char *nvme_path;      // --nvme-path DIR: the NVMe swap files' folder
-    // ZeRO++ (zero/wire.h): each switch on its own
+    // ZeRO++ (zero/kernels/wire.h): each switch on its own
     int qwz;                    // --qwz: stage-3 forward gathers move int8 blocks
     int hpz;                    // --hpz N: stage-3 secondary partition over N ranks (0 or 1: off)
     int qgz;                    // --qgz: gradients in two hops, int4 blocks on the wire
     int hier_reduce;            // --hier-reduce: the same two hops, unquantized
     int qwz_block, qgz_block;   // --qwz-block, --qgz-block: values per block (0: the default)
-    // DeepSpeed's config file (llmc/ds_config.h)
+    // DeepSpeed's config file (llmc/run/ds_config.h)
     const char *deepspeed;      // --deepspeed FILE, or NULL
     int grad_accum_steps;       // its gradient_accumulation_steps (0: derived from -d)
     unsigned given;             // TRAIN_FLAG_BIT()s of the flags the command line gave
@@ -91,10 +91,17 @@ extern const char *const train_offload_names[3];   // "none", "cpu", "nvme"
 // The value of a name above, or -1.
 int train_offload_parse(const char *name);
 
-// Fills defaults for the given trainer ("cpu" or "cuda"), then parses argv. Prints
-// usage and exits 0 on -h; prints what is wrong and exits 1 on a bad flag or value.
-void train_config_parse(TrainConfig *c, int argc, char **argv, const char *flavour);
+// The trainers call train_args_parse (train_args.h): these flags, then a DeepSpeed file
+// (ds_config.c applies it onto what the flags gave), then these checks.
+// Fills defaults for the given trainer ("cpu", "cuda" or "cuda-zero"), then parses argv's
+// flags. Returns 1 on -h (nothing else parsed), 0 otherwise; prints what is wrong and exits
+// 1 on a bad flag or value.
+int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *flavour);
+// The checks of the combination (flags and file together): prints and exits 1 when wrong.
+void train_config_check(TrainConfig *c, const char *flavour);
 void train_config_usage(const char *prog, const char *flavour);
+// 1 when the trainer takes ZeRO's flags (and --deepspeed).
+int train_config_has_zero(const char *flavour);
 // Prints the resolved configuration as a table (rank 0).
 void train_config_print(const TrainConfig *c, int grad_accum, int world);
 // A memory size: a number (digits, optionally a fraction: 79.5) and an optional unit, K M

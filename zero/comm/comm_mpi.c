@@ -31,6 +31,10 @@ struct ZeroChannel {
 
 int zero_comm_thread_safe(const ZeroComm *c) { return c->mpi && c->mpi->thread_multiple; }
 
+// The watchdog's way to end the job from its own thread: MPI_Abort only where MPI allows a
+// call from any thread (set on the comm only then).
+static void end_job_mpi(ZeroComm *c, int code) { zero_comm_abort(c, code); }
+
 static void comm_fail(ZeroComm *c, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 static void comm_fail(ZeroComm *c, const char *fmt, ...) {
     char msg[1024];
@@ -91,6 +95,7 @@ ZeroComm *zero_comm_init(int *argc, char ***argv) {
             MPI_Query_thread(&provided);
         }
         c->mpi->thread_multiple = provided >= MPI_THREAD_MULTIPLE;
+        if (c->mpi->thread_multiple) c->end_job = end_job_mpi;
         MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi->world);
         MPI_Comm_set_errhandler(c->mpi->world, MPI_ERRORS_RETURN);
         MPI_Comm_rank(c->mpi->world, &c->rank);

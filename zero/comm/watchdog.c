@@ -5,6 +5,7 @@
 // thread has its own slot, and the deadline is that of the oldest collective in flight.
 // With a device library attached (comm->dev: NCCL, whose collectives return before they
 // run), the thread also polls it every poll_s seconds, and aborts it before ending the job.
+// It calls nothing of the communicator: it ends the job through comm->end_job.
 #include "../comm.h"
 
 #include <errno.h>
@@ -65,8 +66,10 @@ static struct timespec abs_time(double t) {
 static void watchdog_end_job(ZeroComm *c) __attribute__((noreturn));
 static void watchdog_end_job(ZeroComm *c) {
     if (c->dev && c->dev->abort) c->dev->abort(c);   // frees peers stuck in the device library
-    if (zero_comm_thread_safe(c)) zero_comm_abort(c, 3);
-    _exit(3);  // MPI may not be called from this thread; the launcher reaps the others
+    fflush(stdout);
+    fflush(stderr);
+    if (c->end_job) c->end_job(c, 3);   // the communicator's way (MPI_Abort), when it has one
+    _exit(3);  // else MPI may not be called from this thread: the launcher reaps the others
 }
 
 static void *watch(void *arg) {

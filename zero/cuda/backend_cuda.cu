@@ -171,7 +171,7 @@ __global__ void refresh_bf16_vec4(uint2 *dst, const float4 *master, size_t n4, u
 }
 
 // Norm blocks [blk0, blk0 + nblk) of x: lane l of a warp sums block first + l left to
-// right (llmc/adamw.h's adamw_sumsq_warp, the routine train_gpt2cu's norm runs too).
+// right (llmc/numerics/adamw.h's adamw_sumsq_warp, the routine train_gpt2cu's norm runs too).
 __global__ void __launch_bounds__(SQ_WARPS * 32)
 sumsq_blocks_kernel(const float *x, size_t n, size_t blk0, size_t nblk, double *partials) {
     __shared__ AdamWSumsqTile tiles[SQ_WARPS];

@@ -16,8 +16,7 @@
 // ZERO_HOST_JITTER=SEED adds a random sleep (up to JITTER_MAX_US) before every queued
 // operation, main stream included, to shake out such races in tests.
 //
-// Kernels only split independent elements across threads (sum_squares splits fixed-size
-// blocks and adds them in order), so results never depend on the thread count.
+// The kernels are zero/kernels/host_kernels.c's, run on the stream's thread.
 #include "backend_host.h"
 
 #include <errno.h>
@@ -29,7 +28,8 @@
 #include <string.h>
 #include <time.h>
 
-#define PAR_MIN 32768        // below this many elements threads cost more than they save
+#include "../kernels/host_kernels.h"
+
 #define JITTER_MAX_US 400    // longest jitter sleep
 
 typedef struct Marker {
@@ -102,68 +102,6 @@ struct Host {
 
 static Host *host_of(const ZeroBackend *b) { return (Host *)b->ctx; }
 
-// ---------------------------------------------------------------- kernels (run on a stream's thread)
-
-// out[i] (+)= s_0[i] + s_1[i] + ... in slice order: accumulate adds the sum into out
-// (reduce_slices), else stores it (sum_slices).
-static void k_slices(float *out, const void *src, size_t stride, int nslices, size_t n, ZeroDType dt, int accumulate) {
-    if (nslices <= 0) return;
-    if (dt == ZERO_F32) {
-        const float *x = src;
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            float sum = x[i];
-            for (int q = 1; q < nslices; q++) sum += x[(size_t)q * stride + i];
-            out[i] = accumulate ? out[i] + sum : sum;
-        }
-    } else {
-        const uint16_t *x = src;
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            float sum = zero_bf16_to_f32(x[i]);
-            for (int q = 1; q < nslices; q++) sum += zero_bf16_to_f32(x[(size_t)q * stride + i]);
-            out[i] = accumulate ? out[i] + sum : sum;
-        }
-    }
-}
-
-// llmc/adamw.h's array kernel: SIMD lanes and threads, adamw_element's bits.
-static void k_adamw(float *param, const float *grad, float *m, float *v, size_t n, const AdamWParams *p, int decay) {
-    adamw_update_array(param, grad, m, v, n, p, decay);
-}
-
-static void k_refresh(void *dst, ZeroDType dt, const float *master, size_t n, uint64_t seed, int t, uint64_t gidx0) {
-    if (dt == ZERO_F32) {
-        if (n && dst != master) memmove(dst, master, n * sizeof(float));
-        return;
-    }
-    uint16_t *out = dst;
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++)
-        out[i] = adamw_round_bf16_at(master[i], seed, (uint64_t)t, gidx0 + i);
-}
-
-// total + the block sums of x in order (total 0: sum_squares; a later piece of a longer
-// range, starting at a block boundary, continues its sum).
-static double k_sum_squares(double total, const float *x, size_t n) {
-    size_t nblocks = (n + ZERO_SUMSQ_BLOCK - 1) / ZERO_SUMSQ_BLOCK;
-    // Blocks in parallel chunks of 64, each chunk's block sums then added in block order.
-    enum { CHUNK = 64 };
-    double part[CHUNK];
-    for (size_t c0 = 0; c0 < nblocks; c0 += CHUNK) {
-        size_t cn = nblocks - c0 < CHUNK ? nblocks - c0 : CHUNK;
-#pragma omp parallel for schedule(static) if (cn * ZERO_SUMSQ_BLOCK >= PAR_MIN)
-        for (size_t k = 0; k < cn; k++) {
-            size_t lo = (c0 + k) * ZERO_SUMSQ_BLOCK, hi = lo + ZERO_SUMSQ_BLOCK < n ? lo + ZERO_SUMSQ_BLOCK : n;
-            double sum = 0.0;
-            for (size_t i = lo; i < hi; i++) sum = adamw_sumsq_add(sum, x[i]);
-            part[k] = sum;
-        }
-        for (size_t k = 0; k < cn; k++) total += part[k];
-    }
-    return total;
-}
-
 // ---------------------------------------------------------------- markers, ops, jitter
 
 static void marker_unref(Host *h, Marker *m) {   // h->mu held
@@ -212,12 +150,12 @@ static void run_op(Host *h, ZeroStream *s, Op *op) {
     case OP_COPY: memmove(op->dst, op->src, op->bytes); break;
     case OP_ALL_GATHER: zero_mpi_all_gather(h->comm, s->ch, op->group, op->parts, op->nparts, op->dt, op->what); break;
     case OP_ALL_TO_ALL: zero_mpi_all_to_all(h->comm, s->ch, op->group, op->parts, op->nparts, op->dt, op->what); break;
-    case OP_REDUCE: k_slices(op->acc, op->src, op->stride, op->nslices, op->n, op->dt, 1); break;
-    case OP_SUM: k_slices(op->acc, op->src, op->stride, op->nslices, op->n, op->dt, 0); break;
+    case OP_REDUCE: zero_cpu_slices(op->acc, op->src, op->stride, op->nslices, op->n, op->dt, 1); break;
+    case OP_SUM: zero_cpu_slices(op->acc, op->src, op->stride, op->nslices, op->n, op->dt, 0); break;
     case OP_CALL: op->fn(op->arg); break;
-    case OP_ADAMW: k_adamw(op->param, op->grad, op->m, op->v, op->n, &op->ap, op->decay); break;
-    case OP_REFRESH: k_refresh(op->dst, op->dt, op->master, op->n, op->seed, op->t, op->gidx0); break;
-    case OP_SUMSQ: *op->out = k_sum_squares(0.0, op->grad, op->n); break;
+    case OP_ADAMW: zero_cpu_adamw(op->param, op->grad, op->m, op->v, op->n, &op->ap, op->decay); break;
+    case OP_REFRESH: zero_cpu_refresh(op->dst, op->dt, op->master, op->n, op->seed, op->t, op->gidx0); break;
+    case OP_SUMSQ: *op->out = zero_cpu_sum_squares(0.0, op->grad, op->n); break;
     case OP_WIRE_PACK:
         zero_wire_pack_cpu(op->wire, op->block, op->src, op->dt, op->slice_n, op->nslices, op->pack_group, op->dst);
         break;
@@ -662,19 +600,6 @@ void zero_backend_host_free(const ZeroBackend *b) {
     pthread_mutex_destroy(&h->mu);
     free(h);
 }
-
-// ---------------------------------------------------------------- the kernels called directly (backend.h)
-
-void zero_cpu_slices(float *out, const void *src, size_t stride, int nslices, size_t n, ZeroDType dt, int accumulate) {
-    k_slices(out, src, stride, nslices, n, dt, accumulate);
-}
-void zero_cpu_adamw(float *param, const float *grad, float *m, float *v, size_t n, const AdamWParams *p, int decay) {
-    k_adamw(param, grad, m, v, n, p, decay);
-}
-void zero_cpu_refresh(void *dst, ZeroDType dt, const float *master, size_t n, uint64_t seed, int t, uint64_t gidx0) {
-    k_refresh(dst, dt, master, n, seed, t, gidx0);
-}
-double zero_cpu_sum_squares(double total, const float *x, size_t n) { return k_sum_squares(total, x, n); }
 
 // ---------------------------------------------------------------- for the CUDA backend's host streams
 

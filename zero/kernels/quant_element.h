@@ -1,7 +1,7 @@
 // quant_element.h: the element rules of zero/'s block quantization (ZeRO++ qwZ int8, qgZ
 // int4), shared by the C kernels (quant.c) and the CUDA kernels (quant_cuda.cu) so both
 // give the same bits. Every float operation is a separately rounded IEEE op from
-// llmc/adamw.h (plain C under -ffp-contract=off on the host, _rn PTX on the device), and
+// llmc/numerics/adamw.h (plain C under -ffp-contract=off on the host, _rn PTX on the device), and
 // the order statistics are integer comparisons of float bits, so no compiler or fast-math
 // setting can change a result.
 //

@@ -6,7 +6,7 @@
 //   zero_consolidate [--state master|m|v] CKPT_DIR STEP|latest OUT
 //
 // Build (no MPI): cc -std=c11 -D_GNU_SOURCE -O2 zero/tools/zero_consolidate_main.c
-//   zero/consolidate.c zero/zckpt.c zero/zfile.c zero/partition.c -lcjson -lz
+//   zero/io/consolidate.c zero/io/zckpt.c zero/io/zfile.c zero/partition.c -lcjson -lz
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
-mpi.h (stub): just enough of MPI's interface to build zero/comm_mpi.c on a machine without
+mpi.h (stub): just enough of MPI's interface to build zero/comm/comm_mpi.c on a machine without
 MPI (the GPU test machine may have none). A program built with it runs only launched
 without MPI (RANK / WORLD_SIZE in the environment: comm_mpi.c never calls MPI then); under
 a launcher MPI_Init_thread fails with a message. Used by dev/test/gpu_zero.sh only.

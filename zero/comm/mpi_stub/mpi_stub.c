@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 static int unavailable(const char *fn) {
-    fprintf(stderr, "%s: this program was built without MPI (zero/mpi_stub); launch it with "
+    fprintf(stderr, "%s: this program was built without MPI (zero/comm/mpi_stub); launch it with "
             "RANK/WORLD_SIZE instead of an MPI launcher\n", fn);
     return MPI_ERR_OTHER;
 }

@@ -1,0 +1,38 @@
+/*
+offload.h: the tiers other than the device (offload.c): where the optimizer states and the
+stage-3 working-parameter shard live (host memory, NVMe) and the CPU optimizer that
+updates them. The layer below the phases: gather.c, reduce.c, checkpoint.c and zero.c ask
+it; it asks only state.c and the NVMe engine.
+*/
+#ifndef ZERO_OFFLOAD_H
+#define ZERO_OFFLOAD_H
+
+#include "state.h"
+
+// zero_offload_* are no-ops without offload.
+int zero_offload_validate(const ZeroConfig *cfg, int rank);   // 0, or -1 after printing why
+void zero_offload_init(Zero *z);                   // buffers, streams, the NVMe file
+void zero_offload_free(Zero *z);
+int zero_offload_optimizer(const Zero *z);         // 1 when the optimizer states are off the device
+void zero_offload_init_master(Zero *z, ZeroInitFn init, void *ctx);   // the owned master, where it lives
+// A bucket's reduction: the sums of tensors list[0..n) land in the offloaded accumulator
+// (called by reduce.c after the all-to-all, on the reduce stream's order).
+void zero_offload_reduce(Zero *z, const int *list, int n, const void *received);
+// The step's norm partials are in z->sq; runs AdamW on the CPU (skipped when skip) and
+// refreshes the working parameters at step t (no AdamW with update 0: init, after a load).
+void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t);
+void zero_offload_wait(Zero *z);                   // every queued accumulation has landed
+// Stage 3 gathers and qwZ's packing: this rank's shard of tensor ti in the working dtype,
+// brought into `mine` on the gather stream (or used where it lives, the uploaded device
+// shard); returns where it is, or NULL when offload does not hold the parameters. From NVMe
+// the read waits for the main stream only: `mine` must be a slot the gather stream does not
+// read before (a gather block's own slot).
+void *zero_offload_shard(Zero *z, int ti, void *mine);
+// The optimizer state of kind ZK_MASTER/ZK_M/ZK_V, elements [off, off + n) of tensor ti's
+// owned range, to or from host memory (checkpoints, consolidation). Blocking.
+void zero_state_read(Zero *z, int kind, int ti, size_t off, size_t n, float *out);
+void zero_state_write(Zero *z, int kind, int ti, size_t off, size_t n, const float *in);
+void zero_offload_step_begin(Zero *z);             // NVMe byte counters
+void zero_offload_step_end(Zero *z);
+
+#endif

@@ -1,0 +1,21 @@
+/*
+reduce.h: gradient reduction (reduce.c): buckets, the flat all-to-all and the two hops.
+A phase: zero.c calls it; it calls state.c and offload.c, never gather.c.
+*/
+#ifndef ZERO_REDUCE_H
+#define ZERO_REDUCE_H
+
+#include "state.h"
+
+void zero_reduce_init_pp(Zero *z);           // the two-hop path's buffers (zero_init, after staging)
+void zero_grad_acquire(Zero *z, int ti);     // stage 2/3: a zeroed pool buffer for tensor ti
+void zero_grads_flush(Zero *z);              // reduce the pending tensors now
+int zero_grads_release_oldest(Zero *z);      // oldest bucket in flight: wait, return its blocks (0: none)
+void zero_grads_drain(Zero *z);              // every bucket: the main stream waits for all reductions
+
+// A unit's gradients are ready (zero_grads_ready's work after its checks): complete
+// tensors join the bucket, full buckets are reduced. Returns 1 when this call completed
+// the micro-step (every unit ready; what was left is reduced and the marks are reset).
+int zero_reduce_unit_ready(Zero *z, int unit);
+
+#endif
