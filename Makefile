@@ -196,3 +196,6 @@ check-layout: $(HOST_OBJ) $(ZERO_OBJ)
 
 clean:
 	rm -rf $(BUILD) $(CPU_TARGETS) $(CUDA_TARGETS) bench_nvme bench_adamw_cpu bench_quant
+
+# the emulated device: make emu (dev/cuda_emu/)
+include dev/cuda_emu/emu.mk

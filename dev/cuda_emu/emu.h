@@ -1,0 +1,88 @@
+// emu.h: what the emulated libraries (cuBLASLt, cuDNN, NCCL) and the kernel engine ask of
+// the emulated CUDA runtime (runtime.cpp). Not included by the project's sources: those see
+// only NVIDIA's headers and cuda_emu.h's device built-ins.
+//
+// The runtime's model, from the CUDA Runtime API documentation:
+//  - memory: cudaMalloc gives device memory, cudaMallocHost / cudaHostAlloc pinned host
+//    memory (mapped: with unified addressing a kernel may read it at the same address),
+//    anything else is pageable host memory, which a kernel may not touch. Every allocation
+//    is in a registry, so a pointer of the wrong kind is an error, as on a GPU.
+//  - streams run on worker threads, in order; the legacy default stream (0) synchronizes
+//    with every blocking stream; events capture a stream's work at record time, and a wait
+//    (cudaStreamWaitEvent, cudaEventSynchronize, cudaEventQuery) sees the latest record at
+//    the time of the call.
+//  - host functions (cudaLaunchHostFunc) run one at a time on one callback thread, and a
+//    CUDA call from there fails with cudaErrorNotPermitted.
+//  - an asynchronous fault (an illegal address) is sticky: every later call returns it.
+#ifndef CUDA_EMU_EMU_H
+#define CUDA_EMU_EMU_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <functional>
+#include <string>
+
+namespace emu {
+
+enum MemKind { MEM_PAGEABLE = 0, MEM_DEVICE = 1, MEM_PINNED = 2 };
+const char *mem_kind_name(MemKind k);   // "pageable host", "device", "pinned host"
+
+// The allocation holding p (its base, size and kind); false when no cudaMalloc/cudaMallocHost/
+// cudaHostAlloc allocation that is still live holds it (pageable memory, or freed memory).
+struct Alloc {
+    char *base;
+    size_t bytes;
+    MemKind kind;
+};
+bool find_alloc(const void *p, Alloc *out);
+// MEM_PAGEABLE for memory the registry does not hold.
+MemKind mem_kind(const void *p);
+// Whether a kernel (or a library's device work) may touch [p, p + bytes): inside one live
+// device or pinned allocation.
+bool device_accessible(const void *p, size_t bytes);
+// The same as a check: on failure prints "cuda_emu: <what>: ..." naming the pointer, its
+// kind and the allocation it overruns, and returns false.
+bool check_device_range(const void *p, size_t bytes, const char *what);
+
+// Runs work on stream s in stream order (after everything queued on s before, and, for the
+// legacy default stream and the blocking streams, after what the rules above demand). what
+// names the work in diagnostics. Returns the error the call itself reports: the sticky
+// error, cudaErrorInvalidResourceHandle for a destroyed stream, cudaErrorNotPermitted from
+// a host function. work runs on the stream's worker thread.
+cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> work);
+
+// From inside stream work: an asynchronous fault. Prints the message, makes err the sticky
+// error (every later runtime call returns it) and lets the stream go on (its later work is
+// skipped).
+void fault(cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Sets the calling host thread's last error (cudaGetLastError) and returns e.
+cudaError_t record_error(cudaError_t e);
+
+// 1 on the host-function thread: a CUDA, cuBLAS, cuDNN or NCCL call there is an error.
+bool in_host_function();
+
+// The runtime's first call: reads CUDA_EMU_* (seed, jitter, memory size, architecture)
+// and prints what it emulates. Every entry point calls it; idempotent.
+void init();
+uint64_t seed();          // CUDA_EMU_SEED (default 0)
+int arch();               // 80 or 90 (CUDA_EMU_ARCH=sm_80|sm_90, default sm_90)
+
+// Diagnostics: "cuda_emu: " + message on stderr, one write.
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+[[noreturn]] void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// A pointer-typed kernel argument, checked when the grid runs (device or pinned memory, or null).
+struct LaunchArg {
+    const void *ptr;
+    const char *type;
+};
+
+// Any progress (the hang detector resets its clock): the kernel engine calls it per block.
+void progress();
+
+}  // namespace emu
+
+#endif

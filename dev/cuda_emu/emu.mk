@@ -1,0 +1,86 @@
+# emu.mk (included by the Makefile): `make emu` builds the project's CUDA programs against the
+# emulated device (dev/cuda_emu/README.md) into build/emu/. The sources are the ones nvcc
+# builds: rewrite_launch.py copies them into build/emu/src with the launch syntax rewritten,
+# g++ compiles them with cuda_emu.h force-included, and they link with the emulated
+# runtime, cuBLASLt, cuDNN and NCCL instead of NVIDIA's libraries. The C sources are the
+# normal objects. The launch limits come from nvcc --resource-usage of the same sources.
+EMU := $(BUILD)/emu
+EMU_SRC_DIR := $(EMU)/src
+EMU_CXX ?= g++
+EMU_SAN ?=
+EMU_CXXFLAGS := -std=c++17 -O2 -g -fopenmp -ffp-contract=off -Wall -Wextra -Wno-attributes -Wno-unknown-pragmas \
+                -I$(EMU_SRC_DIR) -Idev/cuda_emu -I$(CUDA_HOME)/include $(NV_INC) $(EMU_SAN)
+EMU_LDLIBS = -rdynamic $(MPI_LDFLAGS) -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) -lgomp -lpthread -ldl $(EMU_SAN)
+
+# every CUDA source of the project, as nvcc sees them
+EMU_CU := $(wildcard llmc/cuda/*.cu zero/cuda/*.cu) train_gpt2.cu train_gpt2_zero.cu test_gpt2_zero.cu \
+          dev/test/gpu_attention_cudnn.cu dev/cuda_emu/test/emu_selftest.cu
+EMU_CU_HEADERS := $(wildcard llmc/*.h llmc/*/*.h llmc/*/*.cuh zero/*.h zero/*/*.h)
+# the emulated libraries present (cublaslt.cpp and cudnn.cpp join as they land)
+EMU_RUNTIME := $(patsubst dev/cuda_emu/%.cpp,%,$(wildcard dev/cuda_emu/*.cpp))
+EMU_RUNTIME_OBJ := $(addprefix $(EMU)/rt/,$(addsuffix .o,$(EMU_RUNTIME))) $(EMU)/rt/cuda_errors.o \
+                   $(EMU)/rt/launch_limits.o $(EMU)/rt/dynamic_smem.o
+
+# the mirror: one rewrite of every CUDA source and header (only changed files are written)
+$(EMU)/src.stamp: $(EMU_CU) $(EMU_CU_HEADERS) dev/cuda_emu/rewrite_launch.py
+	@mkdir -p $(EMU_SRC_DIR)
+	python3 dev/cuda_emu/rewrite_launch.py $(EMU_SRC_DIR) $(EMU_CU) $(EMU_CU_HEADERS)
+	@touch $@
+
+$(EMU)/obj/%.cu.o: $(EMU)/src.stamp dev/cuda_emu/cuda_emu.h dev/cuda_emu/device.h dev/cuda_emu/emu.h
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(MPI_CFLAGS) -x c++ -include cuda_emu.h -c $(EMU_SRC_DIR)/$*.cu -o $@
+
+$(EMU)/rt/%.o: dev/cuda_emu/%.cpp dev/cuda_emu/emu.h dev/cuda_emu/device.h
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+$(EMU)/rt/cuda_errors.cpp: dev/cuda_emu/gen_errors.py
+	@mkdir -p $(dir $@)
+	python3 dev/cuda_emu/gen_errors.py $(CUDA_HOME)/include $@
+
+$(EMU)/rt/dynamic_smem.o: $(EMU)/src.stamp
+	$(EMU_CXX) $(EMU_CXXFLAGS) -c $(EMU_SRC_DIR)/dynamic_smem.cpp -o $@
+
+$(EMU)/rt/cuda_errors.o: $(EMU)/rt/cuda_errors.cpp
+	$(EMU_CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+# Launch limits: each CUDA source compiled as the real build compiles it, with
+# --resource-usage (registers and shared memory per kernel, sm_80 and sm_90).
+EMU_PTXAS := $(patsubst %.cu,$(EMU)/ptxas/%.txt,$(EMU_CU))
+$(EMU)/ptxas/%.txt: %.cu $(HEADERS) $(ZERO_HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(if $(filter zero/%,$<),$(ZERO_NVCCFLAGS),$(NVCCFLAGS)) $(MPI_CFLAGS) --resource-usage -c $< \
+	    -o $(EMU)/ptxas/$*.o > $@ 2>&1 || { cat $@; rm -f $@; exit 1; }
+$(EMU)/rt/launch_limits.cpp: $(EMU_PTXAS) dev/cuda_emu/launch_limits.py
+	python3 dev/cuda_emu/launch_limits.py table $@ $(EMU_PTXAS)
+$(EMU)/rt/launch_limits.o: $(EMU)/rt/launch_limits.cpp
+	$(EMU_CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+$(EMU)/libcudaemu.a: $(EMU_RUNTIME_OBJ)
+	ar rcs $@ $^
+
+EMU_LLMC_OBJ := $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard llmc/cuda/*.cu))
+EMU_ZERO_OBJ := $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard zero/cuda/*.cu)) $(patsubst %.c,$(BUILD)/%.o,$(wildcard zero/cuda/*.c))
+EMU_PROGRAMS := $(EMU)/gpu_zero_quant $(EMU)/emu_selftest $(EMU)/gpu_zero_toy
+
+$(EMU)/gpu_zero_quant: dev/test/gpu_zero_quant.c dev/test/quant_cases.h $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $(EMU)/gpu_zero_quant.o
+	$(EMU_CXX) -o $@ $(EMU)/gpu_zero_quant.o $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a $(EMU_LDLIBS)
+
+# the emulator's own tests of its kernel engine and runtime (barriers, shuffles, streams)
+$(EMU)/emu_selftest: $(EMU)/obj/dev/cuda_emu/test/emu_selftest.cu.o $(EMU)/libcudaemu.a
+	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)
+
+# the emulated libraries' own tests (host C++ against the emulated runtime, no kernels of their own)
+$(EMU)/test_%: dev/cuda_emu/test/test_%.cpp $(EMU)/libcudaemu.a
+	$(EMU_CXX) $(EMU_CXXFLAGS) $< $(EMU)/libcudaemu.a $(EMU_LDLIBS) -o $@
+
+.PHONY: emu
+emu: $(EMU_PROGRAMS)
+
+# zero/'s CUDA backend against the host backend and the toy model (gpu_zero_toy.c)
+$(EMU)/gpu_zero_toy: dev/test/gpu_zero_toy.c dev/test/mpi_zero_toy.c dev/test/zero_group_cases.h dev/test/zero_toy_model.h \
+                     $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a
+	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(EMU)/gpu_zero_toy.o
+	$(EMU_CXX) -o $@ $(EMU)/gpu_zero_toy.o $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a $(EMU_LDLIBS)

@@ -1,0 +1,994 @@
+// runtime.cpp: the emulated CUDA runtime (cudart): memory in a registry, streams on worker
+// threads, events, host functions on one callback thread, errors. Semantics from the CUDA
+// Runtime API reference and its "API synchronization behavior" and "stream synchronization
+// behavior" notes; where they allow several behaviours, the one that breaks code relying on
+// luck (emu.h says which). Speed is not a goal: nothing here is ever timed.
+#include "emu.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace emu {
+
+// ---------------------------------------------------------------- settings and messages
+
+static std::once_flag g_init_once;
+static uint64_t g_seed = 0;
+static int g_jitter = 0;
+static uint64_t g_jitter_seed = 0;
+static int g_arch = 90;
+static size_t g_mem_cap = (size_t)80 << 30;
+static double g_hang_s = 120.0;
+static int g_trace = 0;   // CUDA_EMU_TRACE=1: every stream operation as it runs
+
+void say(const char *fmt, ...) {
+    char msg[2048];
+    int len = snprintf(msg, sizeof msg, "cuda_emu: ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + len, sizeof msg - (size_t)len - 1, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", msg);
+}
+
+void die(const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    say("%s", msg);
+    fflush(stdout);
+    fflush(stderr);
+    abort();
+}
+
+static uint64_t env_u64(const char *name, uint64_t def) {
+    const char *s = getenv(name);
+    if (!s || !*s) return def;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end) die("%s='%s' is not a non-negative integer", name, s);
+    return v;
+}
+
+// "80G", "80GiB", "512M", bytes
+static size_t env_size(const char *name, size_t def) {
+    const char *s = getenv(name);
+    if (!s || !*s) return def;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    size_t mul = 1;
+    if (*end == 'K' || *end == 'k') mul = (size_t)1 << 10, end++;
+    else if (*end == 'M' || *end == 'm') mul = (size_t)1 << 20, end++;
+    else if (*end == 'G' || *end == 'g') mul = (size_t)1 << 30, end++;
+    if (!strcmp(end, "iB") || !strcmp(end, "B")) end += strlen(end);
+    if (errno || *end || v <= 0) die("%s='%s' is not a size (bytes, or with K, M or G)", name, s);
+    return (size_t)(v * (double)mul);
+}
+
+static void init_once() {
+    g_seed = env_u64("CUDA_EMU_SEED", 0);
+    const char *j = getenv("CUDA_EMU_JITTER");
+    if (j && *j) {
+        g_jitter = 1;
+        g_jitter_seed = env_u64("CUDA_EMU_JITTER", 0);
+    }
+    const char *a = getenv("CUDA_EMU_ARCH");
+    if (a && *a) {
+        if (!strcmp(a, "sm_80")) g_arch = 80;
+        else if (!strcmp(a, "sm_90")) g_arch = 90;
+        else die("CUDA_EMU_ARCH='%s': sm_80 or sm_90", a);
+    }
+    g_mem_cap = env_size("CUDA_EMU_MEM", g_mem_cap);
+    g_hang_s = (double)env_u64("CUDA_EMU_HANG_S", 120);
+    g_trace = (int)env_u64("CUDA_EMU_TRACE", 0);
+    if (getenv("CUDA_EMU_QUIET") == NULL)
+        say("emulated device sm_%d, %.1f GiB, seed %llu%s (a CPU emulation: it proves correctness, never speed)",
+            g_arch, (double)g_mem_cap / (1 << 30), (unsigned long long)g_seed,
+            g_jitter ? ", jitter on (CUDA_EMU_JITTER): random delays before queued stream work" : "");
+}
+
+void init() { std::call_once(g_init_once, init_once); }
+uint64_t seed() { init(); return g_seed; }
+int arch() { init(); return g_arch; }
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27; x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// ---------------------------------------------------------------- errors
+
+static std::atomic<int> g_sticky{cudaSuccess};   // an asynchronous fault: every later call returns it
+static thread_local cudaError_t t_last = cudaSuccess;
+static thread_local bool t_in_host_fn = false;
+
+bool in_host_function() { return t_in_host_fn; }
+
+static cudaError_t ret(cudaError_t e) {
+    if (e != cudaSuccess) t_last = e;
+    return e;
+}
+
+cudaError_t record_error(cudaError_t e) { return ret(e); }
+
+// The common prologue of an API call: a call from a host function, or after a fault.
+#define API_ENTRY()                                                                    \
+    do {                                                                               \
+        init();                                                                        \
+        if (t_in_host_fn) {                                                            \
+            say("%s called from a host function (cudaLaunchHostFunc): host functions " \
+                "must not make CUDA calls", __func__);                                 \
+            return ret(cudaErrorNotPermitted);                                         \
+        }                                                                              \
+        int st_ = g_sticky.load();                                                     \
+        if (st_ != cudaSuccess) return ret((cudaError_t)st_);                          \
+    } while (0)
+
+void fault(cudaError_t err, const char *fmt, ...) {
+    char msg[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    say("device fault (%s, sticky): %s", cudaGetErrorName(err), msg);
+    int expected = cudaSuccess;
+    g_sticky.compare_exchange_strong(expected, (int)err);
+}
+
+// ---------------------------------------------------------------- memory registry
+
+// Heap objects that are never destroyed: the worker and watchdog threads outlive main().
+static std::mutex &g_mem_mu = *new std::mutex;
+static std::map<uintptr_t, Alloc> &g_allocs = *new std::map<uintptr_t, Alloc>;   // by base
+static std::map<uintptr_t, bool> &g_registered = *new std::map<uintptr_t, bool>;   // cudaHostRegister ranges
+static size_t g_dev_used = 0;
+static uint64_t g_alloc_count = 0;
+
+const char *mem_kind_name(MemKind k) {
+    return k == MEM_DEVICE ? "device" : k == MEM_PINNED ? "pinned host" : "pageable host";
+}
+
+bool find_alloc(const void *p, Alloc *out) {
+    std::lock_guard<std::mutex> lk(g_mem_mu);
+    auto it = g_allocs.upper_bound((uintptr_t)p);
+    if (it == g_allocs.begin()) return false;
+    --it;
+    const Alloc &a = it->second;
+    if ((uintptr_t)p >= (uintptr_t)a.base + (a.bytes ? a.bytes : 1)) return false;
+    if (out) *out = a;
+    return true;
+}
+
+MemKind mem_kind(const void *p) {
+    Alloc a;
+    return find_alloc(p, &a) ? a.kind : MEM_PAGEABLE;
+}
+
+bool device_accessible(const void *p, size_t bytes) {
+    Alloc a;
+    if (!find_alloc(p, &a)) return false;
+    return (uintptr_t)p + bytes <= (uintptr_t)a.base + a.bytes;
+}
+
+bool check_device_range(const void *p, size_t bytes, const char *what) {
+    if (bytes == 0) return true;
+    Alloc a;
+    if (!find_alloc(p, &a)) {
+        say("%s: %p is not device memory (%s: cudaMalloc, cudaMallocHost and cudaHostAlloc memory only)", what, p,
+            p ? "pageable host memory or freed memory" : "a null pointer");
+        return false;
+    }
+    if ((uintptr_t)p + bytes > (uintptr_t)a.base + a.bytes) {
+        say("%s: %zu bytes at %p run past the end of its %s allocation (%zu bytes at %p) by %zu bytes", what, bytes, p,
+            mem_kind_name(a.kind), a.bytes, (void *)a.base, (size_t)((uintptr_t)p + bytes - (uintptr_t)a.base - a.bytes));
+        return false;
+    }
+    return true;
+}
+
+// Fresh memory holds whatever the last user left: a seeded pattern, so that code reading
+// memory it never wrote gives bits that change with CUDA_EMU_SEED.
+static void poison(void *p, size_t bytes) {
+    uint64_t key = mix64(g_seed ^ (0x9e3779b97f4a7c15ull * ++g_alloc_count));
+    uint64_t *w = (uint64_t *)p;
+    size_t n = bytes / 8;
+    for (size_t i = 0; i < n; i++) w[i] = mix64(key + i);
+    memset((char *)p + n * 8, 0xa5, bytes - n * 8);
+}
+
+static cudaError_t register_alloc(void **out, size_t bytes, MemKind kind) {
+    if (!out) return cudaErrorInvalidValue;
+    size_t n = bytes ? bytes : 1;
+    {
+        std::lock_guard<std::mutex> lk(g_mem_mu);
+        if (kind == MEM_DEVICE && (g_dev_used + bytes > g_mem_cap || bytes > g_mem_cap)) {
+            *out = NULL;
+            return cudaErrorMemoryAllocation;
+        }
+    }
+    void *p = aligned_alloc(256, (n + 255) / 256 * 256);
+    if (!p) { *out = NULL; return cudaErrorMemoryAllocation; }
+    std::lock_guard<std::mutex> lk(g_mem_mu);
+    poison(p, n);
+    g_allocs[(uintptr_t)p] = Alloc{(char *)p, bytes, kind};
+    if (kind == MEM_DEVICE) g_dev_used += bytes;
+    *out = p;
+    return cudaSuccess;
+}
+
+static cudaError_t unregister_free(void *p, MemKind kind, const char *call) {
+    if (!p) return cudaSuccess;
+    std::unique_lock<std::mutex> lk(g_mem_mu);
+    auto it = g_allocs.find((uintptr_t)p);
+    if (it == g_allocs.end() || it->second.kind != kind || g_registered.count((uintptr_t)p)) {
+        MemKind k = MEM_PAGEABLE;
+        auto j = g_allocs.upper_bound((uintptr_t)p);
+        bool inside = j != g_allocs.begin() && (--j, (uintptr_t)p < (uintptr_t)j->second.base + j->second.bytes);
+        if (inside) k = j->second.kind;
+        lk.unlock();
+        say("%s(%p): not the start of a live %s allocation (%s)", call, p, kind == MEM_DEVICE ? "cudaMalloc" : "pinned",
+            inside ? (k == kind ? "inside one, not its start" : mem_kind_name(k)) : "freed twice, or never allocated");
+        return cudaErrorInvalidValue;
+    }
+    if (kind == MEM_DEVICE) g_dev_used -= it->second.bytes;
+    g_allocs.erase(it);
+    lk.unlock();
+    free(p);
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- streams, events, host functions
+
+struct Record {
+    bool done = false;
+    double t_ms = 0;              // when it completed (timing events)
+    struct Stream *stream = nullptr;
+    uint64_t seq = 0;             // its place in its stream
+};
+typedef std::shared_ptr<Record> RecordP;
+
+enum OpKind { OP_WORK, OP_RECORD, OP_WAIT, OP_HOSTFN };
+struct Op {
+    OpKind kind;
+    std::string what;
+    std::function<void()> work;   // OP_WORK
+    RecordP rec;                  // OP_RECORD: fires it; OP_WAIT: waits for it
+    cudaHostFn_t fn = nullptr;    // OP_HOSTFN
+    void *arg = nullptr;
+    Op(OpKind k, std::string w, std::function<void()> f = nullptr, RecordP r = nullptr)
+        : kind(k), what(std::move(w)), work(std::move(f)), rec(std::move(r)) {}
+};
+
+struct Stream {
+    int id = 0;
+    unsigned flags = 0;           // cudaStreamNonBlocking or 0
+    int priority = 0;
+    bool legacy = false;
+    bool destroyed = false;
+    std::deque<Op> q;             // front: running now (popped when done)
+    uint64_t queued = 0, finished = 0;
+    bool running = false;
+    std::string doing;            // what the worker is on, for hang reports
+    std::thread worker;
+    uint64_t jitter_n = 0;
+};
+
+struct Event {
+    unsigned flags = 0;
+    RecordP latest;               // null: never recorded
+    bool destroyed = false;
+};
+
+static std::mutex &g_mu = *new std::mutex;   // every stream queue, record and event below
+static std::condition_variable &g_cv = *new std::condition_variable;   // any progress
+static std::vector<Stream *> &g_streams = *new std::vector<Stream *>;  // every stream made (destroyed ones too)
+static Stream *g_legacy = nullptr;
+static std::atomic<uint64_t> g_progress{0};
+void progress() { g_progress++; }
+static int g_waiters = 0;               // host threads blocked in a synchronize
+
+// host functions: one callback thread, FIFO
+struct HostCall { cudaHostFn_t fn; void *arg; bool done; std::string stream; };
+static std::deque<HostCall *> &g_cb_q = *new std::deque<HostCall *>;
+static std::thread g_cb_thread;
+
+static double now_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static void callback_thread() {
+    t_in_host_fn = true;
+    std::unique_lock<std::mutex> lk(g_mu);
+    for (;;) {
+        g_cv.wait(lk, [] { return !g_cb_q.empty(); });
+        HostCall *c = g_cb_q.front();
+        lk.unlock();
+        c->fn(c->arg);
+        lk.lock();
+        g_cb_q.pop_front();
+        c->done = true;
+        g_progress++;
+        g_cv.notify_all();
+    }
+}
+
+static void jitter_sleep(Stream *s) {
+    uint64_t r = mix64(g_jitter_seed * 0x100000001b3ull + (uint64_t)s->id * 0x9e3779b97f4a7c15ull + s->jitter_n++);
+    if (r & 1) return;
+    struct timespec ts = {0, (long)((r >> 8) % 400) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static void worker(Stream *s) {
+    std::unique_lock<std::mutex> lk(g_mu);
+    for (;;) {
+        g_cv.wait(lk, [s] { return !s->q.empty() || s->destroyed; });
+        if (s->q.empty()) break;   // destroyed and drained
+        Op &op = s->q.front();
+        s->running = true;
+        s->doing = op.what;
+        if (g_trace) say("stream %d: %s", s->id, op.what.c_str());
+        if (op.kind == OP_WAIT) {
+            RecordP r = op.rec;
+            g_cv.wait(lk, [&r] { return r->done; });
+        } else if (op.kind == OP_RECORD) {
+            op.rec->done = true;
+            op.rec->t_ms = now_ms();
+        } else if (op.kind == OP_HOSTFN) {
+            if (g_sticky.load() == cudaSuccess) {
+                HostCall c{op.fn, op.arg, false, op.what};
+                g_cb_q.push_back(&c);
+                g_cv.notify_all();
+                g_cv.wait(lk, [&c] { return c.done; });
+            }
+        } else {
+            std::function<void()> work = std::move(op.work);
+            lk.unlock();
+            if (g_jitter) jitter_sleep(s);
+            if (g_sticky.load() == cudaSuccess) work();   // after a fault no device work runs
+            lk.lock();
+        }
+        s->q.pop_front();
+        s->finished++;
+        s->running = false;
+        s->doing.clear();
+        g_progress++;
+        g_cv.notify_all();
+    }
+}
+
+// Hang detection: threads are waiting and nothing has moved for CUDA_EMU_HANG_S seconds.
+static void watchdog() {
+    uint64_t last = g_progress.load();
+    double since = now_ms();
+    for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        uint64_t p = g_progress.load();
+        if (p != last) { last = p; since = now_ms(); continue; }
+        std::unique_lock<std::mutex> lk(g_mu);
+        bool busy = g_waiters > 0 || !g_cb_q.empty();
+        for (Stream *s : g_streams) busy = busy || !s->q.empty();
+        if (!busy) { since = now_ms(); continue; }
+        if (now_ms() - since < g_hang_s * 1e3) continue;
+        say("no progress for %.0f s: a deadlock (CUDA_EMU_HANG_S sets the limit). State:", g_hang_s);
+        for (Stream *s : g_streams) {
+            if (s->q.empty()) continue;
+            const Op &op = s->q.front();
+            std::string waits;
+            if (op.kind == OP_WAIT && op.rec)
+                waits = " waiting for an event record on stream " + std::to_string(op.rec->stream ? op.rec->stream->id : -1) +
+                        " (its op " + std::to_string(op.rec->seq) + "; that stream has finished " +
+                        std::to_string(op.rec->stream ? op.rec->stream->finished : 0) + ")";
+            say("  stream %d%s: %zu ops queued, first: %s%s", s->id, s->legacy ? " (legacy default)" : "", s->q.size(),
+                op.what.c_str(), waits.c_str());
+        }
+        if (!g_cb_q.empty()) say("  host function thread: running one from %s", g_cb_q.front()->stream.c_str());
+        say("  host threads blocked in a synchronize: %d", g_waiters);
+        fflush(stderr);
+        abort();
+    }
+}
+
+static std::once_flag g_threads_once;
+static void start_threads() {
+    std::call_once(g_threads_once, [] {
+        g_cb_thread = std::thread(callback_thread);
+        g_cb_thread.detach();
+        std::thread(watchdog).detach();
+    });
+}
+
+static Stream *new_stream(unsigned flags, int priority, bool legacy) {   // g_mu held
+    Stream *s = new Stream;
+    s->id = (int)g_streams.size();
+    s->flags = flags;
+    s->priority = priority;
+    s->legacy = legacy;
+    g_streams.push_back(s);
+    s->worker = std::thread(worker, s);
+    s->worker.detach();
+    return s;
+}
+
+static Stream *legacy_stream() {   // g_mu held
+    if (!g_legacy) g_legacy = new_stream(0, 0, true);
+    return g_legacy;
+}
+
+// The stream a handle names (0 and cudaStreamLegacy: the legacy default stream); null for
+// a handle that is not a live stream. g_mu held.
+static Stream *stream_of(cudaStream_t h) {
+    if (h == 0 || h == cudaStreamLegacy) return legacy_stream();
+    if (h == cudaStreamPerThread) return legacy_stream();   // no per-thread default stream in this build
+    for (Stream *s : g_streams)
+        if ((cudaStream_t)s == h) return s->destroyed ? nullptr : s;
+    return nullptr;
+}
+
+static bool pending(Stream *s) { return !s->q.empty(); }
+
+// Appends op to s, first making it wait where the legacy default stream's rules say.
+static void push(Stream *s, Op op) {   // g_mu held
+    start_threads();
+    if (s->legacy) {
+        // the legacy stream waits for all work queued so far on every blocking stream
+        for (Stream *o : g_streams) {
+            if (o == s || o->destroyed || (o->flags & cudaStreamNonBlocking) || !pending(o)) continue;
+            RecordP r = std::make_shared<Record>();
+            r->stream = o;
+            r->seq = ++o->queued;
+            o->q.push_back(Op(OP_RECORD, "record for the legacy stream", nullptr, r));
+            s->queued++;
+            s->q.push_back(Op(OP_WAIT, "legacy stream waits for stream " + std::to_string(o->id), nullptr, r));
+        }
+    } else if (!(s->flags & cudaStreamNonBlocking) && g_legacy && pending(g_legacy)) {
+        // a blocking stream waits for the legacy stream's work so far
+        RecordP r = std::make_shared<Record>();
+        r->stream = g_legacy;
+        r->seq = ++g_legacy->queued;
+        g_legacy->q.push_back(Op(OP_RECORD, "record for a blocking stream", nullptr, r));
+        s->queued++;
+        s->q.push_back(Op(OP_WAIT, "wait for the legacy stream", nullptr, r));
+    }
+    s->queued++;
+    if (op.kind == OP_RECORD) {
+        op.rec->stream = s;
+        op.rec->seq = s->queued;
+    }
+    s->q.push_back(std::move(op));
+    g_cv.notify_all();
+}
+
+cudaError_t enqueue(cudaStream_t h, const char *what, std::function<void()> work) {
+    API_ENTRY();
+    std::lock_guard<std::mutex> lk(g_mu);
+    Stream *s = stream_of(h);
+    if (!s) return ret(cudaErrorInvalidResourceHandle);
+    push(s, Op(OP_WORK, what ? what : "work", std::move(work)));
+    return cudaSuccess;
+}
+
+// Blocks the calling host thread until pred holds (g_mu held through lk).
+template <typename P> static void host_wait(std::unique_lock<std::mutex> &lk, P pred) {
+    g_waiters++;
+    g_cv.wait(lk, pred);
+    g_waiters--;
+}
+
+static void sync_stream(std::unique_lock<std::mutex> &lk, Stream *s) {
+    uint64_t target = s->queued;
+    host_wait(lk, [s, target] { return s->finished >= target; });
+}
+
+static void sync_all(std::unique_lock<std::mutex> &lk) {
+    for (Stream *s : g_streams) sync_stream(lk, s);
+}
+
+}  // namespace emu
+
+using namespace emu;
+
+// ================================================================ the cudart entry points
+
+extern "C" {
+
+cudaError_t cudaGetLastError(void) {
+    init();
+    cudaError_t e = t_last;
+    int st = g_sticky.load();
+    if (st != cudaSuccess) return (cudaError_t)st;
+    t_last = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) {
+    init();
+    int st = g_sticky.load();
+    return st != cudaSuccess ? (cudaError_t)st : t_last;
+}
+
+// ---------------------------------------------------------------- device
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    API_ENTRY();
+    if (!count) return ret(cudaErrorInvalidValue);
+    *count = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+    API_ENTRY();
+    if (device != 0) return ret(cudaErrorInvalidDevice);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device) {
+    API_ENTRY();
+    if (!device) return ret(cudaErrorInvalidValue);
+    *device = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
+    API_ENTRY();
+    if (!p) return ret(cudaErrorInvalidValue);
+    if (device != 0) return ret(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    int a = arch();
+    snprintf(p->name, sizeof p->name, "CUDA emulator (sm_%d)", a);
+    p->totalGlobalMem = g_mem_cap;
+    p->sharedMemPerBlock = 48 * 1024;
+    p->sharedMemPerBlockOptin = a == 90 ? 227 * 1024 : 163 * 1024;
+    p->sharedMemPerMultiprocessor = a == 90 ? 228 * 1024 : 164 * 1024;
+    p->regsPerBlock = 65536;
+    p->regsPerMultiprocessor = 65536;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->maxThreadsDim[0] = 1024; p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 0x7fffffff; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
+    p->major = a / 10;
+    p->minor = a % 10;
+    p->multiProcessorCount = a == 90 ? 132 : 108;
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->unifiedAddressing = 1;
+    p->canMapHostMemory = 1;
+    p->concurrentKernels = 1;
+    p->asyncEngineCount = 2;
+    p->l2CacheSize = 50 * 1024 * 1024;
+    p->memoryBusWidth = 5120;
+    p->totalConstMem = 65536;
+    p->managedMemory = 1;
+    p->pciBusID = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
+    API_ENTRY();
+    if (!value) return ret(cudaErrorInvalidValue);
+    if (device != 0) return ret(cudaErrorInvalidDevice);
+    cudaDeviceProp p;
+    cudaGetDeviceProperties(&p, 0);
+    switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
+    case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
+    case cudaDevAttrWarpSize: *value = 32; break;
+    case cudaDevAttrMaxRegistersPerBlock: *value = p.regsPerBlock; break;
+    case cudaDevAttrUnifiedAddressing: *value = 1; break;
+    default: return ret(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    API_ENTRY();
+    std::unique_lock<std::mutex> lk(g_mu);
+    sync_all(lk);
+    int st = g_sticky.load();
+    return st != cudaSuccess ? ret((cudaError_t)st) : cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+    API_ENTRY();
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *freeb, size_t *total) {
+    API_ENTRY();
+    std::lock_guard<std::mutex> lk(g_mem_mu);
+    if (freeb) *freeb = g_mem_cap - g_dev_used;
+    if (total) *total = g_mem_cap;
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *v) {
+    if (!v) return ret(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *v) {
+    if (!v) return ret(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- memory
+
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    API_ENTRY();
+    return ret(register_alloc(p, bytes, MEM_DEVICE));
+}
+
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    API_ENTRY();
+    return ret(register_alloc(p, bytes, MEM_PINNED));
+}
+
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags) {
+    API_ENTRY();
+    if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
+        return ret(cudaErrorInvalidValue);
+    return ret(register_alloc(p, bytes, MEM_PINNED));
+}
+
+// Page-locks memory the caller allocated: it becomes pinned (registered) memory, the same
+// address on the device (unified addressing); unregistering gives it back, still the
+// caller's to free. Overlapping an existing allocation is cudaErrorHostMemoryAlreadyRegistered.
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned int flags) {
+    API_ENTRY();
+    if (!p || bytes == 0) return ret(cudaErrorInvalidValue);
+    if (flags & ~(unsigned)(cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory |
+                            cudaHostRegisterReadOnly))
+        return ret(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lk(g_mem_mu);
+    auto it = g_allocs.lower_bound((uintptr_t)p);
+    bool overlap = it != g_allocs.end() && it->first < (uintptr_t)p + bytes;
+    if (it != g_allocs.begin()) {
+        auto prev = std::prev(it);
+        overlap = overlap || (uintptr_t)prev->second.base + prev->second.bytes > (uintptr_t)p;
+    }
+    if (overlap) {
+        say("cudaHostRegister(%p, %zu): the range overlaps memory already registered or allocated by CUDA", p, bytes);
+        return ret(cudaErrorHostMemoryAlreadyRegistered);
+    }
+    g_allocs[(uintptr_t)p] = Alloc{(char *)p, bytes, MEM_PINNED};
+    g_registered[(uintptr_t)p] = true;
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *p) {
+    API_ENTRY();
+    {
+        std::unique_lock<std::mutex> lk(g_mu);
+        sync_all(lk);   // like cudaFreeHost: the device may still be reading it
+    }
+    std::lock_guard<std::mutex> lk(g_mem_mu);
+    if (!g_registered.count((uintptr_t)p)) {
+        say("cudaHostUnregister(%p): not the start of a range cudaHostRegister registered", p);
+        return ret(cudaErrorHostMemoryNotRegistered);
+    }
+    g_registered.erase((uintptr_t)p);
+    g_allocs.erase((uintptr_t)p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned int flags) {
+    API_ENTRY();
+    if (!dev || flags != 0) return ret(cudaErrorInvalidValue);
+    Alloc a;
+    if (!find_alloc(host, &a) || a.kind != MEM_PINNED) {
+        say("cudaHostGetDevicePointer(%p): not pinned host memory (%s)", host, mem_kind_name(mem_kind(host)));
+        return ret(cudaErrorInvalidValue);
+    }
+    *dev = host;   // unified addressing: the same address
+    return cudaSuccess;
+}
+
+// cudaFree and cudaFreeHost "exhibit synchronous behavior": they wait for the device.
+cudaError_t cudaFree(void *p) {
+    API_ENTRY();
+    if (!p) return cudaSuccess;
+    {
+        std::unique_lock<std::mutex> lk(g_mu);
+        sync_all(lk);
+    }
+    return ret(unregister_free(p, MEM_DEVICE, "cudaFree"));
+}
+
+cudaError_t cudaFreeHost(void *p) {
+    API_ENTRY();
+    if (!p) return cudaSuccess;
+    {
+        std::unique_lock<std::mutex> lk(g_mu);
+        sync_all(lk);
+    }
+    return ret(unregister_free(p, MEM_PINNED, "cudaFreeHost"));
+}
+
+static const char *kind_name(cudaMemcpyKind k) {
+    switch (k) {
+    case cudaMemcpyHostToHost: return "cudaMemcpyHostToHost";
+    case cudaMemcpyHostToDevice: return "cudaMemcpyHostToDevice";
+    case cudaMemcpyDeviceToHost: return "cudaMemcpyDeviceToHost";
+    case cudaMemcpyDeviceToDevice: return "cudaMemcpyDeviceToDevice";
+    case cudaMemcpyDefault: return "cudaMemcpyDefault";
+    }
+    return "?";
+}
+
+// The two sides of a copy against its direction: a side named device must be one device
+// (or, with unified addressing, pinned) allocation holding all its bytes; a side named host
+// must not be device memory. cudaMemcpyDefault takes each side's kind from the registry.
+static cudaError_t check_copy(const char *call, void *dst, const void *src, size_t n, cudaMemcpyKind kind,
+                              MemKind *dk, MemKind *sk) {
+    *dk = mem_kind(dst);
+    *sk = mem_kind(src);
+    bool want_dst_dev, want_src_dev;
+    switch (kind) {
+    case cudaMemcpyHostToHost: want_dst_dev = false; want_src_dev = false; break;
+    case cudaMemcpyHostToDevice: want_dst_dev = true; want_src_dev = false; break;
+    case cudaMemcpyDeviceToHost: want_dst_dev = false; want_src_dev = true; break;
+    case cudaMemcpyDeviceToDevice: want_dst_dev = true; want_src_dev = true; break;
+    case cudaMemcpyDefault:
+        want_dst_dev = *dk != MEM_PAGEABLE;
+        want_src_dev = *sk != MEM_PAGEABLE;
+        break;
+    default:
+        say("%s: copy kind %d is not a cudaMemcpyKind", call, (int)kind);
+        return cudaErrorInvalidMemcpyDirection;
+    }
+    if (n == 0) return cudaSuccess;
+    char what[160];
+    if (want_dst_dev) {
+        snprintf(what, sizeof what, "%s destination (%s)", call, kind_name(kind));
+        if (!check_device_range(dst, n, what)) return cudaErrorInvalidValue;
+    } else if (*dk == MEM_DEVICE) {
+        say("%s: the destination %p is device memory, but the direction is %s", call, dst, kind_name(kind));
+        return cudaErrorInvalidValue;
+    }
+    if (want_src_dev) {
+        snprintf(what, sizeof what, "%s source (%s)", call, kind_name(kind));
+        if (!check_device_range(src, n, what)) return cudaErrorInvalidValue;
+    } else if (*sk == MEM_DEVICE) {
+        say("%s: the source %p is device memory, but the direction is %s", call, src, kind_name(kind));
+        return cudaErrorInvalidValue;
+    }
+    if (!dst || !src) return cudaErrorInvalidValue;
+    return cudaSuccess;
+}
+
+static cudaError_t copy_async(const char *call, void *dst, const void *src, size_t n, cudaMemcpyKind kind,
+                              cudaStream_t h, bool sync) {
+    MemKind dk, sk;
+    cudaError_t e = check_copy(call, dst, src, n, kind, &dk, &sk);
+    if (e != cudaSuccess || n == 0) return ret(e);
+    std::unique_lock<std::mutex> lk(g_mu);
+    Stream *s = stream_of(h);
+    if (!s) return ret(cudaErrorInvalidResourceHandle);
+    // From pageable memory the runtime copies into a staging buffer before returning; the
+    // copy to device memory happens in stream order.
+    std::shared_ptr<std::vector<char>> staged;
+    if (sk == MEM_PAGEABLE && dk != MEM_PAGEABLE) {
+        staged = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
+        src = staged->data();
+    }
+    push(s, Op(OP_WORK, std::string(call) + " of " + std::to_string(n) + " bytes",
+               [dst, src, n, staged] { memmove(dst, src, n); }));
+    // To pageable memory (and every cudaMemcpy) the call returns once the copy is done.
+    if (sync || dk == MEM_PAGEABLE) sync_stream(lk, s);
+    int st = g_sticky.load();
+    return st != cudaSuccess ? ret((cudaError_t)st) : cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
+    API_ENTRY();
+    return copy_async("cudaMemcpy", dst, src, n, kind, 0, true);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
+    API_ENTRY();
+    return copy_async("cudaMemcpyAsync", dst, src, n, kind, s, false);
+}
+
+static cudaError_t memset_async(const char *call, void *p, int value, size_t n, cudaStream_t h) {
+    if (n == 0) return cudaSuccess;
+    char what[96];
+    snprintf(what, sizeof what, "%s", call);
+    if (!check_device_range(p, n, what)) return ret(cudaErrorInvalidValue);
+    std::unique_lock<std::mutex> lk(g_mu);
+    Stream *s = stream_of(h);
+    if (!s) return ret(cudaErrorInvalidResourceHandle);
+    push(s, Op(OP_WORK, std::string(call) + " of " + std::to_string(n) + " bytes", [p, value, n] { memset(p, value, n); }));
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *p, int value, size_t n) {
+    API_ENTRY();
+    return memset_async("cudaMemset", p, value, n, 0);
+}
+
+cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) {
+    API_ENTRY();
+    return memset_async("cudaMemsetAsync", p, value, n, s);
+}
+
+// ---------------------------------------------------------------- streams
+
+static cudaError_t create_stream(cudaStream_t *out, unsigned flags, int priority) {
+    if (!out) return ret(cudaErrorInvalidValue);
+    if (flags & ~(unsigned)cudaStreamNonBlocking) return ret(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lk(g_mu);
+    start_threads();
+    *out = (cudaStream_t)new_stream(flags, priority, false);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    API_ENTRY();
+    return create_stream(s, 0, 0);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
+    API_ENTRY();
+    return create_stream(s, flags, 0);
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, int priority) {
+    API_ENTRY();
+    return create_stream(s, flags, std::max(-5, std::min(0, priority)));
+}
+
+// Returns at once; the stream's queued work still runs (the reference's rule).
+cudaError_t cudaStreamDestroy(cudaStream_t h) {
+    API_ENTRY();
+    std::lock_guard<std::mutex> lk(g_mu);
+    Stream *s = stream_of(h);
+    if (!s || s->legacy) return ret(cudaErrorInvalidResourceHandle);
+    s->destroyed = true;
+    g_cv.notify_all();
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t h) {
+    API_ENTRY();
+    std::unique_lock<std::mutex> lk(g_mu);
+    Stream *s = stream_of(h);
+    if (!s) return ret(cudaErrorInvalidResourceHandle);
+    sync_stream(lk, s);
+    int st = g_sticky.load();
+    return st != cudaSuccess ? ret((cudaError_t)st) : cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t h) {
+    API_ENTRY();
+    std::lock_guard<std::mutex> lk(g_mu);
+    Stream *s = stream_of(h);
+    if (!s) return ret(cudaErrorInvalidResourceHandle);
+    return s->finished >= s->queued ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t ev, unsigned int flags) {
+    API_ENTRY();
+    std::lock_guard<std::mutex> lk(g_mu);
+    Stream *s = stream_of(h);
+    Event *e = (Event *)ev;
+    if (!s || !e || e->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    if (flags != 0 && flags != cudaEventWaitDefault) return ret(cudaErrorInvalidValue);
+    RecordP r = e->latest;   // the record current now: re-recording later does not move this wait
+    if (!r) return cudaSuccess;   // never recorded: nothing to wait for
+    push(s, Op(OP_WAIT, "cudaStreamWaitEvent on stream " + std::to_string(r->stream ? r->stream->id : -1), nullptr, r));
+    return cudaSuccess;
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t h, cudaHostFn_t fn, void *arg) {
+    API_ENTRY();
+    if (!fn) return ret(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lk(g_mu);
+    Stream *s = stream_of(h);
+    if (!s) return ret(cudaErrorInvalidResourceHandle);
+    Op op(OP_HOSTFN, "host function on stream " + std::to_string(s->id));
+    op.fn = fn;
+    op.arg = arg;
+    push(s, std::move(op));
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- events
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned int flags) {
+    API_ENTRY();
+    if (!out) return ret(cudaErrorInvalidValue);
+    if (flags & ~(unsigned)(cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess))
+        return ret(cudaErrorInvalidValue);
+    if ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming)) return ret(cudaErrorInvalidValue);
+    Event *e = new Event;
+    e->flags = flags;
+    *out = (cudaEvent_t)e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *out) { return cudaEventCreateWithFlags(out, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t ev) {
+    API_ENTRY();
+    Event *e = (Event *)ev;
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (!e || e->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    e->destroyed = true;   // queued waits hold the record itself; the handle stays invalid
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t h) {
+    API_ENTRY();
+    std::lock_guard<std::mutex> lk(g_mu);
+    Event *e = (Event *)ev;
+    Stream *s = stream_of(h);
+    if (!e || e->destroyed || !s) return ret(cudaErrorInvalidResourceHandle);
+    RecordP r = std::make_shared<Record>();
+    push(s, Op(OP_RECORD, "cudaEventRecord", nullptr, r));
+    e->latest = r;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t ev) {
+    API_ENTRY();
+    std::lock_guard<std::mutex> lk(g_mu);
+    Event *e = (Event *)ev;
+    if (!e || e->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    return !e->latest || e->latest->done ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
+    API_ENTRY();
+    std::unique_lock<std::mutex> lk(g_mu);
+    Event *e = (Event *)ev;
+    if (!e || e->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    RecordP r = e->latest;   // the record current now
+    if (r) host_wait(lk, [&r] { return r->done; });
+    int st = g_sticky.load();
+    return st != cudaSuccess ? ret((cudaError_t)st) : cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    API_ENTRY();
+    std::lock_guard<std::mutex> lk(g_mu);
+    Event *ea = (Event *)a, *eb = (Event *)b;
+    if (!ms || !ea || !eb || ea->destroyed || eb->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    if ((ea->flags | eb->flags) & cudaEventDisableTiming) return ret(cudaErrorInvalidResourceHandle);
+    if (!ea->latest || !eb->latest) return ret(cudaErrorInvalidResourceHandle);
+    if (!ea->latest->done || !eb->latest->done) return ret(cudaErrorNotReady);
+    *ms = (float)(eb->latest->t_ms - ea->latest->t_ms);
+    return cudaSuccess;
+}
+
+}  // extern "C"

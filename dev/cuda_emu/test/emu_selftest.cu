@@ -1,0 +1,457 @@
+// emu_selftest.cu: the emulated device against what CUDA defines, and against broken
+// callers it must catch. Each case runs in a process of its own (this program with the
+// case's name), so that a sticky error or a deliberate death stays in it; the parent
+// checks its exit status and what it printed. Ends with "N passed, N failed".
+//
+// Kernel engine: barriers, shuffles, votes and atomics give CUDA's results; a reduction
+// that lacks a barrier, and a result that depends on block order, change between launches
+// (each launch draws its own interleaving); a barrier or shuffle not reached by every
+// thread it needs is an error; launch limits (threads, shared memory, registers from the
+// build's table). Runtime: event waits bind to the record current when they are made,
+// the legacy default stream waits for blocking streams only, host functions run on one
+// thread and may not call CUDA, copies and memsets refuse the wrong kind of memory, a
+// kernel given a pageable pointer faults (sticky), the device size is honoured, fresh
+// memory is not zero.
+#include <cuda_runtime.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+
+#define CK(call)                                                                              \
+    do {                                                                                      \
+        cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess) {                                                              \
+            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
+            exit(1);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+static int g_bad = 0;
+static void expect(bool ok, const char *what) {
+    if (!ok) {
+        printf("FAIL: %s\n", what);
+        g_bad = 1;
+    }
+}
+
+// ---------------------------------------------------------------- kernels
+
+// Tree sum of 256 values in shared memory, with the barrier each level needs (or not).
+template <bool BARRIERS>
+__global__ void block_sum(const float *x, float *out) {
+    __shared__ float s[256];
+    int t = threadIdx.x;
+    s[t] = x[blockIdx.x * 256 + t];
+    if (BARRIERS) __syncthreads();
+    for (int w = 128; w > 0; w >>= 1) {
+        if (t < w) s[t] += s[t + w];
+        if (BARRIERS) __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+// Every block writes its index to the same place: the last block to run wins.
+__global__ void last_writer(int *out) {
+    if (threadIdx.x == 0) *out = (int)blockIdx.x;
+}
+
+// A barrier inside a branch that half the block skips (undefined behaviour in CUDA).
+__global__ void divergent_barrier(float *x) {
+    if (threadIdx.x < 16) return;
+    __syncthreads();
+    x[threadIdx.x] = 1.0f;
+}
+
+// Shuffles and votes of a full warp: each lane's value is its lane index times 3.
+__global__ void warp_ops(int *out) {
+    int lane = threadIdx.x;
+    int v = lane * 3;
+    out[lane] = __shfl_xor_sync(0xffffffffu, v, 5);
+    out[32 + lane] = __shfl_sync(0xffffffffu, v, 7);
+    out[64 + lane] = __shfl_down_sync(0xffffffffu, v, 4);
+    out[96 + lane] = __shfl_up_sync(0xffffffffu, v, 4);
+    out[128 + lane] = (int)__ballot_sync(0xffffffffu, lane % 3 == 0);
+    out[160 + lane] = __all_sync(0xffffffffu, lane < 32) + 2 * __any_sync(0xffffffffu, lane == 31);
+    // a warp-sum by xor butterfly
+    int s = lane;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    out[192 + lane] = s;
+}
+
+// A full-mask shuffle that lanes 16..31 never reach.
+__global__ void divergent_shuffle(int *out) {
+    int lane = threadIdx.x;
+    if (lane < 16) out[lane] = __shfl_xor_sync(0xffffffffu, lane, 1);
+}
+
+__global__ void atomic_count(unsigned long long *n, unsigned long long *lowest) {
+    atomicAdd(n, 1ull);
+    atomicMin(lowest, (unsigned long long)(blockIdx.x * blockDim.x + threadIdx.x) + 5);
+}
+
+// Dynamic shared memory: each thread writes its slot, then reads its neighbour's.
+__global__ void dynamic_smem(float *out, int n) {
+    extern __shared__ float shared[];
+    shared[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = shared[(threadIdx.x + 1) % n];
+}
+
+// Many live values per thread: the build gives it many registers.
+__global__ void register_hungry(const float *x, float *out) {
+    float v[96];
+#pragma unroll
+    for (int i = 0; i < 96; i++) v[i] = x[i * 97 + threadIdx.x];
+    float acc = 0;
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+        for (int i = 0; i < 96; i++) acc = acc * v[(i + r) % 96] + v[i];
+    out[threadIdx.x] = acc;
+}
+
+__global__ void write_one(float *p) { p[threadIdx.x] = 1.0f; }
+
+// ---------------------------------------------------------------- helpers
+
+static std::atomic<int> g_gate[4];
+static void CUDART_CB wait_gate(void *arg) {
+    int k = (int)(intptr_t)arg;
+    while (!g_gate[k].load()) usleep(200);
+}
+static void open_gate(int k) { g_gate[k].store(1); }
+
+// Polls the stream for up to s seconds; true when it finished.
+static bool finishes_within(cudaStream_t st, double s) {
+    for (int i = 0; i < (int)(s * 1000); i++) {
+        if (cudaStreamQuery(st) == cudaSuccess) return true;
+        usleep(1000);
+    }
+    return false;
+}
+
+// ---------------------------------------------------------------- cases
+
+static int case_barrier_sum() {   // the correct reduction: exact, every launch
+    const int B = 8;
+    float h[B * 256], sums[B], *x, *out;
+    for (int i = 0; i < B * 256; i++) h[i] = (float)(i % 7);
+    CK(cudaMalloc(&x, sizeof h));
+    CK(cudaMalloc(&out, sizeof sums));
+    CK(cudaMemcpy(x, h, sizeof h, cudaMemcpyHostToDevice));
+    for (int rep = 0; rep < 5; rep++) {
+        block_sum<true><<<B, 256>>>(x, out);
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(sums, out, sizeof sums, cudaMemcpyDeviceToHost));
+        for (int b = 0; b < B; b++) {
+            float want = 0;
+            for (int t = 0; t < 256; t++) want += h[b * 256 + t];
+            expect(sums[b] == want, "block_sum with barriers gives the exact sum");
+        }
+    }
+    return g_bad;
+}
+
+static int case_missing_barrier() {   // the same reduction without barriers: caught
+    float h[256], sum, *x, *out;
+    for (int i = 0; i < 256; i++) h[i] = 1.0f;
+    CK(cudaMalloc(&x, sizeof h));
+    CK(cudaMalloc(&out, sizeof(float)));
+    CK(cudaMemcpy(x, h, sizeof h, cudaMemcpyHostToDevice));
+    int wrong = 0;
+    for (int rep = 0; rep < 10; rep++) {
+        block_sum<false><<<1, 256>>>(x, out);
+        CK(cudaMemcpy(&sum, out, sizeof sum, cudaMemcpyDeviceToHost));
+        wrong += sum != 256.0f;
+    }
+    printf("missing barrier: %d of 10 launches wrong\n", wrong);
+    expect(wrong > 0, "a reduction without __syncthreads gives a wrong sum in some launch");
+    return g_bad;
+}
+
+static int case_block_order() {   // a result that depends on block order changes
+    int *out, seen[64] = {0}, v;
+    CK(cudaMalloc(&out, sizeof(int)));
+    int distinct = 0;
+    for (int rep = 0; rep < 20; rep++) {
+        last_writer<<<64, 32>>>(out);
+        CK(cudaMemcpy(&v, out, sizeof v, cudaMemcpyDeviceToHost));
+        if (v >= 0 && v < 64 && !seen[v]++) distinct++;
+    }
+    printf("block order: %d distinct last blocks in 20 launches\n", distinct);
+    expect(distinct > 1, "the last block to run differs between launches");
+    return g_bad;
+}
+
+static int case_divergent_barrier() {   // must die, naming the kernel
+    float *x;
+    CK(cudaMalloc(&x, 64 * sizeof(float)));
+    divergent_barrier<<<1, 32>>>(x);
+    cudaDeviceSynchronize();
+    return 0;
+}
+
+static int case_warp_ops() {
+    int *d, h[224];
+    CK(cudaMalloc(&d, sizeof h));
+    warp_ops<<<1, 32>>>(d);
+    CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    unsigned ballot = 0;
+    for (int l = 0; l < 32; l++)
+        if (l % 3 == 0) ballot |= 1u << l;
+    for (int l = 0; l < 32; l++) {
+        expect(h[l] == (l ^ 5) * 3, "__shfl_xor_sync");
+        expect(h[32 + l] == 21, "__shfl_sync from lane 7");
+        expect(h[64 + l] == (l + 4 < 32 ? (l + 4) * 3 : l * 3), "__shfl_down_sync keeps its own value past the end");
+        expect(h[96 + l] == (l >= 4 ? (l - 4) * 3 : l * 3), "__shfl_up_sync keeps its own value before the start");
+        expect((unsigned)h[128 + l] == ballot, "__ballot_sync");
+        expect(h[160 + l] == 3, "__all_sync and __any_sync");
+        expect(h[192 + l] == 496, "butterfly warp sum");
+    }
+    return g_bad;
+}
+
+static int case_divergent_shuffle() {   // must die
+    int *d;
+    CK(cudaMalloc(&d, 32 * sizeof(int)));
+    divergent_shuffle<<<1, 32>>>(d);
+    cudaDeviceSynchronize();
+    return 0;
+}
+
+static int case_atomics() {
+    unsigned long long *d, h[2] = {0, ~0ull};
+    CK(cudaMalloc(&d, sizeof h));
+    CK(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice));
+    atomic_count<<<7, 96>>>(d, d + 1);
+    CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    expect(h[0] == 7 * 96, "atomicAdd counts every thread");
+    expect(h[1] == 5, "atomicMin keeps the least");
+    return g_bad;
+}
+
+static int case_launch_limits() {
+    float *x, *out;
+    CK(cudaMalloc(&x, 96 * 97 * 1024 * sizeof(float)));
+    CK(cudaMalloc(&out, 1024 * sizeof(float)));
+    write_one<<<1, 1025>>>(out);
+    expect(cudaGetLastError() == cudaErrorInvalidConfiguration, "1025 threads per block: cudaErrorInvalidConfiguration");
+    expect(cudaGetLastError() == cudaSuccess, "the launch error is not sticky");
+    write_one<<<dim3(1, 70000), 1>>>(out);
+    expect(cudaGetLastError() == cudaErrorInvalidConfiguration, "grid y of 70000: cudaErrorInvalidConfiguration");
+    dynamic_smem<<<1, 64, 64 * 1024>>>(out, 64);
+    expect(cudaGetLastError() != cudaSuccess, "64 KiB of dynamic shared memory without the attribute is refused");
+    CK(cudaFuncSetAttribute(dynamic_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
+    dynamic_smem<<<1, 64, 64 * 1024>>>(out, 64);
+    expect(cudaGetLastError() == cudaSuccess, "with cudaFuncSetAttribute it launches");
+    float h[64];
+    CK(cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 64; i++) expect(h[i] == (float)((i + 1) % 64), "dynamic shared memory holds what was written");
+    cudaFuncAttributes fa;
+    CK(cudaFuncGetAttributes(&fa, register_hungry));
+    printf("register_hungry: %d registers per thread in the build\n", fa.numRegs);
+    register_hungry<<<1, 1024>>>(x, out);
+    cudaError_t e = cudaGetLastError();
+    bool fits = ((fa.numRegs * 32 + 255) / 256 * 256) * 32 <= 65536;
+    expect(fits ? e == cudaSuccess : e == cudaErrorLaunchOutOfResources,
+           "1024 threads x the build's registers: launched exactly when they fit");
+    register_hungry<<<1, 64>>>(x, out);
+    expect(cudaGetLastError() == cudaSuccess, "64 threads of the same kernel fit");
+    CK(cudaDeviceSynchronize());
+    return g_bad;
+}
+
+static int case_pageable_kernel_arg() {   // a kernel given pageable memory: sticky fault
+    float *host = (float *)malloc(64 * sizeof(float)), *d;
+    write_one<<<1, 32>>>(host);
+    cudaError_t e = cudaDeviceSynchronize();
+    expect(e == cudaErrorIllegalAddress, "the kernel faults with cudaErrorIllegalAddress");
+    expect(cudaMalloc(&d, 16) == cudaErrorIllegalAddress, "the fault is sticky: later calls return it");
+    free(host);
+    return g_bad;
+}
+
+static int case_event_binds_at_wait() {   // a wait sees the record current when it is made
+    cudaStream_t a, b;
+    cudaEvent_t ev;
+    float *x;
+    CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CK(cudaMalloc(&x, 32 * sizeof(float)));
+    CK(cudaLaunchHostFunc(a, wait_gate, (void *)0));
+    CK(cudaEventRecord(ev, a));          // record 1: after gate 0
+    CK(cudaStreamWaitEvent(b, ev, 0));   // binds to record 1
+    CK(cudaLaunchHostFunc(a, wait_gate, (void *)1));
+    CK(cudaEventRecord(ev, a));          // record 2: after gate 1, which stays closed
+    write_one<<<1, 32, 0, b>>>(x);
+    expect(cudaEventQuery(ev) == cudaErrorNotReady, "the event's latest record has not fired");
+    open_gate(0);
+    expect(finishes_within(b, 5.0), "stream b runs once record 1 fires, though record 2 has not");
+    open_gate(1);
+    CK(cudaEventSynchronize(ev));
+    CK(cudaDeviceSynchronize());
+    return g_bad;
+}
+
+static int case_legacy_stream() {   // the legacy stream waits for blocking streams only
+    cudaStream_t blocking, nonblocking;
+    float *x;
+    CK(cudaStreamCreate(&blocking));
+    CK(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking));
+    CK(cudaMalloc(&x, 64 * sizeof(float)));
+    CK(cudaLaunchHostFunc(nonblocking, wait_gate, (void *)2));
+    CK(cudaMemsetAsync(x, 0, 64, 0));
+    expect(finishes_within(0, 5.0), "the legacy stream does not wait for a non-blocking stream");
+    open_gate(2);
+    CK(cudaDeviceSynchronize());
+    g_gate[2] = 0;
+    CK(cudaLaunchHostFunc(blocking, wait_gate, (void *)2));
+    CK(cudaMemsetAsync(x, 0, 64, 0));
+    usleep(100000);
+    expect(cudaStreamQuery(0) == cudaErrorNotReady, "the legacy stream waits for a blocking stream's work");
+    open_gate(2);
+    CK(cudaDeviceSynchronize());
+    return g_bad;
+}
+
+static std::atomic<int> g_cb_result{-1};
+static void CUDART_CB calls_cuda(void *) { g_cb_result = (int)cudaStreamQuery(0); }
+static int case_host_function_no_cuda() {
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    CK(cudaLaunchHostFunc(s, calls_cuda, nullptr));
+    CK(cudaStreamSynchronize(s));
+    expect(g_cb_result == cudaErrorNotPermitted, "a CUDA call inside a host function fails with cudaErrorNotPermitted");
+    return g_bad;
+}
+
+// Host functions of two streams, each waiting for what the other's later host function
+// does: one callback thread runs them in turn, so this never ends (the watchdog says so).
+static std::atomic<int> g_flag_a{0}, g_flag_b{0};
+static void CUDART_CB wait_b_then_set_a(void *) { while (!g_flag_b) usleep(100); g_flag_a = 1; }
+static void CUDART_CB set_b(void *) { g_flag_b = 1; }
+static int case_host_functions_serialize() {   // must die (hang detected)
+    cudaStream_t s1, s2;
+    CK(cudaStreamCreate(&s1));
+    CK(cudaStreamCreate(&s2));
+    CK(cudaLaunchHostFunc(s1, wait_b_then_set_a, nullptr));
+    usleep(50000);
+    CK(cudaLaunchHostFunc(s2, set_b, nullptr));
+    cudaDeviceSynchronize();
+    return 0;
+}
+
+static int case_copy_kinds() {
+    float *d, h[16] = {0}, *p;
+    CK(cudaMalloc(&d, sizeof h));
+    CK(cudaMallocHost(&p, sizeof h));
+    expect(cudaMemcpy(d, d, sizeof h, cudaMemcpyHostToDevice) == cudaErrorInvalidValue,
+           "cudaMemcpyHostToDevice from device memory is refused");
+    expect(cudaMemcpy(h, h, sizeof h, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue,
+           "cudaMemcpyDeviceToHost from pageable memory is refused");
+    expect(cudaMemcpy(d, h, sizeof h + 4, cudaMemcpyHostToDevice) == cudaErrorInvalidValue,
+           "a copy past the end of the allocation is refused");
+    expect(cudaMemset(h, 0, sizeof h) == cudaErrorInvalidValue, "cudaMemset of pageable memory is refused");
+    expect(cudaMemset(p, 0, sizeof h) == cudaSuccess, "cudaMemset of pinned memory works");
+    expect(cudaFree(d + 1) == cudaErrorInvalidValue, "cudaFree inside an allocation is refused");
+    expect(cudaFree(p) == cudaErrorInvalidValue, "cudaFree of pinned memory is refused");
+    float *q;
+    expect(cudaHostGetDevicePointer((void **)&q, h, 0) == cudaErrorInvalidValue,
+           "cudaHostGetDevicePointer of pageable memory is refused");
+    CK(cudaHostGetDevicePointer((void **)&q, p, 0));
+    expect(q == p, "pinned memory maps at the same address (unified addressing)");
+    // memory that was never written is not zero, and differs from allocation to allocation
+    unsigned char a[64], b[64];
+    unsigned char *da, *db;
+    CK(cudaMalloc(&da, 64));
+    CK(cudaMalloc(&db, 64));
+    CK(cudaMemcpy(a, da, 64, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(b, db, 64, cudaMemcpyDeviceToHost));
+    int zeros = 0;
+    for (int i = 0; i < 64; i++) zeros += a[i] == 0;
+    expect(zeros < 16 && memcmp(a, b, 64) != 0, "fresh device memory holds a pattern, not zeros");
+    CK(cudaDeviceSynchronize());
+    return g_bad;
+}
+
+static int case_device_size() {   // run with CUDA_EMU_MEM=64M
+    size_t freeb = 0, total = 0;
+    CK(cudaMemGetInfo(&freeb, &total));
+    expect(total == (size_t)64 << 20, "cudaMemGetInfo reports CUDA_EMU_MEM");
+    void *a, *b;
+    CK(cudaMalloc(&a, (size_t)48 << 20));
+    expect(cudaMalloc(&b, (size_t)32 << 20) == cudaErrorMemoryAllocation, "past the device size: cudaErrorMemoryAllocation");
+    expect(cudaGetLastError() == cudaErrorMemoryAllocation && cudaGetLastError() == cudaSuccess,
+           "the allocation failure is reported once, not sticky");
+    CK(cudaFree(a));
+    CK(cudaMalloc(&b, (size_t)32 << 20));
+    return g_bad;
+}
+
+struct Case {
+    const char *name;
+    int (*fn)();
+    int expect_death;          // 0: exits 0 with nothing failed; 1: must die
+    const char *must_say;      // what its output must contain
+    const char *env;           // extra environment
+};
+
+static const Case cases[] = {
+    {"barrier_sum", case_barrier_sum, 0, nullptr, nullptr},
+    {"missing_barrier", case_missing_barrier, 0, "launches wrong", nullptr},
+    {"block_order", case_block_order, 0, "distinct last blocks", nullptr},
+    {"divergent_barrier", case_divergent_barrier, 1, "__syncthreads reached by 16 of the block's 32 threads", nullptr},
+    {"warp_ops", case_warp_ops, 0, nullptr, nullptr},
+    {"divergent_shuffle", case_divergent_shuffle, 1, "has exited: every lane of the mask must reach the same operation",
+     nullptr},
+    {"atomics", case_atomics, 0, nullptr, nullptr},
+    {"launch_limits", case_launch_limits, 0, "registers per thread in the build", nullptr},
+    {"pageable_kernel_arg", case_pageable_kernel_arg, 0, "pageable host or freed", nullptr},
+    {"event_binds_at_wait", case_event_binds_at_wait, 0, nullptr, nullptr},
+    {"legacy_stream", case_legacy_stream, 0, nullptr, nullptr},
+    {"host_function_no_cuda", case_host_function_no_cuda, 0, "must not make CUDA calls", nullptr},
+    {"host_functions_serialize", case_host_functions_serialize, 1, "no progress for 2 s", "CUDA_EMU_HANG_S=2"},
+    {"copy_kinds", case_copy_kinds, 0, nullptr, nullptr},
+    {"device_size", case_device_size, 0, nullptr, "CUDA_EMU_MEM=64M"},
+};
+
+int main(int argc, char **argv) {
+    if (argc == 2) {
+        for (const Case &c : cases)
+            if (!strcmp(argv[1], c.name)) return c.fn();
+        fprintf(stderr, "no case %s\n", argv[1]);
+        return 2;
+    }
+    int passed = 0, failed = 0;
+    for (const Case &c : cases) {
+        std::string cmd = std::string(c.env ? c.env : "") + " CUDA_EMU_QUIET=1 /proc/" + std::to_string(getpid()) +
+                          "/exe " + c.name + " 2>&1";
+        FILE *f = popen(cmd.c_str(), "r");
+        std::string out;
+        char buf[512];
+        while (f && fgets(buf, sizeof buf, f)) out += buf;
+        int st = f ? pclose(f) : -1;
+        bool died = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        bool ok = c.expect_death ? died : !died && out.find("FAIL") == std::string::npos;
+        if (c.must_say && out.find(c.must_say) == std::string::npos) ok = false;
+        if (ok) {
+            passed++;
+            printf("ok   %s%s\n", c.name, c.expect_death ? " (refused, as it must be)" : "");
+        } else {
+            failed++;
+            printf("FAIL %s (%s; expected %s%s%s):\n%s", c.name, died ? "died" : "exited 0",
+                   c.expect_death ? "a death" : "success", c.must_say ? " saying: " : "", c.must_say ? c.must_say : "",
+                   out.c_str());
+        }
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
