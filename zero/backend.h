@@ -78,7 +78,8 @@ struct ZeroBackend {
     int needs_mpi;          // collectives need an MPI launch when world > 1
     int counts_only;        // a dry run's backend: nothing real happens (no files are opened either)
 
-    // Memory. alloc returns 64-byte aligned memory or NULL; bytes may be 0.
+    // Memory. alloc returns 64-byte aligned memory (ZERO_MEM_HOST: 4096-byte aligned, which
+    // the NVMe engine's O_DIRECT transfers need) or NULL; bytes may be 0.
     void *(*alloc)(const ZeroBackend *b, ZeroMemKind kind, size_t bytes);
     void (*free)(const ZeroBackend *b, ZeroMemKind kind, void *p);
     void (*memset0)(const ZeroBackend *b, void *p, size_t bytes, ZeroStream *s);

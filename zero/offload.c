@@ -112,7 +112,7 @@ static void nvme_layout(Zero *z) {
 
 static void *nvme_alloc(void *ctx, size_t bytes) {
     Zero *z = ctx;
-    return z->b->alloc(z->b, ZERO_MEM_HOST, bytes);   // pinned under CUDA, page aligned on the host
+    return z->b->alloc(z->b, ZERO_MEM_HOST, bytes);   // page-aligned (backend.h), pinned under CUDA
 }
 static void nvme_free(void *ctx, void *p) {
     Zero *z = ctx;
@@ -531,6 +531,10 @@ void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t) {
     const ZeroBackend *b = z->b;
     if (counts_only(z) || (o->opt == ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE)) return;
     zero_offload_wait(z);   // no accumulation or parameter read runs beside the step's I/O
+    // The uploads overwrite working parameters that work queued on the main stream may still
+    // read (and, at init, that zero_alloc's memsets on it have yet to clear): after it. On
+    // the host backend the main stream is the calling thread, so only a GPU shows this.
+    zero_after_main(z, o->up);
     if (o->opt == ZERO_TIER_HOST) update_host(z, p, update, t);
     else if (o->opt == ZERO_TIER_NVME) update_nvme(z, p, update, t);
     else refresh_from_device(z, t);

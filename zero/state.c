@@ -90,6 +90,10 @@ void *zero_alloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const cha
     void *p = z->b->alloc(z->b, kind, bytes);
     if (!p) zero_fail(z, "out of %s memory allocating %zu bytes for %s", kind == ZERO_MEM_HOST ? "host" : "device", bytes, what);
     z->b->memset0(z->b, p, bytes, z->main);
+    // Host memory is written by the CPU directly (offload's states, its initial master):
+    // the zeros must be there first. The host backend's main stream is the calling thread;
+    // a GPU's memset of pinned memory is as asynchronous as any.
+    if (kind == ZERO_MEM_HOST) z->b->stream_sync(z->b, z->main);
     z->allocs[z->nallocs].p = p;
     z->allocs[z->nallocs].kind = kind;
     z->nallocs++;

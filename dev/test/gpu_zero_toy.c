@@ -585,6 +585,7 @@ int main(int argc, char **argv) {
     cuda_or_die(cudaStreamCreateWithFlags(&gpu_main, cudaStreamNonBlocking), "creating the main stream");
     gpu_b = zero_backend_cuda(comm, gpu_main);
     if (!gpu_b) return 1;
+    host_b = gpu_b;   // what mpi_zero_toy.c's own main would set: its runs go to the CUDA backend
     mirrors_init();
     coll_layout = (GcLayout){comm->world, comm->local_size, comm->hpz_size};
     if (comm->rank == 0) {
@@ -606,7 +607,7 @@ int main(int argc, char **argv) {
     }
     int rc = 0, all = !strcmp(mode, "all");
     if (all || !strcmp(mode, "kernels")) run_gpu_kernels(comm);
-    if (all || !strcmp(mode, "collectives")) run_collectives(comm);
+    if (all || !strcmp(mode, "collectives") || getenv("C")) run_collectives(comm);
     if (!strcmp(mode, "groups")) run_groups(comm);
     if (all || !strcmp(mode, "train")) rc |= run_training(comm);
     if (!strcmp(mode, "errors")) rc |= run_errors(comm);

@@ -28,6 +28,9 @@ collective, the watchdog must end the job; misuse: a hook out of order must end 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <errno.h>
 
 #include "../../zero/backend.h"
 #include "../../zero/host/backend_host.h"
@@ -231,7 +234,11 @@ typedef struct {
     int exact_bytes;   // the formula is exact (no prefetch) rather than an upper bound
     int detour;        // stage 3: in micro-step 1, fetch units out of the recorded order first
     ZeroDType pdt, gdt;
+    ZeroTier opt_tier, param_tier;   // offload: where the optimizer states and (stage 3) parameters live
 } Variant;
+
+// The folder offload variants keep their NVMe swap files in (made by run_training).
+static char nvme_dir[64];
 
 static uint64_t sent_total(const ZeroComm *c, int op, int inter) {
     return inter ? c->sent[op].inter_bytes : c->sent[op].intra_bytes;
@@ -252,6 +259,10 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     cfg.seed = TOY_SEED;
     cfg.param_dtype = V->pdt;
     cfg.grad_dtype = V->gdt;
+    cfg.optimizer_tier = V->opt_tier;
+    cfg.param_tier = V->param_tier;
+    cfg.nvme_path = nvme_dir;
+    const int offloaded = V->opt_tier != ZERO_TIER_DEVICE || V->param_tier != ZERO_TIER_DEVICE;
     const size_t pes = dsize(V->pdt), ges = dsize(V->gdt);
     InitCtx ic = {toy, comm->rank, N, {0}, 0};
     long allocs_before = n_allocs;
@@ -414,9 +425,13 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     want_mem[ZERO_USE_OPTIM] = 8 * (V->stage == 0 ? P : Sh);
     want_mem[ZERO_USE_BUFFERS] = staging;
     static const char *use_names[] = {"params", "grads", "master", "optim", "buffers"};
-    for (int k = 0; k < ZERO_USE_KINDS; k++)
+    for (int k = 0; k < ZERO_USE_KINDS && !offloaded; k++)   // offload moves bytes to other tiers
         check(st.device[k] == want_mem[k], "%s: %s memory %zu bytes, formula %zu", V->name, use_names[k],
               st.device[k], want_mem[k]);
+    if (V->opt_tier != ZERO_TIER_DEVICE)
+        check(st.device[ZERO_USE_MASTER] == 0 && st.device[ZERO_USE_OPTIM] == 0,
+              "%s: the offloaded optimizer still holds %zu + %zu device bytes", V->name, st.device[ZERO_USE_MASTER],
+              st.device[ZERO_USE_OPTIM]);
     if (V->stage >= 2)
         check(st.grad_pool_peak <= st.grad_pool_elems && st.grad_pool_peak > 0, "%s: gradient pool peak %zu of %zu",
               V->name, st.grad_pool_peak, st.grad_pool_elems);
@@ -465,30 +480,40 @@ static int run_training(ZeroComm *comm) {
     int node_size = comm->world == 4 ? 2 : 0;
     const size_t big = (size_t)1 << 20;
     const ZeroDType F = ZERO_F32, BF = ZERO_BF16;
+    const ZeroTier DEV = ZERO_TIER_DEVICE, CPU = ZERO_TIER_HOST, NVME = ZERO_TIER_NVME;
     // name, stage, accum, bucket, prefetch, max_live, persist, exact bytes, detour, dtypes.
     // The tight caps (1100, 1500) hold the largest unit (a layer: <= 1024 padded at <= 4 ranks).
     const Variant variants[] = {
-        {"stage 0, accum 1", 0, 1, 4096, 0, 0, 0, 1, 0, F, F},
-        {"stage 0, accum 2", 0, 2, 4096, 0, 0, 0, 1, 0, F, F},
-        {"stage 1, accum 1", 1, 1, 4096, 0, 0, 0, 1, 0, F, F},
-        {"stage 1, accum 2", 1, 2, 4096, 0, 0, 0, 1, 0, F, F},
-        {"stage 2, bucket 0 (per unit)", 2, 2, 0, 0, 0, 0, 1, 0, F, F},
-        {"stage 2, bucket 1000", 2, 2, 1000, 0, 0, 0, 1, 0, F, F},
-        {"stage 2, one bucket", 2, 2, big, 0, 0, 0, 1, 0, F, F},
-        {"stage 3, no prefetch", 3, 2, 1000, 0, 0, 0, 1, 0, F, F},
-        {"stage 3, no prefetch, persist", 3, 2, 1000, 0, 0, 40, 1, 0, F, F},
-        {"stage 3, prefetch", 3, 2, 1000, 1500, 0, 40, 0, 0, F, F},
-        {"stage 3, prefetch, tight cap", 3, 2, 0, big, 1500, 0, 0, 0, F, F},
-        {"stage 3, detour, tight cap", 3, 2, 0, big, 1100, 0, 0, 1, F, F},
-        {"stage 3, accum 1", 3, 1, 4096, 2000, 0, 40, 0, 0, F, F},
-        {"stage 0, accum 1, bf16 p+g", 0, 1, 4096, 0, 0, 0, 1, 0, BF, BF},
-        {"stage 1, bf16 params", 1, 2, 4096, 0, 0, 0, 1, 0, BF, F},
-        {"stage 1, bf16 p+g", 1, 2, 4096, 0, 0, 0, 1, 0, BF, BF},
-        {"stage 2, bf16 p+g", 2, 2, 1000, 0, 0, 0, 1, 0, BF, BF},
-        {"stage 3, bf16 p+g, no prefetch", 3, 2, 1000, 0, 0, 40, 1, 0, BF, BF},
-        {"stage 3, bf16 params, prefetch", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F},
+        {"stage 0, accum 1", 0, 1, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV},
+        {"stage 0, accum 2", 0, 2, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV},
+        {"stage 1, accum 1", 1, 1, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV},
+        {"stage 1, accum 2", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV},
+        {"stage 2, bucket 0 (per unit)", 2, 2, 0, 0, 0, 0, 1, 0, F, F, DEV, DEV},
+        {"stage 2, bucket 1000", 2, 2, 1000, 0, 0, 0, 1, 0, F, F, DEV, DEV},
+        {"stage 2, one bucket", 2, 2, big, 0, 0, 0, 1, 0, F, F, DEV, DEV},
+        {"stage 3, no prefetch", 3, 2, 1000, 0, 0, 0, 1, 0, F, F, DEV, DEV},
+        {"stage 3, no prefetch, persist", 3, 2, 1000, 0, 0, 40, 1, 0, F, F, DEV, DEV},
+        {"stage 3, prefetch", 3, 2, 1000, 1500, 0, 40, 0, 0, F, F, DEV, DEV},
+        {"stage 3, prefetch, tight cap", 3, 2, 0, big, 1500, 0, 0, 0, F, F, DEV, DEV},
+        {"stage 3, detour, tight cap", 3, 2, 0, big, 1100, 0, 0, 1, F, F, DEV, DEV},
+        {"stage 3, accum 1", 3, 1, 4096, 2000, 0, 40, 0, 0, F, F, DEV, DEV},
+        {"stage 0, accum 1, bf16 p+g", 0, 1, 4096, 0, 0, 0, 1, 0, BF, BF, DEV, DEV},
+        {"stage 1, bf16 params", 1, 2, 4096, 0, 0, 0, 1, 0, BF, F, DEV, DEV},
+        {"stage 1, bf16 p+g", 1, 2, 4096, 0, 0, 0, 1, 0, BF, BF, DEV, DEV},
+        {"stage 2, bf16 p+g", 2, 2, 1000, 0, 0, 0, 1, 0, BF, BF, DEV, DEV},
+        {"stage 3, bf16 p+g, no prefetch", 3, 2, 1000, 0, 0, 40, 1, 0, BF, BF, DEV, DEV},
+        {"stage 3, bf16 params, prefetch", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, DEV, DEV},
+        // offload: the same bits as on the device, with the CPU optimizer's host streams
+        // and the NVMe engine in the picture (and their waits on the device streams)
+        {"stage 1, optimizer on cpu", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, CPU, DEV},
+        {"stage 2, optimizer on nvme", 2, 2, 1000, 0, 0, 0, 1, 0, F, F, NVME, DEV},
+        {"stage 3, optimizer and params on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, F, F, CPU, CPU},
+        {"stage 3, optimizer and params on nvme", 3, 2, 1000, 0, 0, 0, 1, 0, F, F, NVME, NVME},
+        {"stage 3, bf16, optimizer on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, CPU, DEV},
     };
     const int nv = (int)(sizeof variants / sizeof variants[0]);
+    snprintf(nvme_dir, sizeof nvme_dir, "/tmp/zero_toy_nvme.%d.%d", (int)getpid(), comm->rank);
+    if (mkdir(nvme_dir, 0700) != 0 && errno != EEXIST) check(0, "cannot make %s for the NVMe variants", nvme_dir);
     Ref *refs = calloc((size_t)nv, sizeof(Ref));
     int nrefs = 0;
     for (int i = 0; i < nv; i++) {
@@ -516,6 +541,7 @@ static int run_training(ZeroComm *comm) {
     }
     for (int k = 0; k < nrefs; k++) free_reference(&refs[k]);
     free(refs);
+    rmdir(nvme_dir);
     return 0;
 }
 

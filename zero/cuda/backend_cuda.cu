@@ -27,6 +27,9 @@
 
 struct ZeroStream {
     ZeroStream *host;        // a host stream: the host backend's stream that runs its work (else NULL)
+    // A host stream's progress as device streams see it: *done_h counts the event records
+    // its CPU thread has passed (pinned, mapped at done_d); `recorded` counts those queued.
+    unsigned long long *done_h, *done_d, recorded;
     cudaStream_t s;
     int owned;               // created here (the main stream belongs to the trainer)
     double *slots;           // pinned, device-mapped: sum_squares results
@@ -36,11 +39,26 @@ struct ZeroStream {
     double *partials;        // device: SQ_PASS block sums, then a running total
 };
 
+// One record of a device event, as a host stream waits for it: a CUDA event of its own, so
+// that the wait binds to the record current when it was queued (backend.h, CUDA's rule),
+// however often the owner records again meanwhile. refs: host waits queued on it, dropped by
+// the host stream's CPU thread once passed; a record is reused only at refs 0.
+typedef struct DevRecord {
+    cudaEvent_t ev;
+    int refs;                // atomic
+    struct Ctx *x;
+} DevRecord;
+
+#define EVENT_RECORDS 64     // records of one event that host waits may hold at once
+
 struct ZeroEvent {
-    cudaEvent_t e;
+    DevRecord *rec[EVENT_RECORDS];   // created on demand
+    DevRecord *cur;          // the latest device record (NULL: none yet)
     ZeroEvent *host;         // its twin for records on host streams
     int on_host;             // the latest record was on a host stream
-    struct Ctx *x;           // for host functions that wait on e
+    ZeroStream *hs;          // that host stream, and the count its record completes
+    unsigned long long hseq;
+    struct Ctx *x;
 };
 
 typedef struct Ctx {
@@ -213,15 +231,28 @@ __global__ void ftz_probe_kernel(float normal_min, float half, float subnormal, 
 
 // ---------------------------------------------------------------- memory
 
+// Host memory is page-aligned (backend.h: the NVMe engine's O_DIRECT buffers come from here),
+// which cudaMallocHost does not promise: page-aligned memory from the C library, then pinned
+// with cudaHostRegister.
 static void *c_alloc(const ZeroBackend *b, ZeroMemKind kind, size_t bytes) {
     Ctx *x = ctx_of(b);
-    size_t n = (bytes + 63) / 64 * 64;
-    if (n == 0) n = 64;
+    size_t a = kind == ZERO_MEM_HOST ? 4096 : 64, n = (bytes + a - 1) / a * a;
+    if (n == 0) n = a;
     void *p = NULL;
-    cudaError_t e = kind == ZERO_MEM_HOST ? cudaMallocHost(&p, n) : cudaMalloc(&p, n);
+    cudaError_t e;
+    if (kind == ZERO_MEM_HOST) {
+        if (posix_memalign(&p, a, n) != 0) {
+            fprintf(stderr, "zero: rank %d: out of host memory allocating %zu bytes\n", x->c->rank, n);
+            return NULL;
+        }
+        e = cudaHostRegister(p, n, cudaHostRegisterDefault);
+        if (e != cudaSuccess) free(p);
+    } else {
+        e = cudaMalloc(&p, n);
+    }
     if (e != cudaSuccess) {
         fprintf(stderr, "zero: rank %d: %s of %zu bytes on device %d failed: %s\n", x->c->rank,
-                kind == ZERO_MEM_HOST ? "cudaMallocHost" : "cudaMalloc", n, x->device, cudaGetErrorString(e));
+                kind == ZERO_MEM_HOST ? "cudaHostRegister" : "cudaMalloc", n, x->device, cudaGetErrorString(e));
         cudaGetLastError();   // not sticky: keep it from being blamed on the next launch
         return NULL;
     }
@@ -231,10 +262,11 @@ static void *c_alloc(const ZeroBackend *b, ZeroMemKind kind, size_t bytes) {
 static void c_free(const ZeroBackend *b, ZeroMemKind kind, void *p) {
     if (!p) return;
     Ctx *x = ctx_of(b);
-    cudaError_t e = kind == ZERO_MEM_HOST ? cudaFreeHost(p) : cudaFree(p);
+    cudaError_t e = kind == ZERO_MEM_HOST ? cudaHostUnregister(p) : cudaFree(p);
     if (e != cudaSuccess)
         fprintf(stderr, "zero: rank %d: warning: %s failed: %s\n", x->c->rank,
-                kind == ZERO_MEM_HOST ? "cudaFreeHost" : "cudaFree", cudaGetErrorString(e));
+                kind == ZERO_MEM_HOST ? "cudaHostUnregister" : "cudaFree", cudaGetErrorString(e));
+    if (kind == ZERO_MEM_HOST) free(p);
 }
 
 static void c_memset0(const ZeroBackend *b, void *p, size_t bytes, ZeroStream *s) {
@@ -262,6 +294,16 @@ static cudaError_t stream_buffers(ZeroStream *s) {
     if (e == cudaSuccess) e = cudaMalloc((void **)&s->partials, (SQ_PASS + 1) * sizeof(double));
     if (e == cudaSuccess && !(s->outs = (double **)malloc(SLOTS * sizeof(double *)))) e = cudaErrorMemoryAllocation;
     return e;
+}
+
+// A device stream waiting for a host stream: one thread spins (sleeping) until the host
+// stream's count of passed records reaches target. A host function that blocks would be
+// simpler, but CUDA forbids a host function to wait for work that itself depends on CUDA
+// (the host stream's work calls cudaEventSynchronize), and may run every host function on
+// one thread: a deadlock.
+__global__ void wait_host_count(const volatile unsigned long long *count, unsigned long long target) {
+    while (*count < target) __nanosleep(2000);
+    __threadfence_system();   // what the host wrote before counting is seen after
 }
 
 static void stream_release(ZeroStream *s) {
@@ -317,6 +359,16 @@ static ZeroStream *c_stream_create_host(const ZeroBackend *b) {
         free(s);
         return NULL;
     }
+    cudaError_t e = cudaHostAlloc((void **)&s->done_h, sizeof *s->done_h, cudaHostAllocMapped);
+    if (e == cudaSuccess) e = cudaHostGetDevicePointer((void **)&s->done_d, s->done_h, 0);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "zero: rank %d: the progress counter of a host stream: %s\n", x->c->rank, cudaGetErrorString(e));
+        x->hostb->stream_destroy(x->hostb, s->host);
+        if (s->done_h) cudaFreeHost(s->done_h);
+        free(s);
+        return NULL;
+    }
+    *s->done_h = 0;
     x->hostb->host_call(x->hostb, s->host, set_device, x);
     return s;
 }
@@ -332,6 +384,7 @@ static void c_stream_destroy(const ZeroBackend *b, ZeroStream *s) {
     if (!s || s == &ctx_of(b)->main) return;
     if (s->host) {
         ctx_of(b)->hostb->stream_destroy(ctx_of(b)->hostb, s->host);
+        cudaFreeHost(s->done_h);
         free(s);
         return;
     }
@@ -347,14 +400,7 @@ static ZeroEvent *c_event_create(const ZeroBackend *b) {
     ZeroEvent *e = (ZeroEvent *)calloc(1, sizeof *e);
     if (!e) return NULL;
     e->x = x;
-    cudaError_t r = cudaEventCreateWithFlags(&e->e, cudaEventDisableTiming);
-    if (r != cudaSuccess) {
-        fprintf(stderr, "zero: rank %d: cudaEventCreateWithFlags failed: %s\n", x->c->rank, cudaGetErrorString(r));
-        free(e);
-        return NULL;
-    }
     if (!(e->host = x->hostb->event_create(x->hostb))) {
-        cudaEventDestroy(e->e);
         free(e);
         return NULL;
     }
@@ -363,51 +409,75 @@ static ZeroEvent *c_event_create(const ZeroBackend *b) {
 
 static void c_event_destroy(const ZeroBackend *b, ZeroEvent *e) {
     if (!e) return;
-    cudaEventDestroy(e->e);
+    for (int i = 0; i < EVENT_RECORDS && e->rec[i]; i++) {
+        cudaEventDestroy(e->rec[i]->ev);
+        free(e->rec[i]);
+    }
     ctx_of(b)->hostb->event_destroy(ctx_of(b)->hostb, e->host);
     free(e);
 }
 
-// A wait sees the latest record at the time it is enqueued (backend.h); zero.c gives each
-// event one owner, so re-recording never moves it to another stream under a pending wait.
+// A record no host wait holds (reused, or made): where the next device record goes.
+static DevRecord *free_record(Ctx *x, ZeroEvent *e) {
+    for (int i = 0; i < EVENT_RECORDS; i++) {
+        DevRecord *r = e->rec[i];
+        if (r && __atomic_load_n(&r->refs, __ATOMIC_ACQUIRE) == 0) return r;
+        if (r) continue;
+        r = (DevRecord *)calloc(1, sizeof *r);
+        if (!r) fail(x, "calloc", cudaErrorMemoryAllocation, "an event record");
+        r->x = x;
+        CK(x, cudaEventCreateWithFlags(&r->ev, cudaEventDisableTiming), "an event record");
+        e->rec[i] = r;
+        return r;
+    }
+    fail(x, "event_record", cudaErrorNotReady, "%d host-stream waits hold every record of one event", EVENT_RECORDS);
+}
+
+static void bump_done(void *arg) {   // on the host stream's thread, at a record
+    ZeroStream *s = (ZeroStream *)arg;
+    __atomic_add_fetch(s->done_h, 1ull, __ATOMIC_RELEASE);
+}
+
+// A wait sees the latest record at the time it is enqueued (backend.h, as in CUDA).
 static void c_event_record(const ZeroBackend *b, ZeroEvent *e, ZeroStream *s) {
     Ctx *x = ctx_of(b);
     e->on_host = s->host != NULL;
-    if (s->host) x->hostb->event_record(x->hostb, e->host, s->host);
-    else CK(x, cudaEventRecord(e->e, s->s), "event_record");
+    if (s->host) {
+        x->hostb->event_record(x->hostb, e->host, s->host);   // for host streams' waits
+        e->hs = s;                                            // and device streams' (wait_host_count)
+        e->hseq = ++s->recorded;
+        x->hostb->host_call(x->hostb, s->host, bump_done, s);
+        return;
+    }
+    DevRecord *r = free_record(x, e);
+    CK(x, cudaEventRecord(r->ev, s->s), "event_record");
+    e->cur = r;
 }
 
-// A host stream waiting for a device event: its CPU thread blocks on the event (the latest
-// record when it gets there: with fixed owners that is the one waited for, or later).
-static void wait_device_event(void *arg) {
-    ZeroEvent *e = (ZeroEvent *)arg;
-    cudaSetDevice(e->x->device);   // this CPU thread's current device
-    CK(e->x, cudaEventSynchronize(e->e), "a host stream's wait for a device event");
-}
-
-// A device stream waiting for a host event: a host function blocks the stream until the
-// record captured at the wait has fired.
-typedef struct { const ZeroBackend *hostb; void *marker; } HostWait;
-static void CUDART_CB wait_host_marker(void *arg) {
-    HostWait *w = (HostWait *)arg;
-    zero_host_marker_wait(w->hostb, w->marker);
-    free(w);
+// A host stream waiting for a device record: its CPU thread (not a CUDA callback: it may
+// call CUDA) waits for that record's own event, then lets the record be reused.
+static void wait_device_record(void *arg) {
+    DevRecord *r = (DevRecord *)arg;
+    cudaSetDevice(r->x->device);   // this CPU thread's current device
+    CK(r->x, cudaEventSynchronize(r->ev), "a host stream's wait for a device event");
+    __atomic_sub_fetch(&r->refs, 1, __ATOMIC_RELEASE);
 }
 
 static void c_stream_wait(const ZeroBackend *b, ZeroStream *s, ZeroEvent *e) {
     Ctx *x = ctx_of(b);
     if (s->host && e->on_host) return x->hostb->stream_wait(x->hostb, s->host, e->host);
-    if (s->host) return x->hostb->host_call(x->hostb, s->host, wait_device_event, e);
+    if (s->host) {
+        if (!e->cur) return;   // never recorded: nothing to wait for
+        __atomic_add_fetch(&e->cur->refs, 1, __ATOMIC_ACQ_REL);
+        return x->hostb->host_call(x->hostb, s->host, wait_device_record, e->cur);
+    }
     if (!e->on_host) {
-        CK(x, cudaStreamWaitEvent(s->s, e->e, 0), "stream_wait");
+        if (e->cur) CK(x, cudaStreamWaitEvent(s->s, e->cur->ev, 0), "stream_wait");
         return;
     }
-    void *m = zero_host_event_capture(x->hostb, e->host);
-    if (!m) return;   // fired already
-    HostWait *w = (HostWait *)malloc(sizeof *w);
-    if (!w) fail(x, "malloc", cudaErrorMemoryAllocation, "a device stream's wait for a host event");
-    *w = (HostWait){x->hostb, m};
-    CK(x, cudaLaunchHostFunc(s->s, wait_host_marker, w), "a device stream's wait for a host event");
+    if (__atomic_load_n(e->hs->done_h, __ATOMIC_ACQUIRE) >= e->hseq) return;   // passed already
+    wait_host_count<<<1, 1, 0, s->s>>>(e->hs->done_d, e->hseq);
+    LAUNCHED(x, "a device stream's wait for a host stream");
 }
 
 static void c_host_call(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *), void *arg) {

@@ -600,24 +600,3 @@ void zero_backend_host_free(const ZeroBackend *b) {
     pthread_mutex_destroy(&h->mu);
     free(h);
 }
-
-// ---------------------------------------------------------------- for the CUDA backend's host streams
-
-void *zero_host_event_capture(const ZeroBackend *b, ZeroEvent *e) {
-    Host *h = host_of(b);
-    pthread_mutex_lock(&h->mu);
-    Marker *m = e->latest;
-    if (m && !m->fired) m->refs++;
-    else m = NULL;
-    pthread_mutex_unlock(&h->mu);
-    return m;
-}
-
-void zero_host_marker_wait(const ZeroBackend *b, void *marker) {
-    if (!marker) return;
-    Host *h = host_of(b);
-    pthread_mutex_lock(&h->mu);
-    wait_fired(h, (Marker *)marker);
-    marker_unref(h, (Marker *)marker);
-    pthread_mutex_unlock(&h->mu);
-}
