@@ -196,6 +196,8 @@ static void run_case(const char *name, int B, int T, int NH, int HS) {
     CUDA_CHECK(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(__nv_bfloat16)));
     CUDA_CHECK(cudaMemset(d_stats, 0xFF, n_stats * sizeof(float)));
     CUDA_CHECK(cudaMemset(d_ws, 0xFF, ws_bytes > 0 ? ws_bytes : 16));
+    // cudaMemset runs on the legacy default stream, which a non-blocking stream does not wait for
+    CUDA_CHECK(cudaDeviceSynchronize());
 
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
