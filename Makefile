@@ -187,8 +187,12 @@ $(ZERO_TEST_BIN): $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/l
 	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
 
 # The CPU suite: unit tests (cmocka) and end-to-end trainer checks (shell), one summary.
-test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff
-	@bash dev/test/run_tests.sh $(TEST_BIN)
+# the emulated device: make emu (dev/cuda_emu/)
+include dev/cuda_emu/emu.mk
+
+EMU_TESTS := $(if $(HAVE_NVCC),emu $(EMU)/test_cublaslt_emu $(EMU)/test_cudnn_emu)
+test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff $(EMU_TESTS)
+	@EMU_DIR=$(if $(HAVE_NVCC),$(EMU)) bash dev/test/run_tests.sh $(TEST_BIN)
 
 # zero/ and llmc/ keep their shape (dev/tools/check_layout.py; make test runs it too)
 check-layout: $(HOST_OBJ) $(ZERO_OBJ)
@@ -197,5 +201,3 @@ check-layout: $(HOST_OBJ) $(ZERO_OBJ)
 clean:
 	rm -rf $(BUILD) $(CPU_TARGETS) $(CUDA_TARGETS) bench_nvme bench_adamw_cpu bench_quant
 
-# the emulated device: make emu (dev/cuda_emu/)
-include dev/cuda_emu/emu.mk

@@ -847,19 +847,62 @@ void gather_op(const void *base, const Matrix &x, bool trans, int64_t b, std::ve
             out[(size_t)(r * cols + c)] = load(base, x.type, trans ? offset_of(x, b, c, r) : offset_of(x, b, r, c));
 }
 
-// Row i of D for batch instance b: the dot products (k ascending, fp32), alpha/beta, bias,
+// The dot products of op(A) rows [i0, i0 + rows) with op(B) columns [c0, c0 + w), into
+// acc (row r at acc + r * ld): each one summed over k in ascending order in fp32, a
+// separately rounded multiply and add per term (-ffp-contract=off). bt: the columns packed
+// k x w, contiguous. Full tiles hold 8 rows x 64 columns in vector registers (lanes are
+// columns: no sum changes its order); what is left goes one sum at a time.
+constexpr int64_t ROW_TILE = 8, COL_TILE = 64, ROW_GROUP = 128;
+typedef float v16 __attribute__((vector_size(64)));
+
+void dot_tile(const float *A, int64_t k, int64_t rows, const float *bt, int64_t w, float *acc, int64_t ld) {
+    int64_t r0 = 0;
+    if (w == COL_TILE)
+        for (; r0 + ROW_TILE <= rows; r0 += ROW_TILE) {
+            v16 t[ROW_TILE][4] = {};
+            for (int64_t l = 0; l < k; l++) {
+                v16 b[4];
+                memcpy(b, bt + l * COL_TILE, sizeof b);
+                for (int r = 0; r < ROW_TILE; r++) {
+                    const float a = A[(r0 + r) * k + l];
+                    for (int q = 0; q < 4; q++) t[r][q] += a * b[q];
+                }
+            }
+            for (int r = 0; r < ROW_TILE; r++) memcpy(acc + (r0 + r) * ld, t[r], sizeof t[r]);
+        }
+    for (int64_t r = r0; r < rows; r++)
+        for (int64_t c = 0; c < w; c++) {
+            float sum = 0.0f;
+            for (int64_t l = 0; l < k; l++) sum += A[r * k + l] * bt[l * w + c];
+            acc[r * ld + c] = sum;
+        }
+}
+
+// Rows [i0, i0 + rows) of op(A) times op(B) into acc (rows x n): column tile by column tile,
+// each packed once and used for every row, across threads.
+void dot_rows(const Problem &p, int64_t i0, int64_t rows, const std::vector<float> &opa, const std::vector<float> &opb,
+              float *acc) {
+    const int64_t n = p.n, k = p.k, ntiles = (n + COL_TILE - 1) / COL_TILE;
+    const float *A = opa.data() + i0 * k, *B = opb.data();
+#pragma omp parallel
+    {
+        std::vector<float> bt((size_t)(k * COL_TILE));
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < ntiles; t++) {
+            const int64_t c0 = t * COL_TILE, w = n - c0 < COL_TILE ? n - c0 : COL_TILE;
+            for (int64_t l = 0; l < k; l++) memcpy(&bt[(size_t)(l * w)], B + l * n + c0, (size_t)w * sizeof(float));
+            dot_tile(A, k, rows, bt.data(), w, acc + c0, n);
+        }
+    }
+}
+
+// Row i of D for batch instance b from its dot products acc (dot_rows): alpha/beta, bias,
 // aux, activation, and the per-row bias gradients.
 void run_row(const Job &j, int64_t b, int64_t i, float alpha, float beta, const std::vector<float> &opa,
-             const std::vector<float> &opb, std::vector<float> &acc) {
+             const float *acc) {
     const Problem &p = j.p;
     const Epi &e = p.epi;
     const int64_t n = p.n, k = p.k;
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t l = 0; l < k; l++) {
-        const float a = opa[(size_t)(i * k + l)];
-        const float *brow = &opb[(size_t)(l * n)];
-        for (int64_t c = 0; c < n; c++) acc[(size_t)c] += a * brow[c];
-    }
     const int64_t bias_at = b * p.d.bias_batch_stride + i;
     const float bias = e.bias == BIAS_ADD ? load(j.ptr.bias, p.bias_type, bias_at) : 0.0f;
     const int64_t aux_base = b * p.d.aux_batch_stride + i;
@@ -904,14 +947,13 @@ void run_matmul(const Job &j) {
     for (int64_t b = 0; b < p.batch; b++) {
         gather_op(j.ptr.A, p.a, p.ta, b, opa);
         gather_op(j.ptr.B, p.b, p.tb, b, opb);
-#pragma omp parallel
-        {
-            std::vector<float> acc((size_t)p.n);
-#pragma omp for schedule(static)
-            for (int64_t i = 0; i < p.m; i++) {
-                run_row(j, b, i, alpha, beta, opa, opb, acc);
-                emu::progress();   // a long matmul is not a hang
-            }
+        std::vector<float> acc((size_t)((p.m < ROW_GROUP ? p.m : ROW_GROUP) * p.n));
+        for (int64_t i0 = 0; i0 < p.m; i0 += ROW_GROUP) {
+            const int64_t rows = p.m - i0 < ROW_GROUP ? p.m - i0 : ROW_GROUP;
+            dot_rows(p, i0, rows, opa, opb, acc.data());
+#pragma omp parallel for schedule(static)
+            for (int64_t r = 0; r < rows; r++) run_row(j, b, i0 + r, alpha, beta, opa, acc.data() + r * p.n);
+            emu::progress();   // a long matmul is not a hang
         }
         if (p.epi.bias == BIAS_GRAD_B) run_bgradb(j, b, opb);
     }

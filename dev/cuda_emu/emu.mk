@@ -4,18 +4,24 @@
 # g++ compiles them with cuda_emu.h force-included, and they link with the emulated
 # runtime, cuBLASLt, cuDNN and NCCL instead of NVIDIA's libraries. The C sources are the
 # normal objects. The launch limits come from nvcc --resource-usage of the same sources.
-EMU := $(BUILD)/emu
+# EMU: another folder (with EMU_SAN) for a sanitizer build of the same programs. EMU_PTX:
+# the real build's resource usage, shared by every emulated build.
+EMU ?= $(BUILD)/emu
+EMU_PTX := $(BUILD)/emu/ptxas
 EMU_SRC_DIR := $(EMU)/src
 EMU_CXX ?= g++
 EMU_SAN ?=
-EMU_CXXFLAGS := -std=c++17 -O2 -g -fopenmp -ffp-contract=off -Wall -Wextra -Wno-attributes -Wno-unknown-pragmas \
+# -fno-strict-aliasing: the CUDA sources move 16-byte vectors through int4 casts, as CUDA
+# code does; the device compiler allows it, ISO C++ does not.
+EMU_CXXFLAGS := -std=c++17 -O3 -march=native -g -fopenmp -ffp-contract=off -fno-strict-aliasing -Wall -Wextra \
+                -Wno-attributes -Wno-unknown-pragmas \
                 -I$(EMU_SRC_DIR) -Idev/cuda_emu -I$(CUDA_HOME)/include $(NV_INC) $(EMU_SAN)
 EMU_LDLIBS = -rdynamic $(MPI_LDFLAGS) -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) -lgomp -lpthread -ldl $(EMU_SAN)
 
 # every CUDA source of the project, as nvcc sees them
 EMU_CU := $(wildcard llmc/cuda/*.cu zero/cuda/*.cu) train_gpt2.cu train_gpt2_zero.cu test_gpt2_zero.cu \
           dev/test/gpu_attention_cudnn.cu dev/cuda_emu/test/emu_selftest.cu
-EMU_CU_HEADERS := $(wildcard llmc/*.h llmc/*/*.h llmc/*/*.cuh zero/*.h zero/*/*.h)
+EMU_CU_HEADERS := $(wildcard *.h llmc/*.h llmc/*/*.h llmc/*/*.cuh zero/*.h zero/*/*.h)
 # the emulated libraries present (cublaslt.cpp and cudnn.cpp join as they land)
 EMU_RUNTIME := $(patsubst dev/cuda_emu/%.cpp,%,$(wildcard dev/cuda_emu/*.cpp))
 EMU_RUNTIME_OBJ := $(addprefix $(EMU)/rt/,$(addsuffix .o,$(EMU_RUNTIME))) $(EMU)/rt/cuda_errors.o \
@@ -47,13 +53,13 @@ $(EMU)/rt/cuda_errors.o: $(EMU)/rt/cuda_errors.cpp
 
 # Launch limits: each CUDA source compiled as the real build compiles it, with
 # --resource-usage (registers and shared memory per kernel, sm_80 and sm_90).
-EMU_PTXAS := $(patsubst %.cu,$(EMU)/ptxas/%.txt,$(EMU_CU))
-$(EMU)/ptxas/%.txt: %.cu $(HEADERS) $(ZERO_HEADERS)
+EMU_PTXAS := $(patsubst %.cu,$(EMU_PTX)/%.txt,$(EMU_CU))
+$(EMU_PTX)/%.txt: %.cu $(HEADERS) $(ZERO_HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(if $(filter zero/%,$<),$(ZERO_NVCCFLAGS),$(NVCCFLAGS)) $(MPI_CFLAGS) --resource-usage -c $< \
-	    -o $(EMU)/ptxas/$*.o > $@ 2>&1 || { cat $@; rm -f $@; exit 1; }
+	    -o $(EMU_PTX)/$*.o > $@ 2>&1 || { cat $@; rm -f $@; exit 1; }
 $(EMU)/rt/launch_limits.cpp: $(EMU_PTXAS) dev/cuda_emu/launch_limits.py
-	python3 dev/cuda_emu/launch_limits.py table $@ $(EMU_PTXAS)
+	python3 dev/cuda_emu/launch_limits.py table $@ $(EMU_PTXAS) -- $(EMU_CU)
 $(EMU)/rt/launch_limits.o: $(EMU)/rt/launch_limits.cpp
 	$(EMU_CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
@@ -62,7 +68,8 @@ $(EMU)/libcudaemu.a: $(EMU_RUNTIME_OBJ)
 
 EMU_LLMC_OBJ := $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard llmc/cuda/*.cu))
 EMU_ZERO_OBJ := $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard zero/cuda/*.cu)) $(patsubst %.c,$(BUILD)/%.o,$(wildcard zero/cuda/*.c))
-EMU_PROGRAMS := $(EMU)/gpu_zero_quant $(EMU)/emu_selftest $(EMU)/gpu_zero_toy
+EMU_PROGRAMS := $(EMU)/gpu_zero_quant $(EMU)/emu_selftest $(EMU)/gpu_zero_toy $(EMU)/test_gpt2_zero \
+                $(EMU)/gpu_attention_cudnn $(EMU)/train_gpt2cu $(EMU)/train_gpt2_zero
 
 $(EMU)/gpu_zero_quant: dev/test/gpu_zero_quant.c dev/test/quant_cases.h $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $(EMU)/gpu_zero_quant.o
@@ -84,3 +91,15 @@ $(EMU)/gpu_zero_toy: dev/test/gpu_zero_toy.c dev/test/mpi_zero_toy.c dev/test/ze
                      $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a
 	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(EMU)/gpu_zero_toy.o
 	$(EMU_CXX) -o $@ $(EMU)/gpu_zero_toy.o $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a $(EMU_LDLIBS)
+
+# The CUDA model, its tests and both CUDA trainers
+$(EMU)/test_gpt2_zero: $(EMU)/obj/test_gpt2_zero.cu.o $(EMU_LLMC_OBJ) $(BUILD)/libllmc.a $(EMU)/libcudaemu.a
+	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)
+$(EMU)/gpu_attention_cudnn: $(EMU)/obj/dev/test/gpu_attention_cudnn.cu.o $(EMU)/obj/llmc/cuda/attention_cudnn.cu.o \
+                            $(BUILD)/libllmc.a $(EMU)/libcudaemu.a
+	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)
+$(EMU)/train_gpt2cu: $(EMU)/obj/train_gpt2.cu.o $(EMU_LLMC_OBJ) $(BUILD)/libllmc.a $(EMU)/libcudaemu.a
+	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)
+$(EMU)/train_gpt2_zero: $(EMU)/obj/train_gpt2_zero.cu.o $(BUILD)/gpt2_zero.o $(EMU_LLMC_OBJ) $(EMU_ZERO_OBJ) \
+                        $(BUILD)/libzero.a $(BUILD)/libllmc.a $(EMU)/libcudaemu.a
+	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)

@@ -37,6 +37,7 @@ struct EmuKernelLimits {
     int arch;          // 80, 90
     int regs;          // registers per thread
     int static_smem;   // bytes
+    int max_threads;   // its __launch_bounds__ (0: none)
 };
 extern "C" const EmuKernelLimits emu_kernel_limits[];
 extern "C" const int emu_kernel_limits_count;
@@ -484,6 +485,10 @@ static cudaError_t check_config(const void *kernel, const char *name, const char
                  mangled.empty() ? "" : " ", mangled.c_str());
         return bad(cudaErrorInvalidDeviceFunction, buf);
     }
+    if (lim->max_threads && threads > (unsigned long long)lim->max_threads) {
+        snprintf(buf, sizeof buf, "%llu threads per block, past its __launch_bounds__(%d)", threads, lim->max_threads);
+        return bad(cudaErrorLaunchOutOfResources, buf);
+    }
     size_t optin = arch == 90 ? 227 * 1024 : 163 * 1024;
     size_t allowed = smem > 48 * 1024 ? max_dynamic_smem(kernel) : 48 * 1024;
     if (smem > 48 * 1024 && allowed < smem) {
@@ -497,13 +502,18 @@ static cudaError_t check_config(const void *kernel, const char *name, const char
                  lim->static_smem, smem, smem > 48 * 1024 ? optin : (size_t)48 * 1024, arch);
         return bad(cudaErrorInvalidValue, buf);
     }
-    // registers: allocated per warp in units of 256, 64K per block
-    unsigned long long warps = (threads + 31) / 32;
-    unsigned long long per_warp = ((unsigned long long)lim->regs * 32 + 255) / 256 * 256;
-    if (warps * per_warp > 65536) {
-        snprintf(buf, sizeof buf, "%llu threads x %d registers (sm_%d build) need %llu registers, a block has 65536",
-                 threads, lim->regs, arch, warps * per_warp);
-        return bad(cudaErrorLaunchOutOfResources, buf);
+    // registers: allocated per warp in units of 256, 64K per block. Every architecture the
+    // real build compiles for: a configuration that one of them refuses is refused here.
+    for (int a : {80, 90}) {
+        const EmuKernelLimits *la = limits_of(mangled, a);
+        if (!la) continue;
+        unsigned long long warps = (threads + 31) / 32;
+        unsigned long long per_warp = ((unsigned long long)la->regs * 32 + 255) / 256 * 256;
+        if (warps * per_warp > 65536) {
+            snprintf(buf, sizeof buf, "%llu threads x %d registers (sm_%d build) need %llu registers, a block has 65536",
+                     threads, la->regs, a, warps * per_warp);
+            return bad(cudaErrorLaunchOutOfResources, buf);
+        }
     }
     return cudaSuccess;
 }

@@ -228,8 +228,10 @@ static cudaError_t register_alloc(void **out, size_t bytes, MemKind kind) {
             return cudaErrorMemoryAllocation;
         }
     }
-    void *p = aligned_alloc(256, (n + 255) / 256 * 256);
-    if (!p) { *out = NULL; return cudaErrorMemoryAllocation; }
+    // exactly the bytes asked for (256-aligned, as cudaMalloc's are): under AddressSanitizer a
+    // kernel that reads or writes one element past them is a heap overflow
+    void *p = NULL;
+    if (posix_memalign(&p, 256, n) != 0) { *out = NULL; return cudaErrorMemoryAllocation; }
     std::lock_guard<std::mutex> lk(g_mem_mu);
     poison(p, n);
     g_allocs[(uintptr_t)p] = Alloc{(char *)p, bytes, kind};

@@ -25,7 +25,7 @@ layernorm_forward_kernel(bf16 *out, float *mean, float *rstd, const bf16 *inp, c
     const int row = blockIdx.x * LN_FWD_WARPS + threadIdx.x / 32;
     if (row >= N) return; // whole warps leave together
     const bf16 *x = inp + (size_t)row * C;
-    bf16x8 xv[MAXV];
+    bf16x8 xv[MAXV] = {};   // the rows past C stay unread; zeros keep every compiler sure of that
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < MAXV; i++) {

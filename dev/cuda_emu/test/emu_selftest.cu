@@ -13,6 +13,7 @@
 // kernel given a pageable pointer faults (sticky), the device size is honoured, fresh
 // memory is not zero.
 #include <cuda_runtime.h>
+#include <nccl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,11 @@ __global__ void register_hungry(const float *x, float *out) {
 }
 
 __global__ void write_one(float *p) { p[threadIdx.x] = 1.0f; }
+
+// Thread n writes one element past an n-element buffer.
+__global__ void write_past_end(float *p, int n) {
+    if (threadIdx.x <= (unsigned)n) p[threadIdx.x] = 2.0f;
+}
 
 // ---------------------------------------------------------------- helpers
 
@@ -349,6 +355,20 @@ static int case_host_functions_serialize() {   // must die (hang detected)
     return 0;
 }
 
+// Device memory is host memory: under AddressSanitizer a kernel's write past the end of a
+// cudaMalloc buffer is a heap-buffer-overflow (the ASan build runs this case; must die).
+static int case_kernel_out_of_bounds() {
+    float *d;
+    CK(cudaMalloc(&d, 31 * sizeof(float)));
+    write_past_end<<<1, 32>>>(d, 31);
+    cudaDeviceSynchronize();
+#ifndef __SANITIZE_ADDRESS__
+    printf("not built with AddressSanitizer: the overflow goes unseen\n");
+    abort();
+#endif
+    return 0;
+}
+
 static int case_copy_kinds() {
     float *d, h[16] = {0}, *p;
     CK(cudaMalloc(&d, sizeof h));
@@ -396,6 +416,39 @@ static int case_device_size() {   // run with CUDA_EMU_MEM=64M
     return g_bad;
 }
 
+// NCCL at one rank: an all-gather is a copy on its stream; a send to oneself needs its
+// receive in the same group; sizes must match; outside a group it would wait forever.
+static int case_nccl_one_rank() {
+    ncclUniqueId id;
+    ncclComm_t comm, sub;
+    cudaStream_t s;
+    float *a, *b, h[8];
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaMalloc(&a, 8 * sizeof(float)));
+    CK(cudaMalloc(&b, 8 * sizeof(float)));
+    for (int i = 0; i < 8; i++) h[i] = (float)i;
+    CK(cudaMemcpy(a, h, sizeof h, cudaMemcpyHostToDevice));
+    expect(ncclGetUniqueId(&id) == ncclSuccess && ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess, "a one-rank communicator");
+    expect(ncclCommInitRank(&sub, 2, id, 0) == ncclInvalidUsage, "two ranks are refused (not emulated across processes)");
+    expect(ncclAllGather(a, b, 8, ncclFloat, comm, s) == ncclSuccess, "ncclAllGather");
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(h, b, sizeof h, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 8; i++) expect(h[i] == (float)i, "a one-rank all-gather copies");
+    expect(ncclSend(a, 8, ncclFloat, 0, comm, s) == ncclInvalidUsage, "a send to oneself outside a group is refused");
+    ncclGroupStart();
+    ncclSend(a, 8, ncclFloat, 0, comm, s);
+    ncclRecv(b, 4, ncclFloat, 0, comm, s);
+    expect(ncclGroupEnd() == ncclInvalidUsage, "a send and a receive of different sizes are refused");
+    ncclGroupStart();
+    ncclSend(a, 8, ncclFloat, 0, comm, s);
+    expect(ncclGroupEnd() == ncclInvalidUsage, "a send without its receive in the group is refused");
+    expect(ncclCommSplit(comm, 0, 0, &sub, nullptr) == ncclSuccess && sub != nullptr, "ncclCommSplit");
+    expect(ncclCommSplit(comm, NCCL_SPLIT_NOCOLOR, 0, &sub, nullptr) == ncclSuccess && sub == nullptr,
+           "NCCL_SPLIT_NOCOLOR gives no communicator");
+    ncclCommDestroy(comm);
+    return g_bad;
+}
+
 struct Case {
     const char *name;
     int (*fn)();
@@ -420,7 +473,11 @@ static const Case cases[] = {
     {"host_function_no_cuda", case_host_function_no_cuda, 0, "must not make CUDA calls", nullptr},
     {"host_functions_serialize", case_host_functions_serialize, 1, "no progress for 2 s", "CUDA_EMU_HANG_S=2"},
     {"copy_kinds", case_copy_kinds, 0, nullptr, nullptr},
+#ifdef __SANITIZE_ADDRESS__
+    {"kernel_out_of_bounds", case_kernel_out_of_bounds, 1, "heap-buffer-overflow", nullptr},
+#endif
     {"device_size", case_device_size, 0, nullptr, "CUDA_EMU_MEM=64M"},
+    {"nccl_one_rank", case_nccl_one_rank, 0, nullptr, nullptr},
 };
 
 int main(int argc, char **argv) {
