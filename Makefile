@@ -16,7 +16,9 @@ CFLAGS ?= -O3 -march=native
 CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -ffp-contract=off -Wall -Wextra -I.
 # liburing: zero/io/nvme.c's io_uring engine; without it nvme.c builds with threads only.
 URING_LIBS := $(shell printf '\043include <liburing.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo -luring)
-LDLIBS = -lm -lz -lpcre2-8 -lcjson $(URING_LIBS)
+# libcrypto (OpenSSL): zero/comm/bootstrap_tcp.c authenticates the bootstrap without MPI.
+CRYPTO_LIBS := -lcrypto
+LDLIBS = -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) $(CRYPTO_LIBS)
 # MPI: zero/ starts under mpirun/srun through it. Without an MPI installation (some GPU
 # images) everything builds against zero/comm/mpi_stub and ranks start from RANK/WORLD_SIZE.
 MPICC ?= mpicc
@@ -36,7 +38,7 @@ NV_INC := $(foreach d,$(NV_SITE),$(addprefix -I,$(wildcard $(d)/cudnn/include $(
 NV_LIB := $(foreach d,$(NV_SITE),$(addprefix -L,$(wildcard $(d)/cudnn/lib $(d)/nccl/lib)))
 NVCCFLAGS += -I$(CUDA_HOME)/include $(NV_INC)
 CUDA_LDLIBS = -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lcublas -lcublasLt -lcudnn -lnccl \
-              -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) -lgomp
+              -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) $(CRYPTO_LIBS) -lgomp
 
 # llmc/: the host folders make libllmc.a, llmc/cuda/ the CUDA objects (llmc/README.md)
 HOST_SRC := $(wildcard llmc/*.c llmc/numerics/*.c llmc/model/*.c llmc/data/*.c llmc/run/*.c llmc/cpu/*.c)
@@ -98,12 +100,12 @@ $(BUILD)/gpu_zero_toy: dev/test/gpu_zero_toy.c dev/test/mpi_zero_toy.c dev/test/
                       $(BUILD)/libzero.a
 	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(BUILD)/gpu_zero_toy.o
 	$(NVCC) -o $@ $(BUILD)/gpu_zero_toy.o $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
-	    -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lnccl $(MPI_LDFLAGS) -lcjson -lz $(URING_LIBS) -lgomp -lpthread -lm
+	    -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lnccl $(MPI_LDFLAGS) -lcjson -lz $(URING_LIBS) $(CRYPTO_LIBS) -lgomp -lpthread -lm
 
 # GPU test of zero/'s quantization kernels against the C reference (skips without a GPU)
 $(BUILD)/gpu_zero_quant: dev/test/gpu_zero_quant.c dev/test/quant_cases.h $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $(BUILD)/gpu_zero_quant.o
-	$(NVCC) -o $@ $(BUILD)/gpu_zero_quant.o $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a -L$(CUDA_HOME)/lib64 -lgomp -lm
+	$(NVCC) -o $@ $(BUILD)/gpu_zero_quant.o $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a -L$(CUDA_HOME)/lib64 $(CRYPTO_LIBS) -lgomp -lm
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -163,7 +165,7 @@ bench_quant: dev/bench/bench_quant.c zero/kernels/quant.c zero/kernels/quant.h z
 
 # ZeRO++ wire kernels on the GPU, GB/s against a device copy: make bench_wire_cuda; ./bench_wire_cuda [elements] [repeats] [block]
 bench_wire_cuda: dev/bench/bench_wire_cuda.cu $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
-	$(NVCC) $(ZERO_NVCCFLAGS) $< $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a -L$(CUDA_HOME)/lib64 -lgomp -lm -o $@
+	$(NVCC) $(ZERO_NVCCFLAGS) $< $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a -L$(CUDA_HOME)/lib64 $(CRYPTO_LIBS) -lgomp -lm -o $@
 
 # NVMe engine throughput against plain O_DIRECT I/O: make bench_nvme; ./bench_nvme [DIR] [-s GiB]
 bench_nvme: dev/bench/bench_nvme.c zero/io/nvme.c zero/io/nvme.h

@@ -4,7 +4,7 @@
 # already where GPU targets are wanted; everything else comes from Debian.
 set -euo pipefail
 pkgs=(build-essential libpcre2-dev libcjson-dev libcmocka-dev zlib1g-dev
-      openmpi-bin libopenmpi-dev liburing-dev python3 python3-numpy python3-matplotlib)
+      openmpi-bin libopenmpi-dev liburing-dev libssl-dev python3 python3-numpy python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,9 +7,11 @@ Start-up (comm_mpi.c):
   - otherwise rank, world and local rank come from RANK, WORLD_SIZE, LOCAL_RANK (default
     0, 1, 0) and MPI is never touched. The host backend then needs world == 1; a device
     backend bootstraps its own collectives (NCCL) with zero_comm_share_blob(), which goes
-    over TCP when ZERO_BOOTSTRAP_TCP=host:port is set (bootstrap_tcp.c), else through a
-    shared file named by ZERO_BOOTSTRAP_FILE. ZERO_BOOTSTRAP_TIMEOUT (seconds, default 600)
-    bounds either wait.
+    over TCP when ZERO_BOOTSTRAP_TCP=host:port is set, else through a shared file named by
+    ZERO_BOOTSTRAP_FILE (bootstrap_tcp.c). Either needs the job's secret in every rank
+    (ZERO_BOOTSTRAP_SECRET, or ZERO_BOOTSTRAP_SECRET_FILE naming a file of mode 0600), and
+    gives the blob only to, and takes it only from, a process that proves it holds it.
+    ZERO_BOOTSTRAP_TIMEOUT (seconds, default 600) bounds either wait.
 
 Node layout: node_size > 0 makes ranks [k*node_size, (k+1)*node_size) logical node k (so the
 hierarchical paths run on one machine); 0 means real nodes (MPI_Comm_split_type SHARED).
@@ -135,13 +137,18 @@ ZeroChannel *zero_comm_channel_open(ZeroComm *c);
 void zero_comm_channel_close(ZeroComm *c, ZeroChannel *ch);
 
 // Copies rank 0's bytes to every rank: the hook a device backend uses to share its
-// collective library's id (ncclUniqueId). MPI_Bcast when launched by MPI; else through
-// the file $ZERO_BOOTSTRAP_FILE (rank 0 writes it atomically, the others poll for it).
-// Returns 0 or -1 after printing why.
+// collective library's id (ncclUniqueId). MPI_Bcast when launched by MPI; else over TCP
+// ($ZERO_BOOTSTRAP_TCP) or through the file $ZERO_BOOTSTRAP_FILE, both authenticated by the
+// job's secret (see above). Returns 0 or -1 after printing why.
 int zero_comm_share_blob(ZeroComm *c, void *blob, size_t bytes, const char *what);
-// The TCP path of zero_comm_share_blob (spec "host:port"; rank 0 listens on port, the
-// others connect to host:port). Returns 0 or -1 after printing why.
+// The TCP path of zero_comm_share_blob (spec "host:port"; rank 0 listens on host:port
+// only, the others connect to it; each side proves the job's secret before the bytes,
+// sealed, travel). Returns 0 or -1 after printing why.
 int zero_share_blob_tcp(ZeroComm *c, const char *spec, void *blob, size_t bytes, const char *what);
+// The file path (rank 0 writes the bytes sealed under the job's secret to a fresh file it
+// renames onto path; the others poll path and refuse a file the secret does not open).
+// Returns 0 or -1 after printing why.
+int zero_share_blob_file(ZeroComm *c, const char *path, void *blob, size_t bytes, const char *what);
 // Seconds a rank waits for the others at start-up: $ZERO_BOOTSTRAP_TIMEOUT, default 600.
 double zero_bootstrap_timeout(void);
 // Attaches (or, with NULL, detaches) a device library's hooks; the watchdog stops using

@@ -16,7 +16,7 @@ EMU_SAN ?=
 EMU_CXXFLAGS := -std=c++17 -O3 -march=native -g -fopenmp -ffp-contract=off -fno-strict-aliasing -Wall -Wextra \
                 -Wno-attributes -Wno-unknown-pragmas \
                 -I$(EMU_SRC_DIR) -Idev/cuda_emu -I$(CUDA_HOME)/include $(NV_INC) $(EMU_SAN)
-EMU_LDLIBS = -rdynamic $(MPI_LDFLAGS) -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) -lgomp -lpthread -ldl $(EMU_SAN)
+EMU_LDLIBS = -rdynamic $(MPI_LDFLAGS) -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) $(CRYPTO_LIBS) -lgomp -lpthread -ldl $(EMU_SAN)
 
 # every CUDA source of the project, as nvcc sees them
 EMU_CU := $(wildcard llmc/cuda/*.cu zero/cuda/*.cu) train_gpt2.cu train_gpt2_zero.cu test_gpt2_zero.cu \

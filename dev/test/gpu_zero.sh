@@ -113,7 +113,7 @@ for f in zero/cuda/*.cu; do
 done
 bin="$tmp/gpu_zero_toy"
 [ $build_ok = 1 ] && "$nvcc" -o "$bin" "$tmp/gpu_zero_toy.o" "${cuda_objs[@]}" "$tmp/libzero.a" \
-    "$nccl_so" -Xlinker -rpath,"$nccl_lib" "${mpi_link[@]}" $uring $ckpt_libs -lgomp -lpthread -lm || build_ok=0
+    "$nccl_so" -Xlinker -rpath,"$nccl_lib" "${mpi_link[@]}" $uring $ckpt_libs -lcrypto -lgomp -lpthread -lm || build_ok=0
 [ $build_ok = 1 ] || { echo "FAIL: build"; exit 1; }
 pass "build (warning-free)"
 
@@ -136,7 +136,7 @@ export ZERO_GPU_TEST_SMALL=1   # the 1 GiB norm runs once, above
 
 # launch NP BOOT LOG MODE: BOOT is mpi, file or tcp
 launch() {
-    local np=$1 boot=$2 log=$3 mode=$4 r p rc=0 e pids=() bootenv
+    local np=$1 boot=$2 log=$3 mode=$4 r p rc=0 e pids=() bootenv secret
     rm -f "$log" "$log".*
     if [ "$boot" = mpi ]; then
         printf '#!/bin/sh\nNCCL_HOSTID="zero-gpu-test-${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}"\nexport NCCL_HOSTID\nexec "$@"\n' > "$tmp/rank.sh"
@@ -146,8 +146,10 @@ launch() {
     fi
     if [ "$boot" = file ]; then bootenv="ZERO_BOOTSTRAP_FILE=$tmp/boot.$np.$RANDOM"
     else bootenv="ZERO_BOOTSTRAP_TCP=127.0.0.1:$((20000 + RANDOM % 20000))"; fi
+    secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')   # the job's bootstrap secret (zero/comm/bootstrap_tcp.c)
     for ((r = 0; r < np; r++)); do
         env "${nolaunch[@]}" RANK=$r WORLD_SIZE=$np LOCAL_RANK=$r LOCAL_WORLD_SIZE=$np NCCL_HOSTID=zero-gpu-test-$r "$bootenv" \
+            ZERO_BOOTSTRAP_SECRET="$secret" \
             timeout "$limit" "$bin" "$mode" > "$log.$r" 2>&1 &
         pids+=($!)
     done

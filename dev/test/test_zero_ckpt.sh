@@ -30,7 +30,7 @@ source dev/test/zero_sources.sh
 uring=$(printf '#include <liburing.h>\n' | ${CC:-cc} -E -x c - > /dev/null 2>&1 && echo -luring)
 bin="$tmp/mpi_zero_ckpt"
 if ! mpicc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -ffp-contract=off -Wall -Wextra -Werror \
-        dev/test/mpi_zero_ckpt.c "${ZERO_HOST_SRC[@]}" -lcjson -lz $uring -lm -o "$bin" 2> "$tmp/build.log"; then
+        dev/test/mpi_zero_ckpt.c "${ZERO_HOST_SRC[@]}" -lcjson -lz $uring -lcrypto -lm -o "$bin" 2> "$tmp/build.log"; then
     cat "$tmp/build.log"
     echo "FAIL: building mpi_zero_ckpt"
     exit 1

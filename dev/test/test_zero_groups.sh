@@ -14,7 +14,7 @@ source dev/test/zero_sources.sh
 # as the Makefile decides: zero/io/nvme.c uses liburing when its header is there
 uring=$(printf '#include <liburing.h>\n' | ${CC:-cc} -E -x c - > /dev/null 2>&1 && echo -luring)
 if ! mpicc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -ffp-contract=off -Wall -Wextra -Werror dev/test/mpi_zero_groups.c \
-        "${ZERO_HOST_SRC[@]}" -lcjson -lz $uring -lm -o "$bin" > "$tmp/build.log" 2>&1; then
+        "${ZERO_HOST_SRC[@]}" -lcjson -lz $uring -lcrypto -lm -o "$bin" > "$tmp/build.log" 2>&1; then
     cat "$tmp/build.log"
     echo "FAIL: building mpi_zero_groups (needs mpicc from OpenMPI)"
     exit 1

@@ -24,7 +24,7 @@ uring=$(printf '#include <liburing.h>\n' | ${CC:-cc} -E -x c - > /dev/null 2>&1 
 # build NAME: dev/test/NAME.c with zero/ into $tmp/NAME, warning-free
 build() {
     if ! mpicc -std=c11 -D_GNU_SOURCE -O2 -march=native -fopenmp -ffp-contract=off -Wall -Wextra -Werror \
-            "dev/test/$1.c" "${ZERO_HOST_SRC[@]}" -lcjson -lz $uring -lm -o "$tmp/$1" 2> "$tmp/build.log"; then
+            "dev/test/$1.c" "${ZERO_HOST_SRC[@]}" -lcjson -lz $uring -lcrypto -lm -o "$tmp/$1" 2> "$tmp/build.log"; then
         cat "$tmp/build.log"
         echo "FAIL: building $1"
         exit 1

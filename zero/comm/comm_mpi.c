@@ -2,14 +2,12 @@
 #include "../comm.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -319,52 +317,16 @@ void zero_comm_channel_close(ZeroComm *c, ZeroChannel *ch) {
     free(ch);
 }
 
-static void sleep_s(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
-// File bootstrap for launches without MPI: rank 0 publishes atomically, the others poll.
-static int share_blob_file(ZeroComm *c, void *blob, size_t bytes, const char *what) {
-    const char *path = getenv("ZERO_BOOTSTRAP_FILE");
-    if (!path || !*path) {
-        fprintf(stderr, "zero: rank %d: sharing %s across WORLD_SIZE=%d ranks without MPI needs "
-                "ZERO_BOOTSTRAP_FILE (a fresh path on a file system every rank sees)\n",
-                c->rank, what, c->world);
-        return -1;
-    }
-    if (c->rank == 0) {
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0 || write(fd, blob, bytes) != (ssize_t)bytes || fsync(fd) != 0 || close(fd) != 0 ||
-            rename(tmp, path) != 0) {
-            fprintf(stderr, "zero: rank 0: writing %s to %s failed: %s\n", what, path, strerror(errno));
-            return -1;
-        }
-        return 0;
-    }
-    const double limit = zero_bootstrap_timeout();
-    for (double waited = 0; waited < limit; waited += 0.05) {
-        struct stat st;
-        if (stat(path, &st) == 0 && (size_t)st.st_size == bytes) {
-            int fd = open(path, O_RDONLY);
-            ssize_t got = fd >= 0 ? read(fd, blob, bytes) : -1;
-            if (fd >= 0) close(fd);
-            if (got == (ssize_t)bytes) return 0;
-        }
-        sleep_s(0.05);
-    }
-    fprintf(stderr, "zero: rank %d: %s did not appear in %s within %.0f s (is rank 0 running, with the same "
-            "ZERO_BOOTSTRAP_FILE on a file system both see?)\n", c->rank, what, path, limit);
-    return -1;
-}
-
 int zero_comm_share_blob(ZeroComm *c, void *blob, size_t bytes, const char *what) {
     if (c->world == 1) return 0;
     if (!c->mpi) {
-        const char *tcp = getenv("ZERO_BOOTSTRAP_TCP");
-        return tcp && *tcp ? zero_share_blob_tcp(c, tcp, blob, bytes, what) : share_blob_file(c, blob, bytes, what);
+        const char *tcp = getenv("ZERO_BOOTSTRAP_TCP"), *file = getenv("ZERO_BOOTSTRAP_FILE");
+        if (tcp && *tcp) return zero_share_blob_tcp(c, tcp, blob, bytes, what);
+        if (file && *file) return zero_share_blob_file(c, file, blob, bytes, what);
+        fprintf(stderr, "zero: rank %d: sharing %s across WORLD_SIZE=%d ranks without MPI needs ZERO_BOOTSTRAP_TCP "
+                "(host:port of rank 0) or ZERO_BOOTSTRAP_FILE (a fresh path on a file system every rank sees), and "
+                "ZERO_BOOTSTRAP_SECRET\n", c->rank, what, c->world);
+        return -1;
     }
     if (bytes > INT_MAX) {
         fprintf(stderr, "zero: rank %d: %s is %zu bytes, too large to broadcast\n", c->rank, what, bytes);
