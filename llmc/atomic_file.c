@@ -5,9 +5,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <libgen.h>
+#include <limits.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -45,13 +49,13 @@ void atomic_file_commit(AtomicFile *af) {
     if (fflush(af->f) != 0 || fsync(fileno(af->f)) != 0) {
         int e = errno;
         atomic_file_abort(af);
-        die("cannot flush '%s' to disk: %s", af->tmp_path, strerror(e));
+        die("cannot flush '%s' (for '%s') to disk: %s", af->tmp_path, af->path, strerror(e));
     }
     if (fclose(af->f) != 0) {
         af->f = NULL;
         int e = errno;
         remove(af->tmp_path);
-        die("cannot close '%s': %s", af->tmp_path, strerror(e));
+        die("cannot close '%s' (for '%s'): %s", af->tmp_path, af->path, strerror(e));
     }
     af->f = NULL;
     if (rename(af->tmp_path, af->path) != 0) {
@@ -71,57 +75,151 @@ void atomic_file_abort(AtomicFile *af) {
     remove(af->tmp_path);
 }
 
-// "<name>.tmp.<digits>", as atomic_file_open (and zero/'s zfile_open) name temp files.
-static int is_temp_name(const char *name) {
-    const char *t = strstr(name, ".tmp.");
+// The PID of a temp file name "<base>.tmp.<pid>" as atomic_file_open (and zero/'s zfile_open)
+// write them ("%ld" of getpid(): no sign, no leading zero, fits a pid_t), with *base_len the
+// length of <base>; 0 when the name is not one.
+static pid_t temp_pid(const char *name, size_t *base_len) {
+    const char *t = NULL;
+    for (const char *s = strstr(name, ".tmp."); s; s = strstr(s + 1, ".tmp.")) t = s;   // the suffix is the last one
     if (t == NULL || t == name) return 0;
     const char *d = t + 5;
-    if (*d == '\0') return 0;
-    for (; *d; d++)
-        if (*d < '0' || *d > '9') return is_temp_name(t + 1);   // a later ".tmp." may be the suffix
-    return 1;
+    if (*d < '1' || *d > '9' || strlen(d) > 10) return 0;
+    long long pid = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9') return 0;
+        pid = pid * 10 + (*d - '0');
+    }
+    if (pid > INT_MAX) return 0;
+    *base_len = (size_t)(t - name);
+    return (pid_t)pid;
 }
 
-// Removes the temp files of one folder; appends their names (below `rel`) to list.
-static int remove_stale_in(const char *dir, const char *rel, int depth, char *list, size_t cap) {
-    DIR *d = opendir(dir);
-    if (d == NULL) return 0;
-    int removed = 0;
+// The file part of a name pattern where it applies: in dir itself (folder NULL) a pattern
+// without '/'; in a folder one level down, "FOLDER/FILE" whose FOLDER matches the folder's name.
+static const char *file_pattern(const char *pattern, const char *folder) {
+    const char *slash = strchr(pattern, '/');
+    if (folder == NULL) return slash ? NULL : pattern;
+    char dir_pat[NAME_MAX + 1];
+    if (slash == NULL || slash - pattern > NAME_MAX) return NULL;
+    memcpy(dir_pat, pattern, (size_t)(slash - pattern));
+    dir_pat[slash - pattern] = '\0';
+    return fnmatch(dir_pat, folder, 0) == 0 ? slash + 1 : NULL;
+}
+
+// Whether <base> (the first len bytes of name) is one of names at this folder level.
+static int ours(const char *name, size_t len, const char *folder, const char *const *names) {
+    char base[NAME_MAX + 1];
+    if (len > NAME_MAX) return 0;
+    memcpy(base, name, len);
+    base[len] = '\0';
+    for (; *names; names++) {
+        const char *fp = file_pattern(*names, folder);
+        if (fp && fnmatch(fp, base, 0) == 0) return 1;
+    }
+    return 0;
+}
+
+// Whether a folder directly in dir is one where names puts files (zero_N/).
+static int our_folder(const char *folder, const char *const *names) {
+    for (; *names; names++)
+        if (file_pattern(*names, folder)) return 1;
+    return 0;
+}
+
+// When this machine booted (seconds since the epoch), or -1 if unknown.
+static time_t boot_time(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (f != NULL) {
+        char line[256];
+        long long btime = -1;
+        while (fgets(line, sizeof(line), f))
+            if (sscanf(line, "btime %lld", &btime) == 1) break;
+        fclose(f);
+        if (btime > 0) return (time_t)btime;
+    }
+#ifdef CLOCK_BOOTTIME
+    struct timespec up;
+    if (clock_gettime(CLOCK_BOOTTIME, &up) == 0) return time(NULL) - up.tv_sec - 1;
+#endif
+    return -1;
+}
+
+// "name, name, ..." that stops growing with ", ..." when cap is reached.
+static void list_add(char *list, size_t cap, const char *item) {
+    size_t len = strlen(list);
+    if (len >= 5 && strcmp(list + len - 5, ", ...") == 0) return;
+    if (len + strlen(item) + 3 + 5 < cap) snprintf(list + len, cap - len, "%s%s", len ? ", " : "", item);
+    else snprintf(list + len, cap - len, "%s...", len ? ", " : "");
+}
+
+typedef struct {
+    const char *const *names;
+    time_t boot;
+    int removed, kept;
+    char removed_list[1024], kept_list[1024];
+} Stale;
+
+// One folder, opened as dfd (closed here); `folder`: its name when it is one level down
+// (NULL for dir itself), `shown`: how it reads in messages.
+static void remove_stale_in(Stale *s, int dfd, const char *folder, const char *shown) {
+    DIR *d = fdopendir(dfd);
+    if (d == NULL) {
+        close(dfd);
+        return;
+    }
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char path[4608], name[4608];
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        snprintf(name, sizeof(name), "%s%s", rel, e->d_name);
+        char rel[2 * NAME_MAX + 2];
+        snprintf(rel, sizeof(rel), "%s%s%s", folder ? folder : "", folder ? "/" : "", e->d_name);
         struct stat st;
-        if (lstat(path, &st) != 0) continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
         if (S_ISDIR(st.st_mode)) {
-            if (depth > 0) {
-                strcat(name, "/");
-                removed += remove_stale_in(path, name, depth - 1, list, cap);
-            }
-        } else if (is_temp_name(e->d_name)) {
-            if (remove(path) != 0) {
-                fprintf(stderr, "warning: cannot remove stale temp file '%s': %s\n", path, strerror(errno));
-                continue;
-            }
-            size_t len = strlen(list);
-            if (len + strlen(name) + 3 < cap) snprintf(list + len, cap - len, "%s%s", len ? ", " : "", name);
-            else if (len + 5 < cap && strcmp(list + len - 3, "...") != 0) snprintf(list + len, cap - len, ", ...");
-            removed++;
+            // one level down, only the folders the names allow (zero_N/), never through a symlink
+            if (folder != NULL || !our_folder(e->d_name, s->names)) continue;
+            int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) remove_stale_in(s, sub, e->d_name, shown);
+            continue;
         }
+        size_t base_len;
+        pid_t pid = temp_pid(e->d_name, &base_len);
+        // a symlink or anything but a plain file is nobody's temp file here: no writer makes one
+        if (!S_ISREG(st.st_mode) || pid == 0 || !ours(e->d_name, base_len, folder, s->names)) continue;
+        // the PID in the name of a file from before this boot says nothing about its writer
+        char why[sizeof(rel) + 64];
+        if (s->boot < 0 || st.st_mtime < s->boot) {
+            snprintf(why, sizeof(why), "%s (%s)", rel, s->boot < 0 ? "boot time unknown" : "older than this boot");
+        } else if (kill(pid, 0) == 0 || errno != ESRCH) {
+            snprintf(why, sizeof(why), "%s (process %ld is running)", rel, (long)pid);
+        } else if (unlinkat(dirfd(d), e->d_name, 0) != 0) {
+            fprintf(stderr, "warning: cannot remove stale temp file '%s/%s': %s\n", shown, rel, strerror(errno));
+            continue;
+        } else {
+            list_add(s->removed_list, sizeof(s->removed_list), rel);
+            s->removed++;
+            continue;
+        }
+        list_add(s->kept_list, sizeof(s->kept_list), why);
+        s->kept++;
     }
     closedir(d);
-    return removed;
 }
 
-int atomic_file_remove_stale(const char *dir) {
-    char list[1024] = "";
-    int removed = remove_stale_in(dir, "", 1, list, sizeof(list));
-    if (removed > 0)
-        printf("removed %d stale temp file%s of an interrupted run from '%s': %s\n", removed, removed == 1 ? "" : "s",
-               dir, list);
-    return removed;
+int atomic_file_remove_stale(const char *dir, const char *const *names) {
+    Stale s;
+    memset(&s, 0, sizeof(s));
+    s.names = names;
+    s.boot = boot_time();
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return 0;
+    remove_stale_in(&s, dfd, NULL, dir);
+    if (s.removed > 0)
+        printf("removed %d stale temp file%s of an interrupted run from '%s': %s\n", s.removed,
+               s.removed == 1 ? "" : "s", dir, s.removed_list);
+    if (s.kept > 0)
+        printf("kept %d temp file%s in '%s' that may not be stale (remove by hand what no process is writing): %s\n",
+               s.kept, s.kept == 1 ? "" : "s", dir, s.kept_list);
+    return s.removed;
 }
 
 uint32_t file_crc32(const char *path, long offset, long length, uint64_t *nbytes) {

@@ -26,12 +26,26 @@ void atomic_file_commit(AtomicFile *af);
 // Removes the temp file (used on error paths that can recover).
 void atomic_file_abort(AtomicFile *af);
 
-// Removes "<name>.tmp.<digits>" files, the temp files of a writer (this one, or zero/'s,
-// which names them the same way) that died before its commit, from dir and the folders
-// directly inside it; prints one line naming what it removed. Only for an output folder
-// no other process is writing to (call it at start-up, before anything is written).
-// Returns how many it removed.
-int atomic_file_remove_stale(const char *dir);
+// Removes the temp files "<name>.tmp.<pid>" that a writer (this one, or zero/'s, which
+// names them the same way) left when it died before its commit: in dir, and in the folders
+// directly inside it that `names` names. names: NULL-terminated fnmatch patterns of the
+// files a run writes, "FILE" in dir or "FOLDER/FILE" one level down ("ckpt_[0-9]*.bin",
+// "zero_[0-9]*/rank_[0-9]*.bin"). A file is removed only when all of these hold, and
+// otherwise kept:
+//   - its <name> matches names and <pid> is a PID as getpid() prints it (a user's
+//     "notes.tmp.123" or "x.tmp.old" is no temp file of ours);
+//   - it is a plain file reached without following a symlink (a writer makes no symlinks;
+//     a folder that is a symlink is not entered);
+//   - the process <pid> is gone: kill(pid, 0) fails with ESRCH (a running writer, such as a
+//     run whose output folder lies inside dir, keeps its file; so does a file whose dead
+//     writer's PID a live process has taken since). PIDs are this host's: a run on another
+//     host sharing the folder is kept out by the folder's lock, not by this;
+//   - it was last written since this machine booted (the PID in an older file's name
+//     says nothing about its writer, so such a file is left for a person to judge).
+// Prints one line naming what it removed and one naming the temp files of those names it
+// kept, and why. Call it at start-up, holding the folder (run_lock.h). Returns how many
+// it removed.
+int atomic_file_remove_stale(const char *dir, const char *const *names);
 
 // CRC-32 of the bytes [offset, offset + length) of a file; length < 0 means to the end.
 // *nbytes (if not NULL) receives the count read. Exits naming the file on error.

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,7 +139,7 @@ static int publish(Zero *z, const char *dir, const char *folder, long long step,
     if (extra && extra_bytes > 0) {
         m.has_extra = 1;
         m.extra_bytes = extra_bytes;
-        snprintf(m.extra_file, sizeof m.extra_file, "extra.bin");
+        snprintf(m.extra_file, sizeof m.extra_file, "%s", ZCK_EXTRA_FILE);
         snprintf(path, sizeof path, "%s/%s", folder, m.extra_file);
         if (zfile_write_all(path, extra, extra_bytes, &m.extra_crc, err, sizeof err) != 0) {
             zero_say(z, "saving checkpoint: %s", err);
@@ -175,8 +176,13 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
     int bad = 0;
     uint32_t crc = 0;
     uint64_t bytes = 0;
+    struct stat st;
     if (zfile_mkdirs(folder, err, sizeof err) != 0) {
         zero_say(z, "saving checkpoint: %s", err);
+        bad = 1;
+    } else if (lstat(folder, &st) != 0 || !S_ISDIR(st.st_mode)) {   // never written through a link to someone's folder
+        zero_say(z, "saving checkpoint: %s is a symbolic link, not a folder of this run: nothing is written through it "
+                 "(remove the link, or choose another output folder)", folder);
         bad = 1;
     } else if (write_rank_file(z, path, step, &crc, &bytes) != 0) {
         bad = 1;
@@ -316,51 +322,152 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
     return 0;
 }
 
-// Removes one checkpoint folder: its files (rank files, manifest, extra), then the folder.
-static int remove_folder(const char *folder) {
-    DIR *d = opendir(folder);
-    if (d == NULL) return -1;
-    struct dirent *e;
+// ---------------------------------------------------------------- pruning
+// Deletes only what the format writes (zck_is_format_file) and never through a symbolic
+// link: folders are opened with O_NOFOLLOW and their files removed by unlinkat relative
+// to that descriptor, so a zero_S that is a link to someone's folder, or a file of someone's
+// inside a real zero_S, is left where it is (and said once).
+
+// What prune_folder did to one zero_S folder.
+typedef struct {
+    int removed, strays;   // format files removed; other entries left
+    char stray[256];       // the first of those
+} PruneResult;
+
+// Removes the format's files from parent/name (a real folder, not a link) and, when
+// nothing else is in it, the folder. Returns 0, or -1 with errno set (ELOOP or ENOTDIR:
+// name is a symbolic link or no folder, and nothing was touched).
+static int prune_folder(int parent, const char *name, PruneResult *res) {
+    memset(res, 0, sizeof *res);
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -1;
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return -1;
+    }
+    // the names first, then the removals: readdir's view of a folder changing under it is unspecified
+    char **names = NULL;
+    size_t n = 0, cap = 0;
     int rc = 0;
+    struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char path[4608];
-        snprintf(path, sizeof path, "%s/%s", folder, e->d_name);
-        if (remove(path) != 0) rc = -1;
+        struct stat st;
+        if (!zck_is_format_file(e->d_name) || fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+            if (res->strays++ == 0) snprintf(res->stray, sizeof res->stray, "%s", e->d_name);
+            continue;
+        }
+        if (n == cap) {
+            char **bigger = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *names);
+            if (bigger == NULL) { rc = -1; break; }
+            names = bigger;
+        }
+        if ((names[n] = strdup(e->d_name)) == NULL) { rc = -1; break; }
+        n++;
     }
-    closedir(d);
-    if (rmdir(folder) != 0) rc = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (unlinkat(fd, names[i], 0) == 0) res->removed++;
+        else rc = -1;
+        free(names[i]);
+    }
+    free(names);
+    closedir(d);   // closes fd
+    if (rc == 0 && res->strays == 0 && unlinkat(parent, name, AT_REMOVEDIR) != 0) rc = -1;
     return rc;
+}
+
+// Whether parent/name is a real folder (not a link) holding a regular manifest.json.
+static int has_manifest(int parent, const char *name) {
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    int yes = fstatat(fd, ZCK_MANIFEST_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+    close(fd);
+    return yes;
+}
+
+// A link named zero_S is reported the first time a prune meets it, not at every save.
+static int first_sighting(long long step) {
+    static long long seen[64];
+    static int nseen;
+    for (int i = 0; i < nseen; i++)
+        if (seen[i] == step) return 0;
+    if (nseen < 64) seen[nseen++] = step;
+    return 1;
+}
+
+typedef struct {
+    long long step;
+    int complete;   // holds a manifest: a published checkpoint
+} PruneEntry;
+
+static int newer_first(const void *a, const void *b) {
+    long long x = ((const PruneEntry *)a)->step, y = ((const PruneEntry *)b)->step;
+    return x < y ? 1 : x > y ? -1 : 0;
 }
 
 int zero_prune(Zero *z, const char *dir, int keep) {
     if (z->rank != 0 || keep < 1) return 0;
     long long latest = zck_latest(dir);
     if (latest < 0) return 0;
-    // Steps of the zero_* folders, newest first; the newest `keep` at or below the
-    // published latest survive (a folder above it is an unfinished save: left alone).
-    DIR *d = opendir(dir);
-    if (d == NULL) return -1;
-    long long steps[4096];
-    int n = 0;
+    int parent = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (parent < 0) return -1;
+    int listing = dup(parent);
+    DIR *d = listing >= 0 ? fdopendir(listing) : NULL;
+    if (d == NULL) {
+        if (listing >= 0) close(listing);
+        close(parent);
+        return -1;
+    }
+    // The real zero_S folders at or below the published latest (one above it is a save
+    // under way: left alone), newest first.
+    PruneEntry *list = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL && n < 4096) {
-        long long s;
-        char tail;
-        if (sscanf(e->d_name, "zero_%lld%c", &s, &tail) == 1 && s <= latest) steps[n++] = s;
+    while ((e = readdir(d)) != NULL) {
+        long long s = zck_folder_step(e->d_name);
+        if (s < 0 || s > latest) continue;
+        struct stat st;
+        if (fstatat(parent, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (!S_ISDIR(st.st_mode)) {
+            if (first_sighting(s))
+                zero_say(z, "%s/%s is %s, not a checkpoint folder: left alone (not followed, nothing in it removed)", dir,
+                         e->d_name, S_ISLNK(st.st_mode) ? "a symbolic link" : "no folder");
+            continue;
+        }
+        if (n == cap) {
+            PruneEntry *bigger = realloc(list, (cap = cap ? 2 * cap : 16) * sizeof *list);
+            if (bigger == NULL) { rc = -1; break; }
+            list = bigger;
+        }
+        list[n].step = s;
+        list[n].complete = has_manifest(parent, e->d_name);
+        n++;
     }
     closedir(d);
-    int rc = 0;
-    for (int i = 0; i < n; i++) {
-        int newer = 0;
-        for (int j = 0; j < n; j++) newer += steps[j] > steps[i];
-        if (newer < keep) continue;
-        char folder[4200];
-        zck_folder(folder, sizeof folder, dir, steps[i]);
-        if (remove_folder(folder) != 0) {
-            zero_say(z, "could not remove old checkpoint %s", folder);
+    qsort(list, n, sizeof *list, newer_first);
+    // the newest `keep` published checkpoints survive; the rest are removed, their files only
+    int kept = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if ((list[i].complete && kept < keep) || list[i].step == latest) {   // latest_zero's: never removed
+            kept++;
+            continue;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "zero_%lld", list[i].step);
+        PruneResult res;
+        if (prune_folder(parent, name, &res) != 0) {
+            zero_say(z, "could not remove old checkpoint %s/%s: %s", dir, name, strerror(errno));
             rc = -1;
+        } else if (res.strays > 0 && res.removed > 0) {   // said when its files go, not at every later save
+            zero_say(z, "removed old checkpoint %s/%s but kept the folder: it also holds %d file%s the checkpoint "
+                     "format does not name (%s%s), left as they are", dir, name, res.strays, res.strays == 1 ? "" : "s",
+                     res.stray, res.strays > 1 ? ", ..." : "");
         }
     }
+    free(list);
+    close(parent);
     return rc;
 }

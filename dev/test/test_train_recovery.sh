@@ -42,17 +42,18 @@ if "${zero[@]}" -x 4 -n 4 -o "$tmp/zexport" > "$tmp/zexport.txt" 2>&1; then fail
 grep -q "resumed from '$tmp/zexport' at step 4" "$tmp/zexport2.txt" || { cat "$tmp/zexport2.txt"; fail "sharded: did not resume from step 4"; }
 echo "a failed model export leaves latest at the good checkpoint (unsharded and -z 2)"
 
-# 3. temp files of an interrupted run
+# 3. temp files of an interrupted run (PIDs above Linux's PID_MAX_LIMIT, 4194304: their
+# writers are surely gone; test_run_files.sh has live and dead ones, and what else stays)
 for d in stale zstale; do
     mkdir -p "$tmp/$d/zero_4" "$tmp/$d/sub"
-    touch "$tmp/$d/latest.tmp.4242" "$tmp/$d/ckpt_00000002.bin.tmp.17" "$tmp/$d/zero_4/rank_00001.bin.tmp.99" \
+    touch "$tmp/$d/latest.tmp.4242424" "$tmp/$d/ckpt_00000002.bin.tmp.7777777" "$tmp/$d/zero_4/rank_00001.bin.tmp.9999999" \
           "$tmp/$d/notes.tmp.txt" "$tmp/$d/x.tmp." "$tmp/$d/sub/keep.bin"
 done
 ./train_gpt2 "${small[@]}" -x 1 -o "$tmp/stale" > "$tmp/stale.txt" 2>&1 || { cat "$tmp/stale.txt"; fail "run over stale temp files failed"; }
 "${zero[@]}" -x 1 -o "$tmp/zstale" > "$tmp/zstale.txt" 2>&1 || { cat "$tmp/zstale.txt"; fail "sharded run over stale temp files failed"; }
 for d in stale zstale; do
     grep -q "removed 3 stale temp files of an interrupted run from '$tmp/$d'" "$tmp/$d.txt" || { cat "$tmp/$d.txt"; fail "$d: no line saying 3 temp files were removed"; }
-    for f in latest.tmp.4242 ckpt_00000002.bin.tmp.17 zero_4/rank_00001.bin.tmp.99; do
+    for f in latest.tmp.4242424 ckpt_00000002.bin.tmp.7777777 zero_4/rank_00001.bin.tmp.9999999; do
         [ -e "$tmp/$d/$f" ] && fail "$d: stale $f was not removed"
         grep -q "$f" "$tmp/$d.txt" || fail "$d: the removal of $f is not named"
     done

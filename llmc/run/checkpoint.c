@@ -1,8 +1,13 @@
 // checkpoint.c: atomic, verified training checkpoints.
 #include "checkpoint.h"
 
-#include <glob.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../atomic_file.h"
 #include "../model/gpt2_model_file.h"
@@ -33,42 +38,157 @@ static void ckpt_path(char *buf, size_t n, const char *dir, const char *what, in
 
 static long body_bytes(size_t n) { return (long)(HEADER_BYTES + 3 * n * sizeof(float)); }
 
-int checkpoint_latest(const char *out_dir) {
+// The step a pointer file OUT/NAME (latest, latest_zero) names: -1 when it is missing, -2
+// when it is malformed.
+static int read_step_file(const char *out_dir, const char *name) {
     char path[4096];
-    snprintf(path, sizeof(path), "%s/latest", out_dir);
+    snprintf(path, sizeof(path), "%s/%s", out_dir, name);
     FILE *f = fopen(path, "r");
     if (f == NULL) return -1;
-    int step = -1;
-    if (fscanf(f, "%d", &step) != 1 || step < 0) die("'%s' is corrupt: expected a step number", path);
+    int step = -2;
+    if (fscanf(f, "%d", &step) != 1 || step < 0) step = -2;
     fclose(f);
     return step;
 }
 
-// Calls fn(path, step, ctx) for each OUT/KIND_SSSSSSSS.bin (model_final.bin is no step).
-static void for_each_step(const char *out_dir, const char *kind, void (*fn)(const char *, int, void *), void *ctx) {
-    char pattern[4096], fmt[32];
-    snprintf(pattern, sizeof(pattern), "%s/%s_*.bin", out_dir, kind);
-    snprintf(fmt, sizeof(fmt), "/%s_%%d.bin", kind);
-    glob_t g;
-    if (glob(pattern, 0, NULL, &g) != 0) return;
-    for (size_t i = 0; i < g.gl_pathc; i++) {
-        const char *name = strrchr(g.gl_pathv[i], '/');
-        int step;
-        if (name && sscanf(name, fmt, &step) == 1) fn(g.gl_pathv[i], step, ctx);
-    }
-    globfree(&g);
+// OUT/latest as a step, -1 when it is missing; exits when it is malformed.
+static int read_latest(const char *out_dir) {
+    int step = read_step_file(out_dir, "latest");
+    if (step == -2) die("'%s/latest' is corrupt: expected a step number", out_dir);
+    return step;
 }
 
-static void remove_unless_kept(const char *path, int step, void *keep) {
+// The step of a file named exactly as ckpt_path names it (KIND_SSSSSSSS.bin: no sign, no
+// other padding), or -1: ckpt_5.bin or model_7_notes.bin are someone else's files.
+static int step_of(const char *name, const char *kind) {
+    size_t k = strlen(kind);
+    if (strncmp(name, kind, k) != 0 || name[k] != '_' || name[k + 1] < '0' || name[k + 1] > '9') return -1;
+    long step = strtol(name + k + 1, NULL, 10);
+    if (step < 0 || step > INT_MAX) return -1;
+    char back[64];
+    snprintf(back, sizeof(back), "%s_%08ld.bin", kind, step);
+    return strcmp(back, name) == 0 ? (int)step : -1;
+}
+
+typedef struct {
+    char name[256];
+    int step;
+} StepFile;
+
+// The regular files OUT/KIND_SSSSSSSS.bin (a symbolic link or a folder of that name is not
+// one: it is never followed nor removed), in *files (caller frees); returns how many.
+static int list_steps(const char *out_dir, const char *kind, StepFile **files) {
+    *files = NULL;
+    DIR *d = opendir(out_dir);
+    if (d == NULL) return 0;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int step = step_of(e->d_name, kind);
+        struct stat st;
+        if (step < 0 || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            *files = (StepFile *)realloc(*files, (size_t)cap * sizeof(StepFile));
+            if (*files == NULL) die("out of host memory listing '%s'", out_dir);
+        }
+        snprintf((*files)[n].name, sizeof((*files)[n].name), "%s", e->d_name);
+        (*files)[n++].step = step;
+    }
+    closedir(d);
+    return n;
+}
+
+// Removes OUT/KIND_SSSSSSSS.bin for the steps keep(step, ctx) rejects; nothing else.
+static void remove_steps(const char *out_dir, const char *kind, int (*keep)(int step, void *ctx), void *ctx) {
+    StepFile *files;
+    int n = list_steps(out_dir, kind, &files);
+    int dir = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    for (int i = 0; i < n && dir >= 0; i++)
+        if (!keep(files[i].step, ctx)) unlinkat(dir, files[i].name, 0);   // the link itself, were it one now
+    if (dir >= 0) close(dir);
+    free(files);
+}
+
+static int is_kept(int step, void *keep) {
     const int *k = (const int *)keep;
-    if (step != k[0] && step != k[1]) remove(path);
+    return step == k[0] || step == k[1];
 }
 
 // Removes ckpt/model files of steps other than keep_a and keep_b.
 static void prune(const char *out_dir, int keep_a, int keep_b) {
     int keep[2] = {keep_a, keep_b};
-    for_each_step(out_dir, "ckpt", remove_unless_kept, keep);
-    for_each_step(out_dir, "model", remove_unless_kept, keep);
+    remove_steps(out_dir, "ckpt", is_kept, keep);
+    remove_steps(out_dir, "model", is_kept, keep);
+}
+
+// What out_dir holds of both kinds of checkpoint.
+typedef struct {
+    int latest, latest_zero;            // the steps the two pointer files name (-1: none, -2: malformed)
+    int ckpts, ckpt_lo, ckpt_hi;        // ckpt_SSSSSSSS.bin files and their lowest and highest step
+    int zeros;                          // zero_S/ folders holding a manifest.json
+    long long zero_lo, zero_hi;
+} Found;
+
+static void look(const char *out_dir, Found *f) {
+    memset(f, 0, sizeof(*f));
+    f->latest = read_step_file(out_dir, "latest");
+    f->latest_zero = read_step_file(out_dir, "latest_zero");
+    StepFile *files;
+    f->ckpts = list_steps(out_dir, "ckpt", &files);
+    for (int i = 0; i < f->ckpts; i++) {
+        if (i == 0 || files[i].step < f->ckpt_lo) f->ckpt_lo = files[i].step;
+        if (i == 0 || files[i].step > f->ckpt_hi) f->ckpt_hi = files[i].step;
+    }
+    free(files);
+    DIR *d = opendir(out_dir);
+    if (d == NULL) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end, manifest[4400];
+        if (strncmp(e->d_name, "zero_", 5) != 0 || e->d_name[5] < '0' || e->d_name[5] > '9') continue;
+        long long s = strtoll(e->d_name + 5, &end, 10);
+        snprintf(manifest, sizeof(manifest), "%s/%s/manifest.json", out_dir, e->d_name);
+        struct stat st;
+        if (*end || stat(manifest, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (f->zeros == 0 || s < f->zero_lo) f->zero_lo = s;
+        if (f->zeros == 0 || s > f->zero_hi) f->zero_hi = s;
+        f->zeros++;
+    }
+    closedir(d);
+}
+
+int checkpoint_fresh_start_refused(const char *out_dir, CheckpointKind kind, char *why, size_t len) {
+    Found f;
+    look(out_dir, &f);
+    char what[1024] = "";
+    size_t at = 0;
+#define SAY(...) at += (size_t)snprintf(what + at, at < sizeof(what) ? sizeof(what) - at : 0, __VA_ARGS__)
+    const char *sep = "";
+    if (f.latest != -1) SAY("'latest' (%s)", f.latest >= 0 ? "a step number" : "malformed"), sep = ", ";
+    if (f.ckpts == 1) SAY("%sthe unsharded checkpoint ckpt_%08d.bin", sep, f.ckpt_lo), sep = ", ";
+    if (f.ckpts > 1) SAY("%s%d unsharded checkpoints (ckpt_%08d.bin to ckpt_%08d.bin)", sep, f.ckpts, f.ckpt_lo, f.ckpt_hi), sep = ", ";
+    if (f.latest_zero != -1) SAY("%s'latest_zero' (%s)", sep, f.latest_zero >= 0 ? "a step number" : "malformed"), sep = ", ";
+    if (f.zeros == 1) SAY("%sthe sharded checkpoint zero_%lld/", sep, f.zero_lo);
+    if (f.zeros > 1) SAY("%s%d sharded checkpoints (zero_%lld/ to zero_%lld/)", sep, f.zeros, f.zero_lo, f.zero_hi);
+#undef SAY
+    const char *own = kind == CHECKPOINT_SHARDED ? "latest_zero" : "latest";
+    if ((kind == CHECKPOINT_SHARDED ? f.latest_zero : f.latest) != -1 || at == 0) return 0;   // resumable, or nothing to lose
+    int other = kind == CHECKPOINT_SHARDED ? f.latest != -1 || f.ckpts : f.latest_zero != -1 || f.zeros;
+    snprintf(why, len, "-y 1: '%s' has no '%s' naming a%s checkpoint to resume, but it holds %s. Starting fresh would "
+             "truncate main.log and overwrite the model files there, so this run stops: %srestore '%s/%s' if it was "
+             "deleted, or choose another -o", out_dir, own, kind == CHECKPOINT_SHARDED ? " sharded" : "n unsharded", what,
+             !other ? "" : kind == CHECKPOINT_SHARDED ? "resume with the unsharded trainer that wrote them (without -z), "
+                                                      : "resume with a sharded trainer (-z, or train_gpt2_zero), ",
+             out_dir, own);
+    return 1;
+}
+
+int checkpoint_latest(const char *out_dir) {
+    int step = read_latest(out_dir);
+    char why[2048];
+    if (step < 0 && checkpoint_fresh_start_refused(out_dir, CHECKPOINT_UNSHARDED, why, sizeof(why))) die("%s", why);
+    return step;
 }
 
 void checkpoint_model_path(char *buf, size_t len, const char *out_dir, int step) {
@@ -76,32 +196,21 @@ void checkpoint_model_path(char *buf, size_t len, const char *out_dir, int step)
     else ckpt_path(buf, len, out_dir, "model", step);
 }
 
-// The `keep` highest steps seen, highest first (-1: none yet).
-typedef struct { int keep, top[8]; } TopSteps;
+// The model_SSSSSSSS.bin files of all but the `keep` highest steps are removed.
+static int is_recent(int step, void *lowest_kept) { return step >= *(const int *)lowest_kept; }
 
-static void note_step(const char *path, int step, void *ctx) {
-    (void)path;
-    TopSteps *t = (TopSteps *)ctx;
-    for (int i = 0; i < t->keep; i++) {
-        if (step == t->top[i]) return;
-        if (step > t->top[i]) {
-            memmove(&t->top[i + 1], &t->top[i], (size_t)(t->keep - 1 - i) * sizeof(int));
-            t->top[i] = step;
-            return;
-        }
-    }
+static int higher_first(const void *a, const void *b) {
+    int x = ((const StepFile *)a)->step, y = ((const StepFile *)b)->step;
+    return (x < y) - (x > y);
 }
 
-static void remove_below(const char *path, int step, void *lowest_kept) {
-    if (step < *(const int *)lowest_kept) remove(path);
-}
-
-// Removes the model_SSSSSSSS.bin files of out_dir but those of the `keep` (1 to 8) highest steps.
 static void prune_model_exports(const char *out_dir, int keep) {
-    TopSteps t = {keep, {-1, -1, -1, -1, -1, -1, -1, -1}};
-    for_each_step(out_dir, "model", note_step, &t);
-    int lowest = t.top[t.keep - 1];
-    for_each_step(out_dir, "model", remove_below, &lowest);
+    StepFile *files;
+    int n = list_steps(out_dir, "model", &files);
+    qsort(files, (size_t)n, sizeof(StepFile), higher_first);
+    int lowest = n > keep ? files[keep - 1].step : 0;
+    free(files);
+    remove_steps(out_dir, "model", is_recent, &lowest);
 }
 
 void checkpoint_export_model(const char *out_dir, int step, int rank, const GPT2Config *c, GPT2SliceFetch fetch,
@@ -138,7 +247,7 @@ void checkpoint_save(const char *out_dir, const TrainState *st, const float *par
     uint32_t disk = file_crc32(path, 0, body_bytes(n), NULL);
     if (disk != tr.crc)
         die("checkpoint '%s' failed verification: CRC %08x on disk, %08x written", path, disk, tr.crc);
-    int previous = checkpoint_latest(out_dir);
+    int previous = read_latest(out_dir);
     char latest[4096], text[32];
     snprintf(latest, sizeof(latest), "%s/latest", out_dir);
     int len = snprintf(text, sizeof(text), "%d\n", st->step);
@@ -166,6 +275,9 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
     memcpy(&h, header, sizeof(h));
     if (h.magic != CKPT_MAGIC) die("'%s' is not a training checkpoint (bad magic)", path);
     if (h.version != CKPT_VERSION) die("checkpoint '%s' has version %u, this build reads %d", path, h.version, CKPT_VERSION);
+    if (h.step != step)   // e.g. ckpt_00000002.bin copied over ckpt_00000004.bin: 'latest' and the file disagree
+        die("checkpoint '%s' holds step %d, but its name (and '%s/latest') says step %d: was another step's checkpoint "
+            "copied over it?", path, h.step, out_dir, step);
     if (h.num_params != n)
         die("checkpoint '%s' holds %llu parameters, the model has %zu (another model?)", path,
             (unsigned long long)h.num_params, n);

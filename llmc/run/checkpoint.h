@@ -11,7 +11,10 @@
 // Every trainer names its model files so: the sharded ones export model_SSSSSSSS.bin
 // beside each checkpoint OUT/zero_S/ too.
 // The previous checkpoint is kept until the next one is verified, so a crash during
-// a save never loses the last good state.
+// a save never loses the last good state. Pruning removes only regular files named exactly
+// so (ckpt_5.bin, a symbolic link or a folder named like one are left alone), and the
+// sharded trainers' pruning (zero/checkpoint.c) only the files its format writes.
+// Loading checks the step inside a checkpoint against its name.
 #ifndef LLMC_CHECKPOINT_H
 #define LLMC_CHECKPOINT_H
 
@@ -42,8 +45,18 @@ typedef struct {
 // model file and removes checkpoints older than the previous one.
 void checkpoint_save(const char *out_dir, const TrainState *st, const float *params,
                      const float *m, const float *v, size_t n);
-// Step of the newest checkpoint named by out_dir/latest, or -1 when there is none.
+// For -y 1: the step of the newest checkpoint named by out_dir/latest, or -1 when there is
+// none and nothing else either. When there is no `latest` but out_dir holds checkpoints all
+// the same (the sharded trainers' zero_S/ and latest_zero, or ckpt_ files whose `latest` was
+// deleted) it exits saying what is there: a fresh start would lose them (see below).
 int checkpoint_latest(const char *out_dir);
+// Which trainers' checkpoints a -y 1 run resumes: these (ckpt_, latest) or the sharded
+// ones (zero_S/, latest_zero).
+typedef enum { CHECKPOINT_UNSHARDED, CHECKPOINT_SHARDED } CheckpointKind;
+// When out_dir has no pointer file of `kind` (latest, latest_zero) to resume from but holds
+// checkpoints of either kind, a fresh start would truncate main.log and overwrite their
+// model files: returns 1 with a message saying what is there in why. 0: resume or start.
+int checkpoint_fresh_start_refused(const char *out_dir, CheckpointKind kind, char *why, size_t len);
 // Loads and verifies (magic, version, sizes, CRC); exits naming the file on any
 // mismatch. params/m/v must hold n floats where n is the model's parameter count.
 void checkpoint_load(const char *out_dir, int step, TrainState *st, float *params, float *m,

@@ -2,6 +2,7 @@
 #include "logger.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -36,6 +37,7 @@ static void truncate_from(const char *path, int first_dropped) {
         if (sscanf(line, "s:%d", &step) == 1 && step >= first_dropped) continue;
         atomic_file_write(&af, line, strlen(line));
     }
+    if (ferror(in)) die("read error on '%s': %s", path, strerror(errno));
     fclose(in);
     atomic_file_commit(&af);
 }
@@ -48,19 +50,27 @@ void logger_open(Logger *lg, const char *out_dir, int resume_step) {
     if (lg->f == NULL) die("cannot open log '%s': %s", lg->path, strerror(errno));
 }
 
-void logger_train(Logger *lg, int step, float loss, float lr, float grad_norm) {
+// The log is the run's record: a line that cannot be written (disk full, ulimit -f) stops
+// the run, naming the file, rather than let it go on and lose every line after it.
+static void log_line(Logger *lg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_line(Logger *lg, const char *fmt, ...) {
     if (!lg->f) return;
-    fprintf(lg->f, "s:%d trl:%f lr:%e norm:%f\n", step, loss, lr, grad_norm);
-    fflush(lg->f);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vfprintf(lg->f, fmt, ap);
+    va_end(ap);
+    if (n < 0 || fflush(lg->f) != 0)
+        die("cannot write the log '%s': %s; stopping, as the run's record would be lost", lg->path, strerror(errno));
 }
 
-void logger_val(Logger *lg, int step, float loss) {
-    if (!lg->f) return;
-    fprintf(lg->f, "s:%d tel:%f\n", step, loss);
-    fflush(lg->f);
+void logger_train(Logger *lg, int step, float loss, float lr, float grad_norm) {
+    log_line(lg, "s:%d trl:%f lr:%e norm:%f\n", step, loss, lr, grad_norm);
 }
+
+void logger_val(Logger *lg, int step, float loss) { log_line(lg, "s:%d tel:%f\n", step, loss); }
 
 void logger_close(Logger *lg) {
-    if (lg->f) fclose(lg->f);
+    FILE *f = lg->f;
     lg->f = NULL;
+    if (f && fclose(f) != 0) die("cannot close the log '%s': %s", lg->path, strerror(errno));
 }

@@ -1,5 +1,7 @@
 // logger.h: llm.c-style log in OUT/main.log: "s:STEP trl:LOSS" (train) and
-// "s:STEP tel:LOSS" (validation), one line each, flushed as written.
+// "s:STEP tel:LOSS" (validation), one line each, flushed as written. A line that cannot be
+// written or flushed (disk full, ulimit -f) stops the run with a message naming the log and
+// a non-zero exit: a run whose record is lost is no successful run.
 #ifndef LLMC_LOGGER_H
 #define LLMC_LOGGER_H
 

@@ -2,9 +2,12 @@
 #include "run_info.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../atomic_file.h"
 #include "../utils.h"
@@ -34,39 +37,199 @@ static void write_json(const RunInfo *ri) {
     free(text);
 }
 
-void run_info_start(RunInfo *ri, const char *trainer, const TrainConfig *cfg, int grad_accum, int world, int rank) {
+// What each run.json field is on the command line, for the lines a resume prints.
+static const char *const FLAG_OF[][2] = {
+    {"trainer", "the trainer"}, {"train_data", "-i"}, {"val_data", "-j"}, {"val_batches", "-m"}, {"shuffle", "--shuffle"},
+    {"seed", "--seed"}, {"model", "-e"}, {"micro_batch", "-b"}, {"seq_len", "-t"}, {"total_batch_tokens", "-d"},
+    {"grad_accum", "gradient accumulation steps"}, {"world_size", "ranks"}, {"zero_stage", "-z"}, {"lr", "-l"},
+    {"warmup_steps", "-u"}, {"final_lr_frac", "-q"}, {"weight_decay", "-c"}, {"grad_clip", "--grad-clip"},
+    {"beta1", "--beta1"}, {"beta2", "--beta2"}, {"adam_eps", "--adam-eps"}, {"steps", "-x"},
+};
+
+static cJSON *parse_or_die(const char *text, const char *path) {
+    cJSON *o = cJSON_Parse(text);
+    if (o == NULL) die("out of host memory building '%s'", path);
+    return o;
+}
+
+// The seed as exact digits (a JSON number past 2^53 does not survive a double).
+static void run_info_seed(cJSON *o, uint64_t seed, const char *path) {
+    char text[24];
+    snprintf(text, sizeof(text), "%llu", (unsigned long long)seed);
+    cJSON *raw = cJSON_CreateRaw(text);
+    if (raw == NULL || !cJSON_ReplaceItemInObjectCaseSensitive(o, "seed", raw)) die("out of host memory building '%s'", path);
+}
+
+// This part's settings, as the file holds them: built, printed and parsed back, so that
+// they compare with a run.json read from disk (the seed stays exact: run_info_seed).
+static cJSON *settings(const char *trainer, const TrainConfig *cfg, int grad_accum, int world, const char *path) {
+    const char *slash = strrchr(trainer, '/');
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL) die("out of host memory building '%s'", path);
+    add_or_die(o, "trainer", cJSON_CreateString(slash ? slash + 1 : trainer), path);
+    add_or_die(o, "train_data", cJSON_CreateString(cfg->train_pattern), path);
+    add_or_die(o, "val_data", cJSON_CreateString(cfg->val_pattern), path);
+    add_or_die(o, "val_batches", cJSON_CreateNumber(cfg->val_max_steps), path);
+    add_or_die(o, "shuffle", cJSON_CreateNumber(cfg->shuffle), path);
+    add_or_die(o, "seed", cJSON_CreateNumber((double)cfg->seed), path);   // exact text: run_info_seed
+    add_or_die(o, "model", cJSON_CreateString(cfg->model), path);
+    add_or_die(o, "micro_batch", cJSON_CreateNumber(cfg->B), path);
+    add_or_die(o, "seq_len", cJSON_CreateNumber(cfg->T), path);
+    add_or_die(o, "total_batch_tokens", cJSON_CreateNumber((double)cfg->total_batch_tokens), path);
+    add_or_die(o, "grad_accum", cJSON_CreateNumber(grad_accum), path);
+    add_or_die(o, "world_size", cJSON_CreateNumber(world), path);
+    add_or_die(o, "zero_stage", cfg->zero_stage < 0 ? cJSON_CreateString("unsharded") : cJSON_CreateNumber(cfg->zero_stage), path);
+    add_or_die(o, "lr", float_item(cfg->lr), path);
+    add_or_die(o, "warmup_steps", cJSON_CreateNumber(cfg->warmup_steps), path);
+    add_or_die(o, "final_lr_frac", float_item(cfg->final_lr_frac), path);
+    add_or_die(o, "weight_decay", float_item(cfg->weight_decay), path);
+    add_or_die(o, "grad_clip", float_item(cfg->grad_clip), path);
+    add_or_die(o, "beta1", float_item(cfg->beta1), path);
+    add_or_die(o, "beta2", float_item(cfg->beta2), path);
+    add_or_die(o, "adam_eps", float_item(cfg->adam_eps), path);
+    add_or_die(o, "steps", cJSON_CreateNumber(cfg->max_steps), path);
+    char *text = cJSON_PrintUnformatted(o);
+    if (text == NULL) die("out of host memory building '%s'", path);
+    cJSON_Delete(o);
+    o = parse_or_die(text, path);
+    free(text);
+    run_info_seed(o, cfg->seed, path);
+    return o;
+}
+
+// A new record: the format, then the settings (taken from now, which is freed).
+static cJSON *new_record(cJSON *now, const char *path) {
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL) die("out of host memory building '%s'", path);
+    add_or_die(o, "format", cJSON_CreateString("gpt2-zero-run"), path);
+    add_or_die(o, "version", cJSON_CreateNumber(1), path);
+    while (now->child) {
+        cJSON *v = cJSON_DetachItemViaPointer(now, now->child);
+        if (!cJSON_AddItemToObject(o, v->string, v)) die("out of host memory building '%s'", path);
+    }
+    cJSON_Delete(now);
+    return o;
+}
+
+// The earlier parts' record, or NULL (missing, or unreadable: then kept aside as
+// run.json.unreadable, never overwritten). *why says which.
+static cJSON *read_record(const char *path, const char **why) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        *why = "was missing";
+        return NULL;
+    }
+    char *text = NULL;
+    size_t len = 0, cap = 0, got;
+    do {
+        if (len + 4096 + 1 > cap) {
+            cap = 2 * cap + 8192;
+            text = (char *)realloc(text, cap);
+            if (text == NULL) die("out of host memory reading '%s'", path);
+        }
+        got = fread(text + len, 1, cap - len - 1, f);
+        len += got;
+    } while (got > 0);
+    fclose(f);
+    text[len] = 0;
+    cJSON *o = cJSON_Parse(text);
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(o, "format"), *resumes = cJSON_GetObjectItemCaseSensitive(o, "resumes");
+    if (!cJSON_IsString(format) || strcmp(format->valuestring, "gpt2-zero-run") != 0 || (resumes && !cJSON_IsArray(resumes))) {
+        cJSON_Delete(o);
+        o = NULL;
+        static char aside[4200];   // a name no earlier one has: run.json.unreadable, .1, .2, ...
+        struct stat st;
+        snprintf(aside, sizeof(aside), "%s.unreadable", path);
+        for (int k = 1; lstat(aside, &st) == 0; k++) snprintf(aside, sizeof(aside), "%s.unreadable.%d", path, k);
+        if (rename(path, aside) != 0) die("'%s' is not a run record, and it cannot be kept aside as '%s': %s", path, aside, strerror(errno));
+        static char note[4300];
+        snprintf(note, sizeof(note), "was not a run record (kept aside as %s)", aside);
+        *why = note;
+    } else {
+        // the seed's digits as written (the first "seed" is the top level's: it comes first)
+        const char *at = strstr(text, "\"seed\":");
+        const cJSON *seed = cJSON_GetObjectItemCaseSensitive(o, "seed");
+        if (at && cJSON_IsNumber(seed)) {
+            unsigned long long exact = strtoull(at + 7, NULL, 10);
+            if ((double)exact == seed->valuedouble) run_info_seed(o, exact, path);
+        }
+    }
+    free(text);
+    return o;
+}
+
+// The settings in force before this part: the first part's, with every resume's changes.
+static const cJSON *setting_before(const cJSON *record, const char *key) {
+    const cJSON *value = cJSON_GetObjectItemCaseSensitive(record, key), *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(record, "resumes")) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "changed"), key);
+        if (c) value = cJSON_GetObjectItemCaseSensitive(c, "to");
+    }
+    return value;
+}
+
+static cJSON *dup_or_null(const cJSON *v, const char *path) {
+    cJSON *d = v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull();
+    if (d == NULL) die("out of host memory building '%s'", path);
+    return d;
+}
+
+// A resumed part: the record keeps the first part's settings at the top and gains an entry
+// in "resumes" with the step and each setting that differs from before ("from", "to"), which
+// is also printed. Returns that entry (the part's timing goes there).
+static cJSON *record_resume(RunInfo *ri, cJSON *now, int step) {
+    const char *why = NULL;
+    cJSON *record = read_record(ri->path, &why);
+    cJSON *entry = cJSON_CreateObject(), *changed = cJSON_CreateObject();
+    if (entry == NULL || changed == NULL) die("out of host memory building '%s'", ri->path);
+    add_or_die(entry, "step", cJSON_CreateNumber(step), ri->path);
+    if (record == NULL) {   // this part's settings at the top, marked as such
+        printf("resume at step %d: %s %s: it starts again from this part's settings\n", step, ri->path, why);
+        record = new_record(now, ri->path);
+        add_or_die(entry, "note", cJSON_CreateString(why), ri->path);
+    } else {
+        int n = 0;
+        for (const cJSON *v = now->child; v; v = v->next) {
+            const cJSON *before = setting_before(record, v->string);
+            if (before && cJSON_Compare(before, v, 1)) continue;
+            cJSON *c = cJSON_CreateObject();
+            if (c == NULL) die("out of host memory building '%s'", ri->path);
+            add_or_die(c, "from", dup_or_null(before, ri->path), ri->path);
+            add_or_die(c, "to", dup_or_null(v, ri->path), ri->path);
+            add_or_die(changed, v->string, c, ri->path);
+            const char *flag = v->string;
+            for (size_t i = 0; i < sizeof(FLAG_OF) / sizeof(FLAG_OF[0]); i++)
+                if (strcmp(FLAG_OF[i][0], v->string) == 0) flag = FLAG_OF[i][1];
+            char *from = before ? cJSON_PrintUnformatted(before) : NULL, *to = cJSON_PrintUnformatted(v);
+            printf("resume at step %d: %s (%s) changed from %s to %s\n", step, flag, v->string, from ? from : "(not recorded)",
+                   to ? to : "?");
+            free(from);
+            free(to);
+            n++;
+        }
+        if (n == 0) printf("resume at step %d: the same settings as before\n", step);
+        cJSON_Delete(now);
+    }
+    add_or_die(entry, "changed", changed, ri->path);
+    cJSON *resumes = cJSON_GetObjectItemCaseSensitive(record, "resumes");
+    if (resumes == NULL) add_or_die(record, "resumes", resumes = cJSON_CreateArray(), ri->path);
+    if (!cJSON_AddItemToArray(resumes, entry)) die("out of host memory building '%s'", ri->path);
+    ri->json = record;
+    return entry;
+}
+
+void run_info_start(RunInfo *ri, const char *trainer, const TrainConfig *cfg, int grad_accum, int world, int rank,
+                    int resume_step) {
     memset(ri, 0, sizeof(*ri));
     ri->tokens_per_step = cfg->total_batch_tokens;
     if (rank != 0) return;
     snprintf(ri->path, sizeof(ri->path), "%s/run.json", cfg->out_dir);
-    const char *slash = strrchr(trainer, '/');
-    char seed[24];
-    snprintf(seed, sizeof(seed), "%llu", (unsigned long long)cfg->seed);   // exact: not a double
-    cJSON *o = cJSON_CreateObject();
-    if (o == NULL) die("out of host memory building '%s'", ri->path);
-    add_or_die(o, "format", cJSON_CreateString("gpt2-zero-run"), ri->path);
-    add_or_die(o, "version", cJSON_CreateNumber(1), ri->path);
-    add_or_die(o, "trainer", cJSON_CreateString(slash ? slash + 1 : trainer), ri->path);
-    add_or_die(o, "train_data", cJSON_CreateString(cfg->train_pattern), ri->path);
-    add_or_die(o, "val_data", cJSON_CreateString(cfg->val_pattern), ri->path);
-    add_or_die(o, "val_batches", cJSON_CreateNumber(cfg->val_max_steps), ri->path);
-    add_or_die(o, "shuffle", cJSON_CreateNumber(cfg->shuffle), ri->path);
-    add_or_die(o, "seed", cJSON_CreateRaw(seed), ri->path);
-    add_or_die(o, "model", cJSON_CreateString(cfg->model), ri->path);
-    add_or_die(o, "micro_batch", cJSON_CreateNumber(cfg->B), ri->path);
-    add_or_die(o, "seq_len", cJSON_CreateNumber(cfg->T), ri->path);
-    add_or_die(o, "total_batch_tokens", cJSON_CreateNumber((double)cfg->total_batch_tokens), ri->path);
-    add_or_die(o, "grad_accum", cJSON_CreateNumber(grad_accum), ri->path);
-    add_or_die(o, "world_size", cJSON_CreateNumber(world), ri->path);
-    add_or_die(o, "zero_stage",
-               cfg->zero_stage < 0 ? cJSON_CreateString("unsharded") : cJSON_CreateNumber(cfg->zero_stage), ri->path);
-    add_or_die(o, "lr", float_item(cfg->lr), ri->path);
-    add_or_die(o, "warmup_steps", cJSON_CreateNumber(cfg->warmup_steps), ri->path);
-    add_or_die(o, "final_lr_frac", float_item(cfg->final_lr_frac), ri->path);
-    add_or_die(o, "weight_decay", float_item(cfg->weight_decay), ri->path);
-    add_or_die(o, "grad_clip", float_item(cfg->grad_clip), ri->path);
-    add_or_die(o, "steps", cJSON_CreateNumber(cfg->max_steps), ri->path);
-    ri->json = o;
+    cJSON *now = settings(trainer, cfg, grad_accum, world, ri->path);
+    if (resume_step >= 0) {
+        ri->part = record_resume(ri, now, resume_step);
+    } else {
+        ri->json = new_record(now, ri->path);
+    }
     write_json(ri);
 }
 
@@ -100,7 +263,10 @@ void run_info_finish(RunInfo *ri) {
     add_or_die(timing, "tokens_per_second",
                timed > 0 && sum > 0 ? cJSON_CreateNumber(round((double)ri->tokens_per_step * timed / sum * 10) / 10)
                                     : cJSON_CreateNull(), ri->path);
-    add_or_die((cJSON *)ri->json, "timing", timing, ri->path);
+    // a resumed part's timing goes into its "resumes" entry: the first part's stays
+    cJSON *part = ri->part ? (cJSON *)ri->part : (cJSON *)ri->json;
+    cJSON_DeleteItemFromObjectCaseSensitive(part, "timing");
+    add_or_die(part, "timing", timing, ri->path);
     write_json(ri);
     cJSON_Delete((cJSON *)ri->json);
     free(ri->step_seconds);

@@ -1,5 +1,6 @@
 // consolidate.c: a sharded checkpoint back into whole tensors, in one process, without MPI
 // and without a running Zero (a model-file writer or an offline tool calls it).
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,11 @@ static long long resolve_step(const char *dir, int step) {
     if (step >= 0) return step;
     long long s = zck_latest(dir);
     if (s < 0) fprintf(stderr, "zero: no checkpoint in %s: %s/latest_zero is %s\n", dir, dir, s == -2 ? "malformed" : "missing");
+    if (s > INT_MAX) {   // the step travels as an int (zero_consolidate_state)
+        fprintf(stderr, "zero: %s/latest_zero names step %lld, past the largest step a checkpoint may have (%d)\n", dir, s,
+                INT_MAX);
+        return -1;
+    }
     return s;
 }
 

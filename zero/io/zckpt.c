@@ -31,6 +31,38 @@ void zck_folder(char *out, size_t cap, const char *dir, long long step) {
 
 void zck_rank_file(char *out, size_t cap, int rank) { snprintf(out, cap, "rank_%05d.bin", rank); }
 
+// The number after prefix, when name is prefix + that number printed with fmt + suffix
+// exactly (no sign, no spaces, no other zero padding); -1 otherwise.
+static long long canonical_number(const char *name, const char *prefix, const char *fmt, const char *suffix) {
+    size_t lp = strlen(prefix), ls = strlen(suffix), ln = strlen(name);
+    if (ln <= lp + ls || strncmp(name, prefix, lp) != 0 || strcmp(name + ln - ls, suffix) != 0 || ln - lp - ls > 18) return -1;
+    long long v = 0;
+    for (size_t i = lp; i < ln - ls; i++) {
+        if (name[i] < '0' || name[i] > '9') return -1;
+        v = v * 10 + (name[i] - '0');
+    }
+    char back[64];
+    snprintf(back, sizeof back, fmt, v);
+    return strlen(back) == ln - lp - ls && strncmp(back, name + lp, ln - lp - ls) == 0 ? v : -1;
+}
+
+long long zck_folder_step(const char *name) { return canonical_number(name, "zero_", "%lld", ""); }
+
+int zck_is_format_file(const char *name) {
+    char base[256];
+    snprintf(base, sizeof base, "%s", name);
+    char *tmp = strstr(base, ".tmp.");   // zfile's temp file of NAME: NAME.tmp.PID
+    if (tmp) {
+        if (!tmp[5]) return 0;
+        for (const char *c = tmp + 5; *c; c++)
+            if (*c < '0' || *c > '9') return 0;
+        *tmp = 0;
+    }
+    if (strcmp(base, ZCK_MANIFEST_FILE) == 0 || strcmp(base, ZCK_EXTRA_FILE) == 0) return 1;
+    long long r = canonical_number(base, "rank_", "%05lld", ".bin");
+    return r >= 0 && r <= 0x7fffffff;
+}
+
 long long zck_latest(const char *dir) {
     char path[4200], err[256], *text = NULL;
     snprintf(path, sizeof path, "%s/latest_zero", dir);
@@ -111,6 +143,17 @@ static int json_u64(const cJSON *o, const char *key, uint64_t *out) {
     return (double)*out == v->valuedouble ? 0 : -1;   // integers only
 }
 
+// A decimal u64 written as a string (digits only, no sign, no overflow): 0, or -1.
+static int parse_u64(const char *text, uint64_t *out) {
+    uint64_t v = 0;
+    if (!*text) return -1;
+    for (const char *c = text; *c; c++)
+        if (*c < '0' || *c > '9' || __builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t)(*c - '0'), &v))
+            return -1;
+    *out = v;
+    return 0;
+}
+
 static int json_int(const cJSON *o, const char *key, int *out) {
     uint64_t v;
     if (json_u64(o, key, &v) != 0 || v > 0x7fffffff) return -1;
@@ -131,7 +174,7 @@ int zck_manifest_read(const char *dir, long long step, ZckManifest *m, char *err
     memset(m, 0, sizeof *m);
     zck_folder(m->folder, sizeof m->folder, dir, step);
     char path[4200], why[512], *text = NULL;
-    snprintf(path, sizeof path, "%s/manifest.json", m->folder);
+    snprintf(path, sizeof path, "%s/" ZCK_MANIFEST_FILE, m->folder);
     if (zfile_read_all(path, &text, NULL, why, sizeof why) != 0)
         return fail(err, errlen, "checkpoint %s has no readable manifest: %s", m->folder, why);
     cJSON *root = cJSON_Parse(text);
@@ -158,24 +201,37 @@ int zck_manifest_read(const char *dir, long long step, ZckManifest *m, char *err
     if (!cJSON_IsString(pd) || (strcmp(pd->valuestring, "fp32") && strcmp(pd->valuestring, "bf16"))) { what = "param_dtype"; goto bad; }
     m->param_dtype = strcmp(pd->valuestring, "bf16") == 0;
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(root, "seed");
-    if (!cJSON_IsString(seed)) { what = "seed"; goto bad; }
-    m->seed = strtoull(seed->valuestring, NULL, 10);
+    if (!cJSON_IsString(seed) || parse_u64(seed->valuestring, &m->seed) != 0) { what = "seed"; goto bad; }
     const cJSON *run = cJSON_GetObjectItemCaseSensitive(root, "run_id");
     if (!cJSON_IsString(run) || zck_run_id_parse(run->valuestring, m->run_id) != 0) { what = "run_id"; goto bad; }
     const cJSON *tensors = cJSON_GetObjectItemCaseSensitive(root, "tensors");
     if (!cJSON_IsArray(tensors) || cJSON_GetArraySize(tensors) < 1) { what = "tensors"; goto bad; }
     m->num_tensors = cJSON_GetArraySize(tensors);
+    if (m->num_tensors > ZCK_MAX_TENSORS) {
+        fail(err, errlen, "checkpoint manifest %s lists %d tensors, more than a rank file's header can hold (%d)", path,
+             m->num_tensors, ZCK_MAX_TENSORS);
+        goto out;
+    }
     m->t = calloc((size_t)m->num_tensors, sizeof(ZckTensor));
     if (!m->t) { fail(err, errlen, "out of host memory reading %s", path); goto out; }
-    int i = 0;
+    int i = 0, wrapped = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, tensors) {
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
         if (!cJSON_IsString(nm) || json_u64(e, "numel", &m->t[i].numel) != 0) { what = "tensors"; goto bad; }
         m->t[i].name = strdup(nm->valuestring);
         if (!m->t[i].name) { fail(err, errlen, "out of host memory reading %s", path); goto out; }
-        m->numel_total += m->t[i].numel;
+        // each numel is at most 2^53, but enough of them wrap a 64-bit sum (and a product
+        // of the sum): the total is bounded below, before anyone allocates or seeks by it
+        wrapped |= __builtin_add_overflow(m->numel_total, m->t[i].numel, &m->numel_total);
         i++;
+    }
+    if (wrapped || m->numel_total > ZCK_MAX_ELEMS) {
+        char total[32];
+        snprintf(total, sizeof total, "%" PRIu64, m->numel_total);
+        fail(err, errlen, "checkpoint manifest %s lists %d tensors of %s elements in all, more than a checkpoint can hold "
+             "(%" PRIu64 ")", path, m->num_tensors, wrapped ? "more than 2^64" : total, ZCK_MAX_ELEMS);
+        goto out;
     }
     const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(root, "ranks");
     if (!cJSON_IsArray(ranks) || cJSON_GetArraySize(ranks) != m->world) { what = "ranks"; goto bad; }
@@ -262,7 +318,7 @@ int zck_manifest_write(const ZckManifest *m, char *err, size_t errlen) {
     char *text = ok ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (!text) return fail(err, errlen, "out of host memory building the checkpoint manifest");
-    snprintf(path, sizeof path, "%s/manifest.json", m->folder);
+    snprintf(path, sizeof path, "%s/" ZCK_MANIFEST_FILE, m->folder);
     size_t len = strlen(text);
     text[len] = '\n';   // cJSON leaves room for the NUL: replace it, write len + 1 bytes
     int rc = zfile_write_all(path, text, len + 1, NULL, err, errlen);
@@ -359,6 +415,18 @@ static int shard_open(const ZckManifest *m, int q, ZckShard *s, char *err, size_
              fh.world, fh.num_tensors, zle_get32(h + 12), m->num_tensors, hs);
         goto out;
     }
+    // the header's settings, which the manifest repeats: a load takes them from the manifest
+    // (last_t keys the bf16 rounding of the refreshed weights), so they must agree
+    static const char *names[] = {"stage", "last_t", "seed", "param dtype (0 fp32, 1 bf16)"};
+    const uint64_t in_file[] = {(uint64_t)fh.stage, (uint64_t)(uint32_t)fh.last_t, fh.seed, (uint64_t)fh.param_dtype};
+    const uint64_t in_manifest[] = {(uint64_t)m->stage, (uint64_t)(uint32_t)m->last_t, m->seed, (uint64_t)m->param_dtype};
+    for (int k = 0; k < 4; k++)
+        if (in_file[k] != in_manifest[k]) {
+            fail(err, errlen, "checkpoint file %s (rank %d of %d) was saved with %s %" PRIu64 ", but %s/manifest.json says %"
+                 PRIu64 " (the manifest was edited or is another save's)", p, q, m->world, names[k], in_file[k], m->folder,
+                 in_manifest[k]);
+            goto out;
+        }
     uint64_t off = hs;
     for (int i = 0; i < m->num_tensors; i++) {
         const unsigned char *e = h + ZCK_HEADER_FIXED + (size_t)i * ZCK_TENSOR_ENTRY;
@@ -373,7 +441,13 @@ static int shard_open(const ZckManifest *m, int q, ZckShard *s, char *err, size_
             goto out;
         }
         s->data_off[i] = off;
-        off += (uint64_t)ZCK_KINDS * 4 * s->count[i];
+        uint64_t bytes;
+        if (__builtin_mul_overflow(s->count[i], (uint64_t)ZCK_KINDS * 4, &bytes) || __builtin_add_overflow(off, bytes, &off) ||
+            off > (uint64_t)INT64_MAX - 4) {
+            fail(err, errlen, "checkpoint file %s (rank %d of %d): its header's element counts take the file past 2^63 bytes "
+                 "(at tensor %s, %" PRIu64 " elements)", p, q, m->world, m->t[i].name, s->count[i]);
+            goto out;
+        }
     }
     if (off + 4 != size) {
         fail(err, errlen, "checkpoint file %s (rank %d of %d) is %" PRIu64 " bytes, its header implies %" PRIu64, p, q,

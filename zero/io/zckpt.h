@@ -27,6 +27,10 @@ The manifest (version 2) names the run id and the step too, and each rank file's
 body CRC. A loader checks, per file: size; body against trailer (corruption); magic and
 version; run id and step against the manifest (a file copied in from another run or
 another step of this run); body CRC against the manifest; then the rest of the header.
+Then the header's stage, last_t, seed and param dtype must equal the manifest's (they
+decide how a load refreshes bf16 weights), and every count from a file meets arithmetic
+only through overflow-checked sums and products, bounded by ZCK_MAX_ELEMS: a crafted
+manifest or header whose sizes wrap is refused naming the file and the value.
 Version 1 checkpoints (no run id) are refused with a message saying so.
 */
 #ifndef ZERO_ZCKPT_H
@@ -41,6 +45,12 @@ Version 1 checkpoints (no run id) are refused with a message saying so.
 #define ZCK_HEADER_FIXED 72
 #define ZCK_TENSOR_ENTRY 24
 #define ZCK_RUN_ID_BYTES 16
+// The most elements a checkpoint may hold in all (2^58; each tensor at most 2^53, what a
+// JSON number holds exactly). Every byte offset of a rank file (12 bytes an element) then
+// fits an off_t and an fp32 buffer of the whole a size_t. A manifest past it is refused.
+#define ZCK_MAX_ELEMS ((uint64_t)1 << 58)
+// The most tensors: the header size (72 + 24 per tensor) is a u32.
+#define ZCK_MAX_TENSORS ((int)((UINT32_MAX - ZCK_HEADER_FIXED) / ZCK_TENSOR_ENTRY))
 
 enum { ZCK_MASTER = 0, ZCK_M = 1, ZCK_V = 2, ZCK_KINDS = 3 };
 
@@ -98,8 +108,17 @@ typedef struct {
 #define ZCK_MAX_OPEN 64
 #endif
 
+#define ZCK_MANIFEST_FILE "manifest.json"
+#define ZCK_EXTRA_FILE "extra.bin"
+
 void zck_folder(char *out, size_t cap, const char *dir, long long step);
 void zck_rank_file(char *out, size_t cap, int rank);
+// The step of a folder name zck_folder writes ("zero_S", exactly as it prints S), or -1.
+long long zck_folder_step(const char *name);
+// 1 when a file name inside a zero_S folder is one the format writes: rank_RRRRR.bin,
+// manifest.json, extra.bin, or one's temp file NAME.tmp.PID (zfile.h); 0 otherwise. Pruning
+// removes these and nothing else.
+int zck_is_format_file(const char *name);
 // DIR/latest_zero as a step; -1 when it is missing, -2 when it is malformed.
 long long zck_latest(const char *dir);
 

@@ -185,6 +185,10 @@ int zfile_mkdirs(const char *path, char *err, size_t errlen) {
 
 int zfile_pread(int fd, void *buf, size_t n, uint64_t offset) {
     char *p = buf;
+    if (offset > (uint64_t)INT64_MAX || n > (uint64_t)INT64_MAX - offset) {   // past what an off_t holds
+        errno = EOVERFLOW;
+        return -1;
+    }
     while (n > 0) {
         ssize_t got = pread(fd, p, n, (off_t)offset);
         if (got < 0 && errno == EINTR) continue;

@@ -40,10 +40,20 @@ int main(int argc, char **argv) {
     }
     ZeroCheckpointInfo info;
     if (zero_checkpoint_info(dir, step, &info) != 0) return 1;
-    float *buf = malloc((info.numel_total ? info.numel_total : 1) * sizeof(float));
+    // the manifest's total is bounded when it is read (ZCK_MAX_ELEMS); the product is
+    // checked all the same, so a count from a file never wraps an allocation
+    size_t bytes;
+    if (__builtin_mul_overflow(info.numel_total ? info.numel_total : 1, sizeof(float), &bytes)) {
+        fprintf(stderr, "zero_consolidate: checkpoint %s step %lld holds %zu elements: their fp32 bytes overflow a size_t\n",
+                dir, info.step, info.numel_total);
+        zero_checkpoint_info_free(&info);
+        return 1;
+    }
+    float *buf = malloc(bytes);
     char err[1024], json_path[4200];
     int failed = !buf || zero_consolidate_state(dir, (int)info.step, which, buf, info.numel_total) != 0;
-    if (!buf) fprintf(stderr, "zero_consolidate: out of memory (%zu floats)\n", info.numel_total);
+    if (!buf) fprintf(stderr, "zero_consolidate: out of memory for checkpoint %s step %lld: %zu floats (%zu bytes)\n", dir,
+                      info.step, info.numel_total, bytes);
     if (!failed && zfile_write_all(out, buf, info.numel_total * sizeof(float), NULL, err, sizeof err) != 0) {
         fprintf(stderr, "zero_consolidate: %s\n", err);
         failed = 1;
