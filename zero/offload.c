@@ -132,8 +132,9 @@ static const char *engine_msg(const char *m) {
 static void nvme_open(Zero *z) {
     ZeroOffload *o = &z->off;
     if (!o->file_bytes || counts_only(z)) return;
-    ZeroNvmeConfig nc = {z->cfg.nvme_path, z->rank, o->file_bytes, o->tile * sizeof(float), BUF_COUNT, NVME_QUEUE,
-                         nvme_alloc, nvme_free, z};
+    ZeroNvmeConfig nc = {z->cfg.nvme_path, z->rank, o->file_bytes, o->tile * sizeof(float), BUF_COUNT,
+                         z->cfg.nvme_queue_depth ? z->cfg.nvme_queue_depth : NVME_QUEUE, nvme_alloc, nvme_free, z,
+                         z->cfg.nvme_block_bytes};
     char err[512];
     if (!(o->nvme = zero_nvme_open(&nc, err, sizeof err))) zero_fail(z, "NVMe offload: %s", engine_msg(err));
     if (z->rank == 0)

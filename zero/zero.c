@@ -346,8 +346,16 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
         if (z->u[u].grad_need > max_grad_need) max_grad_need = z->u[u].grad_need;
     }
     choose_sizes(z, max_pool_need, max_grad_need, shared_padded);
+    // Every pool is min(what the settings ask for, what the model can ever need), so that
+    // DeepSpeed's sizes written for billions of parameters (stage3_max_live_parameters 1e9)
+    // reserve no more than the model: the gather pool never holds more than every pooled
+    // (non-persistent) tensor at once, the gradient pool and the staging buffer never more
+    // than every gradient.
     size_t ppool_elems = 0;
     if (z->stage == 3) {
+        size_t pooled = 0;   // every tensor the pool may hold, all gathered at once
+        for (int i = 0; i < z->nt; i++)
+            if (!z->t[i].persistent) pooled += z->t[i].lay->split.padded;
         ppool_elems = cfg->max_live_elems ? cfg->max_live_elems : max_pool_need + z->cfg.prefetch_elems;
         ppool_elems = zero_round_up(ppool_elems, ZERO_ALIGN_ELEMS);   // aligned top placements
         if (ppool_elems < max_pool_need) {
@@ -357,6 +365,7 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
             zero_free(z);
             return NULL;
         }
+        if (ppool_elems > pooled) ppool_elems = pooled;   // a multiple of ZERO_ALIGN_ELEMS, like every padded size
     }
 
     init_events(z);
@@ -402,6 +411,7 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
         // tied gradients waiting for their other unit, and the unit being back-propagated.
         // Rounded up so blocks placed from the top (tied tensors) stay aligned like the rest.
         size_t gpool_elems = zero_round_up(z->cfg.bucket_elems + 2 * max_grad_need + shared_padded, ZERO_ALIGN_ELEMS);
+        if (gpool_elems > P) gpool_elems = P;   // every gradient at once (P: a multiple of ZERO_ALIGN_ELEMS)
         z->gpool = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, gpool_elems * z->ges, "stage-2/3 gradient pool");
         if (zero_arena_init(&z->garena, gpool_elems, z->nt) != 0) zero_fail(z, "out of host memory for the gradient pool table");
     }

@@ -110,6 +110,9 @@ typedef struct {
     ZeroTier param_tier;        // stage 3: the working-parameter shard gathers read from
     const char *nvme_path;      // folder for the NVMe swap file (a NVME tier)
     size_t nvme_tile_elems;     // elements per NVMe transfer of a tensor (0: 1M)
+    int nvme_queue_depth;       // NVMe requests in flight at most (0: 8; DeepSpeed's aio queue_depth)
+    size_t nvme_block_bytes;    // the most bytes one NVMe read or write call moves, a multiple of 4096
+                                //   (0: 1 GiB; DeepSpeed's aio block_size)
     // ZeRO++ (each switch on its own; wire.h has the formats, gather.c and reduce.c the paths)
     int qwz;                    // stage 3: forward all-gathers move int8 blocks (qwZ)
     int hpz;                    // stage 3: ranks per secondary partition (hpZ); 0 or 1: off

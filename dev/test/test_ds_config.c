@@ -17,8 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include "../../llmc/run/ds_config.h"
 #include "test_util.h"
+#include "../../llmc/run/train_common.h"
 #include "../../llmc/run/train_args.h"
 #include "../../llmc/run/train_config.h"
 
@@ -39,12 +42,14 @@ static int group_teardown(void **state) {
     return remove(g_path);
 }
 
-static void write_config(const char *json) {
-    FILE *f = fopen(g_path, "w");
+static void write_config_bytes(const char *bytes, size_t len) {
+    FILE *f = fopen(g_path, "wb");
     assert_non_null(f);
-    fputs(json, f);
+    assert_int_equal(fwrite(bytes, 1, len, f), len);
     fclose(f);
 }
+
+static void write_config(const char *json) { write_config_bytes(json, strlen(json)); }
 
 // The CPU trainer's command line (space-separated flags, "" for none) parsed into c.
 static void parse_flags(TrainConfig *c, const char *flags) {
@@ -126,7 +131,10 @@ static void test_every_key_sets_its_field(void **state) {
                    "   \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/local_nvme\", \"pin_memory\": true},"
                    "   \"offload_param\": {\"device\": \"cpu\", \"nvme_path\": \"/local_nvme\"},"
                    "   \"zero_quantized_weights\": true, \"zero_hpz_partition_size\": 8, \"zero_quantized_gradients\": true},"
-                   " \"activation_checkpointing\": {\"cpu_checkpointing\": true, \"partition_activations\": false}}");
+                   " \"activation_checkpointing\": {\"cpu_checkpointing\": true, \"partition_activations\": false},"
+                   " \"aio\": {\"block_size\": 262144, \"queue_depth\": 32, \"thread_count\": 1, \"single_submit\": false,"
+                   "   \"overlap_events\": true, \"intra_op_parallelism\": 1, \"use_gds\": false},"
+                   " \"fp16\": {\"enabled\": false, \"loss_scale\": 0}, \"bf16\": {\"enabled\": false}}");
     assert_int_equal(rc, 0);
     assert_string_equal(g_log, "");  // every key known: no warning
     assert_int_equal(c.B, 3);
@@ -149,6 +157,7 @@ static void test_every_key_sets_its_field(void **state) {
     assert_true(d.offload_optimizer == TRAIN_OFFLOAD_NONE && d.offload_param == TRAIN_OFFLOAD_NONE && !d.nvme_path);
     assert_true(c.act_offload == 1 && d.act_offload == 0);
     assert_true(c.qwz == 1 && c.hpz == 8 && c.qgz == 1 && d.qwz == 0 && d.hpz == 0 && d.qgz == 0);
+    assert_true(c.aio_block_size == 262144 && c.aio_queue_depth == 32 && d.aio_block_size == 0 && d.aio_queue_depth == 0);
     assert_true(d.B != 3 && d.zero_stage != 3 && d.zero_bucket != 500000 && d.zero_prefetch != 70000 &&
                 d.zero_max_live != 900000 && d.zero_persist != 1000);
     unsigned all = 0;
@@ -219,6 +228,32 @@ static void test_wrong_types_and_ranges(void **state) {
          "zero_optimization.offload_param.device must be \"none\", \"cpu\" or \"nvme\", got true"},
         {"{\"zero_optimization\": {\"offload_optimizer\": {\"nvme_path\": \"/a\"}, \"offload_param\": {\"nvme_path\": \"/b\"}}}",
          "zero_optimization.offload_param.nvme_path = /b disagrees with the --nvme-path set before (/a)"},
+        // accumulation: at most TRAIN_MAX_GRAD_ACCUM (2^30 was accepted before)
+        {"{\"gradient_accumulation_steps\": 1073741824}",
+         "gradient_accumulation_steps must be an integer in [1, 65536], got 1073741824 (this trainer's bound"},
+        {"{\"gradient_accumulation_steps\": 65537}", "gradient_accumulation_steps must be an integer in [1, 65536]"},
+        {"{\"gradient_accumulation_steps\": 0}", "gradient_accumulation_steps must be an integer in [1, 65536], got 0"},
+        // the aio section: what the NVMe engine takes
+        {"{\"aio\": {\"block_size\": 5000}}", "aio.block_size must be an integer in [4096, 1.07374e+09], a multiple "
+         "of 4096, got 5000"},
+        {"{\"aio\": {\"block_size\": 0}}", "aio.block_size must be an integer in [4096,"},
+        {"{\"aio\": {\"queue_depth\": 0}}", "aio.queue_depth must be an integer in [1, 256], got 0"},
+        {"{\"aio\": {\"queue_depth\": 1024}}", "aio.queue_depth must be an integer in [1, 256], got 1024"},
+        {"{\"aio\": {\"thread_count\": \"2\"}}", "aio.thread_count must be a number, got \"2\""},
+        {"{\"aio\": {\"single_submit\": 1}}", "aio.single_submit must be true or false, got 1"},
+        {"{\"aio\": 8}", "aio must be an object, got 8"},
+        // the deprecated offload switches
+        {"{\"zero_optimization\": {\"cpu_offload\": \"yes\"}}", "zero_optimization.cpu_offload must be true or false"},
+        {"{\"zero_optimization\": {\"cpu_offload\": true, \"offload_optimizer\": {\"device\": \"cpu\"}}}",
+         "zero_optimization.cpu_offload is DeepSpeed's deprecated form of zero_optimization.offload_optimizer, and both "
+         "are given"},
+        {"{\"zero_optimization\": {\"offload_param\": {\"device\": \"none\"}, \"cpu_offload_param\": false}}",
+         "zero_optimization.cpu_offload_param is DeepSpeed's deprecated form of zero_optimization.offload_param"},
+        {"{\"zero_optimization\": {\"cpu_offload_params\": true, \"offload_param\": {\"device\": \"nvme\"}}}",
+         "zero_optimization.cpu_offload_params is DeepSpeed's deprecated form of zero_optimization.offload_param"},
+        // precision sections
+        {"{\"fp16\": {\"enabled\": \"yes\"}}", "fp16.enabled must be true, false or \"auto\", got \"yes\""},
+        {"{\"bf16\": true}", "bf16 must be an object, got true"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         expect_refused("", bad[i].json, bad[i].says, g_path, NULL);
@@ -235,6 +270,7 @@ static void test_later_features_refused_unless_off(void **state) {
          "optimizer.params.bias_correction = false is not supported yet"},
         {"{\"optimizer\": {\"type\": \"Lamb\"}}", "optimizer.type \"Lamb\" is not supported"},
         {"{\"optimizer\": {\"type\": \"OneBitAdam\"}}", "optimizer.type \"OneBitAdam\" is not supported"},
+        {"{\"aio\": {\"use_gds\": true}}", "aio.use_gds = true is not supported yet"},
     };
     for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++)
         expect_refused("", later[i].json, later[i].says, NULL);
@@ -254,8 +290,10 @@ static void test_unknown_keys_warned_by_name(void **state) {
                      0);
     expect_log("warning: ");
     expect_log(g_path);
-    expect_log("ignoring 4 keys this trainer does not know: fp16, steps_per_print, "
+    // fp16 has a message of its own (test_precision), not a place in the list
+    expect_log("ignoring 3 keys this trainer does not know: steps_per_print, "
                "zero_optimization.overlap_comm, optimizer.params.amsgrad");
+    expect_log("fp16.enabled true: no fp16 runs here");
     assert_null(strstr(g_log, "error"));
     assert_int_equal(c.zero_stage, 1);  // the known keys beside them still apply
     assert_true(c.lr == 0.001f);
@@ -373,6 +411,10 @@ static void test_bad_files(void **state) {
     expect_refused("", "", "is not valid JSON", NULL);
     expect_refused("", "{\"zero_optimization\": {\"stage\": 1, \"stage\": 2}}", "zero_optimization.stage appears twice",
                    NULL);
+    // in a section the trainer ignores too, and in an object inside an array
+    expect_refused("", "{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"a\": 1, \"a\": 2}}}",
+                   "scheduler.params.a appears twice", NULL);
+    expect_refused("", "{\"x\": [1, {\"b\": 1, \"b\": 1}]}", "x[1].b appears twice", NULL);
     TrainConfig c;
     parse_flags(&c, "");
     FILE *log = log_begin();
@@ -435,12 +477,214 @@ static void test_command_line(void **state) {
         {"--beta2", "x", "--beta2 expects a number"},
         {"--adam-eps", "0", "--adam-eps expects a number in [1e-30, 1], got '0'"},
         {"--deepspeed", "/nonexistent/ds.json", "cannot open DeepSpeed config '/nonexistent/ds.json'"},
+        // past the range of strtol/strtod: refused, not clamped to LONG_MAX (or rounded to 0)
+        {"--seed", "99999999999999999999", "--seed expects an integer in [0, 9223372036854775807], got "
+         "'99999999999999999999'"},
+        {"--seed", "-99999999999999999999", "--seed expects an integer in [0,"},
+        {"-l", "1e-999", "-l expects a number in [0, 10], got '1e-999'"},
+        {"--grad-clip", "1e999", "--grad-clip expects a number in [-1, 1e+09], got '1e999'"},
+        // -x 0 trains nothing: said so, not "the train data holds less than one step"
+        {"-x", "0", "-x expects -1 (one epoch of the train data) or a number of optimizer steps in [1, 1073741824], "
+         "got '0'"},
+        {"-x", "-2", "-x expects -1 (one epoch of the train data) or a number of optimizer steps"},
+        {"--nan-skip-limit", "3", "--nan-skip-limit 3 limits --nan-skip's skipped steps: give --nan-skip too"},
+        {"--nan-skip-limit", "0", "--nan-skip-limit expects an integer in [1, 1073741824], got '0'"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *argv[] = {"train_gpt2", "-z", "1", (char *)bad[i].flag, (char *)bad[i].value, NULL};
         memcpy(g_argv, argv, sizeof(argv));
         expect_death(parse_in_child, "cpu", 1, bad[i].says, NULL);
     }
+}
+
+// -d and the DeepSpeed batch keys through resolve_grad_accum, as the trainers call it:
+// flags, the file, then the geometry on `world` ranks (errors exit 1; success exits 0
+// after printing the accumulation).
+static struct { const char *flags, *json; int world; } g_geo;
+static void resolve_in_child(void *arg) {
+    (void)arg;
+    TrainConfig c;
+    if (apply(&c, g_geo.flags, g_geo.json) != 0) {
+        fprintf(stderr, "the file was refused: %s", g_log);
+        exit(3);
+    }
+    int accum = resolve_grad_accum(&c, g_geo.world);
+    fprintf(stderr, "accumulation %d, %lld tokens per step\n", accum, (long long)c.total_batch_tokens);
+    exit(0);
+}
+
+static void expect_geometry(const char *flags, const char *json, int world, int status, const char *says) {
+    g_geo.flags = flags;
+    g_geo.json = json;
+    g_geo.world = world;
+    expect_death(resolve_in_child, NULL, status, says, NULL);
+}
+
+static void test_batch_bounds(void **state) {
+    (void)state;
+    // -d through an int: 549755814016 = (2^32 + 1) x 128 was accumulation 1 with the loss
+    // scaled by 1/5.5e11; 0 and 2^40 were accumulation 0 (every step a NaN)
+    expect_geometry("-b 2 -t 64 -d 549755814016", "{}", 1, 1,
+                    "-d 549755814016 is 4294967297 micro-batches of B*T*ranks = 2*64*1 = 128 tokens per rank: at most "
+                    "65536 gradient accumulation steps are allowed");
+    expect_geometry("-b 2 -t 64 -d 1099511627776", "{}", 1, 1, "-d 1099511627776 is 8589934592 micro-batches");
+    expect_geometry("-b 2 -t 64 -d 0", "{}", 1, 1,
+                    "-d 0 is less than one micro-batch on every rank, B*T*ranks = 2*64*1 = 128 tokens");
+    expect_geometry("-b 2 -t 64 -d 64", "{}", 1, 1, "-d 64 is less than one micro-batch on every rank");
+    expect_geometry("-b 2 -t 64 -d 128", "{}", 2, 1, "-d 128 is less than one micro-batch on every rank, "
+                    "B*T*ranks = 2*64*2 = 256 tokens");
+    expect_geometry("-b 2 -t 64 -d 200", "{}", 1, 1, "-d 200 is not a multiple of B*T*ranks = 2*64*1 = 128");
+    expect_geometry("-b 1048576 -t 4096", "{}", 1, 1, "-b 1048576 x -t 4096 = 4294967296 tokens in one micro-batch: "
+                    "more than the 2147483647 the models index");
+    // the bound itself, and the default
+    expect_geometry("-b 2 -t 64 -d 8388608", "{}", 1, 0, "accumulation 65536, 8388608 tokens per step");
+    expect_geometry("-b 2 -t 64 -d 8388864", "{}", 1, 1, "-d 8388864 is 65538 micro-batches");
+    expect_geometry("-b 2 -t 64", "{}", 3, 0, "accumulation 1, 384 tokens per step");
+    // the same through the DeepSpeed file's train_batch_size (in sequences of T)
+    expect_geometry("-b 2 -t 64", "{\"train_batch_size\": 8589934594}", 1, 1,
+                    "train_batch_size 8589934594 (x T=64 = 549755814016 tokens) in '");
+    expect_geometry("-b 2 -t 64", "{\"train_batch_size\": 8589934594}", 1, 1, "is 4294967297 micro-batches");
+    expect_geometry("-t 64", "{\"train_batch_size\": 1, \"train_micro_batch_size_per_gpu\": 2}", 1, 1,
+                    "train_batch_size 1 is not a multiple of train_micro_batch_size_per_gpu 2 x 1 ranks");
+    expect_geometry("-t 64", "{\"train_batch_size\": 131072, \"train_micro_batch_size_per_gpu\": 2}", 1, 0,
+                    "accumulation 65536");
+    expect_geometry("-t 64", "{\"train_batch_size\": 131074, \"train_micro_batch_size_per_gpu\": 2}", 1, 1,
+                    "train_batch_size 131074 (x T=64 = 8388736 tokens) in '");
+    // DeepSpeed's rule with the bound: the accumulation the file gives, whatever the world
+    expect_geometry("-t 64", "{\"train_micro_batch_size_per_gpu\": 1048576, \"gradient_accumulation_steps\": 65536}",
+                    1 << 30, 1, "x T=64 x gradient_accumulation_steps 65536 x 1073741824 ranks overflows 64 bits");
+    expect_geometry("-t 64", "{\"gradient_accumulation_steps\": 4, \"train_batch_size\": 32}", 2, 0,
+                    "accumulation 4, 2048 tokens per step");
+}
+
+// The parser where a plain JSON reader lets things through.
+static void test_parser_limits(void **state) {
+    (void)state;
+    // a number past a double's range: cJSON makes it infinity and prints it as null
+    expect_refused("", "{\"zero_optimization\": {\"stage3_max_live_parameters\": 1e999}}",
+                   "zero_optimization.stage3_max_live_parameters is a number that overflows a double", NULL);
+    expect_refused("", "{\"optimizer\": {\"params\": {\"betas\": [-1e400, 0.9]}}}",
+                   "optimizer.params.betas[0] is a number that overflows a double", NULL);
+    expect_refused("", "{\"unknown_section\": {\"x\": 1e999}}", "unknown_section.x is a number that overflows a double",
+                   NULL);
+    // a NUL byte: the parser would stop there and a second object setting stage 3 would vanish
+    static const char nul[] = "{\"zero_optimization\": {\"stage\": 1}}\0{\"zero_optimization\": {\"stage\": 3}}";
+    TrainConfig c;
+    parse_flags(&c, "");
+    write_config_bytes(nul, sizeof nul - 1);
+    FILE *log = log_begin();
+    assert_int_equal(ds_config_apply(&c, g_path, log), -1);
+    log_end(log);
+    expect_log("holds a NUL byte at offset 35 (of 71 bytes)");
+    assert_int_equal(c.zero_stage, -1);
+    // nesting: cJSON's limit is CJSON_NESTING_LIMIT (1000) levels; one past it is refused as
+    // such, not as "not valid JSON"
+    for (int levels = 999; levels <= 100001; levels += levels < 1001 ? 1 : 99000) {   // 999, 1000, 1001, 100001
+        size_t n = (size_t)levels - 1;   // arrays inside the top object
+        char *deep = malloc(2 * n + 16);
+        assert_non_null(deep);
+        size_t len = (size_t)sprintf(deep, "{\"x\": ");
+        memset(deep + len, '[', n);
+        len += n;
+        deep[len++] = '1';
+        memset(deep + len, ']', n);
+        len += n;
+        deep[len++] = '}';
+        write_config_bytes(deep, len);
+        free(deep);
+        parse_flags(&c, "");
+        log = log_begin();
+        int rc = ds_config_apply(&c, g_path, log);
+        log_end(log);
+        if (levels <= 1000) {
+            if (rc != 0) fail_msg("%d levels refused: %s", levels, g_log);
+            expect_log("ignoring 1 key this trainer does not know: x");
+        } else {
+            if (rc != -1) fail_msg("%d levels accepted", levels);
+            expect_log("nests objects and arrays more than 1000 levels deep (line 1)");
+        }
+    }
+    // the duplicate-key check is linear: 200,000 keys (the 16 MiB limit holds ~1M) in well
+    // under a second of CPU time; the old pairwise check took minutes
+    enum { KEYS_N = 200000 };
+    char *big = malloc((size_t)KEYS_N * 24 + 64);
+    assert_non_null(big);
+    size_t len = (size_t)sprintf(big, "{");
+    for (int i = 0; i < KEYS_N; i++) len += (size_t)sprintf(big + len, "\"k%07d\": %d, ", i, i);
+    len += (size_t)sprintf(big + len, "\"k%07d\": 0}", KEYS_N / 2);   // one repeat, last
+    write_config_bytes(big, len);
+    parse_flags(&c, "");
+    clock_t t0 = clock();
+    log = log_begin();
+    assert_int_equal(ds_config_apply(&c, g_path, log), -1);
+    log_end(log);
+    double cpu_s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    expect_log("k0100000 appears twice");
+    if (cpu_s > 1.0) fail_msg("%d keys took %.2f s of CPU time to check", KEYS_N + 1, cpu_s);
+    // without the repeat: read, and the warning lists the first keys, then "..."
+    len -= strlen("\"k0100000\": 0}") + 2;
+    len += (size_t)sprintf(big + len, "}");
+    write_config_bytes(big, len);
+    parse_flags(&c, "");
+    t0 = clock();
+    log = log_begin();
+    assert_int_equal(ds_config_apply(&c, g_path, log), 0);
+    log_end(log);
+    cpu_s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    expect_log("ignoring 200000 keys this trainer does not know: k0000000, k0000001, ");
+    expect_log(", ...\n");
+    if (cpu_s > 1.0) fail_msg("%d keys took %.2f s of CPU time to read", KEYS_N, cpu_s);
+    free(big);
+}
+
+// DeepSpeed's deprecated offload switches map as DeepSpeed maps them.
+static void test_legacy_offload_keys(void **state) {
+    (void)state;
+    TrainConfig c;
+    assert_int_equal(apply(&c, "", "{\"zero_optimization\": {\"stage\": 3, \"cpu_offload\": true, "
+                                   "\"cpu_offload_param\": true, \"cpu_offload_use_pin_memory\": true}}"), 0);
+    assert_int_equal(c.offload_optimizer, TRAIN_OFFLOAD_CPU);
+    assert_int_equal(c.offload_param, TRAIN_OFFLOAD_CPU);
+    assert_null(strstr(g_log, "ignoring"));
+    expect_log("zero_optimization.cpu_offload true is DeepSpeed's deprecated zero_optimization.offload_optimizer.device "
+               "\"cpu\" (--offload-optimizer cpu)");
+    expect_log("zero_optimization.cpu_offload_param true is DeepSpeed's deprecated zero_optimization.offload_param.device "
+               "\"cpu\" (--offload-param cpu)");
+    // DeepSpeed 0.3's spelling, as older published configs have it
+    assert_int_equal(apply(&c, "", "{\"zero_optimization\": {\"stage\": 3, \"cpu_offload_params\": true}}"), 0);
+    assert_int_equal(c.offload_param, TRAIN_OFFLOAD_CPU);
+    assert_int_equal(c.offload_optimizer, TRAIN_OFFLOAD_NONE);
+    assert_int_equal(apply(&c, "", "{\"zero_optimization\": {\"stage\": 2, \"cpu_offload\": false}}"), 0);
+    assert_int_equal(c.offload_optimizer, TRAIN_OFFLOAD_NONE);
+    // "auto" beside it is not a value (DeepSpeed drops it)
+    assert_int_equal(apply(&c, "", "{\"zero_optimization\": {\"cpu_offload\": true, \"offload_optimizer\": \"auto\"}}"),
+                     0);
+    assert_int_equal(c.offload_optimizer, TRAIN_OFFLOAD_CPU);
+    // a flag that says otherwise
+    expect_refused("-z 2 --offload-optimizer nvme --nvme-path /tmp", "{\"zero_optimization\": {\"cpu_offload\": true}}",
+                   "--offload-optimizer nvme contradicts zero_optimization.cpu_offload = true in", NULL);
+    expect_refused("-z 3 --offload-param cpu", "{\"zero_optimization\": {\"cpu_offload_param\": false}}",
+                   "--offload-param cpu contradicts zero_optimization.cpu_offload_param = false in", NULL);
+}
+
+// fp16 and bf16 get messages of their own, not a place among the unknown keys.
+static void test_precision(void **state) {
+    (void)state;
+    TrainConfig c;
+    assert_int_equal(apply(&c, "", "{\"fp16\": {\"enabled\": true, \"loss_scale\": 0, \"initial_scale_power\": 16}}"), 0);
+    expect_log("warning: ");
+    expect_log("fp16.enabled true: no fp16 runs here: this trainer trains in fp32 on the CPU (train_gpt2) and in bf16 "
+               "with fp32 master weights on the GPU (train_gpt2_zero), so no loss scaling runs either");
+    assert_null(strstr(g_log, "ignoring"));
+    assert_int_equal(apply(&c, "", "{\"bf16\": {\"enabled\": true}}"), 0);
+    expect_log("note: ");
+    expect_log("bf16.enabled true: the GPU trainer (train_gpt2_zero) trains in bf16 with fp32 master weights whatever "
+               "the file says, the CPU trainer (train_gpt2) in fp32");
+    assert_int_equal(apply(&c, "", "{\"bfloat16\": {\"enabled\": true}}"), 0);
+    expect_log("bfloat16.enabled true");
+    // off, "auto" or absent: what runs anyway, said nothing about
+    expect_no_change("", "{\"fp16\": {\"enabled\": false, \"loss_scale\": 0}, \"bf16\": {\"enabled\": \"auto\"}}");
+    expect_no_change("", "{\"fp16\": {\"enabled\": \"auto\"}, \"bf16\": {}}");
 }
 
 int main(void) {
@@ -454,6 +698,10 @@ int main(void) {
         cmocka_unit_test(test_batch_rule),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_command_line),
+        cmocka_unit_test(test_batch_bounds),
+        cmocka_unit_test(test_parser_limits),
+        cmocka_unit_test(test_legacy_offload_keys),
+        cmocka_unit_test(test_precision),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -45,7 +45,8 @@ mpirun -np 2 ./train_gpt2 "${common[@]}" --deepspeed "$tmp/ds.json" -o "$tmp/fil
 [ "$(losses "$tmp/flags" | wc -l)" -eq 7 ] || { cat "$tmp/flags/main.log"; fail "expected 4 train and 3 val losses"; }
 diff <(losses "$tmp/flags") <(losses "$tmp/file") || fail "losses from ds.json differ from the flags'"
 cmp "$tmp/flags/model_final.bin" "$tmp/file/model_final.bin" || fail "the final model from ds.json differs"
-grep -q "ignoring 3 keys this trainer does not know: zero_optimization.overlap_comm, fp16, steps_per_print" \
+# fp16 (off here) is no unknown key: it gets a message of its own when on (test_ds_config.c)
+grep -q "ignoring 2 keys this trainer does not know: zero_optimization.overlap_comm, steps_per_print" \
     "$tmp/file.txt" || { cat "$tmp/file.txt"; fail "no warning naming the unknown keys"; }
 grep -q "grad accumulation *| 2 " "$tmp/file.txt" || fail "the file's accumulation is not in the config table"
 echo "stage 2, 2 ranks: ds.json and flags give bit-identical losses and model ($(losses "$tmp/file" | tail -n 1))"
@@ -83,6 +84,30 @@ if [ -x "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" ]; then
 else
     echo "note: no nvcc: train_gpt2_zero's reading of the file not checked"
 fi
+
+# DeepSpeed's sizes written for billions of parameters (its defaults: 1e9 live, 5e8 bucket)
+# cost a 3.3M-parameter model no more than the model: every pool is min(setting, need).
+# Before, stage3_max_live_parameters 1e9 made this model peak at 3.9 GB.
+cat > "$tmp/big.json" <<'EOF'
+{"zero_optimization": {"stage": 3, "reduce_bucket_size": 5e8, "stage3_prefetch_bucket_size": 1e9,
+  "stage3_max_live_parameters": 1e9, "stage3_param_persistence_threshold": 1e4}}
+EOF
+pools_fit() {   # pools_fit REPORT: every rank's pools within the padded model
+    jq -e '.psi_padded as $p | all(.ranks[].pools; .param_pool_elems <= $p and .grad_pool_elems <= $p)' "$1" > /dev/null
+}
+./train_gpt2 -e d2c64h2t64 -t 32 -b 2 --dry-run --world 2 --deepspeed "$tmp/big.json" -o "$tmp/dry_big" \
+    > "$tmp/dry.txt" 2>&1 || { cat "$tmp/dry.txt"; fail "dry run from big.json failed"; }
+pools_fit "$tmp/dry_big/zero_report.json" || fail "pools beyond the model: $(jq -c '[.psi_padded, .ranks[0].pools]' "$tmp/dry_big/zero_report.json")"
+./train_gpt2 -e d2c64h2t64 -t 32 -b 2 -x 2 -v 0 -s 0 --threads 1 --deepspeed "$tmp/big.json" -o "$tmp/live_big" \
+    > "$tmp/live.txt" 2>&1 || { cat "$tmp/live.txt"; fail "training from big.json failed"; }
+peak=$(sed -n 's/^host memory after loading the model: peak \([0-9.]*\) MiB$/\1/p' "$tmp/live.txt")
+[ -n "$peak" ] && awk -v p="$peak" 'BEGIN { exit !(p < 300) }' || { cat "$tmp/live.txt"; fail "big.json: peak $peak MiB after loading a 3.3M-parameter model"; }
+if [ -x ./train_gpt2_zero ]; then   # built above when nvcc exists: the same sizing in the CUDA trainer
+    ./train_gpt2_zero -e d2c64h2t64 -t 32 -b 2 --dry-run --world 2 --deepspeed "$tmp/big.json" -o "$tmp/dry_big_cu" \
+        > "$tmp/dry.txt" 2>&1 || { cat "$tmp/dry.txt"; fail "train_gpt2_zero's dry run from big.json failed"; }
+    pools_fit "$tmp/dry_big_cu/zero_report.json" || fail "train_gpt2_zero: pools beyond the model"
+fi
+echo "stage3_max_live_parameters 1e9 and friends: pools within the model ($(jq -c '.ranks[0].pools | [.param_pool_elems, .grad_pool_elems]' "$tmp/dry_big/zero_report.json") elements), live peak $peak MiB"
 
 # the shipped example, -h, and refusals
 ./train_gpt2 -e d2c64h2t64 -t 32 --dry-run --world 8 --deepspeed dev/ds_config_example.json -o "$tmp/example" \

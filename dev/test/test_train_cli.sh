@@ -56,6 +56,20 @@ refused pp_z2 "--qwz needs -z 3" ./train_gpt2 "${small[@]}" -x 1 -z 2 --qwz
 refused pp_hpz_z1 "--hpz 2 needs -z 3" ./train_gpt2 "${small[@]}" -x 1 -z 1 --hpz 2
 echo "ZeRO++ switches without -z, or qwZ/hpZ below stage 3: refused"
 
+# the batch geometry and the numbers' ranges in the CUDA trainers too (the ZeRO trainer's dry
+# run needs no GPU; flags are refused before a GPU is looked for), and -h says so
+for t in train_gpt2 train_gpt2cu train_gpt2_zero; do
+    ./$t -h | grep -q -- "--nan-skip-limit N  with --nan-skip" || fail "$t -h does not document --nan-skip-limit"
+    ./$t -h | grep -q -- "at most 65536 micro-batches per rank" || fail "$t -h does not give -d's accumulation bound"
+done
+refused cu_x0 "-x expects -1 (one epoch of the train data) or a number of optimizer steps in \[1, 1073741824\], got '0'" ./train_gpt2cu -x 0
+refused cu_seed "--seed expects an integer in \[0, 9223372036854775807\]" ./train_gpt2cu --seed 9223372036854775808
+refused zero_d0 "-d 0 is less than one micro-batch on every rank, B\*T\*ranks = 2\*32\*2 = 128 tokens" \
+    ./train_gpt2_zero --dry-run --world 2 -e d2c64h2t64 -b 2 -t 32 -d 0
+refused zero_dbig "-d 549755813888 is 4294967296 micro-batches of B\*T\*ranks = 2\*32\*2 = 128 tokens per rank" \
+    ./train_gpt2_zero --dry-run --world 2 -e d2c64h2t64 -b 2 -t 32 -d 549755813888
+echo "-x 0, --seed past its range, -d below a micro-batch or past the accumulation bound: refused in the CUDA trainers"
+
 # 3. ZeRO start-up fails: the reason is the last line
 reason="zero: rank [01]: max_live_elems 10 is smaller than unit"
 if ./train_gpt2 "${small[@]}" -x 2 -z 3 --zero-max-live 10 -o "$tmp/live1" > "$tmp/live1.txt" 2>&1; then

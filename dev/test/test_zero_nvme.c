@@ -663,6 +663,53 @@ static void test_pool_allocator(void **state) {
     assert_int_equal(g_frees, 1);
 }
 
+// DeepSpeed's aio block_size: block_bytes caps what one pread/pwrite or io_uring entry
+// moves; a request larger goes in blocks, and the data arrives the same. Values the engine
+// cannot take (off the alignment, past its limit) are refused at open.
+static void test_block_bytes(void **state) {
+    const char *engine = *state;
+    setenv("ZERO_NVME_ENGINE", engine, 1);
+    ZeroNvmeConfig cfg = {.dir = g_dir, .rank = 1, .file_bytes = 1 * MiB, .buffer_bytes = 512 * KiB,
+                          .num_buffers = 2, .queue_depth = 3, .block_bytes = 8 * KiB};
+    char err[1024];
+    ZeroNvme *n = zero_nvme_open(&cfg, err, sizeof err);
+    if (!n && strcmp(engine, "io_uring") == 0 && strstr(err, "io_uring is not available")) skip();
+    if (!n) fail_msg("%s", err);
+    assert_int_equal(n->max_chunk, 8 * KiB);
+    if (!strstr(zero_nvme_engine_note(n), "; blocks of at most 8192 bytes"))
+        fail_msg("the note does not show the block size: %s", zero_nvme_engine_note(n));
+    uint8_t *w = zero_nvme_buffer(n, 0), *r = zero_nvme_buffer(n, 1);
+    fill(w, 64 * KiB, 512 * KiB, 11);
+    memset(r, 0, 512 * KiB);
+    ZeroTicket tw = zero_nvme_write(n, w, 64 * KiB, 512 * KiB);   // 64 blocks
+    assert_int_equal(zero_nvme_wait(n, tw), 0);
+    ZeroTicket tr = zero_nvme_read(n, r, 64 * KiB, 512 * KiB);
+    assert_int_equal(zero_nvme_wait(n, tr), 0);
+    long long bad = mismatch(r, 64 * KiB, 512 * KiB, 11);
+    if (bad >= 0) fail_msg("%s: read back differs at file offset %lld", engine, bad);
+    ZeroNvmeStats st;
+    zero_nvme_stats(n, &st);
+    assert_true(st.reads == 1 && st.writes == 1 && st.bytes_read == 512 * KiB && st.bytes_written == 512 * KiB);
+    zero_nvme_close(n);
+    cfg.num_buffers = 0;
+    cfg.block_bytes = 0;   // the default: no note
+    n = zero_nvme_open(&cfg, err, sizeof err);
+    assert_non_null(n);
+    assert_int_equal(n->max_chunk, ZERO_NVME_MAX_BLOCK);
+    assert_null(strstr(zero_nvme_engine_note(n), "blocks"));
+    zero_nvme_close(n);
+    static const struct { size_t block; int depth; } bad_cfg[] = {
+        {5000, 3}, {ZERO_NVME_MAX_BLOCK + ZERO_NVME_ALIGN, 3}, {0, ZERO_NVME_MAX_DEPTH + 1}, {0, 0}};
+    for (size_t i = 0; i < sizeof bad_cfg / sizeof bad_cfg[0]; i++) {
+        cfg.block_bytes = bad_cfg[i].block;
+        cfg.queue_depth = bad_cfg[i].depth;
+        assert_null(zero_nvme_open(&cfg, err, sizeof err));
+        if (!strstr(err, "bad NVMe engine settings") || !strstr(err, "block_bytes") || !strstr(err, "queue_depth"))
+            fail_msg("case %zu: %s", i, err);
+    }
+    assert_int_equal(entries_in(g_dir), 0);
+}
+
 #define BOTH(t) cmocka_unit_test_prestate_setup_teardown(t, make_dir, remove_dir, (void *)ENGINES[0]), \
                 cmocka_unit_test_prestate_setup_teardown(t, make_dir, remove_dir, (void *)ENGINES[1])
 #define ONE(t) cmocka_unit_test_setup_teardown(t, make_dir, remove_dir)
@@ -674,6 +721,7 @@ int main(void) {
         BOTH(test_short_read),
         BOTH(test_io_error),
         BOTH(test_refused_requests),
+        BOTH(test_block_bytes),
         ONE(test_file_unlinked_and_space_freed),
         ONE(test_folder_errors),
         ONE(test_file_size_limit),

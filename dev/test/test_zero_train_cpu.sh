@@ -91,6 +91,6 @@ awk -v a="$o0" -v b="$o3" 'BEGIN { r = a / b; printf "optimizer bytes per rank: 
 # bad configurations
 if ./train_gpt2 -z 7 > "$tmp/e.txt" 2>&1; then fail "-z 7 accepted"; fi
 grep -q -- "-z expects an integer in \[0, 3\]" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "no clear error for -z 7"; }
-if mpirun -np 2 ./train_gpt2 "${args[@]}" -z 1 -b 2 -t 32 -d 100 -o "$tmp/bad" > "$tmp/e.txt" 2>&1; then fail "-d 100 accepted"; fi
+if mpirun -np 2 ./train_gpt2 "${args[@]}" -z 1 -b 2 -t 32 -d 200 -o "$tmp/bad" > "$tmp/e.txt" 2>&1; then fail "-d 200 accepted"; fi
 grep -q "not a multiple of B\*T\*ranks" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "no clear error for a bad -d"; }
 echo "PASS test_zero_train_cpu"

@@ -5,8 +5,10 @@
 #include "ds_config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -25,9 +27,11 @@ typedef enum {
     DS_BOOL,     // true or false into an int field (1 or 0)
     DS_LATER,    // a feature not built yet: only its "off" values are accepted
     DS_IDLE,     // a detail of such a feature: any value of its JSON type, without effect yet
+    DS_LEGACY,   // DeepSpeed's deprecated offload switch: true or false into an offload device
+    DS_PRECISION,// fp16 / bf16: their "enabled" gets a message; the rest has no effect here
 } DsKind;
 
-typedef enum { F_INT, F_LONG, F_FLOAT, F_STRING } FieldType;
+typedef enum { F_INT, F_LONG, F_I64, F_FLOAT, F_STRING } FieldType;
 
 typedef struct {
     const char *key;        // path in the file: '.' between objects, [i] for array elements
@@ -42,10 +46,15 @@ typedef struct {
     int json_types;         // DS_IDLE: the cJSON type bits it accepts
     const char *type_name;  // DS_IDLE: those in words
     const char *why_idle;   // DS_IDLE: why it has no effect (for -h)
+    const char *why;        // DS_INT: why the range is what it is (for its error)
+    double multiple_of;     // DS_INT: the value must be a multiple of this (0: any)
+    const char *replaces;   // DS_LEGACY: the key beside it that DeepSpeed replaced it with
+    const char *hint;       // for -h, where no flag says what the key sets
 } DsKey;
 
 #define INT_FIELD(f) .field = offsetof(TrainConfig, f), .type = F_INT
 #define LONG_FIELD(f) .field = offsetof(TrainConfig, f), .type = F_LONG
+#define I64_FIELD(f) .field = offsetof(TrainConfig, f), .type = F_I64
 #define FLOAT_FIELD(f) .field = offsetof(TrainConfig, f), .type = F_FLOAT
 #define STRING_FIELD(f) .field = offsetof(TrainConfig, f), .type = F_STRING
 #define ELEMS (double)(1L << 40)   // the --zero-* flags' limit
@@ -56,10 +65,11 @@ typedef struct {
 static const DsKey KEYS[] = {
     {.key = "train_micro_batch_size_per_gpu", .kind = DS_INT, .lo = 1, .hi = 1 << 20, .flag = TRAIN_FLAG_B,
      .flag_name = "-b", INT_FIELD(B)},
-    {.key = "gradient_accumulation_steps", .kind = DS_INT, .lo = 1, .hi = 1 << 30, .flag = TRAIN_FLAG_GRAD_ACCUM,
-     INT_FIELD(grad_accum_steps)},
+    {.key = "gradient_accumulation_steps", .kind = DS_INT, .lo = 1, .hi = TRAIN_MAX_GRAD_ACCUM,
+     .flag = TRAIN_FLAG_GRAD_ACCUM, INT_FIELD(grad_accum_steps), .hint = "1 to 65536",
+     .why = "this trainer's bound on micro-steps per optimizer step: fp32 sums of more lose bf16's precision; see -d in -h"},
     {.key = "train_batch_size", .kind = DS_SEQS, .lo = 1, .hi = ELEMS, .flag = TRAIN_FLAG_TOTAL_BATCH,
-     .flag_name = "-d", LONG_FIELD(total_batch_tokens)},
+     .flag_name = "-d", I64_FIELD(total_batch_tokens)},
     {.key = "gradient_clipping", .kind = DS_FLOAT, .lo = -1, .hi = 1e9, .flag = TRAIN_FLAG_GRAD_CLIP,
      .flag_name = "--grad-clip", FLOAT_FIELD(grad_clip)},
     {.key = "optimizer", .kind = DS_SECTION},
@@ -104,6 +114,39 @@ static const DsKey KEYS[] = {
     {.key = "zero_optimization.offload_param.nvme_path", .kind = DS_PATH, .flag = TRAIN_FLAG_NVME_PATH,
      .flag_name = "--nvme-path", STRING_FIELD(nvme_path)},
     {.key = "zero_optimization.offload_param.pin_memory", IDLE_BOOL},
+    // DeepSpeed's deprecated switches (still in many published configs), mapped as DeepSpeed
+    // maps them: cpu_offload to offload_optimizer.device "cpu", cpu_offload_param (older
+    // releases: cpu_offload_params) to offload_param.device "cpu"; false is "none"
+    {.key = "zero_optimization.cpu_offload", .kind = DS_LEGACY, .flag = TRAIN_FLAG_OFFLOAD_OPTIMIZER,
+     .flag_name = "--offload-optimizer", INT_FIELD(offload_optimizer), .replaces = "offload_optimizer"},
+    {.key = "zero_optimization.cpu_offload_param", .kind = DS_LEGACY, .flag = TRAIN_FLAG_OFFLOAD_PARAM,
+     .flag_name = "--offload-param", INT_FIELD(offload_param), .replaces = "offload_param"},
+    {.key = "zero_optimization.cpu_offload_params", .kind = DS_LEGACY, .flag = TRAIN_FLAG_OFFLOAD_PARAM,
+     .flag_name = "--offload-param", INT_FIELD(offload_param), .replaces = "offload_param"},
+    {.key = "zero_optimization.cpu_offload_use_pin_memory", IDLE_BOOL},
+    // ZeRO-Infinity's NVMe engine (DeepSpeed's libaio settings): what means the same here
+    // sets the engine, the rest is accepted without effect
+    {.key = "aio", .kind = DS_SECTION},
+    {.key = "aio.block_size", .kind = DS_INT, .lo = TRAIN_AIO_ALIGN, .hi = TRAIN_AIO_MAX_BLOCK, .multiple_of = TRAIN_AIO_ALIGN,
+     .flag = TRAIN_FLAG_AIO_BLOCK_SIZE, I64_FIELD(aio_block_size),
+     .why = "bytes per NVMe read or write call, a multiple of the 4096 bytes O_DIRECT transfers align to",
+     .hint = "the most bytes per NVMe read or write, a multiple of 4096"},
+    {.key = "aio.queue_depth", .kind = DS_INT, .lo = 1, .hi = TRAIN_AIO_MAX_QUEUE_DEPTH, .flag = TRAIN_FLAG_AIO_QUEUE_DEPTH,
+     INT_FIELD(aio_queue_depth), .why = "NVMe requests in flight at most, up to the engine's queue",
+     .hint = "NVMe requests in flight, 1 to 256"},
+    {.key = "aio.thread_count", .kind = DS_IDLE, .json_types = cJSON_Number, .type_name = "a number",
+     .why_idle = "requests run in parallel up to queue_depth"},
+    {.key = "aio.intra_op_parallelism", .kind = DS_IDLE, .json_types = cJSON_Number, .type_name = "a number",
+     .why_idle = "requests run in parallel up to queue_depth"},
+    {.key = "aio.single_submit", .kind = DS_IDLE, .json_types = cJSON_True | cJSON_False, .type_name = "true or false",
+     .why_idle = "each request is submitted as it is queued"},
+    {.key = "aio.overlap_events", .kind = DS_IDLE, .json_types = cJSON_True | cJSON_False,
+     .type_name = "true or false", .why_idle = "requests always overlap, up to queue_depth"},
+    {.key = "aio.use_gds", .kind = DS_LATER, .off = {"false"}},
+    // precision: fp32 on the CPU, bf16 with fp32 master weights on the GPU, whatever the file says
+    {.key = "fp16", .kind = DS_PRECISION},
+    {.key = "bf16", .kind = DS_PRECISION},
+    {.key = "bfloat16", .kind = DS_PRECISION},   // DeepSpeed's older name of bf16
     // activation checkpointing: where to checkpoint is the model's business in DeepSpeed;
     // here --act-checkpoint 1 turns it on and cpu_checkpointing moves the checkpoints to host
     {.key = "activation_checkpointing", .kind = DS_SECTION},
@@ -133,11 +176,13 @@ typedef struct {
     TrainConfig *c;
     const char *path;
     FILE *log;
-    char unknown[2048];  // the keys it does not know, for one warning
-    int num_unknown;
+    char unknown[2048];  // the keys it does not know, for one warning (the first that fit)
+    size_t unknown_len;
+    int num_unknown, unknown_cut;
 } Reader;
 
-// The value as JSON text, for messages (at most 60 characters).
+// The value as JSON text, for messages (at most 60 characters). (A number past a double's
+// range never gets here: check_tree refused it first, since cJSON would print it as null.)
 static const char *json_text(const cJSON *v, char *buf, size_t cap) {
     char *s = cJSON_PrintUnformatted(v);
     snprintf(buf, cap, "%.60s%s", s ? s : "?", s && strlen(s) > 60 ? "..." : "");
@@ -152,6 +197,7 @@ static double field_get(const TrainConfig *c, const DsKey *k) {
     switch (k->type) {
     case F_INT: return *(const int *)p;
     case F_LONG: return (double)*(const long *)p;
+    case F_I64: return (double)*(const int64_t *)p;
     default: return *(const float *)p;
     }
 }
@@ -161,6 +207,7 @@ static void field_set(TrainConfig *c, const DsKey *k, double v) {
     switch (k->type) {
     case F_INT: *(int *)p = (int)v; break;
     case F_LONG: *(long *)p = (long)v; break;
+    case F_I64: *(int64_t *)p = (int64_t)v; break;
     default: *(float *)p = (float)v; break;
     }
 }
@@ -177,9 +224,13 @@ static int apply_number(Reader *r, const DsKey *k, const cJSON *v) {
     double x = v->valuedouble;
     if (k->kind == DS_FLOAT) x = (float)x;  // checked as the trainer will hold it (0.999999999 is 1.0f)
     int integral = k->kind == DS_FLOAT || x == floor(x);
-    if (!integral || !(x >= k->lo && (k->hi_open ? x < k->hi : x <= k->hi))) {
-        fprintf(r->log, "error: '%s': %s must be %s in [%g, %g%s, got %s\n", r->path, k->key, what, k->lo, k->hi,
-                k->hi_open ? ")" : "]", json_text(v, text, sizeof(text)));
+    if (!integral || !(x >= k->lo && (k->hi_open ? x < k->hi : x <= k->hi)) ||
+        (k->multiple_of > 0 && fmod(x, k->multiple_of) != 0)) {
+        char mult[48] = "";
+        if (k->multiple_of > 0) snprintf(mult, sizeof mult, ", a multiple of %g,", k->multiple_of);
+        fprintf(r->log, "error: '%s': %s must be %s in [%g, %g%s%s got %s%s%s%s\n", r->path, k->key, what, k->lo, k->hi,
+                k->hi_open ? ")" : "]", *mult ? mult : ",", json_text(v, text, sizeof(text)), k->why ? " (" : "",
+                k->why ? k->why : "", k->why ? ")" : "");
         return -1;
     }
     if (k->kind == DS_SEQS) {  // sequences -> tokens per step, within -d's limit
@@ -242,6 +293,16 @@ static int agree(Reader *r, const DsKey *k, int same, const char *now, const cha
     return 0;
 }
 
+// An offload device into k's field, unless a flag or an earlier key said otherwise
+// (`shown`: the file's value in words).
+static int set_device(Reader *r, const DsKey *k, int dev, const char *shown) {
+    int *field = (int *)((char *)r->c + k->field);
+    if (agree(r, k, *field == dev, train_offload_names[*field], shown) != 0) return -1;
+    *field = dev;
+    r->c->from_file |= TRAIN_FLAG_BIT(k->flag);
+    return 0;
+}
+
 static int apply_offload(Reader *r, const DsKey *k, const cJSON *v) {
     char text[80];
     int dev = cJSON_IsString(v) ? train_offload_parse(v->valuestring) : -1;
@@ -250,11 +311,7 @@ static int apply_offload(Reader *r, const DsKey *k, const cJSON *v) {
                 json_text(v, text, sizeof(text)));
         return -1;
     }
-    int *field = (int *)((char *)r->c + k->field);
-    if (agree(r, k, *field == dev, train_offload_names[*field], v->valuestring) != 0) return -1;
-    *field = dev;
-    r->c->from_file |= TRAIN_FLAG_BIT(k->flag);
-    return 0;
+    return set_device(r, k, dev, v->valuestring);
 }
 
 static int apply_bool(Reader *r, const DsKey *k, const cJSON *v) {
@@ -308,16 +365,68 @@ static int apply_path(Reader *r, const DsKey *k, const cJSON *v) {
     return 0;
 }
 
+// DeepSpeed's deprecated cpu_offload / cpu_offload_param(s): true is the device "cpu", false
+// "none". DeepSpeed refuses one given beside the key that replaced it; so does this.
+static int apply_legacy(Reader *r, const DsKey *k, const cJSON *v, const cJSON *parent) {
+    char text[80];
+    if (!cJSON_IsBool(v)) {
+        fprintf(r->log, "error: '%s': %s must be true or false, got %s\n", r->path, k->key, json_text(v, text, sizeof(text)));
+        return -1;
+    }
+    const cJSON *modern = cJSON_GetObjectItemCaseSensitive(parent, k->replaces);
+    if (modern && !is_auto(modern)) {
+        fprintf(r->log, "error: '%s': %s is DeepSpeed's deprecated form of zero_optimization.%s, and both are given: "
+                "keep %s (DeepSpeed refuses the two together too)\n", r->path, k->key, k->replaces, k->replaces);
+        return -1;
+    }
+    int dev = cJSON_IsTrue(v) ? TRAIN_OFFLOAD_CPU : TRAIN_OFFLOAD_NONE;
+    if (set_device(r, k, dev, cJSON_IsTrue(v) ? "true" : "false") != 0) return -1;
+    fprintf(r->log, "note: '%s': %s %s is DeepSpeed's deprecated zero_optimization.%s.device \"%s\" (%s %s)\n",
+            r->path, k->key, cJSON_IsTrue(v) ? "true" : "false", k->replaces, train_offload_names[dev], k->flag_name,
+            train_offload_names[dev]);
+    return 0;
+}
+
+// fp16 / bf16 (bfloat16): this trainer's precision is its own, so "enabled" true gets a
+// message saying what runs instead; the section's other keys (loss scaling) have no effect.
+static int apply_precision(Reader *r, const DsKey *k, const cJSON *v) {
+    char text[80];
+    if (!cJSON_IsObject(v)) {
+        fprintf(r->log, "error: '%s': %s must be an object, got %s\n", r->path, k->key, json_text(v, text, sizeof(text)));
+        return -1;
+    }
+    const cJSON *on = cJSON_GetObjectItemCaseSensitive(v, "enabled");
+    if (on == NULL || is_auto(on) || cJSON_IsFalse(on)) return 0;   // DeepSpeed's default: off
+    if (!cJSON_IsTrue(on)) {
+        fprintf(r->log, "error: '%s': %s.enabled must be true, false or \"auto\", got %s\n", r->path, k->key,
+                json_text(on, text, sizeof(text)));
+        return -1;
+    }
+    if (strcmp(k->key, "fp16") == 0)
+        fprintf(r->log, "warning: '%s': fp16.enabled true: no fp16 runs here: this trainer trains in fp32 on the CPU "
+                "(train_gpt2) and in bf16 with fp32 master weights on the GPU (train_gpt2_zero), so no loss scaling "
+                "runs either (fp16's other keys have no effect)\n", r->path);
+    else
+        fprintf(r->log, "note: '%s': %s.enabled true: the GPU trainer (train_gpt2_zero) trains in bf16 with fp32 master "
+                "weights whatever the file says, the CPU trainer (train_gpt2) in fp32 (%s's other keys have no "
+                "effect)\n", r->path, k->key, k->key);
+    return 0;
+}
+
 static void note_unknown(Reader *r, const char *key) {
-    size_t len = strlen(r->unknown);
-    snprintf(r->unknown + len, sizeof(r->unknown) - len, "%s%s", r->num_unknown ? ", " : "", key);
+    size_t room = sizeof(r->unknown) - r->unknown_len, need = strlen(key) + (r->num_unknown ? 2 : 0);
     r->num_unknown++;
+    if (r->unknown_cut || need >= room) {   // the list shows the first that fit, then "..."
+        r->unknown_cut = 1;
+        return;
+    }
+    r->unknown_len += (size_t)snprintf(r->unknown + r->unknown_len, room, "%s%s", need > strlen(key) ? ", " : "", key);
 }
 
 static int apply_object(Reader *r, const cJSON *obj, const char *prefix);
 
-// One key of the file and its value.
-static int apply_key(Reader *r, const char *key, const cJSON *v) {
+// One key of the file and its value (parent: the object holding it).
+static int apply_key(Reader *r, const char *key, const cJSON *v, const cJSON *parent) {
     const DsKey *k = find_key(key);
     if (k == NULL) {
         note_unknown(r, key);
@@ -342,7 +451,7 @@ static int apply_key(Reader *r, const char *key, const cJSON *v) {
         for (int i = 0; i < 2; i++) {
             char elem[256];
             snprintf(elem, sizeof(elem), "%s[%d]", key, i);
-            if (apply_key(r, elem, cJSON_GetArrayItem(v, i)) != 0) return -1;
+            if (apply_key(r, elem, cJSON_GetArrayItem(v, i), v) != 0) return -1;
         }
         return 0;
     case DS_ADAM: return apply_adam(r, k, v);
@@ -350,6 +459,8 @@ static int apply_key(Reader *r, const char *key, const cJSON *v) {
     case DS_OFFLOAD: return apply_offload(r, k, v);
     case DS_PATH: return apply_path(r, k, v);
     case DS_BOOL: return apply_bool(r, k, v);
+    case DS_LEGACY: return apply_legacy(r, k, v, parent);
+    case DS_PRECISION: return apply_precision(r, k, v);
     case DS_IDLE:
         if (v->type & k->json_types) return 0;
         fprintf(r->log, "error: '%s': %s must be %s, got %s\n", r->path, key, k->type_name,
@@ -363,15 +474,104 @@ static int apply_object(Reader *r, const cJSON *obj, const char *prefix) {
     for (const cJSON *e = obj->child; e; e = e->next) {
         char key[256];
         snprintf(key, sizeof(key), "%s%s%s", prefix, *prefix ? "." : "", e->string);
-        // a plain JSON reader would silently keep one of two equal keys: say so instead
-        for (const cJSON *d = obj->child; d != e; d = d->next)
-            if (strcmp(d->string, e->string) == 0) {
-                fprintf(r->log, "error: '%s': %s appears twice\n", r->path, key);
-                return -1;
-            }
-        if (apply_key(r, key, e) != 0) return -1;
+        if (apply_key(r, key, e, obj) != 0) return -1;
     }
     return 0;
+}
+
+// ----------------------------------------------------------------------------
+// The whole tree, before any key applies: what a plain JSON reader would let through
+
+// Each object's keys go through a hash set (open addressing, FNV-1a), so a file of n keys
+// is checked in O(n) whatever its shape; the table is reused from object to object.
+typedef struct {
+    const char **slot;
+    size_t cap;
+    const char *path;
+    FILE *log;
+    char key[512];   // the path of the value being checked, for messages
+} TreeCheck;
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 14695981039346656037ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+// 1 when obj's keys are distinct, 0 with *dup the first repeated one, -1 out of memory.
+static int keys_distinct(TreeCheck *tc, const cJSON *obj, const char **dup) {
+    size_t n = 0;
+    for (const cJSON *e = obj->child; e; e = e->next) n++;
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    if (cap > tc->cap) {
+        const char **bigger = realloc(tc->slot, cap * sizeof *bigger);
+        if (!bigger) return -1;
+        tc->slot = bigger;
+        tc->cap = cap;
+    }
+    memset(tc->slot, 0, cap * sizeof *tc->slot);
+    for (const cJSON *e = obj->child; e; e = e->next) {
+        size_t i = (size_t)fnv1a(e->string) & (cap - 1);
+        for (; tc->slot[i]; i = (i + 1) & (cap - 1))
+            if (strcmp(tc->slot[i], e->string) == 0) {
+                *dup = e->string;
+                return 0;
+            }
+        tc->slot[i] = e->string;
+    }
+    return 1;
+}
+
+// Every object's keys distinct (a plain JSON reader would silently keep one of two equal
+// keys) and every number within a double's range (cJSON turns 1e999 into infinity, which
+// it prints as null). tc->key holds the path of v; it is restored on return.
+static int check_tree(TreeCheck *tc, const cJSON *v) {
+    size_t len = strlen(tc->key);
+    if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) {
+        fprintf(tc->log, "error: '%s': %s is a number that overflows a double (beyond +-1.8e308)\n", tc->path,
+                len ? tc->key : "the value");
+        return -1;
+    }
+    if (cJSON_IsObject(v)) {
+        const char *dup = NULL;
+        int distinct = keys_distinct(tc, v, &dup);
+        if (distinct < 0) {
+            fprintf(tc->log, "error: out of memory reading '%s'\n", tc->path);
+            return -1;
+        }
+        if (!distinct) {
+            fprintf(tc->log, "error: '%s': %s%s%s appears twice\n", tc->path, tc->key, len ? "." : "", dup);
+            return -1;
+        }
+    }
+    int i = 0;
+    for (const cJSON *e = v->child; e; e = e->next, i++) {
+        if (cJSON_IsObject(v)) snprintf(tc->key + len, sizeof(tc->key) - len, "%s%s", len ? "." : "", e->string);
+        else snprintf(tc->key + len, sizeof(tc->key) - len, "[%d]", i);
+        int rc = check_tree(tc, e);
+        tc->key[len] = '\0';
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
+// Why cJSON refused text at `at`: its nesting limit when the refused character opens an
+// object or array CJSON_NESTING_LIMIT levels deep (counted outside strings).
+static int nesting_exceeded(const char *text, const char *at) {
+    if (*at != '[' && *at != '{') return 0;
+    long depth = 0;
+    for (const char *p = text; p < at; p++) {
+        if (*p == '"') {   // a string: skip it, escapes included
+            for (p++; p < at && *p != '"'; p++)
+                if (*p == '\\' && p + 1 < at) p++;
+        } else if (*p == '[' || *p == '{') {
+            depth++;
+        } else if (*p == ']' || *p == '}') {
+            depth--;
+        }
+    }
+    return depth >= CJSON_NESTING_LIMIT;
 }
 
 // The whole file as a NUL-terminated string (caller frees), or NULL after a message.
@@ -400,6 +600,15 @@ static char *read_text(const char *path, FILE *log) {
         return NULL;
     }
     buf[len] = '\0';
+    // a NUL would end the text for the parser: whatever follows (a second object, say) would
+    // be dropped without a word
+    const char *nul = memchr(buf, '\0', len);
+    if (nul) {
+        fprintf(log, "error: '%s' holds a NUL byte at offset %zu (of %zu bytes): a JSON text has none, and what "
+                "follows it would be ignored\n", path, (size_t)(nul - buf), len);
+        free(buf);
+        return NULL;
+    }
     return buf;
 }
 
@@ -413,7 +622,12 @@ int ds_config_apply(TrainConfig *c, const char *path, FILE *log) {
             const char *at = end ? end : text;
             int line = 1;
             for (const char *p = text; p < at && *p; p++) line += *p == '\n';
-            fprintf(log, "error: '%s' is not valid JSON (line %d, near \"%.20s\")\n", path, line, at);
+            if (nesting_exceeded(text, at))
+                fprintf(log, "error: '%s' nests objects and arrays more than %d levels deep (line %d): that is this "
+                        "reader's limit (cJSON's CJSON_NESTING_LIMIT); a DeepSpeed config needs 4\n", path,
+                        CJSON_NESTING_LIMIT, line);
+            else
+                fprintf(log, "error: '%s' is not valid JSON (line %d, near \"%.20s\")\n", path, line, at);
         } else {
             fprintf(log, "error: '%s': a DeepSpeed config is a JSON object ({...})\n", path);
         }
@@ -421,11 +635,14 @@ int ds_config_apply(TrainConfig *c, const char *path, FILE *log) {
         free(text);
         return -1;
     }
-    Reader r = {c, path, log, "", 0};
-    int rc = apply_object(&r, root, "");
+    TreeCheck tc = {NULL, 0, path, log, ""};
+    int rc = check_tree(&tc, root);
+    free(tc.slot);
+    Reader r = {c, path, log, "", 0, 0, 0};
+    if (rc == 0) rc = apply_object(&r, root, "");
     if (rc == 0 && r.num_unknown)
-        fprintf(log, "warning: '%s': ignoring %d key%s this trainer does not know: %s\n", path, r.num_unknown,
-                r.num_unknown > 1 ? "s" : "", r.unknown);
+        fprintf(log, "warning: '%s': ignoring %d key%s this trainer does not know: %s%s\n", path, r.num_unknown,
+                r.num_unknown > 1 ? "s" : "", r.unknown, r.unknown_cut ? ", ..." : "");
     cJSON_Delete(root);
     free(text);
     return rc;
@@ -434,23 +651,29 @@ int ds_config_apply(TrainConfig *c, const char *path, FILE *log) {
 // ----------------------------------------------------------------------------
 // DeepSpeed's batch rule
 
+// a x b x c in 64 bits: 0, or -1 when it overflows
+static int mul3(int64_t a, int64_t b, int64_t c, int64_t *out) {
+    return __builtin_mul_overflow(a, b, out) || __builtin_mul_overflow(*out, c, out) ? -1 : 0;
+}
+
 int ds_config_resolve_batch(TrainConfig *c, int world, FILE *log) {
     const unsigned file = c->from_file, set = c->given | c->from_file;
     if (!(file & (TRAIN_FLAG_BIT(TRAIN_FLAG_TOTAL_BATCH) | TRAIN_FLAG_BIT(TRAIN_FLAG_GRAD_ACCUM)))) return 0;
     // Each term as the user gave it: the file's key or the flag.
     char total[160], micro[128];
     if (file & TRAIN_FLAG_BIT(TRAIN_FLAG_TOTAL_BATCH))
-        snprintf(total, sizeof(total), "train_batch_size %ld", c->total_batch_tokens / c->T);
+        snprintf(total, sizeof(total), "train_batch_size %lld", (long long)(c->total_batch_tokens / c->T));
     else
-        snprintf(total, sizeof(total), "-d %ld tokens (%g sequences of T=%d)", c->total_batch_tokens,
+        snprintf(total, sizeof(total), "-d %lld tokens (%g sequences of T=%d)", (long long)c->total_batch_tokens,
                  (double)c->total_batch_tokens / c->T, c->T);
     int have_total = c->total_batch_tokens >= 0;
     if (c->grad_accum_steps > 0 && have_total && !(set & TRAIN_FLAG_BIT(TRAIN_FLAG_B))) {
         // train_batch_size and accumulation given, no micro batch: DeepSpeed infers it
-        long per = (long)c->T * c->grad_accum_steps * world;
-        if (c->total_batch_tokens % per != 0 || c->total_batch_tokens / per > (1L << 20)) {
+        int64_t per;
+        if (mul3(c->T, c->grad_accum_steps, world, &per) != 0 || c->total_batch_tokens % per != 0 ||
+            c->total_batch_tokens / per > (1L << 20) || c->total_batch_tokens / per < 1) {
             fprintf(log, "error: '%s': %s does not split into gradient_accumulation_steps %d x %d ranks x a "
-                    "micro-batch of at most %d sequences\n", c->deepspeed, total, c->grad_accum_steps, world, 1 << 20);
+                    "micro-batch of 1 to %d sequences\n", c->deepspeed, total, c->grad_accum_steps, world, 1 << 20);
             return -1;
         }
         c->B = (int)(c->total_batch_tokens / per);
@@ -462,13 +685,19 @@ int ds_config_resolve_batch(TrainConfig *c, int world, FILE *log) {
         snprintf(micro, sizeof(micro), "-b %d", c->B);
     else
         snprintf(micro, sizeof(micro), "micro-batch %d (-b's default)", c->B);
-    long micro_tokens = (long)c->B * c->T * world;
+    int64_t micro_tokens, want;
+    if (mul3(c->B, c->T, world, &micro_tokens) != 0 ||
+        (c->grad_accum_steps > 0 && __builtin_mul_overflow(micro_tokens, (int64_t)c->grad_accum_steps, &want))) {
+        fprintf(log, "error: '%s': %s x T=%d x gradient_accumulation_steps %d x %d ranks overflows 64 bits\n",
+                c->deepspeed, micro, c->T, c->grad_accum_steps, world);
+        return -1;
+    }
     if (c->grad_accum_steps > 0) {
-        long want = micro_tokens * c->grad_accum_steps;
         if (!have_total) c->total_batch_tokens = want;
         if (c->total_batch_tokens != want) {
-            fprintf(log, "error: '%s': %s != %s x gradient_accumulation_steps %d x %d ranks = %ld sequences "
-                    "(DeepSpeed's rule)\n", c->deepspeed, total, micro, c->grad_accum_steps, world, want / c->T);
+            fprintf(log, "error: '%s': %s != %s x gradient_accumulation_steps %d x %d ranks = %lld sequences "
+                    "(DeepSpeed's rule)\n", c->deepspeed, total, micro, c->grad_accum_steps, world,
+                    (long long)(want / c->T));
             return -1;
         }
     } else if (c->total_batch_tokens % micro_tokens != 0) {
@@ -509,11 +738,17 @@ void ds_config_usage(FILE *out, const char *indent) {
                 snprintf(item, sizeof(item), "%s Adam|AdamW", leaf);
             } else if (k->kind == DS_BOOL) {
                 snprintf(item, sizeof(item), "%s true|false (%s)", leaf, k->flag_name);
+            } else if (k->kind == DS_LEGACY) {
+                snprintf(item, sizeof(item), "%s true|false (deprecated: %s cpu|none)", leaf, k->flag_name);
+            } else if (k->kind == DS_PRECISION) {
+                snprintf(item, sizeof(item), "%s (enabled true: a note; fp32 on the CPU, bf16 on the GPU)", leaf);
             } else if (k->kind == DS_PAIR) {
                 char e0[160], e1[160];
                 snprintf(e0, sizeof(e0), "%s[0]", k->key);
                 snprintf(e1, sizeof(e1), "%s[1]", k->key);
                 snprintf(item, sizeof(item), "%s (%s, %s)", leaf, find_key(e0)->flag_name, find_key(e1)->flag_name);
+            } else if (k->hint) {
+                snprintf(item, sizeof(item), "%s (%s)", leaf, k->hint);
             } else {
                 snprintf(item, sizeof(item), "%s%s%s%s%s", leaf, k->flag_name ? " (" : "",
                          k->flag_name ? k->flag_name : "", k->kind == DS_SEQS ? " / T" : "", k->flag_name ? ")" : "");

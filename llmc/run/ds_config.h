@@ -5,9 +5,15 @@
 // - A key this trainer implements sets its TrainConfig field; the string "auto" (as
 //   Hugging Face's templates write) keeps the flag's value or the default.
 // - A flag given on the command line that the file contradicts is an error naming both.
-// - A key of a feature not built yet (offload, ZeRO++) is accepted only with its "off"
-//   value and refused by name ("not supported yet") otherwise.
+// - A key of a feature not built yet is accepted only with its "off" value and refused by
+//   name ("not supported yet") otherwise; a detail without effect here (pin_memory, aio's
+//   thread_count) is accepted with its JSON type.
+// - DeepSpeed's deprecated cpu_offload / cpu_offload_param(s) map to the offload devices as
+//   DeepSpeed maps them (with a note); fp16 / bf16 "enabled": true get a message of their own.
 // - Any other key is ignored with one warning that names them all.
+// - Before any key applies, the whole file is checked where a plain JSON reader lets
+//   things through: a NUL byte, nesting past cJSON's limit, a key twice in one object (a
+//   hash set per object: linear), a number that overflows a double.
 #ifndef LLMC_DS_CONFIG_H
 #define LLMC_DS_CONFIG_H
 

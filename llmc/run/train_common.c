@@ -1,6 +1,7 @@
 // train_common.c: helpers shared by the trainer loops.
 #include "train_common.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,21 +56,50 @@ void check_tile_linear(const TrainConfig *cfg, const GPT2Config *c) {
 
 int resolve_grad_accum(TrainConfig *cfg, int world) {
     if (ds_config_resolve_batch(cfg, world, stderr) != 0) exit(1);  // --deepspeed's batch keys, if any
-    long micro_tokens = (long)cfg->B * cfg->T * world;
+    int64_t micro_tokens;   // one micro-batch on every rank
+    if (cfg->B < 1 || cfg->T < 1 || world < 1 || __builtin_mul_overflow((int64_t)cfg->B, (int64_t)cfg->T, &micro_tokens) ||
+        __builtin_mul_overflow(micro_tokens, (int64_t)world, &micro_tokens))
+        die("B*T*ranks = %d*%d*%d is not a positive 64-bit number of tokens", cfg->B, cfg->T, world);
+    if ((int64_t)cfg->B * cfg->T > INT_MAX)   // the models index a micro-batch's tokens with an int
+        die("-b %d x -t %d = %lld tokens in one micro-batch: more than the %d the models index", cfg->B, cfg->T,
+            (long long)cfg->B * cfg->T, INT_MAX);
     if (cfg->total_batch_tokens < 0) cfg->total_batch_tokens = micro_tokens;
+    // the total as the user gave it: -d, or the DeepSpeed file's train_batch_size
+    char total[160];
+    if (cfg->from_file & TRAIN_FLAG_BIT(TRAIN_FLAG_TOTAL_BATCH))
+        snprintf(total, sizeof total, "train_batch_size %lld (x T=%d = %lld tokens) in '%s'",
+                 (long long)(cfg->total_batch_tokens / cfg->T), cfg->T, (long long)cfg->total_batch_tokens,
+                 cfg->deepspeed ? cfg->deepspeed : "?");
+    else
+        snprintf(total, sizeof total, "-d %lld", (long long)cfg->total_batch_tokens);
+    if (cfg->total_batch_tokens < micro_tokens)
+        die("%s is less than one micro-batch on every rank, B*T*ranks = %d*%d*%d = %lld tokens (-d is the tokens of "
+            "one optimizer step, all ranks together)", total, cfg->B, cfg->T, world, (long long)micro_tokens);
     if (cfg->total_batch_tokens % micro_tokens != 0)
-        die("-d %ld is not a multiple of B*T*ranks = %d*%d*%d = %ld", cfg->total_batch_tokens, cfg->B,
-            cfg->T, world, micro_tokens);
-    return (int)(cfg->total_batch_tokens / micro_tokens);
+        die("%s is not a multiple of B*T*ranks = %d*%d*%d = %lld", total, cfg->B, cfg->T, world,
+            (long long)micro_tokens);
+    int64_t accum = cfg->total_batch_tokens / micro_tokens;
+    if (accum > TRAIN_MAX_GRAD_ACCUM)
+        die("%s is %lld micro-batches of B*T*ranks = %d*%d*%d = %lld tokens per rank: at most %d gradient accumulation "
+            "steps are allowed (fp32 sums of more micro-steps lose bf16's precision; see -h); raise -b or lower the "
+            "total", total, (long long)accum, cfg->B, cfg->T, world, (long long)micro_tokens, TRAIN_MAX_GRAD_ACCUM);
+    return (int)accum;
 }
 
 int open_data(TrainConfig *cfg, DataLoader *train, DataLoader *val, int rank, int world, int grad_accum,
               int vocab_size) {
     dataloader_init(train, cfg->train_pattern, cfg->B, cfg->T, vocab_size, rank, world, cfg->shuffle, cfg->seed);
+    dataloader_set_accum(train, grad_accum);   // an optimizer step never straddles two epochs
     int have_val = cfg->val_every > 0;
     if (have_val) dataloader_init(val, cfg->val_pattern, cfg->B, cfg->T, vocab_size, rank, world, 0, cfg->seed);
-    if (cfg->max_steps < 0) cfg->max_steps = (int)(train->total_windows / ((int64_t)cfg->B * world * grad_accum));
-    if (cfg->max_steps <= 0) die("the train data holds less than one step of %ld tokens", cfg->total_batch_tokens);
+    if (cfg->max_steps < 0) {   // -x -1: one epoch, within -x's own limit
+        int64_t steps = train->total_windows / ((int64_t)cfg->B * world * grad_accum);
+        if (steps > 1 << 30) die("-x -1: one epoch of the train data is %lld steps, more than -x's limit %d: give -x N",
+                                 (long long)steps, 1 << 30);
+        cfg->max_steps = (int)steps;
+    }
+    if (cfg->max_steps <= 0)
+        die("-x -1: the train data holds less than one step of %lld tokens", (long long)cfg->total_batch_tokens);
     return have_val;
 }
 
@@ -103,20 +133,41 @@ void print_cost(const char *what, double t0) {
            host_memory_peak() / 1048576.0);
 }
 
+// --nan-skip's count over this process's run (one run per process): steps checked,
+// skipped in all, and skipped in a row up to the last step checked.
+static struct { int checked, skipped, in_a_row; } nan_steps;
+
 int nonfinite_step(const TrainConfig *cfg, int step, float loss, float norm, int rank) {
-    if (isfinite(loss) && isfinite(norm)) return 0;
-    if (!cfg->nan_skip) {
+    nan_steps.checked++;
+    if (isfinite(loss) && isfinite(norm)) {
+        nan_steps.in_a_row = 0;
+        return 0;
+    }
+    nan_steps.skipped++;
+    if (!cfg->nan_skip || ++nan_steps.in_a_row >= cfg->nan_skip_limit) {
         fflush(stdout);   // the step lines before it come first in a shared log
-        if (rank == 0)
+        if (rank == 0 && !cfg->nan_skip)
             fprintf(stderr, "error: step %d/%d: loss %f, gradient norm %f: not finite, so training stops here. Nothing "
                     "of this step was applied or saved (the last checkpoint is intact); --nan-skip skips such steps "
                     "instead\n", step + 1, cfg->max_steps, loss, norm);
+        else if (rank == 0)
+            fprintf(stderr, "error: step %d/%d: loss %f, gradient norm %f: not finite, %d such steps in a row "
+                    "(--nan-skip-limit %d), so training stops here; %d of the %d steps of this run were skipped. Nothing "
+                    "of them was applied (a checkpoint holds the weights from before them)\n", step + 1,
+                    cfg->max_steps, loss, norm, nan_steps.in_a_row, cfg->nan_skip_limit, nan_steps.skipped,
+                    nan_steps.checked);
         fflush(stderr);
         exit(EXIT_FAILURE);
     }
     printf("step %4d/%d | loss %f | norm %f | skipped (--nan-skip): not finite, the update is not applied\n", step + 1,
            cfg->max_steps, loss, norm);
     return 1;
+}
+
+void nonfinite_summary(const TrainConfig *cfg) {
+    if (!cfg->nan_skip) return;
+    printf("--nan-skip: %d of the %d steps of this run skipped (loss or gradient norm not finite; their updates were "
+           "not applied)\n", nan_steps.skipped, nan_steps.checked);
 }
 
 int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg) {

@@ -54,8 +54,12 @@ int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg);
 // lines). Both finite: returns 0. Otherwise by default the run stops: rank 0 prints which
 // step and why, every rank exits 1 (call it before anything of the step is saved). With
 // --nan-skip it prints that the step is skipped and returns 1: the caller must not apply
-// the update (under ZeRO, zero_step already skipped a non-finite norm).
+// the update (under ZeRO, zero_step already skipped a non-finite norm); the
+// --nan-skip-limit-th such step in a row stops the run like one without --nan-skip.
+// It counts the steps it sees and skips over the process's run (one run per process).
 int nonfinite_step(const TrainConfig *cfg, int step, float loss, float norm, int rank);
+// At the run's end, with --nan-skip: prints how many of its steps were skipped.
+void nonfinite_summary(const TrainConfig *cfg);
 // Prints a sampled token's bytes (multi-byte characters may span tokens; the terminal
 // joins them), or its id when tok is NULL.
 void print_token(const Tokenizer *tok, int id);

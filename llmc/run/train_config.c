@@ -1,6 +1,7 @@
 // train_config.c: command-line parsing with getopt_long; every value is range-checked.
 #include "train_config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,8 @@
 #include <strings.h>
 
 #include "../model/gpt2_config.h"   // GPT2_MAX_TILES
+
+_Static_assert(TRAIN_FLAG_COUNT <= 32, "TrainConfig's given and from_file hold one bit per TrainFlag");
 
 // Flavours: "cpu" (train_gpt2: unsharded, or ZeRO under -z), "cuda" (train_gpt2cu:
 // unsharded only, so the ZeRO flags are refused), "cuda-zero" (train_gpt2_zero).
@@ -19,7 +22,7 @@ enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_Z
        OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
        OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS, OPT_DEEPSPEED, OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAM,
        OPT_NVME_PATH, OPT_ACT_CKPT, OPT_ACT_OFFLOAD, OPT_TILE_LINEAR, OPT_QWZ, OPT_HPZ, OPT_QGZ, OPT_HIER,
-       OPT_QWZ_BLOCK, OPT_QGZ_BLOCK };
+       OPT_QWZ_BLOCK, OPT_QGZ_BLOCK, OPT_NANSKIP_LIMIT };
 
 const char *const train_offload_names[3] = {"none", "cpu", "nvme"};
 
@@ -83,6 +86,7 @@ static void defaults(TrainConfig *c, int cuda) {
     c->checkpoint_every = 0;
     c->resume = 0;
     c->nan_skip = 0;
+    c->nan_skip_limit = TRAIN_NAN_SKIP_LIMIT_DEFAULT;
     c->seed = 1337;
     c->shuffle = 1;
     c->recompute = 1;
@@ -123,13 +127,14 @@ void train_config_usage(const char *prog, const char *flavour) {
            "            checkpoint) and model_final.bin (at the end) (default %s)\n", d.out_dir);
     printf("  -b N      micro-batch size per rank (default %d)\n", d.B);
     printf("  -t N      sequence length (default %d)\n", d.T);
-    printf("  -d N      total batch in tokens per step; a multiple of B*T*ranks, gradient\n"
-           "            accumulation covers the rest (default B*T*ranks)\n");
+    printf("  -d N      total batch in tokens per step (all ranks): a multiple of B*T*ranks, gradient\n"
+           "            accumulation covers the rest, at most %d micro-batches per rank (default B*T*ranks)\n",
+           TRAIN_MAX_GRAD_ACCUM);
     printf("  -l LR     peak learning rate (default %g)\n", d.lr);
     printf("  -u N      warmup steps (default %d)\n", d.warmup_steps);
     printf("  -q F      final learning rate as a fraction of the peak, cosine decay (default %g)\n", d.final_lr_frac);
     printf("  -c WD     AdamW weight decay on 2D tensors (default %g)\n", d.weight_decay);
-    printf("  -x N      optimizer steps (default %d; -1 = one epoch of the train data)\n", d.max_steps);
+    printf("  -x N      optimizer steps, at least 1 (default %d; -1 = one epoch of the train data)\n", d.max_steps);
     printf("  -v N      validation loss every N steps, 0 = never (default %d)\n", d.val_every);
     printf("  -m N      validation batches per evaluation, -1 = all (default %d)\n", d.val_max_steps);
     printf("  -s N      sample text every N steps, 0 = never (default %d)\n", d.sample_every);
@@ -141,15 +146,19 @@ void train_config_usage(const char *prog, const char *flavour) {
         printf("  -r N      activation recompute: 0 none, 1 GELU, 2 GELU and LayerNorms (default %d)\n", d.recompute);
         printf("  -f 0|1    cuDNN flash attention (1) or plain kernels (0) (default %d)\n", d.use_cudnn);
     }
-    printf("  --seed N        seed of init, data order and sampling (default %llu)\n", (unsigned long long)d.seed);
+    printf("  --seed N        seed of init, data order and sampling, 0 to 2^63-1 (default %llu)\n",
+           (unsigned long long)d.seed);
     printf("  --shuffle 0|1   shuffle the train windows each epoch (default %d)\n", d.shuffle);
     printf("  --grad-clip F   clip the global gradient norm to F, <= 0 disables (default %g)\n", d.grad_clip);
     printf("  --beta1 F       AdamW's first-moment decay, in [0, 1) (default %g)\n", d.beta1);
     printf("  --beta2 F       AdamW's second-moment decay, in [0, 1) (default %g)\n", d.beta2);
     printf("  --adam-eps F    AdamW's epsilon, in [1e-30, 1] (default %g)\n", d.adam_eps);
     printf("  --nan-skip      a step whose loss or gradient norm is NaN or infinite is skipped (its\n"
-           "                  update is not applied) and training goes on. Default: such a step stops\n"
-           "                  the run with a message naming it, and nothing of it is saved\n");
+           "                  update is not applied) and training goes on; the run's end says how many\n"
+           "                  were skipped. Default: such a step stops the run with a message naming it,\n"
+           "                  and nothing of it is saved\n");
+    printf("  --nan-skip-limit N  with --nan-skip: the N-th skipped step in a row stops the run as a\n"
+           "                  non-finite step does without --nan-skip (default %d)\n", d.nan_skip_limit);
     printf("  --tokenizer F   llm.c tokenizer file for samples (default %s)\n", d.tokenizer_path);
     if (!cuda) printf("  --threads N     OpenMP threads (default: all cores)\n");
     printf("  --act-checkpoint 0|1  activation checkpointing: keep only each transformer block's input\n"
@@ -225,8 +234,9 @@ void train_config_usage(const char *prog, const char *flavour) {
 
 static long parse_long(const char *flag, const char *s, long lo, long hi) {
     char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
+    errno = 0;
+    long v = strtol(s, &end, 10);   // past long's range: LONG_MAX or LONG_MIN and ERANGE, refused
+    if (*s == '\0' || *end != '\0' || errno == ERANGE || v < lo || v > hi) {
         fprintf(stderr, "error: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
         exit(1);
     }
@@ -269,8 +279,9 @@ int train_config_parse_bytes(const char *s, uint64_t *bytes) {
 
 static float parse_float(const char *flag, const char *s, double lo, double hi) {
     char *end;
-    double v = strtod(s, &end);
-    if (*s == '\0' || *end != '\0' || !(v >= lo && v <= hi)) {
+    errno = 0;
+    double v = strtod(s, &end);   // past double's range (1e999, 1e-999): ERANGE, refused
+    if (*s == '\0' || *end != '\0' || errno == ERANGE || !(v >= lo && v <= hi)) {
         fprintf(stderr, "error: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
         exit(1);
     }
@@ -286,6 +297,19 @@ static float parse_beta(const char *flag, const char *s) {
         exit(1);
     }
     return v;
+}
+
+// -x: -1 (one epoch) or a step count; 0 steps would train nothing.
+static int parse_steps(const char *s) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || errno == ERANGE || !(v == -1 || (v >= 1 && v <= 1L << 30))) {
+        fprintf(stderr, "error: -x expects -1 (one epoch of the train data) or a number of optimizer steps in "
+                "[1, %ld], got '%s'\n", 1L << 30, s);
+        exit(1);
+    }
+    return (int)v;
 }
 
 static int parse_offload(const char *flag, const char *s) {
@@ -329,6 +353,7 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         {"world", required_argument, 0, OPT_WORLD},
         {"gpu-mem", required_argument, 0, OPT_GPUMEM},
         {"nan-skip", no_argument, 0, OPT_NANSKIP},
+        {"nan-skip-limit", required_argument, 0, OPT_NANSKIP_LIMIT},
         {"beta1", required_argument, 0, OPT_BETA1},
         {"beta2", required_argument, 0, OPT_BETA2},
         {"adam-eps", required_argument, 0, OPT_ADAM_EPS},
@@ -347,7 +372,7 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         {"qgz-block", required_argument, 0, OPT_QGZ_BLOCK},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    int opt;
+    int opt, nan_skip_limit_given = 0;
     opterr = 0;
     optind = 1;
     while ((opt = getopt_long(argc, argv, ":i:j:e:o:b:t:d:l:u:q:c:x:v:m:s:g:n:y:r:f:z:h", longs, NULL)) != -1) {
@@ -370,7 +395,7 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         case 'u': c->warmup_steps = (int)parse_long("-u", optarg, 0, 1 << 30); break;
         case 'q': c->final_lr_frac = parse_float("-q", optarg, 0, 1); break;
         case 'c': c->weight_decay = parse_float("-c", optarg, 0, 10); break;
-        case 'x': c->max_steps = (int)parse_long("-x", optarg, -1, 1 << 30); break;
+        case 'x': c->max_steps = parse_steps(optarg); break;
         case 'v': c->val_every = (int)parse_long("-v", optarg, 0, 1 << 30); break;
         case 'm': c->val_max_steps = (int)parse_long("-m", optarg, -1, 1 << 30); break;
         case 's': c->sample_every = (int)parse_long("-s", optarg, 0, 1 << 30); break;
@@ -389,6 +414,10 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         case OPT_DRYRUN: c->dry_run = 1; break;
         case OPT_WORLD: c->dry_run_world = (int)parse_long("--world", optarg, 1, 1 << 20); break;
         case OPT_NANSKIP: c->nan_skip = 1; break;
+        case OPT_NANSKIP_LIMIT:
+            c->nan_skip_limit = (int)parse_long("--nan-skip-limit", optarg, 1, 1 << 30);
+            nan_skip_limit_given = 1;
+            break;
         case OPT_BETA1: c->beta1 = parse_beta("--beta1", optarg); break;
         case OPT_BETA2: c->beta2 = parse_beta("--beta2", optarg); break;
         case OPT_ADAM_EPS: c->adam_eps = parse_float("--adam-eps", optarg, 1e-30, 1); break;
@@ -428,6 +457,11 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
     }
     if (optind < argc) {
         fprintf(stderr, "error: unexpected argument '%s' (see -h)\n", argv[optind]);
+        exit(1);
+    }
+    if (nan_skip_limit_given && !c->nan_skip) {
+        fprintf(stderr, "error: --nan-skip-limit %d limits --nan-skip's skipped steps: give --nan-skip too (without "
+                "it the first non-finite step stops the run)\n", c->nan_skip_limit);
         exit(1);
     }
     return 0;
@@ -502,7 +536,8 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     printf("| %-20s | %-40d |\n", "sequence T", c->T);
     printf("| %-20s | %-40d |\n", "ranks", world);
     printf("| %-20s | %-40d |\n", "grad accumulation", grad_accum);
-    printf("| %-20s | %-40ld |\n", "tokens per step", (long)c->B * c->T * world * grad_accum);
+    // resolve_grad_accum made it B*T*world*grad_accum, without overflow
+    printf("| %-20s | %-40lld |\n", "tokens per step", (long long)c->total_batch_tokens);
     printf("| %-20s | %-40g |\n", "learning rate", c->lr);
     char adamw[64];
     snprintf(adamw, sizeof(adamw), "%g, %g, %g", c->beta1, c->beta2, c->adam_eps);

@@ -13,6 +13,21 @@ extern "C" {
 // gpt2_zero.c checks that they agree, since llmc/ does not include zero/).
 #define TRAIN_QUANT_BLOCK_DEFAULT 2048
 
+// The most gradient accumulation steps (micro-batches per rank per optimizer step) -d or a
+// DeepSpeed file may ask for: 2^16. It holds a 4M-token batch (2^22 tokens: GPT-3's and
+// Llama's) in micro-batches of one 64-token sequence on one rank; past it the fp32 sums of
+// that many micro-steps' gradients carry about 2^16 x 2^-24 = 2^-8 relative rounding, bf16's
+// own precision, and one step runs longer than anyone waits to see a loss.
+#define TRAIN_MAX_GRAD_ACCUM 65536
+// DeepSpeed's aio section: the NVMe engine's limits (zero/io/nvme.h's; gpt2_zero.c checks
+// that they agree, since llmc/ does not include zero/): requests in flight, and bytes per
+// read or write call, a multiple of the O_DIRECT alignment.
+#define TRAIN_AIO_MAX_QUEUE_DEPTH 256
+#define TRAIN_AIO_MAX_BLOCK (1L << 30)
+#define TRAIN_AIO_ALIGN 4096
+// --nan-skip-limit's default: the run stops at this many skipped steps in a row.
+#define TRAIN_NAN_SKIP_LIMIT_DEFAULT 10
+
 typedef struct {
     const char *train_pattern;  // -i
     const char *val_pattern;    // -j
@@ -21,7 +36,7 @@ typedef struct {
     const char *tokenizer_path; // --tokenizer
     int B;                      // -b micro-batch per rank
     int T;                      // -t sequence length
-    long total_batch_tokens;    // -d tokens per optimizer step (all ranks); -1 = B*T*world
+    int64_t total_batch_tokens; // -d tokens per optimizer step (all ranks); -1 = B*T*world
     float lr;                   // -l
     int warmup_steps;           // -u
     float final_lr_frac;        // -q
@@ -37,6 +52,7 @@ typedef struct {
     int checkpoint_every;       // -n (0 disables; the last step is always saved when > 0)
     int resume;                 // -y 1: continue from the latest checkpoint in out_dir (none yet: start fresh)
     int nan_skip;               // --nan-skip: skip a step with a NaN/inf loss or norm (default: stop)
+    int nan_skip_limit;         // --nan-skip-limit N: with --nan-skip, the N-th skipped step in a row stops the run
     uint64_t seed;              // --seed
     int shuffle;                // --shuffle (train data order)
     int recompute;              // -r (CUDA): 0 none, 1 GELU, 2 whole MLP/LN inputs
@@ -61,6 +77,9 @@ typedef struct {
     int offload_optimizer;      // --offload-optimizer none|cpu|nvme
     int offload_param;          // --offload-param none|cpu|nvme
     const char *nvme_path;      // --nvme-path DIR: the NVMe swap files' folder
+    // DeepSpeed's aio section (no flag of its own): the NVMe engine's settings (0: its defaults)
+    int aio_queue_depth;        // aio.queue_depth: NVMe requests in flight at most
+    int64_t aio_block_size;     // aio.block_size: the most bytes one NVMe read or write call moves
     // ZeRO++ (zero/kernels/wire.h): each switch on its own
     int qwz;                    // --qwz: stage-3 forward gathers move int8 blocks
     int hpz;                    // --hpz N: stage-3 secondary partition over N ranks (0 or 1: off)
@@ -81,7 +100,8 @@ typedef enum {
     TRAIN_FLAG_GRAD_CLIP, TRAIN_FLAG_BETA1, TRAIN_FLAG_BETA2, TRAIN_FLAG_ADAM_EPS, TRAIN_FLAG_ZERO_STAGE,
     TRAIN_FLAG_ZERO_BUCKET, TRAIN_FLAG_ZERO_PREFETCH, TRAIN_FLAG_ZERO_MAX_LIVE, TRAIN_FLAG_ZERO_PERSIST,
     TRAIN_FLAG_OFFLOAD_OPTIMIZER, TRAIN_FLAG_OFFLOAD_PARAM, TRAIN_FLAG_NVME_PATH, TRAIN_FLAG_ACT_OFFLOAD,
-    TRAIN_FLAG_QWZ, TRAIN_FLAG_HPZ, TRAIN_FLAG_QGZ, TRAIN_FLAG_DEEPSPEED, TRAIN_FLAG_COUNT
+    TRAIN_FLAG_QWZ, TRAIN_FLAG_HPZ, TRAIN_FLAG_QGZ, TRAIN_FLAG_DEEPSPEED, TRAIN_FLAG_AIO_QUEUE_DEPTH,
+    TRAIN_FLAG_AIO_BLOCK_SIZE, TRAIN_FLAG_COUNT
 } TrainFlag;
 #define TRAIN_FLAG_BIT(f) (1u << (f))
 

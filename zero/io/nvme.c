@@ -35,8 +35,8 @@
 #include <liburing.h>
 #endif
 
-#define NVME_MAX_DEPTH 256
-#define NVME_MAX_CHUNK ((size_t)1 << 30)   // one pread/SQE moves at most this; the rest follows
+#define NVME_MAX_DEPTH ZERO_NVME_MAX_DEPTH
+#define NVME_MAX_CHUNK ZERO_NVME_MAX_BLOCK   // one pread/SQE moves at most this (or block_bytes); the rest follows
 
 enum { OP_READ, OP_WRITE };
 enum { ENGINE_THREADS, ENGINE_URING };
@@ -418,10 +418,12 @@ ZeroNvme *zero_nvme_open(const ZeroNvmeConfig *cfg, char *err, size_t errlen) {
     set_err(err, errlen, "%s", "");
     if (!cfg->dir || !cfg->dir[0]) { set_err(err, errlen, "rank %d: no NVMe folder given", cfg->rank); return NULL; }
     if (cfg->file_bytes == 0 || cfg->queue_depth < 1 || cfg->queue_depth > NVME_MAX_DEPTH || cfg->num_buffers < 0
-        || (cfg->num_buffers > 0 && cfg->buffer_bytes == 0) || (cfg->alloc == NULL) != (cfg->free == NULL)) {
+        || (cfg->num_buffers > 0 && cfg->buffer_bytes == 0) || (cfg->alloc == NULL) != (cfg->free == NULL)
+        || cfg->block_bytes % ZERO_NVME_ALIGN || cfg->block_bytes > NVME_MAX_CHUNK) {
         set_err(err, errlen, "rank %d: bad NVMe engine settings for %s: file_bytes %" PRIu64 " (> 0), queue_depth %d "
-                "(1..%d), %d buffers of %zu bytes, allocator and free both given or neither",
-                cfg->rank, cfg->dir, cfg->file_bytes, cfg->queue_depth, NVME_MAX_DEPTH, cfg->num_buffers, cfg->buffer_bytes);
+                "(1..%d), block_bytes %zu (0, or a multiple of %d up to %zu), %d buffers of %zu bytes, allocator and "
+                "free both given or neither", cfg->rank, cfg->dir, cfg->file_bytes, cfg->queue_depth, NVME_MAX_DEPTH,
+                cfg->block_bytes, ZERO_NVME_ALIGN, NVME_MAX_CHUNK, cfg->num_buffers, cfg->buffer_bytes);
         return NULL;
     }
     // a file-size limit (ulimit -f) must fail a write with EFBIG and a message like a full
@@ -439,7 +441,7 @@ ZeroNvme *zero_nvme_open(const ZeroNvmeConfig *cfg, char *err, size_t errlen) {
     n->rank = cfg->rank;
     n->depth = cfg->queue_depth;
     n->file_bytes = round_up(cfg->file_bytes);
-    n->max_chunk = NVME_MAX_CHUNK;
+    n->max_chunk = cfg->block_bytes ? cfg->block_bytes : NVME_MAX_CHUNK;
     n->buffer_bytes = cfg->num_buffers > 0 ? round_up(cfg->buffer_bytes) : 0;
     n->num_buffers = cfg->num_buffers;
     n->free_fn = cfg->free;
@@ -466,6 +468,10 @@ ZeroNvme *zero_nvme_open(const ZeroNvmeConfig *cfg, char *err, size_t errlen) {
         else if (!ZERO_NVME_URING) snprintf(n->note, sizeof n->note, "threads (%d): %s", n->depth, reason);
         else snprintf(n->note, sizeof n->note, "threads (%d): io_uring refused (%s)", n->depth, reason);
         if (start_threads(n, err, errlen) != 0) goto fail;
+    }
+    if (cfg->block_bytes) {   // not the default: say so beside the engine
+        size_t len = strlen(n->note);
+        snprintf(n->note + len, sizeof n->note - len, "; blocks of at most %zu bytes", n->max_chunk);
     }
 
     if (open_swap_file(n, cfg->dir, err, errlen) != 0) goto fail;

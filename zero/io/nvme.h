@@ -36,6 +36,8 @@ extern "C" {
 #endif
 
 #define ZERO_NVME_ALIGN 4096
+#define ZERO_NVME_MAX_DEPTH 256            // queue_depth's limit
+#define ZERO_NVME_MAX_BLOCK ((size_t)1 << 30)   // block_bytes' limit and default
 
 typedef struct ZeroNvme ZeroNvme;
 typedef uint64_t ZeroTicket;   // 0 is never a valid ticket
@@ -50,10 +52,13 @@ typedef struct {
     uint64_t file_bytes;    // reserved at open (rounded up to ZERO_NVME_ALIGN)
     size_t buffer_bytes;    // each pool buffer (rounded up to ZERO_NVME_ALIGN)
     int num_buffers;        // pool size
-    int queue_depth;        // requests in flight at most (io_uring entries, or threads)
+    int queue_depth;        // requests in flight at most (io_uring entries, or threads), 1..ZERO_NVME_MAX_DEPTH
     ZeroNvmeAlloc alloc;    // NULL: aligned host memory from the C library
     ZeroNvmeFree free;
     void *alloc_ctx;
+    size_t block_bytes;     // the most bytes one pread/pwrite or io_uring entry moves; a request
+                            //   larger goes in blocks of this, one after another (DeepSpeed's
+                            //   aio block_size). A multiple of ZERO_NVME_ALIGN; 0: ZERO_NVME_MAX_BLOCK
 } ZeroNvmeConfig;
 
 // Opens the engine. NULL with the reason in err (the folder, the call and errno's text).
