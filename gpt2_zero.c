@@ -5,17 +5,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "llmc/atomic_file.h"
-#include "llmc/run/logger.h"
+#include "llmc/run/checkpoint.h"
+#include "llmc/run/run_lock.h"
 #include "llmc/run/train_common.h"
 #include "llmc/utils.h"
+#include "zero/io/nvme.h"
 #include "zero/kernels/quant.h"
 
 ZeroComm *gpt2_zero_world(int *argc, char ***argv, const TrainConfig *cfg) {
     ZeroComm *comm = zero_comm_init(argc, argv);
     if (comm == NULL) exit(EXIT_FAILURE);
     if (comm->rank != 0 && freopen("/dev/null", "w", stdout) == NULL) die("rank %d: cannot silence stdout", comm->rank);
-    if (comm->rank == 0) atomic_file_remove_stale(cfg->out_dir);
+    run_lock_take(cfg->out_dir, comm->rank);   // rank 0 locks the folder, then removes stale temp files
     return comm;
 }
 
@@ -23,6 +24,9 @@ _Static_assert(TRAIN_OFFLOAD_NONE == (int)ZERO_TIER_DEVICE && TRAIN_OFFLOAD_CPU 
                    TRAIN_OFFLOAD_NVME == (int)ZERO_TIER_NVME, "--offload-* values are ZeroTier's");
 
 _Static_assert(TRAIN_QUANT_BLOCK_DEFAULT == QUANT_BLOCK_DEFAULT, "--qwz-block/--qgz-block's documented default");
+
+_Static_assert(TRAIN_AIO_MAX_QUEUE_DEPTH == ZERO_NVME_MAX_DEPTH && TRAIN_AIO_MAX_BLOCK == ZERO_NVME_MAX_BLOCK &&
+                   TRAIN_AIO_ALIGN == ZERO_NVME_ALIGN, "aio.queue_depth's and aio.block_size's limits are the engine's");
 
 ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dtype) {
     ZeroConfig zc;
@@ -41,6 +45,8 @@ ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroD
     zc.optimizer_tier = (ZeroTier)cfg->offload_optimizer;   // TRAIN_OFFLOAD_* are ZeroTier's order
     zc.param_tier = (ZeroTier)cfg->offload_param;
     zc.nvme_path = cfg->nvme_path;
+    zc.nvme_queue_depth = cfg->aio_queue_depth;   // DeepSpeed's aio section (0: the engine's defaults)
+    zc.nvme_block_bytes = (size_t)cfg->aio_block_size;
     zc.qwz = cfg->qwz;
     zc.hpz = cfg->hpz;
     zc.qgz = cfg->qgz;
@@ -122,14 +128,25 @@ void gpt2_zero_gather_slice(void *ctx, int slice, float *out) {
 }
 
 int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir) {
-    double found = g->rank == 0 && zero_latest(out_dir) != -1;
+    double found = 0;   // rank 0: 1 a checkpoint, 0 none, -1 none but others a fresh start would lose
+    char why[2048];
+    if (g->rank == 0 && zero_latest(out_dir) != -1) found = 1;
+    else if (g->rank == 0 && checkpoint_fresh_start_refused(out_dir, CHECKPOINT_SHARDED, why, sizeof(why))) {
+        fprintf(stderr, "error: %s\n", why);
+        found = -1;
+    }
     zero_allreduce_sum_f64(g->z, &found, 1);
+    if (found < 0) exit(EXIT_FAILURE);   // every rank, after rank 0 said why
     return found != 0;
 }
 
 double gpt2_zero_sum(void *ctx, double x) {
     zero_allreduce_sum_f64(((GPT2Zero *)ctx)->z, &x, 1);
     return x;
+}
+
+void gpt2_zero_sum_ranks(void *ctx, double *values, int n) {
+    zero_allreduce_sum_f64(((GPT2Zero *)ctx)->z, values, n);
 }
 
 float gpt2_zero_step(GPT2Zero *g, const TrainConfig *cfg, int step, float lr, double *loss) {
@@ -158,7 +175,7 @@ int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dt
     GPT2Zero g;
     ZeroTensor *tensors = tensor_table(&g, &mc, cfg->tile_linear);
     ZeroConfig zc = gpt2_zero_config(cfg, param_dtype, grad_dtype);
-    make_dirs(cfg->out_dir);
+    run_lock_take(cfg->out_dir, 0);   // it writes OUT/zero_report.json: the folder is its while it runs
     char path[4096];
     snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
     size_t sizes[GPT2_NUM_PARAM_TENSORS];

@@ -38,9 +38,9 @@ typedef struct {
 } GPT2Zero;
 
 // The world of a ZeRO run: every rank of mpirun / srun, or RANK / WORLD_SIZE from the
-// environment. Only rank 0 keeps stdout (every rank prints its errors), and rank 0 removes
-// the temp files a crash left in the output folder before anything is written (the others
-// wait for it in zero_init's collectives). On failure the plugin has printed why and the
+// environment. Only rank 0 keeps stdout (every rank prints its errors), and rank 0 locks the
+// output folder and removes the temp files a crash left there before anything is written
+// (run_lock.h; the others wait for it in zero_init's collectives). On failure the plugin has printed why and the
 // process exits with that message as the last line.
 ZeroComm *gpt2_zero_world(int *argc, char ***argv, const TrainConfig *cfg);
 
@@ -64,10 +64,14 @@ void gpt2_zero_gather_slice(void *ctx, int slice, float *out);
 
 // Whether out_dir holds a sharded checkpoint to resume from: rank 0 looks and every rank
 // gets its answer (collective); a malformed latest_zero counts as one (zero_load says why).
+// None, but other checkpoints a fresh start would lose (checkpoint_fresh_start_refused):
+// rank 0 says what is there and every rank exits 1.
 int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir);
 
 // A double summed over the ranks in rank order (ctx: the GPT2Zero; collective).
 double gpt2_zero_sum(void *ctx, double x);
+// n doubles summed element-wise over the ranks, in place (validation.h's SumRanks).
+void gpt2_zero_sum_ranks(void *ctx, double *values, int n);
 
 // One optimizer step after the micro-steps' backward: *loss (this rank's mean over its
 // micro-steps) becomes the mean over ranks, then the plugin clips and updates, or skips

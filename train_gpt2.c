@@ -27,7 +27,9 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 #include "llmc/run/progress.h"
 #include "llmc/numerics/rand.h"
 #include "llmc/run/run_info.h"
+#include "llmc/run/run_lock.h"
 #include "llmc/run/sampler.h"
+#include "llmc/run/validation.h"
 #include "llmc/run/schedule.h"
 #include "llmc/data/tokenizer.h"
 #include "llmc/run/train_common.h"
@@ -46,7 +48,7 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 
 // The model's options from the flags (--act-checkpoint, --act-offload, --tile-linear).
 static GPT2CpuOptions cpu_options(const TrainConfig *cfg) {
-    return (GPT2CpuOptions){cfg->act_checkpoint, cfg->act_offload, cfg->tile_linear};
+    return (GPT2CpuOptions){cfg->act_checkpoint, cfg->act_offload, cfg->tile_linear, 1};
 }
 
 // What the model holds now for activations and their gradients (the report's measured
@@ -84,23 +86,20 @@ static void print_memory(const GPT2 *model, const TrainConfig *cfg) {
     t.host[MEMORY_ACTS] += tier;
     memory_table_print("unsharded fp32 model on the CPU", &t, tier ? "host RAM (the model)" : NULL,
                        tier ? "host tier (offloaded block inputs)" : "host RAM");
+    // as the ZeRO report counts the host backend: "device" is where the model computes
+    MemoryTable j = {{0}, {0}};
+    for (int k = 0; k < MEMORY_KINDS; k++) {
+        j.device[k] = model_ram[k];
+        j.host[k] = tier ? t.host[k] : 0;
+    }
+    memory_table_write_json(cfg->out_dir, "train_gpt2", &j);
 }
 
-// Mean loss over validation batches from the start of the val set. max_batches counts
-// batches of B sequences over all ranks, so every world size sees the same windows.
-static float validate(GPT2 *model, DataLoader *val, int max_batches, Zero *z, int world) {
-    dataloader_reset(val);
-    int64_t available = val->total_windows / val->B;
-    int n = (max_batches < 0 || max_batches > available) ? (int)available : max_batches;
-    int local = n / world > 0 ? n / world : 1;
-    double sum = 0.0;
-    for (int i = 0; i < local; i++) {
-        dataloader_next_batch(val);
-        gpt2_cpu_forward(model, val->inputs, val->targets, val->B, val->T);
-        sum += model->mean_loss;
-    }
-    if (z) zero_allreduce_sum_f64(z, &sum, 1);
-    return (float)(sum / ((double)local * world));
+// Validation (validation.h): the same batches and the same sum for any number of ranks.
+static float batch_loss(void *model, const DataLoader *val) {
+    GPT2 *m = (GPT2 *)model;
+    gpt2_cpu_forward(m, val->inputs, val->targets, val->B, val->T);
+    return m->mean_loss;
 }
 
 // Generates gen_tokens after an EOT prompt; the coins depend only on (seed, step).
@@ -139,10 +138,11 @@ int main(int argc, char **argv) {
     if (cfg.dry_run) return gpt2_zero_dry_run(&cfg, ZERO_F32, ZERO_F32, cpu_activation_bytes);
 
     // The world: a single process, or every rank of mpirun / srun with -z (only rank 0
-    // prints; it also removes the temp files a crash left before anything is written).
+    // prints; it also locks the output folder and removes the temp files a crash left,
+    // before anything is written: run_lock.h).
     ZeroComm *comm = cfg.zero_stage >= 0 ? gpt2_zero_world(&argc, &argv, &cfg) : NULL;
     const int rank = comm ? comm->rank : 0, world = comm ? comm->world : 1;
-    if (!comm) atomic_file_remove_stale(cfg.out_dir);
+    if (!comm) run_lock_take(cfg.out_dir, 0);
 
     // The model: a descriptor builds a fresh init, anything else is an llm.c model file.
     GPT2 model;
@@ -235,7 +235,7 @@ int main(int argc, char **argv) {
     Logger logger = {0};
     if (rank == 0) logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
     RunInfo run_info;   // OUT/run.json: what compare_runs.py checks before comparing runs
-    run_info_start(&run_info, argv[0], &cfg, grad_accum, world, rank);
+    run_info_start(&run_info, argv[0], &cfg, grad_accum, world, rank, cfg.resume ? start_step : -1);
 
     double flops_per_step = gpt2_flops_per_token(&mc, cfg.T) * (double)cfg.total_batch_tokens;
     Progress progress;
@@ -244,7 +244,7 @@ int main(int argc, char **argv) {
         int last = step == cfg.max_steps;
 
         if (have_val && (step % cfg.val_every == 0 || last)) {
-            float vl = validate(&model, &val, cfg.val_max_steps, z, world);
+            float vl = validation_loss(&val, cfg.val_max_steps, batch_loss, &model, z ? gpt2_zero_sum_ranks : NULL, &glue);
             printf("val loss %f\n", vl);
             logger_val(&logger, step, vl);
         }
@@ -309,6 +309,7 @@ int main(int argc, char **argv) {
         run_info_step(&run_info, dt);
     }
 
+    nonfinite_summary(&cfg);   // --nan-skip: how many steps were skipped
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
     if (z) {
         gpt2_zero_write_report(&glue, cfg.out_dir, activation_bytes(&model), activation_host_bytes(&model));

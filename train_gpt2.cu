@@ -22,6 +22,7 @@ The model and its kernels live in llmc/cuda/gpt2_cuda.cu.
 #include "llmc/run/progress.h"
 #include "llmc/numerics/rand.h"
 #include "llmc/run/run_info.h"
+#include "llmc/run/run_lock.h"
 #include "llmc/run/sampler.h"
 #include "llmc/run/schedule.h"
 #include "llmc/data/tokenizer.h"
@@ -37,7 +38,7 @@ int main(int argc, char **argv) {
     launch_env_refuse_ranks(argv[0], "Data parallel training with ZeRO is train_gpt2_zero (mpirun -np N "
                             "./train_gpt2_zero -z 1 ...); or start one process.");
     const int rank = 0, world = 1;
-    atomic_file_remove_stale(cfg.out_dir);   // temp files a crash left, before anything is written
+    run_lock_take(cfg.out_dir, 0);   // the output folder is this run's; temp files a crash left go
     int num_devices = 0;
     cudaError_t dev_err = cudaGetDeviceCount(&num_devices);
     if (dev_err != cudaSuccess || num_devices == 0)
@@ -88,7 +89,7 @@ int main(int argc, char **argv) {
     Logger logger;
     logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
     RunInfo run_info;   // OUT/run.json: what compare_runs.py checks before comparing runs
-    run_info_start(&run_info, argv[0], &cfg, grad_accum, world, rank);
+    run_info_start(&run_info, argv[0], &cfg, grad_accum, world, rank, cfg.resume ? start_step : -1);
 
     double flops_per_token = gpt2_flops_per_token(&mc, cfg.T);
     char gpu_name[256];
@@ -100,7 +101,7 @@ int main(int argc, char **argv) {
         int last = step == cfg.max_steps;
 
         if (have_val && (step % cfg.val_every == 0 || last)) {
-            float vl = gpt2_cuda_validate(&model, &val, cfg.val_max_steps, world, NULL, NULL);
+            float vl = gpt2_cuda_validate(&model, &val, cfg.val_max_steps, NULL, NULL);
             printf("val loss %f\n", vl);
             logger_val(&logger, step, vl);
         }
@@ -144,6 +145,7 @@ int main(int argc, char **argv) {
         run_info_step(&run_info, dt);
     }
 
+    nonfinite_summary(&cfg);   // --nan-skip: how many steps were skipped
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
     gpt2_cuda_export_final(&model, cfg.out_dir);
 

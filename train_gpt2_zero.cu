@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
     memset(&logger, 0, sizeof(logger));
     if (rank == 0) logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
     RunInfo run_info;   // OUT/run.json: what compare_runs.py checks before comparing runs
-    run_info_start(&run_info, argv[0], &cfg, grad_accum, world, rank);
+    run_info_start(&run_info, argv[0], &cfg, grad_accum, world, rank, cfg.resume ? start_step : -1);
 
     double flops_per_token = gpt2_flops_per_token(&mc, cfg.T);
     char gpu_name[256];
@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
         int last = step == cfg.max_steps;
 
         if (have_val && (step % cfg.val_every == 0 || last)) {
-            float vl = gpt2_cuda_validate(&model, &val, cfg.val_max_steps, world, gpt2_zero_sum, &glue);
+            float vl = gpt2_cuda_validate(&model, &val, cfg.val_max_steps, gpt2_zero_sum_ranks, &glue);
             printf("val loss %f\n", vl);
             logger_val(&logger, step, vl);
         }
@@ -169,6 +169,7 @@ int main(int argc, char **argv) {
         run_info_step(&run_info, dt);
     }
 
+    nonfinite_summary(&cfg);   // --nan-skip: how many steps were skipped
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
     gpt2_zero_write_report(&glue, cfg.out_dir, gpt2_cuda_activation_bytes(&model), model.host_act_bytes);
     checkpoint_export_model(cfg.out_dir, -1, rank, &mc, gpt2_zero_gather_slice, &glue);

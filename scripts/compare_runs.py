@@ -2,12 +2,16 @@
 """compare_runs.py RUN_DIR...: compares training runs of this project's trainers.
 
 Reads each run folder's main.log (llm.c lines "s:STEP trl:LOSS" and "s:STEP tel:LOSS"),
-run.json (what the trainer ran: data, seed, batch, world, stage, step times) and, when
-present, zero_report.json (per-rank memory by kind). Writes a plot, compare.png: train and
-validation loss against step for every run, and below it each run's train loss minus the
-first run's at the same step. Prints a table per run: steps, final train and validation
-loss, the largest |train-loss difference| against the first run and its step, tokens/s,
-and per-rank bytes by kind from the ZeRO report.
+run.json (what the trainer ran: data, seed, batch, world, stage, step times), the per-rank
+memory by kind (zero_report.json from a ZeRO run, memory_report.json from an unsharded one:
+the same accounting) and model_final.bin. Writes a plot, compare.png: train and validation
+loss against step for every run, below it each run's train loss minus the first run's at
+the same step, and beside them each run's memory per rank by kind. Prints a table per run:
+steps, final train and validation loss, the largest |train-loss difference| against the
+first run and its step, tokens/s; then whether each run is bit-identical to the first (every
+logged loss digit for digit and model_final.bin byte for byte) or the first step and tensor
+that differ; then the memory of the largest rank of each run side by side, with its share
+of the first run's, and each run's per-rank bytes by kind.
 
 Runs that saw different data, seed or batch are refused unless --force: their curves
 would differ for reasons other than the trainer.
@@ -17,6 +21,7 @@ import decimal
 import json
 import os
 import re
+import struct
 import sys
 
 # The figure's size is fixed so that a test can check the file: 12 x 9 inches at 100 dpi.
@@ -36,6 +41,13 @@ SAME_FIELDS = [
 
 MEMORY_KINDS = [("parameters", "params"), ("gradients", "grads"), ("optimizer_states", "optimizer"),
                 ("activations", "activations"), ("buffers", "buffers"), ("total", "total")]
+
+# llm.c's model file: a header of 256 int32 (magic, version, maxT, V, L, NH, C, Vp), then
+# the parameters in this order, fp32 (version 3) or bf16 (version 5).
+MODEL_MAGIC, MODEL_HEADER_BYTES = 20240326, 1024
+MODEL_ELEM_BYTES = {3: 4, 5: 2}
+TENSORS = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+           "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 
 LINE = re.compile(r"^s:(\d+) (trl|tel):(\S+)")
 
@@ -100,28 +112,46 @@ class Run:
             raise Refused(f"{log} has no train-loss lines (s:STEP trl:LOSS)")
         info = os.path.join(folder, "run.json")
         self.info = read_json(info) if os.path.isfile(info) else None
-        report = os.path.join(folder, "zero_report.json")
-        self.report = read_json(report) if os.path.isfile(report) else None
         self.name = os.path.basename(os.path.normpath(os.path.abspath(folder)))
-        self.report_note = None
-        if self.report is not None:
-            self.report_note = self.stale_report()
-            if self.report_note:
-                self.report = None
+        # per-rank memory: a ZeRO run's zero_report.json, an unsharded run's memory_report.json
+        self.report, self.report_file, self.report_note = None, None, None
+        for fname in ("zero_report.json", "memory_report.json"):
+            path = os.path.join(folder, fname)
+            if not os.path.isfile(path):
+                continue
+            rep = read_json(path)
+            note = self.stale_report(fname, rep)
+            if note is None:
+                self.report, self.report_file = rep, fname
+                break
+            self.report_note = self.report_note or note
+        model = os.path.join(folder, "model_final.bin")
+        self.model = model if os.path.isfile(model) else None
 
-    def stale_report(self):
-        """Why zero_report.json does not describe this run (a dry run's prediction, or the
+    def stale_report(self, fname, rep):
+        """Why a memory report does not describe this run (a dry run's prediction, or the
         report of an earlier run in the same folder), or None."""
-        rep = self.report
+        stage = (self.info or {}).get("zero_stage")
+        if fname == "memory_report.json":
+            if self.info is not None and stage != "unsharded":
+                return f"its memory_report.json is from an unsharded run: run.json says stage {stage}"
+            return None
         if rep.get("source") != "live":
             return f"its zero_report.json is a {rep.get('source')} prediction, not this run's measurement"
         if self.info is None:
             return None
-        stage, world = self.info.get("zero_stage"), self.info.get("world_size")
+        world = self.info.get("world_size")
         if stage != rep.get("stage") or world != rep.get("world_size"):
             return (f"its zero_report.json (stage {rep.get('stage')}, {rep.get('world_size')} ranks) is from "
                     f"another run: run.json says stage {stage}, {world} ranks")
         return None
+
+    def largest_rank(self):
+        """The report's entry of the rank holding the most device memory (ties: the lowest rank)."""
+        ranks = (self.report or {}).get("ranks") or []
+        if not ranks:
+            return None
+        return max(ranks, key=lambda e: ((e.get("device") or {}).get("total", 0), -e.get("rank", 0)))
 
     def label(self):
         if not self.info:
@@ -166,9 +196,130 @@ def difference(ref, run):
             for s in sorted(run.train) if s in ref.train]
 
 
+def model_layout(path):
+    """(version, [(name, layers, elements)]) from an llm.c model file's header; raises Refused
+    on a file that is not one or whose size does not match its header."""
+    with open(path, "rb") as f:
+        head = f.read(MODEL_HEADER_BYTES)
+    if len(head) < MODEL_HEADER_BYTES:
+        raise Refused(f"{path}: {len(head)} bytes, shorter than an llm.c model header ({MODEL_HEADER_BYTES})")
+    magic, version, maxT, _, L, _, C, Vp = struct.unpack("<8i", head[:32])
+    if magic != MODEL_MAGIC or version not in MODEL_ELEM_BYTES:
+        raise Refused(f"{path} is not an llm.c model file (magic {magic}, version {version})")
+    sizes = [Vp * C, maxT * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C,
+             L * C, L * C, L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C, C, C]
+    layers = [1, 1] + [L] * 12 + [1, 1]
+    want = MODEL_HEADER_BYTES + sum(sizes) * MODEL_ELEM_BYTES[version]
+    if os.path.getsize(path) != want:
+        raise Refused(f"{path} is {os.path.getsize(path)} bytes; its header (L={L} C={C} Vp={Vp} maxT={maxT}, "
+                      f"version {version}) needs {want}")
+    return head, version, list(zip(TENSORS, layers, sizes))
+
+
+def compare_models(np, ref_path, path):
+    """None when the two model files are equal byte for byte, else what differs first: the
+    tensor, its layer and element, how many elements differ and by how much."""
+    head_a, version, layout = model_layout(ref_path)
+    head_b, version_b, _ = model_layout(path)
+    if head_a != head_b:
+        return f"model_final.bin headers differ (version {version} against {version_b}, or the shapes)"
+    a = np.memmap(ref_path, mode="r", offset=MODEL_HEADER_BYTES, dtype=np.uint32 if version == 3 else np.uint16)
+    b = np.memmap(path, mode="r", offset=MODEL_HEADER_BYTES, dtype=a.dtype)
+
+    def as_float(x):   # bf16 bits are the top half of an fp32
+        return x.view(np.float32).astype(np.float64) if version == 3 else \
+            (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    first, count, worst, sq_diff, sq_ref, at = None, 0, 0.0, 0.0, 0.0, 0
+    for name, layers, n in layout:
+        x, y = a[at:at + n], b[at:at + n]
+        at += n
+        fx = as_float(np.asarray(x))
+        sq_ref += float(np.dot(fx, fx))
+        bad = np.flatnonzero(np.asarray(x) != np.asarray(y))
+        if bad.size == 0:
+            continue
+        fy = as_float(np.asarray(y))
+        d = fy - fx
+        count += bad.size
+        worst = max(worst, float(np.max(np.abs(d))))
+        sq_diff += float(np.dot(d, d))
+        if first is None:
+            i = int(bad[0])
+            where = f"layer {i // (n // layers)}, element {i % (n // layers)}" if layers > 1 else f"element {i}"
+            first = f"{name} ({where}: {fx[i]!r} against {fy[i]!r})"
+    if first is None:
+        return None
+    total = at
+    rel = (sq_diff / sq_ref) ** 0.5 if sq_ref > 0 else float("inf")
+    return (f"model_final.bin differs first in {first}; {count:,} of {total:,} parameters differ, "
+            f"max |diff| {worst:.3g}, relative L2 {rel:.3g}")
+
+
+def equality(np, ref, run):
+    """'bit-identical (...)' or what differs first, against the reference run."""
+    for kind, a, b in (("train", ref.train, run.train), ("validation", ref.val, run.val)):
+        if sorted(a) != sorted(b):
+            only = sorted(set(a) ^ set(b))
+            return f"differs: {kind} losses logged at other steps (first at s:{only[0]})"
+        for step in sorted(a):
+            if a[step][1] != b[step][1]:
+                return f"differs: {kind} loss first at s:{step} ({a[step][1]} against {b[step][1]})"
+    n = len(ref.train) + len(ref.val)
+    if ref.model is None or run.model is None:
+        missing = ref.folder if ref.model is None else run.folder
+        return f"losses identical ({n} logged, digit for digit); {missing} has no model_final.bin to compare"
+    diff = compare_models(np, ref.model, run.model)
+    if diff:
+        return f"differs: {n} logged losses identical, but {diff}"
+    params = sum(s for _, _, s in model_layout(ref.model)[2])
+    return f"bit-identical ({n} logged losses digit for digit, model_final.bin byte for byte: {params:,} parameters)"
+
+
+def memory_bars(ax, runs):
+    """Stacked bars of the largest rank's device memory by kind for each run, with the host
+    tier (offload) as a hatched bar beside it and each total's share of the first run's."""
+    kinds = [k for k, _ in MEMORY_KINDS if k != "total"]
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3"]
+    shown = [(i, r, r.largest_rank()) for i, r in enumerate(runs)]
+    shown = [(i, r, e) for i, r, e in shown if e is not None]
+    ref_total = None
+    if shown and shown[0][0] == 0:
+        ref_total = (shown[0][2].get("device") or {}).get("total")
+    for i, r, e in shown:
+        for j, where in enumerate(("device", "host")):
+            m = e.get(where) or {}
+            if j == 1 and not m.get("total"):
+                continue
+            bottom = 0.0
+            for k, c in zip(kinds, colors):
+                v = m.get(k, 0) / 2**20
+                ax.bar(i + 0.4 * j, v, width=0.38, bottom=bottom, color=c, hatch="//" if j else None,
+                       edgecolor="white", label=k.replace("_", " ") if (i, j) == (shown[0][0], 0) else None)
+                bottom += v
+            note = f"{bottom:.1f}"
+            if j == 0 and ref_total:
+                note += f"\n{100.0 * m.get('total', 0) / ref_total:.0f}%"
+            elif j == 1:
+                note += "\nhost"
+            ax.text(i + 0.4 * j, bottom, note, ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(runs)))
+    ax.set_xticklabels([r.name for r in runs], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("MiB on the largest rank (% of the first run)")
+    ax.set_title("memory per rank")
+    ax.grid(alpha=0.3, axis="y")
+    if shown:
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.4)   # room for the labels and the legend above the bars
+        ax.legend(fontsize=7, loc="upper left")
+    else:
+        ax.text(0.5, 0.5, "no memory report", ha="center", va="center", transform=ax.transAxes)
+
+
 def plot(plt, np, runs, path):
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=FIG_INCHES, dpi=FIG_DPI, sharex=True,
-                                      gridspec_kw={"height_ratios": [2, 1]})
+    fig = plt.figure(figsize=FIG_INCHES, dpi=FIG_DPI)
+    grid = fig.add_gridspec(2, 2, height_ratios=[2, 1], width_ratios=[3, 1])
+    top = fig.add_subplot(grid[0, 0])
+    bottom = fig.add_subplot(grid[1, 0], sharex=top)
+    memory_bars(fig.add_subplot(grid[:, 1]), runs)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, r in enumerate(runs):
         c = colors[i % len(colors)]
@@ -207,7 +358,7 @@ def table(rows, header):
     return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
 
 
-def print_tables(runs):
+def print_tables(np, runs):
     rows = []
     for i, r in enumerate(runs):
         last_train = max(r.train)
@@ -227,10 +378,37 @@ def print_tables(runs):
                      dmax, dstep, f"{tps:.1f}" if tps is not None else "-"])
     print(table(rows, ["run", "steps", "final train loss", "final val loss", "max |train diff|", "at s:",
                        "tokens/s"]))
+
+    if len(runs) > 1:
+        print(f"\nagainst {runs[0].name}:")
+        for r in runs[1:]:
+            print(f"  {r.name}: {equality(np, runs[0], r)}")
+
+    # the largest rank of each run side by side, from the same accounting
+    rows = []
+    ref = runs[0].largest_rank()
+    ref_total = (ref.get("device") or {}).get("total") if ref else None
+    for r in runs:
+        e = r.largest_rank()
+        if e is None:
+            continue
+        dev, host = e.get("device") or {}, e.get("host") or {}
+        share = f"{100.0 * dev.get('total', 0) / ref_total:.1f}%" if ref_total else "-"
+        world = (r.report or {}).get("world_size", len(r.report.get("ranks", [])))
+        rows.append([r.name, world, e.get("rank")] + [f"{dev.get(k, 0) / 2**20:.2f}" for k, _ in MEMORY_KINDS]
+                    + [share, f"{host.get('total', 0) / 2**20:.2f}"])
+    if rows:
+        print("\nmemory of each run's largest rank (MiB; device = where the model computes: host RAM for "
+              "train_gpt2)")
+        print(table(rows, ["run", "ranks", "rank"] + [short for _, short in MEMORY_KINDS]
+                    + [f"of {runs[0].name}", "host tier"]))
+
     for r in runs:
         if not r.report:
             print(f"\n{r.name}: " + (f"{r.report_note}: not shown" if r.report_note
-                                      else "no zero_report.json (a run without ZeRO writes none)"))
+                                      else "no zero_report.json or memory_report.json"))
+            continue
+        if r.report_file != "zero_report.json":
             continue
         print(f"\n{r.name}: per-rank memory from zero_report.json (MiB; stage {r.report.get('stage')}, "
               f"{r.report.get('world_size')} ranks)")
@@ -250,11 +428,14 @@ def main(argv):
     ap = argparse.ArgumentParser(
         prog="compare_runs.py",
         description="Compares training runs: writes compare.png (train and validation loss against step "
-                    "for every run; below, each run's train loss minus the first run's at the same step) "
+                    "for every run; below, each run's train loss minus the first run's at the same step; beside, "
+                    "each run's largest rank's memory by kind) "
                     "and prints per run: steps, final train and validation loss, the largest |train-loss "
                     "difference| against the first run and its step, tokens/s (OUT/run.json: the tokens of "
-                    "the steps after the first over their time), and per-rank memory by kind from zero_report.json when "
-                    "there is one. Runs must share data, seed, sequence length and global batch "
+                    "the steps after the first over their time); whether each run is bit-identical to the "
+                    "first (every logged loss digit for digit, model_final.bin byte for byte) or the first "
+                    "step and tensor that differ; and per-rank memory by kind side by side "
+                    "(zero_report.json of a ZeRO run, memory_report.json of an unsharded one). Runs must share data, seed, sequence length and global batch "
                     "(OUT/run.json) unless --force.",
         epilog="example: scripts/compare_runs.py out/main_job/unsharded out/main_job/zero3")
     ap.add_argument("runs", nargs="+", metavar="RUN_DIR",
@@ -272,7 +453,7 @@ def main(argv):
         if os.path.dirname(out):
             os.makedirs(os.path.dirname(out), exist_ok=True)
         plot(plt, np, runs, out)
-        print_tables(runs)
+        print_tables(np, runs)
         w, h = FIG_INCHES[0] * FIG_DPI, FIG_INCHES[1] * FIG_DPI
         print(f"\nwrote {out} ({w}x{h} pixels)")
     except (Refused, OSError) as e:

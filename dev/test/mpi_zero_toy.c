@@ -414,6 +414,9 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     size_t bucket = V->bucket < P ? V->bucket : P;   // clamped to the model
     size_t gpool = (bucket + 2 * max_grad_need + shared + 15) / 16 * 16;     // capacities are
     size_t ppool = ((V->max_live ? V->max_live : max_pool_need + V->prefetch) + 15) / 16 * 16;  // 16-aligned
+    // ... and never more than the model can need: every gradient, every pooled tensor at once
+    if (gpool > P) gpool = P;
+    if (ppool > P - persist_padded) ppool = P - persist_padded;
     size_t staging = (bucket > max_padded ? bucket : max_padded) * ges;
     if (max_padded * 4 > staging) staging = max_padded * 4;
     size_t want_mem[ZERO_USE_KINDS];

@@ -4,6 +4,10 @@
 #  - every trainer run writes OUT/run.json with what it was given (checked against the flags)
 #  - the tool exits 0; every number of its table equals what the test reads itself from
 #    main.log, run.json and zero_report.json (and tokens/s agrees with the step lines' ms)
+#  - the ZeRO run is reported bit-identical (the test compares main.log and model_final.bin
+#    itself); a copy with one parameter changed is reported as differing in that tensor,
+#    layer and element; the run with another seed as differing at its first step
+#  - the side-by-side memory rows equal memory_report.json / zero_report.json's largest rank
 #  - compare.png is a PNG (signature, IHDR with a valid CRC) of 1200 x 900 pixels
 #  - a run with another seed is refused naming the field and both values, and compared
 #    with --force; a missing folder or main.log gets a clear error
@@ -101,6 +105,56 @@ scripts/compare_runs.py "$tmp/u" "$tmp/z3" > "$tmp/cmp.txt" 2>&1 || { cat "$tmp/
 cat "$tmp/cmp.txt"
 check_table "$tmp/cmp.txt" "$tmp/u" "$tmp/z3" || fail "the table does not match the logs"
 
+# the equality verdicts and the side-by-side memory against the test's own reading
+check_verdicts() {   # check_verdicts OUTPUT_FILE RUN_DIR...
+    python3 - "$@" <<'EOF'
+import json, os, re, sys
+out, dirs = open(sys.argv[1]).read(), sys.argv[2:]
+name = lambda d: d.rstrip("/").split("/")[-1]
+def losses(d):
+    return [l.split()[:2] for l in open(f"{d}/main.log") if re.match(r"s:\d+ t[re]l:", l)]
+ref = dirs[0]
+for d in dirs[1:]:
+    line = next((l for l in out.splitlines() if l.startswith(f"  {name(d)}: ")), None)
+    if line is None: sys.exit(f"no verdict line for {name(d)}")
+    same_log = losses(d) == losses(ref)
+    same_model = open(f"{d}/model_final.bin", "rb").read() == open(f"{ref}/model_final.bin", "rb").read()
+    if same_log and same_model:
+        if "bit-identical" not in line: sys.exit(f"{name(d)} equals the reference, but: {line}")
+    elif "bit-identical" in line or "differs" not in line:
+        sys.exit(f"{name(d)} differs from the reference (log {same_log}, model {same_model}), but: {line}")
+    print(f"verdict as the files say: {line.strip()}")
+for d in dirs:
+    f = "zero_report.json" if os.path.exists(f"{d}/zero_report.json") else "memory_report.json"
+    rep = json.load(open(f"{d}/{f}"))
+    e = max(rep["ranks"], key=lambda e: (e["device"]["total"], -e["rank"]))
+    row = next(l.split() for l in out.splitlines() if l.startswith(name(d) + " ") and "%" in l)
+    kinds = ["parameters", "gradients", "optimizer_states", "activations", "buffers", "total"]
+    want = [f"{e['device'][k] / 2**20:.2f}" for k in kinds]
+    if row[3:9] != want: sys.exit(f"{name(d)}: memory row {row[3:9]}, {f} rank {e['rank']} has {want}")
+    print(f"{name(d)}: memory row as in {f} ({row[-2]} of the first run)")
+EOF
+}
+check_verdicts "$tmp/cmp.txt" "$tmp/u" "$tmp/z3" || fail "the verdicts or the memory rows do not match the files"
+grep -q "^  z3: bit-identical" "$tmp/cmp.txt" || fail "the stage-3 run is not reported bit-identical"
+
+# one parameter changed in a copy of the ZeRO run: reported in its tensor, layer and element
+# (d2c64: Vp 50304, maxT 64, C 64, L 2; qkvw of layer 1, element 5, is parameter
+# 50304*64 + 64*64 + 2*2*64 + 3*64*64 + 5: wte, wpe, ln1w and ln1b before it)
+cp -r "$tmp/z3" "$tmp/z3x"
+python3 - "$tmp/z3x/model_final.bin" <<'EOF'
+import struct, sys
+f = open(sys.argv[1], "r+b")
+f.seek(1024 + 4 * (50304 * 64 + 64 * 64 + 2 * 2 * 64 + 3 * 64 * 64 + 5))
+x = struct.unpack("<f", f.read(4))[0]
+f.seek(-4, 1)
+f.write(struct.pack("<f", x + 0.25))
+EOF
+scripts/compare_runs.py "$tmp/u" "$tmp/z3x" -o "$tmp/x.png" > "$tmp/x.txt" 2>&1 || { cat "$tmp/x.txt"; fail "the tool failed on a changed model"; }
+grep -q "z3x: differs: .*model_final.bin differs first in qkvw (layer 1, element 5: .*); 1 of 3,323,648 parameters differ" "$tmp/x.txt" \
+    || { cat "$tmp/x.txt"; fail "a changed parameter is not named by tensor, layer and element"; }
+echo "changed parameter: $(grep z3x: "$tmp/x.txt")"
+
 # compare.png: PNG signature, then the IHDR chunk (width, height, CRC) first
 python3 - "$tmp/u/compare.png" <<'EOF' || fail "compare.png is not a 1200x900 PNG"
 import struct, sys, zlib
@@ -124,6 +178,8 @@ scripts/compare_runs.py "$tmp/u" "$tmp/z3" "$tmp/s7" --force -o "$tmp/forced.png
     || { cat "$tmp/f.txt"; fail "--force did not compare"; }
 [ -s "$tmp/forced.png" ] || fail "--force wrote no plot"
 check_table "$tmp/f.txt" "$tmp/u" "$tmp/z3" "$tmp/s7" || fail "the --force table does not match the logs"
+check_verdicts "$tmp/f.txt" "$tmp/u" "$tmp/z3" "$tmp/s7" || fail "the --force verdicts do not match the files"
+grep -q "^  s7: differs: train loss first at s:0 " "$tmp/f.txt" || fail "the seed-7 run is not reported differing at its first step"
 
 # clear errors
 if scripts/compare_runs.py "$tmp/u" "$tmp/nowhere" > "$tmp/e.txt" 2>&1; then fail "a missing folder was accepted"; fi

@@ -342,6 +342,9 @@ static void test_grad_accumulation(void **state) {
     gpt2_cpu_build(&acc, &c, 7);
     randomize_params(&full, 8);
     randomize_params(&acc, 8);
+    // the path without micro-batch buffers: backward adds into the sum inside its kernels
+    const GPT2CpuOptions inside = {0, 0, 1, 0};
+    gpt2_cpu_set_options(&acc, &inside);
     gpt2_cpu_forward(&full, in, tg, B, T);
     gpt2_cpu_zero_grad(&full);
     gpt2_cpu_backward(&full, 1.0f / N);
@@ -365,6 +368,48 @@ static void test_grad_accumulation(void **state) {
     assert_memory_equal(full.grads + nwte, acc.grads + nwte, (full.num_parameters - nwte) * sizeof(float));
     gpt2_cpu_free(&full);
     gpt2_cpu_free(&acc);
+}
+
+// micro_grads (the default): accumulating micro-batches gives, bit for bit, the sum in
+// order of each micro-batch's gradient computed on its own from zero, which is what ZeRO's
+// rank-order reduction adds up when each rank runs one of the micro-batches.
+static void test_grad_accumulation_micro_buffers(void **state) {
+    (void)state;
+    GPT2Config c = make_config(37, 48, 2, 16, 2, 8);
+    enum { B = 2, T = 5, N = B * T, M = 3 };
+    int in[M * N], tg[M * N];
+    random_tokens(in, M * N, c.vocab_size, 5);
+    random_tokens(tg, M * N, c.vocab_size, 6);
+    GPT2 acc, one;
+    gpt2_cpu_build(&acc, &c, 7);
+    gpt2_cpu_build(&one, &c, 7);
+    randomize_params(&acc, 8);
+    randomize_params(&one, 8);
+    const size_t n = acc.num_parameters;
+    float *want = calloc(n, sizeof(float));
+    assert_non_null(want);
+    gpt2_cpu_zero_grad(&acc);
+    for (int k = 0; k < M; k++) {
+        gpt2_cpu_forward(&acc, in + k * N, tg + k * N, B, T);
+        gpt2_cpu_backward(&acc, 1.0f / (M * N));
+        gpt2_cpu_zero_grad(&one);   // micro-batch k alone, from zero
+        gpt2_cpu_forward(&one, in + k * N, tg + k * N, B, T);
+        gpt2_cpu_backward(&one, 1.0f / (M * N));
+        for (size_t i = 0; i < n; i++) want[i] += one.grads[i];
+    }
+    assert_memory_equal(acc.grads, want, n * sizeof(float));
+    // and the other path differs somewhere (else this test checks nothing)
+    const GPT2CpuOptions inside = {0, 0, 1, 0};
+    gpt2_cpu_set_options(&acc, &inside);
+    gpt2_cpu_zero_grad(&acc);
+    for (int k = 0; k < M; k++) {
+        gpt2_cpu_forward(&acc, in + k * N, tg + k * N, B, T);
+        gpt2_cpu_backward(&acc, 1.0f / (M * N));
+    }
+    assert_true(memcmp(acc.grads, want, n * sizeof(float)) != 0);
+    free(want);
+    gpt2_cpu_free(&acc);
+    gpt2_cpu_free(&one);
 }
 
 // Runs forward, backward, one update and returns copies of what they produced.
@@ -704,7 +749,7 @@ static void test_activation_bytes_predicted(void **state) {
     random_tokens(in, 48, c.vocab_size, 3);
     random_tokens(tg, 48, c.vocab_size, 4);
     const int shapes[][2] = {{1, 1}, {3, 5}, {2, 16}, {3, 16}};
-    const GPT2CpuOptions opts[] = {{0, 0, 1}, {1, 0, 1}, {1, 1, 1}, {1, 1, 4}};
+    const GPT2CpuOptions opts[] = {{0, 0, 1, 1}, {1, 0, 1, 1}, {1, 1, 1, 1}, {1, 1, 4, 1}};
     for (int s = 0; s < 4; s++) {
         for (int k = 0; k < 4; k++) {
             const int B = shapes[s][0], T = shapes[s][1];
@@ -796,7 +841,7 @@ static void test_act_checkpoint_bit_identical(void **state) {
     const int B = 3, T = 11, N = B * T;
     const size_t np = gpt2_param_sizes(&c, (size_t[GPT2_NUM_PARAM_TENSORS]){0});
     OptRun base = run_options(&c, NULL, B, T);
-    const GPT2CpuOptions opts[] = {{1, 0, 1}, {1, 1, 1}};
+    const GPT2CpuOptions opts[] = {{1, 0, 1, 1}, {1, 1, 1, 1}};
     for (int i = 0; i < 2; i++) {
         OptRun r = run_options(&c, &opts[i], B, T);
         assert_memory_equal(base.loss, r.loss, sizeof(base.loss));
@@ -829,7 +874,7 @@ static void test_tile_linear_matches_untiled(void **state) {
     OptRun base = run_options(&c, NULL, B, T);
     const int tiles[] = {2, 4, 5};
     for (int i = 0; i < 3; i++) {
-        const GPT2CpuOptions o = {0, 0, tiles[i]}, oc = {1, 1, tiles[i]};
+        const GPT2CpuOptions o = {0, 0, tiles[i], 1}, oc = {1, 1, tiles[i], 1};
         OptRun r = run_options(&c, &o, B, T), rc = run_options(&c, &oc, B, T);
         assert_memory_equal(&base.loss[0], &r.loss[0], sizeof(float));
         assert_memory_equal(base.losses, r.losses, sizeof(float) * N);
@@ -911,7 +956,7 @@ static void test_hooks_tiled_and_checkpointed(void **state) {
     random_tokens(tg, 10, c.vocab_size, 2);
     for (int K = 1; K <= 4; K *= 2) {
         for (int ck = 0; ck <= 1; ck++) {
-            const GPT2CpuOptions o = {ck, ck, K};
+            const GPT2CpuOptions o = {ck, ck, K, 1};
             GPT2 ref;
             gpt2_cpu_build(&ref, &c, 5);
             randomize_params(&ref, 6);
@@ -1085,11 +1130,11 @@ static void misuse_update_external(GPT2 *m, const int *tok) {
 
 static void misuse_tiles_not_dividing(GPT2 *m, const int *tok) {
     (void)tok;
-    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 0, 3});
+    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 0, 3, 1});
 }
 static void misuse_offload_without_checkpoint(GPT2 *m, const int *tok) {
     (void)tok;
-    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 1, 1});
+    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 1, 1, 1});
 }
 
 static void test_misuse_dies_with_message(void **state) {
@@ -1129,6 +1174,7 @@ int main(void) {
         cmocka_unit_test(test_gradients_blocked_matmuls),
         cmocka_unit_test(test_init_loss_near_log_vocab),
         cmocka_unit_test(test_grad_accumulation),
+        cmocka_unit_test(test_grad_accumulation_micro_buffers),
         cmocka_unit_test(test_thread_count_invariance),
         cmocka_unit_test(test_adamw_matches_shared_element_update),
         cmocka_unit_test(test_memorizes_a_sequence),

@@ -648,7 +648,7 @@ static float *carve(float **base, size_t n) {
 static size_t mul_acts(size_t a, size_t b) { return size_mul(a, b, "GPT-2 activation sizes"); }
 static size_t round16_acts(size_t n) { return size_add(n, 15, "GPT-2 activation sizes") & ~(size_t)15; }
 
-static const GPT2CpuOptions default_options = {0, 0, 1};
+static const GPT2CpuOptions default_options = {0, 0, 1, 1};
 static const GPT2CpuOptions *options_or_default(const GPT2CpuOptions *o) { return o ? o : &default_options; }
 
 static size_t residual_slots(const GPT2Config *c, const GPT2CpuOptions *o) {
@@ -731,6 +731,18 @@ size_t gpt2_cpu_activation_host_bytes(const GPT2Config *c, int B, int T, const G
 // ---------------------------------------------------------------------------------
 // build / free
 
+// Points the gradient tables at a flat buffer in the parameters' layout (or NULL entries).
+static void point_grads(GPT2 *m, float *base) {
+    const int L = m->config.num_layers, K = m->opt.tile_linear;
+    size_t off = 0;
+    for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
+        const int nl = gpt2_param_is_per_layer(t) ? L : 1, tiles = gpt2_param_tiles(t, K);
+        const size_t per = m->param_sizes[t] / (size_t)nl / (size_t)tiles, n = (size_t)nl * (size_t)tiles;
+        for (size_t i = 0; i < n; i++) m->g[t][i] = base ? base + off + i * per : NULL;
+        off += m->param_sizes[t];
+    }
+}
+
 // The pointer tables for the options' tiles: into the flat buffers, or NULL entries when a
 // parameter manager fills them per unit.
 static void build_tables(GPT2 *m) {
@@ -743,12 +755,10 @@ static void build_tables(GPT2 *m) {
         free(m->g[t]);
         m->w[t] = (float **)malloc_check(n * sizeof(float *));
         m->g[t] = (float **)malloc_check(n * sizeof(float *));
-        for (size_t i = 0; i < n; i++) {
-            m->w[t][i] = m->params ? m->params + off + i * per : NULL;
-            m->g[t][i] = m->params ? m->grads + off + i * per : NULL;
-        }
+        for (size_t i = 0; i < n; i++) m->w[t][i] = m->params ? m->params + off + i * per : NULL;
         off += m->param_sizes[t];
     }
+    point_grads(m, m->params ? m->grads : NULL);
 }
 
 // params NULL: external parameters (a parameter manager fills the tables per unit).
@@ -793,6 +803,8 @@ void gpt2_cpu_set_options(GPT2 *m, const GPT2CpuOptions *opt) {
         die("gpt2_cpu_set_options: act_offload %d must be 0 or 1", o->act_offload);
     if (o->act_offload && !o->act_checkpoint)
         die("gpt2_cpu_set_options: act_offload moves the checkpoints of act_checkpoint: it needs act_checkpoint 1");
+    if (o->micro_grads != 0 && o->micro_grads != 1)
+        die("gpt2_cpu_set_options: micro_grads %d must be 0 or 1", o->micro_grads);
     if (gpt2_tile_check(&m->config, o->tile_linear, err, sizeof(err)) != 0) die("gpt2_cpu_set_options: %s", err);
     m->opt = *o;
     build_tables(m);
@@ -822,6 +834,7 @@ void gpt2_cpu_build_from_file(GPT2 *m, const char *path) {
 void gpt2_cpu_free(GPT2 *m) {
     free(m->params);
     free(m->grads);
+    free(m->grads_micro);
     free(m->m);
     free(m->v);
     for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
@@ -1073,9 +1086,31 @@ static void require_own_params(const GPT2 *m, const char *fn) {
 void gpt2_cpu_zero_grad(GPT2 *m) {
     require_own_params(m, __func__);
     memset(m->grads, 0, m->num_parameters * sizeof(float));
+    m->micro_in_step = 0;
 }
 
+static void backward_into_tables(GPT2 *m, float loss_scale);
+
+// The first micro-batch's gradient goes straight into the zeroed sum (0 + g is g); each
+// later one into a zeroed buffer of its own, then sum += it, element by element: the
+// sum of whole micro-batch gradients in order, as ZeRO's rank-order reduction forms it.
 void gpt2_cpu_backward(GPT2 *m, float loss_scale) {
+    if (!m->params || !m->opt.micro_grads || m->micro_in_step++ == 0) {
+        backward_into_tables(m, loss_scale);
+        return;
+    }
+    if (!m->grads_micro) m->grads_micro = alloc_floats(m->num_parameters);
+    memset(m->grads_micro, 0, m->num_parameters * sizeof(float));
+    point_grads(m, m->grads_micro);
+    backward_into_tables(m, loss_scale);
+    point_grads(m, m->grads);
+    float *acc = m->grads;
+    const float *g = m->grads_micro;
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < m->num_parameters; i++) acc[i] += g[i];
+}
+
+static void backward_into_tables(GPT2 *m, float loss_scale) {
     const GPT2Config *c = &m->config;
     const int C = c->channels, L = c->num_layers, V = c->vocab_size;
     const int Vp = c->padded_vocab_size, B = m->B, T = m->T, K = m->opt.tile_linear;

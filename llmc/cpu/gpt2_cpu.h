@@ -26,6 +26,12 @@ typedef struct {
                         // rows, each tile its own unit (gpt2_config.h); K must divide C. The
                         // forward is bit-identical; backward adds the tiles' input gradients in
                         // reverse tile order, so gradients match within float rounding.
+    int micro_grads;    // 1: with the model's own gradients, each backward after the first since
+                        // gpt2_cpu_zero_grad computes its micro-batch's gradient in a buffer of
+                        // its own (one more gradient-sized buffer) and adds it to the sum, so that
+                        // accumulating N micro-batches gives the bits of ZeRO on N ranks, which
+                        // add whole per-rank gradients in rank order. 0: backward adds into the
+                        // sum inside its kernels (no buffer; the sum differs in the last bits).
 } GPT2CpuOptions;
 
 typedef struct {
@@ -35,6 +41,8 @@ typedef struct {
     size_t num_parameters;
     float *params;       // all 16 tensors, contiguous, llm.c order
     float *grads;        // same layout
+    float *grads_micro;  // opt.micro_grads: one micro-batch's gradient (allocated by the first use)
+    int micro_in_step;   // backwards since gpt2_cpu_zero_grad
     float *m, *v;        // AdamW moments (allocated lazily by the first update)
     // Pointer tables: w[t][l] is layer l of tensor t (l = 0 for the 4 non-layer tensors);
     // tiled, w[t][l * K + k] is tile k of layer l of a tiled tensor (gpt2_param_tiles). The

@@ -13,20 +13,17 @@
 #include "../run/train_common.h"
 #include "../utils.h"
 
-float gpt2_cuda_validate(GPT2Cuda *model, DataLoader *val, int max_batches, int world, SumRanks sum_ranks, void *ctx) {
-    dataloader_reset(val);
-    int64_t available = val->total_windows / val->B;
-    int n = (max_batches < 0 || max_batches > available) ? (int)available : max_batches;
-    int local = n / world > 0 ? n / world : 1;
-    gpt2_cuda_reset_loss(model);
-    for (int i = 0; i < local; i++) {
-        dataloader_next_batch(val);
-        gpt2_cuda_forward(model, val->inputs, val->targets, val->B, val->T);
-    }
+static float batch_loss(void *model, const DataLoader *val) {
+    GPT2Cuda *m = (GPT2Cuda *)model;
+    gpt2_cuda_reset_loss(m);
+    gpt2_cuda_forward(m, val->inputs, val->targets, val->B, val->T);
     float loss, norm;
-    gpt2_cuda_step_stats(model, &loss, &norm);
-    double sum = sum_ranks ? sum_ranks(ctx, loss) : loss;
-    return (float)(sum / world);
+    gpt2_cuda_step_stats(m, &loss, &norm);
+    return loss;
+}
+
+float gpt2_cuda_validate(GPT2Cuda *model, DataLoader *val, int max_batches, SumRanks sum_ranks, void *ctx) {
+    return validation_loss(val, max_batches, batch_loss, model, sum_ranks, ctx);
 }
 
 void gpt2_cuda_sample(GPT2Cuda *model, const Tokenizer *tok, int gen_tokens, uint64_t seed, int step, int print) {
@@ -95,6 +92,7 @@ void gpt2_cuda_print_memory(const GPT2Cuda *model, const TrainConfig *cfg) {
     t.host[MEMORY_OPTIM] = 2 * p;
     t.host[MEMORY_ACTS] = mem.host_activations;   // act_offload's pinned block inputs
     memory_table_print("unsharded bf16 model (fp32 master weights and AdamW moments) on one GPU", &t, "device", "host");
+    memory_table_write_json(cfg->out_dir, "train_gpt2cu", &t);
 }
 
 void gpt2_cuda_check_flags(const GPT2Config *c, const GPT2CudaOptions *opt) {

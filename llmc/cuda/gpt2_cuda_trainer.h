@@ -8,19 +8,17 @@
 #include "../data/dataloader.h"
 #include "gpt2_cuda.h"
 #include "../data/tokenizer.h"
+#include "../run/validation.h"
 #include "../run/train_config.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-// Sums a double over the ranks (rank order: the same bits everywhere); NULL: one rank.
-typedef double (*SumRanks)(void *ctx, double x);
-
-// Mean loss over validation batches from the start of the val set. max_batches (< 0: all)
-// counts batches of B sequences over all `world` ranks, so every world size sees the same
-// windows; each rank runs its share and sum_ranks adds the ranks' losses.
-float gpt2_cuda_validate(GPT2Cuda *model, DataLoader *val, int max_batches, int world, SumRanks sum_ranks, void *ctx);
+// Mean loss over the first max_batches (< 0: all) validation batches of B sequences, dealt
+// to the ranks by number and added in batch order (../run/validation.h): every world size
+// gives the same bits. sum_ranks sums the per-batch slots over ranks; NULL: one rank.
+float gpt2_cuda_validate(GPT2Cuda *model, DataLoader *val, int max_batches, SumRanks sum_ranks, void *ctx);
 
 // Generates gen_tokens after an EOT prompt and prints them when `print` (every rank of a
 // ZeRO run runs the forward: stage 3 gathers). The coins depend only on (seed, step).

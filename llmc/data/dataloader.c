@@ -135,7 +135,7 @@ void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int voca
     if (dl->total_windows < (int64_t)B * world)
         die("shards matching '%s' hold %" PRId64 " windows of T+1=%d tokens, fewer than one "
             "micro-batch of B*world = %d*%d", pattern, dl->total_windows, T + 1, B, world);
-    dl->B = B; dl->T = T; dl->rank = rank; dl->world = world;
+    dl->B = B; dl->T = T; dl->rank = rank; dl->world = world; dl->accum = 1;
     dl->vocab_size = vocab_size;
     dl->shuffle = shuffle;
     dl->seed = seed;
@@ -150,18 +150,18 @@ void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int voca
     ensure_epoch(dl);
 }
 
-void dataloader_next_batch(DataLoader *dl) {
-    int64_t step = (int64_t)dl->B * dl->world;
-    if (dl->next_window + step > dl->total_windows) { // tail of the epoch is skipped
-        dl->epoch++;
-        dl->next_window = 0;
-    }
-    ensure_epoch(dl);
+void dataloader_set_accum(DataLoader *dl, int accum) {
+    if (accum < 1) die("dataloader '%s': accumulation %d must be >= 1", dl->paths[0], accum);
+    dl->accum = accum;
+}
+
+// Fills inputs and targets with the B windows of this epoch's sequence from position first.
+static void fill_windows(DataLoader *dl, int64_t first) {
     int T = dl->T;
     int slot = 0;
     for (int b = 0; b < dl->B; b++) {
-        int64_t p = dl->next_window + (int64_t)dl->rank * dl->B + b;
-        // this rank's windows are consecutive, so the slot only moves forward
+        int64_t p = first + b;
+        // the windows are consecutive, so the slot only moves forward
         while (dl->slot_first[slot + 1] <= p) slot++;
         int s = dl->shard_perm[slot];
         load_shard(dl, s);
@@ -173,7 +173,27 @@ void dataloader_next_batch(DataLoader *dl) {
             dl->targets[(size_t)b * T + t] = w[t + 1];
         }
     }
+}
+
+void dataloader_next_batch(DataLoader *dl) {
+    int64_t step = (int64_t)dl->B * dl->world, per_opt_step = step * dl->accum;
+    // the tail of the epoch is skipped where a whole optimizer step no longer fits
+    if (dl->next_window % per_opt_step == 0 && dl->next_window + per_opt_step > dl->total_windows) {
+        dl->epoch++;
+        dl->next_window = 0;
+    }
+    ensure_epoch(dl);
+    fill_windows(dl, dl->next_window + (int64_t)dl->rank * dl->B);
     dl->next_window += step;
+}
+
+void dataloader_load_batch(DataLoader *dl, int64_t batch) {
+    if (batch < 0 || (batch + 1) * dl->B > dl->total_windows) {
+        die("batch %" PRId64 " of %d windows is past the %" PRId64 " windows of '%s'%s", batch, dl->B,
+            dl->total_windows, dl->paths[0], dl->num_shards > 1 ? " and the shards after it" : "");
+    }
+    ensure_epoch(dl);
+    fill_windows(dl, batch * dl->B);
 }
 
 void dataloader_reset(DataLoader *dl) {

@@ -13,10 +13,13 @@
 // position i. Shard s's windows are likewise permuted, drawing from the sub-seed
 // rng_u64(seed, RNG_STREAM_SHUFFLE, e << 32 | 1 << 31 | s) with index = position.
 // Micro-batch i of the epoch covers sequence windows [i*B*world, (i+1)*B*world);
-// rank r takes [i*B*world + r*B, +B). When fewer than B*world windows are left the
-// epoch ends there: those last (total_windows mod B*world) windows of the epoch's
-// order are skipped and the next epoch starts (with a fresh order, so different
-// windows are skipped each epoch).
+// rank r takes [i*B*world + r*B, +B). A train loader told the gradient accumulation
+// (dataloader_set_accum) ends the epoch where fewer than B*world*accum windows are left
+// at the start of an optimizer step; any other where fewer than B*world are left: those
+// last windows of the epoch's order are skipped and the next epoch starts (with a fresh
+// order, so different windows are skipped each epoch). So an optimizer step's windows,
+// and the micro-batch each belongs to in a split over ranks (micro-batch m of rank r is
+// the step's (m * world + r)-th group of B), depend only on (seed, B, world * accum).
 #ifndef LLMC_DATALOADER_H
 #define LLMC_DATALOADER_H
 
@@ -37,6 +40,7 @@ typedef struct {
     int64_t *num_windows;  // windows of T+1 tokens per shard: (ntok - 1) / T
     int64_t total_windows; // sum over shards
     int B, T, rank, world;
+    int accum;             // micro-batches per optimizer step (dataloader_set_accum; default 1)
     int vocab_size;        // every token id must be below it
     int shuffle;
     uint64_t seed;
@@ -68,6 +72,13 @@ void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int voca
 // Fills dl->inputs and dl->targets with this rank's next B windows; wraps to a new
 // epoch (new permutation) when the sequence is exhausted.
 void dataloader_next_batch(DataLoader *dl);
+// Fills inputs and targets with the epoch's batch number `batch` (windows [batch*B,
+// batch*B + B) of the current epoch's sequence), whatever the rank: validation splits
+// its batches over ranks by number. Exits naming the data when the batch is past the end.
+void dataloader_load_batch(DataLoader *dl, int64_t batch);
+// Micro-batches per optimizer step (default 1), for the epoch's end (above): a step never
+// straddles two epochs, however it is split across ranks and micro-batches.
+void dataloader_set_accum(DataLoader *dl, int accum);
 // Back to the start of epoch 0 (used for validation passes).
 void dataloader_reset(DataLoader *dl);
 // Resume support: the position is (epoch, next_window). set_state exits if

@@ -1,7 +1,13 @@
 // memory_table.c: the unsharded trainers' memory table (memory_table.h).
 #include "memory_table.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../atomic_file.h"
+#include "logger.h"   // make_dirs
 
 // 1234567 -> "1,234,567" (tables are read by people)
 static const char *grouped(char *buf, size_t cap, uint64_t v) {
@@ -35,4 +41,45 @@ void memory_table_print(const char *title, const MemoryTable *t, const char *dev
         else
             printf("memory:   %-20s %16s\n", name, grouped(b, sizeof b, sum[1][k]));
     }
+}
+
+static cJSON *kinds_json(const uint64_t v[MEMORY_KINDS]) {
+    static const char *key[MEMORY_KINDS] = {"parameters", "gradients", "optimizer_states", "activations"};
+    cJSON *o = cJSON_CreateObject();
+    uint64_t total = 0;
+    for (int k = 0; k < MEMORY_KINDS; k++) {
+        cJSON_AddNumberToObject(o, key[k], (double)v[k]);
+        total += v[k];
+    }
+    cJSON_AddNumberToObject(o, "buffers", 0);
+    cJSON_AddNumberToObject(o, "total", (double)total);
+    return o;
+}
+
+int memory_table_write_json(const char *out_dir, const char *trainer, const MemoryTable *t) {
+    cJSON *root = cJSON_CreateObject(), *ranks = cJSON_CreateArray(), *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", "gpt2-zero-memory");
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddStringToObject(root, "trainer", trainer);
+    cJSON_AddNumberToObject(r, "rank", 0);
+    cJSON_AddItemToObject(r, "device", kinds_json(t->device));
+    cJSON_AddItemToObject(r, "host", kinds_json(t->host));
+    cJSON_AddItemToArray(ranks, r);
+    cJSON_AddItemToObject(root, "ranks", ranks);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) {
+        fprintf(stderr, "error: out of memory writing %s/memory_report.json\n", out_dir);
+        return -1;
+    }
+    char path[4096];
+    make_dirs(out_dir);
+    snprintf(path, sizeof path, "%s/memory_report.json", out_dir);
+    AtomicFile f;   // fails loudly, naming the file
+    atomic_file_open(&f, path);
+    atomic_file_write(&f, text, strlen(text));
+    atomic_file_commit(&f);
+    int rc = 0;
+    free(text);
+    return rc;
 }

@@ -22,6 +22,11 @@ typedef struct {
 // totals. device_column NULL: a single column (host_column), for a model computing in
 // host RAM, whose device bytes are then ignored.
 void memory_table_print(const char *title, const MemoryTable *t, const char *device_column, const char *host_column);
+// The same bytes as OUT/memory_report.json, in the per-rank layout of the ZeRO plugin's
+// zero_report.json ("ranks": [{"rank": 0, "device": {"parameters": ..., "total": ...},
+// "host": {...}}]), so that scripts/compare_runs.py sets both runs side by side. Written
+// atomically (a write error ends the run naming the file); returns 0, or -1 out of memory.
+int memory_table_write_json(const char *out_dir, const char *trainer, const MemoryTable *t);
 
 #ifdef __cplusplus
 }
