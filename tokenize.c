@@ -11,6 +11,7 @@
 
 #include "llmc/data/dataloader.h"
 #include "llmc/data/tokenizer.h"
+#include "llmc/run/logger.h"   // make_dirs
 #include "llmc/utils.h"
 
 #define DEFAULT_SHARD_SIZE 100000000LL
@@ -25,11 +26,13 @@ static void usage(FILE *f) {
         "<|endoftext|> token (%d), as in llm.c. Text is taken as UTF-8; bytes that are not\n"
         "valid UTF-8 are kept and encoded byte-level.\n"
         "\n"
-        "  -o PREFIX              write shards PREFIX_000000.bin, PREFIX_000001.bin, ...\n"
+        "  -o PREFIX              write shards PREFIX_000000.bin, PREFIX_000001.bin, ... (the\n"
+        "                         folder of PREFIX is created when it does not exist)\n"
         "  --shard-size N         tokens per shard (default %lld); a document may continue\n"
         "                         into the next shard\n"
         "  --val-first            the first shard is validation data: PREFIX_val_000000.bin,\n"
         "                         then PREFIX_train_000001.bin, PREFIX_train_000002.bin, ...\n"
+        "                         (a warning when the train shards hold fewer tokens than it)\n"
         "  --val-tokens N         like --val-first, but the val shard holds whole documents:\n"
         "                         it ends with the first document that brings it to >= N\n"
         "                         tokens, whatever --shard-size says\n"
@@ -76,6 +79,7 @@ typedef struct {
     int val_first;
     long long val_tokens;   // 0: not used
     int shard_index;
+    long long val_written, train_written;   // tokens written to the val shard and the train shards
     TokenBuf buf;           // the shard being filled
     // statistics
     long long docs, tokens, bytes;
@@ -100,6 +104,8 @@ static void flush_shard(Sink *s) {
     if ((size_t)snprintf(path, sizeof(path), "%s_%s%06d.bin", s->prefix, kind, s->shard_index) >= sizeof(path))
         die("output prefix too long: '%s'", s->prefix);
     shard_write(path, s->buf.ids, (int64_t)s->buf.n);
+    if (val && s->shard_index == 0) s->val_written = (long long)s->buf.n;
+    else s->train_written += (long long)s->buf.n;
     fprintf(stderr, "tokenize: wrote %s (%zu tokens)\n", path, s->buf.n);
     s->shard_index++;
     s->buf.n = 0;
@@ -286,6 +292,16 @@ int main(int argc, char **argv) {
     int tokenizing = nfiles > 0 || prefix || print || !write_tok;
     if (tokenizing && !prefix && !print) die("no output: give -o PREFIX to write shards, or --print (see --help)");
 
+    // The shards' folder, as the trainers create -o: before anything is tokenized.
+    const char *slash = prefix && !print ? strrchr(prefix, '/') : NULL;
+    if (slash && slash > prefix) {
+        char dir[4096];
+        if ((size_t)(slash - prefix) >= sizeof(dir)) die("output prefix too long: '%s'", prefix);
+        memcpy(dir, prefix, (size_t)(slash - prefix));
+        dir[slash - prefix] = '\0';
+        make_dirs(dir);
+    }
+
     char vocab_dir[4096];
     if (vocab) snprintf(vocab_dir, sizeof(vocab_dir), "%s", vocab);
     else default_vocab_dir(vocab_dir, sizeof(vocab_dir));
@@ -320,10 +336,17 @@ int main(int argc, char **argv) {
         if (fflush(stdout) != 0 || ferror(stdout)) die("error writing ids to standard output: %s", strerror(errno));
     } else {
         if (s.docs == 0) die("no documents in the input (nothing written)");
-        if (in_val_shard(&s))
+        int all_val = in_val_shard(&s);
+        if (all_val)
             fprintf(stderr, "tokenize: warning: all %lld tokens went to the val shard (--val-tokens %lld); "
                     "no train shard written\n", s.tokens, val_tokens);
         if (s.buf.n > 0) flush_shard(&s);
+        if (!all_val && (val_first || val_tokens > 0) && s.train_written < s.val_written)
+            fprintf(stderr, "tokenize: warning: the train split (%lld tokens in %d shard(s)) is smaller than the val "
+                    "split (%lld tokens): %s\n", s.train_written, s.shard_index - 1, s.val_written,
+                    val_first ? "--val-first gives val the first --shard-size tokens; give a smaller --shard-size, "
+                                "or --val-tokens N"
+                              : "give a smaller --val-tokens");
         progress(&s, 1);
     }
     tokenbuf_free(&s.buf);

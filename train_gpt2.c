@@ -31,6 +31,7 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 #include "llmc/run/sampler.h"
 #include "llmc/run/validation.h"
 #include "llmc/run/schedule.h"
+#include "llmc/run/threads.h"
 #include "llmc/data/tokenizer.h"
 #include "llmc/run/train_common.h"
 #include "llmc/run/train_args.h"
@@ -129,13 +130,11 @@ int main(int argc, char **argv) {
     if (cfg.zero_stage < 0)
         launch_env_refuse_ranks(argv[0], "Add -z STAGE to train data parallel with ZeRO (mpirun -np N ./train_gpt2 -z 1 "
                                 "...), or start one process.");
-    // Results do not depend on the thread count, so let OpenMP shed threads on a busy
-    // machine (two threads sharing one core run several times slower than one).
-    if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
-    else omp_set_dynamic(1);
-
     // The host backend's device memory is host memory: fp32 working weights and gradients.
-    if (cfg.dry_run) return gpt2_zero_dry_run(&cfg, ZERO_F32, ZERO_F32, cpu_activation_bytes);
+    if (cfg.dry_run) {
+        threads_apply(cfg.threads, 1, NULL, 0);
+        return gpt2_zero_dry_run(&cfg, ZERO_F32, ZERO_F32, cpu_activation_bytes);
+    }
 
     // The world: a single process, or every rank of mpirun / srun with -z (only rank 0
     // prints; it also locks the output folder and removes the temp files a crash left,
@@ -143,6 +142,10 @@ int main(int argc, char **argv) {
     ZeroComm *comm = cfg.zero_stage >= 0 ? gpt2_zero_world(&argc, &argv, &cfg) : NULL;
     const int rank = comm ? comm->rank : 0, world = comm ? comm->world : 1;
     if (!comm) run_lock_take(cfg.out_dir, 0);
+    // OpenMP threads: cores / ranks on this node unless --threads or OMP_NUM_THREADS says
+    // (threads.h); before the host backend's streams copy the setting.
+    threads_apply(cfg.threads, comm ? comm->local_size : 1,
+                  comm && comm->launch == ZERO_LAUNCH_MPI ? "MPI_COMM_TYPE_SHARED" : "LOCAL_WORLD_SIZE or WORLD_SIZE", rank == 0);
 
     // The model: a descriptor builds a fresh init, anything else is an llm.c model file.
     GPT2 model;

@@ -23,6 +23,7 @@ parameters (the plugin owns them, their gradients and AdamW state), attach the p
 #include "llmc/run/run_info.h"
 #include "llmc/run/sampler.h"
 #include "llmc/run/schedule.h"
+#include "llmc/run/threads.h"
 #include "llmc/data/tokenizer.h"
 #include "llmc/run/train_common.h"
 #include "llmc/run/train_args.h"
@@ -45,6 +46,10 @@ int main(int argc, char **argv) {
             dev_err != cudaSuccess ? cudaGetErrorString(dev_err) : "0 devices");
     ZeroComm *comm = gpt2_zero_world(&argc, &argv, &cfg);   // ranks; only rank 0 prints
     const int rank = comm->rank, world = comm->world;
+    // OpenMP threads (host AdamW of the offload tiers): cores / ranks on this node unless
+    // OMP_NUM_THREADS says (llmc/run/threads.h)
+    threads_apply(cfg.threads, comm->local_size,
+                  comm->launch == ZERO_LAUNCH_MPI ? "MPI_COMM_TYPE_SHARED" : "LOCAL_WORLD_SIZE or WORLD_SIZE", rank == 0);
     if (zero_cuda_select_device(comm) < 0) exit(EXIT_FAILURE);   // it printed why
     // MFU is per GPU: ranks of a machine share its GPUs round-robin (local rank % devices).
     const int ranks_per_gpu = comm->local_size > num_devices ? (comm->local_size + num_devices - 1) / num_devices : 1;

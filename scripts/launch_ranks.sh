@@ -6,14 +6,43 @@
 # random bytes drawn for this job alone, which binds the file to this job (the ranks refuse
 # a file it does not open; zero/comm/bootstrap_tcp.c). Several ranks on one GPU need a
 # distinct NCCL_HOSTID each and loopback sockets (NCCL < 2.30) or NCCL_MULTI_RANK_GPU_ENABLE=1.
-# Exits non-zero if any rank does.
+# Exits non-zero if any rank does. -h prints the usage.
 set -u
+usage() {
+    cat <<'USAGE'
+usage: scripts/launch_ranks.sh NP COMMAND [ARGS...]
+
+Starts NP ranks of COMMAND on this machine and waits for them; exits non-zero if any rank
+does (mpirun's status, or 1).
+  - With mpirun on the PATH (and NO_MPI unset): mpirun --allow-run-as-root --oversubscribe
+    -np NP, each rank with NCCL_HOSTID=rank<R> so that ranks may share one GPU.
+  - Else (or NO_MPI=1): NP plain processes with RANK, WORLD_SIZE, LOCAL_RANK and
+    LOCAL_WORLD_SIZE=NP, ZERO_BOOTSTRAP_FILE in a fresh private folder (mode 0700, removed
+    at the end) and ZERO_BOOTSTRAP_SECRET, 32 random bytes drawn for this job alone.
+Both ways it sets NCCL_SOCKET_IFNAME=lo, NCCL_MULTI_RANK_GPU_ENABLE=1, NCCL_IB_DISABLE=1
+and NCCL_DEBUG (default WARN): one machine, loopback only.
+
+examples:
+  scripts/launch_ranks.sh 4 ./train_gpt2_zero -z 3 -e d12 -b 4 -t 1024 -x 20 -o out/launch_z3
+  NO_MPI=1 scripts/launch_ranks.sh 2 ./train_gpt2_zero -z 1 -o out/launch_nompi
+USAGE
+}
+case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+esac
+if [ $# -lt 2 ] || ! [[ "$1" =~ ^[1-9][0-9]*$ ]]; then
+    if [ $# -lt 1 ]; then echo "launch_ranks.sh: give NP and a COMMAND" >&2
+    elif ! [[ "$1" =~ ^[1-9][0-9]*$ ]]; then echo "launch_ranks.sh: NP must be a positive integer, not '$1'" >&2
+    else echo "launch_ranks.sh: no COMMAND to start" >&2; fi
+    usage >&2
+    exit 2
+fi
 np=$1; shift
 export NCCL_SOCKET_IFNAME=lo NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_IB_DISABLE=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 if command -v mpirun > /dev/null 2>&1 && [ -z "${NO_MPI:-}" ]; then
-    exec mpirun --allow-run-as-root --oversubscribe -np "$np" \
-        -x NCCL_SOCKET_IFNAME -x NCCL_MULTI_RANK_GPU_ENABLE -x NCCL_IB_DISABLE -x NCCL_DEBUG \
-        -x LLMC_CUDNN_DETERMINISTIC \
+    pass=(-x NCCL_SOCKET_IFNAME -x NCCL_MULTI_RANK_GPU_ENABLE -x NCCL_IB_DISABLE -x NCCL_DEBUG)
+    [ -n "${LLMC_CUDNN_DETERMINISTIC+set}" ] && pass+=(-x LLMC_CUDNN_DETERMINISTIC)   # mpirun warns on an unset one
+    exec mpirun --allow-run-as-root --oversubscribe -np "$np" "${pass[@]}" \
         bash -c 'NCCL_HOSTID="rank${OMPI_COMM_WORLD_RANK:-0}" exec "$@"' launch "$@"
 fi
 bootdir=$(mktemp -d "${TMPDIR:-/tmp}/zero_boot.XXXXXX") || exit 1

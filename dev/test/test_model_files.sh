@@ -3,7 +3,8 @@
 # each checkpoint, the newest two kept, and OUT/model_final.bin at the end, with or
 # without checkpoints. Checked on the CPU trainer unsharded and under ZeRO (2 ranks,
 # stage 3): the final file equals the last checkpoint's, and a sharded checkpoint's model
-# file equals what zero_to_model makes of that checkpoint.
+# file equals what zero_to_model makes of that checkpoint (by default written into the
+# run's folder as zero_to_model_STEP.bin).
 set -u
 cd "$(dirname "$0")/../.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -30,6 +31,10 @@ mpirun -np 2 ./train_gpt2 "${args[@]}" -z 3 -n 2 -o "$tmp/zero" > "$tmp/zero.txt
 cmp -s "$tmp/zero/model_00000006.bin" "$tmp/zero/model_final.bin" || fail "-z 3: model_final.bin is not the step-6 model"
 ./zero_to_model "$tmp/zero" 4 "$tmp/zero4.bin" > "$tmp/z2m.txt" 2>&1 || { cat "$tmp/z2m.txt"; fail "zero_to_model failed"; }
 cmp -s "$tmp/zero4.bin" "$tmp/zero/model_00000004.bin" || fail "-z 3: model_00000004.bin differs from zero_to_model of zero_4"
+# without a file name zero_to_model writes into the run's folder, naming the step
+./zero_to_model "$tmp/zero" latest > "$tmp/z2m.txt" 2>&1 || { cat "$tmp/z2m.txt"; fail "zero_to_model latest failed"; }
+grep -q "^wrote $tmp/zero/zero_to_model_00000006.bin: step 6" "$tmp/z2m.txt" || { cat "$tmp/z2m.txt"; fail "zero_to_model's default name"; }
+cmp -s "$tmp/zero/zero_to_model_00000006.bin" "$tmp/zero/model_00000006.bin" || fail "-z 3: zero_to_model latest differs"
 ./build/model_diff "$tmp/plain/model_final.bin" "$tmp/zero/model_final.bin" 1e-4 > "$tmp/diff.txt" \
     || { tail -n 2 "$tmp/diff.txt"; fail "the unsharded and the -z 3 final models differ beyond 1e-4"; }
 echo "ZeRO: the same names; model_00000004.bin == zero_to_model of zero_4; final models agree with unsharded"

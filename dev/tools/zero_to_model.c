@@ -1,6 +1,8 @@
 // zero_to_model: consolidates a sharded ZeRO checkpoint of a GPT-2 trainer into one llm.c
 // model file (fp32, version 3), in one process without MPI.
-//   zero_to_model OUT_DIR STEP|latest MODEL.bin
+//   zero_to_model OUT_DIR STEP|latest [MODEL.bin]
+// Without MODEL.bin the file lands in the run's folder: OUT_DIR/zero_to_model_STEP.bin
+// (8 digits, like the trainer's model_STEP.bin, which holds the same parameters).
 // The model shape comes from the trainer's state saved with the checkpoint. The
 // consolidated master (tensor-table order) is streamed to the file slice by slice in
 // llm.c order, so the tool holds the model once, not twice.
@@ -27,9 +29,10 @@ static void copy_slice(void *ctx, int slice, float *out) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s OUT_DIR STEP|latest MODEL.bin\n"
-                        "writes the parameters of OUT_DIR/zero_STEP/ as an llm.c fp32 model file\n", argv[0]);
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: %s OUT_DIR STEP|latest [MODEL.bin]\n"
+                        "writes the parameters of OUT_DIR/zero_STEP/ as an llm.c fp32 model file, MODEL.bin\n"
+                        "or by default OUT_DIR/zero_to_model_STEP.bin (STEP in 8 digits)\n", argv[0]);
         return 2;
     }
     const char *dir = argv[1];
@@ -57,8 +60,12 @@ int main(int argc, char **argv) {
     }
     if (at != n) die("internal: slices cover %zu of %zu parameters", at, n);
     Consolidated cons = {table, start, slices};
-    gpt2_model_file_export(argv[3], c, GPT2_MODEL_FP32, copy_slice, &cons);
-    printf("wrote %s: step %d, %d layers, %d channels, %zu parameters (saved by %d ranks)\n", argv[3], st.step,
+    char path[4096];
+    if (argc == 4) snprintf(path, sizeof(path), "%s", argv[3]);
+    else if ((size_t)snprintf(path, sizeof(path), "%s/zero_to_model_%08d.bin", dir, st.step) >= sizeof(path))
+        die("output folder name too long: '%s'", dir);
+    gpt2_model_file_export(path, c, GPT2_MODEL_FP32, copy_slice, &cons);
+    printf("wrote %s: step %d, %d layers, %d channels, %zu parameters (saved by %d ranks)\n", path, st.step,
            c->num_layers, c->channels, n, st.world);
     free(start);
     free(slices);

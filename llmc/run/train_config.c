@@ -160,7 +160,7 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --nan-skip-limit N  with --nan-skip: the N-th skipped step in a row stops the run as a\n"
            "                  non-finite step does without --nan-skip (default %d)\n", d.nan_skip_limit);
     printf("  --tokenizer F   llm.c tokenizer file for samples (default %s)\n", d.tokenizer_path);
-    if (!cuda) printf("  --threads N     OpenMP threads (default: all cores)\n");
+    if (!cuda) printf("  --threads N     OpenMP threads (default: cores / ranks on this node)\n");
     printf("  --act-checkpoint 0|1  activation checkpointing: keep only each transformer block's input\n"
            "                  and recompute the block's forward just before its backward (the same\n"
            "                  gradients; activations: the block inputs plus one block's) (default %d)\n",
