@@ -10,7 +10,8 @@
 #     (schedulers.h), computed here in Python
 #  4. -nk/-nm: the checkpoints left on disk (unsharded, and sharded under mpirun -z 1)
 #  5. -a 1: every step trains on the first batch: the loss falls near 0 within 40 steps,
-#     while the same run without -a stays high
+#     while the same run without -a stays high; under ZeRO (2 ranks) the same bits as
+#     unsharded accumulation 2
 #  6. -sl/-sg: a shard whose windows repeat one sequence except a stretch of random tokens
 #     at step 135 (garbage in the data: a loss and norm spike): the update of step 135 and
 #     only it is skipped (llm.c's 128-step window), the count is reported at the end;
@@ -25,7 +26,7 @@ ok() { echo "PASS $*"; pass=$((pass + 1)); }
 bad() { echo "FAIL $*"; failn=$((failn + 1)); }
 small=(-e d2c64h2t64 -b 2 -t 32 -v 0 -s 0 --threads 1)
 trainers=(./train_gpt2 ./train_gpt2cu ./train_gpt2_zero)
-for t in "${trainers[@]}"; do [ -x "$t" ] || { echo "FAIL $t is not built (make all)"; exit 1; }; done
+for t in "${trainers[@]}" build/model_diff; do [ -x "$t" ] || { echo "FAIL $t is not built (make all)"; exit 1; }; done
 
 # 1. refused by name
 refuse() {   # refuse TRAINER NAME PATTERN ARGS...
@@ -128,6 +129,15 @@ if ./train_gpt2 "${small[@]}" -x 40 -l 1e-2 -k constant -a 1 -o "$tmp/a1" > "$tm
     if awk -v a="$l1" -v b="$l0" 'BEGIN {exit !(a < 0.5 && b > 3)}'; then ok "-a 1: loss $l1 after 40 steps (without -a: $l0)"
     else bad "-a 1: loss $l1 after 40 steps, without -a $l0 (expected < 0.5 and > 3)"; fi
 else bad "-a runs failed"; fi
+
+# -a under ZeRO: each rank takes its part of the first step's windows every step, so 2 ranks
+# give the bits of accumulation 2 on one (test_exact_accum.sh)
+if ./train_gpt2 "${small[@]}" -b 1 -d 64 -x 8 -l 1e-2 -a 1 -o "$tmp/a_u" > "$tmp/a_u.txt" 2>&1 &&
+    mpirun -np 2 ./train_gpt2 "${small[@]}" -b 1 -x 8 -l 1e-2 -a 1 -z 1 -o "$tmp/a_z" > "$tmp/a_z.txt" 2>&1; then
+    if ./build/model_diff "$tmp/a_u/model_final.bin" "$tmp/a_z/model_final.bin" 0 > "$tmp/a_diff.txt" 2>&1
+    then ok "-a 1 under ZeRO-1 on 2 ranks: the bits of the unsharded -a 1 run (accumulation 2)"
+    else bad "-a 1 under ZeRO differs from the unsharded run: $(tail -n 1 "$tmp/a_diff.txt")"; fi
+else tail -n 3 "$tmp/a_z.txt"; bad "-a runs under ZeRO failed"; fi
 
 # 6. -sl / -sg: a spike planted in the data at step 135 (windows 268, 269 of 280)
 python3 - "$tmp/spike_000000.bin" <<'PY'
