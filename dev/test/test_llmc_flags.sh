@@ -16,6 +16,8 @@
 #     at step 135 (garbage in the data: a loss and norm spike): the update of step 135 and
 #     only it is skipped (llm.c's 128-step window), the count is reported at the end;
 #     unsharded and under ZeRO (mpirun -np 2 -z 2: the norm's veto inside the step)
+#  7. --micro-grads 1 with accumulation: the memory table counts a second gradient buffer,
+#     and the measured peak resident memory grows by its size (within 15%)
 set -u
 cd "$(dirname "$0")/../.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
@@ -176,5 +178,27 @@ skip_case sl sl 1 -sl 3
 skip_case sg sg 1 -sg 3
 skip_case sl_zero sl 2 -sl 3 -z 2 -b 1
 skip_case sg_zero sg 2 -sg 3 -z 2 -b 1
+# 7. --micro-grads: the memory table (memory_report.json) counts its gradient-sized buffer
+# with accumulation, and the process's measured peak resident memory grows by about that
+mg_case() {   # mg_case NAME MICRO_GRADS -d
+    /usr/bin/time -f "%M" -o "$tmp/$1.rss" ./train_gpt2 "${small[@]}" -t 64 -x 2 -d "$3" --micro-grads "$2" \
+        -o "$tmp/$1" > "$tmp/$1.txt" 2>&1 || { tail -n 3 "$tmp/$1.txt"; bad "$1: the run failed"; }
+}
+if [ -x /usr/bin/time ]; then
+    mg_case mg1 1 512; mg_case mg0 0 512; mg_case mg1a1 1 128
+    if python3 - "$tmp" <<'PY'
+import json, sys
+t = sys.argv[1]
+grads = {n: json.load(open(f"{t}/{n}/memory_report.json"))["ranks"][0]["device"]["gradients"] for n in ("mg1", "mg0", "mg1a1")}
+params = json.load(open(f"{t}/mg0/memory_report.json"))["ranks"][0]["device"]["parameters"]
+assert grads == {"mg1": 2 * params, "mg0": params, "mg1a1": params}, (grads, params)
+rss = {n: int(open(f"{t}/{n}.rss").read().split()[-1]) * 1024 for n in ("mg1", "mg0")}
+grew = rss["mg1"] - rss["mg0"]
+assert 0.85 * params < grew < 1.15 * params, (rss, params)
+print(f"gradients {params} bytes; measured peak grows by {grew}")
+PY
+    then ok "--micro-grads 1 at accumulation 4: two gradient buffers in the table (one without accumulation or with 0), and the peak resident memory grows by one"
+    else bad "--micro-grads: the memory table or the measured peak is not as expected"; fi
+else echo "SKIP --micro-grads memory: no /usr/bin/time"; fi
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
