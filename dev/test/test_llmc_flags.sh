@@ -18,6 +18,7 @@
 #     unsharded and under ZeRO (mpirun -np 2 -z 2: the norm's veto inside the step)
 #  7. --micro-grads 1 with accumulation: the memory table counts a second gradient buffer,
 #     and the measured peak resident memory grows by its size (within 15%)
+#  8. with make emu: the CUDA trainers' -k, -nk and -a on the emulated device
 set -u
 cd "$(dirname "$0")/../.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
@@ -200,5 +201,24 @@ PY
     then ok "--micro-grads 1 at accumulation 4: two gradient buffers in the table (one without accumulation or with 0), and the peak resident memory grows by one"
     else bad "--micro-grads: the memory table or the measured peak is not as expected"; fi
 else echo "SKIP --micro-grads memory: no /usr/bin/time"; fi
+# 8. the CUDA trainers on the emulated device (make emu; skipped without it): -k constant
+# and -nk 1 in train_gpt2cu, -a 1 in train_gpt2_zero (-sl/-sg need 129+ steps: too slow
+# emulated; their code is the CPU trainer's outlier_step and gpt2_zero_step's veto)
+EMU=${EMU_DIR:-build/emu}
+if [ -x "$EMU/train_gpt2cu" ] && [ -x "$EMU/train_gpt2_zero" ]; then
+    export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1
+    emu=(-e d2c64h1t64 -b 2 -t 32 -v 0 -s 0)
+    if timeout 900 "$EMU/train_gpt2cu" "${emu[@]}" -x 6 -k constant -l 1e-3 -u 3 -n 2 -nk 1 -o "$tmp/ecu" > "$tmp/ecu.txt" 2>&1; then
+        lrs=$(sed -n 's/.* lr:\([^ ]*\).*/\1/p' "$tmp/ecu/main.log" | sort -u | tr '\n' ' ')
+        c=$(steps_of "$tmp/ecu" ckpt)
+        if [ "$lrs" = "1.000000e-03 " ] && [ "$c" = "6 " ]; then ok "emulated train_gpt2cu: -k constant keeps lr 1e-3 (warmup ignored, as llm.c), -nk 1 keeps ckpt 6 alone"
+        else bad "emulated train_gpt2cu: lrs '$lrs', checkpoints '$c'"; fi
+    else tail -n 3 "$tmp/ecu.txt"; bad "emulated train_gpt2cu failed"; fi
+    if timeout 900 "$EMU/train_gpt2_zero" "${emu[@]}" -x 15 -k constant -l 1e-2 -a 1 -o "$tmp/eza" > "$tmp/eza.txt" 2>&1; then
+        l=$(last_loss "$tmp/eza/main.log")
+        if awk -v a="$l" 'BEGIN {exit !(a < 4)}'; then ok "emulated train_gpt2_zero -a 1: loss $l after 15 steps (from 10.8)"
+        else bad "emulated train_gpt2_zero -a 1: loss $l after 15 steps, expected < 4"; fi
+    else tail -n 3 "$tmp/eza.txt"; bad "emulated train_gpt2_zero failed"; fi
+else echo "SKIP the CUDA trainers emulated: $EMU not built (make emu)"; fi
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
