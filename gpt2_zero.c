@@ -149,10 +149,19 @@ void gpt2_zero_sum_ranks(void *ctx, double *values, int n) {
     zero_allreduce_sum_f64(((GPT2Zero *)ctx)->z, values, n);
 }
 
+// -sl/-sg inside the step: the norm exists only there, before the update.
+typedef struct { const TrainConfig *cfg; int step, rank; float loss; } OutlierVeto;
+static int outlier_veto(float norm, void *ctx) {
+    const OutlierVeto *v = (const OutlierVeto *)ctx;
+    return outlier_step(v->cfg, v->step, v->loss, norm, v->rank);
+}
+
 float gpt2_zero_step(GPT2Zero *g, const TrainConfig *cfg, int step, float lr, double *loss) {
     *loss = gpt2_zero_sum(g, *loss) / g->world;
     ZeroStepArgs a = {lr, cfg->beta1, cfg->beta2, cfg->adam_eps, cfg->weight_decay, cfg->grad_clip, step + 1};
-    return zero_step_maybe_skip(g->z, &a, !isfinite(*loss));   // skips a non-finite norm itself
+    OutlierVeto v = {cfg, step, g->rank, (float)*loss};
+    (void)outlier_step(cfg, step, NAN, NAN, v.rank);   // clears outlier_skipped_last for a step the veto never sees
+    return zero_step_veto(g->z, &a, !isfinite(*loss), outlier_veto, &v);   // skips a non-finite norm itself
 }
 
 void gpt2_zero_write_report(GPT2Zero *g, const char *out_dir, size_t act_device, size_t act_host) {

@@ -75,7 +75,8 @@ void gpt2_zero_sum_ranks(void *ctx, double *values, int n);
 
 // One optimizer step after the micro-steps' backward: *loss (this rank's mean over its
 // micro-steps) becomes the mean over ranks, then the plugin clips and updates, or skips
-// the update when the loss or the norm is not finite. Returns the norm (collective).
+// the update when the loss or the norm is not finite, or (-sl/-sg) an outlier
+// (outlier_skipped_last() says so). Returns the norm (collective).
 float gpt2_zero_step(GPT2Zero *g, const TrainConfig *cfg, int step, float lr, double *loss);
 
 // Writes OUT/zero_report.json (collective), with the activation bytes the model holds on

@@ -47,9 +47,9 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 // ZeRO: the GPT-2 glue (gpt2_zero.h) is shared with train_gpt2_zero.cu; this trainer adds
 // the host backend and what the CPU model allocates.
 
-// The model's options from the flags (--act-checkpoint, --act-offload, --tile-linear).
+// The model's options from the flags (--act-checkpoint, --act-offload, --tile-linear, --micro-grads).
 static GPT2CpuOptions cpu_options(const TrainConfig *cfg) {
-    return (GPT2CpuOptions){cfg->act_checkpoint, cfg->act_offload, cfg->tile_linear, 1};
+    return (GPT2CpuOptions){cfg->act_checkpoint, cfg->act_offload, cfg->tile_linear, cfg->micro_grads};
 }
 
 // What the model holds now for activations and their gradients (the report's measured
@@ -74,14 +74,15 @@ static size_t cpu_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, 
 // The unsharded model's memory in the layout of the ZeRO table: all of it is host RAM. The
 // AdamW moments and the activations are allocated by the first step (the activations'
 // sizes for B x T; validation takes no more, a sample fewer). With --act-offload the block
-// inputs in the host tier get a column of their own.
-static void print_memory(const GPT2 *model, const TrainConfig *cfg) {
+// inputs in the host tier get a column of their own. --micro-grads 1 with accumulation adds
+// a second gradient-sized buffer (one micro-batch's gradient), allocated by the first step.
+static void print_memory(const GPT2 *model, const TrainConfig *cfg, int grad_accum) {
     MemoryTable t = {{0}, {0}};
     uint64_t p = (uint64_t)model->num_parameters * sizeof(float);
     uint64_t tier = gpt2_cpu_activation_host_bytes(&model->config, cfg->B, cfg->T, &model->opt);
     uint64_t *model_ram = tier ? t.device : t.host;
     model_ram[MEMORY_PARAMS] = p;
-    model_ram[MEMORY_GRADS] = p;
+    model_ram[MEMORY_GRADS] = (grad_accum > 1 && model->opt.micro_grads ? 2 : 1) * p;
     model_ram[MEMORY_OPTIM] = 2 * p;   // AdamW m and v
     model_ram[MEMORY_ACTS] = gpt2_cpu_activation_bytes(&model->config, cfg->B, cfg->T, &model->opt);
     t.host[MEMORY_ACTS] += tier;
@@ -233,7 +234,7 @@ int main(int argc, char **argv) {
                                          gpt2_cpu_activation_host_bytes(&mc, cfg.B, cfg.T, &model_opt));
         zero_report_print(z);
     } else {
-        print_memory(&model, &cfg);
+        print_memory(&model, &cfg, grad_accum);
     }
     Logger logger = {0};
     if (rank == 0) logger_open(&logger, cfg.out_dir, cfg.resume ? start_step : -1);
@@ -260,12 +261,14 @@ int main(int argc, char **argv) {
             if (z) {
                 if (zero_save(z, cfg.out_dir, step, &st, sizeof(st)) != 0)
                     die("rank %d: checkpoint at step %d failed (see above); the previous one is intact", rank, step);
-                zero_prune(z, cfg.out_dir, 2);  // keep this one and the previous
+                zero_prune(z, cfg.out_dir, cfg.ckpt_keep, cfg.ckpt_major);   // -nk, -nm
                 printf("saved checkpoint %s/zero_%d/\n", cfg.out_dir, step);
-                checkpoint_export_model(cfg.out_dir, step, rank, &mc, gpt2_zero_gather_slice, &glue);
+                checkpoint_export_model(cfg.out_dir, step, rank, &mc, gpt2_zero_gather_slice, &glue, cfg.ckpt_keep,
+                                        cfg.ckpt_major);
             } else {
                 if (model.m == NULL) die("checkpoint at step %d before any update", step);
-                checkpoint_save(cfg.out_dir, &st, model.params, model.m, model.v, model.num_parameters);
+                checkpoint_save(cfg.out_dir, &st, model.params, model.m, model.v, model.num_parameters, cfg.ckpt_keep,
+                                cfg.ckpt_major);
                 printf("saved checkpoint %s/ckpt_%08d.bin and the model %s/model_%08d.bin\n", cfg.out_dir, step,
                        cfg.out_dir, step);
             }
@@ -274,6 +277,7 @@ int main(int argc, char **argv) {
 
         // One optimizer step: accumulate gradients over grad_accum micro-batches.
         double t0 = now_seconds();
+        if (cfg.overfit_batch) dataloader_set_state(&train, 0, 0);   // -a 1: the first batch again
         if (z) zero_begin_step(z, grad_accum);
         else gpt2_cpu_zero_grad(&model);
         double loss = 0.0;
@@ -284,17 +288,17 @@ int main(int argc, char **argv) {
             gpt2_cpu_backward(&model, loss_scale);
             loss += model.mean_loss;
         }
-        float lr = lr_cosine(cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
+        float lr = lr_schedule(cfg.lr_schedule, cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
         float norm;
         int skipped;   // a NaN or infinite loss or norm stops the run, or with --nan-skip skips the update
         if (z) {
             loss /= grad_accum;
             norm = gpt2_zero_step(&glue, &cfg, step, lr, &loss);   // mean loss over ranks; may skip
-            skipped = nonfinite_step(&cfg, step, (float)loss, norm, rank);
+            skipped = nonfinite_step(&cfg, step, (float)loss, norm, rank) || outlier_skipped_last();
         } else {
             loss /= grad_accum;
             norm = gpt2_cpu_grad_norm(&model);
-            skipped = nonfinite_step(&cfg, step, (float)loss, norm, rank);
+            skipped = nonfinite_step(&cfg, step, (float)loss, norm, rank) || outlier_step(&cfg, step, (float)loss, norm, rank);
             float clip = (cfg.grad_clip > 0 && norm > cfg.grad_clip) ? cfg.grad_clip / norm : 1.0f;
             if (!skipped)
                 gpt2_cpu_update(&model, lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay, clip, step + 1);
@@ -313,12 +317,13 @@ int main(int argc, char **argv) {
     }
 
     nonfinite_summary(&cfg);   // --nan-skip: how many steps were skipped
+    outlier_summary(&cfg, rank);   // -sl/-sg: how many updates were skipped
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
     if (z) {
         gpt2_zero_write_report(&glue, cfg.out_dir, activation_bytes(&model), activation_host_bytes(&model));
         size_t before = host_memory_now();
         int measured = host_memory_reset_peak() == 0;
-        checkpoint_export_model(cfg.out_dir, -1, rank, &mc, gpt2_zero_gather_slice, &glue);
+        checkpoint_export_model(cfg.out_dir, -1, rank, &mc, gpt2_zero_gather_slice, &glue, 0, 0);
         if (measured)
             printf("host memory during the export: peak %.1f MiB, %.1f MiB resident before it\n",
                    host_memory_peak() / 1048576.0, before / 1048576.0);

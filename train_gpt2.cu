@@ -111,12 +111,13 @@ int main(int argc, char **argv) {
             TrainState st = state;
             st.step = step;
             dataloader_get_state(&train, &st.data_epoch, &st.data_next_window);
-            gpt2_cuda_checkpoint_save(&model, cfg.out_dir, &st);
+            gpt2_cuda_checkpoint_save(&model, cfg.out_dir, &st, cfg.ckpt_keep, cfg.ckpt_major);
         }
         if (last) break;
 
         // One optimizer step: accumulate gradients over grad_accum micro-batches.
         double t0 = now_seconds();
+        if (cfg.overfit_batch) dataloader_set_state(&train, 0, 0);   // -a 1: the first batch again
         gpt2_cuda_zero_grad(&model);
         float loss_scale = 1.0f / ((float)cfg.B * cfg.T * grad_accum);
         for (int micro = 0; micro < grad_accum; micro++) {
@@ -124,13 +125,13 @@ int main(int argc, char **argv) {
             gpt2_cuda_forward(&model, train.inputs, train.targets, cfg.B, cfg.T);
             gpt2_cuda_backward(&model, loss_scale);
         }
-        float lr = lr_cosine(cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
+        float lr = lr_schedule(cfg.lr_schedule, cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
         // The loss and norm before the update: a NaN or infinite one stops the run, or with
         // --nan-skip skips the update.
         gpt2_cuda_grad_norm(&model, cfg.grad_clip);
         float loss, norm;
         gpt2_cuda_step_stats(&model, &loss, &norm);
-        int skipped = nonfinite_step(&cfg, step, loss, norm, rank);
+        int skipped = nonfinite_step(&cfg, step, loss, norm, rank) || outlier_step(&cfg, step, loss, norm, rank);
         if (!skipped)
             gpt2_cuda_update(&model, lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay, cfg.grad_clip, step + 1);
         double dt = now_seconds() - t0;
@@ -146,6 +147,7 @@ int main(int argc, char **argv) {
     }
 
     nonfinite_summary(&cfg);   // --nan-skip: how many steps were skipped
+    outlier_summary(&cfg, rank);   // -sl/-sg: how many updates were skipped
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
     gpt2_cuda_export_final(&model, cfg.out_dir);
 

@@ -136,14 +136,16 @@ int main(int argc, char **argv) {
             dataloader_get_state(&train, &st.data_epoch, &st.data_next_window);
             if (zero_save(z, cfg.out_dir, step, &st, sizeof(st)) != 0)
                 die("rank %d: checkpoint at step %d failed (see above); the previous one is intact", rank, step);
-            zero_prune(z, cfg.out_dir, 2);  // keep this one and the previous
+            zero_prune(z, cfg.out_dir, cfg.ckpt_keep, cfg.ckpt_major);   // -nk, -nm
             printf("saved checkpoint %s/zero_%d/\n", cfg.out_dir, step);
-            checkpoint_export_model(cfg.out_dir, step, rank, &mc, gpt2_zero_gather_slice, &glue);
+            checkpoint_export_model(cfg.out_dir, step, rank, &mc, gpt2_zero_gather_slice, &glue, cfg.ckpt_keep,
+                                    cfg.ckpt_major);
         }
         if (last) break;
 
         // One optimizer step: accumulate gradients over grad_accum micro-batches.
         double t0 = now_seconds();
+        if (cfg.overfit_batch) dataloader_set_state(&train, 0, 0);   // -a 1: the first batch again
         zero_begin_step(z, grad_accum);
         gpt2_cuda_zero_grad(&model);  // the loss accumulator; gradients belong to the plugin
         float loss_scale = 1.0f / ((float)cfg.total_batch_tokens);
@@ -152,7 +154,7 @@ int main(int argc, char **argv) {
             gpt2_cuda_forward(&model, train.inputs, train.targets, cfg.B, cfg.T);
             gpt2_cuda_backward(&model, loss_scale);
         }
-        float lr = lr_cosine(cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
+        float lr = lr_schedule(cfg.lr_schedule, cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
         // The loss before the update: a NaN or infinite loss or norm stops the run, or with
         // --nan-skip skips the update (zero_step skips a non-finite norm itself).
         float local_loss, unused;
@@ -160,7 +162,7 @@ int main(int argc, char **argv) {
         double mean_loss = local_loss;
         float norm = gpt2_zero_step(&glue, &cfg, step, lr, &mean_loss);
         float loss = (float)mean_loss;
-        int skipped = nonfinite_step(&cfg, step, loss, norm, rank);
+        int skipped = nonfinite_step(&cfg, step, loss, norm, rank) || outlier_skipped_last();
         double dt = now_seconds() - t0;
         double tok_s = cfg.total_batch_tokens / dt;
         char eta[96];
@@ -175,9 +177,10 @@ int main(int argc, char **argv) {
     }
 
     nonfinite_summary(&cfg);   // --nan-skip: how many steps were skipped
+    outlier_summary(&cfg, rank);   // -sl/-sg: how many updates were skipped
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
     gpt2_zero_write_report(&glue, cfg.out_dir, gpt2_cuda_activation_bytes(&model), model.host_act_bytes);
-    checkpoint_export_model(cfg.out_dir, -1, rank, &mc, gpt2_zero_gather_slice, &glue);
+    checkpoint_export_model(cfg.out_dir, -1, rank, &mc, gpt2_zero_gather_slice, &glue, 0, 0);
 
     run_info_finish(&run_info);
     logger_close(&logger);

@@ -407,7 +407,7 @@ static int newer_first(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-int zero_prune(Zero *z, const char *dir, int keep) {
+int zero_prune(Zero *z, const char *dir, int keep, long long major) {
     if (z->rank != 0 || keep < 1) return 0;
     long long latest = zck_latest(dir);
     if (latest < 0) return 0;
@@ -455,6 +455,7 @@ int zero_prune(Zero *z, const char *dir, int keep) {
             kept++;
             continue;
         }
+        if (list[i].complete && major > 0 && list[i].step % major == 0) continue;   // a major checkpoint (-nm)
         char name[64];
         snprintf(name, sizeof name, "zero_%lld", list[i].step);
         PruneResult res;

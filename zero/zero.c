@@ -595,6 +595,10 @@ static void stage0_gather_grads(Zero *z) {
 float zero_step(Zero *z, const ZeroStepArgs *a) { return zero_step_maybe_skip(z, a, 0); }
 
 float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *a, int skip_anyway) {
+    return zero_step_veto(z, a, skip_anyway, NULL, NULL);
+}
+
+float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto)(float norm, void *ctx), void *ctx) {
     const ZeroBackend *b = z->b;
     if (!z->in_step) zero_fail(z, "zero_step without zero_begin_step");
     if (z->units_ready != 0 || z->micro != z->grad_accum)
@@ -631,7 +635,7 @@ float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *a, int skip_anyway) {
     AdamWParams p = adamw_params(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, clip, a->t);
     // the same decision on every rank: the norm is the same bits everywhere, and so must
     // skip_anyway be; a non-finite update would poison the weights for good
-    const int skip = skip_anyway || !isfinite(norm);
+    const int skip = skip_anyway || !isfinite(norm) || (veto && veto(norm, ctx));
 
     for (int i = 0; i < z->nt && !skip && !offloaded; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;

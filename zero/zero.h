@@ -172,6 +172,10 @@ float zero_step(Zero *z, const ZeroStepArgs *args);
 // rank (derive it from all-reduced values); it is an argument so that every rank makes
 // the same collective calls either way.
 float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *args, int skip);
+// zero_step_maybe_skip that also skips when veto(norm, ctx) returns nonzero (a trainer's
+// outlier check on the norm, which only the step knows): veto must decide alike on every
+// rank given the same norm. It is called only for a finite norm and skip 0.
+float zero_step_veto(Zero *z, const ZeroStepArgs *args, int skip, int (*veto)(float norm, void *ctx), void *ctx);
 
 // What this rank holds and did (for the start-up report, the JSON accounting and tests).
 typedef enum {
@@ -244,8 +248,9 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
 // The step DIR/latest_zero names; -1 when there is none (no checkpoint yet), -2 when the
 // file exists but is malformed (zero_load then says why).
 int zero_latest(const char *dir);
-// Rank 0 removes all but the newest `keep` published checkpoints in dir (others no-op).
-int zero_prune(Zero *z, const char *dir, int keep);
+// Rank 0 removes all but the newest `keep` published checkpoints in dir and those whose
+// step is a multiple of major (> 0) (others no-op; keep < 1: nothing is removed).
+int zero_prune(Zero *z, const char *dir, int keep, long long major);
 
 // Consolidation without MPI or a Zero: the fp32 master weights of a checkpoint, every
 // tensor in table order, padding left out (n must be the total element count). `which`

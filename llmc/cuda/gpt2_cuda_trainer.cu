@@ -45,13 +45,13 @@ void gpt2_cuda_sample(GPT2Cuda *model, const Tokenizer *tok, int gen_tokens, uin
     free(tokens);
 }
 
-void gpt2_cuda_checkpoint_save(GPT2Cuda *model, const char *out_dir, const TrainState *st) {
+void gpt2_cuda_checkpoint_save(GPT2Cuda *model, const char *out_dir, const TrainState *st, int keep, int major) {
     size_t n = model->num_parameters;
     float *p = (float *)malloc_check(n * sizeof(float)), *m = (float *)malloc_check(n * sizeof(float));
     float *v = (float *)malloc_check(n * sizeof(float));
     gpt2_cuda_get_master(model, p);
     gpt2_cuda_get_opt_state(model, m, v);
-    checkpoint_save(out_dir, st, p, m, v, n);
+    checkpoint_save(out_dir, st, p, m, v, n, keep, major);
     printf("saved checkpoint %s/ckpt_%08d.bin and the model %s/model_%08d.bin\n", out_dir, st->step, out_dir, st->step);
     free(p);
     free(m);

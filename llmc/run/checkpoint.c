@@ -110,18 +110,6 @@ static void remove_steps(const char *out_dir, const char *kind, int (*keep)(int 
     free(files);
 }
 
-static int is_kept(int step, void *keep) {
-    const int *k = (const int *)keep;
-    return step == k[0] || step == k[1];
-}
-
-// Removes ckpt/model files of steps other than keep_a and keep_b.
-static void prune(const char *out_dir, int keep_a, int keep_b) {
-    int keep[2] = {keep_a, keep_b};
-    remove_steps(out_dir, "ckpt", is_kept, keep);
-    remove_steps(out_dir, "model", is_kept, keep);
-}
-
 // What out_dir holds of both kinds of checkpoint.
 typedef struct {
     int latest, latest_zero;            // the steps the two pointer files name (-1: none, -2: malformed)
@@ -196,35 +184,47 @@ void checkpoint_model_path(char *buf, size_t len, const char *out_dir, int step)
     else ckpt_path(buf, len, out_dir, "model", step);
 }
 
-// The model_SSSSSSSS.bin files of all but the `keep` highest steps are removed.
-static int is_recent(int step, void *lowest_kept) { return step >= *(const int *)lowest_kept; }
+// -nk/-nm: of the steps at or below `current`, the `keep` highest and the multiples of
+// `major` stay; steps above it (an abandoned run's, past the step `latest` names) go.
+typedef struct { int current, lowest, major; } KeepPolicy;
+
+static int is_kept(int step, void *ctx) {
+    const KeepPolicy *k = (const KeepPolicy *)ctx;
+    if (step > k->current) return 0;
+    return step >= k->lowest || (k->major > 0 && step % k->major == 0);
+}
 
 static int higher_first(const void *a, const void *b) {
     int x = ((const StepFile *)a)->step, y = ((const StepFile *)b)->step;
     return (x < y) - (x > y);
 }
 
-static void prune_model_exports(const char *out_dir, int keep) {
+// Removes OUT/KIND_SSSSSSSS.bin files the policy does not keep; keep 0 keeps all.
+static void prune_kind(const char *out_dir, const char *kind, int current, int keep, int major) {
+    if (keep <= 0) return;
     StepFile *files;
-    int n = list_steps(out_dir, "model", &files);
+    int n = list_steps(out_dir, kind, &files);
     qsort(files, (size_t)n, sizeof(StepFile), higher_first);
-    int lowest = n > keep ? files[keep - 1].step : 0;
+    KeepPolicy k = {current, INT_MIN, major};
+    int seen = 0;
+    for (int i = 0; i < n; i++)
+        if (files[i].step <= current && ++seen == keep) k.lowest = files[i].step;
     free(files);
-    remove_steps(out_dir, "model", is_recent, &lowest);
+    remove_steps(out_dir, kind, is_kept, &k);
 }
 
 void checkpoint_export_model(const char *out_dir, int step, int rank, const GPT2Config *c, GPT2SliceFetch fetch,
-                             void *ctx) {
+                             void *ctx, int keep, int major) {
     char path[4096];
     checkpoint_model_path(path, sizeof(path), out_dir, step);
     gpt2_model_file_export(rank == 0 ? path : NULL, c, GPT2_MODEL_FP32, fetch, ctx);
     if (rank != 0) return;
-    if (step >= 0) prune_model_exports(out_dir, 2);
+    if (step >= 0) prune_kind(out_dir, "model", step, keep, major);
     printf("wrote %s\n", path);
 }
 
 void checkpoint_save(const char *out_dir, const TrainState *st, const float *params,
-                     const float *m, const float *v, size_t n) {
+                     const float *m, const float *v, size_t n, int keep, int major) {
     char path[4096];
     ckpt_path(path, sizeof(path), out_dir, "ckpt", st->step);
     unsigned char header[HEADER_BYTES] = {0};
@@ -247,7 +247,6 @@ void checkpoint_save(const char *out_dir, const TrainState *st, const float *par
     uint32_t disk = file_crc32(path, 0, body_bytes(n), NULL);
     if (disk != tr.crc)
         die("checkpoint '%s' failed verification: CRC %08x on disk, %08x written", path, disk, tr.crc);
-    int previous = read_latest(out_dir);
     char latest[4096], text[32];
     snprintf(latest, sizeof(latest), "%s/latest", out_dir);
     int len = snprintf(text, sizeof(text), "%d\n", st->step);
@@ -259,7 +258,8 @@ void checkpoint_save(const char *out_dir, const TrainState *st, const float *par
     char model[4096];
     ckpt_path(model, sizeof(model), out_dir, "model", st->step);
     gpt2_model_file_write(model, c, params, GPT2_MODEL_FP32);
-    prune(out_dir, st->step, previous);
+    prune_kind(out_dir, "ckpt", st->step, keep, major);
+    prune_kind(out_dir, "model", st->step, keep, major);
 }
 
 void checkpoint_load(const char *out_dir, int step, TrainState *st, float *params, float *m,

@@ -42,9 +42,11 @@ typedef struct {
 } TrainState;
 
 // Saves step's checkpoint into out_dir, verifies it, updates "latest", then exports the
-// model file and removes checkpoints older than the previous one.
+// model file and prunes (-nk, -nm): of the checkpoints and model files at or below this
+// step the `keep` newest stay (0: all), and those whose step is a multiple of `major`
+// (0: none); any above it go.
 void checkpoint_save(const char *out_dir, const TrainState *st, const float *params,
-                     const float *m, const float *v, size_t n);
+                     const float *m, const float *v, size_t n, int keep, int major);
 // For -y 1: the step of the newest checkpoint named by out_dir/latest, or -1 when there is
 // none and nothing else either. When there is no `latest` but out_dir holds checkpoints all
 // the same (the sharded trainers' zero_S/ and latest_zero, or ckpt_ files whose `latest` was
@@ -63,12 +65,12 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
                      float *v, size_t n);
 // OUT/model_SSSSSSSS.bin (step >= 0) or OUT/model_final.bin (step < 0) into buf.
 void checkpoint_model_path(char *buf, size_t len, const char *out_dir, int step);
-// The sharded trainers' model file of a step's checkpoint (step >= 0; the model files of
-// all but the two highest steps are then removed, as their checkpoints are) or of the end
+// The sharded trainers' model file of a step's checkpoint (step >= 0; the model files are
+// then pruned with keep and major as checkpoint_save does) or of the end
 // (step < 0), streamed slice by slice from fetch (gpt2_model_file_export). Collective:
 // every rank calls it, rank 0 writes and prints its name.
 void checkpoint_export_model(const char *out_dir, int step, int rank, const GPT2Config *c, GPT2SliceFetch fetch,
-                             void *ctx);
+                             void *ctx, int keep, int major);
 // Checks that a loaded state can continue this run; exits with the differing field.
 void checkpoint_check_compatible(const TrainState *saved, const TrainState *now, const char *what);
 

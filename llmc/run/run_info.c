@@ -88,6 +88,11 @@ static cJSON *settings(const char *trainer, const TrainConfig *cfg, int grad_acc
     add_or_die(o, "beta2", float_item(cfg->beta2), path);
     add_or_die(o, "adam_eps", float_item(cfg->adam_eps), path);
     add_or_die(o, "steps", cJSON_CreateNumber(cfg->max_steps), path);
+    add_or_die(o, "lr_schedule", cJSON_CreateString(train_lr_schedule_names[cfg->lr_schedule]), path);
+    add_or_die(o, "overfit_batch", cJSON_CreateNumber(cfg->overfit_batch), path);
+    add_or_die(o, "skip_loss_z", float_item(cfg->skip_loss_z), path);
+    add_or_die(o, "skip_norm_z", float_item(cfg->skip_norm_z), path);
+    add_or_die(o, "micro_grads", cJSON_CreateNumber(cfg->micro_grads), path);
     char *text = cJSON_PrintUnformatted(o);
     if (text == NULL) die("out of host memory building '%s'", path);
     cJSON_Delete(o);

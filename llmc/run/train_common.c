@@ -170,6 +170,59 @@ void nonfinite_summary(const TrainConfig *cfg) {
            "not applied)\n", nan_steps.skipped, nan_steps.checked);
 }
 
+// -sl/-sg: llm.c's outlier detector (its llmc/outlier_detector.h): a window of the last
+// OUTLIER_WINDOW values with running sums in double; a value's z-score is taken against
+// the window that already holds it, and is NaN (no verdict) until the window is full.
+typedef struct {
+    double buf[OUTLIER_WINDOW], sum, sum_sq;
+    int count, next;
+} OutlierWindow;
+
+static double outlier_add(OutlierWindow *w, double x) {
+    if (w->count < OUTLIER_WINDOW) {
+        w->buf[w->count++] = x;
+        w->sum += x;
+        w->sum_sq += x * x;
+        return NAN;
+    }
+    double old = w->buf[w->next];
+    w->buf[w->next] = x;
+    w->next = (w->next + 1) % OUTLIER_WINDOW;
+    w->sum += x - old;
+    w->sum_sq += x * x - old * old;
+    double mean = w->sum / OUTLIER_WINDOW, var = w->sum_sq / OUTLIER_WINDOW - mean * mean;
+    return var > 0 ? (x - mean) / sqrt(var) : 0.0;
+}
+
+// One run per process, as nan_steps.
+static struct { OutlierWindow loss, norm; int checked, skipped, last; } outliers;
+
+int outlier_step(const TrainConfig *cfg, int step, float loss, float norm, int rank) {
+    outliers.last = 0;
+    if (!(cfg->skip_loss_z > 0 || cfg->skip_norm_z > 0) || !isfinite(loss) || !isfinite(norm)) return 0;
+    outliers.checked++;
+    double zl = outlier_add(&outliers.loss, loss), zg = outlier_add(&outliers.norm, norm);
+    const char *why = NULL;
+    double z = 0, limit = 0;
+    if (cfg->skip_loss_z > 0 && isfinite(zl) && zl > cfg->skip_loss_z) why = "loss", z = zl, limit = cfg->skip_loss_z;
+    else if (cfg->skip_norm_z > 0 && isfinite(zg) && zg > cfg->skip_norm_z) why = "norm", z = zg, limit = cfg->skip_norm_z;
+    if (!why) return 0;
+    outliers.skipped++;
+    outliers.last = 1;
+    if (rank == 0)
+        printf("step %4d/%d | loss %f | norm %.4f | skipped (%s): %s z-score %.2f above %g, the update is not "
+               "applied\n", step + 1, cfg->max_steps, loss, norm, why[0] == 'l' ? "-sl" : "-sg", why, z, limit);
+    return 1;
+}
+
+int outlier_skipped_last(void) { return outliers.last; }
+
+void outlier_summary(const TrainConfig *cfg, int rank) {
+    if (rank != 0 || !(cfg->skip_loss_z > 0 || cfg->skip_norm_z > 0)) return;
+    printf("-sl/-sg: %d of the %d updates of this run skipped as outliers (loss z-score above %g, gradient norm "
+           "z-score above %g; 0: off)\n", outliers.skipped, outliers.checked, cfg->skip_loss_z, cfg->skip_norm_z);
+}
+
 int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg) {
     if (cfg->sample_every <= 0) return 0;
     if (!file_exists(cfg->tokenizer_path)) {

@@ -60,6 +60,18 @@ int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg);
 int nonfinite_step(const TrainConfig *cfg, int step, float loss, float norm, int rank);
 // At the run's end, with --nan-skip: prints how many of its steps were skipped.
 void nonfinite_summary(const TrainConfig *cfg);
+// -sl/-sg: the steps llm.c's outlier detector looks back over.
+#define OUTLIER_WINDOW 128
+// -sl/-sg (off unless given): feeds the step's loss and gradient norm (finite ones only:
+// the others are nonfinite_step's) to windows of the last OUTLIER_WINDOW steps'. Returns 1,
+// after rank 0 prints why, when the loss's z-score is above -sl or the norm's above -sg:
+// the caller must not apply the update. Every rank must pass the same values (all-reduced)
+// so that all decide alike.
+int outlier_step(const TrainConfig *cfg, int step, float loss, float norm, int rank);
+// Whether the last outlier_step call skipped (for a caller that asked through a hook).
+int outlier_skipped_last(void);
+// At the run's end, with -sl or -sg: rank 0 prints how many updates were skipped.
+void outlier_summary(const TrainConfig *cfg, int rank);
 // Prints a sampled token's bytes (multi-byte characters may span tokens; the terminal
 // joins them), or its id when tok is NULL.
 void print_token(const Tokenizer *tok, int id);

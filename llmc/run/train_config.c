@@ -22,7 +22,12 @@ enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_Z
        OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
        OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS, OPT_DEEPSPEED, OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAM,
        OPT_NVME_PATH, OPT_ACT_CKPT, OPT_ACT_OFFLOAD, OPT_TILE_LINEAR, OPT_QWZ, OPT_HPZ, OPT_QGZ, OPT_HIER,
-       OPT_QWZ_BLOCK, OPT_QGZ_BLOCK, OPT_NANSKIP_LIMIT };
+       OPT_QWZ_BLOCK, OPT_QGZ_BLOCK, OPT_NANSKIP_LIMIT, OPT_CUDNN, OPT_MICRO_GRADS, OPT_HELLASWAG,
+       // llm.c's two-letter flags, which the pre-pass (llmc_flags) turns into these
+       OPT_NK, OPT_NM, OPT_SL, OPT_SG, OPT_LG, OPT_GE, OPT_PN, OPT_PR, OPT_PG, OPT_PM, OPT_PI, OPT_PS, OPT_PP,
+       OPT_PF };
+
+const char *const train_lr_schedule_names[4] = {"cosine", "linear", "constant", "wsd"};
 
 const char *const train_offload_names[3] = {"none", "cpu", "nvme"};
 
@@ -91,6 +96,9 @@ static void defaults(TrainConfig *c, int cuda) {
     c->shuffle = 1;
     c->recompute = 1;
     c->use_cudnn = 1;
+    c->micro_grads = 1;
+    c->lr_schedule = TRAIN_LR_COSINE;
+    c->ckpt_keep = TRAIN_CKPT_KEEP_DEFAULT;
     c->threads = 0;
     c->act_checkpoint = 0;
     c->act_offload = 0;
@@ -132,7 +140,10 @@ void train_config_usage(const char *prog, const char *flavour) {
            TRAIN_MAX_GRAD_ACCUM);
     printf("  -l LR     peak learning rate (default %g)\n", d.lr);
     printf("  -u N      warmup steps (default %d)\n", d.warmup_steps);
-    printf("  -q F      final learning rate as a fraction of the peak, cosine decay (default %g)\n", d.final_lr_frac);
+    printf("  -k NAME   learning rate schedule after the warmup, llm.c's: cosine (to -q x peak), linear\n"
+           "            (to -q x peak), constant (the peak), wsd (the peak until 80%% of the steps, then\n"
+           "            1 - sqrt decay to -q x peak) (default %s)\n", train_lr_schedule_names[d.lr_schedule]);
+    printf("  -q F      final learning rate as a fraction of the peak (default %g)\n", d.final_lr_frac);
     printf("  -c WD     AdamW weight decay on 2D tensors (default %g)\n", d.weight_decay);
     printf("  -x N      optimizer steps, at least 1 (default %d; -1 = one epoch of the train data)\n", d.max_steps);
     printf("  -v N      validation loss every N steps, 0 = never (default %d)\n", d.val_every);
@@ -140,11 +151,25 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  -s N      sample text every N steps, 0 = never (default %d)\n", d.sample_every);
     printf("  -g N      tokens to sample (default %d)\n", d.gen_tokens);
     printf("  -n N      checkpoint every N steps and at the end, 0 = never (default %d)\n", d.checkpoint_every);
+    printf("  -nk N     checkpoints kept on disk, the newest; 0 = all (default %d: this one and the previous)\n",
+           d.ckpt_keep);
+    printf("  -nm N     major checkpoints: one whose step is a multiple of N is never removed by -nk, 0 = none\n"
+           "            (default 0)\n");
+    printf("  -sl Z     skip an update whose loss is more than Z standard deviations above the mean of the\n"
+           "            last 128 steps' losses (llm.c's outlier window: no skip in the first 128 steps);\n"
+           "            0 = off (default 0). The run's end says how many were skipped\n");
+    printf("  -sg Z     the same for the gradient norm (default 0)\n");
+    printf("  -a 0|1    1: overfit one batch: every step trains on the train data's first batch (all its\n"
+           "            micro-batches), for debugging (default 0)\n");
+    printf("  -h 0      accepted: no HellaSwag evaluation (-h 1 is refused: not implemented)\n");
+    printf("  -f 0|1    llm.c's TF32 switch: accepted, no effect (no matmul here takes fp32 inputs)\n");
+    printf("  -w 1      llm.c's fp32 master weights: always kept (-w 0 is refused)\n");
+    printf("  -lg N     llm.c's GPU status every N steps: N <= 0 (off) accepted, N > 0 refused\n");
     printf("  -y 1      resume from the latest checkpoint in the output folder; with none there\n"
            "            yet, start fresh (so a restart loop can always pass -y 1)\n");
     if (cuda) {
         printf("  -r N      activation recompute: 0 none, 1 GELU, 2 GELU and LayerNorms (default %d)\n", d.recompute);
-        printf("  -f 0|1    cuDNN flash attention (1) or plain kernels (0) (default %d)\n", d.use_cudnn);
+        printf("  --cudnn 0|1     cuDNN flash attention (1) or plain kernels (0) (default %d)\n", d.use_cudnn);
     }
     printf("  --seed N        seed of init, data order and sampling, 0 to 2^63-1 (default %llu)\n",
            (unsigned long long)d.seed);
@@ -160,7 +185,14 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --nan-skip-limit N  with --nan-skip: the N-th skipped step in a row stops the run as a\n"
            "                  non-finite step does without --nan-skip (default %d)\n", d.nan_skip_limit);
     printf("  --tokenizer F   llm.c tokenizer file for samples (default %s)\n", d.tokenizer_path);
-    if (!cuda) printf("  --threads N     OpenMP threads (default: cores / ranks on this node)\n");
+    if (!cuda) {
+        printf("  --threads N     OpenMP threads (default: cores / ranks on this node)\n");
+        printf("  --micro-grads 0|1  with gradient accumulation: 1 computes each micro-batch's gradient in a\n"
+               "                  buffer of its own (one more gradient-sized buffer) and adds it to the sum,\n"
+               "                  so accumulation N gives the bits of ZeRO on N ranks; 0 accumulates inside\n"
+               "                  the backward's kernels (no buffer; the last bits differ from N ranks)\n"
+               "                  (default %d)\n", d.micro_grads);
+    }
     printf("  --act-checkpoint 0|1  activation checkpointing: keep only each transformer block's input\n"
            "                  and recompute the block's forward just before its backward (the same\n"
            "                  gradients; activations: the block inputs plus one block's) (default %d)\n",
@@ -174,6 +206,7 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                  divide the channels C%s. Same model files; a sharded checkpoint resumes\n"
            "                  only with the same K (default %d)\n",
            cuda ? " with C/K a multiple of 8" : "", d.tile_linear);
+    printf("  llm.c's -r (CPU), -ge, -pn -pr -pg -pm/-pi -ps -pp/-pf are refused, each saying what to use\n");
     if (!flavour_zero(flavour)) {   // train_gpt2cu: no ZeRO flags to list
         printf("  -h        this help\n");
         printf("\nOne GPU, unsharded. Data parallel training with ZeRO: train_gpt2_zero (mpirun -np N).\n");
@@ -323,6 +356,86 @@ static int parse_offload(const char *flag, const char *s) {
 
 int train_config_has_zero(const char *flavour) { return flavour_zero(flavour); }
 
+// llm.c's two-letter flags (train_gpt2.cu), each a long option here: getopt would read
+// "-nk 2" as -n with the value "k". -pm/-pi and -pp/-pf: llm.c's help and its parser
+// disagree on these names, so both are known.
+static const struct { const char *flag; int opt; } two_letter[] = {
+    {"-nk", OPT_NK}, {"-nm", OPT_NM}, {"-sl", OPT_SL}, {"-sg", OPT_SG}, {"-lg", OPT_LG}, {"-ge", OPT_GE},
+    {"-pn", OPT_PN}, {"-pr", OPT_PR}, {"-pg", OPT_PG}, {"-pm", OPT_PM}, {"-pi", OPT_PI}, {"-ps", OPT_PS},
+    {"-pp", OPT_PP}, {"-pf", OPT_PF}};
+#define NUM_TWO_LETTER (sizeof(two_letter) / sizeof(two_letter[0]))
+
+static const char *two_letter_flag(int opt) {
+    for (size_t k = 0; k < NUM_TWO_LETTER; k++)
+        if (two_letter[k].opt == opt) return two_letter[k].flag;
+    return "?";
+}
+
+// Whether s is an optional '-' and digits: llm.c's -h takes such a value, our -h none.
+static int is_integer(const char *s) {
+    if (*s == '-') s++;
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9') return 0;
+    return 1;
+}
+
+// A copy of argv where llm.c's two-letter flags and "-h N" read as long options, element
+// for element (so that messages can quote what the user typed). Option values are skipped,
+// so a value that looks like a flag stays a value.
+static char **llmc_flags(int argc, char **argv, const char *shorts, const struct option *longs) {
+    static char names[NUM_TWO_LETTER][8];
+    char **out = (char **)malloc((size_t)(argc + 1) * sizeof(char *));
+    if (!out) {
+        fprintf(stderr, "error: out of memory parsing the command line\n");
+        exit(1);
+    }
+    for (int i = 0; i <= argc; i++) out[i] = argv[i];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0 || a[0] != '-' || a[1] == '\0') break;   // getopt stops there too ('+')
+        int mapped = 0;
+        for (size_t k = 0; k < NUM_TWO_LETTER; k++)
+            if (strcmp(a, two_letter[k].flag) == 0) {
+                snprintf(names[k], sizeof names[k], "-%s", a);   // "--nk"
+                out[i] = names[k];
+                mapped = 1;
+            }
+        if (mapped) { i++; continue; }   // each takes a value
+        if (strcmp(a, "-h") == 0 && i + 1 < argc && is_integer(argv[i + 1])) {
+            out[i] = (char *)"--hellaswag";
+            i++;
+            continue;
+        }
+        if (a[1] == '-') {   // a long option: skip its separate value
+            const char *eq = strchr(a + 2, '=');
+            size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            for (const struct option *o = longs; o->name; o++)
+                if (strlen(o->name) == len && strncmp(o->name, a + 2, len) == 0 && o->has_arg == required_argument && !eq)
+                    i++;
+            continue;
+        }
+        const char *p = strchr(shorts, a[1]);   // "-b 4" (not "-b4"): skip the 4
+        if (p && a[1] != ':' && p[1] == ':' && a[2] == '\0') i++;
+    }
+    return out;
+}
+
+// llm.c's multi-node flags: this project's start-up takes the same facts from the launcher.
+static void refuse_multinode(const char *flag, const char *flavour, const char *prog) {
+    if (!flavour_zero(flavour)) {
+        fprintf(stderr, "error: %s is llm.c's multi-process start-up, and %s trains one GPU: for data parallel "
+                "training run train_gpt2_zero under mpirun -np N (see -h)\n", flag, prog);
+        exit(1);
+    }
+    fprintf(stderr, "error: %s is llm.c's multi-process start-up (-pn processes, -pr rank, -pg GPUs per node, "
+            "-pm/-pi tcp|fs|mpi, -ps server, -pp/-pf shared folder), not taken here: the launcher says it. Use "
+            "mpirun -np N (or srun), or without MPI set RANK, WORLD_SIZE and LOCAL_RANK in each process with "
+            "ZERO_BOOTSTRAP_TCP=host:port (llm.c's tcp) or ZERO_BOOTSTRAP_FILE=path (llm.c's fs) and the job's "
+            "ZERO_BOOTSTRAP_SECRET (README: Start-up)\n", flag);
+    exit(1);
+}
+
 int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *flavour) {
     defaults(c, flavour_cuda(flavour));
     // which TrainFlag each option sets (the rest: -1), so that a config file cannot
@@ -370,12 +483,26 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         {"hier-reduce", no_argument, 0, OPT_HIER},
         {"qwz-block", required_argument, 0, OPT_QWZ_BLOCK},
         {"qgz-block", required_argument, 0, OPT_QGZ_BLOCK},
+        {"cudnn", required_argument, 0, OPT_CUDNN},
+        {"micro-grads", required_argument, 0, OPT_MICRO_GRADS},
+        {"hellaswag", required_argument, 0, OPT_HELLASWAG},
+        {"nk", required_argument, 0, OPT_NK}, {"nm", required_argument, 0, OPT_NM},
+        {"sl", required_argument, 0, OPT_SL}, {"sg", required_argument, 0, OPT_SG},
+        {"lg", required_argument, 0, OPT_LG}, {"ge", required_argument, 0, OPT_GE},
+        {"pn", required_argument, 0, OPT_PN}, {"pr", required_argument, 0, OPT_PR},
+        {"pg", required_argument, 0, OPT_PG}, {"pm", required_argument, 0, OPT_PM},
+        {"pi", required_argument, 0, OPT_PI}, {"ps", required_argument, 0, OPT_PS},
+        {"pp", required_argument, 0, OPT_PP}, {"pf", required_argument, 0, OPT_PF},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int opt, nan_skip_limit_given = 0;
+    // '+': stop at the first non-option (an error below), so argv[at] is the element parsed
+    static const char shorts[] = "+:i:j:e:o:b:t:d:l:u:q:c:x:v:m:s:g:n:y:r:f:z:k:a:w:h";
+    char **args = llmc_flags(argc, argv, shorts, longs);
     opterr = 0;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, ":i:j:e:o:b:t:d:l:u:q:c:x:v:m:s:g:n:y:r:f:z:h", longs, NULL)) != -1) {
+    for (int at = optind; (opt = getopt_long(argc, args, shorts, longs, NULL)) != -1; at = optind) {
+        const char *typed = argv[at < argc ? at : argc - 1];   // the flag as the user typed it
         if (zero_flag(opt) && !flavour_zero(flavour)) {
             fprintf(stderr, "error: %s is a ZeRO option, and %s trains one unsharded GPU: run train_gpt2_zero for "
                     "ZeRO (see -h)\n", zero_flag(opt), argv[0]);
@@ -402,8 +529,65 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         case 'g': c->gen_tokens = (int)parse_long("-g", optarg, 0, 1 << 20); break;
         case 'n': c->checkpoint_every = (int)parse_long("-n", optarg, 0, 1 << 30); break;
         case 'y': c->resume = (int)parse_long("-y", optarg, 0, 1); break;
-        case 'r': c->recompute = (int)parse_long("-r", optarg, 0, 2); break;
-        case 'f': c->use_cudnn = (int)parse_long("-f", optarg, 0, 1); break;
+        case 'r':
+            if (!flavour_cuda(flavour)) {
+                fprintf(stderr, "error: -r (activation recompute) is the CUDA trainers': the CPU trainer keeps every "
+                        "activation, or with --act-checkpoint 1 only each block's input\n");
+                exit(1);
+            }
+            c->recompute = (int)parse_long("-r", optarg, 0, 2);
+            break;
+        case 'f': parse_long("-f", optarg, 0, 1); break;   // llm.c's TF32 switch: no fp32-input matmul here
+        case OPT_CUDNN: c->use_cudnn = (int)parse_long("--cudnn", optarg, 0, 1); break;
+        case OPT_MICRO_GRADS:
+            c->micro_grads = (int)parse_long("--micro-grads", optarg, 0, 1);
+            c->micro_grads_given = 1;
+            break;
+        case 'k': {
+            int k = 0;
+            while (k < 4 && strcmp(optarg, train_lr_schedule_names[k]) != 0) k++;
+            if (k == 4) {
+                fprintf(stderr, "error: -k expects a learning rate schedule: cosine, linear, constant or wsd, got "
+                        "'%s'\n", optarg);
+                exit(1);
+            }
+            c->lr_schedule = k;
+            break;
+        }
+        case 'a': c->overfit_batch = (int)parse_long("-a", optarg, 0, 1); break;
+        case 'w':
+            if (parse_long("-w", optarg, 0, 1) == 0) {
+                fprintf(stderr, "error: -w 0 (no fp32 master weights) is not available: every trainer keeps fp32 "
+                        "master weights (-w 1). To save their memory, shard them with ZeRO (-z 1, 2 or 3)\n");
+                exit(1);
+            }
+            break;
+        case OPT_HELLASWAG:
+            if (parse_long("-h", optarg, 0, 1) == 1) {
+                fprintf(stderr, "error: -h 1 asks for llm.c's HellaSwag evaluation, which is not implemented here; "
+                        "-h 0 (no evaluation) is accepted, and -h alone prints the help\n");
+                exit(1);
+            }
+            break;
+        case OPT_NK: c->ckpt_keep = (int)parse_long("-nk", optarg, 0, 1 << 30); break;
+        case OPT_NM: c->ckpt_major = (int)parse_long("-nm", optarg, 0, 1 << 30); break;
+        case OPT_SL: c->skip_loss_z = parse_float("-sl", optarg, 0, 1e9); break;
+        case OPT_SG: c->skip_norm_z = parse_float("-sg", optarg, 0, 1e9); break;
+        case OPT_LG:
+            if (parse_long("-lg", optarg, -(1L << 30), 1L << 30) > 0) {
+                fprintf(stderr, "error: -lg %s (llm.c's GPU utilization, power and temperature every N steps) is "
+                        "not implemented: run nvidia-smi --query-gpu=utilization.gpu,memory.used,power.draw,"
+                        "temperature.gpu --format=csv -l 10 beside the run; -lg 0 or -1 (off) is accepted\n", optarg);
+                exit(1);
+            }
+            break;
+        case OPT_GE:
+            fprintf(stderr, "error: -ge (llm.c's GELU fusion into the matmul) is not selectable: the CUDA model's "
+                    "kernels are fixed; drop -ge\n");
+            exit(1);
+        case OPT_PN: case OPT_PR: case OPT_PG: case OPT_PM: case OPT_PI: case OPT_PS: case OPT_PP: case OPT_PF:
+            refuse_multinode(two_letter_flag(opt), flavour, argv[0]);
+            break;
         case 'z': c->zero_stage = (int)parse_long("-z", optarg, 0, 3); break;
         case OPT_ZBUCKET: c->zero_bucket = parse_long("--zero-bucket", optarg, 0, 1L << 40); break;
         case OPT_ZPREFETCH: c->zero_prefetch = parse_long("--zero-prefetch", optarg, 0, 1L << 40); break;
@@ -448,13 +632,17 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         case OPT_TILE_LINEAR: c->tile_linear = (int)parse_long("--tile-linear", optarg, 1, GPT2_MAX_TILES); break;
         case 'h': return 1;
         case ':':
-            fprintf(stderr, "error: option '%s' needs a value (see -h)\n", argv[optind - 1]);
+            fprintf(stderr, "error: option '%s' needs a value (see -h)\n", typed);
             exit(1);
         default:
-            fprintf(stderr, "error: unknown option '%s' (see -h)\n", argv[optind - 1]);
+            if (optopt > 0 && optopt < 256 && strlen(typed) > 2 && typed[1] != '-')   // "-Q7", "-bq": name the letter
+                fprintf(stderr, "error: unknown option '-%c' in '%s' (see -h)\n", optopt, typed);
+            else
+                fprintf(stderr, "error: unknown option '%s' (see -h)\n", typed);
             exit(1);
         }
     }
+    free(args);
     if (optind < argc) {
         fprintf(stderr, "error: unexpected argument '%s' (see -h)\n", argv[optind]);
         exit(1);
@@ -472,6 +660,11 @@ void train_config_check(TrainConfig *c, const char *flavour) {
     if (c->deepspeed && c->zero_stage < 0 && !flavour_cuda(flavour)) {
         fprintf(stderr, "error: --deepspeed configures a ZeRO run: give -z STAGE or zero_optimization.stage in '%s'\n",
                 c->deepspeed);
+        exit(1);
+    }
+    if (flavour_cuda(flavour) && c->micro_grads_given) {
+        fprintf(stderr, "error: --micro-grads is the CPU trainer's for now: the CUDA model adds each micro-batch's "
+                "gradient inside its backward kernels\n");
         exit(1);
     }
     if (c->act_offload && !c->act_checkpoint) {
@@ -543,6 +736,15 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     snprintf(adamw, sizeof(adamw), "%g, %g, %g", c->beta1, c->beta2, c->adam_eps);
     printf("| %-20s | %-40s |\n", "AdamW betas, eps", adamw);
     printf("| %-20s | %-40d |\n", "warmup steps", c->warmup_steps);
+    char sched[64];
+    snprintf(sched, sizeof sched, "%s to %g x peak", train_lr_schedule_names[c->lr_schedule], c->final_lr_frac);
+    printf("| %-20s | %-40s |\n", "lr schedule", c->lr_schedule == TRAIN_LR_CONSTANT ? "constant" : sched);
+    if (c->skip_loss_z > 0 || c->skip_norm_z > 0) {
+        char z[64];
+        snprintf(z, sizeof z, "loss z > %g, norm z > %g (0: off)", c->skip_loss_z, c->skip_norm_z);
+        printf("| %-20s | %-40s |\n", "skip updates", z);
+    }
+    if (c->overfit_batch) printf("| %-20s | %-40s |\n", "overfit one batch", "yes (-a 1)");
     printf("| %-20s | %-40d |\n", "max steps", c->max_steps);
     printf("| %-20s | %-40llu |\n", "seed", (unsigned long long)c->seed);
     if (c->act_checkpoint)

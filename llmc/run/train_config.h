@@ -25,6 +25,12 @@ extern "C" {
 #define TRAIN_AIO_MAX_QUEUE_DEPTH 256
 #define TRAIN_AIO_MAX_BLOCK (1L << 30)
 #define TRAIN_AIO_ALIGN 4096
+// -k's schedules, llm.c's names in this order (train_lr_schedule_names).
+enum { TRAIN_LR_COSINE = 0, TRAIN_LR_LINEAR, TRAIN_LR_CONSTANT, TRAIN_LR_WSD };
+extern const char *const train_lr_schedule_names[4];
+// -nk's default: this checkpoint and the previous one.
+#define TRAIN_CKPT_KEEP_DEFAULT 2
+
 // --nan-skip-limit's default: the run stops at this many skipped steps in a row.
 #define TRAIN_NAN_SKIP_LIMIT_DEFAULT 10
 
@@ -56,7 +62,14 @@ typedef struct {
     uint64_t seed;              // --seed
     int shuffle;                // --shuffle (train data order)
     int recompute;              // -r (CUDA): 0 none, 1 GELU, 2 whole MLP/LN inputs
-    int use_cudnn;              // -f (CUDA): 1 cuDNN flash attention, 0 plain kernels
+    int use_cudnn;              // --cudnn (CUDA): 1 cuDNN flash attention, 0 plain kernels
+    int micro_grads;            // --micro-grads (CPU): each micro-batch's gradient in a buffer of its own
+    int lr_schedule;            // -k: TRAIN_LR_COSINE, _LINEAR, _CONSTANT, _WSD (llm.c's schedulers.h)
+    int ckpt_keep;              // -nk: checkpoints kept on disk (0: all)
+    int ckpt_major;             // -nm: checkpoints at multiples of this step are never pruned (0: none)
+    float skip_loss_z;          // -sl: skip an update whose loss z-score exceeds it (0: off)
+    float skip_norm_z;          // -sg: the same for the gradient norm (0: off)
+    int overfit_batch;          // -a 1: every step trains on the first batch(es) of the train data
     int threads;                // --threads (CPU): OpenMP threads, 0 = default
     int act_checkpoint;         // --act-checkpoint 1: keep block inputs only, recompute blocks in backward
     int act_offload;            // --act-offload 1: those block inputs in host memory (needs --act-checkpoint 1)
@@ -89,6 +102,7 @@ typedef struct {
     // DeepSpeed's config file (llmc/run/ds_config.h)
     const char *deepspeed;      // --deepspeed FILE, or NULL
     int grad_accum_steps;       // its gradient_accumulation_steps (0: derived from -d)
+    int micro_grads_given;      // --micro-grads was on the command line (the CUDA trainers refuse it)
     unsigned given;             // TRAIN_FLAG_BIT()s of the flags the command line gave
     unsigned from_file;         // TRAIN_FLAG_BIT()s of the values the config file set
 } TrainConfig;
