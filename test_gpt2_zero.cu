@@ -1043,7 +1043,7 @@ static void test_tiles(const Reference *r, int K, int recompute, int ckpt) {
     gpt2_cuda_forward(&m, r->inputs[0], r->targets[0], B, T);
     gpt2_cuda_backward(&m, 1.0f / BT);
     memset(&m.hooks, 0, sizeof(m.hooks));
-    const int U = gpt2_num_units_tiled(&r->config, K);
+    const int U = gpt2_num_units_tiled(&r->config, K, 1);
     const int want = 2 * U + 3 * U + (ckpt ? L * 2 * (2 + 3 * K) : 0) + (recompute >= 2 ? L * 2 * 2 : 0);
     int fetches = 0, releases = 0;
     for (int i = 0; i < hooks->n && i < 512; i++) {
