@@ -14,6 +14,8 @@
 #  - the main job's default (scripts/train.sh, 2 steps): stage 3 on 4 ranks holds at most
 #    half of the unsharded run's memory per rank (the JSON reports), bit-identical to it;
 #    the same model untiled (dry run) holds more than half: the tiling is what does it
+#  - with parameters and optimizer on NVMe (dry run) the same tiles shrink the working
+#    buffers, which hold the largest unit, to less than half
 set -u
 cd "$(dirname "$0")/../.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -96,5 +98,20 @@ u = json.load(open(sys.argv[1]))["ranks"][0]["device"]["total"]
 z = max(r["device"]["total"] for r in json.load(open(sys.argv[2]))["ranks"])
 print(f"untiled (dry run): stage 3 {z / 2**20:.1f} MiB of unsharded {u / 2**20:.1f} MiB = {z / u:.3f}")
 if z / u <= 0.5: sys.exit("untiled already at most half: the test would not show the tiling")
+EOF
+# NVMe offload of parameters and optimizer reads each unit into working buffers sized by
+# the largest unit: the same tiles keep them small (dry run, the same model)
+for kv in 1 16; do
+    ./train_gpt2 -z 3 --dry-run --world 4 -e "$model" -b "${B:-1}" -t "${T:-64}" -d $((${B:-1} * ${T:-64} * 4)) \
+        --tile-linear 4 --tile-vocab $kv --offload-param nvme --offload-optimizer nvme --nvme-path "$tmp" \
+        -o "$tmp/nvme$kv" > "$tmp/nvme$kv.txt" 2>&1 || { tail "$tmp/nvme$kv.txt"; fail "NVMe dry run with KV $kv failed"; }
+done
+python3 - "$tmp/nvme1/zero_report.json" "$tmp/nvme16/zero_report.json" <<'EOF' || fail "NVMe working buffers do not shrink"
+import json, sys
+buf = [sum(r[t]["buffers"] + r[t]["parameters"] for t in ("device", "host"))
+       for r in (json.load(open(p))["ranks"][0] for p in sys.argv[1:])]
+print(f"NVMe offload, working parameters and buffers per rank: {buf[0] / 2**20:.1f} MiB untiled vocabulary, "
+      f"{buf[1] / 2**20:.1f} MiB with 16 tiles")
+if buf[1] > buf[0] / 2: sys.exit("not halved")
 EOF
 echo "PASS test_tile_vocab"
