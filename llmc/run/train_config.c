@@ -178,8 +178,9 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --tile-vocab KV  the same for the vocabulary: the token embedding and the classifier run as\n"
            "                  KV tiles of wte's rows, each tile's embedding and classifier parts units of\n"
            "                  their own, so ZeRO stage 3 gathers Vp/KV rows of wte at a time instead of all\n"
-           "                  of them; KV must divide the padded vocabulary Vp%s. Same model files; a\n"
-           "                  sharded checkpoint resumes only with the same KV (default %d)\n",
+           "                  of them; KV must divide the padded vocabulary Vp%s.\n"
+           "                  Same model files; a sharded checkpoint resumes only with the same KV\n"
+           "                  (default %d)\n",
            cuda ? " with Vp/KV a multiple of 8" : "", d.tile_vocab);
     if (!flavour_zero(flavour)) {   // train_gpt2cu: no ZeRO flags to list
         printf("  -h        this help\n");
