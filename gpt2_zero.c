@@ -56,14 +56,16 @@ ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroD
     return zc;
 }
 
-// The plugin's tensor table: one tensor per slice of K tiles, read by the slice's unit(s)
-// (wte by the embeddings and the classifier: ZeRO-Infinity's shared parameters).
-static ZeroTensor *tensor_table(GPT2Zero *g, const GPT2Config *c, int K) {
+// The plugin's tensor table: one tensor per slice of K linear and KV vocabulary tiles, read
+// by the slice's unit(s) (a wte tile by its embedding and its classifier unit: ZeRO-Infinity's
+// shared parameters).
+static ZeroTensor *tensor_table(GPT2Zero *g, const GPT2Config *c, int K, int KV) {
     g->config = *c;
     g->tiles = K;
-    g->num_slices = gpt2_num_slices_tiled(c, K);
+    g->vocab_tiles = KV;
+    g->num_slices = gpt2_num_slices_tiled(c, K, KV);
     g->slices = (GPT2Slice *)malloc_check((size_t)g->num_slices * sizeof(GPT2Slice));
-    gpt2_slices_tiled(c, K, g->slices);
+    gpt2_slices_tiled(c, K, KV, g->slices);
     // the tiles of an untiled slice follow each other in the same order (gpt2_config.h)
     const int nu = gpt2_num_slices(c);
     g->untiled_first = (int *)malloc_check((size_t)(nu + 1) * sizeof(int));
@@ -93,12 +95,12 @@ static void hook_grads_ready(void *ctx, int unit) { zero_grads_ready(((GPT2Zero 
 
 void gpt2_zero_attach(GPT2Zero *g, const GPT2Config *c, const ZeroConfig *zc, ZeroComm *comm,
                       const ZeroBackend *backend, uint64_t seed, GPT2ModelFile *file, GPT2Slots slots) {
-    ZeroTensor *tensors = tensor_table(g, c, slots.tiles);
+    ZeroTensor *tensors = tensor_table(g, c, slots.tiles, slots.vocab_tiles);
     g->rank = comm->rank;
     g->world = comm->world;
     g->slots = slots;
     gpt2_slice_init_setup(&g->init, c, g->slices, seed, file);
-    g->z = zero_init(tensors, g->num_slices, gpt2_num_units_tiled(c, g->tiles), zc, comm, backend, gpt2_slice_init,
+    g->z = zero_init(tensors, g->num_slices, gpt2_num_units_tiled(c, g->tiles, g->vocab_tiles), zc, comm, backend, gpt2_slice_init,
                      &g->init);
     free(tensors);
     if (g->z == NULL) exit(EXIT_FAILURE);   // the plugin printed why: its message stays last
@@ -182,7 +184,7 @@ int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dt
     // the model's figures first: its predictor also checks the options against the shape
     size_t act_host = 0, act_device = activation_bytes(&mc, cfg, &act_host);
     GPT2Zero g;
-    ZeroTensor *tensors = tensor_table(&g, &mc, cfg->tile_linear);
+    ZeroTensor *tensors = tensor_table(&g, &mc, cfg->tile_linear, cfg->tile_vocab);
     ZeroConfig zc = gpt2_zero_config(cfg, param_dtype, grad_dtype);
     run_lock_take(cfg->out_dir, 0);   // it writes OUT/zero_report.json: the folder is its while it runs
     char path[4096];
@@ -190,7 +192,7 @@ int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dt
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     printf("model %s: %zu parameters\n", cfg->model, gpt2_param_sizes(&mc, sizes));
     ZeroDryRunModel model = {act_device, act_host, (size_t)cfg->gpu_mem};
-    int rc = zero_dry_run(tensors, g.num_slices, gpt2_num_units_tiled(&mc, g.tiles), &zc, cfg->dry_run_world,
+    int rc = zero_dry_run(tensors, g.num_slices, gpt2_num_units_tiled(&mc, g.tiles, g.vocab_tiles), &zc, cfg->dry_run_world,
                           grad_accum, &model, path);
     if (rc < 0) die("dry run failed (see above)");
     free(tensors);

@@ -29,9 +29,10 @@ typedef struct {
     Zero *z;
     int rank, world;
     GPT2Config config;
-    GPT2Slice *slices;     // the plugin's tensor table, in its order: gpt2_slices_tiled(tiles)
+    GPT2Slice *slices;     // the plugin's tensor table, in its order: gpt2_slices_tiled(tiles, vocab_tiles)
     int num_slices;
     int tiles;             // the model's --tile-linear K
+    int vocab_tiles;       // the model's --tile-vocab KV
     int *untiled_first;    // untiled slice i (gpt2_slices) is slices[untiled_first[i] .. [i+1])
     GPT2SliceInit init;    // where initial values come from (used inside gpt2_zero_attach)
     GPT2Slots slots;       // the model's pointer tables and hooks
@@ -84,7 +85,7 @@ float gpt2_zero_step(GPT2Zero *g, const TrainConfig *cfg, int step, float lr, do
 void gpt2_zero_write_report(GPT2Zero *g, const char *out_dir, size_t act_device, size_t act_host);
 
 // --dry-run: the plugin's prediction of every rank's memory and traffic for cfg->model at
-// cfg->dry_run_world ranks (with cfg->tile_linear's tensor table), with activation_bytes
+// cfg->dry_run_world ranks (with cfg->tile_linear's and cfg->tile_vocab's tensor table), with activation_bytes
 // per rank on the device and *host_bytes in host memory (what the trainer's model would
 // allocate; a trainer prints its own breakdown). Writes OUT/zero_report.json and prints a
 // summary and the dry run's own time and memory. Returns the process's exit status: 2 when

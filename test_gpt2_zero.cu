@@ -725,13 +725,16 @@ static void hook_fetch(void *ctx, int unit, int bwd) { log_call((HookLog *)ctx, 
 static void hook_release(void *ctx, int unit, int bwd) { log_call((HookLog *)ctx, 1, unit, bwd); }
 static void hook_ready(void *ctx, int unit) { log_call((HookLog *)ctx, 2, unit, 1); }
 
-static int hooks_in_order(const HookLog *h, int L) {
+// The documented sequence over U units without recompute windows: fetch/release each unit
+// forward in order, then fetch, grads_ready, release each backward in reverse.
+static int hooks_in_order_units(const HookLog *h, int U) {
     int want[512][3], n = 0;
-    for (int u = 0; u <= L + 2; u++) {
+    if (5 * U > 512) return 0;
+    for (int u = 0; u < U; u++) {
         want[n][0] = 0; want[n][1] = u; want[n++][2] = 0;
         want[n][0] = 1; want[n][1] = u; want[n++][2] = 0;
     }
-    for (int u = L + 2; u >= 0; u--) {
+    for (int u = U - 1; u >= 0; u--) {
         want[n][0] = 0; want[n][1] = u; want[n++][2] = 1;
         want[n][0] = 2; want[n][1] = u; want[n++][2] = 1;
         want[n][0] = 1; want[n][1] = u; want[n++][2] = 1;
@@ -741,6 +744,7 @@ static int hooks_in_order(const HookLog *h, int L) {
         if (memcmp(h->calls[i], want[i], sizeof(want[i])) != 0) return 0;
     return 1;
 }
+static int hooks_in_order(const HookLog *h, int L) { return hooks_in_order_units(h, L + 3); }
 
 // extra: also compare the unfused matmul paths. bitwise: two identical backward passes
 // must give identical bits (cuDNN's atomic-dQ backward variant is only close).
@@ -1020,12 +1024,25 @@ static void test_act_checkpoint(const Reference *r, int use_cudnn, int recompute
     free(got);
 }
 
+// Builds m with opt and runs one forward and backward of the reference's first batch with
+// hooks that log the calls (the caller frees the log).
+static HookLog *hooked_step(GPT2Cuda *m, const Reference *r, const GPT2CudaOptions *opt) {
+    gpt2_cuda_build(m, &r->config, r->params, r->B, r->T, opt);
+    HookLog *hooks = (HookLog *)calloc(1, sizeof(HookLog));
+    m->hooks = GPT2Hooks{hooks, hook_fetch, hook_release, hook_ready};
+    gpt2_cuda_zero_grad(m);
+    gpt2_cuda_forward(m, r->inputs[0], r->targets[0], r->B, r->T);
+    gpt2_cuda_backward(m, 1.0f / (r->B * r->T));
+    memset(&m->hooks, 0, sizeof(m->hooks));
+    return hooks;
+}
+
 // Tiled linears (K tiles, each its own unit): the CUDA model against the CPU reference
 // like the untiled one (loss, every gradient), and the hooks: each unit fetched and
 // released once forward and once backward, plus the forward windows the recompute adds
 // (act_checkpoint: block l's units but the fcproj tiles; recompute 2: both LayerNorms).
 static void test_tiles(const Reference *r, int K, int recompute, int ckpt) {
-    const int B = r->B, T = r->T, BT = B * T, L = r->config.num_layers;
+    const int L = r->config.num_layers;
     char tag[64], name[128];
     snprintf(tag, sizeof(tag), "tiles[K=%d rc%d%s]", K, recompute, ckpt ? " ckpt+offload" : "");
     GPT2CudaOptions opt;
@@ -1036,14 +1053,8 @@ static void test_tiles(const Reference *r, int K, int recompute, int ckpt) {
     opt.act_offload = ckpt;
     opt.tile_linear = K;
     GPT2Cuda m;
-    gpt2_cuda_build(&m, &r->config, r->params, B, T, &opt);
-    HookLog *hooks = (HookLog *)calloc(1, sizeof(HookLog));
-    m.hooks = GPT2Hooks{hooks, hook_fetch, hook_release, hook_ready};
-    gpt2_cuda_zero_grad(&m);
-    gpt2_cuda_forward(&m, r->inputs[0], r->targets[0], B, T);
-    gpt2_cuda_backward(&m, 1.0f / BT);
-    memset(&m.hooks, 0, sizeof(m.hooks));
-    const int U = gpt2_num_units_tiled(&r->config, K);
+    HookLog *hooks = hooked_step(&m, r, &opt);
+    const int U = gpt2_num_units_tiled(&r->config, K, 1);
     const int want = 2 * U + 3 * U + (ckpt ? L * 2 * (2 + 3 * K) : 0) + (recompute >= 2 ? L * 2 * 2 : 0);
     int fetches = 0, releases = 0;
     for (int i = 0; i < hooks->n && i < 512; i++) {
@@ -1065,7 +1076,59 @@ static void test_tiles(const Reference *r, int K, int recompute, int ckpt) {
     gpt2_cuda_free(&m);
 }
 
-int main(void) {
+// Vocabulary tiles (KV embedding and KV classifier units; with K linear tiles too): the
+// CUDA model against the CPU reference like the untiled one, and against the untiled CUDA
+// model (the classifier's input gradient sums its tiles in fp32 before one bf16 rounding,
+// where cuBLASLt sums all of Vp: close, not the same bits); untiled linears: the hooks in
+// the documented order.
+static void test_vocab_tiles(const Reference *r, int KV, int K, int recompute) {
+    char tag[64], name[128];
+    snprintf(tag, sizeof(tag), "vocab tiles[KV=%d K=%d rc%d]", KV, K, recompute);
+    GPT2CudaOptions opt;
+    memset(&opt, 0, sizeof(opt));
+    opt.recompute = recompute;
+    opt.seed = 777;
+    opt.tile_linear = K;
+    float *grads[2], loss[2], norm;
+    for (int tiled = 0; tiled <= 1; tiled++) {
+        opt.tile_vocab = tiled ? KV : 1;
+        GPT2Cuda m;
+        HookLog *hooks = hooked_step(&m, r, &opt);
+        if (tiled) {
+            const int U = gpt2_num_units_tiled(&r->config, K, KV);
+            int fetches = 0;
+            for (int i = 0; i < hooks->n && i < 512; i++) fetches += hooks->calls[i][0] == 0;
+            snprintf(name, sizeof(name), "%s hooks", tag);
+            if (K == 1)
+                report(hooks_in_order_units(hooks, U), name, "%d calls over %d units in the documented order", hooks->n,
+                       U);
+            else   // recompute 2 adds a forward window per LayerNorm unit and layer
+                report(fetches == 2 * U + (recompute >= 2 ? 2 * r->config.num_layers : 0), name,
+                       "%d fetches over %d units", fetches, U);
+        }
+        free(hooks);
+        gpt2_cuda_step_stats(&m, &loss[tiled], &norm);
+        grads[tiled] = (float *)malloc(r->n * sizeof(float));
+        gpt2_cuda_get_grads(&m, grads[tiled]);
+        gpt2_cuda_free(&m);
+    }
+    snprintf(name, sizeof(name), "%s loss", tag);
+    report(fabsf(loss[1] - r->loss) < 5e-3f * r->loss, name, "%.7f vs CPU %.7f, untiled CUDA %.7f (%s)", loss[1],
+           r->loss, loss[0], memcmp(&loss[0], &loss[1], sizeof(float)) ? "differs" : "bit-identical");
+    compare_grads(r, grads[1], tag, 3e-2);
+    double worst = 0.0;
+    for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++)
+        worst = fmax(worst, rel_l2(grads[1] + r->offsets[t], grads[0] + r->offsets[t], r->sizes[t]));
+    snprintf(name, sizeof(name), "%s gradients vs untiled CUDA", tag);
+    report(worst < 1e-2, name, "worst tensor rel L2 %.2e", worst);
+    free(grads[0]);
+    free(grads[1]);
+}
+
+// argv[1] "tiles": only the model's tiled runs (and the reference they need), for the
+// emulated device, where the whole program takes long.
+int main(int argc, char **argv) {
+    const int only_tiles = argc > 1 && strcmp(argv[1], "tiles") == 0;
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {
@@ -1076,33 +1139,42 @@ int main(void) {
     printf("device: %s (sm_%d%d, %d SMs)\n", p->name, p->major, p->minor, p->multiProcessorCount);
     matmul_init();
 
-    test_layernorm(37, 200);
-    test_layernorm(300, 768);
-    test_classifier();
-    test_adamw(0, 1);
-    test_adamw(1, 0);
-    test_grad_norm();
-    test_matmul(1);
-    test_matmul(0);
-    test_encoder();
-    test_attention(0, 2, 128, 2, 64);
-    test_attention(0, 3, 37, 3, 16);
-    test_attention(1, 2, 128, 2, 64);
+    if (!only_tiles) {
+        test_layernorm(37, 200);
+        test_layernorm(300, 768);
+        test_classifier();
+        test_adamw(0, 1);
+        test_adamw(1, 0);
+        test_grad_norm();
+        test_matmul(1);
+        test_matmul(0);
+        test_encoder();
+        test_attention(0, 2, 128, 2, 64);
+        test_attention(0, 3, 37, 3, 16);
+        test_attention(1, 2, 128, 2, 64);
+    }
 
     Reference ref;
     reference_build(&ref);
-    test_model(&ref, 1, 0, 1, 0); // cuDNN's default backward (may accumulate dQ atomically)
-    test_model(&ref, 0, 1, 0, 1);
-    // Rebuild the cuDNN plans with the deterministic backward, as the ZeRO comparisons need.
-    attention_cudnn_destroy();
-    setenv("LLMC_CUDNN_DETERMINISTIC", "1", 1);
-    test_model(&ref, 1, 2, 0, 1);
-    test_act_checkpoint(&ref, 0, 0);
-    test_act_checkpoint(&ref, 0, 2);
-    test_act_checkpoint(&ref, 1, 1);   // deterministic cuDNN backward (set above)
+    if (!only_tiles) {
+        test_model(&ref, 1, 0, 1, 0); // cuDNN's default backward (may accumulate dQ atomically)
+        test_model(&ref, 0, 1, 0, 1);
+        // Rebuild the cuDNN plans with the deterministic backward, as the ZeRO comparisons need.
+        attention_cudnn_destroy();
+        setenv("LLMC_CUDNN_DETERMINISTIC", "1", 1);
+        test_model(&ref, 1, 2, 0, 1);
+        test_act_checkpoint(&ref, 0, 0);
+        test_act_checkpoint(&ref, 0, 2);
+        test_act_checkpoint(&ref, 1, 1);   // deterministic cuDNN backward (set above)
+    } else {
+        setenv("LLMC_CUDNN_DETERMINISTIC", "1", 1);
+    }
     test_tiles(&ref, 2, 1, 0);
     test_tiles(&ref, 4, 2, 0);
     test_tiles(&ref, 4, 0, 1);
+    test_vocab_tiles(&ref, 8, 1, 0);
+    test_vocab_tiles(&ref, 24, 1, 1);
+    test_vocab_tiles(&ref, 8, 2, 2);
 
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

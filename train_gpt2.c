@@ -47,9 +47,9 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 // ZeRO: the GPT-2 glue (gpt2_zero.h) is shared with train_gpt2_zero.cu; this trainer adds
 // the host backend and what the CPU model allocates.
 
-// The model's options from the flags (--act-checkpoint, --act-offload, --tile-linear, --micro-grads).
+// The model's options from the flags (--act-checkpoint, --act-offload, --tile-linear, --tile-vocab, --micro-grads).
 static GPT2CpuOptions cpu_options(const TrainConfig *cfg) {
-    return (GPT2CpuOptions){cfg->act_checkpoint, cfg->act_offload, cfg->tile_linear, cfg->micro_grads};
+    return (GPT2CpuOptions){cfg->act_checkpoint, cfg->act_offload, cfg->tile_linear, cfg->micro_grads, cfg->tile_vocab};
 }
 
 // What the model holds now for activations and their gradients (the report's measured
@@ -59,7 +59,7 @@ static size_t activation_host_bytes(const GPT2 *model) { return model->act_host_
 
 // The activations and their gradients a step of B x T allocates, known before it.
 static size_t cpu_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes) {
-    check_tile_linear(cfg, c);
+    check_tiles(cfg, c);
     GPT2CpuOptions o = cpu_options(cfg);
     size_t bytes = gpt2_cpu_activation_bytes(c, cfg->B, cfg->T, &o);
     *host_bytes = gpt2_cpu_activation_host_bytes(c, cfg->B, cfg->T, &o);
@@ -163,7 +163,7 @@ int main(int argc, char **argv) {
         gpt2_cpu_build(&model, &mc, cfg.seed);
     }
     if (cfg.T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg.T, mc.max_seq_len);
-    check_tile_linear(&cfg, &mc);
+    check_tiles(&cfg, &mc);
     GPT2CpuOptions model_opt = cpu_options(&cfg);
     gpt2_cpu_set_options(&model, &model_opt);
     GPT2Zero glue;

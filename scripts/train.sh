@@ -24,8 +24,13 @@ It installs what it needs (scripts/install_deps.sh) and builds the trainers (mak
   -- ARGS    passed to both trainers after the script's own flags, so they take
              precedence (e.g. -- -e d6 -l 1e-3); not -o
 
-CPU: model d4c128h4t128, micro-batch 2 per rank, sequence 64, global batch 2*64*RANKS
-tokens (the unsharded run accumulates RANKS micro-batches), under mpirun with
+CPU: model d12c384h6t128 (40.7M parameters), micro-batch 1 per rank, sequence 64, global
+batch 64*RANKS tokens (the unsharded run accumulates RANKS micro-batches), both runs with
+--tile-vocab 16 --tile-linear 4 (memory-centric tiling: ZeRO stage 3 gathers one tile at a
+time, 1/16 of the token embedding or 1/4 of a linear, not the whole embedding or block;
+the unsharded run computes the same tiles, so the two stay bit-identical). The model is
+parameter-heavy with small activations, so stage 3 on 4 ranks holds at most half of the
+unsharded run's memory per rank. Under mpirun with
 --allow-run-as-root when run as root and --oversubscribe when RANKS exceeds the cores
 (Open MPI). Without mpirun the CPU trainer cannot start more than one rank (its ZeRO
 ranks talk over MPI): the sharded run then uses 1 rank and the same global batch.
@@ -76,8 +81,9 @@ if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; the
 else
     echo "no GPU found: the CPU trainer, unsharded against ZeRO stage $stage on $ranks ranks"
     make -j2 train_gpt2
-    B=2 T=64
-    common=(-e d4c128h4t128 -b $B -t $T -d $((B * T * ranks)) -x "${steps:-40}")
+    # parameter-heavy with small activations, tiled: stage 3 shows its saving (usage above)
+    B=1 T=64
+    common=(-e d12c384h6t128 -b $B -t $T -d $((B * T * ranks)) -x "${steps:-40}" --tile-vocab 16 --tile-linear 4)
     cpus=$(nproc)
     run ./train_gpt2 "${common[@]}" -o "$unsharded" "${extra[@]}"
     if command -v mpirun > /dev/null 2>&1; then

@@ -81,6 +81,19 @@ if want bitwise; then
         && ./build/model_diff "$tmp/bw_ref/model_final.bin" "$out/model_final.bin" 2e-2 > "$out.diff"; then
         ok "z3 --tile-linear 4 vs train_gpt2cu: $(tail -n 2 "$out.diff" | paste -sd " ")"
     else bad "z3 --tile-linear 4 vs train_gpt2cu: $(tail -n 2 "$out.diff" 2> /dev/null | paste -sd " ")"; tail -n 20 "$out.txt"; fi
+    # vocabulary tiles: both trainers compute the same tiles, so stage 3 gives train_gpt2cu's bits
+    for trainer in cu z3; do
+        out="$tmp/bw_kv8_$trainer"
+        if [ "$trainer" = cu ]; then cmd=(./train_gpt2cu); else cmd=(timeout 500 scripts/launch_ranks.sh 1 ./train_gpt2_zero -z 3); fi
+        "${cmd[@]}" "${bitwise[@]}" --tile-vocab 8 -o "$out" > "$out.txt" 2>&1 || { bad "$trainer --tile-vocab 8 (bitwise run)"; tail -n 20 "$out.txt"; }
+    done
+    if cmp -s "$tmp/bw_kv8_cu/model_final.bin" "$tmp/bw_kv8_z3/model_final.bin" &&
+        diff <(losses_norms "$tmp/bw_kv8_cu") <(losses_norms "$tmp/bw_kv8_z3") > /dev/null; then
+        ok "z3 --tile-vocab 8 bit-identical to train_gpt2cu --tile-vocab 8 (model, losses, norms)"
+    else bad "z3 --tile-vocab 8 differs from train_gpt2cu --tile-vocab 8"; fi
+    if ./build/model_diff "$tmp/bw_ref/model_final.bin" "$tmp/bw_kv8_cu/model_final.bin" 2e-2 > "$tmp/bw_kv8.diff"; then
+        ok "train_gpt2cu --tile-vocab 8 vs untiled: $(tail -n 2 "$tmp/bw_kv8.diff" | paste -sd " ")"
+    else bad "train_gpt2cu --tile-vocab 8 vs untiled: $(tail -n 2 "$tmp/bw_kv8.diff" | paste -sd " ")"; fi
 fi
 
 if want matrix; then

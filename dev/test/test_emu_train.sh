@@ -10,6 +10,7 @@
 #  2. train_gpt2_zero at 1 rank, stages 0-3, against train_gpt2cu: the same model, losses
 #     and gradient norms bit for bit after 8 steps whose clip bites every step, no
 #     accumulation (dev/test/gpu_train_matrix.sh's `bitwise` part, on a smaller model).
+#     With vocabulary tiles (--tile-vocab 8) too, and with them at stage 3 on NVMe.
 #  3. ZeRO-Offload and ZeRO-Infinity: stages 1 and 3 with the optimizer in host memory or
 #     on NVMe, stage 3 with the parameters there too: the same bits as the same stage
 #     without offload.
@@ -63,6 +64,17 @@ if run bw_ref "$EMU/train_gpt2cu" "${bw[@]}"; then
         run "bw_z$z" "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z" &&
             same_bits bw_ref "bw_z$z" "train_gpt2_zero -z $z (1 rank) = train_gpt2cu after 8 clipped steps (model, losses, norms)"
     done
+fi
+
+# vocabulary tiles: the unsharded trainer and stage 3 compute the same tiles (so the same
+# bits), and stage 3 with parameters and optimizer on NVMe reads the same tiled units
+mkdir -p "$tmp/nvme_kv"
+if run kv_ref "$EMU/train_gpt2cu" "${bw[@]}" --tile-vocab 8; then
+    run kv_z3 "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --tile-vocab 8 &&
+        same_bits kv_ref kv_z3 "train_gpt2_zero -z 3 --tile-vocab 8 (1 rank) = train_gpt2cu --tile-vocab 8 (model, losses, norms)"
+    run kv_z3_nvme "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --tile-vocab 8 --offload-param nvme --offload-optimizer nvme \
+        --nvme-path "$tmp/nvme_kv" &&
+        same_bits kv_ref kv_z3_nvme "train_gpt2_zero -z 3 --tile-vocab 8, parameters and optimizer on NVMe = train_gpt2cu --tile-vocab 8"
 fi
 
 # 3. offload: the same bits as without

@@ -343,7 +343,7 @@ static void test_grad_accumulation(void **state) {
     randomize_params(&full, 8);
     randomize_params(&acc, 8);
     // the path without micro-batch buffers: backward adds into the sum inside its kernels
-    const GPT2CpuOptions inside = {0, 0, 1, 0};
+    const GPT2CpuOptions inside = {0, 0, 1, 0, 1};
     gpt2_cpu_set_options(&acc, &inside);
     gpt2_cpu_forward(&full, in, tg, B, T);
     gpt2_cpu_zero_grad(&full);
@@ -399,7 +399,7 @@ static void test_grad_accumulation_micro_buffers(void **state) {
     }
     assert_memory_equal(acc.grads, want, n * sizeof(float));
     // and the other path differs somewhere (else this test checks nothing)
-    const GPT2CpuOptions inside = {0, 0, 1, 0};
+    const GPT2CpuOptions inside = {0, 0, 1, 0, 1};
     gpt2_cpu_set_options(&acc, &inside);
     gpt2_cpu_zero_grad(&acc);
     for (int k = 0; k < M; k++) {
@@ -749,7 +749,7 @@ static void test_activation_bytes_predicted(void **state) {
     random_tokens(in, 48, c.vocab_size, 3);
     random_tokens(tg, 48, c.vocab_size, 4);
     const int shapes[][2] = {{1, 1}, {3, 5}, {2, 16}, {3, 16}};
-    const GPT2CpuOptions opts[] = {{0, 0, 1, 1}, {1, 0, 1, 1}, {1, 1, 1, 1}, {1, 1, 4, 1}};
+    const GPT2CpuOptions opts[] = {{0, 0, 1, 1, 1}, {1, 0, 1, 1, 1}, {1, 1, 1, 1, 1}, {1, 1, 4, 1, 1}};
     for (int s = 0; s < 4; s++) {
         for (int k = 0; k < 4; k++) {
             const int B = shapes[s][0], T = shapes[s][1];
@@ -841,7 +841,7 @@ static void test_act_checkpoint_bit_identical(void **state) {
     const int B = 3, T = 11, N = B * T;
     const size_t np = gpt2_param_sizes(&c, (size_t[GPT2_NUM_PARAM_TENSORS]){0});
     OptRun base = run_options(&c, NULL, B, T);
-    const GPT2CpuOptions opts[] = {{1, 0, 1, 1}, {1, 1, 1, 1}};
+    const GPT2CpuOptions opts[] = {{1, 0, 1, 1, 1}, {1, 1, 1, 1, 1}};
     for (int i = 0; i < 2; i++) {
         OptRun r = run_options(&c, &opts[i], B, T);
         assert_memory_equal(base.loss, r.loss, sizeof(base.loss));
@@ -860,6 +860,37 @@ static void test_act_checkpoint_bit_identical(void **state) {
     opt_run_free(&base);
 }
 
+// A tiled run r against the untiled base: every tensor's gradient within 1e-5 of its max
+// |g| (fails naming the tensor and what), the step-1 loss bit-identical, the step-2 loss
+// within 1e-5, and the parameters after 2 steps within 2 lr (AdamW's first steps move each
+// element by about lr whatever its gradient's size, so a gradient that is rounding noise
+// may move its parameter differently). Returns the worst gradient difference / max |g|;
+// *pworst the worst parameter difference.
+static double tiled_close(const GPT2Config *c, const OptRun *base, const OptRun *r, int N, const char *what,
+                          double *pworst) {
+    size_t sizes[GPT2_NUM_PARAM_TENSORS], off[GPT2_NUM_PARAM_TENSORS];
+    gpt2_param_sizes(c, sizes);
+    gpt2_param_offsets(c, off);
+    assert_memory_equal(&base->loss[0], &r->loss[0], sizeof(float));
+    assert_memory_equal(base->losses, r->losses, sizeof(float) * N);
+    double worst = 0.0;
+    *pworst = 0.0;
+    for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
+        double gmax = 0.0, dmax = 0.0;
+        for (size_t e = off[t]; e < off[t] + sizes[t]; e++) {
+            gmax = fmax(gmax, fabs(base->grads[e]));
+            dmax = fmax(dmax, fabs(base->grads[e] - r->grads[e]));
+            *pworst = fmax(*pworst, fabs(base->params[e] - r->params[e]));
+        }
+        if (dmax > 1e-5 * gmax)
+            fail_msg("%s: %s gradient differs by %.3e (max |g| %.3e)", what, gpt2_param_name(t), dmax, gmax);
+        worst = fmax(worst, dmax / gmax);
+    }
+    assert_true(*pworst <= 2e-3);
+    assert_true(fabs(base->loss[1] - r->loss[1]) <= 1e-5 * base->loss[1]);
+    return worst;
+}
+
 // Tiles of a linear compute each output element as the whole linear does (the same dot
 // product over the input), so the forward and the loss are bit-identical; backward sums a
 // tiled linear's input gradient tile by tile in reverse order, another order of the same
@@ -868,32 +899,16 @@ static void test_tile_linear_matches_untiled(void **state) {
     (void)state;
     GPT2Config c = make_config(37, 48, 2, 40, 4, 16);
     const int B = 3, T = 11, N = B * T;
-    size_t sizes[GPT2_NUM_PARAM_TENSORS], off[GPT2_NUM_PARAM_TENSORS];
-    const size_t np = gpt2_param_sizes(&c, sizes);
-    gpt2_param_offsets(&c, off);
+    const size_t np = gpt2_param_sizes(&c, (size_t[GPT2_NUM_PARAM_TENSORS]){0});
     OptRun base = run_options(&c, NULL, B, T);
     const int tiles[] = {2, 4, 5};
     for (int i = 0; i < 3; i++) {
-        const GPT2CpuOptions o = {0, 0, tiles[i], 1}, oc = {1, 1, tiles[i], 1};
+        const GPT2CpuOptions o = {0, 0, tiles[i], 1, 1}, oc = {1, 1, tiles[i], 1, 1};
         OptRun r = run_options(&c, &o, B, T), rc = run_options(&c, &oc, B, T);
-        assert_memory_equal(&base.loss[0], &r.loss[0], sizeof(float));
-        assert_memory_equal(base.losses, r.losses, sizeof(float) * N);
-        double worst = 0.0, pworst = 0.0;
-        for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
-            double gmax = 0.0, dmax = 0.0;
-            for (size_t e = off[t]; e < off[t] + sizes[t]; e++) {
-                gmax = fmax(gmax, fabs(base.grads[e]));
-                dmax = fmax(dmax, fabs(base.grads[e] - r.grads[e]));
-                pworst = fmax(pworst, fabs(base.params[e] - r.params[e]));
-            }
-            if (dmax > 1e-5 * gmax)
-                fail_msg("K=%d: %s gradient differs by %.3e (max |g| %.3e)", tiles[i], gpt2_param_name(t), dmax, gmax);
-            worst = fmax(worst, dmax / gmax);
-        }
-        // AdamW's first steps move each element by about lr whatever its gradient's size, so
-        // a gradient that is rounding noise may move its parameter differently: bounded by 2 lr
-        assert_true(pworst <= 2e-3);
-        assert_true(fabs(base.loss[1] - r.loss[1]) <= 1e-5 * base.loss[1]);
+        char what[32];
+        snprintf(what, sizeof(what), "K=%d", tiles[i]);
+        double pworst;
+        const double worst = tiled_close(&c, &base, &r, N, what, &pworst);
         assert_memory_equal(r.loss, rc.loss, sizeof(r.loss));
         assert_memory_equal(r.grads, rc.grads, sizeof(float) * np);
         assert_memory_equal(r.params, rc.params, sizeof(float) * np);
@@ -903,6 +918,45 @@ static void test_tile_linear_matches_untiled(void **state) {
         opt_run_free(&r);
         opt_run_free(&rc);
     }
+    opt_run_free(&base);
+}
+
+// Vocabulary tiles: each embedding row and each logit is computed as untiled (the last
+// tile adds wpe onto the rows the others wrote, one add as untiled), so the forward is
+// bit-identical; backward sums the classifier's input gradient tile by tile in reverse
+// order, so gradients agree to float rounding. With linear tiles and checkpointing too.
+static void test_tile_vocab_matches_untiled(void **state) {
+    (void)state;
+    GPT2Config c = make_config(37, 48, 2, 40, 4, 16);
+    const int B = 3, T = 11, N = B * T;
+    OptRun base = run_options(&c, NULL, B, T);
+    int in[33];
+    random_tokens(in, N, c.vocab_size, 21);
+    GPT2 u;   // the untiled logits of a forward without targets
+    gpt2_cpu_build(&u, &c, 9);
+    randomize_params(&u, 10);
+    gpt2_cpu_forward(&u, in, NULL, B, T);
+    const GPT2CpuOptions opts[] = {{0, 0, 1, 1, 2}, {0, 0, 1, 1, 3}, {0, 0, 1, 1, 48}, {1, 1, 4, 1, 6}};
+    for (int i = 0; i < 4; i++) {
+        const GPT2CpuOptions *o = &opts[i];
+        OptRun r = run_options(&c, o, B, T);
+        char what[32];
+        snprintf(what, sizeof(what), "K=%d KV=%d", o->tile_linear, o->tile_vocab);
+        double pworst;
+        const double worst = tiled_close(&c, &base, &r, N, what, &pworst);
+        GPT2 m;
+        gpt2_cpu_build(&m, &c, 9);
+        randomize_params(&m, 10);
+        gpt2_cpu_set_options(&m, o);
+        gpt2_cpu_forward(&m, in, NULL, B, T);
+        assert_memory_equal(gpt2_cpu_logits(&m), gpt2_cpu_logits(&u), sizeof(float) * N * c.padded_vocab_size);
+        gpt2_cpu_free(&m);
+        print_message("  K=%d KV=%d%s: logits and loss bit-identical, gradients within %.2e of each tensor's max "
+                      "|g|, parameters after 2 steps within %.2e, step-2 loss %.9g vs %.9g\n", o->tile_linear,
+                      o->tile_vocab, o->act_checkpoint ? " ckpt+offload" : "", worst, pworst, r.loss[1], base.loss[1]);
+        opt_run_free(&r);
+    }
+    gpt2_cpu_free(&u);
     opt_run_free(&base);
 }
 
@@ -921,11 +975,11 @@ typedef struct {
 
 static void tile_repoint(TileHookLog *h, int unit, int on, int bwd) {
     GPT2 *m = h->model;
-    const int K = m->opt.tile_linear;
+    const int K = m->opt.tile_linear, KV = m->opt.tile_vocab;
     for (int i = 0; i < h->num_slices; i++) {
         const GPT2Slice *s = &h->slices[i];
         if (s->units[0] != unit && !(s->num_units > 1 && s->units[1] == unit)) continue;
-        const int e = s->layer * gpt2_param_tiles(s->tensor, K) + s->tile;
+        const int e = s->layer * gpt2_param_tiles(s->tensor, K, KV) + s->tile;
         m->w[s->tensor][e] = on ? h->shadow_params + s->offset : NULL;
         m->g[s->tensor][e] = on && bwd ? h->shadow_grads + s->offset : NULL;
     }
@@ -955,8 +1009,9 @@ static void test_hooks_tiled_and_checkpointed(void **state) {
     random_tokens(in, 10, c.vocab_size, 1);
     random_tokens(tg, 10, c.vocab_size, 2);
     for (int K = 1; K <= 4; K *= 2) {
+      for (int KV = 1; KV <= 6; KV += 5) {   // KV 6: 8 rows of wte per tile
         for (int ck = 0; ck <= 1; ck++) {
-            const GPT2CpuOptions o = {ck, ck, K, 1};
+            const GPT2CpuOptions o = {ck, ck, K, 1, KV};
             GPT2 ref;
             gpt2_cpu_build(&ref, &c, 5);
             randomize_params(&ref, 6);
@@ -970,33 +1025,35 @@ static void test_hooks_tiled_and_checkpointed(void **state) {
             gpt2_cpu_set_options(&m, &o);
             GPT2Slots slots = gpt2_cpu_slots(&m);
             assert_int_equal(slots.tiles, K);
+            assert_int_equal(slots.vocab_tiles, KV);
             TileHookLog *h = calloc(1, sizeof(TileHookLog));
             h->model = &m;
-            h->num_slices = gpt2_num_slices_tiled(&c, K);
+            h->num_slices = gpt2_num_slices_tiled(&c, K, KV);
             h->slices = malloc(sizeof(GPT2Slice) * h->num_slices);
-            gpt2_slices_tiled(&c, K, h->slices);
+            gpt2_slices_tiled(&c, K, KV, h->slices);
             h->shadow_params = malloc(sizeof(float) * ref.num_parameters);
             memcpy(h->shadow_params, ref.params, sizeof(float) * ref.num_parameters);
             h->shadow_grads = calloc(ref.num_parameters, sizeof(float));
-            for (int u = 0; u < gpt2_num_units_tiled(&c, K); u++) tile_repoint(h, u, 0, 0);
+            for (int u = 0; u < gpt2_num_units_tiled(&c, K, KV); u++) tile_repoint(h, u, 0, 0);
             *slots.hooks = (GPT2Hooks){h, th_fetch, th_release, th_ready};
             gpt2_cpu_forward(&m, in, tg, B, T);
             gpt2_cpu_backward(&m, 0.1f);
             assert_memory_equal(&m.mean_loss, &ref.mean_loss, sizeof(float));
             assert_memory_equal(h->shadow_grads, ref.grads, sizeof(float) * ref.num_parameters);
 
-            // the documented sequence: per block b = 1 + l U, U = 2 + 4K tiled (else 1)
-            static int want[512][3];
+            // the documented sequence: KV embedding tiles, then per block b = KV + l U, U =
+            // 2 + 4K tiled (else 1), the final LN, KV classifier tiles
+            static int want[1024][3];
             int n = 0;
-            const int U = K > 1 ? 2 + 4 * K : 1, units = L * U + 3;
-            assert_int_equal(gpt2_num_units_tiled(&c, K), units);
+            const int U = K > 1 ? 2 + 4 * K : 1, units = KV + L * U + 1 + KV;
+            assert_int_equal(gpt2_num_units_tiled(&c, K, KV), units);
             for (int u = 0; u < units; u++) {
                 n = want_event(want, n, 0, u, 0);
                 n = want_event(want, n, 1, u, 0);
             }
             for (int u = units - 1; u >= 0; u--) {
-                const int l = (u - 1) / U, b = 1 + l * U;
-                if (ck && K > 1 && u >= 1 && u <= L * U && u == b + U - 1) {
+                const int l = (u - KV) / U, b = KV + l * U;
+                if (ck && K > 1 && u >= KV && u < KV + L * U && u == b + U - 1) {
                     // the recompute of block l: its units in forward order but the fcproj tiles
                     for (int v = b; v < b + 2 + 3 * K; v++) {
                         n = want_event(want, n, 0, v, 0);
@@ -1011,11 +1068,11 @@ static void test_hooks_tiled_and_checkpointed(void **state) {
             assert_int_equal(g->n, n);
             for (int i = 0; i < n; i++)
                 if (memcmp(want[i], g->events[i], sizeof(want[i])) != 0)
-                    fail_msg("K=%d checkpoint %d: hook event %d: got (%d, unit %d, bwd %d), expected (%d, unit %d, bwd %d)",
-                             K, ck, i, g->events[i][0], g->events[i][1], g->events[i][2], want[i][0], want[i][1],
-                             want[i][2]);
-            print_message("  K=%d checkpoint %d: %d units, %d hook events in the documented order, bits of the "
-                          "hook-less model\n", K, ck, units, n);
+                    fail_msg("K=%d KV=%d checkpoint %d: hook event %d: got (%d, unit %d, bwd %d), expected (%d, unit "
+                             "%d, bwd %d)", K, KV, ck, i, g->events[i][0], g->events[i][1], g->events[i][2],
+                             want[i][0], want[i][1], want[i][2]);
+            print_message("  K=%d KV=%d checkpoint %d: %d units, %d hook events in the documented order, bits of "
+                          "the hook-less model\n", K, KV, ck, units, n);
             free(h->slices);
             free(h->shadow_params);
             free(h->shadow_grads);
@@ -1023,25 +1080,27 @@ static void test_hooks_tiled_and_checkpointed(void **state) {
             gpt2_cpu_free(&m);
             gpt2_cpu_free(&ref);
         }
+      }
     }
 }
 
 // The tiled table lists the untiled table's elements in the same order: each tiled slice
-// is replaced in place by its K tiles, contiguous, covering it exactly.
+// is replaced in place by its K (wte: KV) tiles, contiguous, covering it exactly.
 static void test_tiled_slices_cover_untiled(void **state) {
     (void)state;
     GPT2Config c = make_config(37, 48, 3, 40, 4, 16);
     const int n1 = gpt2_num_slices(&c);
     GPT2Slice *one = malloc(sizeof(GPT2Slice) * n1);
     gpt2_slices(&c, one);
-    for (int K = 2; K <= 8; K++) {
-        if (c.channels % K != 0) continue;
-        const int nk = gpt2_num_slices_tiled(&c, K);
+    for (int K = 1; K <= 8; K++)
+    for (int KV = 1; KV <= 48; KV *= 2) {
+        if (c.channels % K != 0 || c.padded_vocab_size % KV != 0 || (K == 1 && KV == 1)) continue;
+        const int nk = gpt2_num_slices_tiled(&c, K, KV);
         GPT2Slice *s = malloc(sizeof(GPT2Slice) * nk);
-        gpt2_slices_tiled(&c, K, s);
+        gpt2_slices_tiled(&c, K, KV, s);
         int j = 0;
         for (int i = 0; i < n1; i++) {
-            const int tiles = gpt2_param_is_tiled(one[i].tensor) ? K : 1;
+            const int tiles = gpt2_param_is_tiled(one[i].tensor) ? K : one[i].tensor == GPT2_WTE ? KV : 1;
             size_t at = one[i].offset;
             for (int k = 0; k < tiles; k++, j++) {
                 assert_true(j < nk);
@@ -1050,6 +1109,14 @@ static void test_tiled_slices_cover_untiled(void **state) {
                 assert_int_equal(s[j].tile, k);
                 assert_int_equal(s[j].offset, at);
                 assert_int_equal(s[j].numel, one[i].numel / tiles);
+                if (s[j].tensor == GPT2_WTE) {   // embedding tile k and classifier tile k
+                    assert_int_equal(s[j].num_units, 2);
+                    assert_int_equal(s[j].units[0], k);
+                    assert_int_equal(s[j].units[1], gpt2_unit_classifier(&c, K, KV, k));
+                    assert_int_equal(s[j].units[1], gpt2_num_units_tiled(&c, K, KV) - KV + k);
+                } else if (s[j].tensor == GPT2_WPE) {
+                    assert_int_equal(s[j].units[0], KV - 1);
+                }
                 at += s[j].numel;
             }
             assert_int_equal(at, one[i].offset + one[i].numel);
@@ -1130,11 +1197,15 @@ static void misuse_update_external(GPT2 *m, const int *tok) {
 
 static void misuse_tiles_not_dividing(GPT2 *m, const int *tok) {
     (void)tok;
-    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 0, 3, 1});
+    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 0, 3, 1, 1});
+}
+static void misuse_vocab_tiles_not_dividing(GPT2 *m, const int *tok) {
+    (void)tok;
+    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 0, 1, 1, 5});
 }
 static void misuse_offload_without_checkpoint(GPT2 *m, const int *tok) {
     (void)tok;
-    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 1, 1, 1});
+    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 1, 1, 1, 1});
 }
 
 static void test_misuse_dies_with_message(void **state) {
@@ -1150,6 +1221,7 @@ static void test_misuse_dies_with_message(void **state) {
     expect_misuse_death(misuse_missing_file, "/nonexistent/model.bin");
     expect_misuse_death(misuse_tiles_not_dividing, "K = 3 do not divide the channels C = 16");
     expect_misuse_death(misuse_offload_without_checkpoint, "needs act_checkpoint 1");
+    expect_misuse_death(misuse_vocab_tiles_not_dividing, "KV = 5 do not divide the padded vocabulary Vp = 48");
 }
 
 static int setup_tmpdir(void **state) {
@@ -1168,7 +1240,9 @@ static int remove_tmpdir(void **state) {
     return rmdir(tmpdir);
 }
 
-int main(void) {
+// argv[1]: run only the tests whose names match it (cmocka's pattern: * and ?)
+int main(int argc, char **argv) {
+    if (argc > 1) cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients_vs_double_fd),
         cmocka_unit_test(test_gradients_blocked_matmuls),
@@ -1184,6 +1258,7 @@ int main(void) {
         cmocka_unit_test(test_activation_bytes_predicted),
         cmocka_unit_test(test_act_checkpoint_bit_identical),
         cmocka_unit_test(test_tile_linear_matches_untiled),
+        cmocka_unit_test(test_tile_vocab_matches_untiled),
         cmocka_unit_test(test_hooks_tiled_and_checkpointed),
         cmocka_unit_test(test_tiled_slices_cover_untiled),
         cmocka_unit_test(test_misuse_dies_with_message),

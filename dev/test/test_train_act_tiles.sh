@@ -23,36 +23,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL test_train_act_tiles: $*"; exit 1; }
 args=(-e d2c64h2t64 -b 2 -t 32 -d 128 -x 6 -v 0 -s 0 --threads 1)
-losses() { grep trl "$1/main.log" | cut -d' ' -f1-2; }
 ckpt=(--act-checkpoint 1)
 offl=(--act-checkpoint 1 --act-offload 1)
-run() {   # run NAME NP|0 FLAGS...: NP 0 = unsharded, else mpirun -np NP ... -z 3
-    local name=$1 np=$2
-    shift 2
-    if [ "$np" = 0 ]; then
-        ./train_gpt2 "${args[@]}" "$@" -o "$tmp/$name" > "$tmp/$name.txt" 2>&1 || { tail "$tmp/$name.txt"; fail "$name failed"; }
-    else
-        mpirun -np "$np" -x ZERO_HOST_JITTER ./train_gpt2 "${args[@]}" -z 3 "$@" -o "$tmp/$name" > "$tmp/$name.txt" 2>&1 \
-            || { tail "$tmp/$name.txt"; fail "$name failed"; }
-        ! grep -q "not in the order recorded" "$tmp/$name.txt" || fail "$name: fetches left the recorded order"
-    fi
-    [ -s "$tmp/$name/model_final.bin" ] || fail "no model_final.bin from $name"
-}
-same() {   # same A B: bit-identical losses and final parameters
-    cmp -s "$tmp/$1/model_final.bin" "$tmp/$2/model_final.bin" || fail "$2: parameters differ from $1"
-    diff <(losses "$tmp/$1") <(losses "$tmp/$2") > /dev/null || fail "$2: losses differ from $1"
-    echo "$2 == $1: losses and parameters bit-identical"
-}
-close() {   # close A B: same step-1 loss, final parameters within 1e-5 relative L2, losses within 1e-5
-    [ "$(losses "$tmp/$1" | head -n 1)" = "$(losses "$tmp/$2" | head -n 1)" ] || fail "$2: step-1 loss differs from $1"
-    ./build/model_diff "$tmp/$1/model_final.bin" "$tmp/$2/model_final.bin" 1e-5 > "$tmp/diff.txt" \
-        || { cat "$tmp/diff.txt"; fail "$2: parameters differ from $1 beyond 1e-5"; }
-    paste <(losses "$tmp/$1") <(losses "$tmp/$2") | awk -v what="$2 vs $1" '
-        { split($2, a, ":"); split($4, b, ":"); d = a[2] - b[2]; if (d < 0) d = -d; if (d > m) m = d }
-        END { printf "%s: step-1 loss identical, max loss difference %.2e, parameters %s\n", what, m, p; exit !(m < 1e-5) }' \
-        p="$(tail -n 2 "$tmp/diff.txt" | head -n 1 | sed "s/.*; //")" || fail "$2: losses differ from $1 by 1e-5 or more"
-}
-
+mpirun_args=(-x ZERO_HOST_JITTER)
+source dev/test/train_runs.sh
 run ref 0
 run ref_ck 0 "${ckpt[@]}"
 run ref_off 0 "${offl[@]}"

@@ -329,28 +329,41 @@ static void matmul_backward(float *ws, float *dinp, int accumulate, float *dw, f
 
 static const float LN_EPS = 1e-5f;
 
+// Tile [v0, v1) of wte's rows (wte points at row v0): out = wte[tok] for the tokens in it;
+// the tile holding wpe (wpe non-NULL, the last) adds wpe[t] to every row, which the earlier
+// tiles wrote. Each out element is wte[tok][c] + wpe[t][c], one add: untiled's bits.
 static void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
-                            int B, int T, int C) {
+                            int B, int T, int C, int v0, int v1) {
     #pragma omp parallel for schedule(dynamic, 16)
     for (int n = 0; n < B * T; n++) {
-        const float *e = wte + (size_t)tokens[n] * C, *p = wpe + (size_t)(n % T) * C;
+        const int tok = tokens[n];
+        const float *e = tok >= v0 && tok < v1 ? wte + (size_t)(tok - v0) * C : NULL;
+        const float *p = wpe ? wpe + (size_t)(n % T) * C : NULL;
         float *o = out + (size_t)n * C;
-        for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+        if (e && p) for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+        else if (e) for (int c = 0; c < C; c++) o[c] = e[c];
+        else if (p) for (int c = 0; c < C; c++) o[c] += p[c];
     }
 }
 
-// Token rows can repeat, so threads split channels and walk the tokens in order.
+// Its backward on the same tile (dwte at row v0; dwpe NULL but in the last tile). Token rows
+// can repeat, so threads split channels and walk the tokens in order: each dwte and dwpe
+// element adds in token order, whatever the tiles.
 static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
-                             int B, int T, int C) {
+                             int B, int T, int C, int v0, int v1) {
     #pragma omp parallel for schedule(dynamic, 1)
     for (int c0 = 0; c0 < C; c0 += 16) {
         int cc = imin(16, C - c0);
         for (int n = 0; n < B * T; n++) {
             const float *d = dout + (size_t)n * C + c0;
-            float *a = dwte + (size_t)tokens[n] * C + c0, *p = dwpe + (size_t)(n % T) * C + c0;
-            for (int c = 0; c < cc; c++) {
-                a[c] += d[c];
-                p[c] += d[c];
+            const int tok = tokens[n];
+            if (tok >= v0 && tok < v1) {
+                float *a = dwte + (size_t)(tok - v0) * C + c0;
+                for (int c = 0; c < cc; c++) a[c] += d[c];
+            }
+            if (dwpe) {
+                float *p = dwpe + (size_t)(n % T) * C + c0;
+                for (int c = 0; c < cc; c++) p[c] += d[c];
             }
         }
     }
@@ -648,7 +661,7 @@ static float *carve(float **base, size_t n) {
 static size_t mul_acts(size_t a, size_t b) { return size_mul(a, b, "GPT-2 activation sizes"); }
 static size_t round16_acts(size_t n) { return size_add(n, 15, "GPT-2 activation sizes") & ~(size_t)15; }
 
-static const GPT2CpuOptions default_options = {0, 0, 1, 1};
+static const GPT2CpuOptions default_options = {0, 0, 1, 1, 1};
 static const GPT2CpuOptions *options_or_default(const GPT2CpuOptions *o) { return o ? o : &default_options; }
 
 static size_t residual_slots(const GPT2Config *c, const GPT2CpuOptions *o) {
@@ -733,10 +746,10 @@ size_t gpt2_cpu_activation_host_bytes(const GPT2Config *c, int B, int T, const G
 
 // Points the gradient tables at a flat buffer in the parameters' layout (or NULL entries).
 static void point_grads(GPT2 *m, float *base) {
-    const int L = m->config.num_layers, K = m->opt.tile_linear;
+    const int L = m->config.num_layers, K = m->opt.tile_linear, KV = m->opt.tile_vocab;
     size_t off = 0;
     for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
-        const int nl = gpt2_param_is_per_layer(t) ? L : 1, tiles = gpt2_param_tiles(t, K);
+        const int nl = gpt2_param_is_per_layer(t) ? L : 1, tiles = gpt2_param_tiles(t, K, KV);
         const size_t per = m->param_sizes[t] / (size_t)nl / (size_t)tiles, n = (size_t)nl * (size_t)tiles;
         for (size_t i = 0; i < n; i++) m->g[t][i] = base ? base + off + i * per : NULL;
         off += m->param_sizes[t];
@@ -746,10 +759,10 @@ static void point_grads(GPT2 *m, float *base) {
 // The pointer tables for the options' tiles: into the flat buffers, or NULL entries when a
 // parameter manager fills them per unit.
 static void build_tables(GPT2 *m) {
-    const int L = m->config.num_layers, K = m->opt.tile_linear;
+    const int L = m->config.num_layers, K = m->opt.tile_linear, KV = m->opt.tile_vocab;
     size_t off = 0;
     for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
-        const int nl = gpt2_param_is_per_layer(t) ? L : 1, tiles = gpt2_param_tiles(t, K);
+        const int nl = gpt2_param_is_per_layer(t) ? L : 1, tiles = gpt2_param_tiles(t, K, KV);
         const size_t per = m->param_sizes[t] / (size_t)nl / (size_t)tiles, n = (size_t)nl * (size_t)tiles;
         free(m->w[t]);
         free(m->g[t]);
@@ -806,6 +819,7 @@ void gpt2_cpu_set_options(GPT2 *m, const GPT2CpuOptions *opt) {
     if (o->micro_grads != 0 && o->micro_grads != 1)
         die("gpt2_cpu_set_options: micro_grads %d must be 0 or 1", o->micro_grads);
     if (gpt2_tile_check(&m->config, o->tile_linear, err, sizeof(err)) != 0) die("gpt2_cpu_set_options: %s", err);
+    if (gpt2_vocab_tile_check(&m->config, o->tile_vocab, err, sizeof(err)) != 0) die("gpt2_cpu_set_options: %s", err);
     m->opt = *o;
     build_tables(m);
     // laid out anew by the next forward for these options
@@ -818,12 +832,12 @@ void gpt2_cpu_set_options(GPT2 *m, const GPT2CpuOptions *opt) {
 
 static void set_slot(void *model, const GPT2Slice *s, void *params, void *grads) {
     GPT2 *m = (GPT2 *)model;
-    const int i = s->layer * gpt2_param_tiles(s->tensor, m->opt.tile_linear) + s->tile;
+    const int i = s->layer * gpt2_param_tiles(s->tensor, m->opt.tile_linear, m->opt.tile_vocab) + s->tile;
     m->w[s->tensor][i] = (float *)params;
     if (grads) m->g[s->tensor][i] = (float *)grads;
 }
 
-GPT2Slots gpt2_cpu_slots(GPT2 *m) { return (GPT2Slots){m, set_slot, &m->hooks, m->opt.tile_linear}; }
+GPT2Slots gpt2_cpu_slots(GPT2 *m) { return (GPT2Slots){m, set_slot, &m->hooks, m->opt.tile_linear, m->opt.tile_vocab}; }
 
 void gpt2_cpu_build_from_file(GPT2 *m, const char *path) {
     GPT2Config c;
@@ -908,9 +922,9 @@ static BlockActs block_acts(const GPT2 *m, const Acts *a, int l) {
 // @ W^T + b, tile after tile (each tile writes its column block of out, rows OC apart).
 // Every output element is computed as the untiled matmul computes it: the same bits.
 static void linear_forward(GPT2 *m, int l, int wt, float *ws, float *out, const float *inp, int N, int IC, int OC) {
-    const int K = m->opt.tile_linear, R = OC / K;
+    const int K = m->opt.tile_linear, KV = m->opt.tile_vocab, R = OC / K;
     for (int k = 0; k < K; k++) {
-        const int unit = gpt2_block_unit(K, l, wt, k);
+        const int unit = gpt2_block_unit(K, KV, l, wt, k);
         part_fetch(m, unit, 0);
         matmul_forward(ws, out + (size_t)k * R, OC, inp, m->w[wt][l * K + k], m->w[wt + 1][l * K + k], N, IC, R);
         part_done(m, unit, 0);
@@ -922,9 +936,9 @@ static void linear_forward(GPT2 *m, int l, int wt, float *ws, float *out, const 
 // output rows in another order than untiled: the same value within float rounding.
 static void linear_backward(GPT2 *m, int l, int wt, float *ws, float *dinp, const float *dout, const float *inp,
                             int N, int IC, int OC) {
-    const int K = m->opt.tile_linear, R = OC / K;
+    const int K = m->opt.tile_linear, KV = m->opt.tile_vocab, R = OC / K;
     for (int k = K - 1; k >= 0; k--) {
-        const int unit = gpt2_block_unit(K, l, wt, k), i = l * K + k;
+        const int unit = gpt2_block_unit(K, KV, l, wt, k), i = l * K + k;
         part_fetch(m, unit, 1);
         matmul_backward(ws, dinp, k < K - 1, m->g[wt][i], m->g[wt + 1][i], dout + (size_t)k * R, OC, inp, m->w[wt][i],
                         N, IC, R);
@@ -938,49 +952,51 @@ static void linear_backward(GPT2 *m, int l, int wt, float *ws, float *dinp, cons
 // each part as a forward does (gpt2_config.h: GPT2Hooks).
 static void block_forward(GPT2 *m, const BlockActs *b, int l, float *ws, int recompute) {
     const int C = m->config.channels, NH = m->config.num_heads, B = m->B, T = m->T, K = m->opt.tile_linear;
+    const int KV = m->opt.tile_vocab;
     const int N = B * T, whole = K == 1 && !recompute;
     const size_t NC = (size_t)N * C;
-    if (whole) hook_fetch(m, gpt2_block_unit(1, l, GPT2_LN1W, 0), 0);
-    part_fetch(m, gpt2_block_unit(K, l, GPT2_LN1W, 0), 0);
+    if (whole) hook_fetch(m, gpt2_block_unit(1, KV, l, GPT2_LN1W, 0), 0);
+    part_fetch(m, gpt2_block_unit(K, KV, l, GPT2_LN1W, 0), 0);
     layernorm_forward(b->ln1, b->ln1m, b->ln1r, b->x, m->w[GPT2_LN1W][l], m->w[GPT2_LN1B][l], N, C);
-    part_done(m, gpt2_block_unit(K, l, GPT2_LN1W, 0), 0);
+    part_done(m, gpt2_block_unit(K, KV, l, GPT2_LN1W, 0), 0);
     linear_forward(m, l, GPT2_QKVW, ws, b->qkv, b->ln1, N, C, 3 * C);
     attention_forward(b->atty, b->att, b->qkv, B, T, C, NH);
     linear_forward(m, l, GPT2_ATTPROJW, ws, b->res2, b->atty, N, C, C);
     residual_add(b->res2, b->x, NC);
-    part_fetch(m, gpt2_block_unit(K, l, GPT2_LN2W, 0), 0);
+    part_fetch(m, gpt2_block_unit(K, KV, l, GPT2_LN2W, 0), 0);
     layernorm_forward(b->ln2, b->ln2m, b->ln2r, b->res2, m->w[GPT2_LN2W][l], m->w[GPT2_LN2B][l], N, C);
-    part_done(m, gpt2_block_unit(K, l, GPT2_LN2W, 0), 0);
+    part_done(m, gpt2_block_unit(K, KV, l, GPT2_LN2W, 0), 0);
     linear_forward(m, l, GPT2_FCW, ws, b->fch, b->ln2, N, C, 4 * C);
     gelu_forward(b->fchg, b->fch, 4 * NC);
     if (!recompute) {
         linear_forward(m, l, GPT2_FCPROJW, ws, b->out, b->fchg, N, 4 * C, C);
         residual_add(b->out, b->res2, NC);
     }
-    if (whole) hook_release(m, gpt2_block_unit(1, l, GPT2_LN1W, 0), 0);
+    if (whole) hook_release(m, gpt2_block_unit(1, KV, l, GPT2_LN1W, 0), 0);
 }
 
 // g->dres holds d(loss)/d(block output); block l's backward turns it into d/d(block input).
 // Untiled, the block's one backward window also encloses the act_checkpoint recompute.
 static void block_backward(GPT2 *m, const BlockActs *b, int l, float *ws, const GradActs *g) {
     const int C = m->config.channels, NH = m->config.num_heads, B = m->B, T = m->T, K = m->opt.tile_linear;
-    const int N = B * T, unit = gpt2_block_unit(1, l, GPT2_LN1W, 0);
+    const int KV = m->opt.tile_vocab;
+    const int N = B * T, unit = gpt2_block_unit(1, KV, l, GPT2_LN1W, 0);
     if (K == 1) hook_fetch(m, unit, 1);
     if (m->opt.act_checkpoint) block_forward(m, b, l, ws, 1);
     linear_backward(m, l, GPT2_FCPROJW, ws, g->dfch, g->dres, b->fchg, N, 4 * C, C);
     gelu_backward(g->dfch, b->fch, (size_t)N * 4 * C);
     linear_backward(m, l, GPT2_FCW, ws, g->dln, g->dfch, b->ln2, N, C, 4 * C);
-    part_fetch(m, gpt2_block_unit(K, l, GPT2_LN2W, 0), 1);
+    part_fetch(m, gpt2_block_unit(K, KV, l, GPT2_LN2W, 0), 1);
     layernorm_backward(g->dres, m->g[GPT2_LN2W][l], m->g[GPT2_LN2B][l], g->dln, b->res2, b->ln2m, b->ln2r,
                        m->w[GPT2_LN2W][l], N, C);
-    part_done(m, gpt2_block_unit(K, l, GPT2_LN2W, 0), 1);
+    part_done(m, gpt2_block_unit(K, KV, l, GPT2_LN2W, 0), 1);
     linear_backward(m, l, GPT2_ATTPROJW, ws, g->datty, g->dres, b->atty, N, C, C);
     attention_backward(g->dqkv, g->datt, g->datty, b->att, b->qkv, B, T, C, NH);
     linear_backward(m, l, GPT2_QKVW, ws, g->dln, g->dqkv, b->ln1, N, C, 3 * C);
-    part_fetch(m, gpt2_block_unit(K, l, GPT2_LN1W, 0), 1);
+    part_fetch(m, gpt2_block_unit(K, KV, l, GPT2_LN1W, 0), 1);
     layernorm_backward(g->dres, m->g[GPT2_LN1W][l], m->g[GPT2_LN1B][l], g->dln, b->x, b->ln1m, b->ln1r,
                        m->w[GPT2_LN1W][l], N, C);
-    part_done(m, gpt2_block_unit(K, l, GPT2_LN1W, 0), 1);
+    part_done(m, gpt2_block_unit(K, KV, l, GPT2_LN1W, 0), 1);
     if (K == 1) {
         hook_grads_ready(m, unit);
         hook_release(m, unit, 1);
@@ -995,7 +1011,7 @@ static float *host_slot(GPT2 *m, int l) {
 void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T) {
     const GPT2Config *c = &m->config;
     const int C = c->channels, L = c->num_layers, V = c->vocab_size;
-    const int Vp = c->padded_vocab_size, K = m->opt.tile_linear;
+    const int Vp = c->padded_vocab_size, K = m->opt.tile_linear, KV = m->opt.tile_vocab, RV = Vp / KV;
     if (m->w[GPT2_WTE] == NULL) die("gpt2_cpu_forward: model not built");
     if (B <= 0 || T <= 0) die("gpt2_cpu_forward: batch %d x %d must be positive", B, T);
     if (T > c->max_seq_len) die("gpt2_cpu_forward: sequence length %d exceeds the model's maximum %d", T, c->max_seq_len);
@@ -1040,9 +1056,13 @@ void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int
     m->losses = a.losses;
     float *ws = model_scratch(m);
 
-    hook_fetch(m, 0, 0);
-    encoder_forward(a.res, in, m->w[GPT2_WTE][0], m->w[GPT2_WPE][0], B, T, C);
-    hook_release(m, 0, 0);
+    // embedding tiles in order; the last holds wpe
+    for (int k = 0; k < KV; k++) {
+        hook_fetch(m, gpt2_unit_embedding(KV, k), 0);
+        encoder_forward(a.res, in, m->w[GPT2_WTE][k], k == KV - 1 ? m->w[GPT2_WPE][0] : NULL, B, T, C, k * RV,
+                        (k + 1) * RV);
+        hook_release(m, gpt2_unit_embedding(KV, k), 0);
+    }
 
     const size_t NC = N * (size_t)C;
     for (int l = 0; l < L; l++) {
@@ -1053,13 +1073,17 @@ void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int
     }
 
     const float *last = block_acts(m, &a, L - 1).out;
-    hook_fetch(m, gpt2_unit_lnf(c, K), 0);
+    hook_fetch(m, gpt2_unit_lnf(c, K, KV), 0);
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, m->w[GPT2_LNFW][0], m->w[GPT2_LNFB][0], (int)N, C);
-    hook_release(m, gpt2_unit_lnf(c, K), 0);
+    hook_release(m, gpt2_unit_lnf(c, K, KV), 0);
 
-    hook_fetch(m, gpt2_unit_classifier(c, K), 0);
-    matmul_forward(ws, a.logits, Vp, a.lnf, m->w[GPT2_WTE][0], NULL, (int)N, C, Vp);
-    hook_release(m, gpt2_unit_classifier(c, K), 0);
+    // classifier tiles in order, each writing its column block of the logits (rows Vp
+    // apart): every logit is computed as the untiled matmul computes it
+    for (int k = 0; k < KV; k++) {
+        hook_fetch(m, gpt2_unit_classifier(c, K, KV, k), 0);
+        matmul_forward(ws, a.logits + (size_t)k * RV, Vp, a.lnf, m->w[GPT2_WTE][k], NULL, (int)N, C, RV);
+        hook_release(m, gpt2_unit_classifier(c, K, KV, k), 0);
+    }
 
     if (targets) {
         softmax_xent_forward(a.logits, a.losses, tg, (int)N, V, Vp);
@@ -1114,6 +1138,7 @@ static void backward_into_tables(GPT2 *m, float loss_scale) {
     const GPT2Config *c = &m->config;
     const int C = c->channels, L = c->num_layers, V = c->vocab_size;
     const int Vp = c->padded_vocab_size, B = m->B, T = m->T, K = m->opt.tile_linear;
+    const int KV = m->opt.tile_vocab, RV = Vp / KV;
     if (!m->backward_ready)
         die("gpt2_cpu_backward: needs a forward with targets first (and one backward per forward)");
     const size_t N = (size_t)B * T, NC = N * (size_t)C;
@@ -1130,9 +1155,8 @@ static void backward_into_tables(GPT2 *m, float loss_scale) {
     layout_grad_acts(c, B, T, m->grad_acts, &g);
     float *ws = model_scratch(m);
 
-    // classifier: the probabilities become dlogits = (probs - onehot) * scale in place;
-    // the padded columns are already 0
-    hook_fetch(m, gpt2_unit_classifier(c, K), 1);
+    // the probabilities become dlogits = (probs - onehot) * scale in place (no parameter
+    // reads: before the classifier's windows); the padded columns are already 0
     {
         float *d = a.logits;
         const int *tg = m->targets;
@@ -1144,17 +1168,25 @@ static void backward_into_tables(GPT2 *m, float loss_scale) {
             row[tg[n]] = (pt - 1.0f) * loss_scale;
         }
     }
-    matmul_backward(ws, g.dln, 0, m->g[GPT2_WTE][0], NULL, a.logits, Vp, a.lnf, m->w[GPT2_WTE][0], (int)N, C, Vp);
-    hook_grads_ready(m, gpt2_unit_classifier(c, K));
-    hook_release(m, gpt2_unit_classifier(c, K), 1);
+    // classifier tiles in reverse order: each tile's dwte is complete in its window (the
+    // embedding adds to it later); dln sums the tiles' contributions, so its sums run over
+    // the vocabulary in another order than untiled (KV > 1): the same within float rounding
+    for (int k = KV - 1; k >= 0; k--) {
+        const int unit = gpt2_unit_classifier(c, K, KV, k);
+        hook_fetch(m, unit, 1);
+        matmul_backward(ws, g.dln, k < KV - 1, m->g[GPT2_WTE][k], NULL, a.logits + (size_t)k * RV, Vp, a.lnf,
+                        m->w[GPT2_WTE][k], (int)N, C, RV);
+        hook_grads_ready(m, unit);
+        hook_release(m, unit, 1);
+    }
     m->backward_ready = 0;
 
-    hook_fetch(m, gpt2_unit_lnf(c, K), 1);
+    hook_fetch(m, gpt2_unit_lnf(c, K, KV), 1);
     memset(g.dres, 0, NC * sizeof(float));
     layernorm_backward(g.dres, m->g[GPT2_LNFW][0], m->g[GPT2_LNFB][0], g.dln, block_acts(m, &a, L - 1).out,
                        a.lnf_mean, a.lnf_rstd, m->w[GPT2_LNFW][0], (int)N, C);
-    hook_grads_ready(m, gpt2_unit_lnf(c, K));
-    hook_release(m, gpt2_unit_lnf(c, K), 1);
+    hook_grads_ready(m, gpt2_unit_lnf(c, K, KV));
+    hook_release(m, gpt2_unit_lnf(c, K, KV), 1);
 
     for (int l = L - 1; l >= 0; l--) {
         BlockActs b = block_acts(m, &a, l);
@@ -1165,10 +1197,15 @@ static void backward_into_tables(GPT2 *m, float loss_scale) {
         block_backward(m, &b, l, ws, &g);
     }
 
-    hook_fetch(m, 0, 1);
-    encoder_backward(m->g[GPT2_WTE][0], m->g[GPT2_WPE][0], g.dres, m->inputs, B, T, C);
-    hook_grads_ready(m, 0);
-    hook_release(m, 0, 1);
+    // embedding tiles in reverse order, dwpe with the last
+    for (int k = KV - 1; k >= 0; k--) {
+        const int unit = gpt2_unit_embedding(KV, k);
+        hook_fetch(m, unit, 1);
+        encoder_backward(m->g[GPT2_WTE][k], k == KV - 1 ? m->g[GPT2_WPE][0] : NULL, g.dres, m->inputs, B, T, C,
+                         k * RV, (k + 1) * RV);
+        hook_grads_ready(m, unit);
+        hook_release(m, unit, 1);
+    }
 }
 
 // ---------------------------------------------------------------------------------

@@ -13,7 +13,8 @@
 extern "C" {
 #endif
 
-// How the model runs; gpt2_cpu_set_options changes them (defaults: all 0, tile_linear 1).
+// How the model runs; gpt2_cpu_set_options changes them (defaults: all 0, tile_linear 1,
+// micro_grads 1, tile_vocab 1).
 typedef struct {
     int act_checkpoint; // 1: forward keeps only each block's input (the residual stream entering
                         // it); backward recomputes the block's forward just before its backward.
@@ -32,6 +33,12 @@ typedef struct {
                         // accumulating N micro-batches gives the bits of ZeRO on N ranks, which
                         // add whole per-rank gradients in rank order. 0: backward adds into the
                         // sum inside its kernels (no buffer; the sum differs in the last bits).
+    int tile_vocab;     // KV >= 1: the token embedding and the classifier run as KV tiles of
+                        // wte's rows, each tile's two parts units of their own (gpt2_config.h);
+                        // KV must divide Vp. The forward and the wte/wpe gradients are
+                        // bit-identical; the classifier's input gradient adds the tiles in
+                        // reverse order, so it (and what flows from it) matches within float
+                        // rounding.
 } GPT2CpuOptions;
 
 typedef struct {
@@ -45,7 +52,8 @@ typedef struct {
     int micro_in_step;   // backwards since gpt2_cpu_zero_grad
     float *m, *v;        // AdamW moments (allocated lazily by the first update)
     // Pointer tables: w[t][l] is layer l of tensor t (l = 0 for the 4 non-layer tensors);
-    // tiled, w[t][l * K + k] is tile k of layer l of a tiled tensor (gpt2_param_tiles). The
+    // tiled, w[t][l * K + k] is tile k of layer l of a tiled tensor, w[GPT2_WTE][k] tile k of
+    // wte (gpt2_param_tiles). The
     // model reads parameters and writes gradients only through these.
     float **w[GPT2_NUM_PARAM_TENSORS];
     float **g[GPT2_NUM_PARAM_TENSORS];

@@ -172,6 +172,7 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     char why[256];
     if (gpt2_cuda_check_options(config, &m->opt, why, sizeof(why)) != 0) gpt2_cuda_die(why);
     m->opt.tile_linear = gpt2_cuda_tiles(&m->opt);
+    m->opt.tile_vocab = gpt2_cuda_vocab_tiles(&m->opt);
     m->B = B;
     m->T = T;
     m->num_parameters = gpt2_param_sizes(config, m->param_sizes);
@@ -232,7 +233,7 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     // Pointer tables into the flat buffers (NULL until a hook fills them when external), an
     // entry per layer and tile.
     for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
-        const int n = (gpt2_param_is_per_layer(t) ? L : 1) * gpt2_param_tiles(t, m->opt.tile_linear);
+        const int n = (gpt2_param_is_per_layer(t) ? L : 1) * gpt2_param_tiles(t, m->opt.tile_linear, m->opt.tile_vocab);
         const size_t per = m->param_sizes[t] / n;
         m->w[t] = (bf16 **)malloc(n * sizeof(bf16 *));
         m->g[t] = (float **)malloc(n * sizeof(float *));
@@ -275,11 +276,12 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     CUDA_CHECK(cudaStreamSynchronize(m->stream));
 
     const double MiB = 1048576.0;
-    printf("gpt2_cuda: %zu params, B=%d T=%d, attention %s, recompute %d%s%s, tiles %d | device memory: params+master+m+v+"
+    printf("gpt2_cuda: %zu params, B=%d T=%d, attention %s, recompute %d%s%s, tiles %d, vocabulary tiles %d | device memory: params+master+m+v+"
            "grads %.0f MiB, activations %.0f MiB, attention workspace %.0f MiB, scratch %.0f MiB, cuBLASLt %.0f MiB | "
            "total %.2f GiB | pinned host: offloaded block inputs %.1f MiB\n",
            n, B, T, m->use_cudnn ? "cuDNN" : "fallback", m->opt.recompute, m->opt.act_checkpoint ? ", checkpointed" : "",
-           m->opt.act_offload ? " and offloaded" : "", m->opt.tile_linear, bytes_params / MiB, bytes_acts / MiB, bytes_att / MiB,
+           m->opt.act_offload ? " and offloaded" : "", m->opt.tile_linear, m->opt.tile_vocab, bytes_params / MiB,
+           bytes_acts / MiB, bytes_att / MiB,
            bytes_scratch / MiB, matmul_workspace_bytes() / MiB,
            (m->device_bytes + matmul_workspace_bytes()) / (1024.0 * MiB), m->host_act_bytes / MiB);
     return 0;
@@ -296,12 +298,14 @@ void gpt2_cuda_build(GPT2Cuda *m, const GPT2Config *config, const float *host_pa
 
 static void set_slot(void *model, const GPT2Slice *s, void *params, void *grads) {
     GPT2Cuda *m = (GPT2Cuda *)model;
-    const int i = s->layer * gpt2_param_tiles(s->tensor, m->opt.tile_linear) + s->tile;
+    const int i = s->layer * gpt2_param_tiles(s->tensor, m->opt.tile_linear, m->opt.tile_vocab) + s->tile;
     m->w[s->tensor][i] = (bf16 *)params;
     if (grads) m->g[s->tensor][i] = (float *)grads;
 }
 
-GPT2Slots gpt2_cuda_slots(GPT2Cuda *m) { return GPT2Slots{m, set_slot, &m->hooks, m->opt.tile_linear}; }
+GPT2Slots gpt2_cuda_slots(GPT2Cuda *m) {
+    return GPT2Slots{m, set_slot, &m->hooks, m->opt.tile_linear, m->opt.tile_vocab};
+}
 
 void gpt2_cuda_free(GPT2Cuda *m) {
     if (m->stream == NULL) return;
@@ -445,7 +449,11 @@ static void part_done(GPT2Cuda *m, int unit, int bwd) {
     if (bwd) grads_ready(m, unit);
     release(m, unit, bwd);
 }
-static int ln_unit(const GPT2Cuda *m, int l, int t) { return gpt2_block_unit(m->opt.tile_linear, l, t, 0); }
+static int ln_unit(const GPT2Cuda *m, int l, int t) {
+    return gpt2_block_unit(m->opt.tile_linear, m->opt.tile_vocab, l, t, 0);
+}
+// The untiled block l's one unit.
+static int block_unit(const GPT2Cuda *m, int l) { return gpt2_block_unit(1, m->opt.tile_vocab, l, GPT2_LN1W, 0); }
 
 // Block l's linear with weight tensor wt (its bias is wt + 1): out (rows OC apart) = inp @
 // W^T + bias [+ residual] [GELU epilogue with gelu_pre: untiled only]. Tiled, tile after
@@ -458,7 +466,7 @@ static void linear_forward(GPT2Cuda *m, int l, int wt, bf16 *out, const bf16 *in
         return;
     }
     for (int k = 0; k < K; k++) {
-        const int unit = gpt2_block_unit(K, l, wt, k), i = l * K + k;
+        const int unit = gpt2_block_unit(K, m->opt.tile_vocab, l, wt, k), i = l * K + k;
         part_fetch(m, unit, 0);
         matmul_forward_tile(out + (size_t)k * R, OC, inp, m->w[wt][i], m->w[wt + 1][i],
                             residual ? residual + (size_t)k * R : NULL, BT, IC, R, m->stream);
@@ -479,11 +487,12 @@ static void linear_backward(GPT2Cuda *m, int l, int wt, bf16 *dinp, const bf16 *
         return;
     }
     for (int k = K - 1; k >= 0; k--) {
-        const int unit = gpt2_block_unit(K, l, wt, k), i = l * K + k;
+        const int unit = gpt2_block_unit(K, m->opt.tile_vocab, l, wt, k), i = l * K + k;
         part_fetch(m, unit, 1);
-        matmul_backward_weight_tile(m->g[wt][i], m->g[wt + 1][i], dout + (size_t)k * R, OC, inp, BT, IC, R,
+        matmul_backward_weight_tile(m->g[wt][i], m->g[wt + 1][i], dout + (size_t)k * R, OC, inp, 1.0f, BT, IC, R,
                                     m->reduce_scratch, s);
-        matmul_backward_input_tile(m->acts.tile_acc, k < K - 1, dout + (size_t)k * R, OC, m->w[wt][i], BT, IC, R, s);
+        matmul_backward_input_tile(m->acts.tile_acc, k < K - 1, dout + (size_t)k * R, OC, m->w[wt][i], 1.0f, BT, IC,
+                                   R, s);
         part_done(m, unit, 1);
     }
     cast_f32_to_bf16(dinp, m->acts.tile_acc, (size_t)BT * IC, s);
@@ -533,7 +542,7 @@ static void block_backward(GPT2Cuda *m, int l, int B, int T, bf16 *dres) {
     GPT2CudaActs *a = &m->acts;
     cudaStream_t s = m->stream;
     float *scratch = m->reduce_scratch;
-    if (m->opt.tile_linear == 1) fetch(m, l + 1, 1);
+    if (m->opt.tile_linear == 1) fetch(m, block_unit(m, l), 1);
     if (m->opt.act_offload && l < L - 1) CUDA_CHECK(cudaStreamWaitEvent(s, m->restored[l], 0));
     // act_offload: block l-1's input comes back into the slot of block l's output (read by
     // nothing any more) once block l+1's backward, which read that slot, is done
@@ -579,8 +588,8 @@ static void block_backward(GPT2Cuda *m, int l, int B, int T, bf16 *dres) {
                        m->w[GPT2_LN1W][l], BT, C, 1, scratch, s);
     part_done(m, ln_unit(m, l, GPT2_LN1W), 1);
     if (m->opt.tile_linear == 1) {
-        grads_ready(m, l + 1);
-        release(m, l + 1, 1);
+        grads_ready(m, block_unit(m, l));
+        release(m, block_unit(m, l), 1);
     }
 }
 
@@ -605,14 +614,19 @@ void gpt2_cuda_forward(GPT2Cuda *m, const int *inputs, const int *targets, int B
     upload_tokens(m, inputs, targets, BT);
     const int *d_inputs = m->dev_tokens, *d_targets = m->dev_tokens + cap;
 
-    fetch(m, 0, 0);
-    encoder_forward(a->residual, d_inputs, m->w[GPT2_WTE][0], m->w[GPT2_WPE][0], B, T, C, s);
-    release(m, 0, 0);
+    // embedding tiles in order, wpe with the last
+    const int K = m->opt.tile_linear, KV = m->opt.tile_vocab, RV = Vp / KV;
+    for (int k = 0; k < KV; k++) {
+        fetch(m, gpt2_unit_embedding(KV, k), 0);
+        encoder_forward_tile(a->residual, d_inputs, m->w[GPT2_WTE][k], k == KV - 1 ? m->w[GPT2_WPE][0] : NULL, k * RV,
+                             (k + 1) * RV, B, T, C, s);
+        release(m, gpt2_unit_embedding(KV, k), 0);
+    }
 
     for (int l = 0; l < L; l++) {
-        if (m->opt.tile_linear == 1) fetch(m, l + 1, 0);   // tiled: each part fetches its unit
+        if (K == 1) fetch(m, block_unit(m, l), 0);   // tiled: each part fetches its unit
         block_forward(m, l, B, T, 0);
-        if (m->opt.tile_linear == 1) release(m, l + 1, 0);
+        if (K == 1) release(m, block_unit(m, l), 0);
         // act_offload: block l's input goes to the host tier (the next block writes over it)
         if (m->opt.act_offload && targets && l < L - 1) {
             CUDA_CHECK(cudaEventRecord(m->block_done, s));
@@ -623,19 +637,24 @@ void gpt2_cuda_forward(GPT2Cuda *m, const int *inputs, const int *targets, int B
         }
     }
 
-    fetch(m, gpt2_unit_lnf(c, m->opt.tile_linear), 0);
+    fetch(m, gpt2_unit_lnf(c, K, KV), 0);
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, res_slot(m, L), m->w[GPT2_LNFW][0],
                       m->w[GPT2_LNFB][0], BT, C, s);
-    release(m, gpt2_unit_lnf(c, m->opt.tile_linear), 0);
+    release(m, gpt2_unit_lnf(c, K, KV), 0);
 
-    fetch(m, gpt2_unit_classifier(c, m->opt.tile_linear), 0);
-    matmul_forward(a->logits, a->lnf, m->w[GPT2_WTE][0], NULL, NULL, NULL, BT, C, Vp, s);
-    if (targets) {
-        classifier_forward_backward(a->logits, a->losses, d_targets, BT, V, Vp, s);
-        loss_accumulate(m->loss_sum, a->losses, BT, s);
-        m->loss_tokens += BT;
+    // classifier tiles in order, each writing its column block of the logits; the softmax
+    // and loss read no parameters and follow in the last tile's window
+    for (int k = 0; k < KV; k++) {
+        fetch(m, gpt2_unit_classifier(c, K, KV, k), 0);
+        if (KV == 1) matmul_forward(a->logits, a->lnf, m->w[GPT2_WTE][0], NULL, NULL, NULL, BT, C, Vp, s);
+        else matmul_forward_tile(a->logits + (size_t)k * RV, Vp, a->lnf, m->w[GPT2_WTE][k], NULL, NULL, BT, C, RV, s);
+        if (targets && k == KV - 1) {
+            classifier_forward_backward(a->logits, a->losses, d_targets, BT, V, Vp, s);
+            loss_accumulate(m->loss_sum, a->losses, BT, s);
+            m->loss_tokens += BT;
+        }
+        release(m, gpt2_unit_classifier(c, K, KV, k), 0);
     }
-    release(m, gpt2_unit_classifier(c, m->opt.tile_linear), 0);
 }
 
 // ----------------------------------------------------------------------------
@@ -667,30 +686,49 @@ void gpt2_cuda_backward(GPT2Cuda *m, float loss_scale) {
     m->norm_current = 0;   // the gradients change
 
     // Classifier: the logits buffer holds softmax - onehot; loss_scale enters as alpha.
-    fetch(m, gpt2_unit_classifier(c, m->opt.tile_linear), 1);
-    matmul_backward_input(a->dbuf, a->logits, m->w[GPT2_WTE][0], NULL, loss_scale, BT, C, Vp, s);
-    matmul_backward_weight(m->g[GPT2_WTE][0], NULL, a->logits, a->lnf, loss_scale, BT, C, Vp, scratch, s);
-    grads_ready(m, gpt2_unit_classifier(c, m->opt.tile_linear));
-    release(m, gpt2_unit_classifier(c, m->opt.tile_linear), 1);
+    // Tiled, tiles in reverse order, each tile's dwte complete in its window (the embedding
+    // adds to it later); their input gradients add up in fp32 (tile_acc), rounded once.
+    const int K = m->opt.tile_linear, KV = m->opt.tile_vocab, RV = Vp / KV;
+    for (int k = KV - 1; k >= 0; k--) {
+        const int unit = gpt2_unit_classifier(c, K, KV, k);
+        fetch(m, unit, 1);
+        if (KV == 1) {
+            matmul_backward_input(a->dbuf, a->logits, m->w[GPT2_WTE][0], NULL, loss_scale, BT, C, Vp, s);
+            matmul_backward_weight(m->g[GPT2_WTE][0], NULL, a->logits, a->lnf, loss_scale, BT, C, Vp, scratch, s);
+        } else {
+            matmul_backward_weight_tile(m->g[GPT2_WTE][k], NULL, a->logits + (size_t)k * RV, Vp, a->lnf, loss_scale,
+                                        BT, C, RV, scratch, s);
+            matmul_backward_input_tile(a->tile_acc, k < KV - 1, a->logits + (size_t)k * RV, Vp, m->w[GPT2_WTE][k],
+                                       loss_scale, BT, C, RV, s);
+        }
+        grads_ready(m, unit);
+        release(m, unit, 1);
+    }
+    if (KV > 1) cast_f32_to_bf16(a->dbuf, a->tile_acc, (size_t)BT * C, s);
 
-    fetch(m, gpt2_unit_lnf(c, m->opt.tile_linear), 1);
+    fetch(m, gpt2_unit_lnf(c, K, KV), 1);
     layernorm_backward(a->dresidual, m->g[GPT2_LNFW][0], m->g[GPT2_LNFB][0], a->dbuf, res_slot(m, L),
                        a->lnf_mean, a->lnf_rstd, m->w[GPT2_LNFW][0], BT, C, 0, scratch, s);
-    grads_ready(m, gpt2_unit_lnf(c, m->opt.tile_linear));
-    release(m, gpt2_unit_lnf(c, m->opt.tile_linear), 1);
+    grads_ready(m, gpt2_unit_lnf(c, K, KV));
+    release(m, gpt2_unit_lnf(c, K, KV), 1);
 
     bf16 *dres = a->dresidual;
     for (int l = L - 1; l >= 0; l--) block_backward(m, l, B, T, dres);
 
-    fetch(m, 0, 1);
     EncoderBuckets buckets;
     buckets.num_unique = m->num_unique;
     buckets.positions = m->dev_tokens + 2 * cap;
     buckets.unique_tokens = m->dev_tokens + 3 * cap;
     buckets.starts = m->dev_tokens + 4 * cap;
-    encoder_backward(m->g[GPT2_WTE][0], m->g[GPT2_WPE][0], dres, &buckets, B, T, C, s);
-    grads_ready(m, 0);
-    release(m, 0, 1);
+    // embedding tiles in reverse order, dwpe with the last
+    for (int k = KV - 1; k >= 0; k--) {
+        const int unit = gpt2_unit_embedding(KV, k);
+        fetch(m, unit, 1);
+        encoder_backward_tile(m->g[GPT2_WTE][k], k == KV - 1 ? m->g[GPT2_WPE][0] : NULL, dres, &buckets, k * RV,
+                              (k + 1) * RV, B, T, C, s);
+        grads_ready(m, unit);
+        release(m, unit, 1);
+    }
 }
 
 // ----------------------------------------------------------------------------

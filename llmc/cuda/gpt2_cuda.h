@@ -47,7 +47,8 @@ typedef struct {
     __nv_bfloat16 *dresidual;  // (B, T, C) gradient of the residual stream
     __nv_bfloat16 *dbuf;       // (B, T, C) gradient of a LayerNorm output / attention output
     __nv_bfloat16 *dqkv;       // (B, T, 3C)
-    float *tile_acc;           // (B, T, 4C) fp32, tiles only: a linear's input gradient summed over its tiles
+    float *tile_acc;           // (B, T, 4C) fp32 (vocabulary tiles alone: (B, T, C)), tiles only: a linear's
+                               // or the classifier's input gradient summed over its tiles
 } GPT2CudaActs;
 
 typedef struct {

@@ -98,8 +98,8 @@ void gpt2_cuda_print_memory(const GPT2Cuda *model, const TrainConfig *cfg) {
 void gpt2_cuda_check_flags(const GPT2Config *c, const GPT2CudaOptions *opt) {
     char why[256];
     if (gpt2_cuda_check_options(c, opt, why, sizeof(why)) != 0)
-        die("-r %d --act-checkpoint %d --act-offload %d --tile-linear %d: %s", opt->recompute, opt->act_checkpoint,
-            opt->act_offload, opt->tile_linear, why);
+        die("-r %d --act-checkpoint %d --act-offload %d --tile-linear %d --tile-vocab %d: %s", opt->recompute,
+            opt->act_checkpoint, opt->act_offload, opt->tile_linear, opt->tile_vocab, why);
 }
 
 size_t gpt2_cuda_activation_bytes(const GPT2Cuda *model) { return model->device_bytes + matmul_workspace_bytes(); }
@@ -110,7 +110,7 @@ size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConf
         printf("warning: the CUDA model cannot run this: %s; a live run stops at start-up (the sizes below are "
                "what its buffers would take)\n", why);
     GPT2CudaOptions opt = {cfg->recompute, cfg->use_cudnn, cfg->seed, 1, cfg->act_checkpoint, cfg->act_offload,
-                           cfg->tile_linear};
+                           cfg->tile_linear, cfg->tile_vocab};
     gpt2_cuda_check_flags(c, &opt);
     int cudnn = cfg->use_cudnn && (c->channels / c->num_heads) % 8 == 0;
     size_t ws = cudnn ? gpt2_cuda_cudnn_workspace_estimate(c, cfg->B, cfg->T) : 0;

@@ -332,12 +332,12 @@ void matmul_forward_tile(bf16 *out, int ld_out, const bf16 *inp, const bf16 *wei
 }
 
 void matmul_backward_input_tile(float *dinp, int accumulate, const bf16 *dout, int ld_dout, const bf16 *weight,
-                                int rows, int in_dim, int out_dim, cudaStream_t stream) {
-    backward_input_impl(dinp, 1, accumulate ? 1.0f : 0.0f, dout, ld_dout, weight, NULL, 1.0f, rows, in_dim, out_dim,
+                                float alpha, int rows, int in_dim, int out_dim, cudaStream_t stream) {
+    backward_input_impl(dinp, 1, accumulate ? 1.0f : 0.0f, dout, ld_dout, weight, NULL, alpha, rows, in_dim, out_dim,
                         stream);
 }
 
 void matmul_backward_weight_tile(float *dweight, float *dbias, const bf16 *dout, int ld_dout, const bf16 *inp,
-                                 int rows, int in_dim, int out_dim, float *scratch, cudaStream_t stream) {
-    backward_weight_impl(dweight, dbias, dout, ld_dout, inp, 1.0f, rows, in_dim, out_dim, scratch, stream);
+                                 float alpha, int rows, int in_dim, int out_dim, float *scratch, cudaStream_t stream) {
+    backward_weight_impl(dweight, dbias, dout, ld_dout, inp, alpha, rows, in_dim, out_dim, scratch, stream);
 }

@@ -65,12 +65,13 @@ void matmul_backward_weight(float *dweight, float *dbias, const bf16 *dout, cons
 // out (rows ld_out apart) = inp @ weight^T [+ bias] [+ residual (rows ld_out apart)].
 void matmul_forward_tile(bf16 *out, int ld_out, const bf16 *inp, const bf16 *weight, const bf16 *bias,
                          const bf16 *residual, int rows, int in_dim, int out_dim, cudaStream_t stream);
-// dinp (rows, in_dim) fp32 = dout (rows ld_dout apart) @ weight, added to dinp when
+// dinp (rows, in_dim) fp32 = alpha * dout (rows ld_dout apart) @ weight, added to dinp when
 // accumulate: the tiles' contributions sum in fp32, rounded to bf16 once by the caller.
 void matmul_backward_input_tile(float *dinp, int accumulate, const bf16 *dout, int ld_dout, const bf16 *weight,
-                                int rows, int in_dim, int out_dim, cudaStream_t stream);
-// dweight (out_dim, in_dim) += dout^T @ inp, dbias += column sums of dout (rows ld_dout apart).
+                                float alpha, int rows, int in_dim, int out_dim, cudaStream_t stream);
+// dweight (out_dim, in_dim) += alpha * dout^T @ inp, dbias += alpha * column sums of dout
+// (rows ld_dout apart).
 void matmul_backward_weight_tile(float *dweight, float *dbias, const bf16 *dout, int ld_dout, const bf16 *inp,
-                                 int rows, int in_dim, int out_dim, float *scratch, cudaStream_t stream);
+                                 float alpha, int rows, int in_dim, int out_dim, float *scratch, cudaStream_t stream);
 
 #endif

@@ -196,8 +196,8 @@ int gpt2_param_is_tiled(int t) {
            t == GPT2_FCB || t == GPT2_FCPROJW || t == GPT2_FCPROJB;
 }
 
-int gpt2_block_unit(int K, int l, int t, int k) {
-    const int b = 1 + l * gpt2_block_units(K);
+int gpt2_block_unit(int K, int KV, int l, int t, int k) {
+    const int b = KV + l * gpt2_block_units(K);
     if (K == 1) return b;
     switch (t) {
     case GPT2_LN1W: case GPT2_LN1B: return b;
@@ -218,6 +218,19 @@ int gpt2_tile_check(const GPT2Config *c, int K, char *err, size_t n) {
     if (c->channels % K != 0) {
         snprintf(err, n, "tiles K = %d do not divide the channels C = %d (each linear's output rows, C, 3C or 4C, "
                  "are split into K equal tiles)", K, c->channels);
+        return -1;
+    }
+    return 0;
+}
+
+int gpt2_vocab_tile_check(const GPT2Config *c, int KV, char *err, size_t n) {
+    if (KV < 1 || KV > GPT2_MAX_TILES) {
+        snprintf(err, n, "vocabulary tiles KV = %d is outside [1, %d]", KV, GPT2_MAX_TILES);
+        return -1;
+    }
+    if (c->padded_vocab_size % KV != 0) {
+        snprintf(err, n, "vocabulary tiles KV = %d do not divide the padded vocabulary Vp = %d (wte's rows are "
+                 "split into KV equal tiles)", KV, c->padded_vocab_size);
         return -1;
     }
     return 0;
@@ -260,35 +273,36 @@ static int untiled_slices(const GPT2Config *c, GPT2Slice *out) {
 
 void gpt2_slices(const GPT2Config *c, GPT2Slice *out) { untiled_slices(c, out); }
 
-// The unit of slice s (untiled numbering in s) with K tiles, s being tile k if tiled.
-static int tiled_unit(const GPT2Config *c, int K, const GPT2Slice *s, int unit, int k) {
+// The unit of slice s (untiled numbering in s) with K and KV tiles, s being tile k if tiled.
+static int tiled_unit(const GPT2Config *c, int K, int KV, const GPT2Slice *s, int unit, int k) {
     const int L = c->num_layers;
-    if (unit == 0) return 0;
-    if (unit == L + 1) return gpt2_unit_lnf(c, K);
-    if (unit == L + 2) return gpt2_unit_classifier(c, K);
-    return gpt2_block_unit(K, s->layer, s->tensor, k);
+    if (unit == 0) return s->tensor == GPT2_WPE ? gpt2_unit_embedding(KV, KV - 1) : gpt2_unit_embedding(KV, k);
+    if (unit == L + 1) return gpt2_unit_lnf(c, K, KV);
+    if (unit == L + 2) return gpt2_unit_classifier(c, K, KV, k);
+    return gpt2_block_unit(K, KV, s->layer, s->tensor, k);
 }
 
-void gpt2_slices_tiled(const GPT2Config *c, int K, GPT2Slice *out) {
+void gpt2_slices_tiled(const GPT2Config *c, int K, int KV, GPT2Slice *out) {
     char err[256];
     if (gpt2_tile_check(c, K, err, sizeof(err)) != 0) die("gpt2_slices_tiled: %s", err);
+    if (gpt2_vocab_tile_check(c, KV, err, sizeof(err)) != 0) die("gpt2_slices_tiled: %s", err);
     const int n1 = gpt2_num_slices(c);
     GPT2Slice *base = (GPT2Slice *)malloc_check((size_t)n1 * sizeof(GPT2Slice));
     untiled_slices(c, base);
     int n = 0;
     for (int i = 0; i < n1; i++) {
         const GPT2Slice *s = &base[i];
-        const int tiles = gpt2_param_tiles(s->tensor, K);
+        const int tiles = gpt2_param_tiles(s->tensor, K, KV);
         for (int k = 0; k < tiles; k++) {
             GPT2Slice *o = &out[n++];
             *o = *s;
-            if (tiles > 1) {   // rows [k R/K, (k+1) R/K) of the layer's (R, cols) matrix: contiguous
+            if (tiles > 1) {   // rows [k R/tiles, (k+1) R/tiles) of the layer's (R, cols) matrix: contiguous
                 snprintf(o->name, sizeof(o->name), "%s.t%d", s->name, k);
                 o->tile = k;
-                o->numel = s->numel / (size_t)K;
+                o->numel = s->numel / (size_t)tiles;
                 o->offset = s->offset + (size_t)k * o->numel;
             }
-            for (int u = 0; u < o->num_units; u++) o->units[u] = tiled_unit(c, K, s, s->units[u], k);
+            for (int u = 0; u < o->num_units; u++) o->units[u] = tiled_unit(c, K, KV, s, s->units[u], k);
         }
     }
     free(base);

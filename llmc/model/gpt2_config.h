@@ -76,15 +76,19 @@ void gpt2_init_params(const GPT2Config *c, float *params, uint64_t seed);
 void gpt2_init_range(const GPT2Config *c, int t, size_t offset, size_t count, float *out, uint64_t seed);
 
 // The parameters as a parameter manager sees them: one slice per (tensor, layer[, tile]),
-// each read by one or two units (wte by the embeddings and the classifier).
+// each read by one or two units (a wte slice by an embedding and a classifier unit).
 //
-// Memory-centric tiling (ZeRO-Infinity 5.1.3), K tiles (K = 1: none): each of a block's
-// four linears (qkvw, attprojw, fcw, fcprojw, each with its bias) is split along its output
-// rows into K tiles, each a contiguous range of the llm.c tensor and a unit of its own, so
-// that a parameter manager gathers one tile at a time instead of a whole block. K must
-// divide C (and so 3C and 4C). Units, in forward order:
-//   0                          embeddings (wte, wpe)
-//   block l, from b = 1 + l * U, U = gpt2_block_units(K) (1 when K = 1, else 2 + 4K):
+// Memory-centric tiling (ZeRO-Infinity 5.1.3), so that a parameter manager gathers one tile
+// at a time instead of a whole block or the whole vocabulary (K = KV = 1: none):
+//  - K linear tiles: each of a block's four linears (qkvw, attprojw, fcw, fcprojw, each with
+//    its bias) is split along its output rows into K tiles, each a contiguous range of the
+//    llm.c tensor and a unit of its own. K must divide C (and so 3C and 4C).
+//  - KV vocabulary tiles: wte is split along its Vp rows into KV tiles of Vp/KV rows, each
+//    a contiguous range read by two units of its own, "embedding tile k" and "classifier
+//    tile k". KV must divide Vp. wpe goes with the last embedding tile.
+// Units, in forward order, with U = gpt2_block_units(K) (1 when K = 1, else 2 + 4K):
+//   k, k = 0..KV-1             embedding tile k (wte rows [k Vp/KV, (k+1) Vp/KV); wpe in k = KV-1)
+//   block l, from b = KV + l * U:
 //     K = 1: b                 the whole block (its 12 tensors)
 //     K > 1: b                 ln1w, ln1b
 //            b + 1 + k         tile k of qkvw and qkvb (rows [k 3C/K, (k+1) 3C/K)), k = 0..K-1
@@ -92,11 +96,11 @@ void gpt2_init_range(const GPT2Config *c, int t, size_t offset, size_t count, fl
 //            b + 1 + 2K        ln2w, ln2b
 //            b + 2 + 2K + k    tile k of fcw and fcb (rows [k 4C/K, (k+1) 4C/K))
 //            b + 2 + 3K + k    tile k of fcprojw and fcprojb (rows [k C/K, (k+1) C/K))
-//   1 + L U                    final LayerNorm (lnfw, lnfb)
-//   2 + L U                    classifier (reads wte, tied with the embedding)
-// With K = 1 that is 0, 1..L, L+1, L+2: the untiled numbering.
+//   KV + L U                   final LayerNorm (lnfw, lnfb)
+//   KV + L U + 1 + k           classifier tile k (reads wte tile k, tied with embedding tile k)
+// With K = KV = 1 that is 0, 1..L, L+1, L+2: the untiled numbering.
 typedef struct {
-    char name[24];      // "qkvw.3", "wte"; a tile: "fcw.3.t1"
+    char name[24];      // "qkvw.3", "wte"; a tile: "fcw.3.t1", "wte.t2"
     int tensor, layer;  // which of the 16 tensors, which layer (0 if not per layer)
     int tile;           // which of the layer's tiles of a tiled tensor (0 otherwise)
     size_t offset;      // element offset in the flat llm.c parameter buffer
@@ -107,33 +111,46 @@ typedef struct {
 } GPT2Slice;
 
 #define GPT2_MAX_TILES 4096
-// 1 for the eight tensors tiling splits: the weights and biases of the four linears.
+// 1 for the eight tensors linear tiling splits: the weights and biases of the four linears.
 int gpt2_param_is_tiled(int tensor);
-// Tiles per layer of tensor t with K tiles: K for a tiled tensor, else 1. A model's pointer
-// tables hold an entry layer * tiles + tile for each (gpt2_cpu.h, gpt2_cuda.h).
-static inline int gpt2_param_tiles(int tensor, int K) { return gpt2_param_is_tiled(tensor) ? K : 1; }
-// 0 when K tiles fit the shape (1 <= K <= GPT2_MAX_TILES, C divisible by K); else -1 with
-// the reason, naming K and C, in err.
+// Tiles per layer of tensor t with K linear and KV vocabulary tiles: K for a linear's
+// tensor, KV for wte, else 1. A model's pointer tables hold an entry layer * tiles + tile
+// for each (gpt2_cpu.h, gpt2_cuda.h).
+static inline int gpt2_param_tiles(int tensor, int K, int KV) {
+    return gpt2_param_is_tiled(tensor) ? K : tensor == GPT2_WTE ? KV : 1;
+}
+// 0 when K linear tiles fit the shape (1 <= K <= GPT2_MAX_TILES, C divisible by K); else -1
+// with the reason, naming K and C, in err.
 int gpt2_tile_check(const GPT2Config *c, int K, char *err, size_t errlen);
+// The same for KV vocabulary tiles: 1 <= KV <= GPT2_MAX_TILES, Vp divisible by KV; the
+// message names KV and Vp.
+int gpt2_vocab_tile_check(const GPT2Config *c, int KV, char *err, size_t errlen);
 
 static inline int gpt2_block_units(int K) { return K > 1 ? 2 + 4 * K : 1; }
-static inline int gpt2_num_units_tiled(const GPT2Config *c, int K) { return c->num_layers * gpt2_block_units(K) + 3; }
-static inline int gpt2_num_units(const GPT2Config *c) { return gpt2_num_units_tiled(c, 1); }
+static inline int gpt2_num_units_tiled(const GPT2Config *c, int K, int KV) {
+    return c->num_layers * gpt2_block_units(K) + 1 + 2 * KV;
+}
+static inline int gpt2_num_units(const GPT2Config *c) { return gpt2_num_units_tiled(c, 1, 1); }
 // The unit of block l that reads tile k of per-layer tensor t (k = 0 for the LayerNorms);
 // with K = 1 the block's one unit.
-int gpt2_block_unit(int K, int l, int tensor, int k);
-static inline int gpt2_unit_lnf(const GPT2Config *c, int K) { return 1 + c->num_layers * gpt2_block_units(K); }
-static inline int gpt2_unit_classifier(const GPT2Config *c, int K) { return gpt2_unit_lnf(c, K) + 1; }
+int gpt2_block_unit(int K, int KV, int l, int tensor, int k);
+static inline int gpt2_unit_embedding(int KV, int k) { (void)KV; return k; }
+static inline int gpt2_unit_lnf(const GPT2Config *c, int K, int KV) { return KV + c->num_layers * gpt2_block_units(K); }
+static inline int gpt2_unit_classifier(const GPT2Config *c, int K, int KV, int k) {
+    return gpt2_unit_lnf(c, K, KV) + 1 + k;
+}
 
-static inline int gpt2_num_slices_tiled(const GPT2Config *c, int K) { return 4 + (4 + 8 * K) * c->num_layers; }
-static inline int gpt2_num_slices(const GPT2Config *c) { return gpt2_num_slices_tiled(c, 1); }
-// Fills gpt2_num_slices_tiled(c, K) entries. Untiled (K = 1) the table is ordered by unit
-// (embeddings, blocks, final LN); tiled, each tiled slice of that table is replaced in
-// place by its K tiles in order, so the table lists the same elements in the same order
-// whatever K: a manager's element numbering (bf16 rounding keys) and a consolidated
-// checkpoint (zero_to_model) do not depend on tiling. Exits on a K gpt2_tile_check refuses.
-void gpt2_slices_tiled(const GPT2Config *c, int K, GPT2Slice *out);
-void gpt2_slices(const GPT2Config *c, GPT2Slice *out);   // K = 1
+static inline int gpt2_num_slices_tiled(const GPT2Config *c, int K, int KV) {
+    return 3 + KV + (4 + 8 * K) * c->num_layers;
+}
+static inline int gpt2_num_slices(const GPT2Config *c) { return gpt2_num_slices_tiled(c, 1, 1); }
+// Fills gpt2_num_slices_tiled(c, K, KV) entries. Untiled (K = KV = 1) the table is ordered
+// by unit (embeddings, blocks, final LN); tiled, each tiled slice of that table is replaced
+// in place by its tiles in order, so the table lists the same elements in the same order
+// whatever K and KV: a manager's element numbering (bf16 rounding keys) and a consolidated
+// checkpoint (zero_to_model) do not depend on tiling. Exits on a K or KV the checks refuse.
+void gpt2_slices_tiled(const GPT2Config *c, int K, int KV, GPT2Slice *out);
+void gpt2_slices(const GPT2Config *c, GPT2Slice *out);   // K = KV = 1
 
 // Hook points for a parameter manager (ZeRO), the same for the CPU and the CUDA model.
 // Before a unit runs (forward or backward) the model calls fetch, which may repoint the
@@ -142,6 +159,9 @@ void gpt2_slices(const GPT2Config *c, GPT2Slice *out);   // K = 1
 // three may be NULL. With U units (gpt2_num_units_tiled):
 // Forward:  fetch/release(u, 0) for u = 0, 1, ..., U-1.
 // Backward: fetch(u, 1), grads_ready(u), release(u, 1) for u = U-1, ..., 1, 0, each once.
+// Vocabulary tiles run as units of their own in that order: classifier tile KV-1 down to 0,
+// ..., embedding tile KV-1 (with wpe) down to 0. Tied wte tile k's gradient is complete at
+// embedding tile k's grads_ready; from classifier tile k's it waits with the manager.
 // Activation checkpointing (the models' act_checkpoint option) recomputes block l's forward
 // just before its backward. Untiled, that runs inside the block unit's backward window: the
 // parameters fetched for the backward serve both, and the sequence is the one above. Tiled,
@@ -161,14 +181,14 @@ typedef struct {
 // A model's parameter slots whatever its element types (fp32 on the CPU; bf16 weights and
 // fp32 gradients on the GPU): set() points slice s's entries of the model's pointer tables
 // at a manager's buffers (grads NULL: the parameters only), and hooks is where the manager
-// installs its GPT2Hooks. tiles is the model's K: the manager's table is
-// gpt2_slices_tiled(c, tiles), whose units the hooks see. With these a manager needs
-// nothing else of the model.
+// installs its GPT2Hooks. tiles and vocab_tiles are the model's K and KV: the manager's
+// table is gpt2_slices_tiled(c, tiles, vocab_tiles), whose units the hooks see. With these
+// a manager needs nothing else of the model.
 typedef struct {
     void *model;
     void (*set)(void *model, const GPT2Slice *s, void *params, void *grads);
     GPT2Hooks *hooks;
-    int tiles;
+    int tiles, vocab_tiles;
 } GPT2Slots;
 
 // bf16 conversions shared by the host code (round to nearest even; NaN kept NaN).

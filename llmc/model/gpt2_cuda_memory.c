@@ -42,8 +42,10 @@ void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOption
     bytes[GPT2_CUDA_LOSSES] = mul(BT, f);
     bytes[GPT2_CUDA_DRESIDUAL] = bytes[GPT2_CUDA_DBUF] = row;
     bytes[GPT2_CUDA_DQKV] = mul(row, 3);
-    // tiles: the widest input gradient (the MLP projection's 4C) summed over tiles in fp32
-    bytes[GPT2_CUDA_TILE_ACC] = gpt2_cuda_tiles(opt) > 1 ? mul(mul(BT, 4 * C), f) : 0;
+    // tiles: the widest input gradient (the MLP projection's 4C; the classifier's C) summed
+    // over tiles in fp32
+    const size_t acc_cols = gpt2_cuda_tiles(opt) > 1 ? 4 * C : gpt2_cuda_vocab_tiles(opt) > 1 ? C : 0;
+    bytes[GPT2_CUDA_TILE_ACC] = mul(mul(BT, acc_cols), f);
 }
 
 size_t gpt2_cuda_act_host_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt) {
@@ -148,6 +150,13 @@ int gpt2_cuda_check_options(const GPT2Config *c, const GPT2CudaOptions *opt, cha
     if ((c->channels / K) % 8 != 0) {
         snprintf(err, errlen, "tiles K = %d give C/K = %d rows per attention or MLP projection tile; the CUDA "
                  "matmuls need a multiple of 8 (16-byte column blocks)", K, c->channels / K);
+        return -1;
+    }
+    const int KV = gpt2_cuda_vocab_tiles(opt);
+    if (gpt2_vocab_tile_check(c, KV, err, errlen) != 0) return -1;
+    if ((c->padded_vocab_size / KV) % 8 != 0) {
+        snprintf(err, errlen, "vocabulary tiles KV = %d give Vp/KV = %d rows of wte per tile; the CUDA matmuls "
+                 "need a multiple of 8 (16-byte column blocks of the logits)", KV, c->padded_vocab_size / KV);
         return -1;
     }
     return 0;

@@ -35,6 +35,10 @@ typedef struct {
     int tile_linear;     // K (0 or 1: none): each block's four linears run as K tiles along
                          // their output rows, each tile a unit (gpt2_config.h); C/K must be a
                          // multiple of 8. The tiles' input gradients add up in an fp32 buffer.
+    int tile_vocab;      // KV (0 or 1: none): the token embedding and the classifier run as KV
+                         // tiles of wte's rows, each tile's two parts units (gpt2_config.h);
+                         // Vp/KV must be a multiple of 8. The classifier tiles' input gradients
+                         // add up in the same fp32 buffer.
 } GPT2CudaOptions;
 
 // The activation arrays (GPT2CudaActs, gpt2_cuda.h, has their shapes) in the order they
@@ -62,6 +66,8 @@ void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOption
 size_t gpt2_cuda_act_host_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt);
 // The options' tiles (tile_linear 0 means 1).
 static inline int gpt2_cuda_tiles(const GPT2CudaOptions *opt) { return opt->tile_linear > 1 ? opt->tile_linear : 1; }
+// The options' vocabulary tiles (tile_vocab 0 means 1).
+static inline int gpt2_cuda_vocab_tiles(const GPT2CudaOptions *opt) { return opt->tile_vocab > 1 ? opt->tile_vocab : 1; }
 // Floats of the one scratch buffer that every deterministic reduction of a step shares.
 size_t gpt2_cuda_reduce_scratch_floats(const GPT2Config *c, int B, int T);
 // Ints of the token buffer: inputs | targets | positions | unique tokens | bucket starts.
@@ -91,7 +97,8 @@ size_t gpt2_cuda_cudnn_workspace_estimate(const GPT2Config *c, int B, int T);
 // 0 when gpt2_cuda_build accepts the config and batch shape; else -1 with the reason in err.
 int gpt2_cuda_check_shape(const GPT2Config *c, int B, int T, char *err, size_t errlen);
 // 0 when the options fit the config (recompute 0-2, act flags 0 or 1, act_offload only with
-// act_checkpoint, tiles dividing C with C/K a multiple of 8); else -1 with the reason in err.
+// act_checkpoint, tiles dividing C with C/K a multiple of 8, vocabulary tiles dividing Vp with
+// Vp/KV a multiple of 8); else -1 with the reason in err.
 int gpt2_cuda_check_options(const GPT2Config *c, const GPT2CudaOptions *opt, char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -49,9 +49,10 @@ float *resolve_model_params(const char *model, uint64_t seed, GPT2Config *c) {
     return params;
 }
 
-void check_tile_linear(const TrainConfig *cfg, const GPT2Config *c) {
+void check_tiles(const TrainConfig *cfg, const GPT2Config *c) {
     char err[256];
     if (gpt2_tile_check(c, cfg->tile_linear, err, sizeof(err)) != 0) die("--tile-linear %d: %s", cfg->tile_linear, err);
+    if (gpt2_vocab_tile_check(c, cfg->tile_vocab, err, sizeof(err)) != 0) die("--tile-vocab %d: %s", cfg->tile_vocab, err);
 }
 
 int resolve_grad_accum(TrainConfig *cfg, int world) {

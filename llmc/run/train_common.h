@@ -26,9 +26,10 @@ void print_model_file_read(const GPT2ModelFile *file, double bytes_all_ranks);
 // -e for an unsharded trainer: all the fp32 parameters in a new buffer (caller frees): the
 // whole model file, or a descriptor's init seeded with seed (gpt2_init_params).
 float *resolve_model_params(const char *model, uint64_t seed, GPT2Config *c);
-// --tile-linear against the model's shape (gpt2_tile_check): exits naming the flag, K and C
-// when K does not divide C.
-void check_tile_linear(const TrainConfig *cfg, const GPT2Config *c);
+// --tile-linear and --tile-vocab against the model's shape (gpt2_tile_check,
+// gpt2_vocab_tile_check): exits naming the flag and K and C, or KV and Vp, when K does not
+// divide C or KV does not divide Vp.
+void check_tiles(const TrainConfig *cfg, const GPT2Config *c);
 // Fills in -d's default (or --deepspeed's train_batch_size / gradient_accumulation_steps,
 // DeepSpeed's rule) and returns the gradient accumulation steps; exits when the total
 // batch is not a multiple of B*T*world.

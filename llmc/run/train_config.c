@@ -21,7 +21,7 @@ static int flavour_zero(const char *flavour) { return strcmp(flavour, "cuda") !=
 enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
        OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
        OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS, OPT_DEEPSPEED, OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAM,
-       OPT_NVME_PATH, OPT_ACT_CKPT, OPT_ACT_OFFLOAD, OPT_TILE_LINEAR, OPT_QWZ, OPT_HPZ, OPT_QGZ, OPT_HIER,
+       OPT_NVME_PATH, OPT_ACT_CKPT, OPT_ACT_OFFLOAD, OPT_TILE_LINEAR, OPT_TILE_VOCAB, OPT_QWZ, OPT_HPZ, OPT_QGZ, OPT_HIER,
        OPT_QWZ_BLOCK, OPT_QGZ_BLOCK, OPT_NANSKIP_LIMIT, OPT_CUDNN, OPT_MICRO_GRADS, OPT_HELLASWAG,
        // llm.c's two-letter flags, which the pre-pass (llmc_flags) turns into these
        OPT_NK, OPT_NM, OPT_SL, OPT_SG, OPT_LG, OPT_GE, OPT_PN, OPT_PR, OPT_PG, OPT_PM, OPT_PI, OPT_PS, OPT_PP,
@@ -103,6 +103,7 @@ static void defaults(TrainConfig *c, int cuda) {
     c->act_checkpoint = 0;
     c->act_offload = 0;
     c->tile_linear = 1;
+    c->tile_vocab = 1;
     c->zero_stage = -1;
     c->zero_bucket = -1;     // sized from the model by the plugin
     c->zero_prefetch = -1;
@@ -206,6 +207,13 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                  divide the channels C%s. Same model files; a sharded checkpoint resumes\n"
            "                  only with the same K (default %d)\n",
            cuda ? " with C/K a multiple of 8" : "", d.tile_linear);
+    printf("  --tile-vocab KV  the same for the vocabulary: the token embedding and the classifier run as\n"
+           "                  KV tiles of wte's rows, each tile's embedding and classifier parts units of\n"
+           "                  their own, so ZeRO stage 3 gathers Vp/KV rows of wte at a time instead of all\n"
+           "                  of them; KV must divide the padded vocabulary Vp%s.\n"
+           "                  Same model files; a sharded checkpoint resumes only with the same KV\n"
+           "                  (default %d)\n",
+           cuda ? " with Vp/KV a multiple of 8" : "", d.tile_vocab);
     printf("  llm.c's -r (CPU), -ge, -pn -pr -pg -pm/-pi -ps -pp/-pf are refused, each saying what to use\n");
     if (!flavour_zero(flavour)) {   // train_gpt2cu: no ZeRO flags to list
         printf("  -h        this help\n");
@@ -477,6 +485,7 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         {"act-checkpoint", required_argument, 0, OPT_ACT_CKPT},
         {"act-offload", required_argument, 0, OPT_ACT_OFFLOAD},
         {"tile-linear", required_argument, 0, OPT_TILE_LINEAR},
+        {"tile-vocab", required_argument, 0, OPT_TILE_VOCAB},
         {"qwz", no_argument, 0, OPT_QWZ},
         {"hpz", required_argument, 0, OPT_HPZ},
         {"qgz", no_argument, 0, OPT_QGZ},
@@ -630,6 +639,7 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         case OPT_QWZ_BLOCK: c->qwz_block = parse_block("--qwz-block", optarg); break;
         case OPT_QGZ_BLOCK: c->qgz_block = parse_block("--qgz-block", optarg); break;
         case OPT_TILE_LINEAR: c->tile_linear = (int)parse_long("--tile-linear", optarg, 1, GPT2_MAX_TILES); break;
+        case OPT_TILE_VOCAB: c->tile_vocab = (int)parse_long("--tile-vocab", optarg, 1, GPT2_MAX_TILES); break;
         case 'h': return 1;
         case ':':
             fprintf(stderr, "error: option '%s' needs a value (see -h)\n", typed);
@@ -750,6 +760,7 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     if (c->act_checkpoint)
         printf("| %-20s | %-40s |\n", "activations", c->act_offload ? "checkpointed, offloaded to host" : "checkpointed");
     if (c->tile_linear > 1) printf("| %-20s | %-40d |\n", "linear tiles", c->tile_linear);
+    if (c->tile_vocab > 1) printf("| %-20s | %-40d |\n", "vocabulary tiles", c->tile_vocab);
     if (c->zero_stage >= 0) printf("| %-20s | %-40d |\n", "ZeRO stage", c->zero_stage);
     if (c->offload_optimizer) printf("| %-20s | %-40s |\n", "offload optimizer", train_offload_names[c->offload_optimizer]);
     if (c->offload_param) printf("| %-20s | %-40s |\n", "offload parameters", train_offload_names[c->offload_param]);

@@ -73,7 +73,8 @@ typedef struct {
     int threads;                // --threads (CPU): OpenMP threads, 0 = default
     int act_checkpoint;         // --act-checkpoint 1: keep block inputs only, recompute blocks in backward
     int act_offload;            // --act-offload 1: those block inputs in host memory (needs --act-checkpoint 1)
-    int tile_linear;            // --tile-linear K: the MLP's two linears as K tiles, each its own unit
+    int tile_linear;            // --tile-linear K: a block's four linears as K tiles, each its own unit
+    int tile_vocab;             // --tile-vocab KV: wte's rows as KV tiles (embedding and classifier units)
     // ZeRO (trainers built with zero/): -z STAGE and its knobs, in elements
     int zero_stage;             // -z: -1 = unsharded (no plugin), 0..3
     long zero_bucket;           // --zero-bucket: gradient reduction bucket (-1: sized from the model)
