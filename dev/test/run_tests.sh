@@ -3,6 +3,7 @@
 # Before each program it prints "=== k/N name", N being every program this run will start.
 # EMU_DIR (set by make test when the CUDA toolkit is there): the emulated programs' folder.
 # SHELL_TESTS: the shell tests to run (default every dev/test/test_*.sh; "" runs none).
+# GPU_PROGS: the GPU programs to run (default those built of the four below; "" runs none).
 # cmocka programs report their own counts; shell tests (dev/test/*.sh) count as one
 # test each (exit 0 = pass, exit 77 = skipped, as automake has it). A program whose output
 # (and no counts of its own) has a line starting with SKIP counts as one skipped. A run
@@ -19,7 +20,7 @@ if [ -n "${SHELL_TESTS+set}" ]; then read -r -a shell_tests <<< "$SHELL_TESTS"
 else shell_tests=(dev/test/test_*.sh); fi
 gpu_progs=()
 # GPU programs (built by test_cuda_build.sh) print "SKIP: reason" without a GPU.
-for gpu in ./test_gpt2_zero build/gpu_attention_cudnn build/gpu_zero_toy build/gpu_zero_quant; do
+for gpu in ${GPU_PROGS-./test_gpt2_zero build/gpu_attention_cudnn build/gpu_zero_toy build/gpu_zero_quant}; do
     [ -x "$gpu" ] && gpu_progs+=("$gpu")
 done
 emu_progs=()

@@ -19,7 +19,7 @@ mk sh_pass.sh 'exit 0'
 mk sh_skip.sh 'echo "needs a tool that is not here"; exit 77'
 mk sh_fail.sh 'exit 3'
 
-runner() { SHELL_TESTS="$1" EMU_DIR= bash dev/test/run_tests.sh "${@:2}" > "$tmp/out" 2>&1; }
+runner() { SHELL_TESTS="$1" GPU_PROGS= EMU_DIR= bash dev/test/run_tests.sh "${@:2}" > "$tmp/out" 2>&1; }
 
 # all good: 3 + 1 passed, a SKIP program and an exit-77 shell test skipped
 runner "$tmp/sh_pass.sh $tmp/sh_skip.sh" "$tmp/cm_pass" "$tmp/no_gpu"
