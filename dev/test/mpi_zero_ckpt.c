@@ -855,9 +855,15 @@ static int run_report(ZeroComm *comm, const char *base) {
             }
             const size_t pad = padded - psi;
             const size_t bucket = V->bucket < padded ? V->bucket : padded;
-            // pool capacities are rounded up to 16 elements (aligned top placements)
-            const size_t gpool = ges * ((bucket + 2 * max_unit + shared + 15) / 16 * 16);
-            const size_t ppool = pes * ((max_pool + V->prefetch + 15) / 16 * 16 + persist);
+            // pool capacities are rounded up to 16 elements (aligned top placements), and no
+            // pool is larger than what the model can ever need (issue 17.9): every gradient at
+            // once, every pooled (non-persistent) tensor gathered at once
+            size_t gpool_elems = (bucket + 2 * max_unit + shared + 15) / 16 * 16;
+            size_t ppool_elems = (max_pool + V->prefetch + 15) / 16 * 16;
+            if (gpool_elems > padded) gpool_elems = padded;
+            if (ppool_elems > padded - persist) ppool_elems = padded - persist;
+            const size_t gpool = ges * gpool_elems;
+            const size_t ppool = pes * (ppool_elems + persist);
             size_t A, B, pools;
             switch (V->stage) {
             case 0: A = pes + ges + 12 + (ges == 2 ? 4 : 0); B = 4; pools = 0; break;   // + fp32 reduced grads if bf16
