@@ -855,9 +855,8 @@ static int run_report(ZeroComm *comm, const char *base) {
             }
             const size_t pad = padded - psi;
             const size_t bucket = V->bucket < padded ? V->bucket : padded;
-            // pool capacities are rounded up to 16 elements (aligned top placements), and no
-            // pool is larger than what the model can ever need (issue 17.9): every gradient at
-            // once, every pooled (non-persistent) tensor gathered at once
+            // pool capacities are rounded up to 16 elements (aligned top placements)
+            // ... and never above what the model can need: every gradient, every pooled tensor
             size_t gpool_elems = (bucket + 2 * max_unit + shared + 15) / 16 * 16;
             size_t ppool_elems = (max_pool + V->prefetch + 15) / 16 * 16;
             if (gpool_elems > padded) gpool_elems = padded;
