@@ -21,8 +21,28 @@ void atomic_file_open(AtomicFile *af, const char *path) {
     if (strlen(path) >= sizeof(af->path)) die("path too long: '%s'", path);
     strcpy(af->path, path);
     snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp.%ld", path, (long)getpid());
-    af->f = fopen(af->tmp_path, "wb");
-    if (af->f == NULL) die("cannot create '%s': %s", af->tmp_path, strerror(errno));
+    // a write past ulimit -f fails with EFBIG (reported by name below) instead of killing
+    // the process with SIGXFSZ without a word
+    signal(SIGXFSZ, SIG_IGN);
+    // created here and now, never an existing file or whatever a symbolic link planted at
+    // this name points to (O_EXCL with O_NOFOLLOW: a link is refused, not followed)
+    int fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        struct stat st;
+        if (e == EEXIST && lstat(af->tmp_path, &st) == 0)
+            die("cannot create '%s' (for '%s'): %s is already there, and this process did not make it; nothing is "
+                "written through it: remove it by hand", af->tmp_path, path,
+                S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISREG(st.st_mode) ? "a file" : "something");
+        die("cannot create '%s': %s", af->tmp_path, strerror(e));
+    }
+    af->f = fdopen(fd, "wb");
+    if (af->f == NULL) {
+        int e = errno;
+        close(fd);
+        unlink(af->tmp_path);
+        die("cannot create '%s': %s", af->tmp_path, strerror(e));
+    }
     af->crc = (uint32_t)crc32(0L, Z_NULL, 0);
     af->bytes = 0;
 }

@@ -1,6 +1,9 @@
 // atomic_file.h: write a file so that readers see either the old or the complete new
 // contents, never a torn one: write "<path>.tmp.<pid>", fsync, rename, fsync the folder.
 // A running CRC-32 of everything written is kept for manifests and verification.
+// The temp file is created exclusively without following links (O_CREAT|O_EXCL|O_NOFOLLOW):
+// whatever is already there under its name stops the write, naming it. atomic_file_open
+// ignores SIGXFSZ, so a write past ulimit -f fails with a message instead of a silent kill.
 #ifndef LLMC_ATOMIC_FILE_H
 #define LLMC_ATOMIC_FILE_H
 

@@ -13,6 +13,10 @@
 #  5. start-up cleanup: a dead run's temp files (also in zero_N/) go; a user's notes.tmp.123,
 #     a live process's temp file, one from before this boot, a symlink, another run's
 #     folder below and a symlinked folder stay
+#  6. a symbolic link planted at a temp file's name the run will use (its PID is known: the
+#     shell execs the trainer) for run.json, a checkpoint, a sharded rank file, and at the
+#     lock file .lock: the run stops naming it, the link's target is untouched, the link stays
+#  7. zero_consolidate's output past ulimit -f: named, non-zero exit (no silent SIGXFSZ)
 set -u
 cd "$(dirname "$0")/../.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -116,4 +120,34 @@ done
 grep -q "run.json.tmp.$live_pid (process $live_pid is running)" "$tmp/stale.txt" || { cat "$tmp/stale.txt"; fail "the live process's temp file is not named as kept"; }
 grep -q "latest.tmp.$dead (older than this boot)" "$tmp/stale.txt" || { cat "$tmp/stale.txt"; fail "the file from before this boot is not named as kept"; }
 echo "start-up cleanup: a dead run's temp files removed; a user's, a live process's, older ones and symlinks kept"
+
+# 6. planted symbolic links: exec keeps the shell's PID, so "$$" names the trainer's temp files
+echo "a user's file" > "$tmp/victim.txt"
+vsum=$(cksum < "$tmp/victim.txt")
+planted() {   # planted NAME LINK WHAT TRAINER-FLAGS...: LINK (relative to the -o folder) -> victim
+    local name=$1 link=$2 what=$3
+    shift 3
+    local d="$tmp/plant_$name"
+    mkdir -p "$d/$(dirname "$link")"
+    if bash -c 'ln -s "$1" "$2/${3//PID/$$}" && shift 3 && exec "$@"' _ "$tmp/victim.txt" "$d" "$link" \
+            ./train_gpt2 "$@" -o "$d" > "$tmp/plant_$name.txt" 2>&1; then
+        cat "$tmp/plant_$name.txt"; fail "$name: a run with a symbolic link planted at $link exited 0"
+    fi
+    grep -qF -- "$what" "$tmp/plant_$name.txt" || { cat "$tmp/plant_$name.txt"; fail "$name: no message saying: $what"; }
+    [ "$(cksum < "$tmp/victim.txt")" = "$vsum" ] || fail "$name: the file behind the link planted at $link was written"
+    [ -n "$(find "$d" -type l)" ] || fail "$name: the planted link was removed"
+}
+planted run_json run.json.tmp.PID "run.json.tmp." "${small[@]}" -x 2
+grep -q "a symbolic link is already there, and this process did not make it; nothing is written through it" \
+    "$tmp/plant_run_json.txt" || fail "run_json: the refusal does not say what is there"
+planted ckpt ckpt_00000002.bin.tmp.PID "ckpt_00000002.bin.tmp." "${small[@]}" -x 2 -n 2
+planted rank zero_2/rank_00000.bin.tmp.PID "zero_2/rank_00000.bin.tmp." "${small[@]}" -z 2 -x 2 -n 2
+grep -q "a symbolic link is already there" "$tmp/plant_rank.txt" || fail "rank: the refusal does not say what is there"
+planted lock .lock "lock file '$tmp/plant_lock/.lock' is a symbolic link" "${small[@]}" -x 2
+echo "symbolic links planted at temp file names (run.json, checkpoint, rank file) and at .lock: refused, targets untouched"
+
+# 7. zero_consolidate past ulimit -f (the sharded checkpoint of 2. above)
+if limited 8 ./zero_consolidate "$tmp/zckpt" 2 "$tmp/cons" > "$tmp/cons.txt"; then fail "zero_consolidate past ulimit -f succeeded"; fi
+grep -q "File too large" "$tmp/cons.txt" || { cat "$tmp/cons.txt"; fail "zero_consolidate past ulimit -f is not named"; }
+echo "zero_consolidate past ulimit -f: named, non-zero exit"
 echo "PASS test_run_files"

@@ -66,7 +66,11 @@ void run_lock_take(const char *out_dir, int rank) {
     make_dirs(out_dir);
     char path[4096];
     if ((size_t)snprintf(path, sizeof(path), "%s/.lock", out_dir) >= sizeof(path)) die("path too long: '%s'", out_dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // never through a symbolic link planted at .lock: its target would be truncated below
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ELOOP)
+        die("the output folder's lock file '%s' is a symbolic link, not this project's: nothing is written through "
+            "it; remove it", path);
     if (fd < 0) die("cannot open the output folder's lock file '%s': %s", path, strerror(errno));
     int rc;
     for (int tries = 0; (rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EWOULDBLOCK && tries < 20; tries++) {

@@ -366,7 +366,9 @@ static int join(ZeroNccl *n) {
         if (r != ncclSuccess) {
             fprintf(stderr, "zero: rank %d: ncclCommInitRank (rank %d of %d, device %d) failed: %s%s%s\n", c->rank, c->rank,
                     c->world, n->device, nccl_reason(r, NULL, b, sizeof b),
-                    by_file ? "; a ZERO_BOOTSTRAP_FILE left by an earlier run gives a stale id: use a fresh path" : "",
+                    by_file ? "; ranks take only a ZERO_BOOTSTRAP_FILE sealed under this job's secret, so an id from an "
+                              "earlier job can reach them only if it had the same ZERO_BOOTSTRAP_SECRET: draw a "
+                              "fresh secret per job" : "",
                     r == ncclInvalidUsage ? "; several ranks on one GPU need their own NCCL_HOSTID each and "
                                             "NCCL_SOCKET_IFNAME=lo (NCCL < 2.30), or NCCL_MULTI_RANK_GPU_ENABLE=1" : "");
             n->world = NULL;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +38,31 @@ int zfile_open(ZFile *zf, const char *path) {
     if (strlen(path) >= sizeof zf->path) return fail(zf->err, sizeof zf->err, "path too long: %s", path);
     snprintf(zf->path, sizeof zf->path, "%s", path);
     snprintf(zf->tmp, sizeof zf->tmp, "%s.tmp.%ld", path, (long)getpid());
-    zf->f = fopen(zf->tmp, "wb");
-    if (!zf->f) return fail(zf->err, sizeof zf->err, "cannot create %s: %s", zf->tmp, strerror(errno));
+    // a write past ulimit -f fails with EFBIG (returned by name) instead of killing the
+    // process with SIGXFSZ without a word
+    signal(SIGXFSZ, SIG_IGN);
+    // created here and now, never an existing file or through a symbolic link planted at
+    // this name (O_EXCL with O_NOFOLLOW: a link is refused, not followed)
+    int fd = open(zf->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        struct stat st;
+        if (e == EEXIST && lstat(zf->tmp, &st) == 0)
+            fail(zf->err, sizeof zf->err, "cannot create %s: %s is already there, and this process did not make it; "
+                 "nothing is written through it: remove it by hand", zf->tmp,
+                 S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISREG(st.st_mode) ? "a file" : "something");
+        else
+            fail(zf->err, sizeof zf->err, "cannot create %s: %s", zf->tmp, strerror(e));
+        zf->tmp[0] = '\0';   // not ours: zfile_abort leaves it alone
+        return -1;
+    }
+    zf->f = fdopen(fd, "wb");
+    if (!zf->f) {
+        int e = errno;
+        close(fd);
+        unlink(zf->tmp);
+        return fail(zf->err, sizeof zf->err, "cannot create %s: %s", zf->tmp, strerror(e));
+    }
     zf->crc = zfile_crc32(0, NULL, 0);
     return 0;
 }

@@ -6,6 +6,9 @@ the caller's buffer, never by exiting: a failed save must not kill a training ru
 
 Atomic write: bytes go to "<path>.tmp.<pid>"; commit flushes, fsyncs, renames over <path>
 and fsyncs the folder, so a reader sees the old file or the whole new one, never a torn one.
+The temp file is created with O_CREAT|O_EXCL|O_NOFOLLOW: a file or link already under its
+name is an error, never written through. zfile_open ignores SIGXFSZ, so a write past
+ulimit -f returns EFBIG (named) instead of killing the process.
 */
 #ifndef ZERO_ZFILE_H
 #define ZERO_ZFILE_H
