@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
     int have_tok = load_sampling_tokenizer(&tok, &cfg);
 
     GPT2CudaOptions opt = {cfg.recompute, cfg.use_cudnn, cfg.seed, 0, cfg.act_checkpoint, cfg.act_offload,
-                           cfg.tile_linear, cfg.tile_vocab};
+                           cfg.tile_linear, cfg.tile_vocab, cfg.micro_grads && grad_accum > 1};
     gpt2_cuda_check_flags(&mc, &opt);
     GPT2Cuda model;
     gpt2_cuda_build(&model, &mc, params, cfg.B, cfg.T, &opt);

@@ -68,8 +68,9 @@ int main(int argc, char **argv) {
     Tokenizer tok;
     int have_tok = load_sampling_tokenizer(&tok, &cfg);
 
+    // micro_grads 0: the gradients are the plugin's (its stages 2-3 add whole micro-step gradients)
     GPT2CudaOptions opt = {cfg.recompute, cfg.use_cudnn, cfg.seed, 1, cfg.act_checkpoint, cfg.act_offload,
-                           cfg.tile_linear, cfg.tile_vocab};
+                           cfg.tile_linear, cfg.tile_vocab, 0};
     gpt2_cuda_check_flags(&mc, &opt);
     GPT2Cuda model;
     gpt2_cuda_build(&model, &mc, NULL, cfg.B, cfg.T, &opt);

@@ -14,6 +14,10 @@
 #  3. ZeRO-Offload and ZeRO-Infinity: stages 1 and 3 with the optimizer in host memory or
 #     on NVMe, stage 3 with the parameters there too: the same bits as the same stage
 #     without offload.
+#  4. accumulation 2 (issue 16.1): train_gpt2cu --micro-grads 1 (the default) = -z 2 and -z 3
+#     at 1 rank, which add each micro-step's reduced gradient into their shard (acc = g0;
+#     acc += g1); --micro-grads 0 differs from it and equals -z 1 (stages 0-1 accumulate
+#     inside the backward's kernels).
 # Prints the emulator's ms/step for this configuration (a CPU emulation: not a GPU speed).
 set -u
 cd "$(dirname "$0")/../.."
@@ -93,5 +97,21 @@ for v in "${offload[@]}"; do
     run "$name" env CUDA_EMU_HANG_S=120 "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z" "$@" &&
         same_bits "bw_z$z" "$name" "train_gpt2_zero -z $z $* = -z $z without offload"
 done
+
+# 4. accumulation 2: the micro-batch gradient buffers give ZeRO's bits; without them, not
+acc=("${model[@]}" -d 256 -x 4 --grad-clip 0.5)
+if run acc_mg1 "$EMU/train_gpt2cu" "${acc[@]}"; then
+    for z in 2 3; do
+        run "acc_z$z" "$EMU/train_gpt2_zero" "${acc[@]}" -z "$z" &&
+            same_bits acc_mg1 "acc_z$z" "accumulation 2: train_gpt2_zero -z $z (1 rank) = train_gpt2cu --micro-grads 1"
+    done
+    if run acc_mg0 "$EMU/train_gpt2cu" "${acc[@]}" --micro-grads 0; then
+        if ./build/model_diff "$tmp/acc_mg1/model_final.bin" "$tmp/acc_mg0/model_final.bin" 0 > /dev/null 2>&1
+        then bad "accumulation 2: --micro-grads 0 gives --micro-grads 1's model: the case above proves nothing"
+        else ok "accumulation 2: --micro-grads 0 (accumulation inside the kernels) differs from --micro-grads 1"; fi
+        run acc_z1 "$EMU/train_gpt2_zero" "${acc[@]}" -z 1 &&
+            same_bits acc_mg0 acc_z1 "accumulation 2: train_gpt2_zero -z 1 (1 rank) = train_gpt2cu --micro-grads 0"
+    fi
+fi
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]

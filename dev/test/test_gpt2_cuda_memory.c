@@ -54,14 +54,14 @@ static void test_regions_match_documented_shapes(void **state) {
                 for (int external = 0; external <= 1; external++) {
                     const int B = shapes[s][0], T = shapes[s][1];
                     const size_t BT = (size_t)B * T, C = 64, NH = 4, ws = 12345;
-                    GPT2CudaOptions opt = {recompute, cudnn, 1, external, 0, 0, 0, 0};
+                    GPT2CudaOptions opt = {recompute, cudnn, 1, external, 0, 0, 0, 0, 0};
                     GPT2CudaMemory m;
                     gpt2_cuda_memory(&c, B, T, &opt, cudnn, ws, &m);
                     assert_int_equal(m.activations, acts_reference(&c, B, T, recompute, cudnn, 0, 0, 1));
                     assert_int_equal(m.host_activations, 0);
                     for (int offload = 0; offload <= 1; offload++) {   // act_checkpoint, with and without offload
                         const int tiles = offload ? 4 : 1;
-                        GPT2CudaOptions ck = {recompute, cudnn, 1, external, 1, offload, tiles, 0};
+                        GPT2CudaOptions ck = {recompute, cudnn, 1, external, 1, offload, tiles, 0, 0};
                         GPT2CudaMemory mk;
                         gpt2_cuda_memory(&c, B, T, &ck, cudnn, ws, &mk);
                         assert_int_equal(mk.activations, acts_reference(&c, B, T, recompute, cudnn, 1, offload, tiles));
@@ -96,6 +96,16 @@ static void test_regions_match_documented_shapes(void **state) {
                     assert_int_equal(m.attention, cudnn ? p256(ws) : p256(4 * scores) + p256(2 * scores));
                     assert_int_equal(m.cublaslt, (size_t)32 << 20);
                     assert_int_equal(m.total, m.params + m.activations + m.scratch + m.attention + m.cublaslt);
+                    if (!external) {   // micro_grads: a second fp32 gradient buffer, in grads and params
+                        GPT2CudaOptions mo = opt;
+                        mo.micro_grads = 1;
+                        GPT2CudaMemory mm;
+                        gpt2_cuda_memory(&c, B, T, &mo, cudnn, ws, &mm);
+                        assert_int_equal(mm.grads, 2 * p256(4 * n));
+                        assert_int_equal(mm.optimizer, m.optimizer);
+                        assert_int_equal(mm.params, m.params + p256(4 * n));
+                        assert_int_equal(mm.total, m.total + p256(4 * n));
+                    }
                 }
 }
 
@@ -107,18 +117,20 @@ static void test_options_refused(void **state) {
     const GPT2Config c = small_config();   // C = 64
     char err[256];
     const struct { GPT2CudaOptions o; const char *needle; } bad[] = {
-        {{3, 0, 1, 0, 0, 0, 0, 0}, "recompute 3"},
-        {{1, 0, 1, 0, 0, 1, 0, 0}, "needs act_checkpoint 1"},
-        {{1, 0, 1, 0, 0, 0, 3, 0}, "K = 3 do not divide the channels C = 64"},
-        {{1, 0, 1, 0, 0, 0, 16, 0}, "C/K = 4"},
-        {{1, 0, 1, 0, 0, 0, 1, 5}, "KV = 5 do not divide the padded vocabulary Vp"},
-        {{1, 0, 1, 0, 0, 0, 1, 32}, "Vp/KV = 4"},
+        {{3, 0, 1, 0, 0, 0, 0, 0, 0}, "recompute 3"},
+        {{1, 0, 1, 0, 0, 1, 0, 0, 0}, "needs act_checkpoint 1"},
+        {{1, 0, 1, 0, 0, 0, 3, 0, 0}, "K = 3 do not divide the channels C = 64"},
+        {{1, 0, 1, 0, 0, 0, 16, 0, 0}, "C/K = 4"},
+        {{1, 0, 1, 0, 0, 0, 1, 5, 0}, "KV = 5 do not divide the padded vocabulary Vp"},
+        {{1, 0, 1, 0, 0, 0, 1, 32, 0}, "Vp/KV = 4"},
+        {{1, 0, 1, 0, 0, 0, 1, 1, 2}, "micro_grads 2"},
+        {{1, 0, 1, 1, 0, 0, 1, 1, 1}, "micro_grads needs the model's own gradients"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(gpt2_cuda_check_options(&c, &bad[i].o, err, sizeof(err)), -1);
         if (!strstr(err, bad[i].needle)) fail_msg("refusal %zu: '%s' lacks '%s'", i, err, bad[i].needle);
     }
-    const GPT2CudaOptions good = {2, 1, 1, 1, 1, 1, 8, 8};
+    const GPT2CudaOptions good = {2, 1, 1, 1, 1, 1, 8, 8, 0};
     assert_int_equal(gpt2_cuda_check_options(&c, &good, err, sizeof(err)), 0);
 }
 
@@ -127,7 +139,7 @@ static void test_recompute_savings(void **state) {
     const GPT2Config c = small_config();
     const int B = 4, T = 32;
     const size_t L = 2, row = (size_t)B * T * 64 * 2;
-    GPT2CudaOptions o0 = {0, 0, 1, 1, 0, 0, 0, 0}, o1 = {1, 0, 1, 1, 0, 0, 0, 0}, o2 = {2, 0, 1, 1, 0, 0, 0, 0};
+    GPT2CudaOptions o0 = {0, 0, 1, 1, 0, 0, 0, 0, 0}, o1 = {1, 0, 1, 1, 0, 0, 0, 0, 0}, o2 = {2, 0, 1, 1, 0, 0, 0, 0, 0};
     GPT2CudaMemory m0, m1, m2;
     gpt2_cuda_memory(&c, B, T, &o0, 0, 0, &m0);
     gpt2_cuda_memory(&c, B, T, &o1, 0, 0, &m1);
@@ -183,7 +195,7 @@ static void huge_acts(void *arg) {
     (void)arg;
     GPT2Config c = {1 << 20, 50257, 50304, 1024, 1024, 65536};
     size_t bytes[GPT2_CUDA_NUM_ACTS];
-    gpt2_cuda_act_bytes(&c, 1 << 20, 1 << 20, &(GPT2CudaOptions){0, 1, 1, 0, 0, 0, 0, 0}, 1, bytes);
+    gpt2_cuda_act_bytes(&c, 1 << 20, 1 << 20, &(GPT2CudaOptions){0, 1, 1, 0, 0, 0, 0, 0, 0}, 1, bytes);
 }
 
 static void test_overflow_dies(void **state) {

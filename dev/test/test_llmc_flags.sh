@@ -2,7 +2,8 @@
 # llm.c's flags (train_gpt2.cu's list; issue 16.3): each works with llm.c's meaning or is
 # refused by name with what to use instead, in all three trainers.
 #  1. refused: -h 1 (HellaSwag; never the help with exit 0), -w 0, -ge, -lg N>0, the
-#     multi-node -pn -pr -pg -pm -pi -ps -pp -pf, -r on the CPU, --micro-grads on CUDA:
+#     multi-node -pn -pr -pg -pm -pi -ps -pp -pf, -r on the CPU, --micro-grads in train_gpt2_zero
+#     (and a value other than 0|1 in train_gpt2cu):
 #     non-zero exit, the flag's name in the message, nothing written
 #  2. accepted without effect on the bits: -h 0, -f 0|1 (TF32: no fp32-input matmul here),
 #     -w 1, -lg -1: the same model file as without them; -h alone is the help (exit 0)
@@ -51,8 +52,8 @@ for t in "${trainers[@]}"; do
     done
 done
 refuse ./train_gpt2 cpu_r "error: -r .*--act-checkpoint" -r 1
-refuse ./train_gpt2cu cu_mg "error: --micro-grads is the CPU trainer's" --micro-grads 0
-refuse ./train_gpt2_zero zero_mg "error: --micro-grads is the CPU trainer's" --micro-grads 1
+refuse ./train_gpt2cu cu_mg "error: --micro-grads expects" --micro-grads 2
+refuse ./train_gpt2_zero zero_mg "error: --micro-grads is not train_gpt2_zero's" --micro-grads 1
 refuse ./train_gpt2 cpu_k "error: -k expects .*cosine, linear, constant or wsd" -k step
 refuse ./train_gpt2 cpu_nk "error: -nk expects" -nk k
 refuse ./train_gpt2 cpu_sl "error: -sl expects" -sl -1

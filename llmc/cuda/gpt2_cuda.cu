@@ -53,6 +53,7 @@ static size_t layout_params(GPT2Cuda *m, uintptr_t base) {
     CARVE(m->m, float, n);
     CARVE(m->v, float, n);
     CARVE(m->grads, float, n);
+    CARVE(m->grads_micro, float, m->opt.micro_grads ? n : 0);
     return at;
 }
 
@@ -163,6 +164,21 @@ static void free_device(GPT2Cuda *m) {
     m->device_bytes = 0;
 }
 
+// Entries of tensor t's pointer tables: one per layer and tile.
+static int table_entries(const GPT2Cuda *m, int t) {
+    return (gpt2_param_is_per_layer(t) ? m->config.num_layers : 1) *
+           gpt2_param_tiles(t, m->opt.tile_linear, m->opt.tile_vocab);
+}
+
+// The gradient tables into a flat buffer laid out as grads (NULL: all entries NULL).
+static void point_grads(GPT2Cuda *m, float *base) {
+    for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
+        const int n = table_entries(m, t);
+        const size_t per = m->param_sizes[t] / n;
+        for (int i = 0; i < n; i++) m->g[t][i] = base ? base + m->param_offsets[t] + i * per : NULL;
+    }
+}
+
 int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host_params, int B, int T,
                         const GPT2CudaOptions *opt) {
     check_shape(config, B, T);
@@ -233,16 +249,14 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     // Pointer tables into the flat buffers (NULL until a hook fills them when external), an
     // entry per layer and tile.
     for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
-        const int n = (gpt2_param_is_per_layer(t) ? L : 1) * gpt2_param_tiles(t, m->opt.tile_linear, m->opt.tile_vocab);
+        const int n = table_entries(m, t);
         const size_t per = m->param_sizes[t] / n;
         m->w[t] = (bf16 **)malloc(n * sizeof(bf16 *));
         m->g[t] = (float **)malloc(n * sizeof(float *));
         if (!m->w[t] || !m->g[t]) gpt2_cuda_die("out of host memory");
-        for (int i = 0; i < n; i++) {
-            m->w[t][i] = own ? m->params + m->param_offsets[t] + i * per : NULL;
-            m->g[t][i] = own ? m->grads + m->param_offsets[t] + i * per : NULL;
-        }
+        for (int i = 0; i < n; i++) m->w[t][i] = own ? m->params + m->param_offsets[t] + i * per : NULL;
     }
+    point_grads(m, own ? m->grads : NULL);
 
     // act_offload: the pinned host tier, its copy stream and events.
     m->host_act_bytes = gpt2_cuda_act_host_bytes(config, B, T, &m->opt);
@@ -664,6 +678,7 @@ void gpt2_cuda_zero_grad(GPT2Cuda *m) {
     // Under a parameter manager the gradients are its buffers, zeroed by it.
     if (!m->opt.external_params)
         CUDA_CHECK(cudaMemsetAsync(m->grads, 0, m->num_parameters * sizeof(float), m->stream));
+    m->micro_in_step = 0;
     m->norm_current = 0;
     gpt2_cuda_reset_loss(m);
 }
@@ -673,8 +688,26 @@ void gpt2_cuda_reset_loss(GPT2Cuda *m) {
     m->loss_tokens = 0;
 }
 
+static void backward_into_tables(GPT2Cuda *m, float loss_scale);
+
+// The first micro-batch's gradient goes straight into the zeroed sum (0 + g is g); each
+// later one into a zeroed buffer of its own, then sum += it, element by element: the sum
+// of whole micro-batch gradients in order, as ZeRO's rank-order reduction forms it.
 void gpt2_cuda_backward(GPT2Cuda *m, float loss_scale) {
     if (!m->have_targets) gpt2_cuda_die("backward needs a forward with targets first");
+    if (!m->opt.micro_grads || m->micro_in_step++ == 0) {
+        backward_into_tables(m, loss_scale);
+        return;
+    }
+    const size_t n = m->num_parameters;
+    CUDA_CHECK(cudaMemsetAsync(m->grads_micro, 0, n * sizeof(float), m->stream));
+    point_grads(m, m->grads_micro);
+    backward_into_tables(m, loss_scale);
+    point_grads(m, m->grads);
+    accumulate_f32(m->grads, m->grads_micro, n, m->stream);
+}
+
+static void backward_into_tables(GPT2Cuda *m, float loss_scale) {
     const GPT2Config *c = &m->config;
     const int L = c->num_layers, C = c->channels, Vp = c->padded_vocab_size;
     const int B = m->cur_B, T = m->cur_T, BT = B * T;

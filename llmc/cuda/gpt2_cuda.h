@@ -66,6 +66,8 @@ typedef struct {
     float *master;                 // fp32 master weights
     float *m, *v;                  // AdamW moments
     float *grads;                  // fp32 gradients
+    float *grads_micro;            // opt.micro_grads: one micro-batch's gradient, added to grads
+    int micro_in_step;             // backwards since zero_grad (micro_grads: the first writes grads)
     // Pointer tables: w[t][l] / g[t][l] = layer l of tensor t (l = 0 for the 4 tensors that
     // are not per layer); tiled, [l * K + k] is tile k of layer l of a tiled tensor
     // (gpt2_param_tiles). The model reads parameters and writes gradients only through these.
@@ -144,6 +146,8 @@ void gpt2_cuda_zero_grad(GPT2Cuda *model);
 void gpt2_cuda_reset_loss(GPT2Cuda *model);
 // Accumulates into the gradients the gradient of loss_scale * (sum over the last forward's
 // tokens of the per-token loss). Training: loss_scale = 1 / (B*T*grad_accum_steps).
+// opt.micro_grads: each backward after the first since zero_grad computes the gradient in
+// the zeroed micro buffer, then adds it to the gradients element by element in fp32.
 void gpt2_cuda_backward(GPT2Cuda *model, float loss_scale);
 // AdamW step t (1-based): gradient norm and clip scale min(1, grad_clip / norm) on the
 // device (grad_clip <= 0: no clipping; the norm in llmc/model/grad_norm.h's slice order, the

@@ -109,8 +109,9 @@ size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConf
     if (gpt2_cuda_check_shape(c, cfg->B, cfg->T, why, sizeof(why)) != 0)
         printf("warning: the CUDA model cannot run this: %s; a live run stops at start-up (the sizes below are "
                "what its buffers would take)\n", why);
+    // micro_grads 0: the gradients are the plugin's (its stages 2-3 add whole micro-step gradients)
     GPT2CudaOptions opt = {cfg->recompute, cfg->use_cudnn, cfg->seed, 1, cfg->act_checkpoint, cfg->act_offload,
-                           cfg->tile_linear, cfg->tile_vocab};
+                           cfg->tile_linear, cfg->tile_vocab, 0};
     gpt2_cuda_check_flags(c, &opt);
     int cudnn = cfg->use_cudnn && (c->channels / c->num_heads) % 8 == 0;
     size_t ws = cudnn ? gpt2_cuda_cudnn_workspace_estimate(c, cfg->B, cfg->T) : 0;

@@ -73,8 +73,9 @@ void gpt2_cuda_memory(const GPT2Config *c, int B, int T, const GPT2CudaOptions *
     const size_t n = opt->external_params ? 0 : gpt2_param_sizes(c, sizes);
     // bf16 working copy, then fp32 master, m, v and gradients
     out->weights = n ? piece(mul(n, 2)) : 0;
-    out->grads = n ? piece(mul(n, 4)) : 0;
-    out->optimizer = mul(3, out->grads);
+    const size_t fp32 = n ? piece(mul(n, 4)) : 0;
+    out->grads = opt->micro_grads ? mul(2, fp32) : fp32;
+    out->optimizer = mul(3, fp32);
     out->params = add(add(out->weights, out->grads), out->optimizer);
     size_t act[GPT2_CUDA_NUM_ACTS];
     gpt2_cuda_act_bytes(c, B, T, opt, use_cudnn, act);
@@ -143,6 +144,15 @@ int gpt2_cuda_check_options(const GPT2Config *c, const GPT2CudaOptions *opt, cha
     }
     if (opt->act_offload && !opt->act_checkpoint) {
         snprintf(err, errlen, "act_offload moves the block inputs act_checkpoint keeps: it needs act_checkpoint 1");
+        return -1;
+    }
+    if (opt->micro_grads & ~1) {
+        snprintf(err, errlen, "micro_grads %d must be 0 or 1", opt->micro_grads);
+        return -1;
+    }
+    if (opt->micro_grads && opt->external_params) {
+        snprintf(err, errlen, "micro_grads needs the model's own gradients: with external_params they are the "
+                 "parameter manager's");
         return -1;
     }
     const int K = gpt2_cuda_tiles(opt);

@@ -39,6 +39,11 @@ typedef struct {
                          // tiles of wte's rows, each tile's two parts units (gpt2_config.h);
                          // Vp/KV must be a multiple of 8. The classifier tiles' input gradients
                          // add up in the same fp32 buffer.
+    int micro_grads;     // 1 (own gradients only): one more fp32 gradient buffer; each backward
+                         // after the first since zero_grad writes into it (zeroed), then adds it
+                         // to the gradients, so accumulation N gives ZeRO's bits on N ranks (its
+                         // reduction adds whole per-rank gradients). Only worth it with
+                         // accumulation > 1: trainers set it only then.
 } GPT2CudaOptions;
 
 // The activation arrays (GPT2CudaActs, gpt2_cuda.h, has their shapes) in the order they
@@ -76,7 +81,8 @@ size_t gpt2_cuda_token_ints(int B, int T);
 // The regions gpt2_cuda_build allocates (each the sum of its 256-byte pieces).
 typedef struct {
     size_t params;       // bf16 params, fp32 master, m, v, grads (0 with external_params)
-    size_t weights, grads, optimizer;   // params by use: the bf16 params; the fp32 grads;
+    size_t weights, grads, optimizer;   // params by use: the bf16 params; the fp32 grads
+                                        // (and micro_grads' buffer);
                                         // the fp32 master, m and v
     size_t activations;  // GPT2CudaActs: forward activations and backward scratch
     size_t scratch;      // reduction partials, loss and norm, tokens
@@ -98,7 +104,8 @@ size_t gpt2_cuda_cudnn_workspace_estimate(const GPT2Config *c, int B, int T);
 int gpt2_cuda_check_shape(const GPT2Config *c, int B, int T, char *err, size_t errlen);
 // 0 when the options fit the config (recompute 0-2, act flags 0 or 1, act_offload only with
 // act_checkpoint, tiles dividing C with C/K a multiple of 8, vocabulary tiles dividing Vp with
-// Vp/KV a multiple of 8); else -1 with the reason in err.
+// Vp/KV a multiple of 8, micro_grads 0 or 1 and not with external_params); else -1 with the
+// reason in err.
 int gpt2_cuda_check_options(const GPT2Config *c, const GPT2CudaOptions *opt, char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -16,6 +16,7 @@ _Static_assert(TRAIN_FLAG_COUNT <= 32, "TrainConfig's given and from_file hold o
 // unsharded only, so the ZeRO flags are refused), "cuda-zero" (train_gpt2_zero).
 static int flavour_cuda(const char *flavour) { return strncmp(flavour, "cuda", 4) == 0; }
 static int flavour_zero(const char *flavour) { return strcmp(flavour, "cuda") != 0; }
+static int flavour_cuda_zero(const char *flavour) { return strcmp(flavour, "cuda-zero") == 0; }
 
 // Long options without a single-letter form.
 enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
@@ -186,14 +187,18 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --nan-skip-limit N  with --nan-skip: the N-th skipped step in a row stops the run as a\n"
            "                  non-finite step does without --nan-skip (default %d)\n", d.nan_skip_limit);
     printf("  --tokenizer F   llm.c tokenizer file for samples (default %s)\n", d.tokenizer_path);
-    if (!cuda) {
-        printf("  --threads N     OpenMP threads (default: cores / ranks on this node)\n");
+    if (!cuda) printf("  --threads N     OpenMP threads (default: cores / ranks on this node)\n");
+    if (!flavour_cuda_zero(flavour))
         printf("  --micro-grads 0|1  with gradient accumulation: 1 computes each micro-batch's gradient in a\n"
                "                  buffer of its own (one more gradient-sized buffer) and adds it to the sum,\n"
                "                  so accumulation N gives the bits of ZeRO on N ranks; 0 accumulates inside\n"
                "                  the backward's kernels (no buffer; the last bits differ from N ranks)\n"
                "                  (default %d)\n", d.micro_grads);
-    }
+    else   // train_gpt2_zero: the gradients are the plugin's; no flag, a fixed rule per stage
+        printf("  --micro-grads   refused here (the gradients are the ZeRO plugin's): with accumulation,\n"
+               "                  -z 2 and 3 add each micro-step's reduced gradient into their shard (the\n"
+               "                  bits of train_gpt2cu --micro-grads 1 at 1 rank), -z 0 and 1 accumulate\n"
+               "                  inside the backward's kernels (those of --micro-grads 0)\n");
     printf("  --act-checkpoint 0|1  activation checkpointing: keep only each transformer block's input\n"
            "                  and recompute the block's forward just before its backward (the same\n"
            "                  gradients; activations: the block inputs plus one block's) (default %d)\n",
@@ -672,9 +677,10 @@ void train_config_check(TrainConfig *c, const char *flavour) {
                 c->deepspeed);
         exit(1);
     }
-    if (flavour_cuda(flavour) && c->micro_grads_given) {
-        fprintf(stderr, "error: --micro-grads is the CPU trainer's for now: the CUDA model adds each micro-batch's "
-                "gradient inside its backward kernels\n");
+    if (flavour_cuda_zero(flavour) && c->micro_grads_given) {
+        fprintf(stderr, "error: --micro-grads is not train_gpt2_zero's: its gradients are the ZeRO plugin's; with "
+                "accumulation -z 2 and 3 add each micro-step's reduced gradient into their shard (the rule of "
+                "--micro-grads 1), -z 0 and 1 accumulate inside the backward's kernels (as --micro-grads 0)\n");
         exit(1);
     }
     if (c->act_offload && !c->act_checkpoint) {

@@ -63,7 +63,7 @@ typedef struct {
     int shuffle;                // --shuffle (train data order)
     int recompute;              // -r (CUDA): 0 none, 1 GELU, 2 whole MLP/LN inputs
     int use_cudnn;              // --cudnn (CUDA): 1 cuDNN flash attention, 0 plain kernels
-    int micro_grads;            // --micro-grads (CPU): each micro-batch's gradient in a buffer of its own
+    int micro_grads;            // --micro-grads (CPU, train_gpt2cu): each micro-batch's gradient in a buffer of its own
     int lr_schedule;            // -k: TRAIN_LR_COSINE, _LINEAR, _CONSTANT, _WSD (llm.c's schedulers.h)
     int ckpt_keep;              // -nk: checkpoints kept on disk (0: all)
     int ckpt_major;             // -nm: checkpoints at multiples of this step are never pruned (0: none)
@@ -103,7 +103,7 @@ typedef struct {
     // DeepSpeed's config file (llmc/run/ds_config.h)
     const char *deepspeed;      // --deepspeed FILE, or NULL
     int grad_accum_steps;       // its gradient_accumulation_steps (0: derived from -d)
-    int micro_grads_given;      // --micro-grads was on the command line (the CUDA trainers refuse it)
+    int micro_grads_given;      // --micro-grads was on the command line (train_gpt2_zero refuses it)
     unsigned given;             // TRAIN_FLAG_BIT()s of the flags the command line gave
     unsigned from_file;         // TRAIN_FLAG_BIT()s of the values the config file set
 } TrainConfig;
