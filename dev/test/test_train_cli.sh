@@ -16,7 +16,6 @@ fail() { echo "FAIL test_train_cli: $*"; exit 1; }
 make -j2 train_gpt2cu train_gpt2_zero > "$tmp/make.txt" 2>&1 || { tail "$tmp/make.txt"; fail "cannot build the CUDA trainers"; }
 small=(-e d2c64h2t64 -b 2 -t 32 -v 0 -s 0 --threads 1)
 # the ranks' own lines: mpirun's closing banner (from a line of dashes on) cut off
-ranks_output() { sed '/^-\{20,\}$/,$d' "$1" | grep -v '^$'; }
 
 # 1. ZeRO flags and train_gpt2cu
 zero_flags=(-z --zero-bucket --zero-prefetch --zero-max-live --zero-persist --node-size --zero-timeout --dry-run
@@ -75,9 +74,13 @@ reason="zero: rank [01]: max_live_elems 10 is smaller than unit"
 if ./train_gpt2 "${small[@]}" -x 2 -z 3 --zero-max-live 10 -o "$tmp/live1" > "$tmp/live1.txt" 2>&1; then
     fail "--zero-max-live 10 accepted"; fi
 tail -n 1 "$tmp/live1.txt" | grep -q "^$reason" || { cat "$tmp/live1.txt"; fail "1 process: the last line is not the plugin's reason"; }
-if mpirun -np 2 ./train_gpt2 "${small[@]}" -x 2 -z 3 --zero-max-live 10 -o "$tmp/live2" > "$tmp/live2.txt" 2>&1; then
+# the ranks' lines interleave in any order, so each rank's own lines are checked (--tag-output)
+if mpirun --tag-output -np 2 ./train_gpt2 "${small[@]}" -x 2 -z 3 --zero-max-live 10 -o "$tmp/live2" > "$tmp/live2.txt" 2>&1; then
     fail "mpirun -np 2 --zero-max-live 10 accepted"; fi
-[ "$(ranks_output "$tmp/live2.txt" | grep -c "^$reason")" -eq 2 ] || { cat "$tmp/live2.txt"; fail "2 ranks: not both print the reason"; }
-ranks_output "$tmp/live2.txt" | tail -n 1 | grep -q "^$reason" || { cat "$tmp/live2.txt"; fail "2 ranks: the last line is not the plugin's reason"; }
+for r in 0 1; do
+    rank_lines() { sed -n "s/^\[[0-9]*,$r\]<std[a-z]*>: *//p" "$tmp/live2.txt" | grep -v '^$'; }
+    [ "$(rank_lines | grep -c "^$reason")" -eq 1 ] || { cat "$tmp/live2.txt"; fail "2 ranks: rank $r does not print the reason once"; }
+    rank_lines | tail -n 1 | grep -q "^$reason" || { cat "$tmp/live2.txt"; fail "2 ranks: rank $r's last line is not the plugin's reason"; }
+done
 echo "ZeRO start-up failure: the plugin's reason is the last line (1 and 2 ranks)"
 echo "PASS test_train_cli"

@@ -11,6 +11,7 @@ typedef int MPI_Comm;
 typedef int MPI_Datatype;
 typedef int MPI_Info;
 typedef int MPI_Errhandler;
+typedef int MPI_Op;
 
 #define MPI_SUCCESS 0
 #define MPI_ERR_OTHER 16
@@ -28,6 +29,9 @@ typedef int MPI_Errhandler;
 #define MPI_DOUBLE 4
 #define MPI_UINT16_T 5
 #define MPI_IN_PLACE ((void *)1)
+#define MPI_MIN 1
+#define MPI_MAX 2
+#define MPI_SUM 3
 
 int MPI_Initialized(int *flag);
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided);
@@ -46,6 +50,7 @@ int MPI_Barrier(MPI_Comm c);
 int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm c);
 int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, MPI_Comm c);
 int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, MPI_Comm c);
+int MPI_Allreduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm c);
 int MPI_Gather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root, MPI_Comm c);
 
 #endif
