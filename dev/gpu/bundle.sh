@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# bundle.sh [DIR]: builds every CUDA target for Hopper (sm_90) with portable host code and
+# gathers them, with the few host libraries a bare GPU image lacks, into DIR (default
+# gpubundle/), for dev/gpu/lent_machine.sh to run on a lent GPU machine that has NVIDIA's
+# libraries but none of this project's build dependencies (no MPI, cJSON, liburing headers).
+# Builds in a copy of the working tree (BUNDLE_SRC, default /tmp/zero_bundle_src; kept, so a
+# second bundle rebuilds only what changed) so this checkout's binaries are untouched, and
+# against zero/comm/mpi_stub (ranks start from RANK/WORLD_SIZE with the bootstrap file).
+set -eu
+cd "$(dirname "$0")/../.."
+dir=$(realpath -m "${1:-gpubundle}")
+src=${BUNDLE_SRC:-/tmp/zero_bundle_src}
+mkdir -p "$src"
+git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xpf - -C "$src"
+cd "$src"
+b=build
+# -march=x86-64-v3: the lent machine's processor is not this one (-march=native could fault)
+CFLAGS="-O3 -march=x86-64-v3" make -j"$(nproc)" BUILD=$b MPICC=/nonexistent \
+    CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" cuda $b/model_diff
+rm -rf "$dir"; mkdir -p "$dir/bin" "$dir/build" "$dir/lib"
+for t in train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu bench_wire_cuda; do cp -p "$t" "$dir/bin/"; done
+for t in gpu_attention_cudnn gpu_zero_toy gpu_zero_quant model_diff; do cp -p "$b/$t" "$dir/build/"; done
+# host libraries a CUDA image may lack (glibc here is older than there, so these load)
+for l in libcjson.so.1 liburing.so.2 libgomp.so.1 libpcre2-8.so.0 libcrypto.so.3 libz.so.1; do
+    p=$(ldconfig -p | awk -v n="$l" '$1 == n && /x86-64/ { print $NF; exit }')
+    [ -n "$p" ] && cp -L "$p" "$dir/lib/"
+done
+strip -s "$dir"/bin/* "$dir"/build/* 2> /dev/null || true
+du -sh "$dir"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# lent_machine.sh [LANE...]: the GPU checks on a lent machine that has a GPU and NVIDIA's
+# libraries but none of this project's build dependencies, from binaries that
+# dev/gpu/bundle.sh built elsewhere (BUNDLE, default gpubundle/). Runs the lanes at once,
+# each under DEADLINE seconds (default 300), and writes LOGDIR (default /tmp/gpu_logs) with
+# summary.txt (every PASS/FAIL line and each lane's verdict) and, when OUT is set, copies
+# summary.txt and logs.tgz (every text log; model files left out) there.
+# Lanes (default all but bench): units bitwise matrix offload zeropp mainjob toy bench
+# Correctness only when lanes share the GPU; the bench lane's figures count alone.
+set -u
+cd "$(dirname "$0")/../.."
+lanes=${*:-units bitwise matrix offload zeropp mainjob toy}
+B=${BUNDLE:-gpubundle}
+log=${LOGDIR:-/tmp/gpu_logs}; mkdir -p "$log"
+deadline=${DEADLINE:-300}
+cp -p "$B"/bin/* . && mkdir -p build && cp -p "$B"/build/* build/ || { echo "no bundle in $B"; exit 1; }
+# NVIDIA's libraries from wherever this image keeps them (the toolkit, Python wheels)
+libdirs=$PWD/$B/lib
+for n in libnccl.so.2 libcudnn.so.9 libcublasLt.so.13 libcublas.so.13; do
+    d=$(find /usr/local /usr/lib /opt -name "$n" 2> /dev/null | head -n 1)
+    if [ -n "$d" ]; then libdirs=$libdirs:$(dirname "$d"); else echo "lent_machine: $n not found" | tee -a "$log/summary.txt"; fi
+done
+export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# the scripts call make and install_deps (apt-get): the binaries are here and nothing can be fetched
+mkdir -p /tmp/fakebin && printf '#!/bin/sh\nexit 0\n' > /tmp/fakebin/make && cp /tmp/fakebin/make /tmp/fakebin/apt-get \
+    && chmod +x /tmp/fakebin/* && export PATH=/tmp/fakebin:$PATH
+{ nvidia-smi; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; for b in ./train_gpt2_zero ./test_gpt2_zero; do ldd "$b"; done; nproc; free -g; } > "$log/env.txt" 2>&1
+grep "not found" "$log/env.txt" | sort -u | sed 's/^/lent_machine: missing /' | tee -a "$log/summary.txt"
+lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
+    case $1 in
+        units) ./test_gpt2_zero; ./build/gpu_attention_cudnn; ./build/gpu_zero_quant; ./bench_wire_cuda ;;
+        bitwise|matrix|offload|zeropp) KEEP_DIR=/tmp/gm_$1 NCCL_DEBUG=VERSION bash dev/test/gpu_train_matrix.sh "$1" ;;
+        mainjob) ./scripts/train.sh -o /tmp/mainjob ;;
+        toy) bash dev/test/gpu_zero.sh ;;
+        bench) ./bench_gpt2cu; bash dev/bench/bench_zero.sh ;;
+    esac
+}
+t0=$(date +%s)
+for l in $lanes; do
+    ( mkdir -p "/tmp/gm_$l"; timeout -k 10 "$deadline" bash -c "$(declare -f lane); lane $l" > "$log/$l.txt" 2>&1
+      echo "lane $l: exit $? after $(( $(date +%s) - t0 )) s" >> "$log/lanes.txt" ) &
+done
+wait
+{ cat "$log/lanes.txt"; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v "^$log/env.txt" | cut -c1-300; } >> "$log/summary.txt"
+# the runs' own logs (main.log, run.json, reports), without model and checkpoint files
+tar -czf "$log/runs.tgz" --exclude='*.bin' --exclude='*.zck*' --exclude='zero_*' /tmp/gm_* /tmp/mainjob 2> /dev/null
+if [ -n "${OUT:-}" ]; then tar -czf "$OUT/logs.tgz" -C "$log" . && cp "$log/summary.txt" "$OUT/"; fi
+echo "lent_machine: $(grep -c '^.*:PASS' "$log/summary.txt") PASS lines, $(grep -c ':FAIL' "$log/summary.txt") FAIL lines; $log/summary.txt"
