@@ -68,6 +68,9 @@ static bf16 *dev_bf16(const float *x, size_t n) {
     bf16 *d;
     CUDA_CHECK(cudaMalloc(&d, n * sizeof(bf16) + 16));
     CUDA_CHECK(cudaMemcpy(d, tmp, n * sizeof(bf16), cudaMemcpyHostToDevice));
+    // a copy from pageable memory may return before its DMA lands, and the model's
+    // non-blocking stream does not wait for the legacy stream: wait here
+    CUDA_CHECK(cudaDeviceSynchronize());
     free(tmp);
     return d;
 }
@@ -77,6 +80,8 @@ static float *dev_f32(const float *x, size_t n) {
     CUDA_CHECK(cudaMalloc(&d, n * sizeof(float) + 16));
     if (x) CUDA_CHECK(cudaMemcpy(d, x, n * sizeof(float), cudaMemcpyHostToDevice));
     else CUDA_CHECK(cudaMemset(d, 0, n * sizeof(float)));
+    CUDA_CHECK(cudaDeviceSynchronize());   // as in dev_bf16
+
     return d;
 }
 

@@ -5,7 +5,8 @@
 # each under DEADLINE seconds (default 300), and writes LOGDIR (default /tmp/gpu_logs) with
 # summary.txt (every PASS/FAIL line and each lane's verdict) and, when OUT is set, copies
 # summary.txt and logs.tgz (every text log; model files left out) there.
-# Lanes (default all but bench): units bitwise matrix offload zeropp mainjob toy bench
+# Lanes (default all but bench): units bitwise matrix offload zeropp mainjob toy bench;
+# smaller ones: quant matrix4 offload-param-nvme mainjob-short; A+B runs A then B in one lane.
 # Correctness only when lanes share the GPU; the bench lane's figures count alone.
 set -u
 cd "$(dirname "$0")/../.."
@@ -21,6 +22,10 @@ for n in libnccl.so.2 libcudnn.so.9 libcublasLt.so.13 libcublas.so.13; do
     if [ -n "$d" ]; then libdirs=$libdirs:$(dirname "$d"); else echo "lent_machine: $n not found" | tee -a "$log/summary.txt"; fi
 done
 export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# the bundle's binaries start ranks from RANK/WORLD_SIZE (launch_ranks.sh), never under mpirun
+[ -f "$B/NO_MPI" ] && export NO_MPI=1
+# gpu_zero.sh compiles zero/ here: the bundle's cJSON and zlib headers and link names
+export CPATH=$PWD/$B/include${CPATH:+:$CPATH} LIBRARY_PATH=$PWD/$B/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
 # the scripts call make and install_deps (apt-get): the binaries are here and nothing can be fetched
 mkdir -p /tmp/fakebin && printf '#!/bin/sh\nexit 0\n' > /tmp/fakebin/make && cp /tmp/fakebin/make /tmp/fakebin/apt-get \
     && chmod +x /tmp/fakebin/* && export PATH=/tmp/fakebin:$PATH
@@ -30,15 +35,24 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
     case $1 in
         units) ./test_gpt2_zero; ./build/gpu_attention_cudnn; ./build/gpu_zero_quant; ./bench_wire_cuda ;;
         bitwise|matrix|offload|zeropp) KEEP_DIR=/tmp/gm_$1 NCCL_DEBUG=VERSION bash dev/test/gpu_train_matrix.sh "$1" ;;
+        matrix4) KEEP_DIR=/tmp/gm_$1 NPS=4 bash dev/test/gpu_train_matrix.sh matrix ;;
+        offload-param-nvme) KEEP_DIR=/tmp/gm_$1 NPS=1 OFFLOAD_MATCH="param nvme" bash dev/test/gpu_train_matrix.sh offload ;;
+        quant) ./build/gpu_zero_quant ;;
         mainjob) ./scripts/train.sh -o /tmp/mainjob ;;
+        mainjob-short) ./scripts/train.sh -x 8 -o /tmp/mainjob ;;
         toy) bash dev/test/gpu_zero.sh ;;
         bench) ./bench_gpt2cu; bash dev/bench/bench_zero.sh ;;
     esac
 }
 t0=$(date +%s)
+# a lane A+B runs A then B; lanes run at once; every part logs to LOGDIR/PART.txt
 for l in $lanes; do
-    ( mkdir -p "/tmp/gm_$l"; timeout -k 10 "$deadline" bash -c "$(declare -f lane); lane $l" > "$log/$l.txt" 2>&1
-      echo "lane $l: exit $? after $(( $(date +%s) - t0 )) s" >> "$log/lanes.txt" ) &
+    ( for p in ${l//+/ }; do
+          left=$(( deadline - ($(date +%s) - t0) ))
+          [ "$left" -gt 5 ] || { echo "lane $p: not started (deadline)" >> "$log/lanes.txt"; continue; }
+          mkdir -p "/tmp/gm_$p"; timeout -k 10 "$left" bash -c "$(declare -f lane); lane $p" > "$log/$p.txt" 2>&1
+          echo "lane $p: exit $? after $(( $(date +%s) - t0 )) s" >> "$log/lanes.txt"
+      done ) &
 done
 wait
 { cat "$log/lanes.txt"; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v "^$log/env.txt" | cut -c1-300; } >> "$log/summary.txt"

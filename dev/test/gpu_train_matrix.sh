@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU suite, part 2: train_gpt2_zero at 1, 2 and 4 ranks on the one GPU, stages 0-3,
 # against each other and against the unsharded train_gpt2cu (20 steps, bundled data).
-#  - at each world size, stages 1, 2, 3 give bit-identical parameters and losses
+#  - at each world size stages 2 and 3 give bit-identical parameters and losses, and all
+#    four stages do where each rank has one micro-batch; then every stage gives
+#    train_gpt2cu's bits (its --micro-grads rule), as stages 2-3 do at 1 rank
 #    (cuDNN's deterministic backward: LLMC_CUDNN_DETERMINISTIC=1)
 #  - stage 0 agrees with stage 1 within 1e-5 relative L2 (all-reduce once per step)
 #  - every run agrees with train_gpt2cu within 2e-2 relative L2 and 2e-2 in loss
@@ -23,6 +25,8 @@
 #    the flat reduction's bits; stages 2 and 3 give the same bits with --qgz; --qwz --hpz 2
 #    --qgz twice gives the same bits, and a loss within 2e-2 of plain stage 3
 # Arguments pick parts (default all): bitwise (the 1-rank check, a minute) matrix offload zeropp.
+# NPS="1 2 4" picks the world sizes of matrix and offload (offload takes 1 and 2), OFFLOAD_MATCH
+# only the offload cases whose flags contain it (e.g. "param nvme").
 # Prints PASS/FAIL lines and "N passed, N failed". Needs a GPU; skips without one.
 set -u
 cd "$(dirname "$0")/../.."
@@ -98,7 +102,7 @@ fi
 
 if want matrix; then
     ./train_gpt2cu "${args[@]}" -o "$tmp/ref" > "$tmp/ref.txt" 2>&1 && ok "train_gpt2cu reference" || { bad "train_gpt2cu reference"; tail "$tmp/ref.txt"; }
-    for np in 1 2 4; do
+    for np in ${NPS:-1 2 4}; do
         for stage in 0 1 2 3; do
             out="$tmp/np${np}_z${stage}"
             if timeout 500 scripts/launch_ranks.sh "$np" ./train_gpt2_zero "${args[@]}" -z "$stage" -o "$out" > "$out.txt" 2>&1; then
@@ -112,12 +116,26 @@ if want matrix; then
             m=$(paste <(losses "$tmp/ref") <(losses "$out") | awk '{ split($2,a,":"); split($4,b,":"); d=a[2]-b[2]; if (d<0) d=-d; if (d>m) m=d } END { print m+0 }')
             awk -v m="$m" 'BEGIN { exit !(m < 2e-2) }' && ok "np=$np z=$stage loss within $m of train_gpt2cu" || bad "np=$np z=$stage loss differs by $m"
         done
-        for stage in 2 3; do
-            if cmp -s "$tmp/np${np}_z1/model_final.bin" "$tmp/np${np}_z${stage}/model_final.bin" \
-                && diff <(losses "$tmp/np${np}_z1") <(losses "$tmp/np${np}_z${stage}") > /dev/null; then
-                ok "np=$np stage $stage bit-identical to stage 1"
-            else bad "np=$np stage $stage differs from stage 1"; fi
-        done
+        # stages 2-3 add each micro-batch's gradient to the sum (the micro-grad rule), stages
+        # 0-1 accumulate inside the kernels, train_gpt2cu follows the rule (--micro-grads 1):
+        # 2 = 3 always; all four equal when each rank has one micro-batch; 2 and 3 give
+        # train_gpt2cu's bits at 1 rank (the same micro-batches summed in the same order), and
+        # every stage gives them when each of the ranks has one micro-batch (the reduction sums
+        # the ranks' gradients in rank order, as train_gpt2cu sums its micro-batches)
+        same_run() { cmp -s "$1/model_final.bin" "$2/model_final.bin" && diff <(losses "$1") <(losses "$2") > /dev/null; }
+        accum=$((2048 / (4 * 128 * np)))
+        same_run "$tmp/np${np}_z2" "$tmp/np${np}_z3" && ok "np=$np stage 3 bit-identical to stage 2" || bad "np=$np stage 3 differs from stage 2"
+        if [ "$accum" -eq 1 ]; then
+            same_run "$tmp/np${np}_z1" "$tmp/np${np}_z2" && ok "np=$np (one micro-batch per rank) stage 2 bit-identical to stage 1" \
+                || bad "np=$np (one micro-batch per rank) stage 2 differs from stage 1"
+        fi
+        if [ "$np" -eq 1 ] || [ "$accum" -eq 1 ]; then
+            for stage in 0 1 2 3; do
+                [ "$accum" -eq 1 ] || [ "$stage" -ge 2 ] || continue
+                same_run "$tmp/ref" "$tmp/np${np}_z${stage}" && ok "np=$np z=$stage bit-identical to train_gpt2cu (accumulation $((2048 / 512)))" \
+                    || bad "np=$np z=$stage not bit-identical to train_gpt2cu"
+            done
+        fi
         if ./build/model_diff "$tmp/np${np}_z1/model_final.bin" "$tmp/np${np}_z0/model_final.bin" 1e-5 > "$tmp/d0"; then
             ok "np=$np stage 0 vs 1: $(tail -n 2 "$tmp/d0" | paste -sd " ")"
         else bad "np=$np stage 0 vs 1: $(tail -n 2 "$tmp/d0" | paste -sd " ")"; fi
@@ -128,13 +146,15 @@ if want offload; then
     offload_cases=("1|--offload-optimizer cpu" "1|--offload-optimizer nvme" "3|--offload-optimizer cpu"
                    "3|--offload-optimizer nvme" "3|--offload-param cpu --offload-optimizer cpu"
                    "3|--offload-param nvme --offload-optimizer nvme" "3|--offload-param nvme")
-    for np in 1 2; do
+    for np in ${NPS:-1 2}; do
+        [ "$np" -le 2 ] || continue
         for stage in 1 3; do
             base="$tmp/off_np${np}_z$stage"
             timeout 500 scripts/launch_ranks.sh "$np" ./train_gpt2_zero "${args[@]}" -z $stage -o "$base" > "$base.txt" 2>&1 \
                 || { bad "train_gpt2_zero np=$np z=$stage (offload baseline)"; tail -n 20 "$base.txt"; }
         done
         for c in "${offload_cases[@]}"; do
+            [[ -z "${OFFLOAD_MATCH:-}" || "${c#*|}" == *"$OFFLOAD_MATCH"* ]] || continue
             stage=${c%%|*}; flags=(${c#*|})
             [[ " ${flags[*]} " == *" nvme "* ]] && flags+=(--nvme-path "$swap")
             out="$tmp/off_np${np}_z${stage}_$(echo "${c#*|}" | tr -dc 'a-z')"

@@ -51,7 +51,13 @@ static void *dev_alloc(size_t bytes) {
     cuda_or_die(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
     return p;
 }
-static void to_dev(void *d, const void *h, size_t bytes) { cuda_or_die(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device"); }
+// On the test's stream and waited for: a plain cudaMemcpy from pageable memory may return
+// before its DMA lands, and the non-blocking stream's kernels would not wait for it (on an
+// H200 they read zeros where the input had not arrived yet)
+static void to_dev(void *d, const void *h, size_t bytes) {
+    cuda_or_die(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync to device");
+    cuda_or_die(cudaStreamSynchronize(stream), "cudaStreamSynchronize after the copy to device");
+}
 static void to_host(void *h, const void *d, size_t bytes) {
     cuda_or_die(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     cuda_or_die(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
