@@ -74,13 +74,15 @@ reason="zero: rank [01]: max_live_elems 10 is smaller than unit"
 if ./train_gpt2 "${small[@]}" -x 2 -z 3 --zero-max-live 10 -o "$tmp/live1" > "$tmp/live1.txt" 2>&1; then
     fail "--zero-max-live 10 accepted"; fi
 tail -n 1 "$tmp/live1.txt" | grep -q "^$reason" || { cat "$tmp/live1.txt"; fail "1 process: the last line is not the plugin's reason"; }
-# the ranks' lines interleave in any order, so each rank's own lines are checked (--tag-output)
+# mpirun forwards each rank's stdout and stderr through pipes of their own and merges them in
+# any order (across ranks, and between one rank's stdout and stderr), so each rank's own
+# stderr is checked (--tag-output): the reason is its last line there
 if mpirun --tag-output -np 2 ./train_gpt2 "${small[@]}" -x 2 -z 3 --zero-max-live 10 -o "$tmp/live2" > "$tmp/live2.txt" 2>&1; then
     fail "mpirun -np 2 --zero-max-live 10 accepted"; fi
 for r in 0 1; do
-    rank_lines() { sed -n "s/^\[[0-9]*,$r\]<std[a-z]*>: *//p" "$tmp/live2.txt" | grep -v '^$'; }
+    rank_lines() { sed -n "s/^\[[0-9]*,$r\]<stderr>: *//p" "$tmp/live2.txt" | grep -v '^$'; }
     [ "$(rank_lines | grep -c "^$reason")" -eq 1 ] || { cat "$tmp/live2.txt"; fail "2 ranks: rank $r does not print the reason once"; }
-    rank_lines | tail -n 1 | grep -q "^$reason" || { cat "$tmp/live2.txt"; fail "2 ranks: rank $r's last line is not the plugin's reason"; }
+    rank_lines | tail -n 1 | grep -q "^$reason" || { cat "$tmp/live2.txt"; fail "2 ranks: rank $r's last line on stderr is not the plugin's reason"; }
 done
-echo "ZeRO start-up failure: the plugin's reason is the last line (1 and 2 ranks)"
+echo "ZeRO start-up failure: the plugin's reason is the last line (1 process; each of 2 ranks on its stderr)"
 echo "PASS test_train_cli"
