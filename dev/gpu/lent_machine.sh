@@ -8,6 +8,8 @@
 # Lanes (default all but bench): units bitwise matrix offload zeropp mainjob toy bench;
 # smaller ones: quant matrix4 offload-param-nvme mainjob-short; A+B runs A then B in one lane.
 # Correctness only when lanes share the GPU; the bench lane's figures count alone.
+# It copies the bundle's programs over this checkout's (meant for the lent machine's copy of
+# the tree) and puts stand-ins for make and apt-get first on the PATH.
 set -u
 cd "$(dirname "$0")/../.."
 lanes=${*:-units bitwise matrix offload zeropp mainjob toy}
