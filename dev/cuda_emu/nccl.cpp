@@ -19,11 +19,15 @@
 //    that call different operations (or sizes) in the same position fail by name instead
 //    of exchanging garbage.
 //  - a wait that sees no movement for CUDA_EMU_NCCL_TIMEOUT seconds, a peer that aborted,
-//    failed or exited, ends the operation: the communicator gets an asynchronous error
-//    (ncclCommGetAsyncError: ncclSystemError for a timeout, ncclRemoteError for a peer,
-//    ncclInvalidUsage for mismatched calls), its later operations are skipped, and the
-//    message names the operation, the rank and the peers. No CUDA fault is raised (an
-//    aborted NCCL kernel ends without one).
+//    failed, destroyed its communicator or exited, or a message of another kind or size
+//    fails the operation: the message names the operation, the rank and the peers, and the
+//    communicator gets an asynchronous error (ncclCommGetAsyncError: ncclSystemError for a
+//    timeout, ncclRemoteError for a peer, ncclInvalidUsage for mismatched calls). As an NCCL
+//    kernel whose peer is gone, the operation (and every later one of the communicator)
+//    then does not end until this process calls ncclCommAbort: a program that never checks
+//    the asynchronous error hangs here as on a GPU, and meets the runtime's hang report
+//    (CUDA_EMU_HANG_S). No CUDA fault is raised. (NCCL itself has no such timeout; a wait
+//    for peers that keep moving does not count against it, nor against the hang report.)
 //  - ncclCommSplit is a blocking collective over the parent (color, key, NCCL_SPLIT_NOCOLOR):
 //    the new communicators order their ranks by key, then by parent rank.
 //  - ncclCommAbort unblocks this process's waits on the communicator and tells the peers
@@ -420,6 +424,23 @@ void copy_ring(char *ring, uint64_t pos, char *dst, const char *src, size_t byte
     }
 }
 
+// The next piece of x's payload (at most room bytes) between its buffer and the ring at
+// pos (into the ring for a send); its size.
+size_t move_payload(Xfer &x, char *data, uint64_t pos, size_t room) {
+    if (!x.hdr_done || x.done == x.bytes || room == 0) return 0;
+    size_t k = x.bytes - x.done < room ? x.bytes - x.done : room;
+    copy_ring(data, pos, x.buf + x.done, x.buf + x.done, k, x.send);
+    x.done += k;
+    return k;
+}
+
+// Makes a ring's new head (sender) or tail (receiver) visible and wakes the peer.
+void publish(ncclComm *c, std::atomic<uint64_t> &where, uint64_t pos, int peer, bool &moved) {
+    where.store(pos, std::memory_order_release);
+    ring_bell(&c->hdr->slot[peer].bell);
+    moved = true;
+}
+
 // Moves what can move now; "" or an error. moved: whether anything did.
 std::string step(ncclComm *c, Xfer &x, bool &moved) {
     const int me = c->rank;
@@ -436,17 +457,10 @@ std::string step(ncclComm *c, Xfer &x, bool &moved) {
             space -= sizeof m;
             x.hdr_done = wrote = true;
         }
-        if (x.hdr_done && x.done < x.bytes && space > 0) {
-            size_t k = x.bytes - x.done < space ? x.bytes - x.done : space;
-            copy_ring(data, head, nullptr, x.buf + x.done, k, true);
-            head += k;
-            x.done += k;
-            wrote = true;
-        }
-        if (wrote) {
-            rh->head.store(head, std::memory_order_release);
-            ring_bell(&c->hdr->slot[x.peer].bell);
-            moved = true;
+        size_t k = move_payload(x, data, head, space);
+        head += k;
+        if (wrote || k) {
+            publish(c, rh->head, head, x.peer, moved);
             if (x.done == x.bytes) x.end = head;
         }
         return "";
@@ -475,18 +489,9 @@ std::string step(ncclComm *c, Xfer &x, bool &moved) {
         avail -= sizeof m;
         x.hdr_done = took = true;
     }
-    if (x.hdr_done && x.done < x.bytes && avail > 0) {
-        size_t k = x.bytes - x.done < avail ? x.bytes - x.done : avail;
-        copy_ring(data, tail, x.buf + x.done, nullptr, k, false);
-        tail += k;
-        x.done += k;
-        took = true;
-    }
-    if (took) {
-        rh->tail.store(tail, std::memory_order_release);
-        ring_bell(&c->hdr->slot[x.peer].bell);
-        moved = true;
-    }
+    size_t k = move_payload(x, data, tail, avail);
+    tail += k;
+    if (took || k) publish(c, rh->tail, tail, x.peer, moved);
     return "";
 }
 
@@ -726,6 +731,10 @@ uint64_t mix(uint64_t x) {   // splitmix64's finalizer
 
 // Waits until every operation queued on c has run (destroy flushes, as ncclCommFinalize does).
 void drain(ncclComm *c) {
+    if (c->async_err.load() != ncclSuccess)
+        emu::say("NCCL: ncclCommDestroy of a communicator with an asynchronous error (%s) waits for its failed "
+                 "operations, which end only with ncclCommAbort (NCCL's documented way out after an error)",
+                 ncclGetErrorString((ncclResult_t)c->async_err.load()));
     std::unique_lock<std::mutex> lk(c->mu);
     c->cv.wait(lk, [&] { return c->finished == c->issued; });
 }
