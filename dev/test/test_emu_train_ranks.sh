@@ -8,7 +8,9 @@
 # the ranks' gradients computes). 3 steps whose clip bites. At 4 ranks also stage 3 with
 # hpZ over two logical nodes (--hpz 2 --node-size 2: node communicators split from the
 # world), which moves exact weights and so gives the same bits. dev/test/gpu_train_matrix.sh
-# checks the same on a GPU.
+# checks the same on a GPU. At 2 ranks also stage 3 under another emulator seed with random
+# delays before queued stream work (CUDA_EMU_JITTER): a missing wait on a collective would
+# change the bits.
 set -u
 cd "$(dirname "$0")/../.."
 EMU=${EMU_DIR:-build/emu}
@@ -45,6 +47,10 @@ for np in 2 4; do
         run "z${z}_$np" scripts/launch_ranks.sh "$np" "$EMU/train_gpt2_zero" "${a[@]}" -z "$z" &&
             same_bits "ref$np" "z${z}_$np" "train_gpt2_zero -z $z at $np ranks (one micro-batch each) = train_gpt2cu with $np micro-batches, 3 steps (model bytes, losses, norms)"
     done
+    if [ "$np" -eq 2 ]; then   # another seed of the emulator, with random delays before queued stream work
+        run jz3_2 env CUDA_EMU_SEED=2 CUDA_EMU_JITTER=3 scripts/launch_ranks.sh 2 "$EMU/train_gpt2_zero" "${a[@]}" -z 3 &&
+            same_bits ref2 jz3_2 "train_gpt2_zero -z 3 at 2 ranks with CUDA_EMU_SEED=2 CUDA_EMU_JITTER=3 = train_gpt2cu with 2 micro-batches"
+    fi
     if [ "$np" -eq 4 ]; then
         run hpz4 scripts/launch_ranks.sh 4 "$EMU/train_gpt2_zero" "${a[@]}" -z 3 --hpz 2 --node-size 2 &&
             same_bits ref4 hpz4 "train_gpt2_zero -z 3 --hpz 2 --node-size 2 at 4 ranks = train_gpt2cu with 4 micro-batches"
