@@ -68,7 +68,6 @@ namespace {
 
 constexpr int MAX_RANKS = 64;
 constexpr size_t RING = 1u << 20;   // bytes of one ring (one ordered pair of ranks)
-constexpr uint64_t MAGIC = 0x63756461656d7531ull;
 enum Kind : uint32_t { K_ALLGATHER = 1, K_P2P = 2 };
 enum State : int { S_NONE = 0, S_JOINED = 1, S_MAPPED = 2, S_LEFT = 3, S_ABORTED = 4, S_FAILED = 5 };
 
@@ -78,11 +77,9 @@ struct alignas(64) Slot {
     std::atomic<uint32_t> bell;       // futex word: bumped when something this rank waits for moves
     std::atomic<uint64_t> split_seq;  // ncclCommSplit exchanges: the last one published
     int64_t split_val[2][2];          // [seq parity][color, key]
-    std::atomic<int> nranks_seen;     // the nranks this rank asked for
 };
 
 struct Header {   // the rendezvous segment, one per communicator
-    std::atomic<uint64_t> magic;
     std::atomic<int> nranks;
     std::atomic<int> error_rank;   // -1 + rank that refused the set-up (0: none)
     char error[512];
@@ -293,7 +290,6 @@ ncclResult_t join(ncclComm *c, const char *call) {
         unmap_all(c);
         return bad(nullptr, res, "%s: %s", call, msg.c_str());
     };
-    h->slot[r].nranks_seen.store(n);
     int expect = 0;
     if (!h->nranks.compare_exchange_strong(expect, n) && expect != n)
         return fail(ncclInvalidUsage,
