@@ -192,7 +192,7 @@ $(ZERO_TEST_BIN): $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/l
 # the emulated device: make emu (dev/cuda_emu/)
 include dev/cuda_emu/emu.mk
 
-EMU_TESTS := $(if $(HAVE_NVCC),emu $(EMU)/test_cublaslt_emu $(EMU)/test_cudnn_emu)
+EMU_TESTS := $(if $(HAVE_NVCC),emu $(EMU)/test_cublaslt_emu $(EMU)/test_cudnn_emu $(EMU)/test_nccl_emu)
 test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff $(EMU_TESTS)
 	@EMU_DIR=$(if $(HAVE_NVCC),$(EMU)) bash dev/test/run_tests.sh $(TEST_BIN)
 
