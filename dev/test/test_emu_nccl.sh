@@ -11,6 +11,8 @@
 #     and 4 ranks: collectives, the ZeRO++ groups, training at stages 0-3 against the
 #     unsharded reference, the configuration errors, and a misuse that must end the job with
 #     its message. (Its kernels do not depend on the ranks: run_tests.sh runs them at 1 rank.)
+#     Its watchdog death: a rank stalled past the timeout ends the job, and no rank goes on
+#     from the collective that the watchdog's ncclCommAbort ended.
 #  4. nothing is left in /dev/shm.
 set -u
 cd "$(dirname "$0")/../.."
@@ -82,6 +84,22 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
    ! grep -q "accepted an incomplete" "$log"; then
     ok "gpu_zero_toy misuse at 2 ranks ends the job with its message (exit $rc)"
 else bad "gpu_zero_toy misuse at 2 ranks (exit $rc)"; cat "$log"; fi
+
+# the watchdog's death: one rank sleeps 20 s inside an all-reduce, the watchdog (timeout 1 s)
+# ends the job with its message. Its ncclCommAbort ends the other rank's stalled all-gather
+# (NCCL's documented effect), which once let that rank's main thread run on with the aborted
+# result ("the stalled all-reduce returned") before the watchdog's exit: every emulated run
+# lost that race. Now every wait after the abort parks (zero_comm_park_if_ending).
+log=$tmp/toy_timeout.log
+start=$(date +%s)
+timeout 120 scripts/launch_ranks.sh 2 "$EMU/gpu_zero_toy" timeout > "$log" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 20 ] &&
+   grep -Eq "^rank [01]: collective all_reduce on 8 bytes timed out after [0-9.]+ s" "$log" &&
+   ! grep -q "did not fire" "$log"; then
+    ok "gpu_zero_toy timeout at 2 ranks: the watchdog ends the job, no rank goes on from the aborted collective (exit $rc after ${elapsed} s)"
+else bad "gpu_zero_toy timeout at 2 ranks (exit $rc after ${elapsed} s)"; cat "$log"; fi
 
 # 4. no shared memory left behind
 shm_after=$(ls /dev/shm | grep -c '^cuda_emu_nccl_')

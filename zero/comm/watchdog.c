@@ -62,9 +62,22 @@ static struct timespec abs_time(double t) {
     return ts;
 }
 
+// Set, for good, when the watchdog starts ending the job. Aborting the device library ends
+// the stalled collective, so waits on it return before the exit below: what they return is
+// not a collective's result, and a thread that went on would compute, print or save from it.
+static int g_ending;
+
+int zero_comm_ending(void) { return __atomic_load_n(&g_ending, __ATOMIC_ACQUIRE); }
+
+void zero_comm_park_if_ending(void) {
+    if (!zero_comm_ending()) return;
+    for (;;) pause();   // the watchdog's exit (or MPI_Abort) ends the process
+}
+
 // Ends the job from the watchdog thread (called without w->mu held).
 static void watchdog_end_job(ZeroComm *c) __attribute__((noreturn));
 static void watchdog_end_job(ZeroComm *c) {
+    __atomic_store_n(&g_ending, 1, __ATOMIC_RELEASE);   // before the abort releases any wait
     if (c->dev && c->dev->abort) c->dev->abort(c);   // frees peers stuck in the device library
     fflush(stdout);
     fflush(stderr);

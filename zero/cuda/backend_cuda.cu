@@ -83,6 +83,7 @@ static void fail(const Ctx *x, const char *call, cudaError_t e, const char *fmt,
     va_end(ap);
     if (len < (int)sizeof msg)
         snprintf(msg + len, sizeof msg - (size_t)len, ": %s failed: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
+    zero_comm_park_if_ending();     // an error caused by the watchdog's abort: it says why
     fprintf(stderr, "%s\n", msg);   // one write: lines of several ranks do not interleave
     zero_comm_abort(x->c, 1);
 }
@@ -376,6 +377,7 @@ static ZeroStream *c_stream_create_host(const ZeroBackend *b) {
 static void c_stream_sync(const ZeroBackend *b, ZeroStream *s) {
     if (s->host) return ctx_of(b)->hostb->stream_sync(ctx_of(b)->hostb, s->host);
     CK(ctx_of(b), cudaStreamSynchronize(s->s), "stream_sync");
+    zero_comm_park_if_ending();   // released by the watchdog's abort: no results here
     for (int i = 0; i < s->npending; i++) *s->outs[i] = s->slots[i];
     s->npending = 0;
 }
@@ -460,6 +462,7 @@ static void wait_device_record(void *arg) {
     DevRecord *r = (DevRecord *)arg;
     cudaSetDevice(r->x->device);   // this CPU thread's current device
     CK(r->x, cudaEventSynchronize(r->ev), "a host stream's wait for a device event");
+    zero_comm_park_if_ending();   // the host work after it must not run on aborted data
     __atomic_sub_fetch(&r->refs, 1, __ATOMIC_RELEASE);
 }
 

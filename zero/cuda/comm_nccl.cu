@@ -94,14 +94,18 @@ static const char *nccl_reason(ncclResult_t r, ncclComm_t comm, char *buf, size_
     return buf;
 }
 
+// Both check zero_comm_park_if_ending() after the call: once the watchdog aborts NCCL, a
+// stalled wait returns (or fails) with no collective's result, and the job is ending anyway.
 #define CUDA_OK(c, call, ...)                                                                   \
     do {                                                                                        \
         cudaError_t e_ = (call);                                                                \
+        zero_comm_park_if_ending();                                                             \
         if (e_ != cudaSuccess) call_failed((c), #call, cudaGetErrorString(e_), __VA_ARGS__);    \
     } while (0)
 #define NCCL_OK(n, call, ...)                                                                   \
     do {                                                                                        \
         ncclResult_t r_ = (call);                                                               \
+        zero_comm_park_if_ending();                                                             \
         if (r_ != ncclSuccess) {                                                                \
             char b_[512];                                                                       \
             call_failed((n)->c, #call, nccl_reason(r_, (n)->world, b_, sizeof b_), __VA_ARGS__); \
