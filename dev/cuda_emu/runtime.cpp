@@ -279,6 +279,7 @@ struct Op {
     RecordP rec;                  // OP_RECORD: fires it; OP_WAIT: waits for it
     cudaHostFn_t fn = nullptr;    // OP_HOSTFN
     void *arg = nullptr;
+    RecordP hold;                 // not started before this fires (a held cudaMemcpy, below)
     Op(OpKind k, std::string w, std::function<void()> f = nullptr, RecordP r = nullptr)
         : kind(k), what(std::move(w)), work(std::move(f)), rec(std::move(r)) {}
 };
@@ -307,6 +308,20 @@ static std::mutex &g_mu = *new std::mutex;   // every stream queue, record and e
 static std::condition_variable &g_cv = *new std::condition_variable;   // any progress
 static std::vector<Stream *> &g_streams = *new std::vector<Stream *>;  // every stream made (destroyed ones too)
 static Stream *g_legacy = nullptr;
+// The legacy stream's held op: cudaMemcpy from pageable host memory to device memory
+// returns once the source is staged, "but the DMA to final destination may not have
+// completed" (API synchronization behavior). Of the behaviours that allows, the latest:
+// the device-side write waits until something orders work after it or waits for it (any
+// later op on the legacy stream or on a blocking stream, a synchronize or query of the
+// legacy stream or the device). Work on a non-blocking stream does not, so a kernel there
+// that reads the destination without such a step sees the old bytes every time.
+static RecordP g_legacy_hold;
+static void release_legacy_hold() {   // g_mu held
+    if (!g_legacy_hold) return;
+    g_legacy_hold->done = true;
+    g_legacy_hold.reset();
+    g_cv.notify_all();
+}
 static std::atomic<uint64_t> g_progress{0};
 void progress() { g_progress++; }
 static int g_waiters = 0;               // host threads blocked in a synchronize
@@ -351,6 +366,7 @@ static void worker(Stream *s) {
         g_cv.wait(lk, [s] { return !s->q.empty() || s->destroyed; });
         if (s->q.empty()) break;   // destroyed and drained
         Op &op = s->q.front();
+        if (op.hold) g_cv.wait(lk, [&op] { return op.hold->done; });
         s->running = true;
         s->doing = op.what;
         if (g_trace) say("stream %d: %s", s->id, op.what.c_str());
@@ -393,7 +409,8 @@ static void watchdog() {
         if (p != last) { last = p; since = now_ms(); continue; }
         std::unique_lock<std::mutex> lk(g_mu);
         bool busy = g_waiters > 0 || !g_cb_q.empty();
-        for (Stream *s : g_streams) busy = busy || !s->q.empty();
+        for (Stream *s : g_streams)   // a held copy waits for the program, not for the device
+            busy = busy || (!s->q.empty() && !(s->q.front().hold && !s->q.front().hold->done));
         if (!busy) { since = now_ms(); continue; }
         if (now_ms() - since < g_hang_s * 1e3) continue;
         say("no progress for %.0f s: a deadlock (CUDA_EMU_HANG_S sets the limit). State:", g_hang_s);
@@ -405,6 +422,7 @@ static void watchdog() {
                 waits = " waiting for an event record on stream " + std::to_string(op.rec->stream ? op.rec->stream->id : -1) +
                         " (its op " + std::to_string(op.rec->seq) + "; that stream has finished " +
                         std::to_string(op.rec->stream ? op.rec->stream->finished : 0) + ")";
+            if (op.hold && !op.hold->done) waits = " (held: nothing has been ordered after this cudaMemcpy yet)";
             say("  stream %d%s: %zu ops queued, first: %s%s", s->id, s->legacy ? " (legacy default)" : "", s->q.size(),
                 op.what.c_str(), waits.c_str());
         }
@@ -456,6 +474,8 @@ static bool pending(Stream *s) { return !s->q.empty(); }
 // Appends op to s, first making it wait where the legacy default stream's rules say.
 static void push(Stream *s, Op op) {   // g_mu held
     start_threads();
+    if (s->legacy || (!(s->flags & cudaStreamNonBlocking) && g_legacy && pending(g_legacy)))
+        release_legacy_hold();   // this op comes after the held one, or waits for it
     if (s->legacy) {
         // the legacy stream waits for all work queued so far on every blocking stream
         for (Stream *o : g_streams) {
@@ -502,6 +522,7 @@ template <typename P> static void host_wait(std::unique_lock<std::mutex> &lk, P 
 }
 
 static void sync_stream(std::unique_lock<std::mutex> &lk, Stream *s) {
+    if (s->legacy) release_legacy_hold();
     uint64_t target = s->queued;
     host_wait(lk, [s, target] { return s->finished >= target; });
 }
@@ -804,10 +825,18 @@ static cudaError_t copy_async(const char *call, void *dst, const void *src, size
         staged = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
         src = staged->data();
     }
-    push(s, Op(OP_WORK, std::string(call) + " of " + std::to_string(n) + " bytes",
-               [dst, src, n, staged] { memmove(dst, src, n); }));
-    // To pageable memory (and every cudaMemcpy) the call returns once the copy is done.
-    if (sync || dk == MEM_PAGEABLE) sync_stream(lk, s);
+    Op op(OP_WORK, std::string(call) + " of " + std::to_string(n) + " bytes",
+          [dst, src, n, staged] { memmove(dst, src, n); });
+    // cudaMemcpy from pageable memory to device memory returns once the source is staged;
+    // the write stays queued on the legacy stream, held (g_legacy_hold) until the program
+    // orders something after it. From pinned memory, to host memory (pageable or pinned),
+    // and every other cudaMemcpy: the call returns once the copy is done.
+    bool late = sync && sk == MEM_PAGEABLE && dk == MEM_DEVICE;
+    if (late) op.hold = std::make_shared<Record>();
+    RecordP hold = op.hold;
+    push(s, std::move(op));   // releases an earlier held copy: this one comes after it
+    if (late) g_legacy_hold = hold;
+    else if (sync || dk == MEM_PAGEABLE) sync_stream(lk, s);
     int st = g_sticky.load();
     return st != cudaSuccess ? ret((cudaError_t)st) : cudaSuccess;
 }
@@ -896,6 +925,7 @@ cudaError_t cudaStreamQuery(cudaStream_t h) {
     std::lock_guard<std::mutex> lk(g_mu);
     Stream *s = stream_of(h);
     if (!s) return ret(cudaErrorInvalidResourceHandle);
+    if (s->legacy) release_legacy_hold();   // a polling loop sees the copy land
     return s->finished >= s->queued ? cudaSuccess : cudaErrorNotReady;
 }
 

@@ -10,6 +10,7 @@
 // build's table). Runtime: event waits bind to the record current when they are made,
 // the legacy default stream waits for blocking streams only, host functions run on one
 // thread and may not call CUDA, copies and memsets refuse the wrong kind of memory, a
+// pageable cudaMemcpy to the device lands late for a non-blocking stream, a
 // kernel given a pageable pointer faults (sticky), the device size is honoured, fresh
 // memory is not zero.
 #include <cuda_runtime.h>
@@ -119,6 +120,9 @@ __global__ void register_hungry(const float *x, float *out) {
 }
 
 __global__ void write_one(float *p) { p[threadIdx.x] = 1.0f; }
+
+__global__ void copy_ints(const int *in, int *out) { out[threadIdx.x] = in[threadIdx.x]; }
+__global__ void fill_ints(int *out, int v) { out[threadIdx.x] = v + (int)threadIdx.x; }
 
 // Thread n writes one element past an n-element buffer.
 __global__ void write_past_end(float *p, int n) {
@@ -402,6 +406,82 @@ static int case_copy_kinds() {
     return g_bad;
 }
 
+// cudaMemcpy from pageable memory to device memory returns once the source is staged, "but
+// the DMA to final destination may not have completed" (API synchronization behavior): a
+// kernel on a non-blocking stream that reads the destination next sees the old bytes (what
+// an H200 showed gpu_zero_quant's old harness doing, 75 of 5216 checks). A synchronize of
+// the legacy stream or the device, an event recorded after the copy, a blocking stream, or
+// the copy on the kernel's own stream makes it see the data. From pinned memory the call
+// is synchronous; to host memory it returns with the data there. Run with
+// CUDA_EMU_HANG_S=1: a held copy is not a hang.
+enum Fence { NONE, SYNC_LEGACY, SYNC_DEVICE, EVENT, BLOCKING_STREAM, ASYNC_ON_STREAM, FROM_PINNED };
+static bool kernel_sees_copy(Fence f, int base) {
+    const int n = 64;
+    int h[n], got[n], *d_in, *d_out, *pinned;
+    cudaStream_t nb, blocking;
+    cudaEvent_t ev;
+    CK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
+    CK(cudaStreamCreate(&blocking));
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CK(cudaMalloc(&d_in, sizeof h));
+    CK(cudaMalloc(&d_out, sizeof h));
+    CK(cudaMallocHost(&pinned, sizeof h));
+    CK(cudaMemset(d_in, 0, sizeof h));
+    CK(cudaDeviceSynchronize());
+    for (int i = 0; i < n; i++) h[i] = pinned[i] = base + i;
+    cudaStream_t st = f == BLOCKING_STREAM ? blocking : nb;
+    if (f == ASYNC_ON_STREAM) CK(cudaMemcpyAsync(d_in, h, sizeof h, cudaMemcpyHostToDevice, nb));
+    else if (f == FROM_PINNED) CK(cudaMemcpy(d_in, pinned, sizeof h, cudaMemcpyHostToDevice));
+    else CK(cudaMemcpy(d_in, h, sizeof h, f == NONE ? cudaMemcpyHostToDevice : cudaMemcpyDefault));
+    for (int i = 0; i < n; i++) h[i] = -1;   // staged: the copy has what h held at the call
+    if (f == SYNC_LEGACY) CK(cudaStreamSynchronize(0));
+    if (f == SYNC_DEVICE) CK(cudaDeviceSynchronize());
+    if (f == EVENT) {
+        CK(cudaEventRecord(ev, 0));
+        CK(cudaStreamWaitEvent(nb, ev, 0));
+    }
+    if (f == NONE) usleep(1500000);   // longer than CUDA_EMU_HANG_S: the watchdog stays quiet
+    copy_ints<<<1, n, 0, st>>>(d_in, d_out);
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(got, d_out, sizeof got, cudaMemcpyDeviceToHost));
+    bool all = true, none = true;
+    for (int i = 0; i < n; i++) {
+        all = all && got[i] == base + i;
+        none = none && got[i] == 0;
+    }
+    expect(all || none, "the kernel sees all of the copy or none of it");
+    CK(cudaMemcpy(got, d_in, sizeof got, cudaMemcpyDeviceToHost));   // the copy lands, as staged
+    for (int i = 0; i < n; i++) expect(got[i] == base + i, "the copy lands what the source held at the call");
+    CK(cudaDeviceSynchronize());
+    return all;
+}
+
+static int case_pageable_copy_lands_late() {
+    expect(!kernel_sees_copy(NONE, 100),
+           "a pageable cudaMemcpy, then a kernel on a non-blocking stream: the kernel reads the old bytes");
+    expect(kernel_sees_copy(SYNC_LEGACY, 200), "... with cudaStreamSynchronize(0) between: it sees the copy");
+    expect(kernel_sees_copy(SYNC_DEVICE, 300), "... with cudaDeviceSynchronize() between (cudaMemcpyDefault)");
+    expect(kernel_sees_copy(EVENT, 400), "... with an event recorded on stream 0 and waited for");
+    expect(kernel_sees_copy(BLOCKING_STREAM, 500), "... with the kernel on a blocking stream");
+    expect(kernel_sees_copy(ASYNC_ON_STREAM, 600), "... with cudaMemcpyAsync on the kernel's stream");
+    expect(kernel_sees_copy(FROM_PINNED, 700), "a cudaMemcpy from pinned memory is synchronous");
+    // to host memory (pageable or pinned): the call returns with the data there
+    int *d, got[64], *pinned;
+    CK(cudaMalloc(&d, sizeof got));
+    CK(cudaMallocHost(&pinned, sizeof got));
+    for (int round = 0; round < 2; round++) {
+        fill_ints<<<1, 64>>>(d, 1000 * (round + 1));
+        int *dst = round ? pinned : got;
+        CK(cudaMemcpy(dst, d, sizeof got, cudaMemcpyDeviceToHost));
+        bool ok = true;
+        for (int i = 0; i < 64; i++) ok = ok && dst[i] == 1000 * (round + 1) + i;
+        expect(ok, round ? "cudaMemcpy to pinned memory returns with the data there"
+                         : "cudaMemcpy to pageable memory returns with the data there");
+    }
+    CK(cudaDeviceSynchronize());
+    return g_bad;
+}
+
 static int case_device_size() {   // run with CUDA_EMU_MEM=64M
     size_t freeb = 0, total = 0;
     CK(cudaMemGetInfo(&freeb, &total));
@@ -427,7 +507,7 @@ static int case_nccl_one_rank() {
     CK(cudaMalloc(&a, 8 * sizeof(float)));
     CK(cudaMalloc(&b, 8 * sizeof(float)));
     for (int i = 0; i < 8; i++) h[i] = (float)i;
-    CK(cudaMemcpy(a, h, sizeof h, cudaMemcpyHostToDevice));
+    CK(cudaMemcpyAsync(a, h, sizeof h, cudaMemcpyHostToDevice, s));   // a cudaMemcpy would not reach s in time
     expect(ncclGetUniqueId(&id) == ncclSuccess && ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess, "a one-rank communicator");
     expect(ncclCommInitRank(&sub, 2, id, 0) == ncclInvalidUsage, "two ranks are refused (not emulated across processes)");
     expect(ncclAllGather(a, b, 8, ncclFloat, comm, s) == ncclSuccess, "ncclAllGather");
@@ -473,6 +553,7 @@ static const Case cases[] = {
     {"host_function_no_cuda", case_host_function_no_cuda, 0, "must not make CUDA calls", nullptr},
     {"host_functions_serialize", case_host_functions_serialize, 1, "no progress for 2 s", "CUDA_EMU_HANG_S=2"},
     {"copy_kinds", case_copy_kinds, 0, nullptr, nullptr},
+    {"pageable_copy_lands_late", case_pageable_copy_lands_late, 0, nullptr, "CUDA_EMU_HANG_S=1"},
 #ifdef __SANITIZE_ADDRESS__
     {"kernel_out_of_bounds", case_kernel_out_of_bounds, 1, "heap-buffer-overflow", nullptr},
 #endif
