@@ -99,6 +99,9 @@ static void fill(uint8_t *d, size_t n, int rank, int salt) {
     std::vector<uint8_t> h(n);
     for (size_t i = 0; i < n; i++) h[i] = pattern(rank, i, salt);
     OK(cudaMemcpy(d, h.data(), n, cudaMemcpyHostToDevice));
+    // from pageable memory the copy may land after cudaMemcpy returns, and the collectives'
+    // non-blocking streams do not wait for the legacy stream: wait here
+    OK(cudaStreamSynchronize(0));
 }
 
 // First index where d[0..n) differs from rank's pattern, or -1.
@@ -145,7 +148,7 @@ static void case_allgather(ncclComm_t comm, int n, int me, const char *label) {
     OK(cudaMalloc(&buf, count * n * sizeof(float)));
     std::vector<float> h(count * n, -1.0f);
     for (size_t i = 0; i < count; i++) h[me * count + i] = (float)(me * 10000 + i);
-    OK(cudaMemcpy(buf, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    OK(cudaMemcpyAsync(buf, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice, g_s));   // in g_s's order
     OK(ncclAllGather(buf + me * count, buf, count, ncclFloat32, comm, g_s));
     OK(cudaMemcpyAsync(h.data(), buf, h.size() * sizeof(float), cudaMemcpyDeviceToHost, g_s));
     OK(cudaStreamSynchronize(g_s));
