@@ -16,13 +16,8 @@
 #  4. nothing is left in /dev/shm.
 set -u
 cd "$(dirname "$0")/../.."
-EMU=${EMU_DIR:-build/emu}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; failn=0
-ok() { echo "PASS $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; failn=$((failn + 1)); }
-for p in test_nccl_emu gpu_zero_toy; do [ -x "$EMU/$p" ] || { echo "FAIL: $EMU/$p not built (make emu)"; exit 1; }; done
+source dev/test/emu_common.sh
+need_emu test_nccl_emu gpu_zero_toy
 export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=1 NO_MPI=1
 shm_before=$(ls /dev/shm | grep -c '^cuda_emu_nccl_')
 

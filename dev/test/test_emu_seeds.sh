@@ -8,12 +8,7 @@
 # and -z 3 with optimizer and parameters in host memory, 6 steps, against seed 0's runs.
 set -u
 cd "$(dirname "$0")/../.."
-EMU=${EMU_DIR:-build/emu}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; failn=0
-ok() { echo "PASS $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; failn=$((failn + 1)); }
+source dev/test/emu_common.sh
 export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
 bw=(-e d2c64h1t64 -b 2 -t 64 -v 0 -s 0 -l 1e-3 -d 128 -x 6 --grad-clip 0.5)
 trainers=("cu $EMU/train_gpt2cu" "z3 $EMU/train_gpt2_zero -z 3"

@@ -21,13 +21,8 @@
 # Prints the emulator's ms/step for this configuration (a CPU emulation: not a GPU speed).
 set -u
 cd "$(dirname "$0")/../.."
-EMU=${EMU_DIR:-build/emu}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; failn=0
-ok() { echo "PASS $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; failn=$((failn + 1)); }
-for p in train_gpt2cu train_gpt2_zero; do [ -x "$EMU/$p" ] || { echo "FAIL: $EMU/$p not built (make emu)"; exit 1; }; done
+source dev/test/emu_common.sh
+need_emu train_gpt2cu train_gpt2_zero
 [ -x ./train_gpt2 ] && [ -x build/model_diff ] || { echo "FAIL: train_gpt2 or build/model_diff not built"; exit 1; }
 export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
 model=(-e d2c64h1t64 -b 2 -t 64 -v 0 -s 0 -l 1e-3)

@@ -13,13 +13,8 @@
 # change the bits.
 set -u
 cd "$(dirname "$0")/../.."
-EMU=${EMU_DIR:-build/emu}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; failn=0
-ok() { echo "PASS $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; failn=$((failn + 1)); }
-for p in train_gpt2cu train_gpt2_zero; do [ -x "$EMU/$p" ] || { echo "FAIL: $EMU/$p not built (make emu)"; exit 1; }; done
+source dev/test/emu_common.sh
+need_emu train_gpt2cu train_gpt2_zero
 [ -x build/model_diff ] || { echo "FAIL: build/model_diff not built"; exit 1; }
 export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=1
 run() {   # run NAME COMMAND...: output in $tmp/NAME, log in $tmp/NAME.log
