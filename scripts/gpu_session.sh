@@ -2,6 +2,8 @@
 # Everything that needs a GPU, in one go (for a session with a lent GPU): builds the CUDA
 # targets, runs the GPU test programs, the 1-rank bit-identity check of train_gpt2_zero
 # against train_gpt2cu, the train_gpt2_zero matrix and the benchmarks.
+# On a lent machine without this project's build dependencies (no MPI, cJSON or liburing
+# headers), build here with dev/gpu/bundle.sh and run dev/gpu/lent_machine.sh there instead.
 # Logs go to $OUT (or ./gpu_logs). Pass part names to run a subset:
 #   tests quant bitwise matrix offload zeropp zero-toy bench-model bench-zero bench-wire
 set -u
