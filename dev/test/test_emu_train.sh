@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA trainers on the emulated device (make emu), on the bundled data:
 #  1. train_gpt2cu against the CPU reference train_gpt2, the same init, data and schedule,
-#     20 steps: every step's loss within 5e-3. Why that bound: bf16 weights and activations
+#     20 steps: every step's loss, and the validation loss at steps 0, 10 and 20, within
+#     5e-3. Why that bound: bf16 weights and activations
 #     carry a relative rounding error of up to 2^-8 (stochastic rounding of the weights),
 #     which at step 0 moves this loss (about 10.8) by about 1e-4 (test_gpt2_zero: 2e-5
 #     relative); over 20 AdamW steps the two runs drift apart to about 7e-4 (measured). 5e-3
@@ -38,8 +39,9 @@ same_bits() {   # same_bits A B WHAT: model file, losses and norms identical
     then ok "$3"; else bad "$3: $(tail -n 1 "$tmp/$2.diff")"; fi
 }
 
-# 1. against the CPU reference
-sched=("${model[@]}" -x 20 -u 2 -q 0.1 -c 0)
+# 1. against the CPU reference (with validation at steps 0, 10 and 20: the CUDA trainer's
+#    evaluation path against the CPU's, under the same bound)
+sched=("${model[@]}" -x 20 -u 2 -q 0.1 -c 0 -v 10 -m 4)
 start=$(date +%s.%N)
 if run cu "$EMU/train_gpt2cu" "${sched[@]}" && run cpu ./train_gpt2 "${sched[@]}"; then
     secs=$(echo "$(date +%s.%N) - $start" | bc)
@@ -49,6 +51,12 @@ if run cu "$EMU/train_gpt2cu" "${sched[@]}" && run cpu ./train_gpt2 "${sched[@]}
     if [ "$n" -eq 20 ] && awk -v w="${worst%% *}" 'BEGIN {exit !(w <= 5e-3)}'; then
         ok "train_gpt2cu (emulated) vs train_gpt2 (CPU), 20 steps: max |loss difference| $worst (bound 5e-3)"
     else bad "train_gpt2cu vs train_gpt2: $n steps, max |loss difference| $worst (bound 5e-3)"; fi
+    vworst=$(paste <(grep tel "$tmp/cu/main.log") <(grep tel "$tmp/cpu/main.log") |
+             awk '{split($2,a,":"); split($4,b,":"); d=a[2]-b[2]; if (d<0) d=-d; if (d>m) {m=d; s=$1}} END {printf "%.2e at %s", m, s}')
+    nv=$(grep -c tel "$tmp/cu/main.log")
+    if [ "$nv" -eq 3 ] && [ "$(grep -c tel "$tmp/cpu/main.log")" -eq 3 ] && awk -v w="${vworst%% *}" 'BEGIN {exit !(w <= 5e-3)}'; then
+        ok "train_gpt2cu (emulated) vs train_gpt2 (CPU), validation at steps 0, 10, 20: max |loss difference| $vworst (bound 5e-3)"
+    else bad "train_gpt2cu vs train_gpt2 validation: $nv evaluations, max |loss difference| $vworst (bound 5e-3)"; fi
     ms=$(grep -o '| [0-9.]* ms |' "$tmp/cu.log" | awk '{s+=$2; n++} END {if (n) printf "%.0f", s/n}')
     echo "emulator: train_gpt2cu d2c64h1t64 B=2 T=64: $ms ms/step on this machine's CPU (an emulation: no GPU speed)"
 fi
