@@ -17,6 +17,23 @@
 
 #include "utils.h"
 
+// Write-behind: once two windows past what was dropped have been written, the older one is
+// written out (waiting for it), dropped from the page cache, and the newer one's writeback
+// is started, so the disk works while the caller produces the next window. Best effort:
+// an I/O error here shows again at the commit's fsync.
+#define CACHE_WINDOW ((uint64_t)8 << 20)
+static void drop_written(AtomicFile *af) {
+    if (af->bytes - af->dropped < 2 * CACHE_WINDOW || fflush(af->f) != 0) return;
+    int fd = fileno(af->f);
+    while (af->bytes - af->dropped >= 2 * CACHE_WINDOW) {
+        (void)sync_file_range(fd, (off_t)af->dropped, (off_t)CACHE_WINDOW,
+                              SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+        (void)posix_fadvise(fd, (off_t)af->dropped, (off_t)CACHE_WINDOW, POSIX_FADV_DONTNEED);
+        af->dropped += CACHE_WINDOW;
+    }
+    (void)sync_file_range(fd, (off_t)af->dropped, 0, SYNC_FILE_RANGE_WRITE);   // 0: to the end
+}
+
 void atomic_file_open(AtomicFile *af, const char *path) {
     if (strlen(path) >= sizeof(af->path)) die("path too long: '%s'", path);
     strcpy(af->path, path);
@@ -45,23 +62,24 @@ void atomic_file_open(AtomicFile *af, const char *path) {
     }
     af->crc = (uint32_t)crc32(0L, Z_NULL, 0);
     af->bytes = 0;
+    af->dropped = 0;
 }
 
 void atomic_file_write(AtomicFile *af, const void *data, size_t n) {
-    if (n == 0) return;
-    if (fwrite(data, 1, n, af->f) != n) {
-        int e = errno;
-        atomic_file_abort(af);
-        die("write error on '%s' (for '%s'): %s", af->tmp_path, af->path, strerror(e));
-    }
-    // zlib's crc32 takes uInt lengths; feed large buffers in pieces.
+    // in windows, so that the page cache is trimmed as a large buffer goes out
     const unsigned char *p = (const unsigned char *)data;
     while (n > 0) {
-        uInt m = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        af->crc = (uint32_t)crc32(af->crc, p, m);
+        size_t m = n > CACHE_WINDOW ? (size_t)CACHE_WINDOW : n;
+        if (fwrite(p, 1, m, af->f) != m) {
+            int e = errno;
+            atomic_file_abort(af);
+            die("write error on '%s' (for '%s'): %s", af->tmp_path, af->path, strerror(e));
+        }
+        af->crc = (uint32_t)crc32(af->crc, p, (uInt)m);   // zlib takes uInt lengths: m fits
+        af->bytes += m;
         p += m;
         n -= m;
-        af->bytes += m;
+        drop_written(af);
     }
 }
 
@@ -71,6 +89,7 @@ void atomic_file_commit(AtomicFile *af) {
         atomic_file_abort(af);
         die("cannot flush '%s' (for '%s') to disk: %s", af->tmp_path, af->path, strerror(e));
     }
+    (void)posix_fadvise(fileno(af->f), 0, 0, POSIX_FADV_DONTNEED);   // on disk now: out of the cache
     if (fclose(af->f) != 0) {
         af->f = NULL;
         int e = errno;
@@ -256,6 +275,8 @@ uint32_t file_crc32(const char *path, long offset, long length, uint64_t *nbytes
         if (got == 0) break;
         crc = (uint32_t)crc32(crc, buf, (uInt)got);
         total += got;
+        if (total % CACHE_WINDOW < got)   // a window read: out of the page cache
+            (void)posix_fadvise(fileno(f), 0, (off_t)(offset + (long)total), POSIX_FADV_DONTNEED);
     }
     if (ferror(f)) die("read error on '%s': %s", path, strerror(errno));
     fclose(f);

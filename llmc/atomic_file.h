@@ -1,6 +1,9 @@
 // atomic_file.h: write a file so that readers see either the old or the complete new
 // contents, never a torn one: write "<path>.tmp.<pid>", fsync, rename, fsync the folder.
 // A running CRC-32 of everything written is kept for manifests and verification.
+// Written bytes leave the page cache as the file grows (at most two 8 MiB windows stay
+// cached), and the CRC read-back drops what it read: a model file or checkpoint of many GB
+// does not fill the memory a cgroup charges to the run with cache.
 // The temp file is created exclusively without following links (O_CREAT|O_EXCL|O_NOFOLLOW):
 // whatever is already there under its name stops the write, naming it. atomic_file_open
 // ignores SIGXFSZ, so a write past ulimit -f fails with a message instead of a silent kill.
@@ -20,6 +23,7 @@ typedef struct {
     char tmp_path[4096 + 32];
     uint32_t crc;      // CRC-32 (zlib) of the bytes written so far
     uint64_t bytes;    // bytes written so far
+    uint64_t dropped;  // the first `dropped` bytes are on disk and out of the page cache
 } AtomicFile;
 
 void atomic_file_open(AtomicFile *af, const char *path);

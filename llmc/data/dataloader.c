@@ -2,6 +2,7 @@
 // order. See dataloader.h for the exact order; the state is just (epoch, next_window).
 #include "dataloader.h"
 
+#include <fcntl.h>
 #include <glob.h>
 #include <inttypes.h>
 #include <string.h>
@@ -103,6 +104,7 @@ static void load_shard(DataLoader *dl, int s) {
     FILE *f = fopen_check(path, "rb");
     fseek_check(f, SHARD_HEADER_BYTES, SEEK_SET, path);
     fread_check(dl->shard_tokens, sizeof(uint16_t), (size_t)ntok, f, path);
+    (void)posix_fadvise(fileno(f), 0, 0, POSIX_FADV_DONTNEED);   // held in memory now: no cached copy
     fclose(f);
     check_token_ids(path, dl->shard_tokens, ntok, dl->vocab_size);
     dl->shard_ntok = ntok;

@@ -8,7 +8,9 @@ Atomic write: bytes go to "<path>.tmp.<pid>"; commit flushes, fsyncs, renames ov
 and fsyncs the folder, so a reader sees the old file or the whole new one, never a torn one.
 The temp file is created with O_CREAT|O_EXCL|O_NOFOLLOW: a file or link already under its
 name is an error, never written through. zfile_open ignores SIGXFSZ, so a write past
-ulimit -f returns EFBIG (named) instead of killing the process.
+ulimit -f returns EFBIG (named) instead of killing the process. Written bytes leave the
+page cache as the file grows (two 8 MiB windows stay cached at most) and zfile_crc_of drops
+what it reads, so a rank file of many GB does not fill a cgroup's memory with cache.
 */
 #ifndef ZERO_ZFILE_H
 #define ZERO_ZFILE_H
@@ -23,6 +25,7 @@ typedef struct {
     char tmp[4096 + 32];
     uint32_t crc;       // CRC-32 (zlib) of the bytes written so far
     uint64_t bytes;
+    uint64_t dropped;   // the first `dropped` bytes are on disk and out of the page cache
     char err[512];      // why the last call failed
 } ZFile;
 
