@@ -66,12 +66,6 @@ static ZeroTensor *tensor_table(GPT2Zero *g, const GPT2Config *c, int K, int KV)
     g->num_slices = gpt2_num_slices_tiled(c, K, KV);
     g->slices = (GPT2Slice *)malloc_check((size_t)g->num_slices * sizeof(GPT2Slice));
     gpt2_slices_tiled(c, K, KV, g->slices);
-    // the tiles of an untiled slice follow each other in the same order (gpt2_config.h)
-    const int nu = gpt2_num_slices(c);
-    g->untiled_first = (int *)malloc_check((size_t)(nu + 1) * sizeof(int));
-    for (int i = 0, u = -1; i < g->num_slices; i++)
-        if (g->slices[i].tile == 0) g->untiled_first[++u] = i;
-    g->untiled_first[nu] = g->num_slices;
     ZeroTensor *t = (ZeroTensor *)calloc_check((size_t)g->num_slices, sizeof(ZeroTensor));
     for (int i = 0; i < g->num_slices; i++) {
         const GPT2Slice *s = &g->slices[i];
@@ -79,6 +73,10 @@ static ZeroTensor *tensor_table(GPT2Zero *g, const GPT2Config *c, int K, int KV)
     }
     return t;
 }
+
+// The fp32 master of one tensor (a tile) of the plugin's table, gathered from the shards
+// (collective): the model file's source, one tile's buffer at a time.
+static void gather_tensor(void *ctx, int tensor, float *out) { zero_gather_master(((GPT2Zero *)ctx)->z, tensor, out); }
 
 // The model's unit hooks: fetch points the unit's slots at the plugin's buffers (full
 // working parameters; in backward also gradient buffers the model adds into).
@@ -111,22 +109,14 @@ void gpt2_zero_attach(GPT2Zero *g, const GPT2Config *c, const ZeroConfig *zc, Ze
         print_model_file_read(file, read_all);
     }
     *slots.hooks = (GPT2Hooks){g, hook_fetch, hook_release, hook_grads_ready};
+    g->model = (GPT2ModelSource){g->slices, g->num_slices, gather_tensor, g};
 }
 
 void gpt2_zero_free(GPT2Zero *g) {
     zero_free(g->z);
     free(g->slices);
-    free(g->untiled_first);
     g->z = NULL;
     g->slices = NULL;
-    g->untiled_first = NULL;
-}
-
-void gpt2_zero_gather_slice(void *ctx, int slice, float *out) {
-    GPT2Zero *g = (GPT2Zero *)ctx;
-    const size_t start = g->slices[g->untiled_first[slice]].offset;
-    for (int i = g->untiled_first[slice]; i < g->untiled_first[slice + 1]; i++)
-        zero_gather_master(g->z, i, out + (g->slices[i].offset - start));
 }
 
 int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir) {
@@ -197,7 +187,6 @@ int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dt
     if (rc < 0) die("dry run failed (see above)");
     free(tensors);
     free(g.slices);
-    free(g.untiled_first);
     print_cost("the dry run", t0);
     return rc == 1 ? 2 : 0;
 }

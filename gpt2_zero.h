@@ -33,9 +33,9 @@ typedef struct {
     int num_slices;
     int tiles;             // the model's --tile-linear K
     int vocab_tiles;       // the model's --tile-vocab KV
-    int *untiled_first;    // untiled slice i (gpt2_slices) is slices[untiled_first[i] .. [i+1])
     GPT2SliceInit init;    // where initial values come from (used inside gpt2_zero_attach)
     GPT2Slots slots;       // the model's pointer tables and hooks
+    GPT2ModelSource model; // the model file's values, tile by tile from the shards (checkpoint_export_model)
 } GPT2Zero;
 
 // The world of a ZeRO run: every rank of mpirun / srun, or RANK / WORLD_SIZE from the
@@ -58,10 +58,6 @@ void gpt2_zero_attach(GPT2Zero *g, const GPT2Config *c, const ZeroConfig *zc, Ze
                       const ZeroBackend *backend, uint64_t seed, GPT2ModelFile *file, GPT2Slots slots);
 void gpt2_zero_free(GPT2Zero *g);
 
-// The fp32 master of one slice of the untiled table (gpt2_slices), gathered from the shards
-// (collective; ctx: the GPT2Zero): the source of checkpoint_export_model's slice-by-slice
-// export. Tiled, the slice's tiles are gathered side by side.
-void gpt2_zero_gather_slice(void *ctx, int slice, float *out);
 
 // Whether out_dir holds a sharded checkpoint to resume from: rank 0 looks and every rank
 // gets its answer (collective); a malformed latest_zero counts as one (zero_load says why).

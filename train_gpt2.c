@@ -263,7 +263,7 @@ int main(int argc, char **argv) {
                     die("rank %d: checkpoint at step %d failed (see above); the previous one is intact", rank, step);
                 zero_prune(z, cfg.out_dir, cfg.ckpt_keep, cfg.ckpt_major);   // -nk, -nm
                 printf("saved checkpoint %s/zero_%d/\n", cfg.out_dir, step);
-                checkpoint_export_model(cfg.out_dir, step, rank, &mc, gpt2_zero_gather_slice, &glue, cfg.ckpt_keep,
+                checkpoint_export_model(cfg.out_dir, step, rank, &mc, &glue.model, cfg.ckpt_keep,
                                         cfg.ckpt_major);
             } else {
                 if (model.m == NULL) die("checkpoint at step %d before any update", step);
@@ -323,7 +323,7 @@ int main(int argc, char **argv) {
         gpt2_zero_write_report(&glue, cfg.out_dir, activation_bytes(&model), activation_host_bytes(&model));
         size_t before = host_memory_now();
         int measured = host_memory_reset_peak() == 0;
-        checkpoint_export_model(cfg.out_dir, -1, rank, &mc, gpt2_zero_gather_slice, &glue, 0, 0);
+        checkpoint_export_model(cfg.out_dir, -1, rank, &mc, &glue.model, 0, 0);
         if (measured)
             printf("host memory during the export: peak %.1f MiB, %.1f MiB resident before it\n",
                    host_memory_peak() / 1048576.0, before / 1048576.0);

@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
                 die("rank %d: checkpoint at step %d failed (see above); the previous one is intact", rank, step);
             zero_prune(z, cfg.out_dir, cfg.ckpt_keep, cfg.ckpt_major);   // -nk, -nm
             printf("saved checkpoint %s/zero_%d/\n", cfg.out_dir, step);
-            checkpoint_export_model(cfg.out_dir, step, rank, &mc, gpt2_zero_gather_slice, &glue, cfg.ckpt_keep,
+            checkpoint_export_model(cfg.out_dir, step, rank, &mc, &glue.model, cfg.ckpt_keep,
                                     cfg.ckpt_major);
         }
         if (last) break;
@@ -182,7 +182,7 @@ int main(int argc, char **argv) {
     outlier_summary(&cfg, rank);   // -sl/-sg: how many updates were skipped
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
     gpt2_zero_write_report(&glue, cfg.out_dir, gpt2_cuda_activation_bytes(&model), model.host_act_bytes);
-    checkpoint_export_model(cfg.out_dir, -1, rank, &mc, gpt2_zero_gather_slice, &glue, 0, 0);
+    checkpoint_export_model(cfg.out_dir, -1, rank, &mc, &glue.model, 0, 0);
 
     run_info_finish(&run_info);
     logger_close(&logger);

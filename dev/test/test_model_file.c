@@ -390,7 +390,8 @@ static void test_export_slice_by_slice(void **state) {
     char path[512];
     snprintf(path, sizeof(path), "%s/export.bin", g_root);
     ExportLog log = {p, slices, 0, 0};
-    gpt2_model_file_export(path, &c, GPT2_MODEL_FP32, fetch_slice, &log);
+    GPT2ModelSource src = {NULL, 0, fetch_slice, &log};
+    gpt2_model_file_export(path, &c, GPT2_MODEL_FP32, &src);
     assert_int_equal(log.calls, ns);
     assert_int_equal(log.next_offset, n);
     size_t len;
@@ -398,7 +399,8 @@ static void test_export_slice_by_slice(void **state) {
     assert_file_is(path, want, len);
     free(want);
     ExportLog quiet = {p, slices, 0, 0};
-    gpt2_model_file_export(NULL, &c, GPT2_MODEL_FP32, fetch_slice, &quiet);
+    GPT2ModelSource quiet_src = {NULL, 0, fetch_slice, &quiet};
+    gpt2_model_file_export(NULL, &c, GPT2_MODEL_FP32, &quiet_src);
     assert_int_equal(quiet.calls, ns);
     free(slices);
     free(p);

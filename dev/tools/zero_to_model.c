@@ -64,7 +64,8 @@ int main(int argc, char **argv) {
     if (argc == 4) snprintf(path, sizeof(path), "%s", argv[3]);
     else if ((size_t)snprintf(path, sizeof(path), "%s/zero_to_model_%08d.bin", dir, st.step) >= sizeof(path))
         die("output folder name too long: '%s'", dir);
-    gpt2_model_file_export(path, c, GPT2_MODEL_FP32, copy_slice, &cons);
+    GPT2ModelSource src = {NULL, 0, copy_slice, &cons};
+    gpt2_model_file_export(path, c, GPT2_MODEL_FP32, &src);
     printf("wrote %s: step %d, %d layers, %d channels, %zu parameters (saved by %d ranks)\n", path, st.step,
            c->num_layers, c->channels, n, st.world);
     free(start);

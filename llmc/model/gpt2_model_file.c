@@ -88,6 +88,8 @@ void gpt2_model_file_read_range(GPT2ModelFile *mf, size_t offset, size_t count, 
         }
     }
     mf->bytes_read += (uint64_t)count * eb;
+    // read once (each rank its own ranges): out of the page cache, which a cgroup charges
+    (void)posix_fadvise(mf->fd, (off_t)at, (off_t)((uint64_t)count * eb), POSIX_FADV_DONTNEED);
 }
 
 void gpt2_model_file_close(GPT2ModelFile *mf) {
@@ -191,10 +193,14 @@ static int by_offset(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-void gpt2_model_file_export(const char *path, const GPT2Config *c, int version, GPT2SliceFetch fetch, void *ctx) {
-    int n = gpt2_num_slices(c);
-    GPT2Slice *slices = (GPT2Slice *)malloc_check((size_t)n * sizeof(GPT2Slice));
-    gpt2_slices(c, slices);
+void gpt2_model_file_export(const char *path, const GPT2Config *c, int version, const GPT2ModelSource *src) {
+    int n = src->pieces ? src->num_pieces : gpt2_num_slices(c);
+    GPT2Slice *untiled = NULL;
+    if (!src->pieces) {
+        untiled = (GPT2Slice *)malloc_check((size_t)n * sizeof(GPT2Slice));
+        gpt2_slices(c, untiled);
+    }
+    const GPT2Slice *slices = src->pieces ? src->pieces : untiled;
     FileSlice *order = (FileSlice *)malloc_check((size_t)n * sizeof(FileSlice));
     size_t largest = 0;
     for (int i = 0; i < n; i++) {
@@ -210,14 +216,14 @@ void gpt2_model_file_export(const char *path, const GPT2Config *c, int version, 
         if (order[i].offset != at)
             die("internal: slice %s starts at element %zu, expected %zu", slices[order[i].index].name,
                 order[i].offset, at);
-        fetch(ctx, order[i].index, buf);
+        src->fetch(src->ctx, order[i].index, buf);
         if (path) gpt2_model_writer_append(&w, buf, order[i].numel);
         at += order[i].numel;
     }
     if (path) gpt2_model_writer_commit(&w);
     free(buf);
     free(order);
-    free(slices);
+    free(untiled);
 }
 
 void gpt2_slice_init_setup(GPT2SliceInit *si, const GPT2Config *c, const GPT2Slice *slices, uint64_t seed,

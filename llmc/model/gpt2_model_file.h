@@ -65,12 +65,20 @@ void gpt2_model_writer_commit(GPT2ModelWriter *w);
 // The whole model from one buffer (the same streamed writer underneath).
 void gpt2_model_file_write(const char *path, const GPT2Config *c, const float *params, int version);
 
-// Export slice by slice: for each slice of gpt2_slices(c), in file order, calls
-// fetch(ctx, slice_index, buf) with a buffer of that slice's size, then appends buf to
+// Export piece by piece: for each piece of the source's table, in file order, calls
+// fetch(ctx, piece_index, buf) with a buffer of that piece's size, then appends buf to
 // path (skipped when path is NULL: the other ranks of a collective fetch). Every caller
-// makes the same fetch calls in the same order. Extra memory: the largest slice.
+// makes the same fetch calls in the same order. Extra memory: the largest piece, so a
+// tiled table (gpt2_slices_tiled) exports a model whose embedding alone is GBs through
+// one tile's buffer.
 typedef void (*GPT2SliceFetch)(void *ctx, int slice, float *out);
-void gpt2_model_file_export(const char *path, const GPT2Config *c, int version, GPT2SliceFetch fetch, void *ctx);
+typedef struct {
+    const GPT2Slice *pieces;   // a table that covers the file (gpt2_slices_tiled); NULL: gpt2_slices(c)
+    int num_pieces;
+    GPT2SliceFetch fetch;
+    void *ctx;
+} GPT2ModelSource;
+void gpt2_model_file_export(const char *path, const GPT2Config *c, int version, const GPT2ModelSource *src);
 
 // Initial values of any element range of any slice of gpt2_slices(c): read from a model
 // file (positioned reads) or GPT-2's seeded init (gpt2_init_range). gpt2_slice_init has

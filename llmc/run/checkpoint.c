@@ -213,11 +213,11 @@ static void prune_kind(const char *out_dir, const char *kind, int current, int k
     remove_steps(out_dir, kind, is_kept, &k);
 }
 
-void checkpoint_export_model(const char *out_dir, int step, int rank, const GPT2Config *c, GPT2SliceFetch fetch,
-                             void *ctx, int keep, int major) {
+void checkpoint_export_model(const char *out_dir, int step, int rank, const GPT2Config *c, const GPT2ModelSource *src,
+                             int keep, int major) {
     char path[4096];
     checkpoint_model_path(path, sizeof(path), out_dir, step);
-    gpt2_model_file_export(rank == 0 ? path : NULL, c, GPT2_MODEL_FP32, fetch, ctx);
+    gpt2_model_file_export(rank == 0 ? path : NULL, c, GPT2_MODEL_FP32, src);
     if (rank != 0) return;
     if (step >= 0) prune_kind(out_dir, "model", step, keep, major);
     printf("wrote %s\n", path);

@@ -67,10 +67,10 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
 void checkpoint_model_path(char *buf, size_t len, const char *out_dir, int step);
 // The sharded trainers' model file of a step's checkpoint (step >= 0; the model files are
 // then pruned with keep and major as checkpoint_save does) or of the end
-// (step < 0), streamed slice by slice from fetch (gpt2_model_file_export). Collective:
+// (step < 0), streamed piece by piece from src (gpt2_model_file_export). Collective:
 // every rank calls it, rank 0 writes and prints its name.
-void checkpoint_export_model(const char *out_dir, int step, int rank, const GPT2Config *c, GPT2SliceFetch fetch,
-                             void *ctx, int keep, int major);
+void checkpoint_export_model(const char *out_dir, int step, int rank, const GPT2Config *c, const GPT2ModelSource *src,
+                             int keep, int major);
 // Checks that a loaded state can continue this run; exits with the differing field.
 void checkpoint_check_compatible(const TrainState *saved, const TrainState *now, const char *what);
 
