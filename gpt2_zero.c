@@ -164,7 +164,7 @@ void gpt2_zero_write_report(GPT2Zero *g, const char *out_dir, size_t act_device,
 }
 
 int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dtype,
-                      GPT2ActivationBytes activation_bytes) {
+                      GPT2ActivationBytes activation_bytes, GPT2RuntimeBytes runtime_bytes) {
     double t0 = now_seconds();
     GPT2Config mc;
     GPT2ModelFile file;
@@ -181,7 +181,8 @@ int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dt
     snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     printf("model %s: %zu parameters\n", cfg->model, gpt2_param_sizes(&mc, sizes));
-    ZeroDryRunModel model = {act_device, act_host, (size_t)cfg->gpu_mem};
+    ZeroDryRunModel model = {act_device, act_host, (size_t)cfg->gpu_mem, runtime_bytes != NULL,
+                             runtime_bytes ? runtime_bytes(cfg) : 0};
     int rc = zero_dry_run(tensors, g.num_slices, gpt2_num_units_tiled(&mc, g.tiles, g.vocab_tiles), &zc, cfg->dry_run_world,
                           grad_accum, &model, path);
     if (rc < 0) die("dry run failed (see above)");

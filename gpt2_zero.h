@@ -84,11 +84,15 @@ void gpt2_zero_write_report(GPT2Zero *g, const char *out_dir, size_t act_device,
 // cfg->dry_run_world ranks (with cfg->tile_linear's and cfg->tile_vocab's tensor table), with activation_bytes
 // per rank on the device and *host_bytes in host memory (what the trainer's model would
 // allocate; a trainer prints its own breakdown). Writes OUT/zero_report.json and prints a
-// summary and the dry run's own time and memory. Returns the process's exit status: 2 when
-// a rank does not fit --gpu-mem, else 0.
+// summary and the dry run's own time and memory. runtime_bytes: NULL where the device is a
+// GPU; on the CPU trainer, whose device memory is host memory, what the process holds
+// besides the plugin and the activations, so that --gpu-mem checks the whole process (the
+// host tier too). Returns the process's exit status: 2 when a rank does not fit --gpu-mem
+// or the swap files do not fit the disk under --nvme-path, else 0.
 typedef size_t (*GPT2ActivationBytes)(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes);
+typedef size_t (*GPT2RuntimeBytes)(const TrainConfig *cfg);
 int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dtype,
-                      GPT2ActivationBytes activation_bytes);
+                      GPT2ActivationBytes activation_bytes, GPT2RuntimeBytes runtime_bytes);
 
 #ifdef __cplusplus
 }

@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
     train_args_parse(&cfg, argc, argv, "cuda-zero");
     // bf16 working parameters (refreshed from the fp32 master by stochastic rounding), and
     // the fp32 gradients the model's matmuls accumulate
-    if (cfg.dry_run) return gpt2_zero_dry_run(&cfg, ZERO_BF16, ZERO_F32, gpt2_cuda_predicted_activation_bytes);
+    if (cfg.dry_run) return gpt2_zero_dry_run(&cfg, ZERO_BF16, ZERO_F32, gpt2_cuda_predicted_activation_bytes, NULL);
     int num_devices = 0;
     cudaError_t dev_err = cudaGetDeviceCount(&num_devices);
     if (dev_err != cudaSuccess || num_devices == 0)

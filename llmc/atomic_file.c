@@ -21,7 +21,7 @@
 // written out (waiting for it), dropped from the page cache, and the newer one's writeback
 // is started, so the disk works while the caller produces the next window. Best effort:
 // an I/O error here shows again at the commit's fsync.
-#define CACHE_WINDOW ((uint64_t)8 << 20)
+#define CACHE_WINDOW ((uint64_t)2 << 20)
 static void drop_written(AtomicFile *af) {
     if (af->bytes - af->dropped < 2 * CACHE_WINDOW || fflush(af->f) != 0) return;
     int fd = fileno(af->f);
@@ -261,25 +261,46 @@ int atomic_file_remove_stale(const char *dir, const char *const *names) {
     return s.removed;
 }
 
+// Reads for a CRC go around the page cache (O_DIRECT, aligned 4 MiB requests): a read-back
+// of a file of GBs would otherwise fill the cache ahead of it (readahead reaches MBs past
+// what was read). Where O_DIRECT is refused (tmpfs) the reads are buffered, and what they
+// cached is dropped as they go.
+#define DIRECT_ALIGN 4096
+#define DIRECT_CHUNK ((size_t)4 << 20)
 uint32_t file_crc32(const char *path, long offset, long length, uint64_t *nbytes) {
-    FILE *f = fopen_check(path, "rb");
-    fseek_check(f, offset, SEEK_SET, path);
-    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
-    unsigned char buf[1 << 16];
-    uint64_t total = 0;
-    for (;;) {
-        size_t want = sizeof(buf);
-        if (length >= 0 && (uint64_t)length - total < want) want = (size_t)((uint64_t)length - total);
-        if (want == 0) break;
-        size_t got = fread(buf, 1, want, f);
-        if (got == 0) break;
-        crc = (uint32_t)crc32(crc, buf, (uInt)got);
-        total += got;
-        if (total % CACHE_WINDOW < got)   // a window read: out of the page cache
-            (void)posix_fadvise(fileno(f), 0, (off_t)(offset + (long)total), POSIX_FADV_DONTNEED);
+    int direct = 1, fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (fd < 0) {
+        direct = 0;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
     }
-    if (ferror(f)) die("read error on '%s': %s", path, strerror(errno));
-    fclose(f);
+    if (fd < 0) die("cannot open '%s': %s", path, strerror(errno));
+    unsigned char *buf = (unsigned char *)aligned_alloc(DIRECT_ALIGN, DIRECT_CHUNK);
+    if (!buf) die("out of memory reading '%s'", path);
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    uint64_t total = 0, at = (uint64_t)offset / DIRECT_ALIGN * DIRECT_ALIGN;   // aligned reads from at
+    size_t skip = (size_t)((uint64_t)offset - at);
+    for (;;) {
+        ssize_t got = pread(fd, buf, DIRECT_CHUNK, (off_t)at);
+        if (got < 0 && errno == EINVAL && direct) {   // this file system refuses O_DIRECT reads
+            close(fd);
+            if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) die("cannot open '%s': %s", path, strerror(errno));
+            direct = 0;
+            continue;
+        }
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) die("read error on '%s': %s", path, strerror(errno));
+        if ((size_t)got <= skip) break;
+        size_t use = (size_t)got - skip;
+        if (length >= 0 && (uint64_t)length - total < use) use = (size_t)((uint64_t)length - total);
+        crc = (uint32_t)crc32(crc, buf + skip, (uInt)use);
+        total += use;
+        at += (uint64_t)got;
+        skip = 0;
+        if (!direct) (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        if ((length >= 0 && total == (uint64_t)length) || (size_t)got < DIRECT_CHUNK) break;
+    }
+    free(buf);
+    close(fd);
     if (length >= 0 && total != (uint64_t)length)
         die("'%s' is truncated: %llu of %ld bytes from offset %ld", path, (unsigned long long)total, length, offset);
     if (nbytes) *nbytes = total;

@@ -1,7 +1,7 @@
 // atomic_file.h: write a file so that readers see either the old or the complete new
 // contents, never a torn one: write "<path>.tmp.<pid>", fsync, rename, fsync the folder.
 // A running CRC-32 of everything written is kept for manifests and verification.
-// Written bytes leave the page cache as the file grows (at most two 8 MiB windows stay
+// Written bytes leave the page cache as the file grows (at most two 2 MiB windows stay
 // cached), and the CRC read-back drops what it read: a model file or checkpoint of many GB
 // does not fill the memory a cgroup charges to the run with cache.
 // The temp file is created exclusively without following links (O_CREAT|O_EXCL|O_NOFOLLOW):

@@ -9,10 +9,12 @@
 // comm_mpi.c does. Every size, placement and prefetch decision is therefore the live one.
 #include "state.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "report.h"
@@ -239,7 +241,7 @@ int zero_predict(const ZeroTensor *tensors, int n, int num_units, const ZeroConf
 // zero_predict_write, with a device budget (0: none) to state in the JSON.
 static int predict_write(const char *path_json, const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg,
                          int world, int grad_accum, int steps, const ZeroPrediction *per_rank,
-                         const char *extra_json_fields, size_t device_budget) {
+                         const char *extra_json_fields, const ZeroDryRunModel *model) {
     if (!path_json || !cfg || world < 1 || grad_accum < 1 || steps < 0) {
         fprintf(stderr, "zero: zero_predict_write needs a path, a config, world >= 1, grad_accum >= 1, steps >= 0\n");
         return -1;
@@ -256,7 +258,11 @@ static int predict_write(const char *path_json, const ZeroTensor *tensors, int n
     ZeroReportInfo info;
     ZeroFigures scratch;
     int rc = simulate(tensors, n, num_units, cfg, world, 0, grad_accum, 0, &scratch, &info);
-    info.device_budget = device_budget;
+    if (model) {
+        info.device_budget = model->device_budget;
+        info.device_is_host = model->device_is_host;
+        info.runtime_bytes = model->runtime_bytes;
+    }
     char err[512];
     char *text = rc == 0 ? zero_report_json(&info, "dry_run", per_rank, extra_json_fields, err, sizeof err) : NULL;
     if (rc == 0 && (!text || zfile_write_all(path_json, text, strlen(text), NULL, err, sizeof err) != 0)) {
@@ -271,22 +277,24 @@ static int predict_write(const char *path_json, const ZeroTensor *tensors, int n
 
 int zero_predict_write(const char *path_json, const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg,
                        int world, int grad_accum, int steps, const ZeroPrediction *per_rank, const char *extra_json_fields) {
-    return predict_write(path_json, tensors, n, num_units, cfg, world, grad_accum, steps, per_rank, extra_json_fields, 0);
+    return predict_write(path_json, tensors, n, num_units, cfg, world, grad_accum, steps, per_rank, extra_json_fields, NULL);
 }
 
 #define DRY_GiB 1073741824.0
 #define DRY_MAX_GROUPS 16   // lines of the budget table; the JSON has every rank
 
-// Ranks in runs of equal device totals, each run with its verdict, then the summary line.
-// Returns how many ranks do not fit.
-static int print_budget(const ZeroPrediction *pred, int world, size_t budget) {
-    printf("device budget %.2f GiB (%zu bytes) per rank:\n", budget / DRY_GiB, budget);
+// Ranks in runs of equal totals (zero_budget_total), each run with its verdict, then the
+// summary line. Returns how many ranks do not fit.
+static int print_budget(const ZeroPrediction *pred, int world, const ZeroReportInfo *in) {
+    const size_t budget = in->device_budget;
+    printf("%s budget %.2f GiB (%zu bytes) per rank%s:\n", in->device_is_host ? "memory" : "device", budget / DRY_GiB,
+           budget, in->device_is_host ? " (device and host tiers, activations and the process's runtime)" : "");
     int over = 0, worst = 0, groups = 0;
     for (int r0 = 0, r1; r0 < world; r0 = r1) {
-        uint64_t total = zero_figures_device_total(&pred[r0]);
-        for (r1 = r0 + 1; r1 < world && zero_figures_device_total(&pred[r1]) == total; r1++) {}
+        uint64_t total = zero_budget_total(in, &pred[r0]);
+        for (r1 = r0 + 1; r1 < world && zero_budget_total(in, &pred[r1]) == total; r1++) {}
         if (total > budget) over += r1 - r0;
-        if (total > zero_figures_device_total(&pred[worst])) worst = r0;
+        if (total > zero_budget_total(in, &pred[worst])) worst = r0;
         if (++groups > DRY_MAX_GROUPS) continue;
         char ranks[48];
         if (r1 - r0 == 1) snprintf(ranks, sizeof ranks, "rank %d", r0);
@@ -297,7 +305,7 @@ static int print_budget(const ZeroPrediction *pred, int world, size_t budget) {
             printf("  %-18s %8.2f GiB: does not fit (%.2f GiB over)\n", ranks, total / DRY_GiB, (total - budget) / DRY_GiB);
     }
     if (groups > DRY_MAX_GROUPS) printf("  ... %d more groups of ranks (the JSON has every rank)\n", groups - DRY_MAX_GROUPS);
-    uint64_t most = zero_figures_device_total(&pred[worst]);
+    uint64_t most = zero_budget_total(in, &pred[worst]);
     if (over == 0)
         printf("fits: all %d ranks fit in %.2f GiB (the largest, rank %d, needs %.2f GiB)\n", world, budget / DRY_GiB,
                worst, most / DRY_GiB);
@@ -307,9 +315,34 @@ static int print_budget(const ZeroPrediction *pred, int world, size_t budget) {
     return over;
 }
 
+// The swap files of the ranks that share a machine against the free space under the NVMe
+// folder, where it exists here. Returns 1 when they do not fit, else 0.
+static int print_disk(const ZeroPrediction *pred, int world, const ZeroConfig *cfg) {
+    uint64_t most = 0;
+    for (int r = 0; r < world; r++) {
+        uint64_t t = 0;
+        for (int u = 0; u < ZERO_USE_KINDS; u++) t += pred[r].nvme[u];
+        if (t > most) most = t;
+    }
+    if (most == 0 || !cfg->nvme_path) return 0;
+    int per_node = pred[0].local_size > 0 ? pred[0].local_size : world;
+    uint64_t need = most * (uint64_t)per_node;
+    struct statvfs st;
+    if (statvfs(cfg->nvme_path, &st) != 0) {
+        printf("NVMe: %d rank(s) a machine need %.2f GiB of swap files; %s is not here (%s): not checked\n", per_node,
+               need / DRY_GiB, cfg->nvme_path, strerror(errno));
+        return 0;
+    }
+    uint64_t free_bytes = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
+    int fits = need <= free_bytes;
+    printf("NVMe: %d rank(s) a machine need %.2f GiB of swap files under %s, which has %.2f GiB free: %s\n", per_node,
+           need / DRY_GiB, cfg->nvme_path, free_bytes / DRY_GiB, fits ? "fits" : "does not fit");
+    return !fits;
+}
+
 int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
                  int grad_accum, const ZeroDryRunModel *model, const char *path_json) {
-    ZeroDryRunModel none = {0, 0, 0};
+    ZeroDryRunModel none = {0, 0, 0, 0, 0};
     if (!model) model = &none;
     ZeroPrediction *pred = calloc((size_t)world, sizeof(ZeroPrediction));
     if (pred == NULL) {
@@ -322,7 +355,7 @@ int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConf
         pred[r].act_host = model->act_host;
     }
     if (rc == 0)
-        rc = predict_write(path_json, tensors, n, num_units, cfg, world, grad_accum, 1, pred, NULL, model->device_budget);
+        rc = predict_write(path_json, tensors, n, num_units, cfg, world, grad_accum, 1, pred, NULL, model);
     if (rc == 0) {
         const double MiB = 1048576.0;
         const ZeroPrediction *p = &pred[0];
@@ -343,8 +376,16 @@ int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConf
                    tier[k][ZERO_USE_GRADS] / MiB, (tier[k][ZERO_USE_MASTER] + tier[k][ZERO_USE_OPTIM]) / MiB,
                    tier[k][ZERO_USE_BUFFERS] / MiB, (k == 0 ? p->act_host : 0) / MiB, total / MiB);
         }
+        ZeroReportInfo in = {0};
+        in.device_budget = model->device_budget;
+        in.device_is_host = model->device_is_host;
+        in.runtime_bytes = model->runtime_bytes;
+        if (model->device_is_host)
+            printf("rank 0 process peak (predicted): %.2f MiB = the device and host totals + %.2f MiB of runtime "
+                   "(code, libraries, MPI, the data)\n", zero_budget_total(&in, p) / MiB, model->runtime_bytes / MiB);
         printf("wrote %s\n", path_json);
-        if (model->device_budget && print_budget(pred, world, model->device_budget) > 0) rc = 1;
+        if (model->device_budget && print_budget(pred, world, &in) > 0) rc = 1;
+        if (print_disk(pred, world, cfg)) rc = 1;
     }
     free(pred);
     return rc;

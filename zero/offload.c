@@ -18,6 +18,10 @@
 //             the gather stream) or from NVMe (read on the host stream, then copied), the
 //             nc -> cg -> gg pipeline, issued ahead of use by stage 3's prefetch.
 //
+//   tied      stages 2-3: a tensor read by two units (tied wte) parks its first unit's partial
+//             gradient in the parameters' tier (else the optimizer's) until its second unit's
+//             backward, instead of holding a pool block through the whole pass.
+//
 // Every value goes through the operations it would on the device, in the same order, so
 // offloading is bit-identical to the same stage without it.
 #include "offload.h"
@@ -79,6 +83,10 @@ static void nvme_layout(Zero *z) {
         size_t es = k == ZK_PARAM ? z->pes : sizeof(float);
         o->foff[k] = malloc((size_t)z->nt * sizeof(uint64_t));
         if (!o->foff[k]) zero_fail(z, "out of host memory for the NVMe layout");
+        if (k == ZK_PARAM && o->param_is_master) {   // the master's ranges are the parameters'
+            memcpy(o->foff[k], o->foff[ZK_MASTER], (size_t)z->nt * sizeof(uint64_t));
+            continue;
+        }
         uint64_t start = at;
         for (int i = 0; i < z->nt; i++) {
             o->foff[k][i] = at;
@@ -87,6 +95,15 @@ static void nvme_layout(Zero *z) {
         int use = k == ZK_MASTER ? ZERO_USE_MASTER : k == ZK_GRAD ? ZERO_USE_GRADS : k == ZK_PARAM ? ZERO_USE_PARAMS
                                                                                                     : ZERO_USE_OPTIM;
         z->mem_nvme[use] += (size_t)(at - start);
+    }
+    if (o->park == ZERO_TIER_NVME) {   // tied tensors' parked gradients: the whole tensor each
+        uint64_t start = at;
+        for (int i = 0; i < z->nt; i++)
+            if (z->t[i].num_units > 1) {
+                o->park_at[i] = at;
+                at += align_up((uint64_t)z->t[i].lay->split.padded * z->ges, ZERO_NVME_ALIGN);
+            }
+        z->mem_nvme[ZERO_USE_GRADS] += (size_t)(at - start);
     }
     o->file_bytes = at;
     if (o->opt == ZERO_TIER_NVME) {   // the step's tiles, in order, listed once
@@ -131,7 +148,10 @@ static const char *engine_msg(const char *m) {
 
 static void nvme_open(Zero *z) {
     ZeroOffload *o = &z->off;
-    if (!o->file_bytes || counts_only(z)) return;
+    if (!o->file_bytes) return;
+    // the pool is pinned host memory held for the run (a dry run counts it without the file)
+    z->mem_host[ZERO_USE_BUFFERS] += (size_t)BUF_COUNT * o->tile * sizeof(float);
+    if (counts_only(z)) return;
     ZeroNvmeConfig nc = {z->cfg.nvme_path, z->rank, o->file_bytes, o->tile * sizeof(float), BUF_COUNT,
                          z->cfg.nvme_queue_depth ? z->cfg.nvme_queue_depth : NVME_QUEUE, nvme_alloc, nvme_free, z,
                          z->cfg.nvme_block_bytes};
@@ -140,8 +160,6 @@ static void nvme_open(Zero *z) {
     if (z->rank == 0)
         printf("zero: NVMe swap files, one per rank; rank 0's: %s, %.2f GiB; engine %s\n", zero_nvme_path(o->nvme),
                (double)o->file_bytes / (1024.0 * 1024.0 * 1024.0), zero_nvme_engine_note(o->nvme));
-    // the pool is pinned host memory held for the run
-    z->mem_host[ZERO_USE_BUFFERS] += (size_t)BUF_COUNT * o->tile * sizeof(float);
 }
 
 static void nvme_check(Zero *z, int rc, const char *what, int ti) {
@@ -159,12 +177,44 @@ static size_t io_bytes(size_t n, size_t es) { return (size_t)align_up((uint64_t)
 
 // ---------------------------------------------------------------- init and free
 
+int zero_offload_parks_tied(const ZeroConfig *c) {
+    return c->stage >= 2 && (c->optimizer_tier != ZERO_TIER_DEVICE || (c->stage == 3 && c->param_tier != ZERO_TIER_DEVICE));
+}
+
+// Where tied tensors' partial gradients park: the parameters' tier when they are offloaded
+// (the memory they free is the same kind), else the optimizer's. The NVMe file places them
+// in nvme_layout; host memory here.
+static void park_init(Zero *z) {
+    ZeroOffload *o = &z->off;
+    o->park = o->param != ZERO_TIER_DEVICE ? o->param : o->opt;
+    o->parks = calloc(2 * (size_t)z->nt, sizeof(OffPark));
+    o->park_at = calloc((size_t)z->nt, sizeof(uint64_t));
+    if (!o->parks || !o->park_at) zero_fail(z, "out of host memory for the tied gradients' park records");
+    size_t bytes = 0;
+    for (int i = 0; i < z->nt; i++) {
+        for (int d = 0; d < 2; d++) {
+            OffPark *r = &o->parks[2 * i + d];
+            r->z = z;
+            r->ti = i;
+            r->out = d == 0;
+            atomic_init(&r->busy, 0);
+        }
+        if (z->t[i].num_units < 2 || o->park != ZERO_TIER_HOST) continue;
+        o->park_at[i] = bytes;
+        bytes += z->t[i].lay->split.padded * z->ges;
+    }
+    if (o->park == ZERO_TIER_HOST && bytes)
+        o->park_host = zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_GRADS, bytes, "parked tied gradients (host)");
+}
+
 void zero_offload_init(Zero *z) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
     o->opt = z->cfg.optimizer_tier;
     o->param = z->stage == 3 ? z->cfg.param_tier : ZERO_TIER_DEVICE;
     if (o->opt == ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE) return;
+    o->param_is_master = z->cfg.param_dtype == ZERO_F32 && o->param == o->opt;
+    if (z->park_tied) park_init(z);
     const size_t Sh = z->layout.shard_total;
     o->tile = z->cfg.nvme_tile_elems ? zero_round_up(z->cfg.nvme_tile_elems, 2048) : DEFAULT_TILE;
     o->hs = b->stream_create_host(b);
@@ -178,7 +228,8 @@ void zero_offload_init(Zero *z) {
         for (int k = ZK_MASTER; k <= ZK_GRAD; k++) o->h[k] = zero_alloc(z, ZERO_MEM_HOST, use[k], Sh * sizeof(float), what[k]);
     }
     if (o->param == ZERO_TIER_HOST)
-        o->h[ZK_PARAM] = zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_PARAMS, Sh * z->pes, "working-parameter shard (host)");
+        o->h[ZK_PARAM] = o->param_is_master ? o->h[ZK_MASTER]
+                         : zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_PARAMS, Sh * z->pes, "working-parameter shard (host)");
     if (z->stage == 3 && o->opt != ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE)
         o->d_work = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, Sh * z->pes, "working-parameter shard");
     if (o->opt != ZERO_TIER_DEVICE) {
@@ -227,6 +278,8 @@ void zero_offload_free(Zero *z) {
     for (int k = 0; k < ZK_KINDS; k++) free(o->foff[k]);
     free(o->tiles);
     free(o->reads);
+    free(o->parks);
+    free(o->park_at);
     memset(o, 0, sizeof *o);
 }
 
@@ -424,6 +477,7 @@ static ZeroTicket send_params(Zero *z, int ti, size_t c, const float *master, si
     uint64_t gidx = l->global_off + l->own_begin + c;
     int device;
     void *dst = param_target(z, ti, &device);
+    if (o->param_is_master) return 0;   // the master just written is the working parameters
     if (!device && dst) {
         zero_cpu_refresh(byte_at(dst, c, z->pes), z->cfg.param_dtype, master, n, z->cfg.seed, t, gidx);
         return 0;
@@ -448,9 +502,12 @@ static void update_host(Zero *z, const AdamWParams *p, int update, int t) {
     for (int i = 0; i < z->nt; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         size_t n = l->own_count, off = l->shard_off;
-        if (update)
+        if (update) {
+            double t0 = zero_clock();
             zero_cpu_adamw(o->h[ZK_MASTER] + off, o->h[ZK_GRAD] + off, o->h[ZK_M] + off, o->h[ZK_V] + off, n, p,
                            z->t[i].decay);
+            o->adamw_s += zero_clock() - t0;
+        }
         for (size_t c = 0; c < n; c += o->tile, k++) {   // NVMe parameters: NVME_SETS writes in flight
             int set = (int)(k % NVME_SETS);
             if (busy[set]) nvme_check(z, zero_nvme_wait(o->nvme, busy[set]), "a parameter write", i);
@@ -493,7 +550,9 @@ static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
         float *g = zero_nvme_buffer(nv, BUF_STEP + set * 4 + ZK_GRAD);
         size_t n = tiles[kc].n, c = tiles[kc].c;
         if (update) {
+            double t0 = zero_clock();
             zero_cpu_adamw(mb, g, m, v, n, p, z->t[ti].decay);
+            o->adamw_s += zero_clock() - t0;
             float *bufs[3] = {mb, m, v};
             for (int kind = 0; kind < 3; kind++) {
                 ZeroTicket tk = zero_nvme_write(nv, bufs[kind], file_at(z, kind, ti, c, sizeof(float)), io_bytes(n, sizeof(float)));
@@ -536,7 +595,8 @@ void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t) {
     // read (and, at init, that zero_alloc's memsets on it have yet to clear): after it. On
     // the host backend the main stream is the calling thread, so only a GPU shows this.
     zero_after_main(z, o->up);
-    if (o->opt == ZERO_TIER_HOST) update_host(z, p, update, t);
+    if (!update && o->param_is_master) {}   // a refresh alone: the stored master is the parameters
+    else if (o->opt == ZERO_TIER_HOST) update_host(z, p, update, t);
     else if (o->opt == ZERO_TIER_NVME) update_nvme(z, p, update, t);
     else refresh_from_device(z, t);
     // the uploads land before the gathers and the model read them
@@ -593,6 +653,67 @@ void *zero_offload_shard(Zero *z, int ti, void *mine) {
     b->event_record(b, o->ev_hs, o->hs);
     b->stream_wait(b, z->gs, o->ev_hs);
     return mine;
+}
+
+// ---------------------------------------------------------------- tied gradients
+
+// Host stream: a tied tensor's whole gradient block out to its park or back, through
+// the `up` stream's copies (and on NVMe the host stream's engine buffer, a tile at a time).
+static void park_io(void *arg) {
+    OffPark *r = arg;
+    Zero *z = r->z;
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    const size_t bytes = z->t[r->ti].lay->split.padded * z->ges;
+    if (o->park == ZERO_TIER_HOST) {
+        char *h = o->park_host + o->park_at[r->ti];
+        if (r->out) b->copy(b, h, ZERO_MEM_HOST, r->dev, ZERO_MEM_DEVICE, bytes, o->up);
+        else b->copy(b, r->dev, ZERO_MEM_DEVICE, h, ZERO_MEM_HOST, bytes, o->up);
+        b->stream_sync(b, o->up);
+    } else {
+        void *buf = zero_nvme_buffer(o->nvme, BUF_HS + 1);
+        const size_t chunk = zero_nvme_buffer_bytes(o->nvme);
+        for (size_t c = 0; c < bytes; c += chunk) {
+            size_t len = min_sz(chunk, bytes - c);
+            uint64_t at = o->park_at[r->ti] + c;
+            if (r->out) {
+                b->copy(b, buf, ZERO_MEM_HOST, byte_at(r->dev, c, 1), ZERO_MEM_DEVICE, len, o->up);
+                b->stream_sync(b, o->up);
+                nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_write(o->nvme, buf, at, io_bytes(len, 1))),
+                           "a parked gradient's write", r->ti);
+            } else {
+                nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, at, io_bytes(len, 1))),
+                           "a parked gradient's read", r->ti);
+                b->copy(b, byte_at(r->dev, c, 1), ZERO_MEM_DEVICE, buf, ZERO_MEM_HOST, len, o->up);
+                b->stream_sync(b, o->up);
+            }
+        }
+    }
+    atomic_store_explicit(&r->busy, 0, memory_order_release);
+}
+
+// Queues record r's transfer on the host stream after the main stream's work so far.
+static void park_queue(Zero *z, OffPark *r, void *grad) {
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    while (atomic_load_explicit(&r->busy, memory_order_acquire)) sched_yield();
+    atomic_store_explicit(&r->busy, !counts_only(z), memory_order_relaxed);   // a dry run runs no host call
+    r->dev = grad;
+    b->event_record(b, z->ev_main, z->main);
+    b->stream_wait(b, o->hs, z->ev_main);
+    b->host_call(b, o->hs, park_io, r);
+}
+
+void zero_offload_park(Zero *z, int ti, void *grad, ZeroEvent *done) {
+    park_queue(z, &z->off.parks[2 * ti], grad);
+    z->b->event_record(z->b, done, z->off.hs);
+}
+
+void zero_offload_unpark(Zero *z, int ti, void *grad) {
+    ZeroOffload *o = &z->off;
+    park_queue(z, &o->parks[2 * ti + 1], grad);
+    z->b->event_record(z->b, o->ev_hs, o->hs);
+    z->b->stream_wait(z->b, z->main, o->ev_hs);
 }
 
 // ---------------------------------------------------------------- accounting

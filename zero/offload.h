@@ -32,6 +32,14 @@ void *zero_offload_shard(Zero *z, int ti, void *mine);
 // owned range, to or from host memory (checkpoints, consolidation). Blocking.
 void zero_state_read(Zero *z, int kind, int ti, size_t off, size_t n, float *out);
 void zero_state_write(Zero *z, int kind, int ti, size_t off, size_t n, const float *in);
+// Tied tensors (read by two units) and offload, stages 2-3: the first unit's partial
+// gradient leaves the pool for the offload tier (park: queued after the main stream's work;
+// `done` is recorded once it has left `grad`) and comes back into a fresh block at the second
+// unit's backward fetch (unpark: the main stream's later work waits for it). 1 when the
+// config allows it (offload at stage 2 or 3); zero_init decides (Zero.park_tied).
+int zero_offload_parks_tied(const ZeroConfig *cfg);
+void zero_offload_park(Zero *z, int ti, void *grad, ZeroEvent *done);
+void zero_offload_unpark(Zero *z, int ti, void *grad);
 void zero_offload_step_begin(Zero *z);             // NVMe byte counters
 void zero_offload_step_end(Zero *z);
 

@@ -216,7 +216,8 @@ void zero_grad_acquire(Zero *z, int ti) {
         t->grad = z->gpool;
         return;
     }
-    int top = t->num_units > 1;   // lives across units: keep it out of the cycling space
+    // a tied tensor that stays in the pool lives across units: out of the cycling space
+    int top = t->num_units > 1 && z->off.park == ZERO_TIER_DEVICE;
     size_t off;
     // make room from the oldest reduction in flight, then by reducing what is pending
     while ((off = zero_arena_alloc(&z->garena, size, top)) == ZERO_ARENA_FULL) {
@@ -229,7 +230,30 @@ void zero_grad_acquire(Zero *z, int ti) {
                   "raise bucket_elems", z->garena.capacity, t->name, size, z->garena.in_use, z->garena.n);
     t->grad_block = off;
     t->grad = byte_at(z->gpool, off, z->ges);
-    z->b->memset0(z->b, t->grad, size * z->ges, z->main);   // the model accumulates (+=)
+    if (t->parked) {   // its first unit's partial sum, back from the park: the model adds to it
+        zero_offload_unpark(z, ti, t->grad);
+        t->parked = 0;
+    } else {
+        z->b->memset0(z->b, t->grad, size * z->ges, z->main);   // the model accumulates (+=)
+    }
+}
+
+// A tied tensor whose first unit is done and whose other unit does not hold it: its
+// partial gradient parks in the offload tier and its block returns to the pool once the
+// copy has read it, through the same deferred list as a reduced bucket's blocks.
+static void park_tied(Zero *z, int ti, int unit) {
+    ZT *t = &z->t[ti];
+    for (int k = 0; k < t->num_units; k++)
+        if (t->units[k] != unit && z->u[t->units[k]].fetched == 1) return;
+    if (!t->grad || t->lay->split.padded == 0) return;
+    while (z->bucket_next - z->bucket_done == (uint64_t)z->bucket_cap || z->ndeferred == z->deferred_cap)
+        zero_grads_release_oldest(z);
+    uint64_t done = z->bucket_next++;
+    zero_offload_park(z, ti, t->grad, z->bucket_ev[done % (uint64_t)z->bucket_cap]);
+    z->deferred[z->ndeferred++] = (ZDeferred){t->grad_block, done};
+    t->grad = NULL;
+    t->grad_block = ZERO_ARENA_FULL;
+    t->parked = 1;
 }
 
 int zero_reduce_unit_ready(Zero *z, int unit) {
@@ -239,7 +263,10 @@ int zero_reduce_unit_ready(Zero *z, int unit) {
     int reduce_now = z->stage >= 2 || z->micro == z->grad_accum - 1;
     for (int i = 0; i < U->n; i++) {
         ZT *t = &z->t[U->tensors[i]];
-        if (++t->grads_seen < t->num_units) continue;
+        if (++t->grads_seen < t->num_units) {
+            if (z->stage >= 2 && z->off.park != ZERO_TIER_DEVICE) park_tied(z, U->tensors[i], unit);
+            continue;
+        }
         t->grads_seen = 0;
         if (!reduce_now) continue;
         z->pending[z->npending++] = U->tensors[i];

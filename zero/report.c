@@ -49,6 +49,10 @@ void zero_figures(const Zero *z, ZeroFigures *f) {
     f->qwz_gathers = st.qwz_gathers;
     f->hpz_gathers = st.hpz_gathers;
     f->secondary_bytes = st.secondary_bytes;
+    f->hook_s = z->hook_s;
+    f->step_s = z->step_s;
+    f->wall_s = z->wall_s;
+    f->optimizer_s = z->off.adamw_s;
     for (int op = 0; op < ZERO_COLL_NUM; op++) {
         f->calls[op] = z->step_sent[op].calls;
         f->intra_bytes[op] = z->step_sent[op].intra_bytes;
@@ -89,6 +93,10 @@ void zero_report_info(const Zero *z, ZeroReportInfo *in) {
     in->qgz_block = z->qgz_block;
     in->qwz_bytes = z->qw_own ? z->qrec_bytes_total : 0;
     in->secondary_bytes = z->sec ? z->sec_elems * z->pes : 0;
+    in->param_is_master = z->off.param_is_master;
+    if (z->off.park != ZERO_TIER_DEVICE)
+        for (int i = 0; i < z->nt; i++)
+            if (z->t[i].num_units > 1) in->parked_bytes += z->t[i].lay->split.padded * z->ges;
 }
 
 uint64_t zero_figures_model_states(const ZeroFigures *f) {
@@ -121,10 +129,13 @@ void zero_formula(const ZeroReportInfo *in, const ZeroFigures *f, ZeroFormula *o
         out->sharded = 16.0;
         out->pools = (uint64_t)ges * f->grad_pool_elems + (uint64_t)pes * (f->param_pool_elems + in->persist_padded) +
                      in->qwz_bytes + in->secondary_bytes;
-        // offloaded, the gathers read a working shard kept apart from the master
-        if (in->optimizer_tier != ZERO_TIER_DEVICE || in->param_tier != ZERO_TIER_DEVICE) out->sharded += pes;
+        // offloaded, the gathers read a working shard kept apart from the master (unless fp32
+        // in the master's tier: then the master is it)
+        if ((in->optimizer_tier != ZERO_TIER_DEVICE || in->param_tier != ZERO_TIER_DEVICE) && !in->param_is_master)
+            out->sharded += pes;
         break;
     }
+    out->pools += in->parked_bytes;   // tied partial gradients, parked off the device (offload)
     out->bytes = (uint64_t)(out->replicated * (double)in->padded + out->sharded * (double)in->shard) + out->pools;
     double psi = (double)in->numel, n = (double)in->world;
     static const double paper[4][2] = {{16, 0}, {4, 12}, {2, 14}, {0, 16}};   // ZeRO paper, section 5
@@ -145,6 +156,12 @@ static uint64_t kinds_total(const size_t *use, size_t act) {
 }
 
 uint64_t zero_figures_device_total(const ZeroFigures *f) { return kinds_total(f->device, f->act_device); }
+
+uint64_t zero_budget_total(const ZeroReportInfo *in, const ZeroFigures *f) {
+    uint64_t t = zero_figures_device_total(f);
+    if (in->device_is_host) t += kinds_total(f->host, f->act_host) + in->runtime_bytes;
+    return t;
+}
 
 static void add_kinds(cJSON *o, const size_t *use, size_t act) {
     size_t opt = use[ZERO_USE_MASTER] + use[ZERO_USE_OPTIM];
@@ -201,6 +218,8 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
     add_num(cfg, "prefetch_elems", (double)in->prefetch_elems);
     add_num(cfg, "max_live_elems", (double)in->max_live_elems);
     add_num(cfg, "persist_elems", (double)in->persist_elems);
+    cJSON_AddBoolToObject(cfg, "params_stored_as_master", in->param_is_master);   // offload, fp32: one copy
+    add_num(cfg, "parked_tied_gradient_bytes", (double)in->parked_bytes);
     cJSON *pp = add_obj(cfg, "zero_pp");   // ZeRO++ switches
     if (pp) {
         cJSON_AddBoolToObject(pp, "qwz", in->qwz);
@@ -218,9 +237,16 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
     add_num(root, "grad_accum", ranks[0].grad_accum);
     cJSON_AddStringToObject(root, "formula",
                             "model_states = replicated * psi_padded + sharded * psi_padded / world_size + pools (bytes)");
+    if (in->device_is_host) {   // the CPU trainer's dry run: the whole process, per rank at most
+        uint64_t most = 0;
+        for (int r = 0; r < in->world; r++)
+            if (zero_budget_total(in, &ranks[r]) > most) most = zero_budget_total(in, &ranks[r]);
+        add_num(root, "runtime_bytes", (double)in->runtime_bytes);
+        add_num(root, "process_peak_bytes", (double)most);
+    }
     if (in->device_budget) {
         int over = 0;
-        for (int r = 0; r < in->world; r++) over += zero_figures_device_total(&ranks[r]) > in->device_budget;
+        for (int r = 0; r < in->world; r++) over += zero_budget_total(in, &ranks[r]) > in->device_budget;
         add_num(root, "device_budget_bytes", (double)in->device_budget);
         add_num(root, "ranks_over_device_budget", over);
     }
@@ -237,11 +263,19 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
         add_num(nv, "read_bytes", f->steps ? (double)f->nvme_read / (double)f->steps : 0.0);
         add_num(nv, "written_bytes", f->steps ? (double)f->nvme_written / (double)f->steps : 0.0);
         add_num(nv, "busy_seconds", f->steps ? f->nvme_busy_s / (double)f->steps : 0.0);   // requests in flight
+        cJSON *ts = add_obj(e, "seconds_per_step");   // the calling thread's time (ZeroFigures)
+        double ns = f->steps ? (double)f->steps : 1.0;
+        add_num(ts, "step", f->wall_s / ns);
+        add_num(ts, "in_hooks", f->hook_s / ns);
+        add_num(ts, "in_zero_step", f->step_s / ns);
+        add_num(ts, "model", (f->wall_s - f->hook_s - f->step_s) / ns);
+        add_num(ts, "optimizer_compute", f->optimizer_s / ns);   // offload: the CPU AdamW inside zero_step
         if (in->device_budget) {   // headroom < 0: over the budget by that much
             cJSON *b = add_obj(e, "device_budget");
-            uint64_t total = zero_figures_device_total(f);
+            uint64_t total = zero_budget_total(in, f);
             if (b) cJSON_AddBoolToObject(b, "fits", total <= in->device_budget);
             add_num(b, "headroom_bytes", (double)in->device_budget - (double)total);
+            add_num(b, "counted_bytes", (double)total);
         }
         cJSON *os = add_obj(e, "optimizer_states_split");
         add_num(os, "device_fp32_master", (double)f->device[ZERO_USE_MASTER]);
@@ -310,7 +344,7 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
 // ---------------------------------------------------------------- live report
 
 // ZeroFigures <-> doubles, for the gather to rank 0 (integers below 2^53 are exact).
-#define FIG_DOUBLES (3 * ZERO_USE_KINDS + 3 + 2 + 4 + 6 + 4 + 3 * ZERO_NUM_COLLS + 2 * ZERO_FLOWS + 3)
+#define FIG_DOUBLES (3 * ZERO_USE_KINDS + 3 + 2 + 4 + 6 + 4 + 3 * ZERO_NUM_COLLS + 2 * ZERO_FLOWS + 3 + 4)
 
 static void fig_pack(const ZeroFigures *f, double *d) {
     int k = 0;
@@ -329,6 +363,7 @@ static void fig_pack(const ZeroFigures *f, double *d) {
     }
     for (int fl = 0; fl < ZERO_FLOWS; fl++) { d[k++] = (double)f->flow_intra[fl]; d[k++] = (double)f->flow_inter[fl]; }
     d[k++] = (double)f->qwz_gathers; d[k++] = (double)f->hpz_gathers; d[k++] = (double)f->secondary_bytes;
+    d[k++] = f->hook_s; d[k++] = f->step_s; d[k++] = f->wall_s; d[k++] = f->optimizer_s;
 }
 
 static void fig_unpack(const double *d, ZeroFigures *f) {
@@ -349,6 +384,7 @@ static void fig_unpack(const double *d, ZeroFigures *f) {
     }
     for (int fl = 0; fl < ZERO_FLOWS; fl++) { f->flow_intra[fl] = (uint64_t)d[k++]; f->flow_inter[fl] = (uint64_t)d[k++]; }
     f->qwz_gathers = (uint64_t)d[k++]; f->hpz_gathers = (uint64_t)d[k++]; f->secondary_bytes = (size_t)d[k++];
+    f->hook_s = d[k++]; f->step_s = d[k++]; f->wall_s = d[k++]; f->optimizer_s = d[k++];
 }
 
 int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fields) {
@@ -443,6 +479,9 @@ void zero_report_print(const Zero *z) {
     printf("zero:   %-20s %*s %16s", "total", w, grouped(a, sizeof a, td), grouped(b, sizeof b, th));
     if (nvme) printf(" %16s", grouped(c, sizeof c, tn));
     printf("\n");
+    if (z->off.param_is_master)
+        printf("zero:   (the working parameters are fp32 like the master and live in its tier, %s: stored once, "
+               "as the master)\n", zero_tier_name(z->off.param));
     printf("zero: model states %s B = %g B x %s + %g B x %s / %d + pools %s B (paper, mixed precision: %.0f B)\n",
            grouped(a, sizeof a, zero_figures_model_states(&f)), fm.replicated, grouped(b, sizeof b, in.padded), fm.sharded,
            grouped(c, sizeof c, in.padded), in.world, grouped(d, sizeof d, fm.pools), fm.paper_bytes);

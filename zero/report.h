@@ -18,9 +18,13 @@ typedef struct {
     uint64_t numel, padded, shard;   // Psi, Psi padded (N * shard), the per-rank shard
     size_t persist_padded;           // stage 3: padded elements kept gathered for good
     size_t device_budget;            // dry run: device bytes a rank has (0: not checked)
+    int device_is_host;              // dry run: the budget covers the host tier and runtime_bytes too
+    size_t runtime_bytes;            // dry run: the process's own bytes besides the plugin's and the model's
     ZeroTier optimizer_tier, param_tier;   // where offload keeps them (device: not offloaded)
     int qwz, hpz, qgz, hier_reduce, qwz_block, qgz_block;   // ZeRO++ switches as used
     size_t qwz_bytes, secondary_bytes;     // qwZ's int8 records of the shard, hpZ's secondary partition
+    int param_is_master;             // offloaded fp32 working parameters stored as the master (one copy)
+    size_t parked_bytes;             // offload: where tied tensors' partial gradients park between units
 } ZeroReportInfo;
 
 // Model states (params + grads + fp32 master + m + v) of one rank as the ZeRO paper writes
@@ -41,6 +45,9 @@ void zero_formula(const ZeroReportInfo *info, const ZeroFigures *f, ZeroFormula 
 uint64_t zero_figures_model_states(const ZeroFigures *f);
 // Everything a rank holds in device memory: model states, buffers and activations.
 uint64_t zero_figures_device_total(const ZeroFigures *f);
+// What a device budget is checked against: the device total, and where device memory is
+// host memory (in->device_is_host) the host tier and the process's runtime too.
+uint64_t zero_budget_total(const ZeroReportInfo *in, const ZeroFigures *f);
 // The report as JSON text (malloc'd), or NULL with the reason in err.
 char *zero_report_json(const ZeroReportInfo *info, const char *source, const ZeroFigures *ranks,
                        const char *extra_json_fields, char *err, size_t errlen);

@@ -126,6 +126,12 @@ static void draw_random(const Zero *z, uint8_t *out, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = (uint8_t)rng_u32(key, 0, i);
 }
 
+double zero_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 void zero_run_id_set(Zero *z, const uint8_t id[ZCK_RUN_ID_BYTES]) {
     memcpy(z->run_id, id, ZCK_RUN_ID_BYTES);
     zck_run_id_hex(z->run_id, z->run_id_hex);

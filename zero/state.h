@@ -47,6 +47,7 @@ typedef struct {
     void *grad;                // buffer the model accumulates into; NULL when none is live
     size_t grad_block;         // stage 2/3 pool offset
     int grads_seen;            // units of this tensor whose grads_ready came this micro-step
+    int parked;                // tied, offload: its first unit's partial gradient waits in the offload tier
 } ZT;
 
 // One unit.
@@ -59,6 +60,7 @@ typedef struct {
     int bwd_done, ready_done;  // this micro-step
     size_t pool_need;          // stage 3: padded elements of its non-persistent tensors
     size_t grad_need;          // padded elements of its unshared tensors' gradients
+    size_t grad_tied;          // and of its tied ones' (read by another unit too)
 } ZU;
 
 // Stage 3: what a gathered block holds: the working parameters themselves, or qwZ's
@@ -100,8 +102,24 @@ typedef struct OffRead {
     void *dst;
 } OffRead;
 
+// A tied tensor's partial gradient on its way to the park (out) or back (offload.c), run by
+// the host stream; one record per tensor and direction, reused once `busy` is clear.
+typedef struct OffPark {
+    Zero *z;
+    int ti, out;
+    atomic_int busy;
+    void *dev;               // the gradient pool block
+} OffPark;
+
 typedef struct {
     ZeroTier opt, param;
+    ZeroTier park;           // stages 2-3 with offload: where tied tensors' partial gradients wait
+                             //   between their two units (DEVICE: they stay in the pool)
+    OffPark *parks;          // 2 per tensor: [2 ti] out, [2 ti + 1] back
+    char *park_host;         // HOST park: every tied tensor's gradient, park_at[ti] bytes in
+    uint64_t *park_at;       // per tensor: its place in park_host, or its file offset (NVME park)
+    int param_is_master;     // fp32 working parameters in the optimizer's tier: the master is them
+                             //   (a refresh copies them bit for bit), so it is stored once
     ZeroStream *hs;          // host stream: gradient accumulation, NVMe reads of parameters
     ZeroStream *up;          // device stream: uploads of refreshed working parameters
     float *h[ZK_KINDS];      // the HOST tier's arrays, in shard layout (ZK_PARAM: working dtype)
@@ -122,6 +140,7 @@ typedef struct {
     struct OffRead *reads;   // NVMe parameters: one read record per tensor, reused gather to gather
     uint64_t file_bytes;
     size_t tile;             // elements per transfer (a multiple of ZERO_SUMSQ_BLOCK and of 2048)
+    double adamw_s;          // the CPU AdamW's seconds, summed over steps
     uint64_t mark_read, mark_written;   // engine totals at zero_begin_step
     uint64_t step_read, step_written;   // summed over steps
     double mark_busy, step_busy;        // the engine's busy seconds, likewise
@@ -181,6 +200,7 @@ struct Zero {
     int warned_order;
 
     ZeroOffload off;           // offload.c: tiers other than the device
+    int park_tied;             // tied gradients park in the offload tier between their units (zero_init)
 
     // ZeRO++ (gather.c: qwZ and hpZ; reduce.c: the two-hop gradient path)
     int qwz_block, qgz_block;
@@ -212,6 +232,10 @@ struct Zero {
     ZeroCollBytes step_sent[ZERO_COLL_NUM];// sent inside begin_step .. zero_step, summed over steps
     uint64_t steps_done;
     size_t act_dev, act_host;              // activation bytes the trainer reported
+    // where the calling thread's time went inside steps, summed over them (seconds): in the
+    // hooks (fetch, release, grads_ready: waits for gathers and pool room), in zero_step, and
+    // the whole of zero_begin_step .. zero_step (the rest is the model's own work)
+    double step_begin, hook_s, step_s, wall_s;
 };
 
 // "zero: rank R: message" on stderr in one write; zero_fail then ends the job.
@@ -227,6 +251,9 @@ void zero_sync_streams(Zero *z);
 void zero_flow_add(Zero *z, ZeroFlow f, ZeroGroup g, uint64_t bytes_per_peer);
 // Comma-separated tensor names for messages, truncated to fit z->what.
 const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n);
+
+// Monotonic seconds, for the time accounting above.
+double zero_clock(void);
 
 // Every buffer comes from here, during zero_init only.
 void *zero_alloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const char *what);

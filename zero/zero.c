@@ -234,8 +234,9 @@ static void build_units(Zero *z) {
             for (int k = 0; k < z->t[i].num_units; k++)
                 if (z->t[i].units[k] == u) {
                     U->tensors[j++] = i;
-                    // tied tensors sit in the pool's top part (shared_padded), once
+                    // tied tensors sit in the pool's top part (shared_padded), once, unless parked
                     if (z->t[i].num_units == 1) U->grad_need += z->t[i].lay->split.padded;
+                    else U->grad_tied += z->t[i].lay->split.padded;
                     if (!z->t[i].persistent) U->pool_need += z->t[i].lay->split.padded;
                 }
         U->view.count = U->n;
@@ -339,11 +340,21 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
         if (t->num_units > 1) shared_padded += t->lay->split.padded;
     }
     build_units(z);
-    size_t max_pool_need = 0, max_grad_need = 0;
+    size_t max_pool_need = 0, max_grad_need = 0, max_grad_all = 0;
     int big_unit = 0;
     for (int u = 0; u < z->nu; u++) {
         if (z->u[u].pool_need > max_pool_need) { max_pool_need = z->u[u].pool_need; big_unit = u; }
         if (z->u[u].grad_need > max_grad_need) max_grad_need = z->u[u].grad_need;
+        if (z->u[u].grad_need + z->u[u].grad_tied > max_grad_all) max_grad_all = z->u[u].grad_need + z->u[u].grad_tied;
+    }
+    // With offload, tied tensors' partial gradients may park off the device between their
+    // two units (offload.c): then a unit's tied gradients cycle through the pool like its
+    // own, and nothing stays in it across units. Only where that makes the pool smaller
+    // (tiled: a vocabulary tile is small, the whole embedding is not).
+    z->park_tied = zero_offload_parks_tied(cfg) && shared_padded > 0 && 2 * max_grad_all < 2 * max_grad_need + shared_padded;
+    if (z->park_tied) {
+        max_grad_need = max_grad_all;
+        shared_padded = 0;
     }
     choose_sizes(z, max_pool_need, max_grad_need, shared_padded);
     // Every pool is min(what the settings ask for, what the model can ever need), so that
@@ -519,6 +530,7 @@ void zero_begin_step(Zero *z, int grad_accum) {
     for (int u = 0; u < z->nu; u++)
         if (z->u[u].fetched >= 0) zero_fail(z, "zero_begin_step while unit %d is still fetched", u);
     z->in_step = 1;
+    z->step_begin = zero_clock();
     z->grad_accum = grad_accum;
     z->micro = 0;
     z->units_ready = 0;
@@ -535,7 +547,7 @@ void zero_begin_step(Zero *z, int grad_accum) {
     memcpy(z->sent_mark, z->comm->sent, sizeof z->sent_mark);   // per-step byte accounting
 }
 
-const ZeroUnitView *zero_fetch(Zero *z, int unit, int is_backward) {
+static const ZeroUnitView *fetch_unit(Zero *z, int unit, int is_backward) {
     if (unit < 0 || unit >= z->nu) zero_fail(z, "zero_fetch of unit %d: units are 0..%d", unit, z->nu - 1);
     ZU *U = &z->u[unit];
     if (U->fetched >= 0)
@@ -559,7 +571,7 @@ const ZeroUnitView *zero_fetch(Zero *z, int unit, int is_backward) {
     return &U->view;
 }
 
-void zero_grads_ready(Zero *z, int unit) {
+static void unit_grads_ready(Zero *z, int unit) {
     if (unit < 0 || unit >= z->nu) zero_fail(z, "zero_grads_ready of unit %d: units are 0..%d", unit, z->nu - 1);
     ZU *U = &z->u[unit];
     if (!z->in_step) zero_fail(z, "zero_grads_ready of unit %d outside zero_begin_step .. zero_step", unit);
@@ -570,13 +582,34 @@ void zero_grads_ready(Zero *z, int unit) {
     if (zero_reduce_unit_ready(z, unit) && z->stage == 3) zero_gather_micro_end(z);
 }
 
-void zero_release(Zero *z, int unit, int is_backward) {
+static void release_unit(Zero *z, int unit, int is_backward) {
     if (unit < 0 || unit >= z->nu) zero_fail(z, "zero_release of unit %d: units are 0..%d", unit, z->nu - 1);
     ZU *U = &z->u[unit];
     if (U->fetched != (is_backward ? 1 : 0))
         zero_fail(z, "zero_release of unit %d (%s) without a matching zero_fetch", unit, is_backward ? "backward" : "forward");
     if (z->stage == 3) zero_gather_release(z, unit);
     U->fetched = -1;
+}
+
+// The hooks, timed: inside a step, what the calling thread spends in them (waits for
+// gathers, pool room, parked gradients) is the plugin's share of the step.
+const ZeroUnitView *zero_fetch(Zero *z, int unit, int is_backward) {
+    double t0 = zero_clock();
+    const ZeroUnitView *v = fetch_unit(z, unit, is_backward);
+    if (z->in_step) z->hook_s += zero_clock() - t0;
+    return v;
+}
+
+void zero_grads_ready(Zero *z, int unit) {
+    double t0 = zero_clock();
+    unit_grads_ready(z, unit);
+    z->hook_s += zero_clock() - t0;   // only inside a step (it checks)
+}
+
+void zero_release(Zero *z, int unit, int is_backward) {
+    double t0 = zero_clock();
+    release_unit(z, unit, is_backward);
+    if (z->in_step) z->hook_s += zero_clock() - t0;
 }
 
 // Stage 0: the last micro-step reduced the accumulated gradient into the shard like
@@ -600,6 +633,7 @@ float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *a, int skip_anyway) {
 
 float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto)(float norm, void *ctx), void *ctx) {
     const ZeroBackend *b = z->b;
+    const double t0 = zero_clock();
     if (!z->in_step) zero_fail(z, "zero_step without zero_begin_step");
     if (z->units_ready != 0 || z->micro != z->grad_accum)
         zero_fail(z, "zero_step after %d complete micro-steps and %d of %d units' grads_ready in the next; "
@@ -663,6 +697,9 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
         z->step_sent[op].inter_bytes += z->comm->sent[op].inter_bytes - z->sent_mark[op].inter_bytes;
     }
     z->steps_done++;
+    const double t1 = zero_clock();
+    z->step_s += t1 - t0;
+    z->wall_s += t1 - z->step_begin;
     return norm;
 }
 

@@ -306,6 +306,11 @@ typedef struct {
     uint64_t flow_intra[ZERO_FLOWS], flow_inter[ZERO_FLOWS];
     uint64_t qwz_gathers, hpz_gathers;
     size_t secondary_bytes;
+    // the calling thread's seconds inside steps, summed over them: in the hooks (waits for
+    // gathers, pool room), in zero_step (reduction tail, norm, optimizer, refresh), and from
+    // zero_begin_step to the end of zero_step; what is left is the model's own work
+    double hook_s, step_s, wall_s;
+    double optimizer_s;    // offload: the CPU AdamW's own seconds inside zero_step (its arithmetic)
 } ZeroFigures;
 typedef ZeroFigures ZeroPrediction;
 
@@ -339,12 +344,20 @@ int zero_predict_write(const char *path_json, const ZeroTensor *tensors, int n, 
 typedef struct {
     size_t act_device, act_host;   // as zero_report_set_activation_bytes
     size_t device_budget;          // bytes per rank; 0: no check
+    int device_is_host;            // the backend's device memory is host memory (the CPU trainer):
+                                   //   the budget then covers the host tier too, and the process
+    size_t runtime_bytes;          // with device_is_host: what the process holds besides the plugin's
+                                   //   buffers and the activations (code, libraries, MPI, the data)
 } ZeroDryRunModel;
 // The whole dry run: predicts, writes the report JSON to path_json, prints a summary. With
-// a budget, each rank's device total (model states, buffers and activations) is compared
+// a budget, each rank's device total (model states, buffers and activations; with
+// device_is_host also the host tier and runtime_bytes: the process's peak) is compared
 // with it: printed per group of ranks alike, and in the JSON ("device_budget_bytes", per
-// rank "device_budget": fits and headroom). model may be NULL (no activations, no budget).
-// Returns 0 (all ranks fit, or no budget), 1 (some rank does not fit), -1 (error).
+// rank "device_budget": fits, headroom and the bytes counted; "process_peak_bytes").
+// When anything lives on NVMe, the swap files of the ranks that share a machine are
+// compared with the free space under cfg->nvme_path (where that folder exists here).
+// model may be NULL (no activations, no budget).
+// Returns 0 (all ranks fit, or no budget), 1 (some rank or the disk does not fit), -1 (error).
 int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
                  int grad_accum, const ZeroDryRunModel *model, const char *path_json);
 

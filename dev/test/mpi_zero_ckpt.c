@@ -821,10 +821,14 @@ static int run_report(ZeroComm *comm, const char *base) {
                       jnum(e0, "pools", "param_pool_elems", NULL) == (double)st.param_pool_elems &&
                       jnum(e0, "events", "gathers", NULL) == (double)st.gathers,
                   "%s: rank 0's report differs from zero_stats", V->name);
-            // the dry-run file is the live one but for "source"
+            // the dry-run file is the live one but for "source" and the seconds a step took
             if (js && jd) {
                 cJSON_DeleteItemFromObjectCaseSensitive(js, "source");
                 cJSON_DeleteItemFromObjectCaseSensitive(jd, "source");
+                for (cJSON *e = cJSON_GetObjectItemCaseSensitive(js, "ranks")->child; e; e = e->next)
+                    cJSON_DeleteItemFromObjectCaseSensitive(e, "seconds_per_step");
+                for (cJSON *e = cJSON_GetObjectItemCaseSensitive(jd, "ranks")->child; e; e = e->next)
+                    cJSON_DeleteItemFromObjectCaseSensitive(e, "seconds_per_step");
                 check(cJSON_Compare(js, jd, 1), "%s: the dry-run JSON differs from the live report", V->name);
             }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # --gpu-mem SIZE with --dry-run: every rank's device total (model states, buffers,
-# activations) against the budget. A budget of exactly the largest total fits, one byte
+# activations; on the CPU trainer, whose device is host memory, the process's predicted peak:
+# the host tier and the runtime too) against the budget. A budget of exactly the largest total fits, one byte
 # less does not (exit status 2); the verdicts are printed per group of ranks and written
 # per rank to zero_report.json. Sizes parse as documented (80G = 80 x 2^30, 80GB =
 # 80 x 10^9, fractions); malformed ones are refused naming the value. Both ZeRO trainers
@@ -18,7 +19,8 @@ check() {
     "$trainer" "${args[@]}" -o "$tmp/none" > "$tmp/none.txt" 2>&1 || { cat "$tmp/none.txt"; fail "$trainer: dry run failed"; }
     grep -q "fit" "$tmp/none.txt" && fail "$trainer: a verdict without --gpu-mem"
     local total
-    total=$(python3 -c 'import json,sys; print(max(int(e["device"]["total"]) for e in json.load(open(sys.argv[1]))["ranks"]))' \
+    total=$(python3 -c 'import json,sys; r = json.load(open(sys.argv[1]))
+print(int(r.get("process_peak_bytes") or max(int(e["device"]["total"]) for e in r["ranks"])))' \
         "$tmp/none/zero_report.json") || fail "$trainer: no device totals in the report"
     [ "$total" -gt 0 ] || fail "$trainer: device total $total"
     for budget in "$total" $((total - 1)); do
@@ -37,7 +39,9 @@ r, budget, fits, headroom = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.
 ok = r["device_budget_bytes"] == budget and r["ranks_over_device_budget"] == (0 if fits else len(r["ranks"]))
 for e in r["ranks"]:
     b = e["device_budget"]
-    ok = ok and b["fits"] == fits and b["headroom_bytes"] == budget - e["device"]["total"]
+    # the CPU trainer counts the process: both tiers and the runtime; a GPU its device
+    counted = e["device"]["total"] + (e["host"]["total"] + r["runtime_bytes"] if "runtime_bytes" in r else 0)
+    ok = ok and b["fits"] == fits and b["headroom_bytes"] == budget - counted and b["counted_bytes"] == counted
 ok = ok and any(e["device_budget"]["headroom_bytes"] == headroom for e in r["ranks"])
 if not ok: print(json.dumps({k: r[k] for k in r if "budget" in k}), json.dumps(r["ranks"][0]["device_budget"]))
 sys.exit(0 if ok else 1)

@@ -7,14 +7,19 @@
 #   - the same under ZERO_HOST_JITTER (the host stream's accumulations and parameter reads
 #     race the reductions and gathers if a wait is missing)
 #   - a checkpoint of an offloaded run resumes bit-exact, onto offload and onto none
-#   - the report counts NVMe bytes and the swap files are gone after the run
+#   - the report counts NVMe bytes and the swap files are gone after the run; fp32 working
+#     parameters in the optimizer's tier are stored once, as the master
+#   - tied tensors (vocabulary tiles: wte read by an embedding and a classifier unit) park
+#     their first unit's partial gradient in the offload tier (NVMe, or host memory) and
+#     get it back at the second unit's backward: the same bits at stages 2 and 3, with
+#     jitter, and a gradient pool that holds no whole tied tensor
 #   - errors: a missing or non-folder --nvme-path, and a swap file the disk cannot hold
 #     (ulimit -f), end the run with a message naming the folder; a checkpoint saved before
 #     stays intact and resumes
-# Arguments pick parts (default all): matrix report jitter resume errors.
+# Arguments pick parts (default all): matrix report tied jitter resume errors.
 set -u
 cd "$(dirname "$0")/../.."
-parts=" ${*:-matrix report jitter resume errors} "
+parts=" ${*:-matrix report tied jitter resume errors} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=1
@@ -73,13 +78,46 @@ print("NVMe per step:", nv["nvme_per_step"])
 assert nv["device"]["parameters"] <= dev["device"]["parameters"], (nv["device"], dev["device"])
 assert nv["device"]["optimizer_states"] == 0 and nv["host"]["optimizer_states"] == 0, nv
 assert nv["nvme"]["optimizer_states"] >= dev["device"]["optimizer_states"] > 0, (nv["nvme"], dev["device"])
-assert nv["nvme"]["parameters"] * 3 >= nv["nvme"]["optimizer_states"], nv["nvme"]   # master, m, v: 3 x the shard
+# fp32 working parameters beside the fp32 master: stored once, as the master (master, m, v)
+assert json.load(open(sys.argv[2]))["config"]["params_stored_as_master"] is True
+assert nv["nvme"]["parameters"] == 0, nv["nvme"]
 step = nv["nvme_per_step"]
 # each step reads at least the fp32 master, m, v and gradient once and writes master, m, v
 opt = nv["nvme"]["optimizer_states"]
 assert step["read_bytes"] >= opt * 4 / 3 * 0.99 and step["written_bytes"] >= opt * 0.99, (step, opt)
 assert step["busy_seconds"] > 0, step
 EOF
+fi
+
+# tied gradients parked: vocabulary tiles at 2 ranks, stages 2 and 3, against the same tiles
+# without offload; with jitter the parking races the reductions if a wait is missing
+if want tied; then
+    tv=(--tile-vocab 4)
+    train 2 "$tmp/tv3" -z 3 "${tv[@]}"
+    train 2 "$tmp/tv2" -z 2 "${tv[@]}"
+    for seed in "" 3; do
+        export ZERO_HOST_JITTER=$seed
+        train 2 "$tmp/tv3n$seed" -z 3 "${tv[@]}" --offload-param nvme --offload-optimizer nvme --nvme-path "$nv"
+        same "$tmp/tv3" "$tmp/tv3n$seed" "stage 3, --tile-vocab 4, parameters and optimizer on nvme${seed:+, jitter $seed}"
+        train 2 "$tmp/tv2c$seed" -z 2 "${tv[@]}" --offload-optimizer cpu
+        same "$tmp/tv2" "$tmp/tv2c$seed" "stage 2, --tile-vocab 4, optimizer on cpu${seed:+, jitter $seed}"
+    done
+    export ZERO_HOST_JITTER=
+    python3 - "$tmp/tv3/zero_report.json" "$tmp/tv3n/zero_report.json" "$tmp/tv2c/zero_report.json" << 'EOF' \
+        || fail "parked tied gradients: the report"
+import json, sys
+keep, nvme, host = (json.load(open(p)) for p in sys.argv[1:])
+wte = 50304 * 64   # d2c64: the tied tensors (4 vocabulary tiles of wte), every rank's whole gradient
+for name, r, tier in (("nvme", nvme, "nvme"), ("cpu", host, "host")):
+    parked = r["config"]["parked_tied_gradient_bytes"]
+    assert parked == wte * 4, (name, parked)
+    assert r["ranks"][0][tier]["gradients"] >= parked, (name, r["ranks"][0][tier])
+pool = lambda r: r["ranks"][0]["pools"]["grad_pool_elems"]
+# without parking the pool holds all of wte through the backward; parked, a tile at most twice
+assert pool(keep) >= wte and pool(nvme) < pool(keep) - wte // 2, (pool(keep), pool(nvme))
+print(f"tied gradients parked: {wte * 4} B per rank off the device; gradient pool {pool(keep)} -> {pool(nvme)} elements")
+EOF
+    echo "tied gradients parked in nvme and in host memory (stages 3 and 2, 2 ranks, jitter): same bits"
 fi
 
 # jitter: the host stream's work in random order against the other streams

@@ -5,6 +5,7 @@
 // vector extensions (AVX2 ymm with -march=native, SSE pairs otherwise).
 #include "gpt2_cpu.h"
 
+#include <malloc.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -843,6 +844,16 @@ void gpt2_cpu_build_from_file(GPT2 *m, const char *path) {
     GPT2Config c;
     float *params = gpt2_model_file_read(path, &c); // validates the header itself
     setup(m, &c, params);
+}
+
+void gpt2_cpu_release_activations(GPT2 *m) {
+    free(m->acts);
+    free(m->grad_acts);
+    free(m->act_host);
+    m->acts = m->grad_acts = m->act_host = NULL;
+    m->act_capacity = m->grad_act_capacity = m->act_host_capacity = 0;
+    m->backward_ready = 0;
+    malloc_trim(0);   // freed heap pages too (glibc keeps them otherwise), not only mmapped blocks
 }
 
 void gpt2_cpu_free(GPT2 *m) {

@@ -91,6 +91,10 @@ void gpt2_cpu_set_options(GPT2 *m, const GPT2CpuOptions *opt);
 // The model's parameter slots, for a parameter manager (gpt2_config.h: GPT2Slots).
 GPT2Slots gpt2_cpu_slots(GPT2 *m);
 void gpt2_cpu_free(GPT2 *m);
+// Between steps: gives the activations' memory back to the system (the next forward lays
+// them out anew), so that a model export or checkpoint after a step needs no memory beyond
+// what the step held.
+void gpt2_cpu_release_activations(GPT2 *m);
 // Bytes of activations and activation gradients (acts + grad_acts) a forward and backward
 // of B x T sequences allocate with these options (NULL: defaults): what a dry run predicts
 // without building the model. Overflow-checked (a shape whose sizes overflow size_t stops

@@ -82,7 +82,7 @@ void gpt2_cuda_export_final(GPT2Cuda *model, const char *out_dir) {
 void gpt2_cuda_print_memory(const GPT2Cuda *model, const TrainConfig *cfg) {
     GPT2CudaMemory mem;
     gpt2_cuda_memory(&model->config, cfg->B, cfg->T, &model->opt, model->use_cudnn, model->cudnn_workspace_bytes, &mem);
-    MemoryTable t = {{0}, {0}};
+    MemoryTable t = {{0}, {0}, 0, 0};
     t.device[MEMORY_PARAMS] = mem.weights;
     t.device[MEMORY_GRADS] = mem.grads;
     t.device[MEMORY_OPTIM] = mem.optimizer;

@@ -43,6 +43,12 @@ void memory_table_print(const char *title, const MemoryTable *t, const char *dev
     }
 }
 
+uint64_t memory_table_process_bytes(const MemoryTable *t) {
+    uint64_t s = t->runtime;
+    for (int k = 0; k < MEMORY_KINDS; k++) s += t->device[k] + t->host[k];
+    return s;
+}
+
 static cJSON *kinds_json(const uint64_t v[MEMORY_KINDS]) {
     static const char *key[MEMORY_KINDS] = {"parameters", "gradients", "optimizer_states", "activations"};
     cJSON *o = cJSON_CreateObject();
@@ -66,6 +72,15 @@ int memory_table_write_json(const char *out_dir, const char *trainer, const Memo
     cJSON_AddItemToObject(r, "host", kinds_json(t->host));
     cJSON_AddItemToArray(ranks, r);
     cJSON_AddItemToObject(root, "ranks", ranks);
+    if (t->runtime) {
+        uint64_t peak = memory_table_process_bytes(t);
+        cJSON_AddNumberToObject(root, "runtime_bytes", (double)t->runtime);
+        cJSON_AddNumberToObject(root, "process_peak_bytes", (double)peak);
+        if (t->budget) {
+            cJSON_AddNumberToObject(root, "device_budget_bytes", (double)t->budget);
+            cJSON_AddBoolToObject(root, "fits", peak <= t->budget);
+        }
+    }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) {

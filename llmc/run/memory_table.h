@@ -16,6 +16,8 @@ enum { MEMORY_PARAMS, MEMORY_GRADS, MEMORY_OPTIM, MEMORY_ACTS, MEMORY_KINDS };
 typedef struct {
     uint64_t device[MEMORY_KINDS];   // bytes where the model computes
     uint64_t host[MEMORY_KINDS];     // bytes in host RAM beside it
+    uint64_t runtime;                // a CPU process's own bytes besides (code, libraries, the data); 0: not counted
+    uint64_t budget;                 // a dry run's --gpu-mem (0: none)
 } MemoryTable;
 
 // Prints "memory: ..." lines: a header with the column names, one row per kind and the
@@ -26,7 +28,12 @@ void memory_table_print(const char *title, const MemoryTable *t, const char *dev
 // zero_report.json ("ranks": [{"rank": 0, "device": {"parameters": ..., "total": ...},
 // "host": {...}}]), so that scripts/compare_runs.py sets both runs side by side. Written
 // atomically (a write error ends the run naming the file); returns 0, or -1 out of memory.
+// With t->runtime, also "runtime_bytes" and "process_peak_bytes" (every column and the
+// runtime: a CPU process's predicted peak), and with t->budget "device_budget_bytes" and
+// "fits" (that peak within it).
 int memory_table_write_json(const char *out_dir, const char *trainer, const MemoryTable *t);
+// Every column and the runtime: a CPU process's peak.
+uint64_t memory_table_process_bytes(const MemoryTable *t);
 
 #ifdef __cplusplus
 }

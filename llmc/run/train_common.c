@@ -1,11 +1,13 @@
 // train_common.c: helpers shared by the trainer loops.
 #include "train_common.h"
 
+#include <glob.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "ds_config.h"
@@ -102,6 +104,23 @@ int open_data(TrainConfig *cfg, DataLoader *train, DataLoader *val, int rank, in
     if (cfg->max_steps <= 0)
         die("-x -1: the train data holds less than one step of %lld tokens", (long long)cfg->total_batch_tokens);
     return have_val;
+}
+
+// The largest file a glob names, less the shard header: the tokens a loader holds at once.
+static size_t largest_shard(const char *pattern) {
+    glob_t g;
+    size_t most = 0;
+    if (glob(pattern, 0, NULL, &g) != 0) return 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        struct stat st;
+        if (stat(g.gl_pathv[i], &st) == 0 && (size_t)st.st_size > most) most = (size_t)st.st_size;
+    }
+    globfree(&g);
+    return most > 1024 ? most - 1024 : 0;
+}
+
+size_t train_data_bytes(const TrainConfig *cfg) {
+    return largest_shard(cfg->train_pattern) + (cfg->val_every > 0 ? largest_shard(cfg->val_pattern) : 0);
 }
 
 // A "Key:   N kB" line of /proc/self/status, in bytes.

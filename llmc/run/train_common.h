@@ -34,6 +34,9 @@ void check_tiles(const TrainConfig *cfg, const GPT2Config *c);
 // DeepSpeed's rule) and returns the gradient accumulation steps; exits when the total
 // batch is not a multiple of B*T*world.
 int resolve_grad_accum(TrainConfig *cfg, int world);
+// The token bytes the data loaders hold at once: the largest train shard, and with
+// validation on the largest val shard (a loader holds one shard in memory; header left out).
+size_t train_data_bytes(const TrainConfig *cfg);
 // Opens this rank's train loader (and the val loader when validation is on; returns 1
 // then) and resolves -x -1 to one epoch; exits when the data holds less than one step.
 // Token ids must be below vocab_size (the model's V); a shard holding one is refused.

@@ -237,14 +237,21 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --zero-persist N    stage 3: tensors of at most N elements stay gathered (default %ld)\n", d.zero_persist);
     printf("  --node-size N       ranks per logical node, for intra/inter-node figures (default: real nodes)\n");
     printf("  --zero-timeout S    a collective stuck this many seconds ends the run (default %g)\n", d.zero_timeout);
-    printf("  --dry-run           with -z: predict per-rank memory and bytes sent per step for --world\n"
-           "                      ranks, write OUT/zero_report.json, and exit without training\n");
+    if (cuda)
+        printf("  --dry-run           with -z: predict per-rank memory and bytes sent per step for --world\n"
+               "                      ranks, write OUT/zero_report.json, and exit without training\n");
+    else
+        printf("  --dry-run           predict the memory of the run and exit without training: with -z per\n"
+               "                      rank for --world ranks, and the bytes sent per step (OUT/zero_report.json);\n"
+               "                      without -z the unsharded run's (OUT/memory_report.json). Counts the\n"
+               "                      process's peak: model states, buffers, activations and its runtime\n");
     printf("  --world N           ranks for --dry-run (default 1)\n");
     printf("  --gpu-mem SIZE      with --dry-run: memory a rank has for the model (%s): prints\n"
-           "                      per rank whether its total (model states, buffers, activations) fits,\n"
-           "                      and exits with status 2 when one does not. SIZE: 80G = 80GiB = 80 x 2^30\n"
+           "                      per rank whether its total (%s) fits,\n"
+           "                      and exits with status 2 when one does not, or when the swap files do not\n"
+           "                      fit the free space under --nvme-path. SIZE: 80G = 80GiB = 80 x 2^30\n"
            "                      bytes, 80GB = 80 x 10^9; K M T alike, fractions allowed (79.5G), B = bytes\n",
-           cuda ? "GPU" : "host RAM");
+           cuda ? "GPU" : "host RAM", cuda ? "model states, buffers, activations" : "the process's predicted peak");
     printf("  --offload-optimizer none|cpu|nvme\n"
            "                      stages 1-3 (ZeRO-Offload, ZeRO-Infinity): the fp32 master, AdamW m and v\n"
            "                      and the reduced gradient of a rank's shard live in %s memory (cpu)\n"
@@ -692,8 +699,13 @@ void train_config_check(TrainConfig *c, const char *flavour) {
         fprintf(stderr, "error: --gpu-mem checks a prediction: give --dry-run (and -z STAGE, --world N)\n");
         exit(1);
     }
-    if (c->dry_run && c->zero_stage < 0) {
+    if (c->dry_run && c->zero_stage < 0 && flavour_cuda(flavour)) {
         fprintf(stderr, "error: --dry-run predicts a ZeRO configuration: give -z STAGE\n");
+        exit(1);
+    }
+    if (c->dry_run && c->zero_stage < 0 && c->dry_run_world != 1) {
+        fprintf(stderr, "error: --dry-run without -z predicts the unsharded trainer, one process: --world %d needs "
+                "-z STAGE\n", c->dry_run_world);
         exit(1);
     }
     // ZeRO++'s switches (the plugin checks them too; here they fail before any work)

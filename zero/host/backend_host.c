@@ -253,10 +253,14 @@ static void submit(Host *h, ZeroStream *s, Op *op) {
 // ---------------------------------------------------------------- memory
 
 // Host-tier memory is page aligned, as the NVMe engine's O_DIRECT buffers need.
+// Touched at once, like pinned memory: every buffer the plugin holds is resident from init
+// on, so a run over a memory limit fails at start and the report's bytes are resident ones.
 static void *h_alloc(const ZeroBackend *b, ZeroMemKind kind, size_t bytes) {
     (void)b;
     size_t a = kind == ZERO_MEM_HOST ? 4096 : 64, n = (bytes + a - 1) / a * a;
-    return aligned_alloc(a, n ? n : a);
+    void *p = aligned_alloc(a, n ? n : a);
+    if (p) memset(p, 0, n ? n : a);
+    return p;
 }
 static void h_free(const ZeroBackend *b, ZeroMemKind kind, void *p) { (void)b; (void)kind; free(p); }
 static void h_memset0(const ZeroBackend *b, void *p, size_t bytes, ZeroStream *s) {

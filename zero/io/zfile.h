@@ -9,7 +9,7 @@ and fsyncs the folder, so a reader sees the old file or the whole new one, never
 The temp file is created with O_CREAT|O_EXCL|O_NOFOLLOW: a file or link already under its
 name is an error, never written through. zfile_open ignores SIGXFSZ, so a write past
 ulimit -f returns EFBIG (named) instead of killing the process. Written bytes leave the
-page cache as the file grows (two 8 MiB windows stay cached at most) and zfile_crc_of drops
+page cache as the file grows (two 2 MiB windows stay cached at most) and zfile_crc_of drops
 what it reads, so a rank file of many GB does not fill a cgroup's memory with cache.
 */
 #ifndef ZERO_ZFILE_H
