@@ -47,9 +47,12 @@ model's unit hooks call the plugin, which owns parameters, gradients and optimiz
 // ZeRO: the GPT-2 glue (gpt2_zero.h) is shared with train_gpt2_zero.cu; this trainer adds
 // the host backend and what the CPU model allocates.
 
+_Static_assert((int)TRAIN_ACT_OFFLOAD_NVME == (int)GPT2_ACT_OFFLOAD_FILE, "--act-offload nvme is the CPU model's swap-file tier");
+
 // The model's options from the flags (--act-checkpoint, --act-offload, --tile-linear, --tile-vocab, --micro-grads).
 static GPT2CpuOptions cpu_options(const TrainConfig *cfg) {
-    return (GPT2CpuOptions){cfg->act_checkpoint, cfg->act_offload, cfg->tile_linear, cfg->micro_grads, cfg->tile_vocab};
+    return (GPT2CpuOptions){cfg->act_checkpoint, cfg->act_offload, cfg->tile_linear, cfg->micro_grads, cfg->tile_vocab,
+                            cfg->nvme_path};
 }
 
 // What the model holds now for activations and their gradients (the report's measured
@@ -64,7 +67,12 @@ static size_t cpu_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, 
     size_t bytes = gpt2_cpu_activation_bytes(c, cfg->B, cfg->T, &o);
     *host_bytes = gpt2_cpu_activation_host_bytes(c, cfg->B, cfg->T, &o);
     printf("activations and their gradients for B=%d T=%d: %.2f MiB per rank", cfg->B, cfg->T, bytes / 1048576.0);
-    if (*host_bytes) printf(", and %.2f MiB of offloaded block inputs in host memory", *host_bytes / 1048576.0);
+    if (cfg->act_offload == TRAIN_ACT_OFFLOAD_NVME)
+        printf(", and the block inputs (%.2f MiB) in a swap file under %s, through a host slot of %.2f MiB",
+               (double)(c->num_layers - 1) * cfg->B * cfg->T * c->channels * 4 / 1048576.0, cfg->nvme_path,
+               *host_bytes / 1048576.0);
+    else if (*host_bytes)
+        printf(", and %.2f MiB of offloaded block inputs in host memory", *host_bytes / 1048576.0);
     printf("\n");
     return bytes;
 }

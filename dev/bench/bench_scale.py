@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench_scale.py: the model side of dev/bench/bench_scale.sh, which runs the trainer.
 
-  family                 GPT-2's family and its continuation, ascending (descriptors)
+  family                 GPT-2's family and its continuation, ascending (descriptors dLcCt64:
+                         GPT-2's depths and widths with a context of 64, the length trained)
   between A B            models between A and B: 4 layers a step, the width in proportion
   params MODEL           parameters of a descriptor dLcC (GPT-2's vocabulary, T 1024)
   tiles MODEL            --tile-linear K --tile-vocab KV so that no unit exceeds UNIT_MAX elements
@@ -26,25 +27,30 @@ import re
 import sys
 import time
 
-V, VP, MAXT = 50257, 50304, 1024
+V, VP = 50257, 50304
+MAXT = 64                   # the models' context: the length trained (T=64), so wpe holds 64 rows
 UNIT_MAX = 1 << 20          # elements a unit may hold (the stage-3 pools hold a few units)
 PERSIST = 1 << 16           # --zero-persist's default: tensors this small stay gathered
 FAMILY = [(3, 192), (6, 384), (12, 768), (24, 1024), (36, 1280), (48, 1600)]
 
 
 def shape(model):
-    m = re.fullmatch(r"d(\d+)c(\d+)", model)
+    m = re.fullmatch(rf"d(\d+)c(\d+)t{MAXT}", model)
     if not m:
-        sys.exit(f"bench_scale.py: '{model}' is not a descriptor dLcC")
+        sys.exit(f"bench_scale.py: '{model}' is not a descriptor dLcCt{MAXT}")
     return int(m.group(1)), int(m.group(2))
 
 
+def name(l, c):
+    return f"d{l}c{c}t{MAXT}"
+
+
 def family():
-    out = [f"d{l}c{c}" for l, c in FAMILY]
+    out = [name(l, c) for l, c in FAMILY]
     l, heads = 48, 25
     while l < 240:   # 12 more layers and 5 more heads (of 64 channels) a step
         l, heads = l + 12, heads + 5
-        out.append(f"d{l}c{64 * heads}")
+        out.append(name(l, 64 * heads))
     return out
 
 
@@ -53,7 +59,7 @@ def between(a, b):
     out = []
     for l in range(la + 4, lb, 4):
         c = ca + (cb - ca) * (l - la) / (lb - la)
-        out.append(f"d{l}c{64 * round(c / 64)}")
+        out.append(name(l, 64 * round(c / 64)))
     return out
 
 

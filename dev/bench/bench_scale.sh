@@ -9,12 +9,14 @@
 #   z3nvme     stage 3 with parameters and optimizer states in an NVMe swap file (ZeRO-Infinity)
 # Every run: one rank, B=1, T=64, activation checkpointing; stage 3 also tiles the linears
 # and the vocabulary so that no unit holds more than 2^20 elements (--tile-linear,
-# --tile-vocab). Models step through GPT-2's family (d12c768, d24c1024, d36c1280, d48c1600)
-# and on the same pattern (12 more layers and 5 more heads of 64 a step: d60c1920,
-# d72c2240, ...), with two smaller ones below (d3c192, d6c384) so that the in-memory
-# configurations have a largest model too; once the next family model needs more disk than
-# --nvme-path has free, models between the two (4 layers a step, the width in proportion)
-# find the largest the disk allows.
+# --tile-vocab), and z3nvme keeps the checkpointed block inputs on NVMe too (--act-offload
+# nvme: they grow with depth). Models step through GPT-2's family (d12c768, d24c1024,
+# d36c1280, d48c1600) and on the same pattern (12 more layers and 5 more heads of 64 a
+# step: d60c1920, d72c2240, ...), with two smaller ones below (d3c192, d6c384) so that the
+# in-memory configurations have a largest model too, each with a context of 64 positions,
+# the length trained (t64: wpe holds 64 rows, not 1024); once the next family model needs
+# more disk than --nvme-path has free, models between the two (4 layers a step, the width
+# in proportion) find the largest the disk allows.
 #
 # Per run: the parameters, the cgroup's peak charge (dev/tools/memcap.sh: the kernel's own
 # counter, page cache and kernel memory included) and the process's peak resident set, the
@@ -36,7 +38,7 @@
 #                OUT/scale.png (parameters trained against the cap), each run's log (default
 #                out/bench_scale)
 #   --steps N    optimizer steps per run (default 2)
-#   --models L   these descriptors instead of the family (each run in order until one fails)
+#   --models L   these descriptors (dLcCt64) instead of the family (each run in order until one fails)
 #   --dd-mib N   size of dd's file for the disk's bandwidth (default 2048)
 #   --render     only redraw the table and plot from OUT/runs.jsonl
 # Needs root (cgroups): refuses with a message otherwise, and removes every cgroup it made.
@@ -95,7 +97,7 @@ flags() {
         f+=(-z 3 $($py dev/bench/bench_scale.py tiles "$model"))
         case "$config" in
             z3cpu) f+=(--offload-param cpu --offload-optimizer cpu) ;;
-            z3nvme) f+=(--offload-param nvme --offload-optimizer nvme --nvme-path "$nvme") ;;
+            z3nvme) f+=(--offload-param nvme --offload-optimizer nvme --act-offload nvme --nvme-path "$nvme") ;;
         esac
     fi
     printf '%s\n' "${f[@]}"

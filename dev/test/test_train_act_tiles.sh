@@ -14,7 +14,10 @@
 #    model, which an untiled run loads and computes the same step-1 loss from
 #  - the stage-3 dry run's peak gathered parameters shrink from a whole block to the
 #    largest remaining unit (the embeddings) when a block's linears are tiled
-#  - refusals: K not dividing C, --act-offload without --act-checkpoint
+#  - --act-offload nvme (the block inputs in a swap file under --nvme-path): the same bits as
+#    the host tier, unsharded and at stage 3 on 2 ranks, a host slot instead of the tier, and
+#    no file left behind
+#  - refusals: K not dividing C, --act-offload without --act-checkpoint, nvme without a folder
 set -u
 cd "$(dirname "$0")/../.."
 export ZERO_HOST_JITTER=${ZERO_HOST_JITTER:-}   # empty: off; set for one run below
@@ -37,6 +40,11 @@ run ref_t4 0 --tile-linear 4
 close ref ref_t4
 run ref_t4_off 0 --tile-linear 4 "${offl[@]}"
 same ref_t4 ref_t4_off
+mkdir -p "$tmp/swap"
+offn=(--act-checkpoint 1 --act-offload nvme --nvme-path "$tmp/swap")
+run ref_offn 0 "${offn[@]}"
+same ref_off ref_offn
+grep -q "checkpointed, offloaded to nvme" "$tmp/ref_offn.txt" || fail "the nvme run does not say where the block inputs go"
 
 for np in 1 2; do
     run "z3n$np" "$np"
@@ -49,6 +57,9 @@ for np in 1 2; do
     close "z3n$np" "z3n${np}_t2"
     close "z3n$np" "z3n${np}_t4_off"
 done
+run z3n2_t4_offn 2 --tile-linear 4 "${offn[@]}"
+same z3n2_t4_off z3n2_t4_offn
+[ -z "$(ls -A "$tmp/swap")" ] || fail "activation swap files left behind: $(ls "$tmp/swap")"
 ZERO_HOST_JITTER=7 run z3n2_t4_off_jitter 2 --tile-linear 4 "${offl[@]}"
 grep -q "jitter is on (ZERO_HOST_JITTER=7)" "$tmp/z3n2_t4_off_jitter.txt" || fail "the jittered run does not say jitter is on"
 same z3n2_t4_off z3n2_t4_off_jitter
@@ -102,4 +113,11 @@ if ./train_gpt2 "${args[@]}" --tile-linear 3 -o "$tmp/bad" > "$tmp/e.txt" 2>&1; 
 grep -q -- "--tile-linear 3: tiles K = 3 do not divide the channels C = 64" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "no clear error for K not dividing C"; }
 if ./train_gpt2 "${args[@]}" --act-offload 1 -o "$tmp/bad" > "$tmp/e.txt" 2>&1; then fail "--act-offload without --act-checkpoint accepted"; fi
 grep -q -- "--act-offload 1 .* give --act-checkpoint 1" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "no clear error for --act-offload alone"; }
+if ./train_gpt2 "${args[@]}" --act-checkpoint 1 --act-offload nvme -o "$tmp/bad" > "$tmp/e.txt" 2>&1; then fail "--act-offload nvme without --nvme-path accepted"; fi
+grep -q -- "needs --nvme-path DIR" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "no clear error for --act-offload nvme without a folder"; }
+if [ -x ./train_gpt2cu ]; then
+    if ./train_gpt2cu "${args[@]}" --act-checkpoint 1 --act-offload nvme -o "$tmp/bad" > "$tmp/e.txt" 2>&1; then
+        fail "train_gpt2cu took --act-offload nvme"; fi
+    grep -q -- "--act-offload nvme is the CPU trainer's" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "no clear refusal of nvme by train_gpt2cu"; }
+fi
 echo "PASS test_train_act_tiles"

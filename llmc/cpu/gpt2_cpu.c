@@ -5,10 +5,13 @@
 // vector extensions (AVX2 ymm with -march=native, SSE pairs otherwise).
 #include "gpt2_cpu.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../numerics/adamw_cpu.h"
 #include "../model/gpt2_model_file.h"
@@ -662,7 +665,7 @@ static float *carve(float **base, size_t n) {
 static size_t mul_acts(size_t a, size_t b) { return size_mul(a, b, "GPT-2 activation sizes"); }
 static size_t round16_acts(size_t n) { return size_add(n, 15, "GPT-2 activation sizes") & ~(size_t)15; }
 
-static const GPT2CpuOptions default_options = {0, 0, 1, 1, 1};
+static const GPT2CpuOptions default_options = {0, 0, 1, 1, 1, NULL};
 static const GPT2CpuOptions *options_or_default(const GPT2CpuOptions *o) { return o ? o : &default_options; }
 
 static size_t residual_slots(const GPT2Config *c, const GPT2CpuOptions *o) {
@@ -724,10 +727,17 @@ static size_t layout_grad_acts(const GPT2Config *c, int B, int T, float *base, G
 }
 
 // The host tier of act_offload: block inputs 0..L-2 (block L-1's input is still in its
-// slot when its backward starts), one (N, C) slot each.
+// slot when its backward starts), one (N, C) slot each. In a swap file (act_offload 2) they
+// are slots of the file, and the host holds one, aligned for O_DIRECT, that they pass through.
+#define ACT_FILE_ALIGN 4096
+static size_t act_file_slot_floats(size_t NC) {
+    return size_add(NC, ACT_FILE_ALIGN / sizeof(float) - 1, "GPT-2 activation sizes") / (ACT_FILE_ALIGN / sizeof(float)) *
+           (ACT_FILE_ALIGN / sizeof(float));
+}
 static size_t layout_act_host(const GPT2Config *c, const GPT2CpuOptions *o, int B, int T) {
     if (!o->act_offload || c->num_layers < 2) return 0;
     const size_t NC = mul_acts(mul_acts((size_t)B, (size_t)T), (size_t)c->channels);
+    if (o->act_offload == GPT2_ACT_OFFLOAD_FILE) return act_file_slot_floats(NC);
     return mul_acts((size_t)c->num_layers - 1, round16_acts(NC));
 }
 
@@ -778,6 +788,7 @@ static void build_tables(GPT2 *m) {
 // params NULL: external parameters (a parameter manager fills the tables per unit).
 static void setup(GPT2 *m, const GPT2Config *c, float *params) {
     memset(m, 0, sizeof(*m));
+    m->act_fd = -1;
     m->config = *c;
     m->opt = default_options;
     m->num_parameters = gpt2_param_sizes(c, m->param_sizes);
@@ -813,8 +824,10 @@ void gpt2_cpu_set_options(GPT2 *m, const GPT2CpuOptions *opt) {
     char err[256];
     if (o->act_checkpoint != 0 && o->act_checkpoint != 1)
         die("gpt2_cpu_set_options: act_checkpoint %d must be 0 or 1", o->act_checkpoint);
-    if (o->act_offload != 0 && o->act_offload != 1)
-        die("gpt2_cpu_set_options: act_offload %d must be 0 or 1", o->act_offload);
+    if (o->act_offload < 0 || o->act_offload > GPT2_ACT_OFFLOAD_FILE)
+        die("gpt2_cpu_set_options: act_offload %d must be 0, 1 or 2 (a swap file)", o->act_offload);
+    if (o->act_offload == GPT2_ACT_OFFLOAD_FILE && (!o->act_swap_dir || !*o->act_swap_dir))
+        die("gpt2_cpu_set_options: act_offload 2 keeps the block inputs in a swap file: it needs a folder");
     if (o->act_offload && !o->act_checkpoint)
         die("gpt2_cpu_set_options: act_offload moves the checkpoints of act_checkpoint: it needs act_checkpoint 1");
     if (o->micro_grads != 0 && o->micro_grads != 1)
@@ -857,6 +870,7 @@ void gpt2_cpu_release_activations(GPT2 *m) {
 }
 
 void gpt2_cpu_free(GPT2 *m) {
+    if (m->act_fd >= 0) close(m->act_fd);
     free(m->params);
     free(m->grads);
     free(m->grads_micro);
@@ -1019,6 +1033,59 @@ static float *host_slot(GPT2 *m, int l) {
     return slot_of(m->act_host, (size_t)m->B * m->T * m->config.channels, (size_t)l);
 }
 
+// act_offload 2: the swap file, DIR/act_swap_PID.bin, created exclusively (mode 0600, never
+// through a link) and unlinked at once, so that nothing is left behind however the process
+// ends; O_DIRECT where the file system takes it (no page cache), else plain writes whose
+// cache is dropped. Slots of act_slot_bytes for block inputs 0..L-2, reserved at open.
+static void act_file_open(GPT2 *m, size_t NC) {
+    const size_t slots = (size_t)m->config.num_layers - 1;
+    m->act_slot_bytes = act_file_slot_floats(NC) * sizeof(float);
+    int n = snprintf(m->act_path, sizeof(m->act_path), "%s/act_swap_%ld.bin", m->opt.act_swap_dir, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof(m->act_path)) die("activation swap folder name too long: '%s'", m->opt.act_swap_dir);
+    const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    m->act_direct = 1;
+    m->act_fd = open(m->act_path, flags | O_DIRECT, 0600);
+    if (m->act_fd < 0 && errno == EINVAL) {   // no O_DIRECT on this file system (tmpfs)
+        m->act_direct = 0;
+        m->act_fd = open(m->act_path, flags, 0600);
+    }
+    if (m->act_fd < 0) die("cannot create the activation swap file '%s': %s", m->act_path, strerror(errno));
+    unlink(m->act_path);
+    uint64_t bytes = (uint64_t)slots * m->act_slot_bytes;
+    int rc = posix_fallocate(m->act_fd, 0, (off_t)bytes);
+    if (rc != 0) die("cannot reserve %llu bytes for the activation swap file '%s': %s", (unsigned long long)bytes,
+                     m->act_path, strerror(rc));
+}
+
+// Block l's input x (NC floats) to its slot of the swap file, or back, through the aligned
+// host slot.
+static void act_file_io(GPT2 *m, int l, float *x, size_t NC, int write) {
+    const off_t at = (off_t)((uint64_t)l * m->act_slot_bytes);
+    if (write) memcpy(m->act_host, x, NC * sizeof(float));
+    for (size_t done = 0; done < m->act_slot_bytes;) {
+        char *buf = (char *)m->act_host + done;
+        ssize_t k = write ? pwrite(m->act_fd, buf, m->act_slot_bytes - done, at + (off_t)done)
+                          : pread(m->act_fd, buf, m->act_slot_bytes - done, at + (off_t)done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+            die("activation swap file '%s': %s of block %d's input (%zu bytes at offset %lld) failed: %s", m->act_path,
+                write ? "the write" : "the read", l, m->act_slot_bytes, (long long)at, k < 0 ? strerror(errno) : "end of file");
+        done += (size_t)k;
+    }
+    if (!m->act_direct) (void)posix_fadvise(m->act_fd, at, (off_t)m->act_slot_bytes, POSIX_FADV_DONTNEED);
+    if (!write) memcpy(x, m->act_host, NC * sizeof(float));
+}
+
+// act_offload: block l's input to the host tier (1) or the swap file (2), and back.
+static void act_store(GPT2 *m, int l, float *x, size_t NC) {
+    if (m->opt.act_offload == GPT2_ACT_OFFLOAD_FILE) act_file_io(m, l, x, NC, 1);
+    else memcpy(host_slot(m, l), x, NC * sizeof(float));
+}
+static void act_load(GPT2 *m, int l, float *x, size_t NC) {
+    if (m->opt.act_offload == GPT2_ACT_OFFLOAD_FILE) act_file_io(m, l, x, NC, 0);
+    else memcpy(x, host_slot(m, l), NC * sizeof(float));
+}
+
 void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T) {
     const GPT2Config *c = &m->config;
     const int C = c->channels, L = c->num_layers, V = c->vocab_size;
@@ -1056,8 +1123,16 @@ void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int
     }
     if (targets && need_host > m->act_host_capacity) {   // only a backward reads the tier
         free(m->act_host);
-        m->act_host = alloc_floats(need_host);
+        void *p = NULL;   // aligned for the swap file's O_DIRECT transfers
+        int rc = posix_memalign(&p, ACT_FILE_ALIGN, need_host * sizeof(float));
+        if (rc != 0) die("out of host memory allocating %zu floats: %s", need_host, strerror(rc));
+        m->act_host = (float *)p;
         m->act_host_capacity = need_host;
+    }
+    if (targets && m->opt.act_offload == GPT2_ACT_OFFLOAD_FILE && L > 1 &&
+        (m->act_fd < 0 || m->act_slot_bytes < N * (size_t)C * sizeof(float))) {   // first use, or larger B x T
+        if (m->act_fd >= 0) close(m->act_fd);
+        act_file_open(m, N * (size_t)C);
     }
     m->B = B;
     m->T = T;
@@ -1080,7 +1155,7 @@ void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int
         BlockActs b = block_acts(m, &a, l);
         block_forward(m, &b, l, ws, 0);
         // the input goes to the host tier: the next block writes its output over it
-        if (m->opt.act_offload && targets && l < L - 1) memcpy(host_slot(m, l), b.x, NC * sizeof(float));
+        if (m->opt.act_offload && targets && l < L - 1) act_store(m, l, b.x, NC);
     }
 
     const float *last = block_acts(m, &a, L - 1).out;
@@ -1204,7 +1279,7 @@ static void backward_into_tables(GPT2 *m, float loss_scale) {
         // act_offload: block l's input came back while block l+1 ran (the last block's never
         // left); now block l-1's comes back into the slot block l's output held, which
         // nothing reads any more
-        if (m->opt.act_offload && l > 0) memcpy(block_acts(m, &a, l - 1).x, host_slot(m, l - 1), NC * sizeof(float));
+        if (m->opt.act_offload && l > 0) act_load(m, l - 1, block_acts(m, &a, l - 1).x, NC);
         block_backward(m, &b, l, ws, &g);
     }
 

@@ -23,6 +23,8 @@ typedef struct {
                         // own after each block's forward and come back ahead of its backward;
                         // the model keeps two residual-stream slots. On the CPU the tier is a
                         // separate buffer, counted apart (gpt2_cpu_activation_host_bytes).
+                        // 2: the tier is a swap file under act_swap_dir (GPT2_ACT_OFFLOAD_FILE),
+                        // so that the block inputs, which grow with depth, take no memory.
     int tile_linear;    // K >= 1: each block's four linears run as K tiles along their output
                         // rows, each tile its own unit (gpt2_config.h); K must divide C. The
                         // forward is bit-identical; backward adds the tiles' input gradients in
@@ -39,7 +41,9 @@ typedef struct {
                         // bit-identical; the classifier's input gradient adds the tiles in
                         // reverse order, so it (and what flows from it) matches within float
                         // rounding.
+    const char *act_swap_dir;   // act_offload 2: the folder of the swap file
 } GPT2CpuOptions;
+enum { GPT2_ACT_OFFLOAD_FILE = 2 };
 
 typedef struct {
     GPT2Config config;
@@ -66,6 +70,10 @@ typedef struct {
     float *grad_acts;    // backward scratch, reused by every layer
     float *act_host;     // act_offload: the host tier of block inputs 0..L-2 (the last stays)
     size_t act_host_capacity; // floats in act_host
+    int act_fd;          // act_offload 2: the swap file (already unlinked), -1 until the first use
+    size_t act_slot_bytes;    // its slot per block input (a multiple of 4096)
+    int act_direct;      // opened O_DIRECT (through the aligned act_bounce) or not
+    char act_path[4096]; // its name, for messages
     float *logits_or_probs; // (B, T, Vp): logits; probabilities after a forward with targets
     const int *inputs;   // the model's own copies of the forward's tokens (B*T each)
     const int *targets;  // NULL after a forward without targets

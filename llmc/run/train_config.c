@@ -203,9 +203,11 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                  and recompute the block's forward just before its backward (the same\n"
            "                  gradients; activations: the block inputs plus one block's) (default %d)\n",
            d.act_checkpoint);
-    printf("  --act-offload 0|1  with --act-checkpoint 1: the block inputs go to %s\n"
-           "                  after each block's forward and come back ahead of its backward (default %d)\n",
-           cuda ? "pinned host memory (a copy stream)" : "a host buffer of their own", d.act_offload);
+    printf("  --act-offload 0|1%s  with --act-checkpoint 1: the block inputs go to %s\n"
+           "                  after each block's forward and come back ahead of its backward%s (default %d)\n",
+           cuda ? "" : "|nvme", cuda ? "pinned host memory (a copy stream)" : "a host buffer of their own (1)",
+           cuda ? "" : ";\n                  nvme: to a swap file under --nvme-path (they grow with depth: on NVMe\n"
+                       "                  they take no memory)", d.act_offload);
     printf("  --tile-linear K  memory-centric tiling: each block's four linears (qkv, attention projection,\n"
            "                  MLP fc and projection) run as K tiles along their output rows, each tile a\n"
            "                  parameter unit of its own, so ZeRO stage 3 gathers one tile at a time; K must\n"
@@ -643,7 +645,9 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         case OPT_TOKENIZER: c->tokenizer_path = optarg; break;
         case OPT_THREADS: c->threads = (int)parse_long("--threads", optarg, 0, 4096); break;
         case OPT_ACT_CKPT: c->act_checkpoint = (int)parse_long("--act-checkpoint", optarg, 0, 1); break;
-        case OPT_ACT_OFFLOAD: c->act_offload = (int)parse_long("--act-offload", optarg, 0, 1); break;
+        case OPT_ACT_OFFLOAD:
+            c->act_offload = strcmp(optarg, "nvme") == 0 ? TRAIN_ACT_OFFLOAD_NVME : (int)parse_long("--act-offload", optarg, 0, 1);
+            break;
         case OPT_QWZ: c->qwz = 1; break;
         case OPT_HPZ: c->hpz = (int)parse_long("--hpz", optarg, 0, 1 << 20); break;
         case OPT_QGZ: c->qgz = 1; break;
@@ -688,6 +692,11 @@ void train_config_check(TrainConfig *c, const char *flavour) {
         fprintf(stderr, "error: --micro-grads is not train_gpt2_zero's: its gradients are the ZeRO plugin's; with "
                 "accumulation -z 2 and 3 add each micro-step's reduced gradient into their shard (the rule of "
                 "--micro-grads 1), -z 0 and 1 accumulate inside the backward's kernels (as --micro-grads 0)\n");
+        exit(1);
+    }
+    if (c->act_offload == TRAIN_ACT_OFFLOAD_NVME && flavour_cuda(flavour)) {
+        fprintf(stderr, "error: --act-offload nvme is the CPU trainer's: the CUDA trainers keep the block inputs in "
+                "pinned host memory (--act-offload 1)\n");
         exit(1);
     }
     if (c->act_offload && !c->act_checkpoint) {
@@ -736,13 +745,14 @@ void train_config_check(TrainConfig *c, const char *flavour) {
                 train_offload_names[c->offload_param]);
         exit(1);
     }
-    int nvme = c->offload_optimizer == TRAIN_OFFLOAD_NVME || c->offload_param == TRAIN_OFFLOAD_NVME;
+    int nvme = c->offload_optimizer == TRAIN_OFFLOAD_NVME || c->offload_param == TRAIN_OFFLOAD_NVME ||
+               c->act_offload == TRAIN_ACT_OFFLOAD_NVME;
     if (nvme && (!c->nvme_path || !*c->nvme_path)) {
         fprintf(stderr, "error: offload to nvme needs --nvme-path DIR (a folder on a fast local disk)\n");
         exit(1);
     }
     if (!nvme && (c->given & TRAIN_FLAG_BIT(TRAIN_FLAG_NVME_PATH))) {   // a config file may name one idly
-        fprintf(stderr, "error: --nvme-path is for --offload-optimizer nvme or --offload-param nvme\n");
+        fprintf(stderr, "error: --nvme-path is for --offload-optimizer nvme, --offload-param nvme or --act-offload nvme\n");
         exit(1);
     }
 }
@@ -776,7 +786,9 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     printf("| %-20s | %-40d |\n", "max steps", c->max_steps);
     printf("| %-20s | %-40llu |\n", "seed", (unsigned long long)c->seed);
     if (c->act_checkpoint)
-        printf("| %-20s | %-40s |\n", "activations", c->act_offload ? "checkpointed, offloaded to host" : "checkpointed");
+        printf("| %-20s | %-40s |\n", "activations",
+               c->act_offload == TRAIN_ACT_OFFLOAD_NVME ? "checkpointed, offloaded to nvme"
+               : c->act_offload ? "checkpointed, offloaded to host" : "checkpointed");
     if (c->tile_linear > 1) printf("| %-20s | %-40d |\n", "linear tiles", c->tile_linear);
     if (c->tile_vocab > 1) printf("| %-20s | %-40d |\n", "vocabulary tiles", c->tile_vocab);
     if (c->zero_stage >= 0) printf("| %-20s | %-40d |\n", "ZeRO stage", c->zero_stage);

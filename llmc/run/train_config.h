@@ -34,6 +34,8 @@ extern const char *const train_lr_schedule_names[4];
 // --nan-skip-limit's default: the run stops at this many skipped steps in a row.
 #define TRAIN_NAN_SKIP_LIMIT_DEFAULT 10
 
+enum { TRAIN_ACT_OFFLOAD_NVME = 2 };   // --act-offload nvme (the CPU model's GPT2_ACT_OFFLOAD_FILE)
+
 typedef struct {
     const char *train_pattern;  // -i
     const char *val_pattern;    // -j
@@ -72,7 +74,8 @@ typedef struct {
     int overfit_batch;          // -a 1: every step trains on the first batch(es) of the train data
     int threads;                // --threads (CPU): OpenMP threads, 0 = default
     int act_checkpoint;         // --act-checkpoint 1: keep block inputs only, recompute blocks in backward
-    int act_offload;            // --act-offload 1: those block inputs in host memory (needs --act-checkpoint 1)
+    int act_offload;            // --act-offload 1: those block inputs in host memory (needs --act-checkpoint 1);
+                                //   TRAIN_ACT_OFFLOAD_NVME: in a swap file under --nvme-path (CPU trainer)
     int tile_linear;            // --tile-linear K: a block's four linears as K tiles, each its own unit
     int tile_vocab;             // --tile-vocab KV: wte's rows as KV tiles (embedding and classifier units)
     // ZeRO (trainers built with zero/): -z STAGE and its knobs, in elements
