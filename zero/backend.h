@@ -154,6 +154,9 @@ struct ZeroBackend {
     // Runs fn(arg) on host stream s when the stream reaches it (CPU work in stream order:
     // the offloaded optimizer's tiles, NVMe reads and writes). arg must live until then.
     void (*host_call)(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *arg), void *arg);
+    // Optional (NULL: none): what a trace calls the thread that runs stream s's work (a
+    // string that lives as long as the process).
+    void (*stream_name)(const ZeroBackend *b, ZeroStream *s, const char *name);
 };
 
 #ifdef __cplusplus

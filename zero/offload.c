@@ -222,6 +222,10 @@ void zero_offload_init(Zero *z) {
     o->ev_hs = b->event_create(b);
     o->ev_up = b->event_create(b);
     if (!o->hs || !o->up || !o->ev_hs || !o->ev_up) zero_fail(z, "the %s backend could not create offload's streams", b->name);
+    if (b->stream_name) {
+        b->stream_name(b, o->hs, "host stream (offload: accumulation, NVMe)");
+        b->stream_name(b, o->up, "upload stream");
+    }
     if (o->opt == ZERO_TIER_HOST) {
         static const int use[4] = {ZERO_USE_MASTER, ZERO_USE_OPTIM, ZERO_USE_OPTIM, ZERO_USE_GRADS};
         static const char *what[4] = {"fp32 master (host)", "AdamW m (host)", "AdamW v (host)", "fp32 gradient (host)"};
@@ -379,6 +383,7 @@ static void accumulate(void *arg) {
     OffJob *j = arg;
     Zero *z = j->z;
     ZeroOffload *o = &z->off;
+    const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
     const float *slot = o->slot[j->slot];
     for (int k = 0; k < j->n; k++) {
         int ti = j->tensors[k];
@@ -410,6 +415,8 @@ static void accumulate(void *arg) {
         nvme_check(z, zero_nvme_drain(o->nvme), "a gradient write", ti);
         if (j->last) z->sq[ti] = sq;
     }
+    if (zero_trace_on) zero_trace_span(o->opt == ZERO_TIER_HOST ? "accumulate gradients" : "accumulate gradients (nvme)",
+                                       j->n ? z->t[j->tensors[0]].name : "", n0, zero_trace_now());
     atomic_store_explicit(&j->busy, 0, memory_order_release);
 }
 
@@ -551,8 +558,10 @@ static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
         size_t n = tiles[kc].n, c = tiles[kc].c;
         if (update) {
             double t0 = zero_clock();
+            uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
             zero_cpu_adamw(mb, g, m, v, n, p, z->t[ti].decay);
             o->adamw_s += zero_clock() - t0;
+            if (zero_trace_on) zero_trace_span("adamw (cpu, a tile from nvme)", z->t[ti].name, n0, zero_trace_now());
             float *bufs[3] = {mb, m, v};
             for (int kind = 0; kind < 3; kind++) {
                 ZeroTicket tk = zero_nvme_write(nv, bufs[kind], file_at(z, kind, ti, c, sizeof(float)), io_bytes(n, sizeof(float)));
@@ -616,6 +625,7 @@ static void read_params(void *arg) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
     const size_t n = z->t[r->ti].lay->own_count;
+    const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
     void *buf = zero_nvme_buffer(o->nvme, BUF_HS + 1);
     for (size_t c = 0; c < n; c += o->tile) {
         size_t len = min_sz(o->tile, n - c);
@@ -624,6 +634,7 @@ static void read_params(void *arg) {
         b->copy(b, byte_at(r->dst, c, z->pes), ZERO_MEM_DEVICE, buf, ZERO_MEM_HOST, len * z->pes, o->up);
         b->stream_sync(b, o->up);   // buf is reused by the next tile
     }
+    if (zero_trace_on) zero_trace_span("nvme read (parameters)", z->t[r->ti].name, n0, zero_trace_now());
     atomic_store_explicit(&r->busy, 0, memory_order_release);
 }
 
@@ -665,6 +676,7 @@ static void park_io(void *arg) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
     const size_t bytes = z->t[r->ti].lay->split.padded * z->ges;
+    const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
     if (o->park == ZERO_TIER_HOST) {
         char *h = o->park_host + o->park_at[r->ti];
         if (r->out) b->copy(b, h, ZERO_MEM_HOST, r->dev, ZERO_MEM_DEVICE, bytes, o->up);
@@ -689,6 +701,8 @@ static void park_io(void *arg) {
             }
         }
     }
+    if (zero_trace_on) zero_trace_span(r->out ? "park tied gradient" : "unpark tied gradient", z->t[r->ti].name, n0,
+                                       zero_trace_now());
     atomic_store_explicit(&r->busy, 0, memory_order_release);
 }
 

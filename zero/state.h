@@ -15,6 +15,7 @@ nothing of theirs. Not for trainers.
 #include "comm.h"
 #include "io/nvme.h"
 #include "partition.h"
+#include "trace.h"
 #include "zero.h"
 
 // n rounded up to a multiple of m (m > 0).
@@ -61,6 +62,8 @@ typedef struct {
     size_t pool_need;          // stage 3: padded elements of its non-persistent tensors
     size_t grad_need;          // padded elements of its unshared tensors' gradients
     size_t grad_tied;          // and of its tied ones' (read by another unit too)
+    uint64_t t_open;           // with a trace: when its fetch returned (its work's span starts)
+    char label[40];            // with a trace: "u12 h3.fcw.t1", the unit and its first tensor
 } ZU;
 
 // Stage 3: what a gathered block holds: the working parameters themselves, or qwZ's

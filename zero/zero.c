@@ -136,6 +136,11 @@ static void init_events(Zero *z) {
     z->gs = z->b->stream_create(z->b);
     z->rs = z->b->stream_create(z->b);
     if (!z->main || !z->gs || !z->rs) zero_fail(z, "the %s backend could not create its streams", z->b->name);
+    if (z->b->stream_name) {   // a trace's track names
+        z->b->stream_name(z->b, z->main, "main (the model)");
+        z->b->stream_name(z->b, z->gs, "gather stream");
+        z->b->stream_name(z->b, z->rs, "reduce stream");
+    }
     z->ev_main = new_event(z, "main-stream hand-offs");
     z->ev_gs = new_event(z, "gather-stream hand-offs");
     z->ev_rs = new_event(z, "reduce-stream hand-offs");
@@ -239,6 +244,7 @@ static void build_units(Zero *z) {
                     else U->grad_tied += z->t[i].lay->split.padded;
                     if (!z->t[i].persistent) U->pool_need += z->t[i].lay->split.padded;
                 }
+        snprintf(U->label, sizeof U->label, "u%d %s", u, U->n ? z->t[U->tensors[0]].name : "");
         U->view.count = U->n;
         U->view.tensors = U->tensors;
         U->view.params = U->params;
@@ -593,21 +599,37 @@ static void release_unit(Zero *z, int unit, int is_backward) {
 
 // The hooks, timed: inside a step, what the calling thread spends in them (waits for
 // gathers, pool room, parked gradients) is the plugin's share of the step.
+// With a trace, each hook's time is a span ("fetch": waiting for the unit's parameters),
+// and so is the model's work on the unit between its fetch and its release.
 const ZeroUnitView *zero_fetch(Zero *z, int unit, int is_backward) {
     double t0 = zero_clock();
+    uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
     const ZeroUnitView *v = fetch_unit(z, unit, is_backward);
     if (z->in_step) z->hook_s += zero_clock() - t0;
+    if (zero_trace_on) {
+        ZU *U = &z->u[unit];
+        U->t_open = zero_trace_now();
+        zero_trace_span(is_backward ? "fetch (backward)" : "fetch", U->label, n0, U->t_open);
+        if (z->stage == 3) zero_trace_counter("gather pool in use (elements)", (double)z->parena.in_use);
+    }
     return v;
 }
 
 void zero_grads_ready(Zero *z, int unit) {
     double t0 = zero_clock();
+    uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
     unit_grads_ready(z, unit);
     z->hook_s += zero_clock() - t0;   // only inside a step (it checks)
+    if (zero_trace_on) {
+        zero_trace_span("grads_ready", z->u[unit].label, n0, zero_trace_now());
+        if (z->stage >= 2) zero_trace_counter("gradient pool in use (elements)", (double)z->garena.in_use);
+    }
 }
 
 void zero_release(Zero *z, int unit, int is_backward) {
     double t0 = zero_clock();
+    if (zero_trace_on) zero_trace_span(is_backward ? "backward" : "forward", z->u[unit].label, z->u[unit].t_open,
+                                       zero_trace_now());
     release_unit(z, unit, is_backward);
     if (z->in_step) z->hook_s += zero_clock() - t0;
 }
@@ -634,6 +656,7 @@ float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *a, int skip_anyway) {
 float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto)(float norm, void *ctx), void *ctx) {
     const ZeroBackend *b = z->b;
     const double t0 = zero_clock();
+    const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
     if (!z->in_step) zero_fail(z, "zero_step without zero_begin_step");
     if (z->units_ready != 0 || z->micro != z->grad_accum)
         zero_fail(z, "zero_step after %d complete micro-steps and %d of %d units' grads_ready in the next; "
@@ -700,6 +723,7 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     const double t1 = zero_clock();
     z->step_s += t1 - t0;
     z->wall_s += t1 - z->step_begin;
+    if (zero_trace_on) zero_trace_span("zero_step", skip ? "skipped" : "", n0, zero_trace_now());
     return norm;
 }
 

@@ -236,6 +236,12 @@ static void rec_wire_reduce(const ZeroBackend *b, ZeroWire w, int block, const v
     r->inner->wire_reduce(r->inner, w, block, rec, dt, slice_n, nrec, n, acc, accumulate, s);
 }
 
+// A trace's track names: the inner backend's streams are the recorder's handles.
+static void rec_stream_name(const ZeroBackend *b, ZeroStream *s, const char *name) {
+    Recorder *r = rec_of(b);
+    if (r->inner->stream_name) r->inner->stream_name(r->inner, s, name);
+}
+
 static inline const ZeroBackend *rec_init(Recorder *r, const ZeroBackend *inner) {
     memset(r, 0, sizeof *r);
     r->inner = inner;
@@ -251,6 +257,7 @@ static inline const ZeroBackend *rec_init(Recorder *r, const ZeroBackend *inner)
     r->table.stream_create_host = rec_stream_create_host;
     r->table.sum_slices = rec_sum_slices;
     r->table.host_call = rec_host_call;
+    r->table.stream_name = rec_stream_name;
     r->table.stream_destroy = rec_stream_destroy;
     r->table.stream_sync = rec_stream_sync;
     r->table.event_create = rec_event_create;

@@ -33,6 +33,7 @@ LAYERS = [
     ("llmc CPU model", ["llmc/cpu/*"], True),
     ("llmc CUDA", ["llmc/cuda/*"], True),
     ("zero public header", ["zero/zero.h"], False),
+    ("zero trace", ["zero/trace"], False),
     ("zero layout math", ["zero/partition", "zero/arena"], False),
     ("zero kernels", ["zero/kernels/*"], True),
     ("zero io", ["zero/io/*"], True),

@@ -23,7 +23,8 @@ enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_Z
        OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
        OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS, OPT_DEEPSPEED, OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAM,
        OPT_NVME_PATH, OPT_ACT_CKPT, OPT_ACT_OFFLOAD, OPT_TILE_LINEAR, OPT_TILE_VOCAB, OPT_QWZ, OPT_HPZ, OPT_QGZ, OPT_HIER,
-       OPT_QWZ_BLOCK, OPT_QGZ_BLOCK, OPT_NANSKIP_LIMIT, OPT_CUDNN, OPT_MICRO_GRADS, OPT_HELLASWAG,
+       OPT_QWZ_BLOCK, OPT_QGZ_BLOCK, OPT_NANSKIP_LIMIT, OPT_CUDNN, OPT_MICRO_GRADS, OPT_HELLASWAG, OPT_TRACE,
+       OPT_TRACE_STEPS,
        // llm.c's two-letter flags, which the pre-pass (llmc_flags) turns into these
        OPT_NK, OPT_NM, OPT_SL, OPT_SG, OPT_LG, OPT_GE, OPT_PN, OPT_PR, OPT_PG, OPT_PM, OPT_PI, OPT_PS, OPT_PP,
        OPT_PF };
@@ -118,6 +119,8 @@ static void defaults(TrainConfig *c, int cuda) {
     c->offload_optimizer = TRAIN_OFFLOAD_NONE;
     c->offload_param = TRAIN_OFFLOAD_NONE;
     c->nvme_path = NULL;
+    c->trace_path = NULL;
+    c->trace_steps = 4;
 }
 
 void train_config_usage(const char *prog, const char *flavour) {
@@ -188,6 +191,13 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                  non-finite step does without --nan-skip (default %d)\n", d.nan_skip_limit);
     printf("  --tokenizer F   llm.c tokenizer file for samples (default %s)\n", d.tokenizer_path);
     if (!cuda) printf("  --threads N     OpenMP threads (default: cores / ranks on this node)\n");
+    if (!cuda)
+        printf("  --trace FILE    a timeline per rank, FILE.rankRRRRR.json (Chrome trace: Perfetto, chrome://tracing):\n"
+               "                  what each thread did and waited on (forward and backward of each unit, each\n"
+               "                  gather and reduction, host-stream and NVMe work, the optimizer step, validation,\n"
+               "                  checkpoints), the last --trace-steps N steps (default %d), also written when\n"
+               "                  the watchdog ends a stuck run; scripts/trace_merge.py joins the ranks' files\n",
+               d.trace_steps);
     if (!flavour_cuda_zero(flavour))
         printf("  --micro-grads 0|1  with gradient accumulation: 1 computes each micro-batch's gradient in a\n"
                "                  buffer of its own (one more gradient-sized buffer) and adds it to the sum,\n"
@@ -496,6 +506,8 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         {"offload-optimizer", required_argument, 0, OPT_OFFLOAD_OPT},
         {"offload-param", required_argument, 0, OPT_OFFLOAD_PARAM},
         {"nvme-path", required_argument, 0, OPT_NVME_PATH},
+        {"trace", required_argument, 0, OPT_TRACE},
+        {"trace-steps", required_argument, 0, OPT_TRACE_STEPS},
         {"act-checkpoint", required_argument, 0, OPT_ACT_CKPT},
         {"act-offload", required_argument, 0, OPT_ACT_OFFLOAD},
         {"tile-linear", required_argument, 0, OPT_TILE_LINEAR},
@@ -632,6 +644,15 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         case OPT_OFFLOAD_OPT: c->offload_optimizer = parse_offload("--offload-optimizer", optarg); break;
         case OPT_OFFLOAD_PARAM: c->offload_param = parse_offload("--offload-param", optarg); break;
         case OPT_NVME_PATH: c->nvme_path = optarg; break;
+        case OPT_TRACE:
+            if (flavour_cuda(flavour)) {
+                fprintf(stderr, "error: --trace is the CPU trainer's (train_gpt2): the CUDA trainers' timelines are the "
+                        "GPU's, for nsys\n");
+                exit(1);
+            }
+            c->trace_path = optarg;
+            break;
+        case OPT_TRACE_STEPS: c->trace_steps = (int)parse_long("--trace-steps", optarg, 0, 1 << 20); break;
         case OPT_GPUMEM:
             if (train_config_parse_bytes(optarg, &c->gpu_mem) != 0) {
                 fprintf(stderr, "error: --gpu-mem expects a size from 1 byte to 2^60 bytes such as 80G, 80GiB, "

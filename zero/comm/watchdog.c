@@ -7,6 +7,7 @@
 // run), the thread also polls it every poll_s seconds, and aborts it before ending the job.
 // It calls nothing of the communicator: it ends the job through comm->end_job.
 #include "../comm.h"
+#include "../trace.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -79,6 +80,7 @@ static void watchdog_end_job(ZeroComm *c) __attribute__((noreturn));
 static void watchdog_end_job(ZeroComm *c) {
     __atomic_store_n(&g_ending, 1, __ATOMIC_RELEASE);   // before the abort releases any wait
     if (c->dev && c->dev->abort) c->dev->abort(c);   // frees peers stuck in the device library
+    zero_trace_write();   // with --trace: the timeline shows who waited on what
     fflush(stdout);
     fflush(stderr);
     if (c->end_job) c->end_job(c, 3);   // the communicator's way (MPI_Abort), when it has one

@@ -492,6 +492,13 @@ static void c_host_call(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *),
     x->hostb->host_call(x->hostb, s->host, fn, arg);
 }
 
+// A trace names the threads that run host streams; a device stream's work is the GPU's,
+// which the host-side trace does not see.
+static void c_stream_name(const ZeroBackend *b, ZeroStream *s, const char *name) {
+    Ctx *x = ctx_of(b);
+    if (s->host && x->hostb->stream_name) x->hostb->stream_name(x->hostb, s->host, name);
+}
+
 // ---------------------------------------------------------------- collectives
 
 static Ctx *coll_ctx(const ZeroBackend *b, ZeroComm *c, const char *op) {
@@ -745,6 +752,7 @@ const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
     t->wire_reduce_pack = c_wire_reduce_pack;
     t->wire_reduce = c_wire_reduce;
     t->host_call = c_host_call;
+    t->stream_name = c_stream_name;
     return t;
 }
 

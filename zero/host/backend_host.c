@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "../kernels/host_kernels.h"
+#include "../trace.h"
 
 #define JITTER_MAX_US 400    // longest jitter sleep
 
@@ -183,6 +184,26 @@ static void run_op(Host *h, ZeroStream *s, Op *op) {
     }
 }
 
+// What a trace calls an op; records and instant marks are not spans.
+static const char *op_name(OpKind k) {
+    static const char *names[] = {"memset", "copy", "all_gather", "all_to_all", "reduce", "sum", "adamw", "refresh",
+                                  "sum_squares", "wire_pack", "wire_unpack", "wire_reduce_pack", "wire_reduce", "host work",
+                                  "record", "wait"};
+    return names[k];
+}
+
+// run_op, and with a trace on its span on the running thread's track (collectives labelled
+// with what they move, waits with how long they held the stream).
+static void run_traced(Host *h, ZeroStream *s, Op *op) {
+    if (!zero_trace_on || op->kind == OP_RECORD) {
+        run_op(h, s, op);
+        return;
+    }
+    zero_trace_enter(op_name(op->kind), op->what);
+    run_op(h, s, op);
+    zero_trace_exit();
+}
+
 static void *worker(void *arg) {
     ZeroStream *s = arg;
     Host *h = s->h;
@@ -197,7 +218,7 @@ static void *worker(void *arg) {
         uint64_t n = s->jitter_ops++;
         pthread_mutex_unlock(&h->mu);
         if (h->jitter) jitter(h, s->index, n);
-        run_op(h, s, op);
+        run_traced(h, s, op);
         pthread_mutex_lock(&h->mu);
         s->head = op->next;
         if (!s->head) s->tail = NULL;
@@ -233,7 +254,7 @@ static Op *op_new(Host *h, OpKind kind) {
 static void submit(Host *h, ZeroStream *s, Op *op) {
     if (s->is_main) {
         if (h->jitter) jitter(h, 0, s->jitter_ops++);
-        run_op(h, s, op);
+        run_traced(h, s, op);
         pthread_mutex_lock(&h->mu);
         op->next = h->free_ops;
         h->free_ops = op;
@@ -481,6 +502,14 @@ static void h_wire_reduce(const ZeroBackend *b, ZeroWire w, int block, const voi
     submit(host_of(b), s, op);
 }
 
+static void name_thread(void *name) { zero_trace_thread((const char *)name); }
+static void h_stream_name(const ZeroBackend *b, ZeroStream *s, const char *name) {
+    Op *op = op_new(host_of(b), OP_CALL);   // the stream's own thread takes the name
+    op->fn = name_thread;
+    op->arg = (void *)name;
+    submit(host_of(b), s, op);
+}
+
 static void h_host_call(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *), void *arg) {
     Op *op = op_new(host_of(b), OP_CALL);
     op->fn = fn;
@@ -554,6 +583,7 @@ static const ZeroBackend host_template = {
     .wire_reduce_pack = h_wire_reduce_pack,
     .wire_reduce = h_wire_reduce,
     .host_call = h_host_call,
+    .stream_name = h_stream_name,
 };
 
 const ZeroBackend *zero_backend_host(ZeroComm *comm) {

@@ -1,0 +1,259 @@
+// trace.c: the timeline (trace.h): a ring of events behind one mutex, written as a Chrome
+// trace. Events are coarse (a unit, a collective, a host-stream job, a tile of I/O), so a
+// lock per event costs nothing next to the work it marks.
+#include "trace.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LABEL 48
+#define MAX_TRACKS 64
+
+enum { EV_SPAN = 0, EV_COUNTER = 1, EV_NONE = 2 };
+
+typedef struct {
+    uint64_t t0, t1;
+    double value;
+    const char *name;       // a string that lives as long as the process (callers pass literals)
+    char label[LABEL];      // copied: collective labels live in scratch buffers
+    int track, step;
+    int kind;
+} Ev;
+
+int zero_trace_on = 0;
+
+static struct {
+    pthread_mutex_t mu;
+    Ev *ring;
+    uint64_t count;          // events ever recorded; the ring holds the last ZERO_TRACE_EVENTS
+    int step, keep_steps, rank, world;
+    int64_t offset_ns;
+    uint64_t start_ns, start_realtime_ns;
+    char boot_id[40];        // one kernel, one CLOCK_MONOTONIC: the ranks' files line up by it
+    char path[4096];
+    int ntracks;
+    char tracks[MAX_TRACKS][LABEL];
+    Ev open[MAX_TRACKS];     // each track's span in progress (kind EV_OPEN), for a file written meanwhile
+} T = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static __thread int my_track = -1;
+
+uint64_t zero_trace_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int zero_trace_start(const char *path, int rank, int world, int keep_steps) {
+    if (!path || !*path) return 0;
+    int n = snprintf(T.path, sizeof T.path, "%s.rank%05d.json", path, rank);
+    if (n < 0 || (size_t)n >= sizeof T.path) {
+        fprintf(stderr, "zero: rank %d: --trace path too long: %s\n", rank, path);
+        return -1;
+    }
+    T.ring = calloc(ZERO_TRACE_EVENTS, sizeof(Ev));
+    if (!T.ring) {
+        fprintf(stderr, "zero: rank %d: out of host memory for the trace ring (%zu bytes)\n", rank,
+                (size_t)ZERO_TRACE_EVENTS * sizeof(Ev));
+        return -1;
+    }
+    T.rank = rank;
+    T.world = world;
+    T.keep_steps = keep_steps;
+    T.step = -1;
+    for (int t = 0; t < MAX_TRACKS; t++) T.open[t].kind = EV_NONE;
+    T.start_ns = zero_trace_now();
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    T.start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+    FILE *b = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!b || !fgets(T.boot_id, sizeof T.boot_id, b)) snprintf(T.boot_id, sizeof T.boot_id, "unknown");
+    if (b) fclose(b);
+    T.boot_id[strcspn(T.boot_id, "\n")] = 0;
+    zero_trace_on = 1;
+    return 0;
+}
+
+void zero_trace_sync(int64_t offset_ns) { T.offset_ns = offset_ns; }
+
+void zero_trace_stop(void) {
+    pthread_mutex_lock(&T.mu);
+    zero_trace_on = 0;
+    free(T.ring);
+    T.ring = NULL;
+    pthread_mutex_unlock(&T.mu);
+}
+
+static int track(void) {   // T.mu held
+    if (my_track < 0) {
+        if (T.ntracks < MAX_TRACKS) {
+            my_track = T.ntracks++;
+            snprintf(T.tracks[my_track], LABEL, "thread %d", my_track);
+        } else {
+            my_track = MAX_TRACKS - 1;   // more threads than tracks: they share the last
+        }
+    }
+    return my_track;
+}
+
+static void add(int kind, const char *name, const char *label, uint64_t t0, uint64_t t1, double value) {
+    pthread_mutex_lock(&T.mu);
+    if (T.ring) {
+        Ev *e = &T.ring[T.count++ % ZERO_TRACE_EVENTS];
+        e->kind = kind;
+        e->name = name;
+        snprintf(e->label, LABEL, "%s", label ? label : "");
+        e->t0 = t0;
+        e->t1 = t1;
+        e->value = value;
+        e->track = track();
+        e->step = T.step;
+    }
+    pthread_mutex_unlock(&T.mu);
+}
+
+void zero_trace_step(int step) {
+    if (!zero_trace_on) return;
+    pthread_mutex_lock(&T.mu);
+    T.step = step;
+    pthread_mutex_unlock(&T.mu);
+}
+
+void zero_trace_span(const char *name, const char *label, uint64_t t0, uint64_t t1) {
+    if (zero_trace_on) add(EV_SPAN, name, label, t0, t1, 0.0);
+}
+
+void zero_trace_enter(const char *name, const char *label) {
+    if (!zero_trace_on) return;
+    pthread_mutex_lock(&T.mu);
+    Ev *e = &T.open[track()];
+    e->kind = EV_SPAN;
+    e->name = name;
+    snprintf(e->label, LABEL, "%s", label ? label : "");
+    e->t0 = zero_trace_now();
+    e->track = track();
+    e->step = T.step;
+    pthread_mutex_unlock(&T.mu);
+}
+
+void zero_trace_exit(void) {
+    if (!zero_trace_on) return;
+    pthread_mutex_lock(&T.mu);
+    Ev e = T.open[track()];
+    T.open[track()].kind = EV_NONE;
+    pthread_mutex_unlock(&T.mu);
+    if (e.kind == EV_SPAN) add(EV_SPAN, e.name, e.label, e.t0, zero_trace_now(), 0.0);
+}
+
+void zero_trace_counter(const char *name, double value) {
+    if (!zero_trace_on) return;
+    uint64_t t = zero_trace_now();
+    add(EV_COUNTER, name, NULL, t, t, value);
+}
+
+void zero_trace_thread(const char *name) {
+    if (!zero_trace_on) return;
+    pthread_mutex_lock(&T.mu);
+    snprintf(T.tracks[track()], LABEL, "%s", name);
+    pthread_mutex_unlock(&T.mu);
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int zero_trace_write(void) {
+    if (!zero_trace_on) return 0;
+    // a snapshot of the ring, so that recording goes on while the file is written
+    pthread_mutex_lock(&T.mu);
+    uint64_t count = T.count, held = count < ZERO_TRACE_EVENTS ? count : ZERO_TRACE_EVENTS;
+    Ev *ev = malloc((held ? held : 1) * sizeof(Ev));
+    if (ev)
+        for (uint64_t i = 0; i < held; i++) ev[i] = T.ring[(count - held + i) % ZERO_TRACE_EVENTS];
+    int ntracks = T.ntracks, last = T.step;
+    char tracks[MAX_TRACKS][LABEL];
+    memcpy(tracks, T.tracks, sizeof tracks);
+    Ev open[MAX_TRACKS];
+    memcpy(open, T.open, sizeof open);
+    const uint64_t now = zero_trace_now();
+    pthread_mutex_unlock(&T.mu);
+    if (!ev) {
+        fprintf(stderr, "zero: rank %d: out of host memory writing the trace\n", T.rank);
+        return -1;
+    }
+    // whole steps only: a wrapped ring lost the start of its oldest step; and at most the
+    // last keep_steps
+    int first = held ? ev[0].step : 0;
+    if (count > held) first++;
+    if (T.keep_steps > 0 && last - T.keep_steps + 1 > first) first = last - T.keep_steps + 1;
+    char tmp[4096 + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp", T.path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "zero: rank %d: cannot write the trace %s: %s\n", T.rank, tmp, strerror(errno));
+        free(ev);
+        return -1;
+    }
+    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"rank\": %d, \"world\": %d, \"clock_offset_ns\": %lld, "
+            "\"start_ns\": %llu, \"start_realtime_ns\": %llu, \"boot_id\": \"%s\", \"first_step\": %d, \"last_step\": %d, "
+            "\"events_recorded\": %llu},\n\"traceEvents\": [\n", T.rank, T.world, (long long)T.offset_ns,
+            (unsigned long long)T.start_ns, (unsigned long long)T.start_realtime_ns, T.boot_id, first, last,
+            (unsigned long long)count);
+    fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"rank %d\"}}", T.rank, T.rank);
+    for (int t = 0; t < ntracks; t++) {
+        fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": ", T.rank, t);
+        json_string(f, tracks[t]);
+        fprintf(f, "}}");
+    }
+    const double base = (double)T.start_ns - (double)T.offset_ns;
+    for (uint64_t i = 0; i < held; i++) {
+        const Ev *e = &ev[i];
+        if (e->step < first) continue;
+        double ts = ((double)e->t0 - base) / 1e3;   // microseconds since the start
+        fprintf(f, ",\n{\"name\": ");
+        json_string(f, e->name);
+        if (e->kind == EV_SPAN) {
+            fprintf(f, ", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": %d, \"tid\": %d, \"args\": {\"step\": %d",
+                    ts, (double)(e->t1 - e->t0) / 1e3, T.rank, e->track, e->step);
+            if (e->label[0]) {
+                fprintf(f, ", \"label\": ");
+                json_string(f, e->label);
+            }
+            fprintf(f, "}}");
+        } else {
+            fprintf(f, ", \"ph\": \"C\", \"ts\": %.3f, \"pid\": %d, \"args\": {\"value\": %.17g}}", ts, T.rank, e->value);
+        }
+    }
+    for (int t = 0; t < ntracks; t++) {   // spans still running: a stuck collective, the wait behind it
+        const Ev *e = &open[t];
+        if (e->kind != EV_SPAN) continue;
+        fprintf(f, ",\n{\"name\": ");
+        json_string(f, e->name);
+        fprintf(f, ", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": %d, \"tid\": %d, \"args\": {\"step\": %d, "
+                "\"open\": true, \"label\": ", ((double)e->t0 - base) / 1e3, (double)(now - e->t0) / 1e3, T.rank, e->track,
+                e->step);
+        json_string(f, e->label);
+        fprintf(f, "}}");
+    }
+    fprintf(f, "\n]}\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || rename(tmp, T.path) != 0) {
+        fprintf(stderr, "zero: rank %d: writing the trace %s failed: %s\n", T.rank, T.path, strerror(errno));
+        remove(tmp);
+        free(ev);
+        return -1;
+    }
+    free(ev);
+    return 0;
+}
