@@ -23,7 +23,8 @@ ZeroComm *gpt2_zero_world(int *argc, char ***argv, const TrainConfig *cfg) {
 _Static_assert(TRAIN_OFFLOAD_NONE == (int)ZERO_TIER_DEVICE && TRAIN_OFFLOAD_CPU == (int)ZERO_TIER_HOST &&
                    TRAIN_OFFLOAD_NVME == (int)ZERO_TIER_NVME, "--offload-* values are ZeroTier's");
 
-_Static_assert(TRAIN_QUANT_BLOCK_DEFAULT == QUANT_BLOCK_DEFAULT, "--qwz-block/--qgz-block's documented default");
+_Static_assert(TRAIN_QUANT_BLOCK_DEFAULT == QUANT_BLOCK_DEFAULT, "--qwz-block's documented default");
+_Static_assert(TRAIN_QGZ_BLOCK_DEFAULT == QGZ_BLOCK_DEFAULT, "--qgz-block's documented default");
 
 _Static_assert(TRAIN_AIO_MAX_QUEUE_DEPTH == ZERO_NVME_MAX_DEPTH && TRAIN_AIO_MAX_BLOCK == ZERO_NVME_MAX_BLOCK &&
                    TRAIN_AIO_ALIGN == ZERO_NVME_ALIGN, "aio.queue_depth's and aio.block_size's limits are the engine's");

@@ -218,8 +218,6 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
     add_num(cfg, "prefetch_elems", (double)in->prefetch_elems);
     add_num(cfg, "max_live_elems", (double)in->max_live_elems);
     add_num(cfg, "persist_elems", (double)in->persist_elems);
-    cJSON_AddBoolToObject(cfg, "params_stored_as_master", in->param_is_master);   // offload, fp32: one copy
-    add_num(cfg, "parked_tied_gradient_bytes", (double)in->parked_bytes);
     cJSON *pp = add_obj(cfg, "zero_pp");   // ZeRO++ switches
     if (pp) {
         cJSON_AddBoolToObject(pp, "qwz", in->qwz);
@@ -229,6 +227,8 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
         add_num(pp, "qwz_block", in->qwz_block);
         add_num(pp, "qgz_block", in->qgz_block);
     }
+    cJSON_AddBoolToObject(root, "params_stored_as_master", in->param_is_master);   // offload, fp32: one copy
+    add_num(root, "parked_tied_gradient_bytes", (double)in->parked_bytes);          // offload: off the device
     add_num(root, "psi", (double)in->numel);
     add_num(root, "psi_padded", (double)in->padded);
     add_num(root, "padding", (double)(in->padded - in->numel));

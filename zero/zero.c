@@ -317,7 +317,7 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
         return NULL;
     }
     z->qwz_block = cfg->qwz_block ? cfg->qwz_block : QUANT_BLOCK_DEFAULT;
-    z->qgz_block = cfg->qgz_block ? cfg->qgz_block : QUANT_BLOCK_DEFAULT;
+    z->qgz_block = cfg->qgz_block ? cfg->qgz_block : QGZ_BLOCK_DEFAULT;
     z->hier = cfg->qgz || cfg->hier_reduce;
     z->gwire = cfg->qgz ? ZERO_WIRE_INT4 : ZERO_WIRE_RAW;
     z->param_version = 1;   // no secondary slice holds it yet (sec_version 0)

@@ -118,7 +118,7 @@ typedef struct {
     int hpz;                    // stage 3: ranks per secondary partition (hpZ); 0 or 1: off
     int qgz;                    // gradients reduced in two hops, int4 blocks on the wire (qgZ)
     int hier_reduce;            // the same two hops with the gradients as they are
-    int qwz_block, qgz_block;   // values per quantization block (0: QUANT_BLOCK_DEFAULT)
+    int qwz_block, qgz_block;   // values per quantization block (0: QUANT_BLOCK_DEFAULT, QGZ_BLOCK_DEFAULT)
 } ZeroConfig;
 
 void zero_config_defaults(ZeroConfig *cfg);

@@ -67,7 +67,7 @@ EOF
 ./train_gpt2 -e d2c64h2t64 -t 32 -b 2 --dry-run --world 4 --deepspeed "$tmp/z3.json" -o "$tmp/dry_file" \
     > "$tmp/dry.txt" 2>&1 || { cat "$tmp/dry.txt"; fail "dry run from z3.json failed"; }
 knobs() { jq -c '[.stage, .config]' "$1/zero_report.json"; }
-[ "$(knobs "$tmp/dry_file")" = '[3,{"bucket_elems":7000,"prefetch_elems":30000,"max_live_elems":4000000,"persist_elems":1000,"zero_pp":{"qwz":true,"hpz_partition_size":2,"qgz":true,"two_hop_gradients":true,"qwz_block":2048,"qgz_block":2048}}]' ] \
+[ "$(knobs "$tmp/dry_file")" = '[3,{"bucket_elems":7000,"prefetch_elems":30000,"max_live_elems":4000000,"persist_elems":1000,"zero_pp":{"qwz":true,"hpz_partition_size":2,"qgz":true,"two_hop_gradients":true,"qwz_block":2048,"qgz_block":64}}]' ] \
     || fail "z3.json's knobs did not reach the plugin: $(knobs "$tmp/dry_file")"
 [ "$(knobs "$tmp/dry_file")" = "$(knobs "$tmp/dry_flags")" ] || fail "z3.json and the flags configure the plugin differently"
 jq -e '.ranks == input.ranks' "$tmp/dry_file/zero_report.json" "$tmp/dry_flags/zero_report.json" > /dev/null \

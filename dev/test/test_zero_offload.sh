@@ -79,7 +79,7 @@ assert nv["device"]["parameters"] <= dev["device"]["parameters"], (nv["device"],
 assert nv["device"]["optimizer_states"] == 0 and nv["host"]["optimizer_states"] == 0, nv
 assert nv["nvme"]["optimizer_states"] >= dev["device"]["optimizer_states"] > 0, (nv["nvme"], dev["device"])
 # fp32 working parameters beside the fp32 master: stored once, as the master (master, m, v)
-assert json.load(open(sys.argv[2]))["config"]["params_stored_as_master"] is True
+assert json.load(open(sys.argv[2]))["params_stored_as_master"] is True
 assert nv["nvme"]["parameters"] == 0, nv["nvme"]
 step = nv["nvme_per_step"]
 # each step reads at least the fp32 master, m, v and gradient once and writes master, m, v
@@ -109,7 +109,7 @@ import json, sys
 keep, nvme, host = (json.load(open(p)) for p in sys.argv[1:])
 wte = 50304 * 64   # d2c64: the tied tensors (4 vocabulary tiles of wte), every rank's whole gradient
 for name, r, tier in (("nvme", nvme, "nvme"), ("cpu", host, "host")):
-    parked = r["config"]["parked_tied_gradient_bytes"]
+    parked = r["parked_tied_gradient_bytes"]
     assert parked == wte * 4, (name, parked)
     assert r["ranks"][0][tier]["gradients"] >= parked, (name, r["ranks"][0][tier])
 pool = lambda r: r["ranks"][0]["pools"]["grad_pool_elems"]

@@ -126,9 +126,9 @@ tensors = json.load(open(f"{tmp}/z3n/zero_4/manifest.json"))["tensors"]
 names = [t["name"] for t in tensors]
 r16 = lambda b: -(-b // 16) * 16
 S = [r16(-(-t["numel"] // N)) for t in tensors]   # partition.h: ceil(numel / N) rounded up to 16
-B = 2048
-rec8 = [r16(s) + r16(4 * -(-s // B)) for s in S]           # wire.h: payload and scales, each to 16 B
-rec4 = [r16(-(-s // 2)) + r16(4 * -(-s // B)) for s in S]
+BW, BG = 2048, 64   # the default blocks: qwZ's int8 weights, qgZ's int4 gradients
+rec8 = [r16(s) + r16(4 * -(-s // BW)) for s in S]          # wire.h: payload and scales, each to 16 B
+rec4 = [r16(-(-s // 2)) + r16(4 * -(-s // BG)) for s in S]
 fwd = [2 if n == "wte" else 1 for n in names]              # forward gathers per step
 bwd = [1 for n in names]                                   # backward gathers per step
 dot = lambda a, b: sum(x * y for x, y in zip(a, b))

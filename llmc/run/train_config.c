@@ -287,7 +287,7 @@ void train_config_usage(const char *prog, const char *flavour) {
     printf("  --hier-reduce       the same two hops without quantization: the bytes a rank sends to\n"
            "                      other nodes shrink by the node size against the flat all-to-all\n");
     printf("  --qwz-block N       values per int8 block (even; default %d)\n", TRAIN_QUANT_BLOCK_DEFAULT);
-    printf("  --qgz-block N       values per int4 block (even; default %d)\n", TRAIN_QUANT_BLOCK_DEFAULT);
+    printf("  --qgz-block N       values per int4 block (even; default %d)\n", TRAIN_QGZ_BLOCK_DEFAULT);
     printf("  --deepspeed FILE    DeepSpeed's ds_config.json: its keys (listed at the end) set what the\n"
            "                      flags set (a flag given too must agree; \"auto\" keeps the flag's value\n"
            "                      or the default)\n");

@@ -12,6 +12,7 @@ extern "C" {
 // The plugin's quantization block when none is given (zero/kernels/quant.h's QUANT_BLOCK_DEFAULT;
 // gpt2_zero.c checks that they agree, since llmc/ does not include zero/).
 #define TRAIN_QUANT_BLOCK_DEFAULT 2048
+#define TRAIN_QGZ_BLOCK_DEFAULT 64      // and qgZ's (QGZ_BLOCK_DEFAULT)
 
 // The most gradient accumulation steps (micro-batches per rank per optimizer step) -d or a
 // DeepSpeed file may ask for: 2^16. It holds a 4M-token batch (2^22 tokens: GPT-3's and
