@@ -46,6 +46,7 @@ const char *zero_tier_name(ZeroTier t) { return t == ZERO_TIER_HOST ? "cpu" : t 
 int zero_offload_optimizer(const Zero *z) { return z->off.opt != ZERO_TIER_DEVICE; }
 
 static int counts_only(const Zero *z) { return z->b->counts_only; }
+static void catch_up(Zero *z, int ti, void *dst);   // a deferred update, where the tensor is read next
 
 int zero_offload_validate(const ZeroConfig *c, int rank) {
     if (c->optimizer_tier < ZERO_TIER_DEVICE || c->optimizer_tier > ZERO_TIER_NVME || c->param_tier < ZERO_TIER_DEVICE ||
@@ -109,11 +110,15 @@ static void nvme_layout(Zero *z) {
     if (o->opt == ZERO_TIER_NVME) {   // the step's tiles, in order, listed once
         for (int i = 0; i < z->nt; i++) o->ntiles += (z->t[i].lay->own_count + o->tile - 1) / o->tile;
         o->tiles = malloc((o->ntiles ? o->ntiles : 1) * sizeof(OffTile));
-        if (!o->tiles) zero_fail(z, "out of host memory for the NVMe step's tile list");
+        o->tile_first = malloc(((size_t)z->nt + 1) * sizeof(size_t));
+        if (!o->tiles || !o->tile_first) zero_fail(z, "out of host memory for the NVMe step's tile list");
         size_t k = 0;
-        for (int i = 0; i < z->nt; i++)
+        for (int i = 0; i < z->nt; i++) {
+            o->tile_first[i] = k;
             for (size_t c = 0; c < z->t[i].lay->own_count; c += o->tile)
                 o->tiles[k++] = (OffTile){i, c, min_sz(o->tile, z->t[i].lay->own_count - c)};
+        }
+        o->tile_first[z->nt] = k;
     }
     if (o->param == ZERO_TIER_NVME) {
         o->reads = malloc((size_t)z->nt * sizeof(OffRead));
@@ -214,6 +219,10 @@ void zero_offload_init(Zero *z) {
     o->param = z->stage == 3 ? z->cfg.param_tier : ZERO_TIER_DEVICE;
     if (o->opt == ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE) return;
     o->param_is_master = z->cfg.param_dtype == ZERO_F32 && o->param == o->opt;
+    // the step's update waits for each tensor's next read (update_tiles): its I/O then runs
+    // beside the next forward's compute instead of between two steps
+    o->defer = o->param_is_master && o->opt == ZERO_TIER_NVME && !counts_only(z);
+    if (o->defer && !(o->stale = calloc((size_t)z->nt, 1))) zero_fail(z, "out of host memory for the deferred update");
     if (z->park_tied) park_init(z);
     const size_t Sh = z->layout.shard_total;
     o->tile = z->cfg.nvme_tile_elems ? zero_round_up(z->cfg.nvme_tile_elems, 2048) : DEFAULT_TILE;
@@ -281,6 +290,8 @@ void zero_offload_free(Zero *z) {
     if (o->up) b->stream_destroy(b, o->up);
     for (int k = 0; k < ZK_KINDS; k++) free(o->foff[k]);
     free(o->tiles);
+    free(o->tile_first);
+    free(o->stale);
     free(o->reads);
     free(o->parks);
     free(o->park_at);
@@ -338,6 +349,7 @@ static void state_io(Zero *z, int kind, int ti, size_t off, size_t n, float *dat
         else memcpy(data, h, n * sizeof(float));
     } else {
         zero_offload_wait(z);   // the engine serves one thread at a time: the host stream idles
+        catch_up(z, ti, NULL);  // a checkpoint or an export reads (or replaces) the state after the step
         nvme_state(z, kind, ti, off, n, data, write);
     }
 }
@@ -397,7 +409,9 @@ static void accumulate(void *arg) {
             if (j->last) z->sq[ti] = zero_cpu_sum_squares(0.0, acc, n);
             continue;
         }
-        // NVMe: by tiles through the host stream's buffer: read (unless starting), add, write
+        // NVMe: by tiles through the host stream's buffer: read (unless starting), add, write.
+        // A deferred update of the tensor reads the old gradient: it goes first.
+        catch_up(z, ti, NULL);
         float *buf = zero_nvme_buffer(o->nvme, BUF_HS);
         double sq = 0.0;
         for (size_t c = 0; c < n; c += o->tile) {
@@ -525,18 +539,20 @@ static void update_host(Zero *z, const AdamWParams *p, int update, int t) {
     if (o->nvme) nvme_check(z, zero_nvme_drain(o->nvme), "the step's parameter writes", -1);
 }
 
-// The step on NVMe, tile by tile over every tensor's shard (o->tiles): tile k+1's reads and
-// tile k-1's writes are in flight while tile k computes (NVME_SETS sets of buffers).
-static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
+// The step on NVMe, tile by tile over tiles[k0, k1) (every tensor's shard, o->tiles, or one
+// tensor's): tile k+1's reads and tile k-1's writes are in flight while tile k computes
+// (NVME_SETS sets of buffers). dst (one tensor's range, the deferred update): the fresh
+// master of each tile also goes there (a gather's slot, working dtype fp32).
+static void update_tiles(Zero *z, const AdamWParams *p, int update, int t, size_t k0, size_t k1, void *dst) {
     ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
     ZeroNvme *nv = o->nvme;
     const OffTile *tiles = o->tiles;
-    const size_t ntiles = o->ntiles;
     const int kinds = update ? 4 : 1;   // master, m, v, grad; a refresh alone reads the master
     ZeroTicket last_write[NVME_SETS] = {0}, reads[NVME_SETS] = {0};
-    for (size_t k2 = 0; k2 <= ntiles; k2++) {
+    for (size_t k2 = k0; k2 <= k1; k2++) {
         // issue tile k2's reads (into set k2 % NVME_SETS, once its last writes are done)
-        if (k2 < ntiles) {
+        if (k2 < k1) {
             int set = (int)(k2 % NVME_SETS);
             if (last_write[set]) nvme_check(z, zero_nvme_wait(nv, last_write[set]), "an optimizer write", tiles[k2].ti);
             for (int kind = 0; kind < kinds; kind++) {
@@ -547,7 +563,7 @@ static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
                 reads[set] = tk;
             }
         }
-        if (k2 == 0) continue;
+        if (k2 == k0) continue;
         // compute tile k2-1, then queue its writes
         size_t kc = k2 - 1;
         int set = (int)(kc % NVME_SETS), ti = tiles[kc].ti;
@@ -561,7 +577,9 @@ static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
             uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
             zero_cpu_adamw(mb, g, m, v, n, p, z->t[ti].decay);
             o->adamw_s += zero_clock() - t0;
-            if (zero_trace_on) zero_trace_span("adamw (cpu, a tile from nvme)", z->t[ti].name, n0, zero_trace_now());
+            if (zero_trace_on)
+                zero_trace_span(dst ? "adamw (cpu, fused with the gather)" : "adamw (cpu, a tile from nvme)", z->t[ti].name,
+                                n0, zero_trace_now());
             float *bufs[3] = {mb, m, v};
             for (int kind = 0; kind < 3; kind++) {
                 ZeroTicket tk = zero_nvme_write(nv, bufs[kind], file_at(z, kind, ti, c, sizeof(float)), io_bytes(n, sizeof(float)));
@@ -569,12 +587,37 @@ static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
                 last_write[set] = tk;
             }
         }
+        if (dst) {   // the gather takes the fresh values from here: no read of them from NVMe
+            b->copy(b, byte_at(dst, c, z->pes), ZERO_MEM_DEVICE, mb, ZERO_MEM_HOST, n * z->pes, o->up);
+            b->stream_sync(b, o->up);
+        }
         // the gradient buffer is free now: the NVMe parameter tier rounds into it, and the
         // set is reused only after that write too (the latest ticket)
         ZeroTicket tk = send_params(z, ti, c, mb, n, t, g);
         if (tk) last_write[set] = tk;
     }
     nvme_check(z, zero_nvme_drain(nv), "the step's writes", -1);
+}
+
+static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
+    update_tiles(z, p, update, t, 0, z->off.ntiles, NULL);
+}
+
+// A deferred update of tensor ti, if it still waits: its tiles through AdamW now (dst: the
+// fresh master there too). Called where the tensor is read next, on the host stream, or by
+// the calling thread with the host stream idle.
+static void catch_up(Zero *z, int ti, void *dst) {
+    ZeroOffload *o = &z->off;
+    if (!o->defer || !o->stale[ti]) return;
+    update_tiles(z, &o->pend, 1, o->pend_t, o->tile_first[ti], o->tile_first[ti + 1], dst);
+    o->stale[ti] = 0;
+}
+
+void zero_offload_flush(Zero *z) {
+    ZeroOffload *o = &z->off;
+    if (!o->defer) return;
+    zero_offload_wait(z);
+    for (int i = 0; i < z->nt; i++) catch_up(z, i, NULL);
 }
 
 // The optimizer on the device, stage 3's parameters offloaded: the new working shard is
@@ -604,7 +647,12 @@ void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t) {
     // read (and, at init, that zero_alloc's memsets on it have yet to clear): after it. On
     // the host backend the main stream is the calling thread, so only a GPU shows this.
     zero_after_main(z, o->up);
-    if (!update && o->param_is_master) {}   // a refresh alone: the stored master is the parameters
+    if (update && o->defer) {   // each tensor's AdamW waits for its next read (catch_up)
+        zero_offload_flush(z);  // none still waits from the step before (each was read since)
+        memset(o->stale, 1, (size_t)z->nt);
+        o->pend = *p;
+        o->pend_t = t;
+    } else if (!update && o->param_is_master) {}   // a refresh alone: the stored master is the parameters
     else if (o->opt == ZERO_TIER_HOST) update_host(z, p, update, t);
     else if (o->opt == ZERO_TIER_NVME) update_nvme(z, p, update, t);
     else refresh_from_device(z, t);
@@ -626,6 +674,11 @@ static void read_params(void *arg) {
     const ZeroBackend *b = z->b;
     const size_t n = z->t[r->ti].lay->own_count;
     const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
+    if (o->defer && o->stale[r->ti]) {   // the step's update of this tensor, its result the gather's
+        catch_up(z, r->ti, r->dst);
+        atomic_store_explicit(&r->busy, 0, memory_order_release);
+        return;
+    }
     void *buf = zero_nvme_buffer(o->nvme, BUF_HS + 1);
     for (size_t c = 0; c < n; c += o->tile) {
         size_t len = min_sz(o->tile, n - c);
@@ -745,7 +798,9 @@ void zero_offload_step_end(Zero *z) {
     if (!z->off.nvme) return;
     ZeroNvmeStats st;
     zero_nvme_stats(z->off.nvme, &st);
-    z->off.step_read += st.bytes_read - z->off.mark_read;
-    z->off.step_written += st.bytes_written - z->off.mark_written;
+    z->off.last_read = st.bytes_read - z->off.mark_read;
+    z->off.last_written = st.bytes_written - z->off.mark_written;
+    z->off.step_read += z->off.last_read;
+    z->off.step_written += z->off.last_written;
     z->off.step_busy += st.busy_s - z->off.mark_busy;
 }

@@ -38,6 +38,8 @@ void zero_figures(const Zero *z, ZeroFigures *f) {
     f->nvme_read = st.nvme_read;
     f->nvme_written = st.nvme_written;
     f->nvme_busy_s = st.nvme_busy_s;
+    f->nvme_last_read = z->off.last_read;
+    f->nvme_last_written = z->off.last_written;
     f->local_size = z->comm->local_size;
     f->num_nodes = z->comm->num_nodes;
     f->grad_accum = z->grad_accum;
@@ -263,6 +265,8 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
         add_num(nv, "read_bytes", f->steps ? (double)f->nvme_read / (double)f->steps : 0.0);
         add_num(nv, "written_bytes", f->steps ? (double)f->nvme_written / (double)f->steps : 0.0);
         add_num(nv, "busy_seconds", f->steps ? f->nvme_busy_s / (double)f->steps : 0.0);   // requests in flight
+        add_num(nv, "last_step_read_bytes", (double)f->nvme_last_read);       // a step after the first: the
+        add_num(nv, "last_step_written_bytes", (double)f->nvme_last_written); // deferred update's I/O is in it
         cJSON *ts = add_obj(e, "seconds_per_step");   // the calling thread's time (ZeroFigures)
         double ns = f->steps ? (double)f->steps : 1.0;
         add_num(ts, "step", f->wall_s / ns);
@@ -344,7 +348,7 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
 // ---------------------------------------------------------------- live report
 
 // ZeroFigures <-> doubles, for the gather to rank 0 (integers below 2^53 are exact).
-#define FIG_DOUBLES (3 * ZERO_USE_KINDS + 3 + 2 + 4 + 6 + 4 + 3 * ZERO_NUM_COLLS + 2 * ZERO_FLOWS + 3 + 4)
+#define FIG_DOUBLES (3 * ZERO_USE_KINDS + 3 + 2 + 4 + 6 + 4 + 3 * ZERO_NUM_COLLS + 2 * ZERO_FLOWS + 3 + 4 + 2)
 
 static void fig_pack(const ZeroFigures *f, double *d) {
     int k = 0;
@@ -364,6 +368,7 @@ static void fig_pack(const ZeroFigures *f, double *d) {
     for (int fl = 0; fl < ZERO_FLOWS; fl++) { d[k++] = (double)f->flow_intra[fl]; d[k++] = (double)f->flow_inter[fl]; }
     d[k++] = (double)f->qwz_gathers; d[k++] = (double)f->hpz_gathers; d[k++] = (double)f->secondary_bytes;
     d[k++] = f->hook_s; d[k++] = f->step_s; d[k++] = f->wall_s; d[k++] = f->optimizer_s;
+    d[k++] = (double)f->nvme_last_read; d[k++] = (double)f->nvme_last_written;
 }
 
 static void fig_unpack(const double *d, ZeroFigures *f) {
@@ -385,6 +390,7 @@ static void fig_unpack(const double *d, ZeroFigures *f) {
     for (int fl = 0; fl < ZERO_FLOWS; fl++) { f->flow_intra[fl] = (uint64_t)d[k++]; f->flow_inter[fl] = (uint64_t)d[k++]; }
     f->qwz_gathers = (uint64_t)d[k++]; f->hpz_gathers = (uint64_t)d[k++]; f->secondary_bytes = (size_t)d[k++];
     f->hook_s = d[k++]; f->step_s = d[k++]; f->wall_s = d[k++]; f->optimizer_s = d[k++];
+    f->nvme_last_read = (uint64_t)d[k++]; f->nvme_last_written = (uint64_t)d[k++];
 }
 
 int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fields) {

@@ -140,12 +140,21 @@ typedef struct {
     uint64_t *foff[ZK_KINDS];   // file offset of each tensor's own range, per kind
     struct OffTile *tiles;   // the NVMe step's tiles over every tensor's shard, in order
     size_t ntiles;
+    size_t *tile_first;      // tensor ti's tiles are tiles[tile_first[ti] .. tile_first[ti + 1])
+    // The update folded into the next gather (optimizer and fp32 parameters on NVMe): the step
+    // leaves each tensor `stale`, and its next read (a gather, an accumulation, a checkpoint)
+    // runs its AdamW tiles first, handing the fresh master straight to the gather.
+    int defer;
+    unsigned char *stale;
+    AdamWParams pend;        // the deferred step's AdamW settings and t
+    int pend_t;
     struct OffRead *reads;   // NVMe parameters: one read record per tensor, reused gather to gather
     uint64_t file_bytes;
     size_t tile;             // elements per transfer (a multiple of ZERO_SUMSQ_BLOCK and of 2048)
     double adamw_s;          // the CPU AdamW's seconds, summed over steps
     uint64_t mark_read, mark_written;   // engine totals at zero_begin_step
     uint64_t step_read, step_written;   // summed over steps
+    uint64_t last_read, last_written;   // the last step's (a deferred update moves I/O into the next step)
     double mark_busy, step_busy;        // the engine's busy seconds, likewise
 } ZeroOffload;
 

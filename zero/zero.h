@@ -293,6 +293,7 @@ typedef struct {
     size_t device[ZERO_USE_KINDS], host[ZERO_USE_KINDS], nvme[ZERO_USE_KINDS];   // bytes by use, as zero_stats
     uint64_t nvme_read, nvme_written;   // NVMe traffic inside the steps, summed over them
     double nvme_busy_s;                 // and the time it had requests in flight
+    uint64_t nvme_last_read, nvme_last_written;   // the last step's alone (steady state after the first)
     size_t act_device, act_host;        // activations: the trainer's figures
     size_t param_pool_elems, param_pool_peak, grad_pool_elems, grad_pool_peak;
     uint64_t gathers, prefetches, gather_hits, evictions, wasted_gathers, buckets;
