@@ -48,6 +48,19 @@ int zero_offload_optimizer(const Zero *z) { return z->off.opt != ZERO_TIER_DEVIC
 static int counts_only(const Zero *z) { return z->b->counts_only; }
 static void catch_up(Zero *z, int ti, void *dst);   // a deferred update, where the tensor is read next
 
+// The accumulation leaves its last gradient writes in flight; whatever reads the gradient
+// (the optimizer, the accumulation of a later micro-step) waits for them first: the engine
+// does not order a read after a write of the same bytes.
+static void gradient_writes_done(Zero *z) {
+    ZeroOffload *o = &z->off;
+    for (int b2 = 0; b2 < 2; b2++)
+        if (o->grad_write[b2]) {
+            if (zero_nvme_wait(o->nvme, o->grad_write[b2]) != 0)
+                zero_fail(z, "NVMe offload: a gradient write failed: %s", zero_nvme_error(o->nvme));
+            o->grad_write[b2] = 0;
+        }
+}
+
 int zero_offload_validate(const ZeroConfig *c, int rank) {
     if (c->optimizer_tier < ZERO_TIER_DEVICE || c->optimizer_tier > ZERO_TIER_NVME || c->param_tier < ZERO_TIER_DEVICE ||
         c->param_tier > ZERO_TIER_NVME) {
@@ -142,8 +155,10 @@ static void nvme_free(void *ctx, void *p) {
 }
 
 // Buffers of the engine's pool: NVME_SETS sets of master, m, v, grad for the step, then
-// two for the host stream (accumulation, parameter reads).
-enum { BUF_STEP = 0, BUF_HS = NVME_SETS * 4, BUF_COUNT = NVME_SETS * 4 + 2 };
+// three for the host stream: the accumulation's two (one filled while the other's write is
+// in flight), parameter reads.
+enum { BUF_STEP = 0, BUF_HS = NVME_SETS * 4, BUF_COUNT = NVME_SETS * 4 + 3 };
+#define BUF_HS_READ (BUF_HS + 2)   // parameter reads and parked gradients
 
 // The engine's messages start "rank R: " for callers without a prefix; zero_fail has one.
 static const char *engine_msg(const char *m) {
@@ -409,24 +424,28 @@ static void accumulate(void *arg) {
             if (j->last) z->sq[ti] = zero_cpu_sum_squares(0.0, acc, n);
             continue;
         }
-        // NVMe: by tiles through the host stream's buffer: read (unless starting), add, write.
-        // A deferred update of the tensor reads the old gradient: it goes first.
+        // NVMe: by tiles through the host stream's two buffers: read (unless starting), add,
+        // write, the write left in flight while the next tile fills the other buffer. A
+        // deferred update of the tensor reads the old gradient: it goes first.
         catch_up(z, ti, NULL);
-        float *buf = zero_nvme_buffer(o->nvme, BUF_HS);
         double sq = 0.0;
         for (size_t c = 0; c < n; c += o->tile) {
             size_t len = min_sz(o->tile, n - c);
             uint64_t at = file_at(z, ZK_GRAD, ti, c, sizeof(float));
             size_t bytes = io_bytes(len, sizeof(float));
-            // the previous tile's write still reads buf: wait for it
-            nvme_check(z, zero_nvme_drain(o->nvme), "a gradient write", ti);
-            if (j->first) memset(buf, 0, len * sizeof(float));
-            else nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, at, bytes)), "a gradient read", ti);
+            const int b2 = (int)(o->grad_writes++ & 1);
+            float *buf = zero_nvme_buffer(o->nvme, BUF_HS + b2);
+            if (j->first) {   // this buffer's last write must be done before it is filled again
+                if (o->grad_write[b2]) nvme_check(z, zero_nvme_wait(o->nvme, o->grad_write[b2]), "a gradient write", ti);
+                memset(buf, 0, len * sizeof(float));
+            } else {          // and a read of the gradient comes after every write of it
+                gradient_writes_done(z);
+                nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, at, bytes)), "a gradient read", ti);
+            }
             zero_cpu_slices(buf, sum + c, 0, 1, len, ZERO_F32, 1);
             if (j->last) sq = zero_cpu_sum_squares(sq, buf, len);
-            if (!zero_nvme_write(o->nvme, buf, at, bytes)) nvme_check(z, -1, "queueing a gradient write", ti);
+            if (!(o->grad_write[b2] = zero_nvme_write(o->nvme, buf, at, bytes))) nvme_check(z, -1, "queueing a gradient write", ti);
         }
-        nvme_check(z, zero_nvme_drain(o->nvme), "a gradient write", ti);
         if (j->last) z->sq[ti] = sq;
     }
     if (zero_trace_on) zero_trace_span(o->opt == ZERO_TIER_HOST ? "accumulate gradients" : "accumulate gradients (nvme)",
@@ -550,6 +569,7 @@ static void update_tiles(Zero *z, const AdamWParams *p, int update, int t, size_
     const OffTile *tiles = o->tiles;
     const int kinds = update ? 4 : 1;   // master, m, v, grad; a refresh alone reads the master
     ZeroTicket last_write[NVME_SETS] = {0}, reads[NVME_SETS] = {0};
+    if (update) gradient_writes_done(z);
     for (size_t k2 = k0; k2 <= k1; k2++) {
         // issue tile k2's reads (into set k2 % NVME_SETS, once its last writes are done)
         if (k2 < k1) {
@@ -679,7 +699,7 @@ static void read_params(void *arg) {
         atomic_store_explicit(&r->busy, 0, memory_order_release);
         return;
     }
-    void *buf = zero_nvme_buffer(o->nvme, BUF_HS + 1);
+    void *buf = zero_nvme_buffer(o->nvme, BUF_HS_READ);
     for (size_t c = 0; c < n; c += o->tile) {
         size_t len = min_sz(o->tile, n - c);
         nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, file_at(z, ZK_PARAM, r->ti, c, z->pes),
@@ -736,7 +756,7 @@ static void park_io(void *arg) {
         else b->copy(b, r->dev, ZERO_MEM_DEVICE, h, ZERO_MEM_HOST, bytes, o->up);
         b->stream_sync(b, o->up);
     } else {
-        void *buf = zero_nvme_buffer(o->nvme, BUF_HS + 1);
+        void *buf = zero_nvme_buffer(o->nvme, BUF_HS_READ);
         const size_t chunk = zero_nvme_buffer_bytes(o->nvme);
         for (size_t c = 0; c < bytes; c += chunk) {
             size_t len = min_sz(chunk, bytes - c);
