@@ -103,14 +103,21 @@ flags() {
     printf '%s\n' "${f[@]}"
 }
 
-# settled CONFIG MODEL CAP: "trained CAP0" or "killed CAP0" when an earlier run decides it
+# settled CONFIG MODEL CAP: "recorded STATUS" when OUT/runs.jsonl has this run already (a
+# sweep that was stopped goes on where it was), else "trained CAP0" or "killed CAP0" when an
+# earlier run under another cap decides it
 settled() {
     $py - "$runs" "$1" "$2" "$3" << 'EOF'
 import json, sys
 path, config, model, cap = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-for line in open(path):
-    r = json.loads(line)
-    if r["config"] != config or r["model"] != model or r.get("inferred_from"): continue
+runs = [json.loads(line) for line in open(path)]
+mine = [r for r in runs if r["config"] == config and r["model"] == model]
+done = [r for r in mine if r["cap_bytes"] == cap]
+if done:
+    print("recorded", done[-1]["status"])
+    sys.exit(0)
+for r in mine:
+    if r.get("inferred_from"): continue
     if r["status"] == "trained" and r["cap_bytes"] <= cap: print("trained", r["cap_bytes"]); break
     if r["status"] == "killed" and r["cap_bytes"] >= cap: print("killed", r["cap_bytes"]); break
 EOF
@@ -125,7 +132,12 @@ run_one() {
     # the dry run first: its prediction, its answer for the cap, the bytes of its swap file
     ./train_gpt2 "${args[@]}" --dry-run --world 1 --gpu-mem "${capb}B" -o "$out/dry_$tag" > "$out/dry_$tag.txt" 2>&1
     dry_rc=$?
-    if [ "$config" = z3nvme ]; then
+    s=$(settled "$config" "$m" "$capb")
+    if [ "${s% *}" = recorded ]; then
+        echo "bench_scale: $tag: ${s#* } (recorded earlier in $runs)"
+        [ "${s#* }" = trained ]; return $?
+    fi
+    if [ "$config" = z3nvme ] && [ -z "$s" ]; then   # a run decided elsewhere needs no disk
         need=$($py dev/bench/bench_scale.py disk "$out/dry_$tag" "$m")
         free=$(df -B1 --output=avail "$nvme" | tail -1)
         if [ "$need" -gt "$free" ]; then
@@ -133,7 +145,6 @@ run_one() {
             return 3
         fi
     fi
-    s=$(settled "$config" "$m" "$capb")
     if [ -n "$s" ]; then
         $py dev/bench/bench_scale.py record "$runs" "$config" "$m" "$capb" "$out/dry_$tag" "$dry_rc" "" "" "" \
             "$disk_rd" "$disk_wr" "$mem_bw" "$s"
