@@ -35,7 +35,7 @@ bad() { echo "FAIL: $*"; fail=1; }
 peer=$tmp/bootstrap_peer
 if command -v mpicc > /dev/null; then cc=(mpicc); extra=()
 else cc=("${CC:-cc}" -Izero/comm/mpi_stub); extra=(zero/comm/mpi_stub/*.c); fi
-if ! "${cc[@]}" -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I. dev/test/bootstrap_peer.c zero/comm/*.c \
+if ! "${cc[@]}" -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I. dev/test/bootstrap_peer.c zero/comm/*.c zero/trace.c \
         "${extra[@]}" -lcrypto -lpthread -lm -o "$peer" > "$tmp/build.log" 2>&1; then
     cat "$tmp/build.log"
     echo "FAIL: building bootstrap_peer (needs libcrypto: scripts/install_deps.sh)"
