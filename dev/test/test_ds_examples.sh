@@ -24,7 +24,8 @@ train() {
 # has NAME PATTERN: the run's output says it
 has() { grep -q -- "$2" "$tmp/$1.txt" || { cat "$tmp/$1.txt"; fail "$1: the output lacks '$2'"; }; }
 # tier NAME JQ: zero_report.json of rank 0 satisfies it
-tier() { jq -e ".ranks[0] | $2" "$tmp/$1/zero_report.json" > /dev/null \
+# ($master: fp32 working parameters in the optimizer's tier are stored as the master, once)
+tier() { jq -e ".params_stored_as_master as \$master | .ranks[0] | $2" "$tmp/$1/zero_report.json" > /dev/null \
              || fail "$1: rank 0's report fails $2: $(jq -c '.ranks[0] | {device, host, nvme}' "$tmp/$1/zero_report.json")"; }
 # refused NAME PATTERN: the file is refused, naming what is wrong, before anything trains
 refused() {
@@ -105,7 +106,7 @@ EOF
 train zero3_offload
 has zero3_offload "offload parameters *| cpu "
 has zero3_offload "bf16.enabled true: the GPU trainer (train_gpt2_zero) trains in bf16"
-tier zero3_offload ".host.parameters > 0 and .host.optimizer_states > 0 and .device.optimizer_states == 0"
+tier zero3_offload "(.host.parameters > 0 or \$master) and .host.optimizer_states > 0 and .device.optimizer_states == 0"
 pools_fit zero3_offload
 echo "zero3_offload: stage 3, parameters and optimizer states in host memory, pools within the model"
 
@@ -145,7 +146,7 @@ EOF
 train infinity
 has infinity "zero: NVMe swap files, one per rank; rank 0's: $tmp/nvme/"
 has infinity "queue depth 32; blocks of at most 262144 bytes"
-tier infinity ".nvme.parameters > 0 and .nvme.optimizer_states > 0 and .device.optimizer_states == 0"
+tier infinity "(.nvme.parameters > 0 or \$master) and .nvme.optimizer_states > 0 and .device.optimizer_states == 0"
 pools_fit infinity
 echo "infinity: parameters and optimizer states on NVMe, the engine at aio's queue depth and block size"
 
@@ -165,7 +166,7 @@ cat > "$tmp/legacy_z3.json" <<'EOF'
 EOF
 train legacy_z3
 has legacy_z3 "zero_optimization.cpu_offload_params true is DeepSpeed's deprecated zero_optimization.offload_param.device"
-tier legacy_z3 ".host.parameters > 0 and .host.optimizer_states > 0 and .device.optimizer_states == 0"
+tier legacy_z3 "(.host.parameters > 0 or \$master) and .host.optimizer_states > 0 and .device.optimizer_states == 0"
 grep -q "ignoring" "$tmp/legacy_z3.txt" && grep "ignoring" "$tmp/legacy_z3.txt" | grep -q cpu_offload \
     && fail "legacy_z3: a deprecated switch landed among the ignored keys"
 echo "legacy: cpu_offload, cpu_offload_params offload as DeepSpeed maps them"
