@@ -48,10 +48,9 @@
 #define __launch_bounds__(...)
 #undef __noinline__
 #define __noinline__ __attribute__((noinline))
-// Block-scope thread_local is static per host thread: every fiber (CUDA thread) of a block
-// runs on one host thread, so they share it, and blocks run one after another. `extern
-// __shared__ T name[]` (dynamic shared memory) becomes a thread_local array that the
-// launcher sizes and clears (dynamic_smem.cpp, generated from the sources).
+// Shared memory: rewrite_launch.py turns every __shared__ declaration inside a function
+// into a reference to the running block's own copy (emu_dev::block_shared, dynamic_shared).
+// What is left (a declaration at namespace scope) is static per host thread.
 #undef __shared__
 #define __shared__ thread_local
 

@@ -35,19 +35,16 @@ unsigned warp_vote(unsigned mask, int pred, VoteKind kind);
 void launch(const void *kernel, const char *name, const char *file, int line, dim3 grid, dim3 block, size_t smem,
             cudaStream_t stream, const emu::LaunchArg *ptrs, int nptrs, std::function<void()> body);
 
+// Shared memory of the running block (rewrite_launch.py turns the sources' declarations
+// into these calls): a static __shared__ variable, one per declaration (key) and block,
+// holding a pattern drawn for the block; and the block's dynamic shared memory, exactly
+// the launch's size.
+void *block_shared(uint64_t key, size_t bytes, size_t align, const char *name);
+void *dynamic_shared(size_t align, const char *name);
+
 // cudaFuncSetAttribute's record (kernels.cpp): the dynamic shared memory a kernel may ask for.
 size_t max_dynamic_smem(const void *kernel);
 
 }  // namespace emu_dev
-
-// Dynamic shared memory (extern __shared__ arrays): dynamic_smem.cpp, generated from the
-// sources, lists each one's storage on the calling host thread.
-struct EmuDynamicSmem {
-    const char *name;
-    void *(*storage)();   // this host thread's array
-    size_t bytes;         // its capacity
-};
-extern "C" const EmuDynamicSmem emu_dynamic_smem[];
-extern "C" const int emu_dynamic_smem_count;
 
 #endif

@@ -35,8 +35,25 @@ struct Alloc {
     char *base;
     size_t bytes;
     MemKind kind;
+    uint64_t id;
 };
 bool find_alloc(const void *p, Alloc *out);
+// Device memory and pinned memory from cudaMallocHost/cudaHostAlloc lie in one reserved
+// address range, the arena (not in the ASan build, whose heap checks need malloc's): each
+// allocation starts on a page of its own and the pages after its end stay unmapped, so an
+// access past its end faults, and a kernel's access (which the kernel engine sees) is
+// checked against the allocation it falls in to the byte.
+extern uintptr_t g_arena_lo, g_arena_hi;   // [lo, hi); both 0 without an arena
+inline bool in_arena(uintptr_t a) { return a - g_arena_lo < g_arena_hi - g_arena_lo; }
+// The live allocation (any kind, cudaHostRegister ranges too) holding address a: its range
+// and a number no other allocation of this process has. False if none.
+struct LiveAlloc {
+    uintptr_t lo, hi;
+    uint64_t id;
+};
+bool alloc_at(uintptr_t a, LiveAlloc *out);
+uint64_t free_count();   // allocations freed so far: caches of alloc_at are stale when it moves
+
 // MEM_PAGEABLE for memory the registry does not hold.
 MemKind mem_kind(const void *p);
 // Whether a kernel (or a library's device work) may touch [p, p + bytes): inside one live
@@ -68,6 +85,8 @@ bool in_host_function();
 // and prints what it emulates. Every entry point calls it; idempotent.
 void init();
 uint64_t seed();          // CUDA_EMU_SEED (default 0)
+// An unsigned setting from the environment (def when unset); dies naming a bad value.
+uint64_t env_u64(const char *name, uint64_t def);
 int arch();               // 80 or 90 (CUDA_EMU_ARCH=sm_80|sm_90, default sm_90)
 
 // Diagnostics: "cuda_emu: " + message on stderr, one write.

@@ -16,6 +16,15 @@ EMU_SAN ?=
 EMU_CXXFLAGS := -std=c++17 -O3 -march=native -g -fopenmp -ffp-contract=off -fno-strict-aliasing -Wall -Wextra \
                 -Wno-attributes -Wno-unknown-pragmas \
                 -I$(EMU_SRC_DIR) -Idev/cuda_emu -I$(CUDA_HOME)/include $(NV_INC) $(EMU_SAN)
+# The CUDA sources' loads and stores call the kernel engine's memory checks (bounds,
+# alignment, races: kernels.cpp) through gcc's ThreadSanitizer instrumentation, whose
+# entry points the engine defines itself (no ThreadSanitizer runtime is linked). Not with
+# a sanitizer build (EMU_SAN), which AddressSanitizer checks instead.
+# Only sources that define kernels: in the others (the trainers' mains, the tests' host
+# references) it would only slow host code down.
+EMU_CHECKS := $(if $(EMU_SAN),,-fsanitize=thread --param tsan-instrument-func-entry-exit=0 -Wno-tsan)
+EMU_HOST_CU := train_gpt2.cu train_gpt2_zero.cu test_gpt2_zero.cu dev/test/gpu_attention_cudnn.cu
+$(patsubst %.cu,$(EMU)/obj/%.cu.o,$(EMU_HOST_CU)): EMU_CHECKS :=
 EMU_LDLIBS = -rdynamic $(MPI_LDFLAGS) -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) $(CRYPTO_LIBS) -lgomp -lpthread -ldl $(EMU_SAN)
 
 # every CUDA source of the project, as nvcc sees them
@@ -25,7 +34,7 @@ EMU_CU_HEADERS := $(wildcard *.h llmc/*.h llmc/*/*.h llmc/*/*.cuh zero/*.h zero/
 # the emulated libraries present (cublaslt.cpp and cudnn.cpp join as they land)
 EMU_RUNTIME := $(patsubst dev/cuda_emu/%.cpp,%,$(wildcard dev/cuda_emu/*.cpp))
 EMU_RUNTIME_OBJ := $(addprefix $(EMU)/rt/,$(addsuffix .o,$(EMU_RUNTIME))) $(EMU)/rt/cuda_errors.o \
-                   $(EMU)/rt/launch_limits.o $(EMU)/rt/dynamic_smem.o
+                   $(EMU)/rt/launch_limits.o
 
 # the mirror: one rewrite of every CUDA source and header (only changed files are written)
 $(EMU)/src.stamp: $(EMU_CU) $(EMU_CU_HEADERS) dev/cuda_emu/rewrite_launch.py
@@ -35,7 +44,7 @@ $(EMU)/src.stamp: $(EMU_CU) $(EMU_CU_HEADERS) dev/cuda_emu/rewrite_launch.py
 
 $(EMU)/obj/%.cu.o: $(EMU)/src.stamp dev/cuda_emu/cuda_emu.h dev/cuda_emu/device.h dev/cuda_emu/emu.h
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(MPI_CFLAGS) -x c++ -include cuda_emu.h -c $(EMU_SRC_DIR)/$*.cu -o $@
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_CHECKS) $(MPI_CFLAGS) -x c++ -include cuda_emu.h -c $(EMU_SRC_DIR)/$*.cu -o $@
 
 $(EMU)/rt/%.o: dev/cuda_emu/%.cpp dev/cuda_emu/emu.h dev/cuda_emu/device.h
 	@mkdir -p $(dir $@)
@@ -44,9 +53,6 @@ $(EMU)/rt/%.o: dev/cuda_emu/%.cpp dev/cuda_emu/emu.h dev/cuda_emu/device.h
 $(EMU)/rt/cuda_errors.cpp: dev/cuda_emu/gen_errors.py
 	@mkdir -p $(dir $@)
 	python3 dev/cuda_emu/gen_errors.py $(CUDA_HOME)/include $@
-
-$(EMU)/rt/dynamic_smem.o: $(EMU)/src.stamp
-	$(EMU_CXX) $(EMU_CXXFLAGS) -c $(EMU_SRC_DIR)/dynamic_smem.cpp -o $@
 
 $(EMU)/rt/cuda_errors.o: $(EMU)/rt/cuda_errors.cpp
 	$(EMU_CXX) $(EMU_CXXFLAGS) -c $< -o $@
@@ -103,3 +109,8 @@ $(EMU)/train_gpt2cu: $(EMU)/obj/train_gpt2.cu.o $(EMU_LLMC_OBJ) $(BUILD)/libllmc
 $(EMU)/train_gpt2_zero: $(EMU)/obj/train_gpt2_zero.cu.o $(BUILD)/gpt2_zero.o $(EMU_LLMC_OBJ) $(EMU_ZERO_OBJ) \
                         $(BUILD)/libzero.a $(BUILD)/libllmc.a $(EMU)/libcudaemu.a
 	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)
+
+# The mutation score of the emulated suite (dev/cuda_emu/mutate.py; README "Mutation score").
+.PHONY: mutate
+mutate:
+	python3 dev/cuda_emu/mutate.py $(MUTATE_ARGS)

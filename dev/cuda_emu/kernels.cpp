@@ -1,15 +1,18 @@
 // kernels.cpp: the kernel engine. A launch is checked against the hardware's limits and
 // the real build's resource usage (launch_limits.cpp, generated from ptxas), then queued on
-// its stream. There every block runs in an order drawn from CUDA_EMU_SEED; inside a block
-// every CUDA thread is a fiber (a stack of its own and a register switch), and the scheduler switches between them only at
-// __syncthreads, __syncwarp, shuffles and votes, picking the next runnable thread at
-// random (seeded). So the interleaving between two barriers, and the order of blocks,
-// change with the seed: code that needs a barrier it lacks, or depends on block order,
-// changes bits between seeds. A barrier not reached by every live thread, a warp
-// operation not reached by every lane of its mask, and a lane outside its own mask are
-// errors, named with the kernel, block and thread.
+// its stream. There several blocks at a time run interleaved, in an order drawn from
+// CUDA_EMU_SEED; every CUDA thread is a fiber (a stack of its own and a register switch),
+// and the scheduler switches between them at __syncthreads, __syncwarp, shuffles and votes,
+// and now and then at a memory access, picking the next runnable thread at random
+// (seeded). So the interleaving, within a block and between blocks, changes with the seed:
+// code that needs a barrier or an atomic it lacks, or depends on block order, changes bits
+// between seeds. A barrier not reached by every live thread, a warp operation not reached
+// by every lane of its mask, and a lane outside its own mask are errors, named with the
+// kernel, block and thread. Every load and store of the kernels is checked (the memory
+// checks below): the bounds of shared and global memory, alignment, and races.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "device.h"
@@ -115,6 +119,7 @@ enum State { READY, AT_BARRIER, AT_WARP, DONE };
 enum WarpOp { WOP_NONE, WOP_SYNC, WOP_SHFL, WOP_VOTE };
 
 struct Block;
+struct Grid;
 struct Thread {
     ThreadView view;
     int linear = 0, lane = 0, warp = 0;
@@ -132,36 +137,125 @@ struct Thread {
 #endif
 };
 
-struct Block {
-    const char *kernel = "";
-    const void *sched_bottom = nullptr;   // ASan: the scheduler's stack
-    size_t sched_size = 0;
-    const char *file = "";
-    int line = 0;
-    std::function<void()> *body = nullptr;
-    std::vector<Thread> threads;
-    int nthreads = 0;
-    void *sched_sp = nullptr;      // the scheduler's saved stack pointer
-    uint64_t rng = 0;
-    Thread *running = nullptr;
-    int barriers_done = 0;
-    std::string error;   // set by a fiber that found misuse; the scheduler reports it
+// The warp's clocks for the race check: vc[l][m] is what lane l knows of lane m's clock
+// (vc[l][l] is lane l's own). A warp operation joins the clocks of the lanes in its mask,
+// then each of them moves its own on: an access of lane m with clock c is ordered before
+// lane l's later accesses iff vc[l][m] >= c.
+struct WarpClock {
+    uint32_t vc[32][32];
 };
 
-// Per host thread: the fiber stacks, reused from block to block and launch to launch.
-static thread_local std::vector<char *> t_stacks;
-static thread_local Block *t_block = nullptr;
+// A block's shared memory: one region per slot of the scheduler, each followed by an
+// unmapped page. Static __shared__ variables are placed from its start as their
+// declarations are reached (each filled with a pattern drawn for the block, with a gap
+// between them); dynamic shared memory is exactly the launch's size, ending where the
+// unmapped page begins (less under 256 bytes of alignment, which the access check covers).
+static const size_t SMEM_REGION = 232 * 1024;
+struct SharedVar {
+    uint64_t key;
+    char *ptr;
+    size_t bytes;
+    const char *name;
+};
+
+struct Block {
+    Grid *grid = nullptr;
+    int slot = 0;
+    uint32_t id = 0;               // linear block index
+    uint32_t serial = 0;           // this run of a block, for the shared-memory race check
+    std::vector<Thread> threads;
+    int nthreads = 0, live = 0, at_barrier = 0;
+    uint32_t bar = 0;              // barriers completed
+    std::vector<WarpClock> clocks;
+    bool clock_overflow = false;   // a counter ran out: no race check for the rest of the block
+    char *smem = nullptr;          // the slot's region
+    char *dyn = nullptr;           // dynamic shared memory: [dyn, dyn + smem)
+    size_t static_used = 0;
+    std::vector<SharedVar> vars;
+    uint64_t rng = 0;
+    bool active = false;
+};
+
+// The race check's record of one access (16 bytes), and a shadow cell: the last write and
+// the last read of 8 bytes of memory.
+struct Rec {
+    uint32_t gen;                  // launch (global memory) or block run (shared memory); 0: none
+    uint32_t block_atomic;         // linear block << 1 | atomic
+    uint32_t bar_mask;             // barriers completed << 8 | bytes of the 8 touched
+    uint32_t clk_tid;              // lane clock << 10 | linear thread index
+};
+struct Cell {
+    Rec w, r;
+};
+
+struct Grid {
+    std::string name, file;
+    int line;
+    const void *kernel;
+    dim3 g, b;
+    size_t smem;
+    std::vector<emu::LaunchArg> ptrs;
+    std::function<void()> body;
+    uint64_t launch_no;
+    uint32_t gen;
+    bool racecheck;   // this launch's accesses go through the race check
+};
+
+// Per host thread (a stream's worker): the fiber stacks, shared regions and race-check
+// shadows, reused from launch to launch.
+// They go back when the thread ends (a destroyed stream's worker): a program that makes
+// and destroys many streams would otherwise run out of mappings.
+struct ThreadMaps {
+    std::vector<char *> stacks, regions;
+    std::vector<Cell *> region_shadow;
+    Cell *arena_shadow = nullptr;
+    ~ThreadMaps();
+};
+static thread_local ThreadMaps t_maps;
+#define t_stacks (t_maps.stacks)
+#define t_regions (t_maps.regions)
+#define t_region_shadow (t_maps.region_shadow)
+static thread_local Thread *t_cur = nullptr;     // the CUDA thread running now
+static thread_local Grid *t_grid = nullptr;      // the grid this host thread runs
+static thread_local void *t_sched_sp = nullptr;  // the scheduler's saved stack pointer
+#ifdef EMU_ASAN
+static thread_local const void *t_sched_bottom = nullptr;
+static thread_local size_t t_sched_size = 0;
+#endif
+static thread_local std::string t_error;         // misuse a fiber found; the scheduler reports it
+
+static char *map_guarded(size_t bytes, const char *what) {
+    char *p = (char *)mmap(nullptr, bytes + 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                           -1, 0);
+    if (p == MAP_FAILED) emu::die("no memory for %s (%zu bytes): %s", what, bytes, strerror(errno));
+    mprotect(p, 4096, PROT_NONE);
+    mprotect(p + 4096 + bytes, 4096, PROT_NONE);
+    return p + 4096;
+}
 
 static char *stack_for(int i) {
     while ((int)t_stacks.size() <= i) {
         // a guard page below each stack: an overflow faults instead of corrupting a neighbour
         char *p = (char *)mmap(nullptr, STACK_BYTES + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                                -1, 0);
-        if (p == MAP_FAILED) emu::die("out of memory for fiber stacks (%zu bytes each)", STACK_BYTES);
+        if (p == MAP_FAILED) emu::die("no memory for fiber stacks (%zu bytes each): %s", STACK_BYTES, strerror(errno));
         mprotect(p, 4096, PROT_NONE);
         t_stacks.push_back(p + 4096);
     }
     return t_stacks[(size_t)i];
+}
+
+static char *region_for(int slot) {
+    while ((int)t_regions.size() <= slot) {
+        t_regions.push_back(map_guarded(SMEM_REGION, "shared memory"));
+        t_region_shadow.push_back(nullptr);
+    }
+    return t_regions[(size_t)slot];
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b) {
+    while (b) { uint64_t t = a % b; a = b; b = t; }
+    return a;
 }
 
 static uint64_t next_rand(uint64_t *s) {
@@ -171,63 +265,85 @@ static uint64_t next_rand(uint64_t *s) {
     return x ^ (x >> 31);
 }
 
+static uint3 block_index(const Grid *g, uint64_t id) {
+    return make_uint3((unsigned)(id % g->g.x), (unsigned)(id / g->g.x % g->g.y), (unsigned)(id / ((uint64_t)g->g.x * g->g.y)));
+}
+static uint3 thread_index(const Grid *g, unsigned i) {
+    return make_uint3(i % g->b.x, i / g->b.x % g->b.y, i / (g->b.x * g->b.y));
+}
+
 static std::string where(const Block *b, const Thread *t) {
     char buf[384];
-    snprintf(buf, sizeof buf, "kernel %s (launched at %s:%d), block (%u,%u,%u), thread (%u,%u,%u)", b->kernel, b->file,
-             b->line, t->view.block_idx.x, t->view.block_idx.y, t->view.block_idx.z, t->view.thread_idx.x,
-             t->view.thread_idx.y, t->view.thread_idx.z);
+    snprintf(buf, sizeof buf, "kernel %s (launched at %s:%d), block (%u,%u,%u), thread (%u,%u,%u)", b->grid->name.c_str(),
+             b->grid->file.c_str(), b->grid->line, t->view.block_idx.x, t->view.block_idx.y, t->view.block_idx.z,
+             t->view.thread_idx.x, t->view.thread_idx.y, t->view.thread_idx.z);
     return buf;
+}
+
+// ---------------------------------------------------------------- settings
+
+struct Settings {
+    int blocks_at_once;      // CUDA_EMU_BLOCKS: blocks interleaved (default 4)
+    int racecheck;           // CUDA_EMU_RACECHECK: 0 off, 1 the first launch of each kernel and block shape (default), 2 all
+    uint32_t preempt;        // CUDA_EMU_PREEMPT: mean shared/global accesses between forced switches (0: none)
+};
+static Settings g_settings;   // read once, before the first grid runs
+static const Settings &settings() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        emu::init();
+        Settings &s = g_settings;
+        s.blocks_at_once = (int)emu::env_u64("CUDA_EMU_BLOCKS", 4);
+        if (s.blocks_at_once < 1) s.blocks_at_once = 1;
+        s.racecheck = (int)emu::env_u64("CUDA_EMU_RACECHECK", 1);
+        s.preempt = (uint32_t)emu::env_u64("CUDA_EMU_PREEMPT", 64);
+    });
+    return g_settings;
 }
 
 // ---------------------------------------------------------------- fiber switching
 
 static void switch_to_scheduler(Thread *t) {
-    Block *b = t->blk;
 #ifdef EMU_ASAN
-    __sanitizer_start_switch_fiber(t->state == DONE ? nullptr : &t->fake_stack, b->sched_bottom, b->sched_size);
+    __sanitizer_start_switch_fiber(t->state == DONE ? nullptr : &t->fake_stack, t_sched_bottom, t_sched_size);
 #endif
-    emu_ctx_switch(&t->sp, b->sched_sp);
+    emu_ctx_switch(&t->sp, t_sched_sp);
 #ifdef EMU_ASAN
-    __sanitizer_finish_switch_fiber(t->fake_stack, &b->sched_bottom, &b->sched_size);
+    __sanitizer_finish_switch_fiber(t->fake_stack, &t_sched_bottom, &t_sched_size);
 #endif
     t_view = &t->view;
 }
 
 extern "C" void emu_fiber_main() {
-    Block *b = t_block;
-    Thread *t = b->running;
+    Thread *t = t_cur;
 #ifdef EMU_ASAN
-    __sanitizer_finish_switch_fiber(nullptr, &b->sched_bottom, &b->sched_size);
+    __sanitizer_finish_switch_fiber(nullptr, &t_sched_bottom, &t_sched_size);
 #endif
     t_view = &t->view;
-    (*b->body)();
+    t_grid->body();
     t->state = DONE;
     switch_to_scheduler(t);
     emu::die("a finished CUDA thread was resumed");
 }
 
-static void run_fiber(Block *b, Thread *t) {
-    b->running = t;
+static void run_fiber(Thread *t) {
+    t_cur = t;
     t_view = &t->view;
 #ifdef EMU_ASAN
     void *fake = nullptr;
     __sanitizer_start_switch_fiber(&fake, t->stack, STACK_BYTES);
 #endif
-    emu_ctx_switch(&b->sched_sp, t->sp);
+    emu_ctx_switch(&t_sched_sp, t->sp);
 #ifdef EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
     t_view = nullptr;
+    t_cur = nullptr;
 }
 
-// The running thread stops here until the scheduler resumes it; misuse found by the
-// scheduler meanwhile ends the program there.
-static void yield(Thread *t) { switch_to_scheduler(t); }
-
 static Thread *current() {
-    Block *b = t_block;
-    if (!b || !b->running) emu::die("__syncthreads or a warp operation outside a kernel");
-    return b->running;
+    if (!t_cur) emu::die("__syncthreads, a warp operation or shared memory outside a kernel");
+    return t_cur;
 }
 
 // ---------------------------------------------------------------- barriers and warp operations
@@ -235,17 +351,20 @@ static Thread *current() {
 void barrier() {
     Thread *t = current();
     t->state = AT_BARRIER;
-    yield(t);
+    switch_to_scheduler(t);
+}
+
+static std::string hex32(unsigned v) {
+    char h[16];
+    snprintf(h, sizeof h, "0x%08x", v);
+    return h;
 }
 
 static uint64_t warp_op(WarpOp op, unsigned mask, int kind, int arg, int width, uint64_t value) {
     Thread *t = current();
-    if (!(mask >> t->lane & 1u)) {
-        t->blk->error = where(t->blk, t) + ": lane " + std::to_string(t->lane) + " calls a warp operation with mask 0x" +
-                        ([&] { char h[16]; snprintf(h, sizeof h, "%08x", mask); return std::string(h); })() +
-                        " that does not include it (undefined behaviour)";
-        emu::die("%s", t->blk->error.c_str());
-    }
+    if (!(mask >> t->lane & 1u))
+        emu::die("%s: lane %d calls a warp operation with mask %s that does not include it (undefined behaviour)",
+                 where(t->blk, t).c_str(), t->lane, hex32(mask).c_str());
     if (width <= 0 || width > 32 || (width & (width - 1)))
         emu::die("%s: warp operation with width %d (a power of two up to 32)", where(t->blk, t).c_str(), width);
     t->wop = op;
@@ -255,7 +374,7 @@ static uint64_t warp_op(WarpOp op, unsigned mask, int kind, int arg, int width, 
     t->wwidth = width;
     t->wvalue = value;
     t->state = AT_WARP;
-    yield(t);
+    switch_to_scheduler(t);
     t->wop = WOP_NONE;
     return t->wresult;
 }
@@ -270,9 +389,9 @@ unsigned warp_vote(unsigned mask, int pred, VoteKind kind) {
     return (unsigned)warp_op(WOP_VOTE, mask, kind, 0, 32, pred ? 1 : 0);
 }
 
-// The lanes of warp w waiting at a warp operation whose whole mask is waiting at the same
-// one: their results, and READY again. Returns 1 if it released any.
-static int try_complete_warp(Block *b, int w) {
+// Warp w's lanes waiting at a warp operation whose whole mask is there: their results,
+// their clocks joined, and READY again (appended to ready). -1 with t_error on misuse.
+static int try_complete_warp(Block *b, int w, std::vector<Thread *> &ready) {
     Thread *lanes[32] = {nullptr};
     int base = w * 32;
     for (int l = 0; l < 32 && base + l < b->nthreads; l++) lanes[l] = &b->threads[(size_t)(base + l)];
@@ -286,21 +405,20 @@ static int try_complete_warp(Block *b, int w) {
             if (!(mask >> m & 1u)) continue;
             Thread *o = lanes[m];
             if (!o) {
-                b->error = where(b, t) + ": warp operation mask names lane " + std::to_string(m) +
-                           ", which this block does not have";
+                t_error = where(b, t) + ": warp operation mask names lane " + std::to_string(m) +
+                          ", which this block does not have";
                 return -1;
             }
             if (o->state == DONE || o->state == AT_BARRIER) {
-                b->error = where(b, t) + ": a warp operation (mask 0x" +
-                           ([&] { char h[16]; snprintf(h, sizeof h, "%08x", mask); return std::string(h); })() +
-                           ") whose lane " + std::to_string(m) + (o->state == DONE ? " has exited" : " waits at __syncthreads") +
-                           ": every lane of the mask must reach the same operation";
+                t_error = where(b, t) + ": a warp operation (mask " + hex32(mask) + ") whose lane " + std::to_string(m) +
+                          (o->state == DONE ? " has exited" : " waits at __syncthreads") +
+                          ": every lane of the mask must reach the same operation";
                 return -1;
             }
             if (o->state != AT_WARP) { all = false; break; }
             if (o->wop != t->wop || o->wmask != mask || o->wkind != t->wkind) {
-                b->error = where(b, t) + ": lanes of one mask at different warp operations (lane " + std::to_string(l) +
-                           " and lane " + std::to_string(m) + ")";
+                t_error = where(b, t) + ": lanes of one mask at different warp operations (lane " + std::to_string(l) +
+                          " and lane " + std::to_string(m) + ")";
                 return -1;
             }
         }
@@ -324,107 +442,500 @@ static int try_complete_warp(Block *b, int w) {
                 case SHFL_UP: src = m - o->warg; if (src < seg) src = m; break;
                 }
                 if (!(mask >> src & 1u)) {
-                    b->error = where(b, o) + ": shuffle reads lane " + std::to_string(src) +
-                               ", which is not in the mask (its value is undefined)";
+                    t_error = where(b, o) + ": shuffle reads lane " + std::to_string(src) +
+                              ", which is not in the mask (its value is undefined)";
                     return -1;
                 }
                 r = vals[src];
             } else if (o->wop == WOP_VOTE) {
-                unsigned inmask = ballot;
                 switch ((VoteKind)o->wkind) {
-                case VOTE_BALLOT: r = inmask; break;
-                case VOTE_ANY: r = inmask != 0; break;
-                case VOTE_ALL: r = inmask == mask; break;
+                case VOTE_BALLOT: r = ballot; break;
+                case VOTE_ANY: r = ballot != 0; break;
+                case VOTE_ALL: r = ballot == mask; break;
                 }
             }
             o->wresult = r;
             o->state = READY;
-            released = 1;
+            ready.push_back(o);
         }
+        // the lanes of the mask synchronize: each learns what the others knew, then moves on
+        WarpClock &wc = b->clocks[(size_t)w];
+        uint32_t joined[32] = {0};
+        for (int m = 0; m < 32; m++)
+            if (mask >> m & 1u)
+                for (int k = 0; k < 32; k++) joined[k] = joined[k] > wc.vc[m][k] ? joined[k] : wc.vc[m][k];
+        for (int m = 0; m < 32; m++)
+            if (mask >> m & 1u) {
+                memcpy(wc.vc[m], joined, sizeof joined);
+                if (++wc.vc[m][m] >= (1u << 22)) b->clock_overflow = true;
+            }
+        released = 1;
     }
     return released;
 }
 
-// Nothing is runnable: release a complete barrier or warp operation, or report why not.
-static int unblock(Block *b) {
-    int live = 0, at_barrier = 0, at_warp = 0;
-    for (int i = 0; i < b->nthreads; i++) {
-        State s = b->threads[(size_t)i].state;
-        if (s != DONE) live++;
-        if (s == AT_BARRIER) at_barrier++;
-        if (s == AT_WARP) at_warp++;
-    }
-    if (live == 0) return 0;
-    int released = 0;
-    for (int w = 0; w * 32 < b->nthreads; w++) {
-        int r = try_complete_warp(b, w);
-        if (r < 0) return -1;
-        released |= r;
-    }
-    if (released) return 1;
-    // CUDA: "__syncthreads() is allowed in conditional code but only if the conditional
-    // evaluates identically across the entire thread block": a thread that exited never
-    // arrives, so the barrier completes only when every thread of the block is there.
-    if (at_barrier == b->nthreads) {
-        for (int i = 0; i < b->nthreads; i++)
-            if (b->threads[(size_t)i].state == AT_BARRIER) b->threads[(size_t)i].state = READY;
-        b->barriers_done++;
-        return 1;
-    }
-    // stuck: describe it
+// Nothing can run: says why block b is stuck (t_error).
+static void describe_stuck(Block *b) {
+    int at_warp = 0;
     const Thread *first_barrier = nullptr, *first_other = nullptr;
     for (int i = 0; i < b->nthreads; i++) {
         const Thread *t = &b->threads[(size_t)i];
+        if (t->state == AT_WARP) at_warp++;
         if (t->state == AT_BARRIER && !first_barrier) first_barrier = t;
         if (t->state != AT_BARRIER && !first_other) first_other = t;
     }
     char msg[512];
-    if (at_barrier > 0)
+    // CUDA: "__syncthreads() is allowed in conditional code but only if the conditional
+    // evaluates identically across the entire thread block": a thread that exited never
+    // arrives, so the barrier completes only when every thread of the block is there.
+    if (b->at_barrier > 0)
         snprintf(msg, sizeof msg,
                  ": __syncthreads reached by %d of the block's %d threads (%d exited, %d wait at a warp operation; "
                  "first missing: thread %u); a barrier must be reached by every thread of the block",
-                 at_barrier, b->nthreads, b->nthreads - live, at_warp, first_other ? first_other->view.thread_idx.x : 0u);
+                 b->at_barrier, b->nthreads, b->nthreads - b->live, at_warp,
+                 first_other ? first_other->view.thread_idx.x : 0u);
     else
         snprintf(msg, sizeof msg, ": %d threads wait at warp operations that can never complete", at_warp);
-    b->error = where(b, first_barrier ? first_barrier : first_other) + msg;
-    return -1;
+    t_error = where(b, first_barrier ? first_barrier : first_other) + msg;
 }
 
-static void run_block(Block *b) {
+// ---------------------------------------------------------------- shared memory
+
+static std::atomic<uint32_t> g_block_serial{1};
+
+static void fill_pattern(char *p, size_t n, uint64_t seed) {
+    uint64_t s = seed;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v = next_rand(&s);
+        memcpy(p + i, &v, 8);
+    }
+    for (; i < n; i++) p[i] = (char)next_rand(&s);
+}
+
+void *block_shared(uint64_t key, size_t bytes, size_t align, const char *name) {
+    Block *b = current()->blk;
+    for (const SharedVar &v : b->vars)
+        if (v.key == key) return v.ptr;
+    if (align < 16) align = 16;
+    size_t at = (b->static_used + align - 1) / align * align;
+    if (at + bytes > (size_t)(b->dyn - b->smem))
+        emu::die("%s: static shared memory (%zu bytes with __shared__ %s) and %zu bytes of dynamic shared memory exceed "
+                 "the %zu bytes the emulator gives a block", where(b, t_cur).c_str(), at + bytes, name, b->grid->smem,
+                 SMEM_REGION);
+    SharedVar v{key, b->smem + at, bytes, name};
+    fill_pattern(v.ptr, bytes, b->rng ^ key);
+    b->static_used = at + bytes + 16;   // a gap: an overrun of one variable is not inside the next
+    b->vars.push_back(v);
+    return v.ptr;
+}
+
+void *dynamic_shared(size_t align, const char *name) {
+    Block *b = current()->blk;
+    if ((uintptr_t)b->dyn % align)
+        emu::die("%s: extern __shared__ %s asks for %zu-byte alignment (the emulator gives 256)", where(b, t_cur).c_str(),
+                 name, align);
+    return b->dyn;
+}
+
+// ---------------------------------------------------------------- the memory checks
+// Every load and store of the project's device code is compiled with -fsanitize=thread's
+// instrumentation (emu.mk), and the calls it makes land here (the __tsan_* functions at
+// the end of this file). Outside a kernel, and for memory that is neither this block's
+// shared memory nor the arena (a thread's locals, the launch's arguments), they do nothing.
+// Otherwise: the bounds (the shared variable or the dynamic shared memory, the allocation),
+// the alignment (an N-byte access to an N-aligned address, as the GPU requires), the race
+// check, and now and then a switch to another CUDA thread (CUDA_EMU_PREEMPT), so that an
+// update that is not atomic can lose another thread's.
+
+enum { ACC_READ = 0, ACC_WRITE = 1, ACC_ATOMIC = 2 };
+
+static thread_local uint64_t t_preempt_rng = 1;
+static thread_local int64_t t_preempt_left = 1 << 30;
+
+static void preempt(Thread *t) {
+    t_preempt_left = 1 + (int64_t)(next_rand(&t_preempt_rng) % (2 * (uint64_t)g_settings.preempt));
+    switch_to_scheduler(t);   // stays READY: the scheduler puts it back among the runnable
+}
+
+// The allocation cache of this host thread: the last few allocations kernels touched.
+struct AllocCache {
+    uintptr_t lo, hi;
+};
+static thread_local AllocCache t_acache[8];
+static thread_local int t_acache_n = 0, t_acache_next = 0;
+static thread_local uint64_t t_acache_frees = ~0ull;
+
+// The race check's shadow of the arena, one per host thread that runs kernels (each
+// launch runs on one): the cells of address a are at (a - arena start) / 8. Reserved
+// address space; pages appear as kernels touch memory. Records of freed memory stay, and
+// are stale: a record counts only within its own launch.
+#define t_arena_shadow (t_maps.arena_shadow)
+
+static size_t arena_shadow_bytes() { return (emu::g_arena_hi - emu::g_arena_lo) / 8 * sizeof(Cell); }
+static size_t region_shadow_bytes() { return (SMEM_REGION + 7) / 8 * sizeof(Cell); }
+
+ThreadMaps::~ThreadMaps() {
+    for (char *p : stacks) munmap(p - 4096, STACK_BYTES + 4096);
+    for (char *p : regions) munmap(p - 4096, SMEM_REGION + 2 * 4096);
+    for (Cell *p : region_shadow)
+        if (p) munmap(p, region_shadow_bytes());
+    if (arena_shadow) munmap(arena_shadow, arena_shadow_bytes());
+}
+
+static Cell *arena_shadow() {
+    if (!t_arena_shadow) {
+        size_t n = arena_shadow_bytes();
+        void *p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) emu::die("no address space for the race check's shadow (%zu bytes)", n);
+        t_arena_shadow = (Cell *)p;
+    }
+    return t_arena_shadow;
+}
+
+static Cell *new_shadow(size_t bytes) {
+    size_t n = (bytes + 7) / 8 * sizeof(Cell);
+    void *p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) emu::die("out of memory for the race check's shadow of %zu bytes", bytes);
+    return (Cell *)p;
+}
+
+// At each launch (cudaFree waits for the device, so nothing is freed while a grid runs).
+static void refresh_alloc_cache() {
+    uint64_t f = emu::free_count();
+    if (f != t_acache_frees) {   // something was freed since: the cache may hold it
+        t_acache_frees = f;
+        t_acache_n = 0;
+    }
+}
+
+static AllocCache *cached_alloc(uintptr_t a) {
+    if (t_acache_n && a - t_acache[0].lo < t_acache[0].hi - t_acache[0].lo) return &t_acache[0];
+    for (int i = 1; i < t_acache_n; i++)
+        if (a - t_acache[i].lo < t_acache[i].hi - t_acache[i].lo) {
+            std::swap(t_acache[0], t_acache[i]);
+            return &t_acache[0];
+        }
+    emu::LiveAlloc la;
+    if (!emu::alloc_at(a, &la)) return nullptr;
+    // the newest in front (the next lookups most likely hit it), the one it displaces to a
+    // slot taken in turn
+    if (t_acache_n < 8) t_acache_n++;
+    int k = 1 + t_acache_next;
+    t_acache_next = (t_acache_next + 1) % 7;
+    if (k < t_acache_n) t_acache[k] = t_acache[0];
+    t_acache[0] = AllocCache{la.lo, la.hi};
+    return &t_acache[0];
+}
+
+[[noreturn]] static void access_error(Thread *t, const std::string &what) {
+    emu::die("%s: %s", where(t->blk, t).c_str(), what.c_str());
+}
+
+static std::string describe_addr(Thread *t, uintptr_t a, bool *shared) {
+    Block *b = t->blk;
+    char buf[320];
+    *shared = false;
+    if (a - (uintptr_t)b->smem < SMEM_REGION) {
+        *shared = true;
+        for (const SharedVar &v : b->vars)
+            if (a - (uintptr_t)v.ptr < v.bytes) {
+                snprintf(buf, sizeof buf, "byte %zu of __shared__ %s (%zu bytes)", (size_t)(a - (uintptr_t)v.ptr), v.name,
+                         v.bytes);
+                return buf;
+            }
+        snprintf(buf, sizeof buf, "byte %zu of the dynamic shared memory (%zu bytes)", (size_t)(a - (uintptr_t)b->dyn),
+                 b->grid->smem);
+        return buf;
+    }
+    emu::Alloc al;
+    if (emu::find_alloc((const void *)a, &al))
+        snprintf(buf, sizeof buf, "%p, byte %zu of the %zu-byte %s allocation at %p", (void *)a,
+                 (size_t)(a - (uintptr_t)al.base), al.bytes, emu::mem_kind_name(al.kind), (void *)al.base);
+    else
+        snprintf(buf, sizeof buf, "%p", (void *)a);
+    return buf;
+}
+
+static std::string other_thread(const Block *b, const Rec &r) {
+    const Grid *g = b->grid;
+    uint3 bi = block_index(g, r.block_atomic >> 1), ti = thread_index(g, r.clk_tid & 1023u);
+    char buf[160];
+    snprintf(buf, sizeof buf, "thread (%u,%u,%u) of block (%u,%u,%u)", ti.x, ti.y, ti.z, bi.x, bi.y, bi.z);
+    return buf;
+}
+
+// Whether the access r is ordered before the running thread's access now (same launch or
+// block run): the same thread; the same block with a barrier since; the same warp with a
+// warp operation since that covered both lanes.
+static inline bool ordered(const Thread *t, const Block *b, const Rec &r) {
+    if ((r.block_atomic >> 1) != (b->id & 0x7fffffffu)) return false;
+    uint32_t tid = r.clk_tid & 1023u;
+    if (tid == (uint32_t)t->linear) return true;
+    if ((b->bar & 0xffffffu) > (r.bar_mask >> 8)) return true;
+    if ((int)(tid >> 5) != t->warp) return false;
+    return b->clocks[(size_t)t->warp].vc[t->lane][tid & 31] >= (r.clk_tid >> 10);
+}
+
+[[noreturn]] static void report_race(Thread *t, uintptr_t a, size_t n, int kind, const Rec &r, bool prev_write) {
+    Block *b = t->blk;
+    bool shared;
+    std::string addr = describe_addr(t, a, &shared);
+    char buf[1024];
+    snprintf(buf, sizeof buf,
+             "data race on %s memory at %s: this thread %s %zu bytes, and %s %s it earlier in this launch with no "
+             "__syncthreads, warp operation covering both, or atomics ordering the two",
+             shared ? "shared" : "global", addr.c_str(), kind & ACC_WRITE ? "writes" : "reads", n,
+             other_thread(b, r).c_str(), prev_write ? ((r.block_atomic & 1) ? "atomically updated" : "wrote") : "read");
+    access_error(t, buf);
+}
+
+static inline void check_cell(Thread *t, Block *b, Cell *c, uint32_t gen, uint32_t mask, int kind, uintptr_t a,
+                              size_t n) {
+    const bool atomic = kind & ACC_ATOMIC;
+    const uint32_t me_block = (b->id & 0x7fffffffu) << 1 | (atomic ? 1u : 0u);
+    if (c->w.gen == gen && ((c->w.bar_mask & 0xffu) & mask) && !(atomic && (c->w.block_atomic & 1)) &&
+        !ordered(t, b, c->w))
+        report_race(t, a, n, kind, c->w, true);
+    Rec me{gen, me_block, (b->bar & 0xffffffu) << 8 | mask,
+           b->clocks[(size_t)t->warp].vc[t->lane][t->lane] << 10 | (uint32_t)t->linear};
+    if (kind & ACC_WRITE) {
+        if (c->r.gen == gen && ((c->r.bar_mask & 0xffu) & mask) && !(atomic && (c->r.block_atomic & 1)) &&
+            !ordered(t, b, c->r))
+            report_race(t, a, n, kind, c->r, false);
+        c->w = me;
+    } else {
+        c->r = me;
+    }
+}
+
+static void race_check(Thread *t, Block *b, Cell *shadow, uintptr_t base, uint32_t gen, uintptr_t a, size_t n,
+                       int kind) {
+    if (b->clock_overflow || b->bar >= (1u << 24)) return;
+    uintptr_t off = a - base, end = off + n;
+    for (uintptr_t g = off & ~(uintptr_t)7; g < end; g += 8) {
+        uintptr_t lo = g > off ? g : off, hi = g + 8 < end ? g + 8 : end;
+        uint32_t mask = ((1u << (hi - lo)) - 1) << (lo - g);
+        check_cell(t, b, &shadow[g / 8], gen, mask, kind, a, n);
+    }
+}
+
+static void check_access(const void *p, size_t n, int kind, bool aligned) {
+    Thread *t = t_cur;
+    if (!t) return;
+    uintptr_t a = (uintptr_t)p;
+    Block *b = t->blk;
+    if (a - (uintptr_t)b->smem < SMEM_REGION + 4096) {   // this block's shared memory (and the page after it)
+        uintptr_t dyn = (uintptr_t)b->dyn;
+        bool inside = false;
+        if (a >= dyn) {
+            inside = a + n <= dyn + b->grid->smem;
+        } else {
+            for (const SharedVar &v : b->vars)
+                if (a - (uintptr_t)v.ptr < v.bytes) {
+                    inside = a + n <= (uintptr_t)v.ptr + v.bytes;
+                    break;
+                }
+        }
+        if (!inside) {
+            char buf[512];
+            bool shared;
+            std::string at = describe_addr(t, a, &shared);
+            if (a >= dyn)
+                snprintf(buf, sizeof buf,
+                         "out-of-bounds shared memory access: %zu bytes at byte %zu of the dynamic shared memory, "
+                         "which is the launch's %zu bytes", n, (size_t)(a - dyn), b->grid->smem);
+            else
+                snprintf(buf, sizeof buf,
+                         "out-of-bounds shared memory access: %zu bytes at %s, outside every __shared__ variable of "
+                         "the block (or running past the end of one)", n, at.c_str());
+            access_error(t, buf);
+        }
+        if (aligned && n > 1 && a % n)
+            access_error(t, "misaligned shared memory access: " + std::to_string(n) + " bytes at an address " +
+                                std::to_string(a % n) + " bytes past a multiple of " + std::to_string(n));
+        if (t_grid->racecheck) {
+            Cell *&sh = t_region_shadow[(size_t)b->slot];
+            if (!sh) sh = new_shadow(SMEM_REGION);   // region_shadow_bytes()
+            race_check(t, b, sh, (uintptr_t)b->smem, b->serial, a, n, kind);
+        }
+    } else if (emu::in_arena(a)) {
+        AllocCache *c = cached_alloc(a);
+        if (!c || a + n > c->hi) {
+            bool shared;
+            char buf[512];
+            snprintf(buf, sizeof buf, "out-of-bounds global memory access: %s %zu bytes at %s%s",
+                     kind & ACC_WRITE ? "writes" : "reads", n, describe_addr(t, a, &shared).c_str(),
+                     c ? ", running past its end" : ", inside no live allocation (past one's end, or freed)");
+            access_error(t, buf);
+        }
+        if (aligned && n > 1 && a % n)
+            access_error(t, "misaligned global memory access: " + std::to_string(n) + " bytes at " +
+                                [&] { bool s; return describe_addr(t, a, &s); }() + ", not a multiple of " +
+                                std::to_string(n) + " (a GPU faults: misaligned address)");
+        if (t_grid->racecheck) race_check(t, b, arena_shadow(), emu::g_arena_lo, t_grid->gen, a, n, kind);
+    } else {
+        return;   // a thread's locals, the launch's arguments, host memory the kernel engine keeps
+    }
+    if (--t_preempt_left <= 0 && g_settings.preempt) preempt(t);
+}
+
+// ---------------------------------------------------------------- the scheduler
+// Up to CUDA_EMU_BLOCKS blocks of the grid run at once, in an order drawn from the seed;
+// the scheduler runs one CUDA thread at a time, picked at random (seeded) among the
+// runnable threads of all of them, until it reaches a barrier, a warp operation, its end,
+// or a forced switch at a memory access. A warp operation completes as soon as every lane
+// of its mask is there (it synchronizes the warp, not the block); a barrier when every
+// thread of the block is.
+
+static void start_block(Grid *gr, Block *b, uint64_t id, uint64_t *key, std::vector<Thread *> &ready) {
+    b->id = (uint32_t)id;
+    b->serial = g_block_serial++;
+    if (!b->serial) b->serial = g_block_serial++;
+    b->rng = next_rand(key);
+    uint3 bid = block_index(gr, id);
+    b->live = b->nthreads;
+    b->at_barrier = 0;
+    b->bar = 0;
+    b->clock_overflow = false;
+    for (WarpClock &wc : b->clocks) {
+        memset(wc.vc, 0, sizeof wc.vc);
+        for (int l = 0; l < 32; l++) wc.vc[l][l] = 1;
+    }
+    b->smem = region_for(b->slot);
+    b->dyn = (char *)(((uintptr_t)b->smem + SMEM_REGION - gr->smem) & ~(uintptr_t)255);
+    b->static_used = 0;
+    b->vars.clear();
+    fill_pattern(b->dyn, gr->smem, b->rng);   // what earlier blocks left: a seeded pattern
     for (int i = 0; i < b->nthreads; i++) {
         Thread *t = &b->threads[(size_t)i];
+        t->view.block_idx = bid;
         t->state = READY;
         t->wop = WOP_NONE;
         t->blk = b;
-        t->stack = stack_for(i);
+        t->stack = stack_for(b->slot * b->nthreads + i);
         t->sp = fiber_stack_init(t->stack, STACK_BYTES);
+        ready.push_back(t);
     }
-    t_block = b;
-    std::vector<int> ready;
-    ready.reserve((size_t)b->nthreads);
+    b->active = true;
+}
+
+static void run_grid(Grid *gr) {
+    for (size_t i = 0; i < gr->ptrs.size(); i++) {
+        const void *p = gr->ptrs[i].ptr;
+        if (p && !emu::device_accessible(p, 1)) {
+            emu::fault(cudaErrorIllegalAddress,
+                       "kernel %s (launched at %s:%d): pointer argument %zu = %p is %s memory, which a kernel cannot "
+                       "reach (cudaMalloc or pinned memory only)",
+                       gr->name.c_str(), gr->file.c_str(), gr->line, i + 1, p,
+                       emu::find_alloc(p, nullptr) ? "unknown" : "pageable host or freed");
+            return;
+        }
+    }
+    const Settings &st = settings();
+    refresh_alloc_cache();
+    uint64_t nblocks = (uint64_t)gr->g.x * gr->g.y * gr->g.z;
+    int nthreads = (int)(gr->b.x * gr->b.y * gr->b.z);
+    uint64_t key = emu::seed() * 0x9e3779b97f4a7c15ull ^ (gr->launch_no + 1) * 0xd1b54a32d192ed03ull;
+    t_preempt_rng = next_rand(&key);
+    t_preempt_left = st.preempt ? 1 + (int64_t)(next_rand(&t_preempt_rng) % (2 * (uint64_t)st.preempt)) : (1ll << 62);
+    // blocks in the order i -> (a*i + c) mod n, a bijection drawn from the seed
+    uint64_t a = 1, c = 0;
+    if (nblocks > 1) {
+        a = next_rand(&key) % nblocks;
+        while (a == 0 || gcd64(a, nblocks) != 1) a = (a + 1) % nblocks;
+        c = next_rand(&key) % nblocks;
+    }
+    // at most 2048 CUDA threads at once (each a stack and its guard page: mappings are finite)
+    int slots = (int)(nblocks < (uint64_t)st.blocks_at_once ? nblocks : (uint64_t)st.blocks_at_once);
+    if (slots > 1 && slots * nthreads > 2048) slots = 2048 / nthreads > 1 ? 2048 / nthreads : 1;
+    std::vector<Block> blocks((size_t)slots);
+    for (int s = 0; s < slots; s++) {
+        Block &b = blocks[(size_t)s];
+        b.grid = gr;
+        b.slot = s;
+        b.nthreads = nthreads;
+        b.threads.resize((size_t)nthreads);
+        b.clocks.resize((size_t)(nthreads + 31) / 32);
+        for (int i = 0; i < nthreads; i++) {
+            Thread &t = b.threads[(size_t)i];
+            t.linear = i;
+            t.lane = i % 32;
+            t.warp = i / 32;
+            t.view.thread_idx = thread_index(gr, (unsigned)i);
+            t.view.block_dim = gr->b;
+            t.view.grid_dim = gr->g;
+        }
+    }
+    t_grid = gr;
+    std::vector<Thread *> ready;
+    ready.reserve((size_t)slots * (size_t)nthreads);
+    uint64_t next_block = 0;
+    int active = 0;
+    uint64_t rng = next_rand(&key);
+    auto fail = [&]() { emu::die("%s", t_error.c_str()); };
+    bool retired = true;   // a slot may be free: start the next blocks
     for (;;) {
-        ready.clear();
-        for (int i = 0; i < b->nthreads; i++)
-            if (b->threads[(size_t)i].state == READY) ready.push_back(i);
+        for (int s = 0; retired && s < slots && next_block < nblocks; s++) {
+            if (blocks[(size_t)s].active) continue;
+            uint64_t id = nblocks > 1 ? (uint64_t)((unsigned __int128)(a * (unsigned __int128)next_block + c) % nblocks) : 0;
+            next_block++;
+            start_block(gr, &blocks[(size_t)s], id, &key, ready);
+            active++;
+        }
+        retired = false;
         if (ready.empty()) {
-            int r = unblock(b);
-            if (r == 0) break;   // every thread done
-            if (r < 0) emu::die("%s", b->error.c_str());
-            continue;
+            if (active == 0) break;
+            // nothing can run: a warp operation or barrier that some lane or thread cannot reach
+            for (Block &b : blocks)
+                for (int w = 0; b.active && w * 32 < b.nthreads && t_error.empty(); w++) try_complete_warp(&b, w, ready);
+            if (t_error.empty())
+                for (Block &b : blocks)
+                    if (b.active) { describe_stuck(&b); break; }
+            fail();
         }
-        // run the ready threads in a random order, each until it blocks or ends
-        for (size_t k = ready.size(); k > 1; k--) {
-            size_t j = next_rand(&b->rng) % k;
-            std::swap(ready[k - 1], ready[j]);
+        size_t j = (size_t)(next_rand(&rng) % ready.size());
+        Thread *t = ready[j];
+        ready[j] = ready.back();
+        ready.pop_back();
+        run_fiber(t);
+        if (!t_error.empty()) fail();
+        Block *b = t->blk;
+        switch (t->state) {
+        case READY:   // switched out at a memory access
+            ready.push_back(t);
+            break;
+        case AT_WARP: {
+            // complete it once the last lane of its mask is there (misuse shows when nothing can run)
+            bool all = true;
+            for (unsigned m = t->wmask, base = (unsigned)t->warp * 32; m && all; m &= m - 1) {
+                unsigned l = base + (unsigned)__builtin_ctz(m);
+                all = l < (unsigned)b->nthreads && b->threads[l].state == AT_WARP;
+            }
+            if (all && try_complete_warp(b, t->warp, ready) < 0) fail();
+            break;
         }
-        for (int i : ready) {
-            Thread *t = &b->threads[(size_t)i];
-            if (t->state != READY) continue;
-            run_fiber(b, t);
-            if (!b->error.empty()) emu::die("%s", b->error.c_str());
+        case AT_BARRIER:
+            if (++b->at_barrier == b->nthreads) {
+                b->at_barrier = 0;
+                b->bar++;
+                for (Thread &o : b->threads) {
+                    o.state = READY;
+                    ready.push_back(&o);
+                }
+            }
+            break;
+        case DONE:
+            if (--b->live == 0) {
+                b->active = false;
+                active--;
+                retired = true;
+                emu::progress();
+            }
+            break;
         }
     }
-    t_block = nullptr;
+    t_grid = nullptr;
 }
 
 // ---------------------------------------------------------------- launch limits
@@ -520,78 +1031,18 @@ static cudaError_t check_config(const void *kernel, const char *name, const char
 
 // ---------------------------------------------------------------- the launch
 
-struct Grid {
-    std::string name, file;
-    int line;
-    dim3 g, b;
-    size_t smem;
-    std::vector<emu::LaunchArg> ptrs;
-    std::function<void()> body;
-    uint64_t launch_no;
-};
-
 static std::atomic<uint64_t> g_launches{0};
 
-static uint64_t gcd64(uint64_t a, uint64_t b) {
-    while (b) { uint64_t t = a % b; a = b; b = t; }
-    return a;
-}
-
-static void run_grid(Grid *gr) {
-    for (size_t i = 0; i < gr->ptrs.size(); i++) {
-        const void *p = gr->ptrs[i].ptr;
-        if (p && !emu::device_accessible(p, 1)) {
-            emu::fault(cudaErrorIllegalAddress,
-                       "kernel %s (launched at %s:%d): pointer argument %zu = %p is %s memory, which a kernel cannot "
-                       "reach (cudaMalloc or pinned memory only)",
-                       gr->name.c_str(), gr->file.c_str(), gr->line, i + 1, p,
-                       emu::find_alloc(p, nullptr) ? "unknown" : "pageable host or freed");
-            return;
-        }
-    }
-    uint64_t nblocks = (uint64_t)gr->g.x * gr->g.y * gr->g.z;
-    int nthreads = (int)(gr->b.x * gr->b.y * gr->b.z);
-    uint64_t key = emu::seed() * 0x9e3779b97f4a7c15ull ^ (gr->launch_no + 1) * 0xd1b54a32d192ed03ull;
-    // blocks in the order i -> (a*i + c) mod n, a bijection drawn from the seed
-    uint64_t a = 1, c = 0;
-    if (nblocks > 1) {
-        a = next_rand(&key) % nblocks;
-        while (a == 0 || gcd64(a, nblocks) != 1) a = (a + 1) % nblocks;
-        c = next_rand(&key) % nblocks;
-    }
-    Block b;
-    b.kernel = gr->name.c_str();
-    b.file = gr->file.c_str();
-    b.line = gr->line;
-    b.body = &gr->body;
-    b.nthreads = nthreads;
-    b.threads.resize((size_t)nthreads);
-    for (int i = 0; i < nthreads; i++) {
-        Thread &t = b.threads[(size_t)i];
-        t.linear = i;
-        t.lane = i % 32;
-        t.warp = i / 32;
-        t.view.thread_idx = make_uint3((unsigned)i % gr->b.x, (unsigned)i / gr->b.x % gr->b.y,
-                                       (unsigned)i / (gr->b.x * gr->b.y));
-        t.view.block_dim = gr->b;
-        t.view.grid_dim = gr->g;
-    }
-    for (uint64_t k = 0; k < nblocks; k++) {
-        uint64_t id = nblocks > 1 ? (unsigned __int128)(a * (unsigned __int128)k + c) % nblocks : 0;
-        uint3 bid = make_uint3((unsigned)(id % gr->g.x), (unsigned)(id / gr->g.x % gr->g.y),
-                               (unsigned)(id / ((uint64_t)gr->g.x * gr->g.y)));
-        for (int i = 0; i < nthreads; i++) b.threads[(size_t)i].view.block_idx = bid;
-        b.rng = next_rand(&key);
-        // dynamic shared memory holds what the previous block left: a fresh seeded pattern
-        for (int r = 0; r < emu_dynamic_smem_count; r++) {
-            unsigned char *p = (unsigned char *)emu_dynamic_smem[r].storage();
-            size_t n = gr->smem < emu_dynamic_smem[r].bytes ? gr->smem : emu_dynamic_smem[r].bytes;
-            uint64_t s = b.rng;
-            for (size_t j = 0; j < n; j++) p[j] = (unsigned char)next_rand(&s);
-        }
-        run_block(&b);
-        emu::progress();
-    }
+// The race check costs most of the emulated time: by default it watches the first launch
+// of each kernel with each block shape, whose threads' accesses follow the same indices as
+// in the later ones; CUDA_EMU_RACECHECK=2 watches every launch.
+static bool race_this_launch(const void *kernel, dim3 b) {
+    const Settings &st = settings();
+    if (st.racecheck != 1) return st.racecheck >= 2;
+    static std::mutex mu;
+    static std::map<std::tuple<const void *, unsigned, unsigned, unsigned>, int> seen;
+    std::lock_guard<std::mutex> lk(mu);
+    return seen[std::make_tuple(kernel, b.x, b.y, b.z)]++ == 0;
 }
 
 void launch(const void *kernel, const char *name, const char *file, int line, dim3 grid, dim3 block, size_t smem,
@@ -611,7 +1062,10 @@ void launch(const void *kernel, const char *name, const char *file, int line, di
     gr->smem = smem;
     gr->ptrs.assign(ptrs, ptrs + nptrs);
     gr->body = std::move(body);
+    gr->kernel = kernel;
+    gr->racecheck = race_this_launch(kernel, block);
     gr->launch_no = g_launches++;
+    gr->gen = (uint32_t)(gr->launch_no % 0xffffffffu) + 1;
     std::string what = std::string("kernel ") + name;
     e = emu::enqueue(stream, what.c_str(), [gr] { run_grid(gr.get()); });
     if (e != cudaSuccess) emu::record_error(e);
@@ -658,4 +1112,96 @@ extern "C" cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const voi
     if (!attr->maxDynamicSharedSizeBytes) attr->maxDynamicSharedSizeBytes = 48 * 1024 - lim->static_smem;
     attr->ptxVersion = attr->binaryVersion = emu::arch();
     return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- the instrumentation's entry points
+// What gcc's -fsanitize=thread calls (its documented ABI, libsanitizer/tsan/tsan_interface.h):
+// each plain access of N bytes, and each atomic operation, which these perform themselves.
+// There is no ThreadSanitizer runtime in the emulated programs: these are the whole of it.
+
+using emu_dev::check_access;
+using emu_dev::ACC_READ;
+using emu_dev::ACC_WRITE;
+using emu_dev::ACC_ATOMIC;
+
+extern "C" {
+void __tsan_init() {}
+void __tsan_func_entry(void *) {}
+void __tsan_func_exit() {}
+void __tsan_vptr_update(void **, void *) {}
+void __tsan_vptr_read(void **) {}
+void __tsan_read_range(void *p, unsigned long n) { check_access(p, n, ACC_READ, false); }
+void __tsan_write_range(void *p, unsigned long n) { check_access(p, n, ACC_WRITE, false); }
+#define EMU_TSAN_RW(N)                                                                                  \
+    void __tsan_read##N(void *p) { check_access(p, N, ACC_READ, true); }                               \
+    void __tsan_write##N(void *p) { check_access(p, N, ACC_WRITE, true); }                             \
+    void __tsan_unaligned_read##N(void *p) { check_access(p, N, ACC_READ, false); }                    \
+    void __tsan_unaligned_write##N(void *p) { check_access(p, N, ACC_WRITE, false); }                  \
+    void __tsan_volatile_read##N(void *p) { check_access(p, N, ACC_READ, true); }                      \
+    void __tsan_volatile_write##N(void *p) { check_access(p, N, ACC_WRITE, true); }
+EMU_TSAN_RW(1)
+EMU_TSAN_RW(2)
+EMU_TSAN_RW(4)
+EMU_TSAN_RW(8)
+EMU_TSAN_RW(16)
+#undef EMU_TSAN_RW
+
+void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+
+#define EMU_TSAN_ATOMIC(N, T)                                                                              \
+    T __tsan_atomic##N##_load(const volatile T *a, int) {                                                  \
+        check_access((const void *)a, sizeof(T), ACC_READ | ACC_ATOMIC, true);                             \
+        return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                       \
+    }                                                                                                      \
+    void __tsan_atomic##N##_store(volatile T *a, T v, int) {                                               \
+        check_access((const void *)a, sizeof(T), ACC_WRITE | ACC_ATOMIC, true);                            \
+        __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                          \
+    }                                                                                                      \
+    T __tsan_atomic##N##_exchange(volatile T *a, T v, int) {                                               \
+        check_access((const void *)a, sizeof(T), ACC_WRITE | ACC_ATOMIC, true);                            \
+        return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                                \
+    }                                                                                                      \
+    T __tsan_atomic##N##_fetch_add(volatile T *a, T v, int) {                                              \
+        check_access((const void *)a, sizeof(T), ACC_WRITE | ACC_ATOMIC, true);                            \
+        return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                                 \
+    }                                                                                                      \
+    T __tsan_atomic##N##_fetch_sub(volatile T *a, T v, int) {                                              \
+        check_access((const void *)a, sizeof(T), ACC_WRITE | ACC_ATOMIC, true);                            \
+        return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                                 \
+    }                                                                                                      \
+    T __tsan_atomic##N##_fetch_and(volatile T *a, T v, int) {                                              \
+        check_access((const void *)a, sizeof(T), ACC_WRITE | ACC_ATOMIC, true);                            \
+        return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                                 \
+    }                                                                                                      \
+    T __tsan_atomic##N##_fetch_or(volatile T *a, T v, int) {                                               \
+        check_access((const void *)a, sizeof(T), ACC_WRITE | ACC_ATOMIC, true);                            \
+        return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                                  \
+    }                                                                                                      \
+    T __tsan_atomic##N##_fetch_xor(volatile T *a, T v, int) {                                              \
+        check_access((const void *)a, sizeof(T), ACC_WRITE | ACC_ATOMIC, true);                            \
+        return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                                 \
+    }                                                                                                      \
+    T __tsan_atomic##N##_fetch_nand(volatile T *a, T v, int) {                                             \
+        check_access((const void *)a, sizeof(T), ACC_WRITE | ACC_ATOMIC, true);                            \
+        return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST);                                                \
+    }                                                                                                      \
+    int __tsan_atomic##N##_compare_exchange_strong(volatile T *a, T *c, T v, int, int) {                  \
+        check_access((const void *)a, sizeof(T), ACC_WRITE | ACC_ATOMIC, true);                            \
+        return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);            \
+    }                                                                                                      \
+    int __tsan_atomic##N##_compare_exchange_weak(volatile T *a, T *c, T v, int, int) {                    \
+        check_access((const void *)a, sizeof(T), ACC_WRITE | ACC_ATOMIC, true);                            \
+        return __atomic_compare_exchange_n(a, c, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);             \
+    }                                                                                                      \
+    T __tsan_atomic##N##_compare_exchange_val(volatile T *a, T c, T v, int, int) {                        \
+        check_access((const void *)a, sizeof(T), ACC_WRITE | ACC_ATOMIC, true);                            \
+        __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                  \
+        return c;                                                                                          \
+    }
+EMU_TSAN_ATOMIC(8, uint8_t)
+EMU_TSAN_ATOMIC(16, uint16_t)
+EMU_TSAN_ATOMIC(32, uint32_t)
+EMU_TSAN_ATOMIC(64, uint64_t)
+#undef EMU_TSAN_ATOMIC
 }

@@ -92,6 +92,18 @@ def parse(path):
     return muts
 
 
+def mirror(text, path):
+    """text as rewrite_launch.py puts it in the emulated build's sources (launches and shared
+    memory declarations rewritten): the mutation applies to the source, as a person edits it."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import rewrite_launch
+    if "<<<" in text:
+        text, _ = rewrite_launch.rewrite(text, path)
+    if hasattr(rewrite_launch, "rewrite_shared"):
+        text, _ = rewrite_launch.rewrite_shared(text, path)
+    return text
+
+
 def check(muts):
     bad = 0
     for m in muts:
@@ -106,8 +118,12 @@ def check(muts):
 
 def make(build, targets, log, frozen=True):
     cmd = ["make", "-j2", f"EMU={build}", "EMU_CXX=g++ -MD"]
-    if frozen:   # the rewritten sources stay as they are (mutated), whatever the working tree does
+    if frozen:   # the rewritten sources stay as they are (mutated), and the host objects as
+        # they are, whatever the working tree does meanwhile
         cmd += ["-o", f"{build}/src.stamp", "-o", f"{build}/rt/launch_limits.cpp"]
+        for lib in ["build/libzero.a", "build/libllmc.a", "build/gpt2_zero.o"] + \
+                glob.glob(os.path.join(ROOT, "build", "zero", "cuda", "*.o")):
+            cmd += ["-o", os.path.relpath(lib, ROOT)]
     with open(log, "w") as fh:
         return subprocess.run(cmd + [f"{build}/{p}" for p in targets], cwd=ROOT, stdout=fh,
                               stderr=subprocess.STDOUT).returncode == 0
@@ -118,7 +134,7 @@ def dependents(build, path):
     out = []
     for d in glob.glob(os.path.join(ROOT, build, "obj", "**", "*.d"), recursive=True):
         text = open(d).read().replace("\\\n", " ")
-        if path in text.split():
+        if path in {os.path.normpath(w) for w in text.split()}:   # the compiler writes a/b/../c
             out.append(d[:-2] + ".o")
     return out
 
@@ -199,7 +215,7 @@ def main():
         objs = dependents(build, src)
         saved = []
         try:
-            open(srcabs, "w").write(m.apply(orig))
+            open(srcabs, "w").write(mirror(m.apply(open(os.path.join(ROOT, m.file)).read()), m.file))
             for o in objs:
                 shutil.move(o, o + ".orig")
                 saved.append(o)

@@ -5,18 +5,21 @@ Copies the given files into OUT (same relative paths, so relative includes still
 resolve) with every launch `kernel<<<grid, block[, smem[, stream]]>>>(args)` rewritten as
 `emu_launch_kernel(kernel, "kernel", __FILE__, __LINE__, dim3(grid), dim3(block), smem,
 stream, args)` (cuda_emu.h). Nothing else changes: line numbers stay, so compiler messages
-and the emulator's name the original lines. Also writes OUT/dynamic_smem.cpp, the storage
-of every `extern __shared__ T name[]` array (dynamic shared memory) the sources declare.
+and the emulator's name the original lines. Shared memory declarations inside functions
+become per-block storage the kernel engine hands out (cuda_emu.h), on the same line:
+`__shared__ T a[N], b;` declares references to this block's own copies (EMU_SHARED), and
+`extern __shared__ T name[];` a pointer to this block's dynamic shared memory (EMU_DYN_SHARED),
+exactly the launch's size.
 
 usage: rewrite_launch.py OUT FILE...   (FILE relative to the current directory)
 """
+import hashlib
 import os
 import re
 import sys
 
-DYN_SMEM = re.compile(r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s+)?([A-Za-z_][\w:]*(?:\s*\*)?)\s+"
-                      r"(?:__align__\s*\(\s*\d+\s*\)\s+)?([A-Za-z_]\w*)\s*\[\s*\]")
-DYN_SMEM_MAX = 227 * 1024
+SHARED = re.compile(r"\b(extern\s+)?(?:static\s+)?__shared__\b")
+ALIGN = re.compile(r"__align__\s*\(\s*(\d+)\s*\)")
 
 
 def skip_literal(s, i):
@@ -135,54 +138,112 @@ def rewrite(src, path):
     return "".join(out), n
 
 
+def code_spans(src):
+    """(start, end) of the stretches of src outside comments and literals."""
+    spans, i, start = [], 0, 0
+    while i < len(src):
+        c = src[i]
+        if c in "\"'":
+            spans.append((start, i))
+            i = skip_literal(src, i)
+            start = i
+        elif src.startswith("//", i) or src.startswith("/*", i):
+            spans.append((start, i))
+            if src[i + 1] == "/":
+                j = src.find("\n", i)
+                i = len(src) if j < 0 else j
+            else:
+                i = src.index("*/", i) + 2
+            start = i
+        else:
+            i += 1
+    spans.append((start, len(src)))
+    return spans
+
+
+def shared_decl(stmt, path, line, dynamic):
+    """The replacement of one shared declaration (its text after __shared__, up to ';')."""
+    align = None
+    m = ALIGN.search(stmt)
+    if m:
+        align = m.group(1)
+        stmt = stmt[:m.start()] + stmt[m.end():]
+    at_least = lambda t: f"alignof({t})" if align is None else f"({align} > alignof({t}) ? {align} : alignof({t}))"
+    parts = split_top(stmt)
+    first = re.match(r"(.*?)([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", parts[0].strip(), re.S)
+    if not first:
+        raise ValueError(f"{path}:{line}: a __shared__ declaration it cannot read: {stmt.strip()!r}")
+    base = first.group(1).strip().rstrip("*").strip()
+    decls = [(first.group(1).strip()[len(base):].strip(), first.group(2), first.group(3).strip())]
+    for p in parts[1:]:
+        d = re.match(r"\s*(\**)\s*([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", p, re.S)
+        if not d:
+            raise ValueError(f"{path}:{line}: a __shared__ declarator it cannot read: {p.strip()!r}")
+        decls.append((d.group(1), d.group(2), d.group(3).strip()))
+    out = []
+    for stars, name, dims in decls:
+        t = f"emu_shared_t_{name}"
+        if dynamic:
+            out.append(f"{base} {stars}*const {name} = ({base} {stars}*)emu_dev::dynamic_shared("
+                       f"{at_least(base + ' ' + stars)}, \"{name}\");")
+        else:
+            key = int.from_bytes(hashlib.sha1(f"{path}:{line}:{name}".encode()).digest()[:8], "little")
+            out.append(f"typedef {base} {stars}{t}{dims}; {t} &{name} = *({t} *)emu_dev::block_shared("
+                       f"{key:#x}ull, sizeof({t}), {at_least(t)}, \"{name}\");")
+    return " ".join(out)
+
+
+def rewrite_shared(src, path):
+    """src with its shared declarations inside braces made per-block (see the docstring)."""
+    if "__shared__" not in src:
+        return src, 0
+    spans = code_spans(src)
+    in_code = lambda i: any(a <= i < b for a, b in spans)
+    out, pos, n = [], 0, 0
+    for m in SHARED.finditer(src):
+        if m.start() < pos or not in_code(m.start()):
+            continue
+        if src.startswith("#define", src.rfind("\n", 0, m.start()) + 1):
+            continue   # a macro's text (cuda_emu.h's own definition)
+        depth = sum(1 for i in range(m.start()) if src[i] == "{" and in_code(i)) - \
+            sum(1 for i in range(m.start()) if src[i] == "}" and in_code(i))
+        if depth <= 0:
+            continue   # namespace scope: cuda_emu.h's thread_local stands
+        end = src.index(";", m.end())
+        line = src.count("\n", 0, m.start()) + 1
+        stmt = src[m.end():end]
+        text = shared_decl(stmt, path, line, bool(m.group(1)))
+        out.append(src[pos:m.start()])
+        out.append(text + "\n" * stmt.count("\n"))
+        pos = end + 1
+        n += 1
+    out.append(src[pos:])
+    return "".join(out), n
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     outdir, files = sys.argv[1], sys.argv[2:]
-    dyn = {}
-    launches = 0
+    launches = shared = 0
     for f in files:
         with open(f) as fh:
             src = fh.read()
-        for m in DYN_SMEM.finditer(src):
-            typ, name = m.group(1).strip(), m.group(2)
-            if name in dyn and dyn[name][0] != typ:
-                sys.exit(f"rewrite_launch.py: dynamic shared array {name} declared as {dyn[name][0]} ({dyn[name][1]}) "
-                         f"and {typ} ({f}): give one of them another name")
-            dyn.setdefault(name, (typ, f))
         try:
             text, n = rewrite(src, f) if "<<<" in src else (src, 0)
+            text, k = rewrite_shared(text, f)
         except ValueError as e:
             sys.exit(f"rewrite_launch.py: {e}")
         launches += n
+        shared += k
         dst = os.path.join(outdir, f)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         old = open(dst).read() if os.path.exists(dst) else None
         if old != text:   # untouched files keep their time: make rebuilds only what changed
             with open(dst, "w") as fh:
                 fh.write(text)
-    lines = ["// dynamic_smem.cpp: generated by rewrite_launch.py: the storage of the sources' extern",
-             "// __shared__ arrays (cuda_emu.h turns __shared__ into thread_local), and their list.",
-             '#include "cuda_emu.h"', ""]
-    # A dynamic initializer: the sources' `extern thread_local` declarations call the
-    # variable's TLS init function when it exists, and a weak reference to a missing one is
-    # not reliably skipped; with one, the array is cleared once per host thread on first use.
-    lines.append("template <typename T> static T emu_smem_zero() { return T(); }")
-    for name, (typ, f) in sorted(dyn.items()):
-        lines.append(f"alignas(256) thread_local {typ} {name}[{DYN_SMEM_MAX} / sizeof({typ})] = "
-                     f"{{emu_smem_zero<{typ}>()}};   // {f}")
-        lines.append(f"static void *emu_storage_{name}() {{ return (void *){name}; }}")
-    lines.append('extern "C" const EmuDynamicSmem emu_dynamic_smem[] = {')
-    for name in sorted(dyn):
-        lines.append(f'    {{"{name}", emu_storage_{name}, sizeof({name})}},')
-    lines.append("    {nullptr, nullptr, 0}};")
-    lines.append(f'extern "C" const int emu_dynamic_smem_count = {len(dyn)};')
-    text = "\n".join(lines) + "\n"
-    dst = os.path.join(outdir, "dynamic_smem.cpp")
-    if not os.path.exists(dst) or open(dst).read() != text:
-        with open(dst, "w") as fh:
-            fh.write(text)
-    print(f"rewrite_launch.py: {len(files)} files, {launches} launches rewritten, {len(dyn)} dynamic shared arrays")
+    print(f"rewrite_launch.py: {len(files)} files, {launches} launches and {shared} shared memory declarations "
+          f"rewritten")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +34,8 @@ static std::once_flag g_init_once;
 static uint64_t g_seed = 0;
 static int g_jitter = 0;
 static uint64_t g_jitter_seed = 0;
+static int g_slow = 0;            // CUDA_EMU_SLOW: one stream's work held back
+static uint64_t g_slow_seed = 0;
 static int g_arch = 90;
 static size_t g_mem_cap = (size_t)80 << 30;
 static double g_hang_s = 120.0;
@@ -60,7 +63,7 @@ void die(const char *fmt, ...) {
     abort();
 }
 
-static uint64_t env_u64(const char *name, uint64_t def) {
+uint64_t env_u64(const char *name, uint64_t def) {
     const char *s = getenv(name);
     if (!s || !*s) return def;
     char *end;
@@ -93,6 +96,11 @@ static void init_once() {
         g_jitter = 1;
         g_jitter_seed = env_u64("CUDA_EMU_JITTER", 0);
     }
+    const char *sl = getenv("CUDA_EMU_SLOW");
+    if (sl && *sl) {
+        g_slow = 1;
+        g_slow_seed = env_u64("CUDA_EMU_SLOW", 0);
+    }
     const char *a = getenv("CUDA_EMU_ARCH");
     if (a && *a) {
         if (!strcmp(a, "sm_80")) g_arch = 80;
@@ -106,6 +114,9 @@ static void init_once() {
         say("emulated device sm_%d, %.1f GiB, seed %llu%s (a CPU emulation: it proves correctness, never speed)",
             g_arch, (double)g_mem_cap / (1 << 30), (unsigned long long)g_seed,
             g_jitter ? ", jitter on (CUDA_EMU_JITTER): random delays before queued stream work" : "");
+    if (g_slow && getenv("CUDA_EMU_QUIET") == NULL)
+        say("slow producer on (CUDA_EMU_SLOW=%llu): the work of stream number %llu in creation order is held back",
+            (unsigned long long)g_slow_seed, (unsigned long long)(g_slow_seed % 4));
 }
 
 void init() { std::call_once(g_init_once, init_once); }
@@ -218,6 +229,71 @@ static void poison(void *p, size_t bytes) {
     memset((char *)p + n * 8, 0xa5, bytes - n * 8);
 }
 
+// ---------------------------------------------------------------- the arena
+
+uintptr_t g_arena_lo = 0, g_arena_hi = 0;
+static const size_t PAGE = 4096;
+#if !defined(__SANITIZE_ADDRESS__)
+static const size_t ARENA_BYTES = (size_t)1 << 38;   // address space only: pages are mapped per allocation
+static uintptr_t g_arena_next = 0;
+struct Span {
+    uintptr_t at;
+    size_t bytes;
+};
+static std::deque<Span> &g_arena_free = *new std::deque<Span>;   // freed spans, oldest first
+static const size_t QUARANTINE = 32;   // the latest frees, never reused: a use after free faults
+
+// Address space for n bytes and the inaccessible page after them (g_mem_mu held): a span
+// freed before the latest QUARANTINE frees if one fits (its pages stay resident: no page
+// faults for the allocations a test makes and frees over and over), else fresh space.
+static void *arena_alloc(size_t n) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        void *p = mmap(nullptr, ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) return;
+        g_arena_lo = g_arena_next = (uintptr_t)p;
+        g_arena_hi = g_arena_lo + ARENA_BYTES;
+    });
+    if (!g_arena_lo) return nullptr;
+    size_t span = (n + PAGE - 1) / PAGE * PAGE + PAGE;
+    for (size_t i = 0; i + QUARANTINE < g_arena_free.size(); i++) {
+        Span f = g_arena_free[i];
+        if (f.bytes < span || f.bytes > 2 * span) continue;
+        g_arena_free.erase(g_arena_free.begin() + (long)i);
+        if (f.bytes > span) g_arena_free.push_front(Span{f.at + span, f.bytes - span});
+        if (mprotect((void *)f.at, span - PAGE, PROT_READ | PROT_WRITE)) return nullptr;
+        return (void *)f.at;
+    }
+    if (g_arena_next + span > g_arena_hi) return nullptr;
+    uintptr_t at = g_arena_next;
+    g_arena_next += span;
+    if (mmap((void *)at, span - PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+             -1, 0) == MAP_FAILED)
+        return nullptr;
+    return (void *)at;
+}
+
+static void arena_free(void *p, size_t n) {   // g_mem_mu held
+    size_t span = (n + PAGE - 1) / PAGE * PAGE + PAGE;
+    mprotect(p, span, PROT_NONE);
+    g_arena_free.push_back(Span{(uintptr_t)p, span});
+}
+#endif
+
+static uint64_t g_alloc_ids = 0;
+static std::atomic<uint64_t> g_frees{0};
+
+bool alloc_at(uintptr_t a, LiveAlloc *out) {
+    Alloc al;
+    if (!find_alloc((const void *)a, &al)) return false;
+    out->lo = (uintptr_t)al.base;
+    out->hi = out->lo + al.bytes;
+    out->id = al.id;
+    return true;
+}
+
+uint64_t free_count() { return g_frees.load(std::memory_order_acquire); }
+
 static cudaError_t register_alloc(void **out, size_t bytes, MemKind kind) {
     if (!out) return cudaErrorInvalidValue;
     size_t n = bytes ? bytes : 1;
@@ -228,13 +304,18 @@ static cudaError_t register_alloc(void **out, size_t bytes, MemKind kind) {
             return cudaErrorMemoryAllocation;
         }
     }
+    void *p = NULL;
+    std::lock_guard<std::mutex> lk(g_mem_mu);
+#if defined(__SANITIZE_ADDRESS__)
     // exactly the bytes asked for (256-aligned, as cudaMalloc's are): under AddressSanitizer a
     // kernel that reads or writes one element past them is a heap overflow
-    void *p = NULL;
     if (posix_memalign(&p, 256, n) != 0) { *out = NULL; return cudaErrorMemoryAllocation; }
-    std::lock_guard<std::mutex> lk(g_mem_mu);
+#else
+    p = arena_alloc(n);
+    if (!p) { *out = NULL; return cudaErrorMemoryAllocation; }
+#endif
     poison(p, n);
-    g_allocs[(uintptr_t)p] = Alloc{(char *)p, bytes, kind};
+    g_allocs[(uintptr_t)p] = Alloc{(char *)p, bytes, kind, ++g_alloc_ids};
     if (kind == MEM_DEVICE) g_dev_used += bytes;
     *out = p;
     return cudaSuccess;
@@ -254,10 +335,16 @@ static cudaError_t unregister_free(void *p, MemKind kind, const char *call) {
             inside ? (k == kind ? "inside one, not its start" : mem_kind_name(k)) : "freed twice, or never allocated");
         return cudaErrorInvalidValue;
     }
-    if (kind == MEM_DEVICE) g_dev_used -= it->second.bytes;
+    size_t bytes = it->second.bytes;
+    if (kind == MEM_DEVICE) g_dev_used -= bytes;
     g_allocs.erase(it);
+    g_frees.fetch_add(1, std::memory_order_release);
+#if defined(__SANITIZE_ADDRESS__)
     lk.unlock();
     free(p);
+#else
+    arena_free(p, bytes ? bytes : 1);
+#endif
     return cudaSuccess;
 }
 
@@ -296,6 +383,7 @@ struct Stream {
     std::string doing;            // what the worker is on, for hang reports
     std::thread worker;
     uint64_t jitter_n = 0;
+    bool slow = false;            // CUDA_EMU_SLOW chose it
 };
 
 struct Event {
@@ -310,7 +398,8 @@ static std::vector<Stream *> &g_streams = *new std::vector<Stream *>;  // every 
 static Stream *g_legacy = nullptr;
 // The legacy stream's held op: cudaMemcpy from pageable host memory to device memory
 // returns once the source is staged, "but the DMA to final destination may not have
-// completed" (API synchronization behavior). Of the behaviours that allows, the latest:
+// completed", and one from device to device performs "no host-side synchronization"
+// (API synchronization behavior). Of the behaviours that allows, the latest:
 // the device-side write waits until something orders work after it or waits for it (any
 // later op on the legacy stream or on a blocking stream, a synchronize or query of the
 // legacy stream or the device). Work on a non-blocking stream does not, so a kernel there
@@ -353,6 +442,17 @@ static void callback_thread() {
     }
 }
 
+// The slow stream: before a copy, memset, kernel, library call or host function, a pause
+// of up to 3 ms one time in three, so that its work lands late for a consumer on another
+// stream that does not wait for it (a slow producer on a GPU: a long kernel, a copy
+// behind others on the bus).
+static void slow_sleep(Stream *s) {
+    uint64_t r = mix64(g_slow_seed * 0x9e3779b97f4a7c15ull + 0x51ed27 + s->jitter_n++);
+    if (r % 3) return;
+    struct timespec ts = {0, (long)((r >> 8) % 3000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
 static void jitter_sleep(Stream *s) {
     uint64_t r = mix64(g_jitter_seed * 0x100000001b3ull + (uint64_t)s->id * 0x9e3779b97f4a7c15ull + s->jitter_n++);
     if (r & 1) return;
@@ -377,6 +477,11 @@ static void worker(Stream *s) {
             op.rec->done = true;
             op.rec->t_ms = now_ms();
         } else if (op.kind == OP_HOSTFN) {
+            if (s->slow) {
+                lk.unlock();
+                slow_sleep(s);
+                lk.lock();
+            }
             if (g_sticky.load() == cudaSuccess) {
                 HostCall c{op.fn, op.arg, false, op.what};
                 g_cb_q.push_back(&c);
@@ -387,6 +492,7 @@ static void worker(Stream *s) {
             std::function<void()> work = std::move(op.work);
             lk.unlock();
             if (g_jitter) jitter_sleep(s);
+            if (s->slow) slow_sleep(s);
             if (g_sticky.load() == cudaSuccess) work();   // after a fault no device work runs
             lk.lock();
         }
@@ -448,6 +554,7 @@ static Stream *new_stream(unsigned flags, int priority, bool legacy) {   // g_mu
     s->flags = flags;
     s->priority = priority;
     s->legacy = legacy;
+    s->slow = g_slow && g_streams.size() == g_slow_seed % 4;
     g_streams.push_back(s);
     s->worker = std::thread(worker, s);
     s->worker.detach();
@@ -704,7 +811,7 @@ cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned int flags) {
         say("cudaHostRegister(%p, %zu): the range overlaps memory already registered or allocated by CUDA", p, bytes);
         return ret(cudaErrorHostMemoryAlreadyRegistered);
     }
-    g_allocs[(uintptr_t)p] = Alloc{(char *)p, bytes, MEM_PINNED};
+    g_allocs[(uintptr_t)p] = Alloc{(char *)p, bytes, MEM_PINNED, ++g_alloc_ids};
     g_registered[(uintptr_t)p] = true;
     return cudaSuccess;
 }
@@ -722,6 +829,7 @@ cudaError_t cudaHostUnregister(void *p) {
     }
     g_registered.erase((uintptr_t)p);
     g_allocs.erase((uintptr_t)p);
+    g_frees.fetch_add(1, std::memory_order_release);
     return cudaSuccess;
 }
 
@@ -827,11 +935,12 @@ static cudaError_t copy_async(const char *call, void *dst, const void *src, size
     }
     Op op(OP_WORK, std::string(call) + " of " + std::to_string(n) + " bytes",
           [dst, src, n, staged] { memmove(dst, src, n); });
-    // cudaMemcpy from pageable memory to device memory returns once the source is staged;
-    // the write stays queued on the legacy stream, held (g_legacy_hold) until the program
-    // orders something after it. From pinned memory, to host memory (pageable or pinned),
-    // and every other cudaMemcpy: the call returns once the copy is done.
-    bool late = sync && sk == MEM_PAGEABLE && dk == MEM_DEVICE;
+    // cudaMemcpy from pageable memory to device memory returns once the source is staged,
+    // and one from device memory to device memory at once ("no host-side synchronization
+    // is performed"): the write stays queued on the legacy stream, held (g_legacy_hold)
+    // until the program orders something after it. From pinned memory, to host memory
+    // (pageable or pinned), and every other cudaMemcpy: the call returns once the copy is done.
+    bool late = sync && dk == MEM_DEVICE && (sk == MEM_PAGEABLE || sk == MEM_DEVICE);
     if (late) op.hold = std::make_shared<Record>();
     RecordP hold = op.hold;
     push(s, std::move(op));   // releases an earlier held copy: this one comes after it

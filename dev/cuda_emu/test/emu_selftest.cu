@@ -129,6 +129,77 @@ __global__ void write_past_end(float *p, int n) {
     if (threadIdx.x <= (unsigned)n) p[threadIdx.x] = 2.0f;
 }
 
+// Warp 0 hands values to warp 1 through shared memory with only a warp operation between:
+// a shuffle orders the lanes of its own warp, not the other warp (BARRIER: with __syncthreads).
+template <bool BARRIER>
+__global__ void warp_handoff(int *out) {
+    __shared__ int s[64];
+    s[threadIdx.x] = (int)threadIdx.x;
+    int v = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
+    if (BARRIER) __syncthreads();
+    out[threadIdx.x] = s[(threadIdx.x + 32) % 64] + v;
+}
+
+// Lanes swap values through shared memory with __syncwarp between (ordered: no race), and
+// read a neighbour's slot after a full-warp shuffle (ordered too).
+__global__ void warp_swap(int *out) {
+    __shared__ int s[64], t[64];
+    s[threadIdx.x] = (int)threadIdx.x * 5;
+    __syncwarp();
+    int a = s[threadIdx.x ^ 1];
+    t[threadIdx.x] = a;
+    int b = __shfl_xor_sync(0xffffffffu, a, 2);
+    out[threadIdx.x] = t[threadIdx.x ^ 3] + b;
+}
+
+// Every thread of every block adds one to *n without an atomic: a lost update.
+__global__ void plain_count(unsigned *n) { *n = *n + 1; }
+
+// Block b reads what block b-1 wrote in the same launch: no grid-wide order between blocks.
+__global__ void read_previous_block(int *x) {
+    if (threadIdx.x == 0) {
+        x[blockIdx.x + 1] = (int)blockIdx.x;
+        if (blockIdx.x > 0) x[0] += x[blockIdx.x];
+    }
+}
+
+// Writes one element past the dynamic shared memory the launch asked for.
+__global__ void dynamic_smem_past_end(float *out) {
+    extern __shared__ float shared[];
+    shared[threadIdx.x] = 1.0f;   // with 64 floats, thread 64 writes shared[64]
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = shared[0];
+}
+
+// Writes one element past a static shared array.
+__global__ void static_smem_past_end(float *out) {
+    __shared__ float s[32];
+    __shared__ float t[32];
+    s[threadIdx.x] = 1.0f;   // thread 32 writes s[32]
+    t[threadIdx.x % 32] = 2.0f;
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = s[0] + t[0];
+}
+
+// Reads a static shared variable before any thread of the block wrote it, then writes it.
+__global__ void static_smem_unwritten(unsigned *out) {
+    __shared__ unsigned v;
+    if (threadIdx.x == 0) {
+        out[blockIdx.x] = v;
+        v = 42;
+    }
+}
+
+// A 16-byte vector load (as llmc's load16 moves one) at an address 4 bytes past a 16-byte boundary.
+struct alignas(16) Floats4 {
+    float v[4];
+};
+__global__ void misaligned_load(const float *x, float *out) {
+    Floats4 r;
+    *reinterpret_cast<int4 *>(&r) = *reinterpret_cast<const int4 *>(x + 1);
+    out[threadIdx.x] = r.v[threadIdx.x % 4];
+}
+
 // ---------------------------------------------------------------- helpers
 
 static std::atomic<int> g_gate[4];
@@ -359,19 +430,149 @@ static int case_host_functions_serialize() {   // must die (hang detected)
     return 0;
 }
 
-// Device memory is host memory: under AddressSanitizer a kernel's write past the end of a
-// cudaMalloc buffer is a heap-buffer-overflow (the ASan build runs this case; must die).
+// A kernel's write one element past the end of a cudaMalloc buffer (must die): the memory
+// check names it, or under AddressSanitizer it is a heap-buffer-overflow.
 static int case_kernel_out_of_bounds() {
     float *d;
     CK(cudaMalloc(&d, 31 * sizeof(float)));
     write_past_end<<<1, 32>>>(d, 31);
     cudaDeviceSynchronize();
-#ifndef __SANITIZE_ADDRESS__
-    printf("not built with AddressSanitizer: the overflow goes unseen\n");
-    abort();
-#endif
     return 0;
 }
+
+static int case_warp_handoff() {   // must die: a shuffle does not order two warps
+    int *d;
+    CK(cudaMalloc(&d, 64 * sizeof(int)));
+    warp_handoff<false><<<1, 64>>>(d);
+    cudaDeviceSynchronize();
+    return 0;
+}
+
+static int case_warp_handoff_barrier() {   // the same with __syncthreads: exact, no race
+    int *d, h[64];
+    CK(cudaMalloc(&d, sizeof h));
+    warp_handoff<true><<<1, 64>>>(d);
+    CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 64; i++) expect(h[i] == (i + 32) % 64 + (i ^ 1), "warp_handoff with a barrier");
+    return g_bad;
+}
+
+static int case_warp_swap() {   // __syncwarp and full-warp shuffles order the lanes: no race
+    int *d, h[64];
+    CK(cudaMalloc(&d, sizeof h));
+    for (int rep = 0; rep < 5; rep++) {
+        warp_swap<<<1, 64>>>(d);
+        CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < 64; i++)
+            expect(h[i] == ((i ^ 3) ^ 1) * 5 + ((i ^ 2) ^ 1) * 5, "lanes swap through shared memory");
+    }
+    return g_bad;
+}
+
+static int case_lost_update() {   // must die: a non-atomic count from many threads
+    unsigned *n;
+    CK(cudaMalloc(&n, sizeof *n));
+    CK(cudaMemset(n, 0, sizeof *n));
+    plain_count<<<8, 64>>>(n);
+    cudaDeviceSynchronize();
+    return 0;
+}
+
+static int case_lost_update_shows() {   // without the race check: the count comes out short
+    unsigned *n, h;
+    CK(cudaMalloc(&n, sizeof *n));
+    int short_runs = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        CK(cudaMemset(n, 0, sizeof *n));
+        plain_count<<<8, 64>>>(n);
+        CK(cudaMemcpy(&h, n, sizeof h, cudaMemcpyDeviceToHost));
+        short_runs += h != 8 * 64;
+    }
+    printf("lost updates: %d of 5 launches counted short\n", short_runs);
+    expect(short_runs > 0, "interleaved threads and blocks lose updates of a non-atomic count");
+    return g_bad;
+}
+
+static int case_block_dependence() {   // must die: block b reads block b-1's write
+    int *x;
+    CK(cudaMalloc(&x, 9 * sizeof(int)));
+    CK(cudaMemset(x, 0, 9 * sizeof(int)));
+    read_previous_block<<<8, 32>>>(x);
+    cudaDeviceSynchronize();
+    return 0;
+}
+
+static int case_dynamic_smem_past_end() {   // must die: 64 floats asked for, 65 threads write
+    float *d;
+    CK(cudaMalloc(&d, sizeof(float)));
+    dynamic_smem_past_end<<<1, 65, 64 * sizeof(float)>>>(d);
+    cudaDeviceSynchronize();
+    return 0;
+}
+
+static int case_static_smem_past_end() {   // must die
+    float *d;
+    CK(cudaMalloc(&d, sizeof(float)));
+    static_smem_past_end<<<1, 33>>>(d);
+    cudaDeviceSynchronize();
+    return 0;
+}
+
+static int case_static_smem_fresh() {   // every block's static shared memory starts afresh
+    const int B = 16;
+    unsigned *d, h[B];
+    CK(cudaMalloc(&d, sizeof h));
+    static_smem_unwritten<<<B, 32>>>(d);
+    CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    int distinct = 0;
+    for (int b = 0; b < B; b++) {
+        expect(h[b] != 42, "a block does not see what another block left in static shared memory");
+        for (int c = 0; c < b; c++)
+            if (h[c] == h[b]) goto seen;
+        distinct++;
+    seen:;
+    }
+    expect(distinct > B / 2, "static shared memory holds a pattern drawn per block");
+    return g_bad;
+}
+
+static int case_misaligned_load() {   // must die
+    float *x, *out;
+    CK(cudaMalloc(&x, 64 * sizeof(float)));
+    CK(cudaMalloc(&out, 32 * sizeof(float)));
+    misaligned_load<<<1, 32>>>(x, out);
+    cudaDeviceSynchronize();
+    return 0;
+}
+
+// Stream a (created first: CUDA_EMU_SLOW=0 makes it the slow one) writes a buffer that a
+// kernel on stream b reads, with the event wait between them or without it.
+static int slow_producer(bool wait) {
+    cudaStream_t a, b;
+    CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    cudaEvent_t ev;
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    int *x, *y, h[32];
+    CK(cudaMalloc(&x, sizeof h));
+    CK(cudaMalloc(&y, sizeof h));
+    int stale = 0;
+    for (int rep = 0; rep < 20; rep++) {
+        fill_ints<<<1, 32, 0, a>>>(x, 1000 * rep);
+        CK(cudaEventRecord(ev, a));
+        if (wait) CK(cudaStreamWaitEvent(b, ev, 0));
+        copy_ints<<<1, 32, 0, b>>>(x, y);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(h, y, sizeof h, cudaMemcpyDeviceToHost));
+        stale += h[5] != 1000 * rep + 5;
+    }
+    printf("slow producer: %d of 20 reads stale\n", stale);
+    expect(wait ? stale == 0 : stale > 0, wait ? "the waiting consumer reads the producer's data"
+                                               : "a consumer without its wait reads stale data");
+    return g_bad;
+}
+static int case_slow_producer_unwaited() { return slow_producer(false); }
+static int case_slow_producer_waited() { return slow_producer(true); }
 
 static int case_copy_kinds() {
     float *d, h[16] = {0}, *p;
@@ -539,8 +740,24 @@ struct Case {
 
 static const Case cases[] = {
     {"barrier_sum", case_barrier_sum, 0, nullptr, nullptr},
-    {"missing_barrier", case_missing_barrier, 0, "launches wrong", nullptr},
-    {"block_order", case_block_order, 0, "distinct last blocks", nullptr},
+    {"missing_barrier", case_missing_barrier, 0, "launches wrong", "CUDA_EMU_RACECHECK=0"},
+    {"block_order", case_block_order, 0, "distinct last blocks", "CUDA_EMU_RACECHECK=0"},
+    {"warp_handoff_barrier", case_warp_handoff_barrier, 0, nullptr, nullptr},
+    {"warp_swap", case_warp_swap, 0, nullptr, nullptr},
+    {"static_smem_fresh", case_static_smem_fresh, 0, nullptr, nullptr},
+#ifndef __SANITIZE_ADDRESS__
+    // the memory checks (the instrumentation, which the AddressSanitizer build has not)
+    {"missing_barrier_race", case_missing_barrier, 1, "data race on shared memory at byte", nullptr},
+    {"block_order_race", case_block_order, 1, "data race on global memory", nullptr},
+    {"warp_handoff", case_warp_handoff, 1, "data race on shared memory", nullptr},
+    {"lost_update", case_lost_update, 1, "data race on global memory", nullptr},
+    {"lost_update_shows", case_lost_update_shows, 0, "launches counted short", "CUDA_EMU_RACECHECK=0"},
+    {"block_dependence", case_block_dependence, 1, "data race on global memory", nullptr},
+    {"dynamic_smem_past_end", case_dynamic_smem_past_end, 1, "dynamic shared memory, which is the launch's 256 bytes",
+     nullptr},
+    {"static_smem_past_end", case_static_smem_past_end, 1, "outside every __shared__ variable", nullptr},
+    {"misaligned_load", case_misaligned_load, 1, "misaligned global memory access", nullptr},
+#endif
     {"divergent_barrier", case_divergent_barrier, 1, "__syncthreads reached by 16 of the block's 32 threads", nullptr},
     {"warp_ops", case_warp_ops, 0, nullptr, nullptr},
     {"divergent_shuffle", case_divergent_shuffle, 1, "has exited: every lane of the mask must reach the same operation",
@@ -553,9 +770,13 @@ static const Case cases[] = {
     {"host_function_no_cuda", case_host_function_no_cuda, 0, "must not make CUDA calls", nullptr},
     {"host_functions_serialize", case_host_functions_serialize, 1, "no progress for 2 s", "CUDA_EMU_HANG_S=2"},
     {"copy_kinds", case_copy_kinds, 0, nullptr, nullptr},
+    {"slow_producer_unwaited", case_slow_producer_unwaited, 0, "reads stale", "CUDA_EMU_SLOW=0"},
+    {"slow_producer_waited", case_slow_producer_waited, 0, "0 of 20 reads stale", "CUDA_EMU_SLOW=0"},
     {"pageable_copy_lands_late", case_pageable_copy_lands_late, 0, nullptr, "CUDA_EMU_HANG_S=1"},
 #ifdef __SANITIZE_ADDRESS__
     {"kernel_out_of_bounds", case_kernel_out_of_bounds, 1, "heap-buffer-overflow", nullptr},
+#else
+    {"kernel_out_of_bounds", case_kernel_out_of_bounds, 1, "out-of-bounds global memory access: writes 4 bytes", nullptr},
 #endif
     {"device_size", case_device_size, 0, nullptr, "CUDA_EMU_MEM=64M"},
     {"nccl_one_rank", case_nccl_one_rank, 0, nullptr, nullptr},
