@@ -237,6 +237,8 @@ def main():
                     os.remove(o)
                 shutil.move(o + ".orig", o)
                 os.utime(o, (now, now))   # newer than the mutated programs: make relinks them
+        # relink the restored programs now, so the next mutation's changed programs are its own
+        make(build, PROGRAMS, os.path.join(log_dir, f"{m.name}.restore.log"))
         results.append((m, verdict, detail, time.time() - t1))
         print(f"{m.name:26s} {m.klass:13s} {verdict} ({time.time() - t1:.0f} s)")
         for d in detail:
@@ -249,7 +251,6 @@ def main():
             for m, v, d, s in results:
                 fh.write(f"{m.name}\t{m.klass}\t{v}\t{s:.0f}\t{' | '.join(d)[:300]}\n")
             fh.write(f"score\t{caught}\t{len(results)}\n")
-    # make relinks the programs from the restored objects next time (they are newer)
     if args.expect_caught and caught != len(results):
         print("FAIL mutate.py: a mutation expected to be caught was not")
         return 1
