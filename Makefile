@@ -127,8 +127,10 @@ train_gpt2: train_gpt2.c $(BUILD)/gpt2_zero.o $(BUILD)/libllmc.a $(BUILD)/libzer
 tokenize: tokenize.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
-train_gpt2cu: train_gpt2.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
-	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
+# (--trace: zero/'s timeline and its GPU tracks, nothing else of zero/)
+TRACE_OBJ := $(BUILD)/zero/trace.o $(BUILD)/zero/cuda/trace_gpu.cu.o
+train_gpt2cu: train_gpt2.cu $(CUDA_OBJ) $(TRACE_OBJ) $(BUILD)/libllmc.a
+	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(TRACE_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
 
 # The CUDA trainer with zero/ (CUDA backend + NCCL; MPI for mpirun start-up)
 train_gpt2_zero: train_gpt2_zero.cu $(BUILD)/gpt2_zero.o $(CUDA_OBJ) $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a $(BUILD)/libllmc.a

@@ -151,13 +151,6 @@ static int unsharded_dry_run(const TrainConfig *cfg) {
     return 2;
 }
 
-// --trace: the trainer's own spans (the plugin records its hooks and streams). span_begin
-// is 0 with the trace off, and span_end then does nothing.
-static uint64_t span_begin(void) { return zero_trace_on ? zero_trace_now() : 0; }
-static void span_end(const char *name, uint64_t t0) {
-    if (zero_trace_on) zero_trace_span(name, "", t0, zero_trace_now());
-}
-
 // Validation (validation.h): the same batches and the same sum for any number of ranks.
 static float batch_loss(void *model, const DataLoader *val) {
     GPT2 *m = (GPT2 *)model;
@@ -315,16 +308,16 @@ int main(int argc, char **argv) {
         zero_trace_step(step);
 
         if (have_val && (step % cfg.val_every == 0 || last)) {
-            uint64_t s0 = span_begin();
+            uint64_t s0 = zero_trace_begin();
             float vl = validation_loss(&val, cfg.val_max_steps, batch_loss, &model, z ? gpt2_zero_sum_ranks : NULL, &glue);
-            span_end("validation", s0);
+            zero_trace_end("validation", s0);
             printf("val loss %f\n", vl);
             logger_val(&logger, step, vl);
         }
         if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last))
             sample_text(&model, have_tok ? &tok : NULL, cfg.gen_tokens, cfg.seed, step, rank);
         if (cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last)) {
-            uint64_t s0 = span_begin();
+            uint64_t s0 = zero_trace_begin();
             TrainState st = state;
             st.step = step;
             dataloader_get_state(&train, &st.data_epoch, &st.data_next_window);
@@ -343,7 +336,7 @@ int main(int argc, char **argv) {
                 printf("saved checkpoint %s/ckpt_%08d.bin and the model %s/model_%08d.bin\n", cfg.out_dir, step,
                        cfg.out_dir, step);
             }
-            span_end("checkpoint", s0);
+            zero_trace_end("checkpoint", s0);
         }
         if (last) break;
 
@@ -356,18 +349,18 @@ int main(int argc, char **argv) {
         float loss_scale = 1.0f / ((float)cfg.total_batch_tokens);
         for (int micro = 0; micro < grad_accum; micro++) {
             dataloader_next_batch(&train);
-            uint64_t s0 = span_begin();
+            uint64_t s0 = zero_trace_begin();
             gpt2_cpu_forward(&model, train.inputs, train.targets, cfg.B, cfg.T);
-            uint64_t s1 = span_begin();
-            span_end("forward pass", s0);
+            uint64_t s1 = zero_trace_begin();
+            zero_trace_end("forward pass", s0);
             gpt2_cpu_backward(&model, loss_scale);
-            span_end("backward pass", s1);
+            zero_trace_end("backward pass", s1);
             loss += model.mean_loss;
         }
         float lr = lr_schedule(cfg.lr_schedule, cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
         float norm;
         int skipped;   // a NaN or infinite loss or norm stops the run, or with --nan-skip skips the update
-        uint64_t s_opt = span_begin();
+        uint64_t s_opt = zero_trace_begin();
         if (z) {
             loss /= grad_accum;
             norm = gpt2_zero_step(&glue, &cfg, step, lr, &loss);   // mean loss over ranks; may skip
@@ -380,7 +373,7 @@ int main(int argc, char **argv) {
             if (!skipped)
                 gpt2_cpu_update(&model, lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay, clip, step + 1);
         }
-        span_end("optimizer step", s_opt);
+        zero_trace_end("optimizer step", s_opt);
         double dt = now_seconds() - t0;
         char eta[96];
         progress_text(&progress, step, eta, sizeof(eta));
@@ -400,7 +393,7 @@ int main(int argc, char **argv) {
     // the activations held: the export never needs more than training did).
     if (z) gpt2_zero_write_report(&glue, cfg.out_dir, activation_bytes(&model), activation_host_bytes(&model));
     gpt2_cpu_release_activations(&model);
-    uint64_t s_export = span_begin();
+    uint64_t s_export = zero_trace_begin();
     if (z) {
         size_t before = host_memory_now();
         int measured = host_memory_reset_peak() == 0;
@@ -414,12 +407,8 @@ int main(int argc, char **argv) {
         gpt2_model_file_write(path, &mc, model.params, GPT2_MODEL_FP32);
         printf("wrote %s\n", path);
     }
-    span_end("model export", s_export);
-    if (cfg.trace_path) {   // every rank its own file
-        if (zero_trace_write() != 0) die("rank %d: the trace could not be written (see above)", rank);
-        printf("wrote the trace %s.rank*.json (scripts/trace_merge.py joins them)\n", cfg.trace_path);
-        zero_trace_stop();
-    }
+    zero_trace_end("model export", s_export);
+    if (zero_trace_finish() != 0) die("rank %d: the trace could not be written (see above)", rank);
 
     run_info_finish(&run_info);
     logger_close(&logger);

@@ -157,6 +157,11 @@ struct ZeroBackend {
     // Optional (NULL: none): what a trace calls the thread that runs stream s's work (a
     // string that lives as long as the process).
     void (*stream_name)(const ZeroBackend *b, ZeroStream *s, const char *name);
+    // Optional (NULL: the calling thread's spans say it all): with a trace, a span of the
+    // work queued on stream s between begin and end, as the device runs it. begin returns
+    // the handle end takes (-1: none).
+    int (*trace_begin)(const ZeroBackend *b, ZeroStream *s);
+    void (*trace_end)(const ZeroBackend *b, ZeroStream *s, int span, const char *name, const char *label);
 };
 
 #ifdef __cplusplus

@@ -63,6 +63,7 @@ typedef struct {
     size_t grad_need;          // padded elements of its unshared tensors' gradients
     size_t grad_tied;          // and of its tied ones' (read by another unit too)
     uint64_t t_open;           // with a trace: when its fetch returned (its work's span starts)
+    int gpu_span;              // with a trace on a device backend: its work's span on the main stream
     char label[40];            // with a trace: "u12 h3.fcw.t1", the unit and its first tensor
 } ZU;
 

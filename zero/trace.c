@@ -41,6 +41,7 @@ static struct {
 } T = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static __thread int my_track = -1;
+static void (*flush_fn)(void);
 
 uint64_t zero_trace_now(void) {
     struct timespec ts;
@@ -100,20 +101,47 @@ static int track(void) {   // T.mu held
     return my_track;
 }
 
+// T.mu held
+static void put(int track, int step, int kind, const char *name, const char *label, uint64_t t0, uint64_t t1,
+                double value) {
+    Ev *e = &T.ring[T.count++ % ZERO_TRACE_EVENTS];
+    e->kind = kind;
+    e->name = name;
+    snprintf(e->label, LABEL, "%s", label ? label : "");
+    e->t0 = t0;
+    e->t1 = t1;
+    e->value = value;
+    e->track = track;
+    e->step = step;
+}
+
 static void add(int kind, const char *name, const char *label, uint64_t t0, uint64_t t1, double value) {
     pthread_mutex_lock(&T.mu);
-    if (T.ring) {
-        Ev *e = &T.ring[T.count++ % ZERO_TRACE_EVENTS];
-        e->kind = kind;
-        e->name = name;
-        snprintf(e->label, LABEL, "%s", label ? label : "");
-        e->t0 = t0;
-        e->t1 = t1;
-        e->value = value;
-        e->track = track();
-        e->step = T.step;
-    }
+    if (T.ring) put(track(), T.step, kind, name, label, t0, t1, value);
     pthread_mutex_unlock(&T.mu);
+}
+
+int zero_trace_track(const char *name) {
+    if (!zero_trace_on) return -1;
+    pthread_mutex_lock(&T.mu);
+    int t = T.ntracks < MAX_TRACKS ? T.ntracks++ : -1;
+    if (t >= 0) snprintf(T.tracks[t], LABEL, "%s", name);
+    pthread_mutex_unlock(&T.mu);
+    return t;
+}
+
+void zero_trace_span_on(int track, int step, const char *name, const char *label, uint64_t t0, uint64_t t1) {
+    if (!zero_trace_on || track < 0) return;
+    pthread_mutex_lock(&T.mu);
+    if (T.ring) put(track, step, EV_SPAN, name, label, t0, t1, 0.0);
+    pthread_mutex_unlock(&T.mu);
+}
+
+int zero_trace_current_step(void) {
+    pthread_mutex_lock(&T.mu);
+    int s = T.step;
+    pthread_mutex_unlock(&T.mu);
+    return s;
 }
 
 void zero_trace_step(int step) {
@@ -256,4 +284,21 @@ int zero_trace_write(void) {
     }
     free(ev);
     return 0;
+}
+
+void zero_trace_flush_with(void (*flush)(void)) { flush_fn = flush; }
+
+int zero_trace_finish(void) {
+    if (!zero_trace_on) return 0;
+    if (flush_fn) flush_fn();
+    int rc = zero_trace_write();
+    if (rc == 0 && T.rank == 0) {
+        char base[4096];
+        snprintf(base, sizeof base, "%s", T.path);
+        char *dot = strstr(base, ".rank");
+        if (dot) *dot = 0;
+        printf("wrote the trace %s.rank*.json (scripts/trace_merge.py joins the ranks' files)\n", base);
+    }
+    zero_trace_stop();
+    return rc;
 }

@@ -14,7 +14,11 @@ backward, the optimizer step, validation, checkpoints).
                                                    meanwhile (a watchdog's) shows it, "open"
   zero_trace_counter(name, value)
   zero_trace_thread(name)                          names the calling thread's track
+  t0 = zero_trace_begin() .. zero_trace_end(name, t0)   a trainer's span
+  zero_trace_track(name), zero_trace_span_on(..)   a track not tied to a thread (a GPU
+                                                   stream: cuda/trace_gpu.h) and its spans
   zero_trace_write()                               PATH.rankR.json; also on a watchdog timeout
+  zero_trace_finish()                              the run's end: flush, write, say where, stop
 
 Off (never started) every call returns after one test of a flag: zero cost. On, events go
 to a fixed ring of ZERO_TRACE_EVENTS (a few MB) that forgets whole steps from the oldest
@@ -51,10 +55,26 @@ void zero_trace_enter(const char *name, const char *label);
 void zero_trace_exit(void);
 void zero_trace_counter(const char *name, double value);
 void zero_trace_thread(const char *name);
+// A track of its own, named: its id, or -1 when the trace is off or the tracks are used up.
+int zero_trace_track(const char *name);
+// A span on `track` that belongs to step `step` (work timed after the fact: a GPU stream's).
+void zero_trace_span_on(int track, int step, const char *name, const char *label, uint64_t t0, uint64_t t1);
+int zero_trace_current_step(void);
+// A trainer's own span: t0 = zero_trace_begin() (0 with the trace off), then
+// zero_trace_end(name, t0) records it on the calling thread's track.
+static inline uint64_t zero_trace_begin(void) { return zero_trace_on ? zero_trace_now() : 0; }
+static inline void zero_trace_end(const char *name, uint64_t t0) {
+    if (zero_trace_on) zero_trace_span(name, "", t0, zero_trace_now());
+}
 // Writes the file (every rank its own). Returns 0, or -1 after printing why. Safe to call
 // from a watchdog thread while others record.
 int zero_trace_write(void);
 void zero_trace_stop(void);   // frees the ring
+// The end of a traced run: what records spans after the fact finishes them (a GPU's pending
+// events: zero_trace_flush_with), the file is written, a line says where, the ring is freed.
+// Returns zero_trace_write's result; 0 with the trace off.
+int zero_trace_finish(void);
+void zero_trace_flush_with(void (*flush)(void));
 
 #ifdef __cplusplus
 }

@@ -610,6 +610,7 @@ const ZeroUnitView *zero_fetch(Zero *z, int unit, int is_backward) {
         ZU *U = &z->u[unit];
         U->t_open = zero_trace_now();
         zero_trace_span(is_backward ? "fetch (backward)" : "fetch", U->label, n0, U->t_open);
+        U->gpu_span = z->b->trace_begin ? z->b->trace_begin(z->b, z->main) : -1;
         if (z->stage == 3) zero_trace_counter("gather pool in use (elements)", (double)z->parena.in_use);
     }
     return v;
@@ -628,8 +629,11 @@ void zero_grads_ready(Zero *z, int unit) {
 
 void zero_release(Zero *z, int unit, int is_backward) {
     double t0 = zero_clock();
-    if (zero_trace_on) zero_trace_span(is_backward ? "backward" : "forward", z->u[unit].label, z->u[unit].t_open,
-                                       zero_trace_now());
+    if (zero_trace_on) {
+        ZU *U = &z->u[unit];
+        zero_trace_span(is_backward ? "backward" : "forward", U->label, U->t_open, zero_trace_now());
+        if (z->b->trace_end) z->b->trace_end(z->b, z->main, U->gpu_span, is_backward ? "backward" : "forward", U->label);
+    }
     release_unit(z, unit, is_backward);
     if (z->in_step) z->hook_s += zero_clock() - t0;
 }

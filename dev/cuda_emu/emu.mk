@@ -104,7 +104,8 @@ $(EMU)/test_gpt2_zero: $(EMU)/obj/test_gpt2_zero.cu.o $(EMU_LLMC_OBJ) $(BUILD)/l
 $(EMU)/gpu_attention_cudnn: $(EMU)/obj/dev/test/gpu_attention_cudnn.cu.o $(EMU)/obj/llmc/cuda/attention_cudnn.cu.o \
                             $(BUILD)/libllmc.a $(EMU)/libcudaemu.a
 	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)
-$(EMU)/train_gpt2cu: $(EMU)/obj/train_gpt2.cu.o $(EMU_LLMC_OBJ) $(BUILD)/libllmc.a $(EMU)/libcudaemu.a
+$(EMU)/train_gpt2cu: $(EMU)/obj/train_gpt2.cu.o $(EMU_LLMC_OBJ) $(BUILD)/zero/trace.o $(EMU)/obj/zero/cuda/trace_gpu.cu.o \
+                     $(BUILD)/libllmc.a $(EMU)/libcudaemu.a
 	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)
 $(EMU)/train_gpt2_zero: $(EMU)/obj/train_gpt2_zero.cu.o $(BUILD)/gpt2_zero.o $(EMU_LLMC_OBJ) $(EMU_ZERO_OBJ) \
                         $(BUILD)/libzero.a $(BUILD)/libllmc.a $(EMU)/libcudaemu.a

@@ -191,13 +191,12 @@ void train_config_usage(const char *prog, const char *flavour) {
            "                  non-finite step does without --nan-skip (default %d)\n", d.nan_skip_limit);
     printf("  --tokenizer F   llm.c tokenizer file for samples (default %s)\n", d.tokenizer_path);
     if (!cuda) printf("  --threads N     OpenMP threads (default: cores / ranks on this node)\n");
-    if (!cuda)
-        printf("  --trace FILE    a timeline per rank, FILE.rankRRRRR.json (Chrome trace: Perfetto, chrome://tracing):\n"
-               "                  what each thread did and waited on (forward and backward of each unit, each\n"
-               "                  gather and reduction, host-stream and NVMe work, the optimizer step, validation,\n"
-               "                  checkpoints), the last --trace-steps N steps (default %d), also written when\n"
-               "                  the watchdog ends a stuck run; scripts/trace_merge.py joins the ranks' files\n",
-               d.trace_steps);
+    printf("  --trace FILE    a timeline per rank, FILE.rankRRRRR.json (Chrome trace: Perfetto, chrome://tracing):\n"
+           "                  what each thread did and waited on (forward and backward of each unit, each\n"
+           "                  gather and reduction, host-stream and NVMe work, the optimizer step, validation,\n"
+           "                  checkpoints)%s, the last --trace-steps N steps (default %d), also written when\n"
+           "                  the watchdog ends a stuck run; scripts/trace_merge.py joins the ranks' files\n",
+           cuda ? " and a track per GPU stream of what the GPU ran, timed by CUDA events" : "", d.trace_steps);
     if (!flavour_cuda_zero(flavour))
         printf("  --micro-grads 0|1  with gradient accumulation: 1 computes each micro-batch's gradient in a\n"
                "                  buffer of its own (one more gradient-sized buffer) and adds it to the sum,\n"
@@ -644,14 +643,7 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
         case OPT_OFFLOAD_OPT: c->offload_optimizer = parse_offload("--offload-optimizer", optarg); break;
         case OPT_OFFLOAD_PARAM: c->offload_param = parse_offload("--offload-param", optarg); break;
         case OPT_NVME_PATH: c->nvme_path = optarg; break;
-        case OPT_TRACE:
-            if (flavour_cuda(flavour)) {
-                fprintf(stderr, "error: --trace is the CPU trainer's (train_gpt2): the CUDA trainers' timelines are the "
-                        "GPU's, for nsys\n");
-                exit(1);
-            }
-            c->trace_path = optarg;
-            break;
+        case OPT_TRACE: c->trace_path = optarg; break;
         case OPT_TRACE_STEPS: c->trace_steps = (int)parse_long("--trace-steps", optarg, 0, 1 << 20); break;
         case OPT_GPUMEM:
             if (train_config_parse_bytes(optarg, &c->gpu_mem) != 0) {

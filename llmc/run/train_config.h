@@ -95,7 +95,7 @@ typedef struct {
     int offload_optimizer;      // --offload-optimizer none|cpu|nvme
     int offload_param;          // --offload-param none|cpu|nvme
     const char *nvme_path;      // --nvme-path DIR: the NVMe swap files' folder
-    const char *trace_path;     // --trace FILE: the timeline, FILE.rankR.json per rank (CPU trainer)
+    const char *trace_path;     // --trace FILE: the timeline, FILE.rankR.json per rank
     int trace_steps;            // --trace-steps N: the last N steps of it
     // DeepSpeed's aio section (no flag of its own): the NVMe engine's settings (0: its defaults)
     int aio_queue_depth;        // aio.queue_depth: NVMe requests in flight at most

@@ -10,6 +10,7 @@
 #include "backend_cuda.h"
 #include "../host/backend_host.h"
 #include "comm_nccl.h"
+#include "trace_gpu.h"
 #include "wire_cuda.h"
 
 #include <cuda_runtime.h>
@@ -37,7 +38,20 @@ struct ZeroStream {
     double **outs;           // where slot i goes at stream_sync
     int npending;
     double *partials;        // device: SQ_PASS block sums, then a running total
+    int track;               // --trace: a device stream's GPU track (-1: none)
 };
+
+// --trace: the device work one backend call queues on stream s is a span on its GPU track
+// (the same names as the host backend's spans).
+struct GpuSpan {
+    ZeroStream *s;
+    const char *name, *label;
+    int span;
+    GpuSpan(ZeroStream *s_, const char *name_, const char *label_)
+        : s(s_), name(name_), label(label_), span(zero_trace_gpu_begin(s_->s, s_->track)) {}
+    ~GpuSpan() { zero_trace_gpu_end(span, s->s, name, label); }
+};
+#define GPU_SPAN(s, name, label) GpuSpan gpu_span_(s, name, label)
 
 // One record of a device event, as a host stream waits for it: a CUDA event of its own, so
 // that the wait binds to the record current when it was queued (backend.h, CUDA's rule),
@@ -274,6 +288,7 @@ static void c_memset0(const ZeroBackend *b, void *p, size_t bytes, ZeroStream *s
     Ctx *x = ctx_of(b);
     if (s->host) return x->hostb->memset0(x->hostb, p, bytes, s->host);
     if (bytes == 0) return;
+    GPU_SPAN(s, "memset", "");
     CK(x, cudaMemsetAsync(p, 0, bytes, s->s), "memset0 of %zu bytes", bytes);
 }
 
@@ -284,6 +299,7 @@ static void c_copy(const ZeroBackend *b, void *dst, ZeroMemKind dk, const void *
     Ctx *x = ctx_of(b);
     if (s->host) return x->hostb->copy(x->hostb, dst, dk, src, sk, bytes, s->host);
     if (bytes == 0 || dst == src) return;
+    GPU_SPAN(s, "copy", "");
     CK(x, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s->s), "copy of %zu bytes", bytes);
 }
 
@@ -321,6 +337,7 @@ static ZeroStream *c_stream_create(const ZeroBackend *b) {
     Ctx *x = ctx_of(b);
     ZeroStream *s = (ZeroStream *)calloc(1, sizeof *s);
     if (!s) return NULL;
+    s->track = -1;
     int least = 0, greatest = 0;
     // collectives first: a gather the model waits for should not queue behind its kernels
     cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
@@ -356,6 +373,7 @@ static ZeroStream *c_stream_create_host(const ZeroBackend *b) {
     Ctx *x = ctx_of(b);
     ZeroStream *s = (ZeroStream *)calloc(1, sizeof *s);
     if (!s) return NULL;
+    s->track = -1;
     if (!(s->host = x->hostb->stream_create_host(x->hostb))) {
         free(s);
         return NULL;
@@ -378,6 +396,7 @@ static void c_stream_sync(const ZeroBackend *b, ZeroStream *s) {
     if (s->host) return ctx_of(b)->hostb->stream_sync(ctx_of(b)->hostb, s->host);
     CK(ctx_of(b), cudaStreamSynchronize(s->s), "stream_sync");
     zero_comm_park_if_ending();   // released by the watchdog's abort: no results here
+    zero_trace_gpu_drain(0);
     for (int i = 0; i < s->npending; i++) *s->outs[i] = s->slots[i];
     s->npending = 0;
 }
@@ -492,11 +511,27 @@ static void c_host_call(const ZeroBackend *b, ZeroStream *s, void (*fn)(void *),
     x->hostb->host_call(x->hostb, s->host, fn, arg);
 }
 
-// A trace names the threads that run host streams; a device stream's work is the GPU's,
-// which the host-side trace does not see.
+// A trace names the threads that run host streams, and gives each device stream a GPU
+// track of its own.
 static void c_stream_name(const ZeroBackend *b, ZeroStream *s, const char *name) {
     Ctx *x = ctx_of(b);
-    if (s->host && x->hostb->stream_name) x->hostb->stream_name(x->hostb, s->host, name);
+    if (s->host) {
+        if (x->hostb->stream_name) x->hostb->stream_name(x->hostb, s->host, name);
+        return;
+    }
+    char track[64];
+    snprintf(track, sizeof track, "GPU: %s", name);
+    s->track = zero_trace_gpu_track(track);
+}
+
+static int c_trace_begin(const ZeroBackend *b, ZeroStream *s) {
+    (void)b;
+    return s->host ? -1 : zero_trace_gpu_begin(s->s, s->track);
+}
+
+static void c_trace_end(const ZeroBackend *b, ZeroStream *s, int span, const char *name, const char *label) {
+    (void)b;
+    if (!s->host) zero_trace_gpu_end(span, s->s, name, label);
 }
 
 // ---------------------------------------------------------------- collectives
@@ -513,11 +548,13 @@ static Ctx *coll_ctx(const ZeroBackend *b, ZeroComm *c, const char *op) {
 
 static void c_all_gather(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt,
                          ZeroStream *s, const char *what) {
+    GPU_SPAN(s, "all_gather", what);
     zero_nccl_all_gather(coll_ctx(b, c, "all_gather")->nccl, g, parts, nparts, dt, s->s, what);
 }
 
 static void c_all_to_all(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt,
                          ZeroStream *s, const char *what) {
+    GPU_SPAN(s, "all_to_all", what);
     zero_nccl_all_to_all(coll_ctx(b, c, "all_to_all")->nccl, g, parts, nparts, dt, s->s, what);
 }
 
@@ -553,6 +590,7 @@ static void c_reduce_slices(const ZeroBackend *b, float *acc, const void *src, s
     Ctx *x = ctx_of(b);
     if (s->host) return x->hostb->reduce_slices(x->hostb, acc, src, stride, nslices, n, dt, s->host);
     if (nslices <= 0 || n == 0) return;
+    GPU_SPAN(s, "reduce", "");
     if (dt == ZERO_F32) launch_reduce<float, true>(x, acc, (const float *)src, stride, nslices, n, s->s);
     else launch_reduce<uint16_t, true>(x, acc, (const uint16_t *)src, stride, nslices, n, s->s);
 }
@@ -562,6 +600,7 @@ static void c_sum_slices(const ZeroBackend *b, float *out, const void *src, size
     Ctx *x = ctx_of(b);
     if (s->host) return x->hostb->sum_slices(x->hostb, out, src, stride, nslices, n, dt, s->host);
     if (nslices <= 0 || n == 0) return;
+    GPU_SPAN(s, "sum", "");
     if (dt == ZERO_F32) launch_reduce<float, false>(x, out, (const float *)src, stride, nslices, n, s->s);
     else launch_reduce<uint16_t, false>(x, out, (const uint16_t *)src, stride, nslices, n, s->s);
 }
@@ -571,6 +610,7 @@ static void c_adamw(const ZeroBackend *b, float *param, const float *grad, float
     Ctx *x = ctx_of(b);
     if (s->host) return x->hostb->adamw(x->hostb, param, grad, m, v, n, p, decay, s->host);
     if (n == 0) return;
+    GPU_SPAN(s, "adamw", "");
     size_t done = 0;
     if (aligned(param, 16) && aligned(grad, 16) && aligned(m, 16) && aligned(v, 16)) {
         size_t n4 = n / 4;
@@ -593,6 +633,7 @@ static void c_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float
     Ctx *x = ctx_of(b);
     if (s->host) return x->hostb->refresh(x->hostb, dst, dt, master, n, seed, t, gidx0, s->host);
     if (n == 0) return;
+    GPU_SPAN(s, "refresh", "");
     if (dt == ZERO_F32) {
         if (dst != master)
             CK(x, cudaMemcpyAsync(dst, master, n * sizeof(float), cudaMemcpyDeviceToDevice, s->s),
@@ -619,6 +660,7 @@ static void c_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float
 static void c_sum_squares(const ZeroBackend *b, const float *xv, size_t n, double *out, ZeroStream *s) {
     Ctx *x = ctx_of(b);
     if (s->host) return x->hostb->sum_squares(x->hostb, xv, n, out, s->host);
+    GPU_SPAN(s, "sum_squares", "");
     if (s->npending == SLOTS) c_stream_sync(b, s);   // only after SLOTS results without a sync
     int slot = s->npending;
     if (n == 0) {
@@ -653,6 +695,7 @@ static void c_wire_pack(const ZeroBackend *b, ZeroWire w, int block, const void 
                         int nslices, int group, void *rec, ZeroStream *s) {
     Ctx *x = ctx_of(b);
     if (s->host) return x->hostb->wire_pack(x->hostb, w, block, src, dt, slice_n, nslices, group, rec, s->host);
+    GPU_SPAN(s, "wire_pack", "");
     wire_done(x, zero_wire_pack_cuda(w, block, src, dt, slice_n, nslices, group, rec, s->s), "wire_pack", nslices, slice_n);
 }
 
@@ -660,6 +703,7 @@ static void c_wire_unpack(const ZeroBackend *b, ZeroWire w, int block, const voi
                           void *out, ZeroDType dt, ZeroStream *s) {
     Ctx *x = ctx_of(b);
     if (s->host) return x->hostb->wire_unpack(x->hostb, w, block, rec, slice_n, nslices, out, dt, s->host);
+    GPU_SPAN(s, "wire_unpack", "");
     wire_done(x, zero_wire_unpack_cuda(w, block, rec, slice_n, nslices, out, dt, s->s), "wire_unpack", nslices, slice_n);
 }
 
@@ -667,6 +711,7 @@ static void c_wire_reduce_pack(const ZeroBackend *b, ZeroWire w, int block, cons
                                size_t slice_n, int ngroups, int nout, void *out, ZeroStream *s) {
     Ctx *x = ctx_of(b);
     if (s->host) return x->hostb->wire_reduce_pack(x->hostb, w, block, in, dt, slice_n, ngroups, nout, out, s->host);
+    GPU_SPAN(s, "wire_reduce_pack", "");
     wire_done(x, zero_wire_reduce_pack_cuda(w, block, in, dt, slice_n, ngroups, nout, out, s->s), "wire_reduce_pack",
               ngroups * nout, slice_n);
 }
@@ -675,6 +720,7 @@ static void c_wire_reduce(const ZeroBackend *b, ZeroWire w, int block, const voi
                           int nrec, size_t n, float *acc, int accumulate, ZeroStream *s) {
     Ctx *x = ctx_of(b);
     if (s->host) return x->hostb->wire_reduce(x->hostb, w, block, rec, dt, slice_n, nrec, n, acc, accumulate, s->host);
+    GPU_SPAN(s, "wire_reduce", "");
     wire_done(x, zero_wire_reduce_cuda(w, block, rec, dt, slice_n, nrec, n, acc, accumulate, s->s), "wire_reduce", nrec,
               slice_n);
 }
@@ -706,6 +752,7 @@ const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
     cudaError_t e = cudaGetDevice(&x->device);
     if (e == cudaSuccess) {
         x->main.s = main_stream;
+        x->main.track = -1;
         e = stream_buffers(&x->main);
     }
     if (e != cudaSuccess) {
@@ -753,6 +800,8 @@ const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
     t->wire_reduce = c_wire_reduce;
     t->host_call = c_host_call;
     t->stream_name = c_stream_name;
+    t->trace_begin = c_trace_begin;
+    t->trace_end = c_trace_end;
     return t;
 }
 
