@@ -2,9 +2,9 @@
 # Memory defaults: with no ZeRO size flags, a higher stage never holds more model-state
 # bytes (parameters + gradients + fp32 master + AdamW m, v) on any rank than a lower one.
 # Read from the dry run (which runs the plugin's own sizing on a counting backend) for the
-# README's 4-rank CPU model and for d4 .. d48 at 8 and 64 ranks, with the CPU trainer (fp32)
-# and, where it is built, the CUDA trainer (bf16 weights, fp32 gradients; its dry run needs
-# no GPU). Also: stage 3's default prefetch window is not empty at d48 (it used to end at
+# CPU trainer's default model (d4c128h4t128) at 4 ranks and for d4 .. d48 at 8 and 64 ranks,
+# with the CPU trainer (fp32) and, where it is built, the CUDA trainer (bf16 weights, fp32
+# gradients; its dry run needs no GPU). Also: stage 3's default prefetch window is not empty at d48 (it used to end at
 # the first tensor larger than the budget and prefetch nothing).
 set -u
 cd "$(dirname "$0")/../.."
