@@ -463,7 +463,7 @@ static void refuse_multinode(const char *flag, const char *flavour, const char *
             "-pm/-pi tcp|fs|mpi, -ps server, -pp/-pf shared folder), not taken here: the launcher says it. Use "
             "mpirun -np N (or srun), or without MPI set RANK, WORLD_SIZE and LOCAL_RANK in each process with "
             "ZERO_BOOTSTRAP_TCP=host:port (llm.c's tcp) or ZERO_BOOTSTRAP_FILE=path (llm.c's fs) and the job's "
-            "ZERO_BOOTSTRAP_SECRET (README: Start-up)\n", flag);
+            "ZERO_BOOTSTRAP_SECRET (zero/README.md: Start-up)\n", flag);
     exit(1);
 }
 
