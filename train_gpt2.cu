@@ -30,23 +30,7 @@ The model and its kernels live in llmc/cuda/gpt2_cuda.cu.
 #include "llmc/run/train_args.h"
 #include "llmc/run/train_config.h"
 #include "llmc/utils.h"
-#include "zero/trace.h"
 #include "zero/cuda/trace_gpu.h"
-
-// --trace: a pass as the host queued it (the main thread's track) and as the GPU ran it
-// (the model stream's track).
-typedef struct {
-    uint64_t t0;
-    int gpu;
-} PassSpan;
-static PassSpan pass_begin(cudaStream_t s, int track) {
-    PassSpan p = {zero_trace_begin(), zero_trace_gpu_begin(s, track)};
-    return p;
-}
-static void pass_end(PassSpan p, cudaStream_t s, const char *name) {
-    zero_trace_gpu_end(p.gpu, s, name, "");
-    zero_trace_end(name, p.t0);
-}
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress shows as it happens, also in a file or pipe
@@ -61,6 +45,11 @@ int main(int argc, char **argv) {
     if (dev_err != cudaSuccess || num_devices == 0)
         die("no CUDA device (%s); ./train_gpt2 trains on the CPU",
             dev_err != cudaSuccess ? cudaGetErrorString(dev_err) : "0 devices");
+
+    // --trace: recording starts before the model and the plugin, which name their tracks
+    if (cfg.trace_path && zero_trace_start(cfg.trace_path, rank, world, cfg.trace_steps) != 0) exit(EXIT_FAILURE);
+    zero_trace_thread("main (the model)");
+    const int gpu_track = zero_trace_gpu_track("GPU: the model's passes");
 
     // The model: a descriptor builds a fresh init, anything else is an llm.c model file.
     GPT2Config mc;
@@ -109,9 +98,6 @@ int main(int argc, char **argv) {
     RunInfo run_info;   // OUT/run.json: what compare_runs.py checks before comparing runs
     run_info_start(&run_info, argv[0], &cfg, grad_accum, world, rank, cfg.resume ? start_step : -1);
 
-    if (cfg.trace_path && zero_trace_start(cfg.trace_path, rank, world, cfg.trace_steps) != 0) exit(EXIT_FAILURE);
-    zero_trace_thread("main (the model)");
-    const int gpu_track = zero_trace_gpu_track("GPU: main (the model)");
     double flops_per_token = gpt2_flops_per_token(&mc, cfg.T);
     char gpu_name[256];
     double peak = mfu_peak_bf16_flops(gpu_name);
@@ -144,24 +130,24 @@ int main(int argc, char **argv) {
         float loss_scale = 1.0f / ((float)cfg.B * cfg.T * grad_accum);
         for (int micro = 0; micro < grad_accum; micro++) {
             dataloader_next_batch(&train);
-            PassSpan fwd = pass_begin(model.stream, gpu_track);
+            ZeroTracePass fwd = zero_trace_pass_begin(model.stream, gpu_track);
             gpt2_cuda_forward(&model, train.inputs, train.targets, cfg.B, cfg.T);
-            pass_end(fwd, model.stream, "forward pass");
-            PassSpan bwd = pass_begin(model.stream, gpu_track);
+            zero_trace_pass_end(fwd, model.stream, "forward pass");
+            ZeroTracePass bwd = zero_trace_pass_begin(model.stream, gpu_track);
             gpt2_cuda_backward(&model, loss_scale);
-            pass_end(bwd, model.stream, "backward pass");
+            zero_trace_pass_end(bwd, model.stream, "backward pass");
         }
         float lr = lr_schedule(cfg.lr_schedule, cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
         // The loss and norm before the update: a NaN or infinite one stops the run, or with
         // --nan-skip skips the update.
-        PassSpan opt_span = pass_begin(model.stream, gpu_track);
+        ZeroTracePass opt_span = zero_trace_pass_begin(model.stream, gpu_track);
         gpt2_cuda_grad_norm(&model, cfg.grad_clip);
         float loss, norm;
         gpt2_cuda_step_stats(&model, &loss, &norm);
         int skipped = nonfinite_step(&cfg, step, loss, norm, rank) || outlier_step(&cfg, step, loss, norm, rank);
         if (!skipped)
             gpt2_cuda_update(&model, lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay, cfg.grad_clip, step + 1);
-        pass_end(opt_span, model.stream, "optimizer step");
+        zero_trace_pass_end(opt_span, model.stream, "optimizer step");
         double dt = now_seconds() - t0;
         double tok_s = cfg.total_batch_tokens / dt;
         char eta[96];
@@ -177,10 +163,10 @@ int main(int argc, char **argv) {
     nonfinite_summary(&cfg);   // --nan-skip: how many steps were skipped
     outlier_summary(&cfg, rank);   // -sl/-sg: how many updates were skipped
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
-    PassSpan export_span = pass_begin(model.stream, gpu_track);
+    ZeroTracePass export_span = zero_trace_pass_begin(model.stream, gpu_track);
     gpt2_cuda_export_final(&model, cfg.out_dir);
-    pass_end(export_span, model.stream, "model export");
-    if (zero_trace_finish() != 0) die("the trace could not be written (see above)");
+    zero_trace_pass_end(export_span, model.stream, "model export");
+    if (zero_trace_finish() != 0) die("rank %d: the trace could not be written (see above)", rank);
 
     run_info_finish(&run_info);
     logger_close(&logger);

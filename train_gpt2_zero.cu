@@ -32,7 +32,6 @@ parameters (the plugin owns them, their gradients and AdamW state), attach the p
 #include "gpt2_zero.h"
 #include "zero/cuda/backend_cuda.h"
 #include "zero/cuda/trace_gpu.h"
-#include "zero/trace.h"
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress shows as it happens, also in a file or pipe
@@ -53,12 +52,13 @@ int main(int argc, char **argv) {
     threads_apply(cfg.threads, comm->local_size,
                   comm->launch == ZERO_LAUNCH_MPI ? "MPI_COMM_TYPE_SHARED" : "LOCAL_WORLD_SIZE or WORLD_SIZE", rank == 0);
     if (zero_cuda_select_device(comm) < 0) exit(EXIT_FAILURE);   // it printed why
-    // --trace: recording starts before the plugin, which names its streams' tracks (a GPU
-    // track per device stream: the model's units, the gathers and reductions as the GPU ran them)
-    if (cfg.trace_path && zero_trace_start(cfg.trace_path, rank, world, cfg.trace_steps) != 0) exit(EXIT_FAILURE);
-    zero_trace_thread("main (the model)");
     // MFU is per GPU: ranks of a machine share its GPUs round-robin (local rank % devices).
     const int ranks_per_gpu = comm->local_size > num_devices ? (comm->local_size + num_devices - 1) / num_devices : 1;
+
+    // --trace: recording starts before the model and the plugin, which name their tracks
+    if (cfg.trace_path && zero_trace_start(cfg.trace_path, rank, world, cfg.trace_steps) != 0) exit(EXIT_FAILURE);
+    zero_trace_thread("main (the model)");
+    const int gpu_track = zero_trace_gpu_track("GPU: the model's passes");
 
     // The model: a descriptor builds a fresh init, anything else is an llm.c model file.
     GPT2Config mc;
@@ -160,12 +160,12 @@ int main(int argc, char **argv) {
         float loss_scale = 1.0f / ((float)cfg.total_batch_tokens);
         for (int micro = 0; micro < grad_accum; micro++) {
             dataloader_next_batch(&train);
-            uint64_t s0 = zero_trace_begin();
+            ZeroTracePass fwd = zero_trace_pass_begin(model.stream, gpu_track);
             gpt2_cuda_forward(&model, train.inputs, train.targets, cfg.B, cfg.T);
-            uint64_t s1 = zero_trace_begin();
-            zero_trace_end("forward pass", s0);
+            zero_trace_pass_end(fwd, model.stream, "forward pass");
+            ZeroTracePass bwd = zero_trace_pass_begin(model.stream, gpu_track);
             gpt2_cuda_backward(&model, loss_scale);
-            zero_trace_end("backward pass", s1);
+            zero_trace_pass_end(bwd, model.stream, "backward pass");
         }
         float lr = lr_schedule(cfg.lr_schedule, cfg.lr, step, cfg.warmup_steps, cfg.max_steps, cfg.final_lr_frac);
         // The loss before the update: a NaN or infinite loss or norm stops the run, or with
@@ -173,9 +173,9 @@ int main(int argc, char **argv) {
         float local_loss, unused;
         gpt2_cuda_step_stats(&model, &local_loss, &unused);
         double mean_loss = local_loss;
-        uint64_t s_opt = zero_trace_begin();
+        ZeroTracePass opt_span = zero_trace_pass_begin(model.stream, gpu_track);
         float norm = gpt2_zero_step(&glue, &cfg, step, lr, &mean_loss);
-        zero_trace_end("optimizer step", s_opt);
+        zero_trace_pass_end(opt_span, model.stream, "optimizer step");
         float loss = (float)mean_loss;
         int skipped = nonfinite_step(&cfg, step, loss, norm, rank) || outlier_skipped_last();
         double dt = now_seconds() - t0;
@@ -195,9 +195,9 @@ int main(int argc, char **argv) {
     outlier_summary(&cfg, rank);   // -sl/-sg: how many updates were skipped
     // The final parameters: OUT/model_final.bin, as every trainer writes it.
     gpt2_zero_write_report(&glue, cfg.out_dir, gpt2_cuda_activation_bytes(&model), model.host_act_bytes);
-    uint64_t s_export = zero_trace_begin();
+    ZeroTracePass export_span = zero_trace_pass_begin(model.stream, gpu_track);
     checkpoint_export_model(cfg.out_dir, -1, rank, &mc, &glue.model, 0, 0);
-    zero_trace_end("model export", s_export);
+    zero_trace_pass_end(export_span, model.stream, "model export");
     if (zero_trace_finish() != 0) die("rank %d: the trace could not be written (see above)", rank);
 
     run_info_finish(&run_info);

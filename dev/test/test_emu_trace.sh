@@ -7,7 +7,7 @@
 #  - the GPU clock lines up with the host's: no unit runs on the GPU before the host queued
 #    it (its GPU span starts after its host span, within the reference event's latency)
 #  - a stream runs in order: spans on one GPU track never overlap unless one holds the other
-#  - train_gpt2cu: the forward, backward and optimizer passes as the GPU ran them
+#  - both trainers: the forward, backward and optimizer passes as the GPU ran them
 set -u
 cd "$(dirname "$0")/../.."
 source dev/test/emu_common.sh
@@ -38,11 +38,10 @@ for path in sys.argv[1:]:
     names = {e["tid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
     spans = [e for e in ev if e.get("ph") == "X"]
     track = {n: [e for e in spans if names[e["tid"]] == n] for n in names.values()}
-    if path == sys.argv[3]:
-        kinds = {e["name"] for e in track.get("GPU: main (the model)", [])}
-        check({"forward pass", "backward pass", "optimizer step"} <= kinds,
-              f"{who}: the GPU track holds the forward, backward and optimizer passes ({sorted(kinds)})")
-    else:
+    kinds = {e["name"] for e in track.get("GPU: the model's passes", [])}
+    check({"forward pass", "backward pass", "optimizer step"} <= kinds,
+          f"{who}: the passes' GPU track holds the forward, backward and optimizer passes ({sorted(kinds)})")
+    if path != sys.argv[3]:
         want = {"GPU: main (the model)": {"forward", "backward"}, "GPU: gather stream": {"all_gather"},
                 "GPU: reduce stream": {"all_to_all"}}
         for t, k in want.items():
