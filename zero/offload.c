@@ -36,6 +36,7 @@
 #define DEFAULT_TILE ((size_t)1 << 20)   // elements per NVMe transfer
 #define NVME_QUEUE 8
 #define NVME_SETS 3                      // tile buffer sets in flight in the step (read, compute, write)
+_Static_assert(NVME_SETS == sizeof(((ZeroOffload *)0)->step_write) / sizeof(uint64_t), "ZeroOffload.step_write");
 
 static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
 static uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
@@ -120,6 +121,8 @@ static void nvme_layout(Zero *z) {
         z->mem_nvme[ZERO_USE_GRADS] += (size_t)(at - start);
     }
     o->file_bytes = at;
+    if (o->opt == ZERO_TIER_NVME && !(o->state_write = calloc((size_t)z->nt, sizeof(uint64_t))))
+        zero_fail(z, "out of host memory for the NVMe write tickets");
     if (o->opt == ZERO_TIER_NVME) {   // the step's tiles, in order, listed once
         for (int i = 0; i < z->nt; i++) o->ntiles += (z->t[i].lay->own_count + o->tile - 1) / o->tile;
         o->tiles = malloc((o->ntiles ? o->ntiles : 1) * sizeof(OffTile));
@@ -190,6 +193,15 @@ static void nvme_check(Zero *z, int rc, const char *what, int ti) {
 
 // File bytes of elements [off, off + n) of tensor ti's kind-k range: from the aligned
 // start below off to the aligned end above (the range's tail padding is its own).
+// A read or write of tensor ti's master, m or v comes after the writes of them an update left in flight.
+static void state_writes_done(Zero *z, int ti) {
+    ZeroOffload *o = &z->off;
+    if (o->state_write && o->state_write[ti]) {
+        nvme_check(z, zero_nvme_wait(o->nvme, o->state_write[ti]), "an optimizer write", ti);
+        o->state_write[ti] = 0;
+    }
+}
+
 static uint64_t file_at(const Zero *z, int k, int ti, size_t off, size_t es) {
     return z->off.foff[k][ti] + (uint64_t)off * es;
 }
@@ -307,6 +319,7 @@ void zero_offload_free(Zero *z) {
     free(o->tiles);
     free(o->tile_first);
     free(o->stale);
+    free(o->state_write);
     free(o->reads);
     free(o->parks);
     free(o->park_at);
@@ -365,6 +378,7 @@ static void state_io(Zero *z, int kind, int ti, size_t off, size_t n, float *dat
     } else {
         zero_offload_wait(z);   // the engine serves one thread at a time: the host stream idles
         catch_up(z, ti, NULL);  // a checkpoint or an export reads (or replaces) the state after the step
+        state_writes_done(z, ti);
         nvme_state(z, kind, ti, off, n, data, write);
     }
 }
@@ -562,19 +576,23 @@ static void update_host(Zero *z, const AdamWParams *p, int update, int t) {
 // tensor's): tile k+1's reads and tile k-1's writes are in flight while tile k computes
 // (NVME_SETS sets of buffers). dst (one tensor's range, the deferred update): the fresh
 // master of each tile also goes there (a gather's slot, working dtype fp32).
-static void update_tiles(Zero *z, const AdamWParams *p, int update, int t, size_t k0, size_t k1, void *dst) {
+static void update_tiles(Zero *z, const AdamWParams *p, int update, int t, size_t k0, size_t k1, void *dst,
+                         int leave_writes) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
     ZeroNvme *nv = o->nvme;
     const OffTile *tiles = o->tiles;
     const int kinds = update ? 4 : 1;   // master, m, v, grad; a refresh alone reads the master
-    ZeroTicket last_write[NVME_SETS] = {0}, reads[NVME_SETS] = {0};
+    ZeroTicket *last_write = o->step_write, reads[NVME_SETS] = {0};
+    const uint64_t set0 = o->step_sets;   // the sets go on rotating from the last call's
     if (update) gradient_writes_done(z);
     for (size_t k2 = k0; k2 <= k1; k2++) {
-        // issue tile k2's reads (into set k2 % NVME_SETS, once its last writes are done)
+        // issue tile k2's reads (into its set, once the set's last writes are done, and after
+        // the writes of the tensor's state a deferred update left in flight)
         if (k2 < k1) {
-            int set = (int)(k2 % NVME_SETS);
+            int set = (int)((set0 + k2 - k0) % NVME_SETS);
             if (last_write[set]) nvme_check(z, zero_nvme_wait(nv, last_write[set]), "an optimizer write", tiles[k2].ti);
+            state_writes_done(z, tiles[k2].ti);
             for (int kind = 0; kind < kinds; kind++) {
                 float *buf = zero_nvme_buffer(nv, BUF_STEP + set * 4 + kind);
                 ZeroTicket tk = zero_nvme_read(nv, buf, file_at(z, kind, tiles[k2].ti, tiles[k2].c, sizeof(float)),
@@ -586,7 +604,7 @@ static void update_tiles(Zero *z, const AdamWParams *p, int update, int t, size_
         if (k2 == k0) continue;
         // compute tile k2-1, then queue its writes
         size_t kc = k2 - 1;
-        int set = (int)(kc % NVME_SETS), ti = tiles[kc].ti;
+        int set = (int)((set0 + kc - k0) % NVME_SETS), ti = tiles[kc].ti;
         nvme_check(z, zero_nvme_wait(nv, reads[set]), "an optimizer read", ti);
         float *mb = zero_nvme_buffer(nv, BUF_STEP + set * 4 + ZK_MASTER);
         float *m = zero_nvme_buffer(nv, BUF_STEP + set * 4 + ZK_M), *v = zero_nvme_buffer(nv, BUF_STEP + set * 4 + ZK_V);
@@ -604,7 +622,7 @@ static void update_tiles(Zero *z, const AdamWParams *p, int update, int t, size_
             for (int kind = 0; kind < 3; kind++) {
                 ZeroTicket tk = zero_nvme_write(nv, bufs[kind], file_at(z, kind, ti, c, sizeof(float)), io_bytes(n, sizeof(float)));
                 if (!tk) nvme_check(z, -1, "queueing an optimizer write", ti);
-                last_write[set] = tk;
+                last_write[set] = o->state_write[ti] = tk;
             }
         }
         if (dst) {   // the gather takes the fresh values from here: no read of them from NVMe
@@ -616,11 +634,14 @@ static void update_tiles(Zero *z, const AdamWParams *p, int update, int t, size_
         ZeroTicket tk = send_params(z, ti, c, mb, n, t, g);
         if (tk) last_write[set] = tk;
     }
-    nvme_check(z, zero_nvme_drain(nv), "the step's writes", -1);
+    o->step_sets = set0 + (k1 - k0);
+    // leave_writes (one tensor's deferred update): the writes stay in flight beside the next
+    // tensor's reads; state_writes_done orders whatever touches those bytes again
+    if (!leave_writes) nvme_check(z, zero_nvme_drain(nv), "the step's writes", -1);
 }
 
 static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
-    update_tiles(z, p, update, t, 0, z->off.ntiles, NULL);
+    update_tiles(z, p, update, t, 0, z->off.ntiles, NULL, 0);
 }
 
 // A deferred update of tensor ti, if it still waits: its tiles through AdamW now (dst: the
@@ -629,7 +650,7 @@ static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
 static void catch_up(Zero *z, int ti, void *dst) {
     ZeroOffload *o = &z->off;
     if (!o->defer || !o->stale[ti]) return;
-    update_tiles(z, &o->pend, 1, o->pend_t, o->tile_first[ti], o->tile_first[ti + 1], dst);
+    update_tiles(z, &o->pend, 1, o->pend_t, o->tile_first[ti], o->tile_first[ti + 1], dst, 1);
     o->stale[ti] = 0;
 }
 
@@ -638,6 +659,8 @@ void zero_offload_flush(Zero *z) {
     if (!o->defer) return;
     zero_offload_wait(z);
     for (int i = 0; i < z->nt; i++) catch_up(z, i, NULL);
+    nvme_check(z, zero_nvme_drain(o->nvme), "the deferred update's writes", -1);
+    memset(o->state_write, 0, (size_t)z->nt * sizeof(uint64_t));
 }
 
 // The optimizer on the device, stage 3's parameters offloaded: the new working shard is
@@ -696,10 +719,12 @@ static void read_params(void *arg) {
     const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
     if (o->defer && o->stale[r->ti]) {   // the step's update of this tensor, its result the gather's
         catch_up(z, r->ti, r->dst);
+        if (zero_trace_on) zero_trace_span("deferred update (nvme, read into the gather)", z->t[r->ti].name, n0, zero_trace_now());
         atomic_store_explicit(&r->busy, 0, memory_order_release);
         return;
     }
     void *buf = zero_nvme_buffer(o->nvme, BUF_HS_READ);
+    if (o->param_is_master) state_writes_done(z, r->ti);   // the parameters are the master's bytes
     for (size_t c = 0; c < n; c += o->tile) {
         size_t len = min_sz(o->tile, n - c);
         nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, file_at(z, ZK_PARAM, r->ti, c, z->pes),

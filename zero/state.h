@@ -156,6 +156,9 @@ typedef struct {
     uint64_t mark_read, mark_written;   // engine totals at zero_begin_step
     uint64_t step_read, step_written;   // summed over steps
     uint64_t last_read, last_written;   // the last step's (a deferred update moves I/O into the next step)
+    uint64_t step_write[3];  // the step's buffer sets' last writes (update_tiles), left in flight
+    uint64_t step_sets;      // tiles the step has read (which set is next)
+    uint64_t *state_write;   // per tensor: the last write of its master, m or v (a read waits for it)
     uint64_t grad_write[2];  // the gradient's two buffers' last writes, left in flight by accumulate
     uint64_t grad_writes;    // gradient tiles written (which buffer is next)
     double mark_busy, step_busy;        // the engine's busy seconds, likewise
