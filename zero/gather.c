@@ -396,23 +396,28 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward) {
     }
     z->n_gathers += (uint64_t)n;
     issue(z, z->batch, n, is_backward ? "params (backward):" : "params:");
-    uint64_t waited = 0;   // tensors of one all-gather share one wait
     for (int i = 0; i < U->n; i++) {
         ZT *t = &z->t[U->tensors[i]];
         if (!in_pool(t)) continue;
         if (t->holders++ == 0) z->held_elems += t->lay->split.padded;
         t->used = 1;
-        if (t->gather_id != waited) {
-            z->b->stream_wait(z->b, z->main, t->ready);
-            waited = t->gather_id;
-        }
     }
-    // then gather ahead along the recorded order
+    // gather ahead along the recorded order before waiting for this unit: where the main
+    // stream is the calling thread (the host backend) its wait blocks, and the next units'
+    // reads queued only after it would leave the disk idle while the model computes
     if (z->cfg.prefetch_elems > 0) {
         int np = 0;
         walk_window(z, collect_prefetch, &np);
         z->n_prefetches += (uint64_t)np;
         issue(z, z->batch, np, "prefetch params:");
+    }
+    uint64_t waited = 0;   // tensors of one all-gather share one wait
+    for (int i = 0; i < U->n; i++) {
+        ZT *t = &z->t[U->tensors[i]];
+        if (in_pool(t) && t->gather_id != waited) {
+            z->b->stream_wait(z->b, z->main, t->ready);
+            waited = t->gather_id;
+        }
     }
 }
 

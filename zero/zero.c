@@ -259,9 +259,10 @@ static size_t sub_or_zero(size_t a, size_t b) { return a > b ? a - b : 0; }
 //  - bucket: stage 2 holds a gradient pool of bucket + 2 x the largest unit + the tied
 //    tensors where stage 1 holds every gradient: the bucket takes at most half of the
 //    difference, and at most AUTO_BUCKET_MAX (big enough for full-speed collectives).
-//  - prefetch: one typical unit ahead (the median unit's gathered elements), as long as the
-//    gather pool and the persistent tensors stay within half of what stage 2's whole
-//    working parameters leave above the largest unit.
+//  - prefetch: one typical unit ahead (the median unit's gathered elements; with the
+//    parameters offloaded, at least the largest tensor), as long as the gather pool and the
+//    persistent tensors stay within half of what stage 2's whole working parameters leave
+//    above the largest unit.
 static void choose_sizes(Zero *z, size_t max_pool_need, size_t max_grad_need, size_t shared_padded) {
     const size_t P = z->layout.padded_total;
     if (z->cfg.bucket_elems == ZERO_AUTO) {
@@ -277,12 +278,18 @@ static void choose_sizes(Zero *z, size_t max_pool_need, size_t max_grad_need, si
             for (; k > 0 && need[k - 1] > v; k--) need[k] = need[k - 1];
             need[k] = v;
         }
-        size_t median = need[z->nu / 2], persist = 0;
+        size_t median = need[z->nu / 2], persist = 0, largest = 0;
         free(need);
-        for (int i = 0; i < z->nt; i++)
+        for (int i = 0; i < z->nt; i++) {
             if (z->t[i].persistent) persist += z->t[i].lay->split.padded;
+            else if (z->t[i].lay->split.padded > largest) largest = z->t[i].lay->split.padded;
+        }
+        // parameters offloaded: a gather is a read from host memory or disk, and a tensor
+        // larger than the window is read only when the model asks for it, with the model
+        // waiting; the window takes the largest tensor so that every read can go ahead
+        size_t want = z->stage == 3 && z->cfg.param_tier != ZERO_TIER_DEVICE && largest > median ? largest : median;
         size_t room = sub_or_zero(P, max_pool_need + persist + ZERO_ALIGN_ELEMS);
-        z->cfg.prefetch_elems = median < room / 2 ? median : room / 2;
+        z->cfg.prefetch_elems = want < room / 2 ? want : room / 2;
     }
 }
 
