@@ -219,6 +219,22 @@ static int evict_other(Zero *z, int unit) {
     return 1;
 }
 
+// Evicts the unheld pool tensor needed furthest ahead, if that is later than tensor ti (a
+// prefetch of ti): the window keeps what comes first. Returns 0 if there was none.
+static int evict_later(Zero *z, int ti) {
+    int best = -1, best_use = next_use(z, ti);
+    for (int i = 0; i < z->nt; i++) {
+        ZT *t = &z->t[i];
+        if (i == ti || t->block == ZERO_ARENA_FULL || t->holders > 0) continue;
+        int d = next_use(z, i);
+        if (d > best_use) { best = i; best_use = d; }
+    }
+    if (best < 0) return 0;
+    if (z->t[best].issued) z->n_evictions++;
+    drop(z, best);
+    return 1;
+}
+
 // Drops every unheld block of unit's own tensors, so they can be placed again in order
 // (a prefetched block may sit where it fragments the pool).
 static void evict_own(Zero *z, int unit) {
@@ -355,7 +371,8 @@ static int collect_prefetch(Zero *z, int ti, int bwd, void *arg) {
         if (t->issued && t->val != wanted(z, t, bwd) && t->holders == 0) z->batch[(*n)++] = ti << 1 | bwd;
         return 0;
     }
-    if (place(z, ti) != 0) return 1;   // the pool is full: prefetch what fitted
+    while (place(z, ti) != 0)   // the pool is full: make room from what is needed later, else
+        if (!evict_later(z, ti)) return 1;   // prefetch what fitted
     z->batch[(*n)++] = ti << 1 | bwd;
     return 0;
 }
