@@ -56,10 +56,10 @@
 
 // ---------------------------------------------------------------- built-in variables
 
-#define threadIdx (emu_dev::cur()->thread_idx)
-#define blockIdx (emu_dev::cur()->block_idx)
-#define blockDim (emu_dev::cur()->block_dim)
-#define gridDim (emu_dev::cur()->grid_dim)
+#define threadIdx (emu_dev::thread_idx())
+#define blockIdx (emu_dev::block_idx())
+#define blockDim (emu_dev::block_dim())
+#define gridDim (emu_dev::grid_dim())
 #ifndef warpSize
 #define warpSize 32
 #endif
@@ -257,7 +257,14 @@ inline void emu_launch_kernel(void (*k)(P...), const char *name, const char *fil
     emu::LaunchArg ptrs[sizeof...(P) + 1];
     int nptrs = 0;
     std::apply([&](const auto &...v) { (emu_dev::note_ptr(ptrs, &nptrs, v), ...); }, *params);
-    emu_dev::launch((const void *)k, name, file, line, grid, block, smem, stream, ptrs, nptrs,
-                    [k, params]() { std::apply([k](auto... v) { k(v...); }, *params); });
+    // Each CUDA thread's copy of the parameters is a bitwise one (as the launch's copy to the
+    // device is), by memcpy: not a checked access of the launch's heap record, which is no
+    // device memory (every load of the kernels' code is checked: emu.mk).
+    using Params = std::tuple<typename std::decay<P>::type...>;
+    emu_dev::launch((const void *)k, name, file, line, grid, block, smem, stream, ptrs, nptrs, [k, params]() {
+        alignas(Params) unsigned char own[sizeof(Params)];
+        memcpy(own, params.get(), sizeof(Params));
+        std::apply([k](auto... v) { k(v...); }, *reinterpret_cast<Params *>(own));
+    });
 }
 #endif
