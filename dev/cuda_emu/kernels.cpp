@@ -644,11 +644,17 @@ static AllocCache *cached_alloc(uintptr_t a) {
     emu::LiveAlloc la;
     if (!emu::alloc_at(a, &la)) return nullptr;
     // the newest in front (the next lookups most likely hit it), the one it displaces to a
-    // slot taken in turn
-    if (t_acache_n < 8) t_acache_n++;
-    int k = 1 + t_acache_next;
-    t_acache_next = (t_acache_next + 1) % 7;
-    if (k < t_acache_n) t_acache[k] = t_acache[0];
+    // free slot, or (all 8 taken) to a slot taken in turn. (A slot counted without being
+    // written held a range of an earlier launch, perhaps freed since: a kernel's correct
+    // access to a reused address was reported past the end of the old allocation.)
+    if (t_acache_n == 0) {
+        t_acache_n = 1;
+    } else if (t_acache_n < 8) {
+        t_acache[t_acache_n++] = t_acache[0];
+    } else {
+        t_acache[1 + t_acache_next] = t_acache[0];
+        t_acache_next = (t_acache_next + 1) % 7;
+    }
     t_acache[0] = AllocCache{la.lo, la.hi};
     return &t_acache[0];
 }
