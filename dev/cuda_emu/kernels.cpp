@@ -117,18 +117,18 @@ enum WarpOp { WOP_NONE, WOP_SYNC, WOP_SHFL, WOP_VOTE };
 
 struct Block;
 struct Grid;
-struct Thread {
-    ThreadView view;
-    int linear = 0, lane = 0, warp = 0;
-    State state = READY;
+struct Thread {   // what the scheduler reads at every switch first (one cache line)
     void *sp = nullptr;            // saved stack pointer while switched out
+    Block *blk = nullptr;
     char *stack = nullptr;
+    State state = READY;
+    int linear = 0, lane = 0, warp = 0;
     // a warp operation in progress
     WarpOp wop = WOP_NONE;
     unsigned wmask = 0;
     int wkind = 0, warg = 0, wwidth = 32;
     uint64_t wvalue = 0, wresult = 0;
-    Block *blk = nullptr;
+    ThreadView view;
 #ifdef EMU_ASAN
     void *fake_stack = nullptr;
 #endif
@@ -163,7 +163,8 @@ struct Block {
     std::vector<Thread> threads;
     int nthreads = 0, live = 0, at_barrier = 0;
     uint32_t bar = 0;              // barriers completed
-    std::vector<WarpClock> clocks;
+    std::vector<WarpClock> clocks;   // kept on race-checked launches only
+    std::vector<uint32_t> arrived;   // per warp: the lanes waiting at a warp operation
     bool clock_overflow = false;   // a counter ran out: no race check for the rest of the block
     char *smem = nullptr;          // the slot's region
     char *dyn = nullptr;           // dynamic shared memory: [dyn, dyn + smem)
@@ -483,6 +484,9 @@ static int try_complete_warp(Block *b, int w, std::vector<Thread *> &ready) {
             o->state = READY;
             ready.push_back(o);
         }
+        b->arrived[(size_t)w] &= ~mask;
+        released = 1;
+        if (!b->grid->racecheck) continue;
         // the lanes of the mask synchronize: each learns what the others knew, then moves on
         WarpClock &wc = b->clocks[(size_t)w];
         uint32_t joined[32] = {0};
@@ -494,7 +498,6 @@ static int try_complete_warp(Block *b, int w, std::vector<Thread *> &ready) {
                 memcpy(wc.vc[m], joined, sizeof joined);
                 if (++wc.vc[m][m] >= (1u << 22)) b->clock_overflow = true;
             }
-        released = 1;
     }
     return released;
 }
@@ -859,10 +862,12 @@ static void start_block(Grid *gr, Block *b, uint64_t id, uint64_t *key, std::vec
     b->at_barrier = 0;
     b->bar = 0;
     b->clock_overflow = false;
-    for (WarpClock &wc : b->clocks) {
-        memset(wc.vc, 0, sizeof wc.vc);
-        for (int l = 0; l < 32; l++) wc.vc[l][l] = 1;
-    }
+    if (gr->racecheck)
+        for (WarpClock &wc : b->clocks) {
+            memset(wc.vc, 0, sizeof wc.vc);
+            for (int l = 0; l < 32; l++) wc.vc[l][l] = 1;
+        }
+    for (uint32_t &a : b->arrived) a = 0;
     b->smem = region_for(b->slot);
     b->dyn = (char *)(((uintptr_t)b->smem + SMEM_REGION - gr->smem) & ~(uintptr_t)255);
     b->static_used = 0;
@@ -918,7 +923,8 @@ static void run_grid(Grid *gr) {
         b.slot = s;
         b.nthreads = nthreads;
         b.threads.resize((size_t)nthreads);
-        b.clocks.resize((size_t)(nthreads + 31) / 32);
+        if (gr->racecheck) b.clocks.resize((size_t)(nthreads + 31) / 32);
+        b.arrived.assign((size_t)(nthreads + 31) / 32, 0);
         for (int i = 0; i < nthreads; i++) {
             Thread &t = b.threads[(size_t)i];
             t.linear = i;
@@ -937,6 +943,7 @@ static void run_grid(Grid *gr) {
     uint64_t next_block = 0;
     int active = 0;
     uint64_t rng = next_rand(&key);
+    Thread *next = nullptr;   // drawn ahead (below)
     auto fail = [&]() { emu::die("%s", t_error.c_str()); };
     bool retired = true;   // a slot may be free: start the next blocks
     for (;;) {
@@ -948,7 +955,7 @@ static void run_grid(Grid *gr) {
             active++;
         }
         retired = false;
-        if (ready.empty()) {
+        if (ready.empty() && !next) {
             if (active == 0) break;
             // nothing can run: a warp operation or barrier that some lane or thread cannot reach
             for (Block &b : blocks)
@@ -958,10 +965,23 @@ static void run_grid(Grid *gr) {
                     if (b.active) { describe_stuck(&b); break; }
             fail();
         }
-        size_t j = (size_t)rand_below(&rng, ready.size());
-        Thread *t = ready[j];
-        ready[j] = ready.back();
-        ready.pop_back();
+        Thread *t = next;
+        if (!t) {
+            size_t j = (size_t)rand_below(&rng, ready.size());
+            t = ready[j];
+            ready[j] = ready.back();
+            ready.pop_back();
+        }
+        // the one after it, drawn now: its stack and state are fetched while this one runs
+        next = nullptr;
+        if (!ready.empty()) {
+            size_t j = (size_t)rand_below(&rng, ready.size());
+            next = ready[j];
+            ready[j] = ready.back();
+            ready.pop_back();
+            __builtin_prefetch(next);
+            __builtin_prefetch(next->sp);
+        }
         run_fiber(t);
         if (!t_error.empty()) fail();
         Block *b = t->blk;
@@ -971,12 +991,9 @@ static void run_grid(Grid *gr) {
             break;
         case AT_WARP: {
             // complete it once the last lane of its mask is there (misuse shows when nothing can run)
-            bool all = true;
-            for (unsigned m = t->wmask, base = (unsigned)t->warp * 32; m && all; m &= m - 1) {
-                unsigned l = base + (unsigned)__builtin_ctz(m);
-                all = l < (unsigned)b->nthreads && b->threads[l].state == AT_WARP;
-            }
-            if (all && try_complete_warp(b, t->warp, ready) < 0) fail();
+            uint32_t &arrived = b->arrived[(size_t)t->warp];
+            arrived |= 1u << t->lane;
+            if ((arrived & t->wmask) == t->wmask && try_complete_warp(b, t->warp, ready) < 0) fail();
             break;
         }
         case AT_BARRIER:
