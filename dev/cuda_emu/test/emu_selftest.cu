@@ -13,6 +13,7 @@
 // pageable cudaMemcpy to the device lands late for a non-blocking stream, a
 // kernel given a pageable pointer faults (sticky), the device size is honoured, fresh
 // memory is not zero.
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <signal.h>
@@ -24,7 +25,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #define CK(call)                                                                              \
     do {                                                                                      \
@@ -730,6 +733,121 @@ static int case_nccl_one_rank() {
     return g_bad;
 }
 
+// ---------------------------------------------------------------- library strictness
+
+// cuBLASLt: two 16x16x16 fp32 matmuls (D = A B, the heuristic's algorithm with a workspace)
+// on two streams sharing one workspace. ORDER: 0 nothing orders them (must die), 1 an event
+// wait, 2 the host synchronizes the first stream before queuing the second, 3 one stream.
+static int lt_two_matmuls(int order) {
+    const int n = 16;
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t lay;
+    cublasLtMatmulPreference_t pref;
+    cudaStream_t s1, s2;
+    cudaEvent_t ev;
+    float *a, *b, *d1, *d2, ha[n * n], hb[n * n], hd[n * n];
+    void *ws;
+    const size_t ws_bytes = 1 << 20;
+    CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    for (float **p : {&a, &b, &d1, &d2}) CK(cudaMalloc(p, sizeof ha));
+    CK(cudaMalloc(&ws, ws_bytes));
+    for (int i = 0; i < n * n; i++) ha[i] = (float)(i % 7) - 3.0f, hb[i] = (float)(i % 5) - 2.0f;
+    CK(cudaMemcpy(a, ha, sizeof ha, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(b, hb, sizeof hb, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
+    expect(cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS && cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) ==
+           CUBLAS_STATUS_SUCCESS && cublasLtMatrixLayoutCreate(&lay, CUDA_R_32F, n, n, n) == CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS, "cuBLASLt set-up");
+    uint64_t max_ws = ws_bytes;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws);
+    cublasLtMatmulHeuristicResult_t res;
+    int count = 0;
+    expect(cublasLtMatmulAlgoGetHeuristic(lt, desc, lay, lay, lay, lay, pref, 1, &res, &count) == CUBLAS_STATUS_SUCCESS &&
+           count == 1 && res.workspaceSize > 0, "the heuristic's algorithm uses a workspace");
+    const float one = 1.0f, zero = 0.0f;
+    expect(cublasLtMatmul(lt, desc, &one, a, lay, b, lay, &zero, d1, lay, d1, lay, &res.algo, ws, ws_bytes, s1) ==
+           CUBLAS_STATUS_SUCCESS, "the first matmul");
+    if (order == 1) {
+        CK(cudaEventRecord(ev, s1));
+        CK(cudaStreamWaitEvent(s2, ev, 0));
+    }
+    if (order == 2) CK(cudaStreamSynchronize(s1));
+    expect(cublasLtMatmul(lt, desc, &one, b, lay, a, lay, &zero, d2, lay, d2, lay, &res.algo, ws, ws_bytes,
+                          order == 3 ? s1 : s2) == CUBLAS_STATUS_SUCCESS, "the second matmul");
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(hd, d1, sizeof hd, cudaMemcpyDeviceToHost));
+    bool ok = true;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {   // column-major: D[i][j] = sum_k A[i][k] B[k][j]
+            float want = 0.0f;
+            for (int k = 0; k < n; k++) want += ha[i + k * n] * hb[k + j * n];
+            ok = ok && hd[i + j * n] == want;
+        }
+    expect(ok, "the first matmul's result");
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(lay);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(lt);
+    return g_bad;
+}
+static int case_lt_workspace_unordered() { return lt_two_matmuls(0); }
+static int case_lt_workspace_ordered() { return lt_two_matmuls(1) | lt_two_matmuls(2) | lt_two_matmuls(3); }
+
+// NCCL from two host threads on one (one-rank) communicator. MODE: 0 both issue
+// all-gathers at once (must die), 1 the second thread issues into the communicator while
+// the first thread's group holds an operation of it (must die), 2 they take turns under a
+// mutex (allowed: one thread at a time).
+static int nccl_two_threads(int mode) {
+    ncclUniqueId id;
+    ncclComm_t comm;
+    cudaStream_t s;
+    float *a, *b;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaMalloc(&a, 64 * sizeof(float)));
+    CK(cudaMalloc(&b, 64 * sizeof(float)));
+    expect(ncclGetUniqueId(&id) == ncclSuccess && ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess, "a one-rank communicator");
+    std::atomic<int> go{0}, in_group{0}, second_done{0};
+    std::mutex turn;
+    auto worker = [&](int who) {
+        while (!go.load()) usleep(10);
+        if (mode == 1) {
+            if (who == 0) {
+                ncclGroupStart();
+                ncclAllGather(a, b, 64, ncclFloat, comm, s);
+                in_group = 1;
+                while (!second_done.load()) usleep(100);
+                ncclGroupEnd();
+            } else {
+                while (!in_group.load()) usleep(10);
+                ncclAllGather(a + 32, b, 32, ncclFloat, comm, s);
+                second_done = 1;
+            }
+            return;
+        }
+        for (int i = 0; i < 50; i++) {
+            if (mode == 2) {
+                std::lock_guard<std::mutex> lk(turn);
+                expect(ncclAllGather(a, b, 64, ncclFloat, comm, s) == ncclSuccess, "an all-gather in turn");
+            } else {
+                ncclAllGather(a, b, 64, ncclFloat, comm, s);
+            }
+        }
+    };
+    std::thread t0(worker, 0), t1(worker, 1);
+    go = 1;
+    t0.join();
+    t1.join();
+    CK(cudaStreamSynchronize(s));
+    ncclCommDestroy(comm);
+    return g_bad;
+}
+static int case_nccl_two_threads_at_once() { return nccl_two_threads(0); }
+static int case_nccl_group_of_another_thread() { return nccl_two_threads(1); }
+static int case_nccl_threads_take_turns() { return nccl_two_threads(2); }
+
 struct Case {
     const char *name;
     int (*fn)();
@@ -780,6 +898,13 @@ static const Case cases[] = {
 #endif
     {"device_size", case_device_size, 0, nullptr, "CUDA_EMU_MEM=64M"},
     {"nccl_one_rank", case_nccl_one_rank, 0, nullptr, nullptr},
+    {"lt_workspace_unordered", case_lt_workspace_unordered, 1, "use the same workspace bytes", nullptr},
+    {"lt_workspace_ordered", case_lt_workspace_ordered, 0, nullptr, nullptr},
+    {"nccl_two_threads_at_once", case_nccl_two_threads_at_once, 1, "must not be issued to one communicator by several",
+     nullptr},
+    {"nccl_group_of_another_thread", case_nccl_group_of_another_thread, 1, "one thread must issue all the operations",
+     nullptr},
+    {"nccl_threads_take_turns", case_nccl_threads_take_turns, 0, nullptr, nullptr},
 };
 
 int main(int argc, char **argv) {
