@@ -51,6 +51,10 @@ namespace emu_dev {
 thread_local ThreadView *t_view = nullptr;
 
 ThreadView *outside_kernel() { emu::die("a device built-in (threadIdx, blockIdx, ...) was read outside a kernel"); }
+uint64_t math_seed() {
+    static const uint64_t seed = emu::env_u64("CUDA_EMU_MATH_SEED", 1);
+    return seed;
+}
 uint3 thread_idx() { return cur()->thread_idx; }
 uint3 block_idx() { return cur()->block_idx; }
 dim3 block_dim() { return cur()->block_dim; }

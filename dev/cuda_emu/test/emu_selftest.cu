@@ -203,6 +203,17 @@ __global__ void misaligned_load(const float *x, float *out) {
     out[threadIdx.x] = r.v[threadIdx.x % 4];
 }
 
+// The approximate intrinsics over n inputs: out[4i..4i+3] = __expf, __logf, rsqrtf, __fdividef.
+__global__ void intrinsics(const float *x, int n, float *out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    out[4 * i] = __expf(v);
+    out[4 * i + 1] = __logf(fabsf(v) + 0.25f);
+    out[4 * i + 2] = rsqrtf(fabsf(v) + 0.25f);
+    out[4 * i + 3] = __fdividef(v, 1.0f + 0.5f * (float)(i % 7));
+}
+
 // ---------------------------------------------------------------- helpers
 
 static std::atomic<int> g_gate[4];
@@ -848,6 +859,55 @@ static int case_nccl_two_threads_at_once() { return nccl_two_threads(0); }
 static int case_nccl_group_of_another_thread() { return nccl_two_threads(1); }
 static int case_nccl_threads_take_turns() { return nccl_two_threads(2); }
 
+// The approximate intrinsics against the CUDA Programming Guide's bounds (its "Intrinsic
+// Functions" table; rsqrtf 2 ulp): every result within them, the same bits from a second
+// launch, and (WANT_INEXACT) some results other than the correctly rounded ones, so that a
+// tolerance that holds only for exact results fails here; with CUDA_EMU_MATH_SEED=0 all exact.
+static double ulp_of(float r) { return (double)nextafterf(fabsf(r), INFINITY) - (double)fabsf(r); }
+static int intrinsics_case(bool want_inexact) {
+    const int n = 4096;
+    static float hx[n], a[4 * n], b[4 * n];
+    for (int i = 0; i < n; i++) hx[i] = -20.0f + 30.0f * (float)i / n + 1e-3f * (float)(i % 13);
+    float *x, *out;
+    CK(cudaMalloc(&x, sizeof hx));
+    CK(cudaMalloc(&out, sizeof a));
+    CK(cudaMemcpy(x, hx, sizeof hx, cudaMemcpyHostToDevice));
+    float *res[2] = {a, b};
+    for (float *r : res) {
+        intrinsics<<<n / 256, 256>>>(x, n, out);
+        CK(cudaMemcpy(r, out, sizeof a, cudaMemcpyDeviceToHost));
+    }
+    int outside = 0, inexact = 0;
+    for (int i = 0; i < n; i++) {
+        double v = hx[i], y = fabs(v) + 0.25;
+        double want[4] = {exp(v), log((double)(fabsf(hx[i]) + 0.25f)), 1.0 / sqrt((double)(fabsf(hx[i]) + 0.25f)),
+                          v / (double)(1.0f + 0.5f * (float)(i % 7))};
+        (void)y;
+        for (int f = 0; f < 4; f++) {
+            float got = a[4 * i + f];
+            double err = fabs((double)got - want[f]);
+            double bound = f == 0   ? (2.0 + floor(fabs(1.173 * v))) * ulp_of((float)want[f])
+                           : f == 1 ? (fabsf(hx[i]) + 0.25f >= 0.5f && fabsf(hx[i]) + 0.25f <= 2.0f
+                                           ? ldexp(1.0, -21) / pow(2.0, 0.41)
+                                           : 3.0 * ulp_of((float)want[f]))
+                                    : 2.0 * ulp_of((float)want[f]);
+            if (!(err <= bound)) {
+                if (outside++ < 5) printf("intrinsic %d at x=%.9g: %.9g, exact %.12g (error %.3g, bound %.3g)\n", f, v, got, want[f], err, bound);
+            }
+            if (got != (float)want[f]) inexact++;
+            if (memcmp(&a[4 * i + f], &b[4 * i + f], 4)) outside += 1000000;
+        }
+    }
+    printf("%d of %d results differ from the correctly rounded value, %d outside the documented error\n", inexact,
+           4 * n, outside);
+    expect(outside == 0, "every approximate intrinsic within its documented error, the same bits twice");
+    expect(want_inexact ? inexact > n / 4 : inexact == 0,
+           want_inexact ? "the intrinsics are not exact (a tolerance needing exact math fails)" : "exact with seed 0");
+    return g_bad;
+}
+static int case_intrinsics_approximate() { return intrinsics_case(true); }
+static int case_intrinsics_exact() { return intrinsics_case(false); }
+
 struct Case {
     const char *name;
     int (*fn)();
@@ -905,6 +965,8 @@ static const Case cases[] = {
     {"nccl_group_of_another_thread", case_nccl_group_of_another_thread, 1, "one thread must issue all the operations",
      nullptr},
     {"nccl_threads_take_turns", case_nccl_threads_take_turns, 0, nullptr, nullptr},
+    {"intrinsics_approximate", case_intrinsics_approximate, 0, "differ from the correctly rounded", nullptr},
+    {"intrinsics_exact", case_intrinsics_exact, 0, "0 of 16384 results differ", "CUDA_EMU_MATH_SEED=0"},
 };
 
 int main(int argc, char **argv) {
