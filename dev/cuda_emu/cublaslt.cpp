@@ -41,8 +41,10 @@
 #include <string.h>
 
 #include <algorithm>
+#include <utility>
 #include <mutex>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "emu.h"
@@ -772,6 +774,67 @@ cublasStatus_t check_epilogue_buffers(const Problem &p, const AlgoState &algo, c
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// The byte runs a matrix's elements occupy, [start, end): one per column of a column-major
+// matrix (a row of a row-major one) and batch instance.
+void element_runs(const void *base, const Matrix &x, std::vector<std::pair<uintptr_t, uintptr_t>> &out) {
+    int64_t inner = x.order == CUBLASLT_ORDER_COL ? x.rows : x.cols;
+    int64_t outer = x.order == CUBLASLT_ORDER_COL ? x.cols : x.rows;
+    size_t es = type_size(x.type);
+    for (int64_t b = 0; b < x.batch; b++)
+        for (int64_t j = 0; j < outer; j++) {
+            uintptr_t at = (uintptr_t)base + (uintptr_t)((b * x.stride + j * x.ld) * (int64_t)es);
+            out.emplace_back(at, at + (uintptr_t)(inner * (int64_t)es));
+        }
+}
+
+// Whether matrices x at px and y at py share a byte: their extents first, then (only when
+// those meet) their element runs, swept in address order.
+bool matrices_overlap(const void *px, const Matrix &x, const void *py, const Matrix &y) {
+    uint64_t ex, ey;
+    if (!span_elems(x, &ex) || !span_elems(y, &ey) || ex == 0 || ey == 0) return false;
+    uintptr_t x0 = (uintptr_t)px, x1 = x0 + ex * type_size(x.type);
+    uintptr_t y0 = (uintptr_t)py, y1 = y0 + ey * type_size(y.type);
+    if (x1 <= y0 || y1 <= x0) return false;
+    std::vector<std::pair<uintptr_t, uintptr_t>> rx, ry;
+    element_runs(px, x, rx);
+    element_runs(py, y, ry);
+    std::sort(rx.begin(), rx.end());
+    std::sort(ry.begin(), ry.end());
+    // two sorted lists of runs (each may overlap itself): a run of x meets a run of y
+    size_t i = 0, j = 0;
+    uintptr_t xend = 0, yend = 0;   // the furthest end of the runs passed so far
+    while (i < rx.size() || j < ry.size()) {
+        if (j == ry.size() || (i < rx.size() && rx[i].first <= ry[j].first)) {
+            if (rx[i].first < yend) return true;
+            xend = std::max(xend, rx[i].second);
+            i++;
+        } else {
+            if (ry[j].first < xend) return true;
+            yend = std::max(yend, ry[j].second);
+            j++;
+        }
+    }
+    return false;
+}
+
+// "This function supports both in-place matrix multiplication (C == D and Cdesc == Ddesc)
+// and out-of-place matrix multiplication (C != D ...)" (cublasLtMatmul): the output may
+// share memory with C only as that same matrix. D sharing a byte with A or B, or with a C
+// it is not (when C is read), is refused: on a GPU the elements of D are written while
+// other threads still read those bytes as inputs.
+cublasStatus_t check_aliasing(const Problem &p, const Pointers &ptr, bool reads_c, const char *call) {
+    const Matrix *ins[3] = {&p.a, &p.b, &p.c};
+    const void *in_ptrs[3] = {ptr.A, ptr.B, ptr.C};
+    for (int i = 0; i < 3; i++) {
+        if (i == 2 && (!reads_c || ptr.C == ptr.D)) continue;
+        if (matrices_overlap(ptr.D, p.dd, in_ptrs[i], *ins[i]))
+            return fail(CUBLAS_STATUS_INVALID_VALUE, call, "D (%p) shares memory with %s (%p)%s: cublasLtMatmul "
+                        "supports in place only C == D with Cdesc == Ddesc", ptr.D, i == 2 ? "C" : i ? "B" : "A",
+                        in_ptrs[i], i == 2 ? " without being the same matrix" : ", an input");
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 // "The workspace pointer must be aligned to at least a multiple of 256 bytes"; the size must
 // cover what the algorithm asked for.
 cublasStatus_t check_workspace(const AlgoState &algo, const Pointers &ptr, const char *call) {
@@ -836,7 +899,41 @@ struct Job {
     Pointers ptr;
     Scalars sc;
     size_t scribble;   // workspace bytes the algorithm uses
+    std::string what;
 };
+
+// The algorithm writes its workspace as scratch, so two matmuls that use the same bytes of
+// it must be ordered (stream order, an event wait, a synchronization before the second is
+// queued): otherwise a GPU may run both at once and each overwrites the other's partial
+// results. Each use is kept (its range and its op, the latest per stream), and a matmul on
+// another stream that nothing orders after an earlier use, or before which an earlier use
+// is not ordered, is reported, whichever of the two the emulator happens to run first.
+struct WorkspaceUse {
+    uintptr_t lo, hi;
+    emu::OpStamp op;
+    std::string what;
+};
+std::mutex g_ws_mu;
+std::vector<WorkspaceUse> g_ws_uses;
+
+void check_workspace_order(const Job &j) {
+    if (!j.scribble) return;
+    const uintptr_t lo = (uintptr_t)j.ptr.workspace, hi = lo + j.scribble;
+    const emu::OpStamp me = emu::running_op();
+    std::lock_guard<std::mutex> lk(g_ws_mu);
+    for (size_t i = 0; i < g_ws_uses.size();) {
+        const WorkspaceUse &u = g_ws_uses[i];
+        if (u.hi <= lo || hi <= u.lo) { i++; continue; }
+        if (u.op.stream != me.stream && !emu::ordered_before_running(u.op))
+            emu::die("cuBLASLt: cublasLtMatmul (%s) on stream #%d and cublasLtMatmul (%s) on stream #%d (the emulator's streams in creation order) use the same "
+                     "workspace bytes (%p, %zu bytes) with nothing ordering one after the other (no event wait, no "
+                     "synchronization between them): on a GPU they may run at once and overwrite each other's scratch",
+                     u.what.c_str(), u.op.stream, j.what.c_str(), me.stream, (void *)lo, j.scribble);
+        if (u.op.stream == me.stream) g_ws_uses.erase(g_ws_uses.begin() + (long)i);
+        else i++;
+    }
+    g_ws_uses.push_back(WorkspaceUse{lo, hi, me, j.what});
+}
 
 // op(X) of one batch instance as floats, row-major: out[r * cols + c] = op(X)[r][c].
 void gather_op(const void *base, const Matrix &x, bool trans, int64_t b, std::vector<float> &out) {
@@ -942,6 +1039,7 @@ void run_matmul(const Job &j) {
     const float alpha = j.sc.on_device ? *j.sc.dalpha : j.sc.alpha;
     const float beta = j.sc.on_device ? *j.sc.dbeta : j.sc.beta;
     // The workspace holds nothing meaningful after the call.
+    check_workspace_order(j);
     if (j.scribble) memset(j.ptr.workspace, 0xa5, j.scribble);
     std::vector<float> opa, opb;
     for (int64_t b = 0; b < p.batch; b++) {
@@ -1253,11 +1351,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     const bool reads_c = j.sc.on_device || j.sc.beta != 0.0f;
     if ((st = check_matrices(p, a, j.ptr, reads_c, call)) != CUBLAS_STATUS_SUCCESS) return st;
     if ((st = check_epilogue_buffers(p, a, j.ptr, call)) != CUBLAS_STATUS_SUCCESS) return st;
+    if ((st = check_aliasing(p, j.ptr, reads_c, call)) != CUBLAS_STATUS_SUCCESS) return st;
     if ((st = check_workspace(a, j.ptr, call)) != CUBLAS_STATUS_SUCCESS) return st;
     j.scribble = (size_t)a.workspace;
     char what[160];
     snprintf(what, sizeof what, "cublasLtMatmul %lldx%lldx%lld batch %d epilogue %s", (long long)p.m, (long long)p.n,
              (long long)p.k, p.batch, p.epi.name);
+    j.what = what + 15;   // "mxnxk batch b epilogue e"
     return enqueue_status(emu::enqueue(stream, what, [j] { run_matmul(j); }), call);
 }
 

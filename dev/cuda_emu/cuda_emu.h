@@ -56,10 +56,10 @@
 
 // ---------------------------------------------------------------- built-in variables
 
-#define threadIdx (emu_dev::cur()->thread_idx)
-#define blockIdx (emu_dev::cur()->block_idx)
-#define blockDim (emu_dev::cur()->block_dim)
-#define gridDim (emu_dev::cur()->grid_dim)
+#define threadIdx (emu_dev::thread_idx())
+#define blockIdx (emu_dev::block_idx())
+#define blockDim (emu_dev::block_dim())
+#define gridDim (emu_dev::grid_dim())
 #ifndef warpSize
 #define warpSize 32
 #endif
@@ -164,9 +164,50 @@ inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long cm
 
 // ---------------------------------------------------------------- intrinsics
 // IEEE round-to-nearest operations are the host's (this build has -ffp-contract=off, so no
-// contraction into FMA). The fast approximations (__expf, __logf, rsqrtf under
-// --use_fast_math) are the correctly rounded host functions: results agree with a GPU's
-// within their documented error, not bit for bit.
+// contraction into FMA). The approximate intrinsics are not exact either here: each one
+// is the exact value (in double, rounded once) moved by a number of ulps, or an absolute
+// amount, within the maximum error the CUDA Programming Guide documents for it (the
+// "Intrinsic Functions" table; rsqrtf: the single-precision table's 2 ulp), less the one
+// rounding of the reference. The move is drawn from the input's bits and CUDA_EMU_MATH_SEED
+// (default 1; 0: exact): the same input always gives the same result, as a GPU's function
+// does, and a tolerance that holds only for exact results fails. Sources built with
+// --use_fast_math (EMU_FAST_MATH, emu.mk) compile them to their .ftz forms on a GPU: here
+// their subnormal inputs and results are flushed to zero too. (The rest of such a source's
+// float arithmetic keeps subnormals here: the project's fast-math sources rely on inline
+// PTX without .ftz for exact steps, whose host twins an SSE flush mode would break.)
+namespace emu_dev {
+uint64_t math_seed();
+}
+#ifdef EMU_FAST_MATH
+#define EMU_FTZ true
+#else
+#define EMU_FTZ false
+#endif
+// (templates on FTZ: a source built with fast math and one without must not share one copy)
+template <bool FTZ> inline float emu_flush(float x) { return FTZ && fabsf(x) < 1.17549435e-38f ? copysignf(0.0f, x) : x; }
+// r moved by a number of ulps in [-k, k] drawn from (x's bits, which function, the seed),
+// never across zero or past the largest finite value.
+inline float emu_ulps(float r, uint64_t key, uint32_t fn, uint32_t k) {
+    uint64_t seed = emu_dev::math_seed();
+    if (!seed || !k || !(fabsf(r) <= 3.40282347e+38f) || r == 0.0f) return r;
+    uint64_t h = (key * 0x9e3779b97f4a7c15ull) ^ (seed * 0xd1b54a32d192ed03ull) ^ ((uint64_t)fn << 56);
+    h = (h ^ (h >> 31)) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    int64_t d = (int64_t)(h % (2 * (uint64_t)k + 1)) - (int64_t)k;
+    uint32_t u;
+    memcpy(&u, &r, 4);
+    int64_t mag = (int64_t)(u & 0x7fffffffu) + d;
+    if (mag < 0) mag = 0;
+    if (mag > 0x7f7fffff) mag = 0x7f7fffff;
+    u = (u & 0x80000000u) | (uint32_t)mag;
+    memcpy(&r, &u, 4);
+    return r;
+}
+inline uint64_t emu_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
 
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
@@ -180,10 +221,48 @@ inline double __dsub_rn(double a, double b) { return a - b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __ddiv_rn(double a, double b) { return a / b; }
 inline double __dsqrt_rn(double a) { return sqrt(a); }
-inline float __expf(float x) { return expf(x); }
-inline float __logf(float x) { return logf(x); }
-inline float __fdividef(float a, float b) { return a / b; }
-inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// __expf: "The maximum ulp error is 2 + floor(abs(1.173 * x))".
+template <bool FTZ> inline float emu_expf(float x) {
+    x = emu_flush<FTZ>(x);
+    float r = (float)exp((double)x);
+    return emu_flush<FTZ>(emu_ulps(r, emu_bits(x), 1, 1 + (uint32_t)fminf(floorf(fabsf(1.173f * x)), 1e6f)));
+}
+// __logf: "For x in [0.5, 2], the maximum absolute error is 2^-21.41, otherwise, the
+// maximum ulp error is 3."
+template <bool FTZ> inline float emu_logf(float x) {
+    x = emu_flush<FTZ>(x);
+    double e = log((double)x);
+    if (x >= 0.5f && x <= 2.0f) {
+        uint64_t seed = emu_dev::math_seed();
+        if (!seed) return (float)e;
+        uint64_t h = (emu_bits(x) * 0x9e3779b97f4a7c15ull) ^ (seed * 0xd1b54a32d192ed03ull) ^ (2ull << 56);
+        h = (h ^ (h >> 31)) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 29;
+        double u = (double)(h >> 11) / 9007199254740992.0 * 2.0 - 1.0;   // [-1, 1)
+        // 0.9 of the bound, and the rounding to float (under 2^-25 here) stays inside it
+        return emu_flush<FTZ>((float)(e + u * 0.9 * 3.5780e-7));
+    }
+    return emu_flush<FTZ>(emu_ulps((float)e, emu_bits(x), 2, 2));
+}
+// __fdividef: "For |y| in [2^-126, 2^126], the maximum ulp error is 2"; for 2^126 < |y| <
+// 2^128 it delivers zero (the CUDA Programming Guide's note), NaN for an infinite x.
+template <bool FTZ> inline float emu_fdividef(float a, float b) {
+    a = emu_flush<FTZ>(a);
+    b = emu_flush<FTZ>(b);
+    float ab = fabsf(b);
+    if (ab > 8.50705917e+37f && ab <= 3.40282347e+38f) return isinf(a) ? NAN : copysignf(0.0f, a) * copysignf(1.0f, b);
+    float r = (float)((double)a / (double)b);
+    return emu_flush<FTZ>(emu_ulps(r, emu_bits(a) << 32 | emu_bits(b), 3, 1));
+}
+// rsqrtf: 2 ulp.
+template <bool FTZ> inline float emu_rsqrtf(float x) {
+    x = emu_flush<FTZ>(x);
+    return emu_flush<FTZ>(emu_ulps((float)(1.0 / sqrt((double)x)), emu_bits(x), 4, 1));
+}
+#define __expf(x) emu_expf<EMU_FTZ>(x)
+#define __logf(x) emu_logf<EMU_FTZ>(x)
+#define __fdividef(a, b) emu_fdividef<EMU_FTZ>(a, b)
+#define rsqrtf(x) emu_rsqrtf<EMU_FTZ>(x)
 inline float __saturatef(float x) { return x != x ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 
 inline unsigned __float_as_uint(float x) { unsigned u; memcpy(&u, &x, 4); return u; }
@@ -257,7 +336,14 @@ inline void emu_launch_kernel(void (*k)(P...), const char *name, const char *fil
     emu::LaunchArg ptrs[sizeof...(P) + 1];
     int nptrs = 0;
     std::apply([&](const auto &...v) { (emu_dev::note_ptr(ptrs, &nptrs, v), ...); }, *params);
-    emu_dev::launch((const void *)k, name, file, line, grid, block, smem, stream, ptrs, nptrs,
-                    [k, params]() { std::apply([k](auto... v) { k(v...); }, *params); });
+    // Each CUDA thread's copy of the parameters is a bitwise one (as the launch's copy to the
+    // device is), by memcpy: not a checked access of the launch's heap record, which is no
+    // device memory (every load of the kernels' code is checked: emu.mk).
+    using Params = std::tuple<typename std::decay<P>::type...>;
+    emu_dev::launch((const void *)k, name, file, line, grid, block, smem, stream, ptrs, nptrs, [k, params]() {
+        alignas(Params) unsigned char own[sizeof(Params)];
+        memcpy(own, params.get(), sizeof(Params));
+        std::apply([k](auto... v) { k(v...); }, *reinterpret_cast<Params *>(own));
+    });
 }
 #endif

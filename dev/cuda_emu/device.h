@@ -21,6 +21,13 @@ struct ThreadView {
 extern thread_local ThreadView *t_view;   // the CUDA thread running on this host thread
 ThreadView *outside_kernel();              // dies: a built-in read outside a kernel
 inline ThreadView *cur() { return t_view ? t_view : outside_kernel(); }
+// The built-ins as the kernels read them: functions of the engine (not compiled with the
+// memory checks' instrumentation, so a read of threadIdx is no checked access), const for
+// the compiler (a CUDA thread's indices never change while it runs, so it may reuse them).
+__attribute__((const)) uint3 thread_idx();
+__attribute__((const)) uint3 block_idx();
+__attribute__((const)) dim3 block_dim();
+__attribute__((const)) dim3 grid_dim();
 
 void barrier();                            // __syncthreads
 void warp_sync(unsigned mask);             // __syncwarp

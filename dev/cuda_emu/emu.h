@@ -70,6 +70,16 @@ bool check_device_range(const void *p, size_t bytes, const char *what);
 // a host function. work runs on the stream's worker thread.
 cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> work);
 
+// The order of stream work (happens-before: stream order, event records and waits, the
+// legacy stream's implicit waits, and the synchronizations the issuing host thread had
+// made when it queued the work). An op is named by its stream and its place there.
+struct OpStamp {
+    int stream;        // -1: none
+    uint64_t epoch;    // 1 for the stream's first op
+};
+OpStamp running_op();                               // on a stream's worker: the work it runs now
+bool ordered_before_running(const OpStamp &earlier);   // on a worker: earlier is ordered before it
+
 // From inside stream work: an asynchronous fault. Prints the message, makes err the sticky
 // error (every later runtime call returns it) and lets the stream go on (its later work is
 // skipped).

@@ -30,6 +30,11 @@ EMU_LDLIBS = -rdynamic $(MPI_LDFLAGS) -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) $(
 # every CUDA source of the project, as nvcc sees them
 EMU_CU := $(wildcard llmc/cuda/*.cu zero/cuda/*.cu) train_gpt2.cu train_gpt2_zero.cu test_gpt2_zero.cu \
           dev/test/gpu_attention_cudnn.cu dev/cuda_emu/test/emu_selftest.cu
+# The sources nvcc builds with --use_fast_math (NVCCFLAGS: all but zero/cuda/, whose rule
+# leaves it out, and the emulator's own test): their approximate intrinsics flush
+# subnormals (cuda_emu.h).
+EMU_FAST_MATH_CU := $(filter-out zero/cuda/% dev/cuda_emu/%,$(EMU_CU))
+$(patsubst %.cu,$(EMU)/obj/%.cu.o,$(EMU_FAST_MATH_CU)): EMU_MATH := $(if $(findstring use_fast_math,$(NVCCFLAGS)),-DEMU_FAST_MATH)
 EMU_CU_HEADERS := $(wildcard *.h llmc/*.h llmc/*/*.h llmc/*/*.cuh zero/*.h zero/*/*.h)
 # the emulated libraries present (cublaslt.cpp and cudnn.cpp join as they land)
 EMU_RUNTIME := $(patsubst dev/cuda_emu/%.cpp,%,$(wildcard dev/cuda_emu/*.cpp))
@@ -44,7 +49,7 @@ $(EMU)/src.stamp: $(EMU_CU) $(EMU_CU_HEADERS) dev/cuda_emu/rewrite_launch.py
 
 $(EMU)/obj/%.cu.o: $(EMU)/src.stamp dev/cuda_emu/cuda_emu.h dev/cuda_emu/device.h dev/cuda_emu/emu.h
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_CHECKS) $(MPI_CFLAGS) -x c++ -include cuda_emu.h -c $(EMU_SRC_DIR)/$*.cu -o $@
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_CHECKS) $(EMU_MATH) $(MPI_CFLAGS) -x c++ -include cuda_emu.h -c $(EMU_SRC_DIR)/$*.cu -o $@
 
 $(EMU)/rt/%.o: dev/cuda_emu/%.cpp dev/cuda_emu/emu.h dev/cuda_emu/device.h
 	@mkdir -p $(dir $@)

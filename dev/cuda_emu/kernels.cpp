@@ -51,6 +51,14 @@ namespace emu_dev {
 thread_local ThreadView *t_view = nullptr;
 
 ThreadView *outside_kernel() { emu::die("a device built-in (threadIdx, blockIdx, ...) was read outside a kernel"); }
+uint64_t math_seed() {
+    static const uint64_t seed = emu::env_u64("CUDA_EMU_MATH_SEED", 1);
+    return seed;
+}
+uint3 thread_idx() { return cur()->thread_idx; }
+uint3 block_idx() { return cur()->block_idx; }
+dim3 block_dim() { return cur()->block_dim; }
+dim3 grid_dim() { return cur()->grid_dim; }
 
 static const size_t STACK_BYTES =
 #ifdef EMU_ASAN
@@ -60,9 +68,11 @@ static const size_t STACK_BYTES =
 #endif
 
 // ---------------------------------------------------------------- context switch
-// A fiber switch saves the callee-saved registers, the SSE and x87 control words and the
-// stack pointer, and loads another's: no system call (glibc's swapcontext makes one per
-// switch to save the signal mask, which a CUDA thread does not have).
+// A fiber switch saves the callee-saved registers and the stack pointer, and loads
+// another's: no system call (glibc's swapcontext makes one per switch to save the signal
+// mask, which a CUDA thread does not have). The SSE and x87 control words are not switched:
+// every fiber of a host thread runs with that thread's (nothing in a kernel changes them),
+// and loading them (fldcw, ldmxcsr) was most of a switch's time.
 extern "C" void emu_ctx_switch(void **save_sp, void *load_sp);
 extern "C" void emu_fiber_start();
 __asm__(
@@ -76,14 +86,8 @@ __asm__(
     "    pushq %r13\n"
     "    pushq %r14\n"
     "    pushq %r15\n"
-    "    subq $8, %rsp\n"
-    "    stmxcsr (%rsp)\n"
-    "    fnstcw 4(%rsp)\n"
     "    movq %rsp, (%rdi)\n"
     "    movq %rsi, %rsp\n"
-    "    ldmxcsr (%rsp)\n"
-    "    fldcw 4(%rsp)\n"
-    "    addq $8, %rsp\n"
     "    popq %r15\n"
     "    popq %r14\n"
     "    popq %r13\n"
@@ -99,19 +103,16 @@ __asm__(
     "    ud2\n"
     ".size emu_fiber_start, .-emu_fiber_start\n");
 
-// A fresh fiber's stack: what emu_ctx_switch pops (control words, six registers) and a
-// return into emu_fiber_start, so that emu_fiber_main starts with the ABI's alignment.
-static void *fiber_stack_init(char *stack, size_t bytes) {
-    uintptr_t top = ((uintptr_t)stack + bytes) & ~(uintptr_t)15;
-    uint64_t *sp = (uint64_t *)(top - 80);
-    uint32_t csr;
-    uint16_t cw;
-    __asm__ volatile("stmxcsr %0" : "=m"(csr));
-    __asm__ volatile("fnstcw %0" : "=m"(cw));
-    memset(sp, 0, 64);
-    memcpy(sp, &csr, 4);
-    memcpy((char *)sp + 4, &cw, 2);
-    sp[7] = (uint64_t)(uintptr_t)emu_fiber_start;
+// A fresh fiber's stack: what emu_ctx_switch pops (six registers) and a return into
+// emu_fiber_start, so that emu_fiber_main starts with the ABI's alignment.
+// Each stack's top is moved down by a different multiple of 64 bytes (its color): the
+// stacks are 4 KiB-aligned mappings, and without it every fiber's hot lines would fall in
+// the same few cache sets, and a switch to another fiber would miss the cache.
+static void *fiber_stack_init(char *stack, size_t bytes, int color) {
+    uintptr_t top = ((uintptr_t)stack + bytes - (size_t)(color % 61) * 64) & ~(uintptr_t)15;
+    uint64_t *sp = (uint64_t *)(top - 72);   // emu_fiber_start starts at top - 16: aligned for its call
+    memset(sp, 0, 48);
+    sp[6] = (uint64_t)(uintptr_t)emu_fiber_start;
     return sp;
 }
 
@@ -120,18 +121,18 @@ enum WarpOp { WOP_NONE, WOP_SYNC, WOP_SHFL, WOP_VOTE };
 
 struct Block;
 struct Grid;
-struct Thread {
-    ThreadView view;
-    int linear = 0, lane = 0, warp = 0;
-    State state = READY;
+struct Thread {   // what the scheduler reads at every switch first (one cache line)
     void *sp = nullptr;            // saved stack pointer while switched out
+    Block *blk = nullptr;
     char *stack = nullptr;
+    State state = READY;
+    int linear = 0, lane = 0, warp = 0;
     // a warp operation in progress
     WarpOp wop = WOP_NONE;
     unsigned wmask = 0;
     int wkind = 0, warg = 0, wwidth = 32;
     uint64_t wvalue = 0, wresult = 0;
-    Block *blk = nullptr;
+    ThreadView view;
 #ifdef EMU_ASAN
     void *fake_stack = nullptr;
 #endif
@@ -166,12 +167,14 @@ struct Block {
     std::vector<Thread> threads;
     int nthreads = 0, live = 0, at_barrier = 0;
     uint32_t bar = 0;              // barriers completed
-    std::vector<WarpClock> clocks;
+    std::vector<WarpClock> clocks;   // kept on race-checked launches only
+    std::vector<uint32_t> arrived;   // per warp: the lanes waiting at a warp operation
     bool clock_overflow = false;   // a counter ran out: no race check for the rest of the block
     char *smem = nullptr;          // the slot's region
     char *dyn = nullptr;           // dynamic shared memory: [dyn, dyn + smem)
     size_t static_used = 0;
     std::vector<SharedVar> vars;
+    uintptr_t var_lo = 0, var_hi = 0;   // the static shared variable last accessed (the fast path's)
     uint64_t rng = 0;
     bool active = false;
 };
@@ -224,6 +227,21 @@ static thread_local size_t t_sched_size = 0;
 #endif
 static thread_local std::string t_error;         // misuse a fiber found; the scheduler reports it
 
+// The memory checks' fast path (the __tsan_* entry points inline it): the ranges in which
+// an access needs no more than its bounds and alignment checked: the 4 allocations global
+// accesses last fell in, the running block's dynamic shared memory and the static shared
+// variable it last touched, and the running CUDA thread's stack (its locals: no check).
+// Empty outside a kernel; every access of a race-checked launch takes the full check.
+struct FastRanges {
+    struct { uintptr_t lo, hi; } alloc[4] = {};
+    unsigned alloc_next = 0;
+    uintptr_t dyn_lo = 0, dyn_hi = 0;
+    uintptr_t var_lo = 0, var_hi = 0;
+    uintptr_t stack_lo = 0, stack_hi = 0;
+    bool slow = true;   // every access takes the full check (a race-checked launch)
+};
+static thread_local FastRanges t_fast;
+
 static char *map_guarded(size_t bytes, const char *what) {
     char *p = (char *)mmap(nullptr, bytes + 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                            -1, 0);
@@ -263,6 +281,11 @@ static uint64_t next_rand(uint64_t *s) {
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
+}
+
+// A draw in [0, n) (a multiply, not a division: the scheduler draws at every switch).
+static inline uint64_t rand_below(uint64_t *s, uint64_t n) {
+    return (uint64_t)(((unsigned __int128)next_rand(s) * n) >> 64);
 }
 
 static uint3 block_index(const Grid *g, uint64_t id) {
@@ -329,6 +352,13 @@ extern "C" void emu_fiber_main() {
 static void run_fiber(Thread *t) {
     t_cur = t;
     t_view = &t->view;
+    Block *b = t->blk;
+    t_fast.dyn_lo = (uintptr_t)b->dyn;
+    t_fast.dyn_hi = (uintptr_t)b->dyn + b->grid->smem;
+    t_fast.var_lo = b->var_lo;
+    t_fast.var_hi = b->var_hi;
+    t_fast.stack_lo = (uintptr_t)t->stack;
+    t_fast.stack_hi = (uintptr_t)t->stack + STACK_BYTES;
 #ifdef EMU_ASAN
     void *fake = nullptr;
     __sanitizer_start_switch_fiber(&fake, t->stack, STACK_BYTES);
@@ -458,6 +488,9 @@ static int try_complete_warp(Block *b, int w, std::vector<Thread *> &ready) {
             o->state = READY;
             ready.push_back(o);
         }
+        b->arrived[(size_t)w] &= ~mask;
+        released = 1;
+        if (!b->grid->racecheck) continue;
         // the lanes of the mask synchronize: each learns what the others knew, then moves on
         WarpClock &wc = b->clocks[(size_t)w];
         uint32_t joined[32] = {0};
@@ -469,7 +502,6 @@ static int try_complete_warp(Block *b, int w, std::vector<Thread *> &ready) {
                 memcpy(wc.vc[m], joined, sizeof joined);
                 if (++wc.vc[m][m] >= (1u << 22)) b->clock_overflow = true;
             }
-        released = 1;
     }
     return released;
 }
@@ -554,7 +586,7 @@ static thread_local uint64_t t_preempt_rng = 1;
 static thread_local int64_t t_preempt_left = 1 << 30;
 
 static void preempt(Thread *t) {
-    t_preempt_left = 1 + (int64_t)(next_rand(&t_preempt_rng) % (2 * (uint64_t)g_settings.preempt));
+    t_preempt_left = 1 + (int64_t)rand_below(&t_preempt_rng, 2 * (uint64_t)g_settings.preempt);
     switch_to_scheduler(t);   // stays READY: the scheduler puts it back among the runnable
 }
 
@@ -619,11 +651,17 @@ static AllocCache *cached_alloc(uintptr_t a) {
     emu::LiveAlloc la;
     if (!emu::alloc_at(a, &la)) return nullptr;
     // the newest in front (the next lookups most likely hit it), the one it displaces to a
-    // slot taken in turn
-    if (t_acache_n < 8) t_acache_n++;
-    int k = 1 + t_acache_next;
-    t_acache_next = (t_acache_next + 1) % 7;
-    if (k < t_acache_n) t_acache[k] = t_acache[0];
+    // free slot, or (all 8 taken) to a slot taken in turn. (A slot counted without being
+    // written held a range of an earlier launch, perhaps freed since: a kernel's correct
+    // access to a reused address was reported past the end of the old allocation.)
+    if (t_acache_n == 0) {
+        t_acache_n = 1;
+    } else if (t_acache_n < 8) {
+        t_acache[t_acache_n++] = t_acache[0];
+    } else {
+        t_acache[1 + t_acache_next] = t_acache[0];
+        t_acache_next = (t_acache_next + 1) % 7;
+    }
     t_acache[0] = AllocCache{la.lo, la.hi};
     return &t_acache[0];
 }
@@ -720,7 +758,7 @@ static void race_check(Thread *t, Block *b, Cell *shadow, uintptr_t base, uint32
     }
 }
 
-static void check_access(const void *p, size_t n, int kind, bool aligned) {
+static __attribute__((noinline)) void check_access_slow(const void *p, size_t n, int kind, bool aligned) {
     Thread *t = t_cur;
     if (!t) return;
     uintptr_t a = (uintptr_t)p;
@@ -734,6 +772,8 @@ static void check_access(const void *p, size_t n, int kind, bool aligned) {
             for (const SharedVar &v : b->vars)
                 if (a - (uintptr_t)v.ptr < v.bytes) {
                     inside = a + n <= (uintptr_t)v.ptr + v.bytes;
+                    b->var_lo = t_fast.var_lo = (uintptr_t)v.ptr;
+                    b->var_hi = t_fast.var_hi = (uintptr_t)v.ptr + v.bytes;
                     break;
                 }
         }
@@ -774,10 +814,38 @@ static void check_access(const void *p, size_t n, int kind, bool aligned) {
                                 [&] { bool s; return describe_addr(t, a, &s); }() + ", not a multiple of " +
                                 std::to_string(n) + " (a GPU faults: misaligned address)");
         if (t_grid->racecheck) race_check(t, b, arena_shadow(), emu::g_arena_lo, t_grid->gen, a, n, kind);
+        else {   // the fast path's allocations: this one replaces the oldest
+            bool known = false;
+            for (const auto &r : t_fast.alloc) known |= r.lo == c->lo;
+            if (!known) {
+                auto &slot = t_fast.alloc[t_fast.alloc_next++ % 4];
+                slot.lo = c->lo;
+                slot.hi = c->hi;
+            }
+        }
     } else {
         return;   // a thread's locals, the launch's arguments, host memory the kernel engine keeps
     }
     if (--t_preempt_left <= 0 && g_settings.preempt) preempt(t);
+}
+
+// The same checks, most accesses decided inline: inside one of the last 4 allocations,
+// the dynamic shared memory or the last static shared variable, aligned, and no race check
+// on this launch: only the forced switch's count; inside the running thread's stack:
+// nothing. Anything else (including every access outside a kernel) takes the full check.
+static inline __attribute__((always_inline)) void check_access(const void *p, size_t n, int kind, bool aligned) {
+    uintptr_t a = (uintptr_t)p;
+    const FastRanges &f = t_fast;
+    if (!f.slow && (!aligned || n == 1 || a % n == 0)) {
+        if ((a >= f.alloc[0].lo && a + n <= f.alloc[0].hi) || (a >= f.alloc[1].lo && a + n <= f.alloc[1].hi) ||
+            (a >= f.alloc[2].lo && a + n <= f.alloc[2].hi) || (a >= f.alloc[3].lo && a + n <= f.alloc[3].hi) ||
+            (a >= f.dyn_lo && a + n <= f.dyn_hi) || (a >= f.var_lo && a + n <= f.var_hi)) {
+            if (--t_preempt_left > 0) return;
+        } else if (a >= f.stack_lo && a + n <= f.stack_hi) {
+            return;
+        }
+    }
+    check_access_slow(p, n, kind, aligned);
 }
 
 // ---------------------------------------------------------------- the scheduler
@@ -798,14 +866,17 @@ static void start_block(Grid *gr, Block *b, uint64_t id, uint64_t *key, std::vec
     b->at_barrier = 0;
     b->bar = 0;
     b->clock_overflow = false;
-    for (WarpClock &wc : b->clocks) {
-        memset(wc.vc, 0, sizeof wc.vc);
-        for (int l = 0; l < 32; l++) wc.vc[l][l] = 1;
-    }
+    if (gr->racecheck)
+        for (WarpClock &wc : b->clocks) {
+            memset(wc.vc, 0, sizeof wc.vc);
+            for (int l = 0; l < 32; l++) wc.vc[l][l] = 1;
+        }
+    for (uint32_t &a : b->arrived) a = 0;
     b->smem = region_for(b->slot);
     b->dyn = (char *)(((uintptr_t)b->smem + SMEM_REGION - gr->smem) & ~(uintptr_t)255);
     b->static_used = 0;
     b->vars.clear();
+    b->var_lo = b->var_hi = 0;
     fill_pattern(b->dyn, gr->smem, b->rng);   // what earlier blocks left: a seeded pattern
     for (int i = 0; i < b->nthreads; i++) {
         Thread *t = &b->threads[(size_t)i];
@@ -814,7 +885,7 @@ static void start_block(Grid *gr, Block *b, uint64_t id, uint64_t *key, std::vec
         t->wop = WOP_NONE;
         t->blk = b;
         t->stack = stack_for(b->slot * b->nthreads + i);
-        t->sp = fiber_stack_init(t->stack, STACK_BYTES);
+        t->sp = fiber_stack_init(t->stack, STACK_BYTES, b->slot * b->nthreads + i);
         ready.push_back(t);
     }
     b->active = true;
@@ -838,7 +909,7 @@ static void run_grid(Grid *gr) {
     int nthreads = (int)(gr->b.x * gr->b.y * gr->b.z);
     uint64_t key = emu::seed() * 0x9e3779b97f4a7c15ull ^ (gr->launch_no + 1) * 0xd1b54a32d192ed03ull;
     t_preempt_rng = next_rand(&key);
-    t_preempt_left = st.preempt ? 1 + (int64_t)(next_rand(&t_preempt_rng) % (2 * (uint64_t)st.preempt)) : (1ll << 62);
+    t_preempt_left = st.preempt ? 1 + (int64_t)rand_below(&t_preempt_rng, 2 * (uint64_t)st.preempt) : (1ll << 62);
     // blocks in the order i -> (a*i + c) mod n, a bijection drawn from the seed
     uint64_t a = 1, c = 0;
     if (nblocks > 1) {
@@ -856,7 +927,8 @@ static void run_grid(Grid *gr) {
         b.slot = s;
         b.nthreads = nthreads;
         b.threads.resize((size_t)nthreads);
-        b.clocks.resize((size_t)(nthreads + 31) / 32);
+        if (gr->racecheck) b.clocks.resize((size_t)(nthreads + 31) / 32);
+        b.arrived.assign((size_t)(nthreads + 31) / 32, 0);
         for (int i = 0; i < nthreads; i++) {
             Thread &t = b.threads[(size_t)i];
             t.linear = i;
@@ -868,11 +940,14 @@ static void run_grid(Grid *gr) {
         }
     }
     t_grid = gr;
+    t_fast = FastRanges();
+    t_fast.slow = gr->racecheck;
     std::vector<Thread *> ready;
     ready.reserve((size_t)slots * (size_t)nthreads);
     uint64_t next_block = 0;
     int active = 0;
     uint64_t rng = next_rand(&key);
+    Thread *next = nullptr;   // drawn ahead (below)
     auto fail = [&]() { emu::die("%s", t_error.c_str()); };
     bool retired = true;   // a slot may be free: start the next blocks
     for (;;) {
@@ -884,7 +959,7 @@ static void run_grid(Grid *gr) {
             active++;
         }
         retired = false;
-        if (ready.empty()) {
+        if (ready.empty() && !next) {
             if (active == 0) break;
             // nothing can run: a warp operation or barrier that some lane or thread cannot reach
             for (Block &b : blocks)
@@ -894,10 +969,23 @@ static void run_grid(Grid *gr) {
                     if (b.active) { describe_stuck(&b); break; }
             fail();
         }
-        size_t j = (size_t)(next_rand(&rng) % ready.size());
-        Thread *t = ready[j];
-        ready[j] = ready.back();
-        ready.pop_back();
+        Thread *t = next;
+        if (!t) {
+            size_t j = (size_t)rand_below(&rng, ready.size());
+            t = ready[j];
+            ready[j] = ready.back();
+            ready.pop_back();
+        }
+        // the one after it, drawn now: its stack and state are fetched while this one runs
+        next = nullptr;
+        if (!ready.empty()) {
+            size_t j = (size_t)rand_below(&rng, ready.size());
+            next = ready[j];
+            ready[j] = ready.back();
+            ready.pop_back();
+            __builtin_prefetch(next);
+            __builtin_prefetch(next->sp);
+        }
         run_fiber(t);
         if (!t_error.empty()) fail();
         Block *b = t->blk;
@@ -907,12 +995,9 @@ static void run_grid(Grid *gr) {
             break;
         case AT_WARP: {
             // complete it once the last lane of its mask is there (misuse shows when nothing can run)
-            bool all = true;
-            for (unsigned m = t->wmask, base = (unsigned)t->warp * 32; m && all; m &= m - 1) {
-                unsigned l = base + (unsigned)__builtin_ctz(m);
-                all = l < (unsigned)b->nthreads && b->threads[l].state == AT_WARP;
-            }
-            if (all && try_complete_warp(b, t->warp, ready) < 0) fail();
+            uint32_t &arrived = b->arrived[(size_t)t->warp];
+            arrived |= 1u << t->lane;
+            if ((arrived & t->wmask) == t->wmask && try_complete_warp(b, t->warp, ready) < 0) fail();
             break;
         }
         case AT_BARRIER:
@@ -936,6 +1021,7 @@ static void run_grid(Grid *gr) {
         }
     }
     t_grid = nullptr;
+    t_fast = FastRanges();
 }
 
 // ---------------------------------------------------------------- launch limits

@@ -33,6 +33,15 @@
 //  - ncclCommAbort unblocks this process's waits on the communicator and tells the peers
 //    (they fail with ncclRemoteError); ncclCommDestroy waits for the communicator's queued
 //    operations first (NCCL's destroy finalizes: it flushes them).
+//  - "it is not allowed to issue NCCL operations to a single communicator in parallel with
+//    multiple threads ... for any grouped NCCL operations, users need to ensure only one
+//    thread issues all the operations in the group" (Thread Safety): an operation call
+//    (ncclAllGather, ncclAllReduce, ncclBroadcast, ncclSend, ncclRecv) on a communicator
+//    that another host thread is inside an operation call on, or on which another thread
+//    has an open group's operations, ends the process naming both threads. Using one
+//    communicator from several threads one at a time is allowed; when a call comes from
+//    another thread than the communicator's last one, the emulator keeps it inside the call
+//    for 2 ms, so that a third call racing with it is caught rather than missed.
 // A send to oneself is matched with the receive of the same group; outside a group it
 // would wait forever for its receive, and is refused. ncclAllReduce and ncclBroadcast are
 // emulated for one rank only (the project calls neither across ranks).
@@ -147,6 +156,11 @@ struct ncclComm {
     uint64_t issued = 0, next_run = 0, finished = 0;
     int running = 0;
     std::string last_error;
+    // the host threads operating it (Thread Safety): inside an operation call now, the last
+    // one to make one, the one whose open group holds some of its operations
+    std::atomic<long> user{0};
+    std::atomic<long> last_user{0}, group_owner{0};
+    std::string user_call;
 
     RingHdr *ring(int from, int to) { return (RingHdr *)(seg[to] + (size_t)from * RING_STRIDE); }
     char *ring_data(int from, int to) { return seg[to] + (size_t)from * RING_STRIDE + sizeof(RingHdr); }
@@ -599,10 +613,37 @@ ncclResult_t check_range(ncclComm *c, const char *call, const void *p, size_t by
     return ncclSuccess;
 }
 
+long this_thread() { return (long)syscall(SYS_gettid); }
+
+// An operation call on c from this host thread: no other thread inside one on c, and no
+// other thread's open group holding operations of c (see the file's header).
+struct Operating {
+    ncclComm *c;
+    Operating(ncclComm *comm, const char *call) : c(comm) {
+        long me = this_thread(), other = 0;
+        if (!c->user.compare_exchange_strong(other, me))
+            emu::die("NCCL: %s on communicator %p (rank %d of %d) from host thread %ld while host thread %ld is inside "
+                     "%s on it: NCCL operations must not be issued to one communicator by several threads in parallel",
+                     call, (void *)c, c->rank, c->nranks, me, other, c->user_call.c_str());
+        c->user_call = call;
+        long owner = c->group_owner.load();
+        if (owner && owner != me)
+            emu::die("NCCL: %s on communicator %p (rank %d of %d) from host thread %ld while host thread %ld's group "
+                     "(ncclGroupStart) holds operations of it: one thread must issue all the operations of a group",
+                     call, (void *)c, c->rank, c->nranks, me, owner);
+        if (c->last_user.exchange(me) != me) {   // handed over: hold the call open, so a racing one shows
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, nullptr);
+        }
+    }
+    ~Operating() { c->user = 0; }
+};
+
 // Turns the group's calls into one operation per communicator, queued on their stream.
 ncclResult_t flush() {
     std::vector<Call> calls;
     calls.swap(t_pending);
+    for (const Call &k : calls) k.comm->group_owner = 0;
     if (calls.empty()) return ncclSuccess;
     cudaStream_t s = calls[0].stream;
     for (const Call &k : calls)
@@ -676,6 +717,7 @@ ncclResult_t flush() {
 
 // Outside a group a call is a group of its own.
 ncclResult_t add_call(const Call &k) {
+    if (t_group_depth > 0) k.comm->group_owner = this_thread();
     t_pending.push_back(k);
     return t_group_depth > 0 ? ncclSuccess : flush();
 }
@@ -880,6 +922,7 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
                            cudaStream_t s) {
     ncclResult_t r = entry(comm, "ncclAllGather");
     if (r != ncclSuccess) return r;
+    Operating busy(comm, "ncclAllGather");
     size_t es = type_size(dt);
     if (!es) return bad(comm, ncclInvalidArgument, "ncclAllGather: data type %d", (int)dt);
     size_t bytes = count * es;
@@ -909,6 +952,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
                            ncclComm_t comm, cudaStream_t s) {
     ncclResult_t r = entry(comm, "ncclAllReduce");
     if (r != ncclSuccess) return r;
+    Operating busy(comm, "ncclAllReduce");
     size_t es = type_size(dt);
     if (!es || (int)op < 0 || (int)op >= (int)ncclNumOps)
         return bad(comm, ncclInvalidArgument, "ncclAllReduce: data type %d, op %d", (int)dt, (int)op);
@@ -919,6 +963,7 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
                            cudaStream_t s) {
     ncclResult_t r = entry(comm, "ncclBroadcast");
     if (r != ncclSuccess) return r;
+    Operating busy(comm, "ncclBroadcast");
     if (root < 0 || root >= comm->nranks) return bad(comm, ncclInvalidArgument, "ncclBroadcast from root %d", root);
     return one_rank_copy(comm, "ncclBroadcast", recv, send, count * type_size(dt), s);
 }
@@ -928,6 +973,7 @@ static ncclResult_t p2p(bool is_send, void *buf, size_t count, ncclDataType_t dt
     const char *call = is_send ? "ncclSend" : "ncclRecv";
     ncclResult_t r = entry(comm, call);
     if (r != ncclSuccess) return r;
+    Operating busy(comm, call);
     size_t es = type_size(dt);
     if (!es) return bad(comm, ncclInvalidArgument, "%s: data type %d", call, (int)dt);
     if (peer < 0 || peer >= comm->nranks)

@@ -243,9 +243,11 @@ struct Span {
 static std::deque<Span> &g_arena_free = *new std::deque<Span>;   // freed spans, oldest first
 static const size_t QUARANTINE = 32;   // the latest frees, never reused: a use after free faults
 
-// Address space for n bytes and the inaccessible page after them (g_mem_mu held): a span
-// freed before the latest QUARANTINE frees if one fits (its pages stay resident: no page
-// faults for the allocations a test makes and frees over and over), else fresh space.
+// Address space for n bytes and the inaccessible page after them (g_mem_mu held): the
+// oldest span freed before the latest QUARANTINE frees that holds it (its start; the rest
+// stays free), else fresh space. Freed pages stay resident, so an allocation in a freed
+// span costs no page faults; fresh ones do (the kernel clears every page), which was a
+// third of gpu_zero_toy's time when only spans of up to twice the size were taken.
 static void *arena_alloc(size_t n) {
     static std::once_flag once;
     std::call_once(once, [] {
@@ -258,7 +260,7 @@ static void *arena_alloc(size_t n) {
     size_t span = (n + PAGE - 1) / PAGE * PAGE + PAGE;
     for (size_t i = 0; i + QUARANTINE < g_arena_free.size(); i++) {
         Span f = g_arena_free[i];
-        if (f.bytes < span || f.bytes > 2 * span) continue;
+        if (f.bytes < span) continue;
         g_arena_free.erase(g_arena_free.begin() + (long)i);
         if (f.bytes > span) g_arena_free.push_front(Span{f.at + span, f.bytes - span});
         if (mprotect((void *)f.at, span - PAGE, PROT_READ | PROT_WRITE)) return nullptr;
@@ -350,11 +352,37 @@ static cudaError_t unregister_free(void *p, MemKind kind, const char *call) {
 
 // ---------------------------------------------------------------- streams, events, host functions
 
+// The order of stream work (happens-before), as vector clocks: entry i of a clock is how
+// many of stream i's ops are ordered before the point it describes. A stream's clock moves
+// on with each op, joins the clock of each event record it waits for, and joins what the
+// issuing host thread had synchronized with when it queued the op (t_host_vc: the streams,
+// events and device it synchronized with, queries that found work done). The legacy
+// stream's implicit waits are records and waits too. The emulated libraries ask it whether
+// an earlier op of another stream is ordered before the running one (cublaslt.cpp: two
+// matmuls on one workspace).
+typedef std::vector<uint64_t> VClock;
+static void join(VClock &a, const VClock &b) {
+    if (a.size() < b.size()) a.resize(b.size(), 0);
+    for (size_t i = 0; i < b.size(); i++) a[i] = std::max(a[i], b[i]);
+}
+static thread_local VClock t_host_vc;          // a host thread's
+static thread_local VClock t_run_vc;           // a worker's, for the op it runs
+static thread_local OpStamp t_run = {-1, 0};
+
+OpStamp running_op() { return t_run; }
+
+bool ordered_before_running(const OpStamp &e) {
+    if (t_run.stream < 0 || e.stream < 0) return false;
+    if (e.stream == t_run.stream) return e.epoch <= t_run.epoch;
+    return (size_t)e.stream < t_run_vc.size() && t_run_vc[(size_t)e.stream] >= e.epoch;
+}
+
 struct Record {
     bool done = false;
     double t_ms = 0;              // when it completed (timing events)
     struct Stream *stream = nullptr;
     uint64_t seq = 0;             // its place in its stream
+    VClock vc;                    // the work ordered before it (set when it fires)
 };
 typedef std::shared_ptr<Record> RecordP;
 
@@ -367,6 +395,7 @@ struct Op {
     cudaHostFn_t fn = nullptr;    // OP_HOSTFN
     void *arg = nullptr;
     RecordP hold;                 // not started before this fires (a held cudaMemcpy, below)
+    VClock host;                  // what the issuing host thread had synchronized with
     Op(OpKind k, std::string w, std::function<void()> f = nullptr, RecordP r = nullptr)
         : kind(k), what(std::move(w)), work(std::move(f)), rec(std::move(r)) {}
 };
@@ -382,6 +411,7 @@ struct Stream {
     bool running = false;
     std::string doing;            // what the worker is on, for hang reports
     std::thread worker;
+    VClock vc, done_vc;           // at the running op; after the last finished one
     uint64_t jitter_n = 0;
     bool slow = false;            // CUDA_EMU_SLOW chose it
 };
@@ -470,10 +500,15 @@ static void worker(Stream *s) {
         s->running = true;
         s->doing = op.what;
         if (g_trace) say("stream %d: %s", s->id, op.what.c_str());
+        join(s->vc, op.host);
+        if (s->vc.size() <= (size_t)s->id) s->vc.resize((size_t)s->id + 1, 0);
+        s->vc[(size_t)s->id] = s->finished + 1;
         if (op.kind == OP_WAIT) {
             RecordP r = op.rec;
             g_cv.wait(lk, [&r] { return r->done; });
+            join(s->vc, r->vc);
         } else if (op.kind == OP_RECORD) {
+            op.rec->vc = s->vc;
             op.rec->done = true;
             op.rec->t_ms = now_ms();
         } else if (op.kind == OP_HOSTFN) {
@@ -490,12 +525,16 @@ static void worker(Stream *s) {
             }
         } else {
             std::function<void()> work = std::move(op.work);
+            t_run_vc = s->vc;
+            t_run = OpStamp{s->id, s->finished + 1};
             lk.unlock();
             if (g_jitter) jitter_sleep(s);
             if (s->slow) slow_sleep(s);
             if (g_sticky.load() == cudaSuccess) work();   // after a fault no device work runs
             lk.lock();
         }
+        t_run = OpStamp{-1, 0};
+        s->done_vc = s->vc;
         s->q.pop_front();
         s->finished++;
         s->running = false;
@@ -608,6 +647,7 @@ static void push(Stream *s, Op op) {   // g_mu held
         op.rec->stream = s;
         op.rec->seq = s->queued;
     }
+    op.host = t_host_vc;
     s->q.push_back(std::move(op));
     g_cv.notify_all();
 }
@@ -632,6 +672,7 @@ static void sync_stream(std::unique_lock<std::mutex> &lk, Stream *s) {
     if (s->legacy) release_legacy_hold();
     uint64_t target = s->queued;
     host_wait(lk, [s, target] { return s->finished >= target; });
+    join(t_host_vc, s->done_vc);
 }
 
 static void sync_all(std::unique_lock<std::mutex> &lk) {
@@ -1035,7 +1076,9 @@ cudaError_t cudaStreamQuery(cudaStream_t h) {
     Stream *s = stream_of(h);
     if (!s) return ret(cudaErrorInvalidResourceHandle);
     if (s->legacy) release_legacy_hold();   // a polling loop sees the copy land
-    return s->finished >= s->queued ? cudaSuccess : cudaErrorNotReady;
+    if (s->finished < s->queued) return cudaErrorNotReady;
+    join(t_host_vc, s->done_vc);
+    return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t ev, unsigned int flags) {
@@ -1106,7 +1149,9 @@ cudaError_t cudaEventQuery(cudaEvent_t ev) {
     std::lock_guard<std::mutex> lk(g_mu);
     Event *e = (Event *)ev;
     if (!e || e->destroyed) return ret(cudaErrorInvalidResourceHandle);
-    return !e->latest || e->latest->done ? cudaSuccess : cudaErrorNotReady;
+    if (e->latest && !e->latest->done) return cudaErrorNotReady;
+    if (e->latest) join(t_host_vc, e->latest->vc);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
@@ -1115,7 +1160,10 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
     Event *e = (Event *)ev;
     if (!e || e->destroyed) return ret(cudaErrorInvalidResourceHandle);
     RecordP r = e->latest;   // the record current now
-    if (r) host_wait(lk, [&r] { return r->done; });
+    if (r) {
+        host_wait(lk, [&r] { return r->done; });
+        join(t_host_vc, r->vc);
+    }
     int st = g_sticky.load();
     return st != cudaSuccess ? ret((cudaError_t)st) : cudaSuccess;
 }

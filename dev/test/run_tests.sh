@@ -73,7 +73,8 @@ run_counted() {
 }
 for gpu in "${gpu_progs[@]}"; do run_counted "$gpu"; done
 if [ ${#emu_progs[@]} -gt 0 ]; then
-    export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1
+    # OMP_WAIT_POLICY: OpenMP's idle threads do not spin (dev/cuda_emu/README.md, Cost)
+    export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_WAIT_POLICY=passive
     for prog in "${emu_progs[@]}"; do
         set -- $prog
         if [ -x "$EMU_DIR/$1" ]; then run_counted "$EMU_DIR/$1" "${@:2}"

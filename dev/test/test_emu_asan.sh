@@ -19,7 +19,10 @@ trap 'rm -rf "$tmp"' EXIT
 pass=0; failn=0
 # the emulator keeps its streams and registry for the life of the process: no leak checks
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
-export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
+export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive
+# AddressSanitizer checks here, not the instrumented memory checks (no forced switches in this
+# build): blocks run one at a time, as fewer fibers cost ASan's fake stacks less.
+export CUDA_EMU_BLOCKS=1
 check() {   # check NAME COMMAND...: exit 0, and no sanitizer report
     local name=$1; shift
     if timeout 900 "$@" > "$tmp/$name.log" 2>&1 && ! grep -q "ERROR: AddressSanitizer\|runtime error" "$tmp/$name.log"; then

@@ -10,6 +10,13 @@ cd "$(dirname "$0")/../.."
 source dev/test/emu_common.sh
 need_emu gpu_zero_toy train_gpt2cu train_gpt2_zero
 export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
+# The runs here compare bits between configurations (or streams): their kernels keep the
+# bounds, alignment and race checks (the race check on the first launch of each kernel and
+# block shape), but run one block at a time without forced switches. Interleaved blocks and
+# forced switches run on a chosen subset: the kernels' own tests (test_gpt2_zero,
+# gpu_zero_quant, gpu_zero_toy, gpu_attention_cudnn) and test_emu_seeds.sh
+# (dev/cuda_emu/README.md, "Which checks run where").
+export CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0
 bw=(-e d2c64h1t64 -b 2 -t 64 -v 0 -s 0 -l 1e-3 -d 128 -x 4 --grad-clip 0.5)
 trainers=("cu $EMU/train_gpt2cu --act-checkpoint 1 --act-offload 1" "z3 $EMU/train_gpt2_zero -z 3")
 train_all() {   # train_all TAG: every trainer into $tmp/TAG/

@@ -26,6 +26,13 @@ source dev/test/emu_common.sh
 need_emu train_gpt2cu train_gpt2_zero
 [ -x ./train_gpt2 ] && [ -x build/model_diff ] || { echo "FAIL: train_gpt2 or build/model_diff not built"; exit 1; }
 export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
+# The runs here compare bits between configurations (or streams): their kernels keep the
+# bounds, alignment and race checks (the race check on the first launch of each kernel and
+# block shape), but run one block at a time without forced switches. Interleaved blocks and
+# forced switches run on a chosen subset: the kernels' own tests (test_gpt2_zero,
+# gpu_zero_quant, gpu_zero_toy, gpu_attention_cudnn) and test_emu_seeds.sh
+# (dev/cuda_emu/README.md, "Which checks run where").
+export CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0
 model=(-e d2c64h1t64 -b 2 -t 64 -v 0 -s 0 -l 1e-3)
 run() {   # run NAME COMMAND...: output in $tmp/NAME, log in $tmp/NAME.log
     local name=$1; shift

@@ -13,6 +13,7 @@
 // pageable cudaMemcpy to the device lands late for a non-blocking stream, a
 // kernel given a pageable pointer faults (sticky), the device size is honoured, fresh
 // memory is not zero.
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <signal.h>
@@ -24,7 +25,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #define CK(call)                                                                              \
     do {                                                                                      \
@@ -198,6 +201,17 @@ __global__ void misaligned_load(const float *x, float *out) {
     Floats4 r;
     *reinterpret_cast<int4 *>(&r) = *reinterpret_cast<const int4 *>(x + 1);
     out[threadIdx.x] = r.v[threadIdx.x % 4];
+}
+
+// The approximate intrinsics over n inputs: out[4i..4i+3] = __expf, __logf, rsqrtf, __fdividef.
+__global__ void intrinsics(const float *x, int n, float *out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    out[4 * i] = __expf(v);
+    out[4 * i + 1] = __logf(fabsf(v) + 0.25f);
+    out[4 * i + 2] = rsqrtf(fabsf(v) + 0.25f);
+    out[4 * i + 3] = __fdividef(v, 1.0f + 0.5f * (float)(i % 7));
 }
 
 // ---------------------------------------------------------------- helpers
@@ -730,6 +744,170 @@ static int case_nccl_one_rank() {
     return g_bad;
 }
 
+// ---------------------------------------------------------------- library strictness
+
+// cuBLASLt: two 16x16x16 fp32 matmuls (D = A B, the heuristic's algorithm with a workspace)
+// on two streams sharing one workspace. ORDER: 0 nothing orders them (must die), 1 an event
+// wait, 2 the host synchronizes the first stream before queuing the second, 3 one stream.
+static int lt_two_matmuls(int order) {
+    const int n = 16;
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t lay;
+    cublasLtMatmulPreference_t pref;
+    cudaStream_t s1, s2;
+    cudaEvent_t ev;
+    float *a, *b, *d1, *d2, ha[n * n], hb[n * n], hd[n * n];
+    void *ws;
+    const size_t ws_bytes = 1 << 20;
+    CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    for (float **p : {&a, &b, &d1, &d2}) CK(cudaMalloc(p, sizeof ha));
+    CK(cudaMalloc(&ws, ws_bytes));
+    for (int i = 0; i < n * n; i++) ha[i] = (float)(i % 7) - 3.0f, hb[i] = (float)(i % 5) - 2.0f;
+    CK(cudaMemcpy(a, ha, sizeof ha, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(b, hb, sizeof hb, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
+    expect(cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS && cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) ==
+           CUBLAS_STATUS_SUCCESS && cublasLtMatrixLayoutCreate(&lay, CUDA_R_32F, n, n, n) == CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS, "cuBLASLt set-up");
+    uint64_t max_ws = ws_bytes;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws);
+    cublasLtMatmulHeuristicResult_t res;
+    int count = 0;
+    expect(cublasLtMatmulAlgoGetHeuristic(lt, desc, lay, lay, lay, lay, pref, 1, &res, &count) == CUBLAS_STATUS_SUCCESS &&
+           count == 1 && res.workspaceSize > 0, "the heuristic's algorithm uses a workspace");
+    const float one = 1.0f, zero = 0.0f;
+    expect(cublasLtMatmul(lt, desc, &one, a, lay, b, lay, &zero, d1, lay, d1, lay, &res.algo, ws, ws_bytes, s1) ==
+           CUBLAS_STATUS_SUCCESS, "the first matmul");
+    if (order == 1) {
+        CK(cudaEventRecord(ev, s1));
+        CK(cudaStreamWaitEvent(s2, ev, 0));
+    }
+    if (order == 2) CK(cudaStreamSynchronize(s1));
+    expect(cublasLtMatmul(lt, desc, &one, b, lay, a, lay, &zero, d2, lay, d2, lay, &res.algo, ws, ws_bytes,
+                          order == 3 ? s1 : s2) == CUBLAS_STATUS_SUCCESS, "the second matmul");
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(hd, d1, sizeof hd, cudaMemcpyDeviceToHost));
+    bool ok = true;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {   // column-major: D[i][j] = sum_k A[i][k] B[k][j]
+            float want = 0.0f;
+            for (int k = 0; k < n; k++) want += ha[i + k * n] * hb[k + j * n];
+            ok = ok && hd[i + j * n] == want;
+        }
+    expect(ok, "the first matmul's result");
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(lay);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(lt);
+    return g_bad;
+}
+static int case_lt_workspace_unordered() { return lt_two_matmuls(0); }
+static int case_lt_workspace_ordered() { return lt_two_matmuls(1) | lt_two_matmuls(2) | lt_two_matmuls(3); }
+
+// NCCL from two host threads on one (one-rank) communicator. MODE: 0 both issue
+// all-gathers at once (must die), 1 the second thread issues into the communicator while
+// the first thread's group holds an operation of it (must die), 2 they take turns under a
+// mutex (allowed: one thread at a time).
+static int nccl_two_threads(int mode) {
+    ncclUniqueId id;
+    ncclComm_t comm;
+    cudaStream_t s;
+    float *a, *b;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaMalloc(&a, 64 * sizeof(float)));
+    CK(cudaMalloc(&b, 64 * sizeof(float)));
+    expect(ncclGetUniqueId(&id) == ncclSuccess && ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess, "a one-rank communicator");
+    std::atomic<int> go{0}, in_group{0}, second_done{0};
+    std::mutex turn;
+    auto worker = [&](int who) {
+        while (!go.load()) usleep(10);
+        if (mode == 1) {
+            if (who == 0) {
+                ncclGroupStart();
+                ncclAllGather(a, b, 64, ncclFloat, comm, s);
+                in_group = 1;
+                while (!second_done.load()) usleep(100);
+                ncclGroupEnd();
+            } else {
+                while (!in_group.load()) usleep(10);
+                ncclAllGather(a + 32, b, 32, ncclFloat, comm, s);
+                second_done = 1;
+            }
+            return;
+        }
+        for (int i = 0; i < 50; i++) {
+            if (mode == 2) {
+                std::lock_guard<std::mutex> lk(turn);
+                expect(ncclAllGather(a, b, 64, ncclFloat, comm, s) == ncclSuccess, "an all-gather in turn");
+            } else {
+                ncclAllGather(a, b, 64, ncclFloat, comm, s);
+            }
+        }
+    };
+    std::thread t0(worker, 0), t1(worker, 1);
+    go = 1;
+    t0.join();
+    t1.join();
+    CK(cudaStreamSynchronize(s));
+    ncclCommDestroy(comm);
+    return g_bad;
+}
+static int case_nccl_two_threads_at_once() { return nccl_two_threads(0); }
+static int case_nccl_group_of_another_thread() { return nccl_two_threads(1); }
+static int case_nccl_threads_take_turns() { return nccl_two_threads(2); }
+
+// The approximate intrinsics against the CUDA Programming Guide's bounds (its "Intrinsic
+// Functions" table; rsqrtf 2 ulp): every result within them, the same bits from a second
+// launch, and (WANT_INEXACT) some results other than the correctly rounded ones, so that a
+// tolerance that holds only for exact results fails here; with CUDA_EMU_MATH_SEED=0 all exact.
+static double ulp_of(float r) { return (double)nextafterf(fabsf(r), INFINITY) - (double)fabsf(r); }
+static int intrinsics_case(bool want_inexact) {
+    const int n = 4096;
+    static float hx[n], a[4 * n], b[4 * n];
+    for (int i = 0; i < n; i++) hx[i] = -20.0f + 30.0f * (float)i / n + 1e-3f * (float)(i % 13);
+    float *x, *out;
+    CK(cudaMalloc(&x, sizeof hx));
+    CK(cudaMalloc(&out, sizeof a));
+    CK(cudaMemcpy(x, hx, sizeof hx, cudaMemcpyHostToDevice));
+    float *res[2] = {a, b};
+    for (float *r : res) {
+        intrinsics<<<n / 256, 256>>>(x, n, out);
+        CK(cudaMemcpy(r, out, sizeof a, cudaMemcpyDeviceToHost));
+    }
+    int outside = 0, inexact = 0;
+    for (int i = 0; i < n; i++) {
+        double v = hx[i], y = fabs(v) + 0.25;
+        double want[4] = {exp(v), log((double)(fabsf(hx[i]) + 0.25f)), 1.0 / sqrt((double)(fabsf(hx[i]) + 0.25f)),
+                          v / (double)(1.0f + 0.5f * (float)(i % 7))};
+        (void)y;
+        for (int f = 0; f < 4; f++) {
+            float got = a[4 * i + f];
+            double err = fabs((double)got - want[f]);
+            double bound = f == 0   ? (2.0 + floor(fabs(1.173 * v))) * ulp_of((float)want[f])
+                           : f == 1 ? (fabsf(hx[i]) + 0.25f >= 0.5f && fabsf(hx[i]) + 0.25f <= 2.0f
+                                           ? ldexp(1.0, -21) / pow(2.0, 0.41)
+                                           : 3.0 * ulp_of((float)want[f]))
+                                    : 2.0 * ulp_of((float)want[f]);
+            if (!(err <= bound)) {
+                if (outside++ < 5) printf("intrinsic %d at x=%.9g: %.9g, exact %.12g (error %.3g, bound %.3g)\n", f, v, got, want[f], err, bound);
+            }
+            if (got != (float)want[f]) inexact++;
+            if (memcmp(&a[4 * i + f], &b[4 * i + f], 4)) outside += 1000000;
+        }
+    }
+    printf("%d of %d results differ from the correctly rounded value, %d outside the documented error\n", inexact,
+           4 * n, outside);
+    expect(outside == 0, "every approximate intrinsic within its documented error, the same bits twice");
+    expect(want_inexact ? inexact > n / 4 : inexact == 0,
+           want_inexact ? "the intrinsics are not exact (a tolerance needing exact math fails)" : "exact with seed 0");
+    return g_bad;
+}
+static int case_intrinsics_approximate() { return intrinsics_case(true); }
+static int case_intrinsics_exact() { return intrinsics_case(false); }
+
 struct Case {
     const char *name;
     int (*fn)();
@@ -780,6 +958,15 @@ static const Case cases[] = {
 #endif
     {"device_size", case_device_size, 0, nullptr, "CUDA_EMU_MEM=64M"},
     {"nccl_one_rank", case_nccl_one_rank, 0, nullptr, nullptr},
+    {"lt_workspace_unordered", case_lt_workspace_unordered, 1, "use the same workspace bytes", nullptr},
+    {"lt_workspace_ordered", case_lt_workspace_ordered, 0, nullptr, nullptr},
+    {"nccl_two_threads_at_once", case_nccl_two_threads_at_once, 1, "must not be issued to one communicator by several",
+     nullptr},
+    {"nccl_group_of_another_thread", case_nccl_group_of_another_thread, 1, "one thread must issue all the operations",
+     nullptr},
+    {"nccl_threads_take_turns", case_nccl_threads_take_turns, 0, nullptr, nullptr},
+    {"intrinsics_approximate", case_intrinsics_approximate, 0, "differ from the correctly rounded", nullptr},
+    {"intrinsics_exact", case_intrinsics_exact, 0, "0 of 16384 results differ", "CUDA_EMU_MATH_SEED=0"},
 };
 
 int main(int argc, char **argv) {

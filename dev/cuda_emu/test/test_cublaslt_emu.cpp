@@ -1325,6 +1325,68 @@ static void test_broken_context() {
     finish(r);
 }
 
+// Outputs that share memory with inputs. cublasLtMatmul "supports both in-place matrix
+// multiplication (C == D and Cdesc == Ddesc) and out-of-place matrix multiplication (C != D
+// ...)": D may share memory with C only as that same matrix. Every operand here is a
+// 16 x 16 fp32 matrix with ld 64 in one buffer, placed at a row offset of its own, so that
+// extents overlap while elements may not.
+static void test_aliasing() {
+    const int n = 16, ld = 64, cols = 64;
+    float *buf;
+    MUST_CUDA(cudaMalloc(&buf, (size_t)ld * cols * sizeof(float)));
+    std::vector<float> h((size_t)ld * cols);
+    for (size_t i = 0; i < h.size(); i++) h[i] = (float)((int)(i % 13) - 6);
+    MUST_CUDA(cudaMemcpy(buf, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t lay;
+    MUST(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    MUST(cublasLtMatrixLayoutCreate(&lay, CUDA_R_32F, n, n, ld));
+    // the heuristic told the pointers' real alignment (16 bytes at the row offsets used)
+    cublasLtMatmulPreference_t pref;
+    MUST(cublasLtMatmulPreferenceCreate(&pref));
+    uint32_t al = 16;
+    for (auto a : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        MUST(cublasLtMatmulPreferenceSetAttribute(pref, a, &al, sizeof al));
+    cublasLtMatmulHeuristicResult_t res;
+    int count = 0;
+    MUST(cublasLtMatmulAlgoGetHeuristic(g_lt, desc, lay, lay, lay, lay, pref, 1, &res, &count));
+    // rows offsets (in elements) of A, B, C, D in every column of the buffer
+    auto run = [&](int a, int b, int c, int d, float beta) {
+        const float one = 1.0f;
+        return cublasLtMatmul(g_lt, desc, &one, buf + a, lay, buf + b, lay, &beta, buf + c, lay, buf + d, lay,
+                              &res.algo, nullptr, 0, 0);
+    };
+    cublasStatus_t st = run(0, 16, 32, 48, 1.0f);
+    MUST_CUDA(cudaDeviceSynchronize());
+    std::vector<float> got(h.size());
+    MUST_CUDA(cudaMemcpy(got.data(), buf, h.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    bool exact = st == CUBLAS_STATUS_SUCCESS;
+    for (int i = 0; i < n && exact; i++)
+        for (int j = 0; j < n; j++) {
+            double want = h[(size_t)(32 + i + j * ld)];
+            for (int k = 0; k < n; k++) want += (double)h[(size_t)(i + k * ld)] * h[(size_t)(16 + k + j * ld)];
+            exact = exact && got[(size_t)(48 + i + j * ld)] == (float)want;
+        }
+    check(exact, "aliasing: A, B, C and D interleaved in one buffer (extents overlap, elements do not): %s, D exact",
+          st_name(st));
+    st = run(0, 16, 0, 0, 0.0f);
+    check(st == CUBLAS_STATUS_INVALID_VALUE, "aliasing: D == A refused: %s", st_name(st));
+    st = run(0, 16, 24, 24, 0.0f);
+    check(st == CUBLAS_STATUS_INVALID_VALUE, "aliasing: D 8 rows into B refused: %s", st_name(st));
+    st = run(0, 16, 40, 36, 1.0f);
+    check(st == CUBLAS_STATUS_INVALID_VALUE, "aliasing: C 4 rows into D (C != D, beta 1) refused: %s", st_name(st));
+    st = run(0, 16, 40, 36, 0.0f);
+    check(st == CUBLAS_STATUS_SUCCESS, "aliasing: the same with beta 0 (C is not read): %s", st_name(st));
+    st = run(0, 16, 36, 36, 1.0f);
+    check(st == CUBLAS_STATUS_SUCCESS, "aliasing: C == D in place: %s", st_name(st));
+    MUST_CUDA(cudaDeviceSynchronize());
+    MUST(cublasLtMatmulPreferenceDestroy(pref));
+    MUST(cublasLtMatrixLayoutDestroy(lay));
+    MUST(cublasLtMatmulDescDestroy(desc));
+    MUST_CUDA(cudaFree(buf));
+}
+
 int main() {
     MUST(cublasLtCreate(&g_lt));
     test_descriptors();
@@ -1338,6 +1400,7 @@ int main() {
     test_device_scalars();
     test_stream_order();
     test_broken_shapes();
+    test_aliasing();
     test_broken_types();
     test_broken_pointers();
     test_broken_context();
