@@ -203,13 +203,14 @@ static int uses(const ZU *U, int ti) {
     return 0;
 }
 
-// Evicts the unheld pool tensor of another unit that is needed furthest ahead.
-// Returns 0 if there was none.
-static int evict_other(Zero *z, int unit) {
-    int best = -1, best_use = -1;
+// Evicts the unheld pool tensor needed furthest ahead, if that is later than `after` trace
+// entries, other than unit's tensors (-1: none) and tensor ti (-1: none). Returns 0 if
+// there was none.
+static int evict_furthest(Zero *z, int unit, int ti, int after) {
+    int best = -1, best_use = after;
     for (int i = 0; i < z->nt; i++) {
         ZT *t = &z->t[i];
-        if (t->block == ZERO_ARENA_FULL || t->holders > 0 || uses(&z->u[unit], i)) continue;
+        if (i == ti || t->block == ZERO_ARENA_FULL || t->holders > 0 || (unit >= 0 && uses(&z->u[unit], i))) continue;
         int d = next_use(z, i);
         if (d > best_use) { best = i; best_use = d; }
     }
@@ -219,21 +220,11 @@ static int evict_other(Zero *z, int unit) {
     return 1;
 }
 
-// Evicts the unheld pool tensor needed furthest ahead, if that is later than tensor ti (a
-// prefetch of ti): the window keeps what comes first. Returns 0 if there was none.
-static int evict_later(Zero *z, int ti) {
-    int best = -1, best_use = next_use(z, ti);
-    for (int i = 0; i < z->nt; i++) {
-        ZT *t = &z->t[i];
-        if (i == ti || t->block == ZERO_ARENA_FULL || t->holders > 0) continue;
-        int d = next_use(z, i);
-        if (d > best_use) { best = i; best_use = d; }
-    }
-    if (best < 0) return 0;
-    if (z->t[best].issued) z->n_evictions++;
-    drop(z, best);
-    return 1;
-}
+// A fetch of unit: any other unit's block, furthest ahead first.
+static int evict_other(Zero *z, int unit) { return evict_furthest(z, unit, -1, -1); }
+
+// A prefetch of tensor ti: only what is needed later than ti (the window keeps what comes first).
+static int evict_later(Zero *z, int ti) { return evict_furthest(z, -1, ti, next_use(z, ti)); }
 
 // Drops every unheld block of unit's own tensors, so they can be placed again in order
 // (a prefetched block may sit where it fragments the pool).
