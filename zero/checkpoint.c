@@ -39,7 +39,7 @@ int zero_latest(const char *dir) {
 // Returns 0 or -1 (printed).
 static int write_rank_file(Zero *z, const char *path, long long step, uint32_t *crc, uint64_t *bytes) {
     const ZeroBackend *b = z->b;
-    int nt = z->nt, rc = -1;
+    int nt = z->num_tensors, rc = -1;
     size_t hs = zck_header_size(nt);
     unsigned char *h = malloc(hs);
     uint64_t *numel = malloc((size_t)nt * sizeof(uint64_t)), *begin = malloc((size_t)nt * sizeof(uint64_t)),
@@ -56,8 +56,8 @@ static int write_rank_file(Zero *z, const char *path, long long step, uint32_t *
         begin[i] = z->t[i].lay->own_begin;
         count[i] = z->t[i].lay->own_count;
     }
-    ZckHeader fh = {z->rank, z->world, z->stage, z->last_t, (int)z->cfg.param_dtype, nt, step, z->cfg.seed, {0}};
-    memcpy(fh.run_id, z->run_id, ZCK_RUN_ID_BYTES);
+    ZckHeader fh = {z->rank, z->world, z->stage, z->step.last_t, (int)z->cfg.param_dtype, nt, step, z->cfg.seed, {0}};
+    memcpy(fh.run_id, z->acct.run_id, ZCK_RUN_ID_BYTES);
     zck_header_encode(h, &fh, numel, begin, count);
     if (zfile_open(&zf, path) != 0 || zfile_write(&zf, h, hs) != 0) goto io;
     // the owned elements, wherever they live (device, host or NVMe: offload.c)
@@ -112,14 +112,14 @@ static int publish(Zero *z, const char *dir, const char *folder, long long step,
     m.version = ZCK_MANIFEST_VERSION;
     m.world = z->world;
     m.stage = z->stage;
-    m.last_t = z->last_t;
+    m.last_t = z->step.last_t;
     m.param_dtype = (int)z->cfg.param_dtype;
     m.step = step;
     m.seed = z->cfg.seed;
-    memcpy(m.run_id, z->run_id, ZCK_RUN_ID_BYTES);
-    m.num_tensors = z->nt;
+    memcpy(m.run_id, z->acct.run_id, ZCK_RUN_ID_BYTES);
+    m.num_tensors = z->num_tensors;
     m.numel_total = z->layout.numel_total;
-    m.t = calloc((size_t)z->nt, sizeof(ZckTensor));
+    m.t = calloc((size_t)z->num_tensors, sizeof(ZckTensor));
     m.ranks = calloc((size_t)z->world, sizeof(ZckRankFile));
     char err[1024], path[4200];
     int rc = -1;
@@ -127,7 +127,7 @@ static int publish(Zero *z, const char *dir, const char *folder, long long step,
         zero_say(z, "out of host memory writing the checkpoint manifest");
         goto out;
     }
-    for (int i = 0; i < z->nt; i++) {
+    for (int i = 0; i < z->num_tensors; i++) {
         m.t[i].name = z->t[i].name;   // borrowed: not freed below
         m.t[i].numel = z->t[i].lay->split.numel;
     }
@@ -166,7 +166,7 @@ out:
 
 int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extra_bytes) {
     // same answer on every rank: the step state and arguments are the same everywhere
-    if (z->in_step) { zero_say(z, "zero_save inside a step (call it after zero_step)"); return -1; }
+    if (z->step.open) { zero_say(z, "zero_save inside a step (call it after zero_step)"); return -1; }
     if (!dir || step < 0) { zero_say(z, "zero_save needs a folder and a step >= 0 (got step %d)", step); return -1; }
     char folder[4096], file[64], path[4200], err[512];
     zck_folder(folder, sizeof folder, dir, step);
@@ -204,11 +204,11 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
 
 // Checks the manifest's tensor table against ours. Returns 0 or -1 (printed).
 static int check_table(const Zero *z, const ZckManifest *m) {
-    if (m->num_tensors != z->nt) {
-        zero_say(z, "checkpoint %s is for a different model: it has %d tensors, this model %d", m->folder, m->num_tensors, z->nt);
+    if (m->num_tensors != z->num_tensors) {
+        zero_say(z, "checkpoint %s is for a different model: it has %d tensors, this model %d", m->folder, m->num_tensors, z->num_tensors);
         return -1;
     }
-    for (int i = 0; i < z->nt; i++) {
+    for (int i = 0; i < z->num_tensors; i++) {
         if (strcmp(m->t[i].name, z->t[i].name) != 0) {
             zero_say(z, "checkpoint %s is for a different model: tensor %d is %s here, %s in the checkpoint", m->folder, i,
                 z->t[i].name, m->t[i].name);
@@ -224,7 +224,7 @@ static int check_table(const Zero *z, const ZckManifest *m) {
 }
 
 int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_bytes) {
-    if (z->in_step) { zero_say(z, "zero_load inside a step (call it between steps)"); return -1; }
+    if (z->step.open) { zero_say(z, "zero_load inside a step (call it between steps)"); return -1; }
     const ZeroBackend *b = z->b;
     long long s = step >= 0 ? step : (dir ? zck_latest(dir) : -1);
     ZckManifest m;
@@ -249,7 +249,7 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
         zero_say(z, "out of host memory loading a checkpoint");
         bad = 1;
     } else {
-        for (int i = 0; i < z->nt && !bad; i++) {
+        for (int i = 0; i < z->num_tensors && !bad; i++) {
             const ZeroTensorLayout *l = z->t[i].lay;
             if (zck_reader_need(&r, i, l->own_begin, l->own_count, err, sizeof err) != 0) {
                 zero_say(z, "%s", err);
@@ -287,8 +287,8 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
     // replaced, so it ends the job
     zero_sync_streams(z);
     static const int kinds[ZCK_KINDS] = {ZK_MASTER, ZK_M, ZK_V};
-    float *bases[ZCK_KINDS] = {z->master, z->m, z->v};
-    for (int i = 0; i < z->nt; i++) {
+    float *bases[ZCK_KINDS] = {z->step.master, z->step.m, z->step.v};
+    for (int i = 0; i < z->num_tensors; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         for (int k = 0; k < ZCK_KINDS; k++)
             for (size_t done = 0; done < l->own_count; done += CKPT_CHUNK) {
@@ -302,14 +302,14 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
         // stage 0 keeps everything whole: gather the slots, as zero_init does
         static const char *what[ZCK_KINDS] = {"loaded master weights", "loaded AdamW m", "loaded AdamW v"};
         for (int k = 0; k < ZCK_KINDS; k++) {
-            for (int i = 0; i < z->nt; i++) {
+            for (int i = 0; i < z->num_tensors; i++) {
                 const ZeroTensorLayout *l = z->t[i].lay;
                 z->parts[i].send = bases[k] + l->full_off + (size_t)z->rank * l->split.shard;
                 z->parts[i].recv = bases[k] + l->full_off;
                 z->parts[i].count = l->split.shard;
             }
-            b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->nt, ZERO_F32, z->gs, what[k]);
-            b->stream_sync(b, z->gs);
+            b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->num_tensors, ZERO_F32, z->gather.stream, what[k]);
+            b->stream_sync(b, z->gather.stream);
         }
     }
     zero_refresh_after_load(z, m.last_t);

@@ -10,10 +10,16 @@ offload.c, never reduce.c.
 
 void zero_gather_fetch(Zero *z, int unit, int is_backward);
 void zero_gather_release(Zero *z, int unit);
+void zero_gather_begin_step(Zero *z);        // back to the start of the recorded order
 void zero_gather_micro_end(Zero *z);
 void zero_gather_reset(Zero *z);             // drop every pool block (params changed)
-void zero_gather_init_pp(Zero *z);           // qwZ and hpZ buffers (zero_init)
-void zero_qwz_refresh(Zero *z, int t_step);  // qwZ: this rank's int8 records of the new working shard
+// The phase's stream and lists; at stage 3 the persistent tensors' buffer, the gather
+// pool of pool_elems elements, the fetch order's record, qwZ's and hpZ's buffers.
+void zero_gather_init(Zero *z, size_t pool_elems);
+void zero_gather_free(Zero *z);
+// Stage 3, after each update: the persistent tensors gathered, qwZ's int8 records of the
+// new working shard packed.
+void zero_gather_persistent(Zero *z, int t_step);
 // What this rank sends in the all-gather of tensor ti into `full` (its padded working
 // tensor): the fp32 master shard, or (bf16) its slot of `full`, rounded there on stream s
 // with step t_step's rounding.

@@ -65,23 +65,19 @@ static void gradient_writes_done(Zero *z) {
 int zero_offload_validate(const ZeroConfig *c, int rank) {
     if (c->optimizer_tier < ZERO_TIER_DEVICE || c->optimizer_tier > ZERO_TIER_NVME || c->param_tier < ZERO_TIER_DEVICE ||
         c->param_tier > ZERO_TIER_NVME) {
-        fprintf(stderr, "zero: rank %d: unknown offload tier (optimizer %d, parameters %d)\n", rank, (int)c->optimizer_tier,
+        return zero_refuse(rank, "unknown offload tier (optimizer %d, parameters %d)", (int)c->optimizer_tier,
                 (int)c->param_tier);
-        return -1;
     }
     if (c->optimizer_tier != ZERO_TIER_DEVICE && c->stage < 1) {
-        fprintf(stderr, "zero: rank %d: offloading the optimizer (to %s) needs stage 1, 2 or 3: stage 0 keeps every "
-                "state on every rank\n", rank, zero_tier_name(c->optimizer_tier));
-        return -1;
+        return zero_refuse(rank, "offloading the optimizer (to %s) needs stage 1, 2 or 3: stage 0 keeps every "
+                "state on every rank", zero_tier_name(c->optimizer_tier));
     }
     if (c->param_tier != ZERO_TIER_DEVICE && c->stage != 3) {
-        fprintf(stderr, "zero: rank %d: offloading parameters (to %s) needs stage 3: stages 0-2 keep whole parameters "
-                "on every rank\n", rank, zero_tier_name(c->param_tier));
-        return -1;
+        return zero_refuse(rank, "offloading parameters (to %s) needs stage 3: stages 0-2 keep whole parameters "
+                "on every rank", zero_tier_name(c->param_tier));
     }
     if ((c->optimizer_tier == ZERO_TIER_NVME || c->param_tier == ZERO_TIER_NVME) && (!c->nvme_path || !*c->nvme_path)) {
-        fprintf(stderr, "zero: rank %d: offloading to nvme needs a folder for the swap file (--nvme-path DIR)\n", rank);
-        return -1;
+        return zero_refuse(rank, "offloading to nvme needs a folder for the swap file (--nvme-path DIR)");
     }
     return 0;
 }
@@ -95,51 +91,51 @@ static void nvme_layout(Zero *z) {
     for (int k = 0; k < ZK_KINDS; k++) {
         int on_nvme = k == ZK_PARAM ? o->param == ZERO_TIER_NVME : o->opt == ZERO_TIER_NVME;
         if (!on_nvme) continue;
-        size_t es = k == ZK_PARAM ? z->pes : sizeof(float);
-        o->foff[k] = malloc((size_t)z->nt * sizeof(uint64_t));
-        if (!o->foff[k]) zero_fail(z, "out of host memory for the NVMe layout");
+        size_t es = k == ZK_PARAM ? z->param_size : sizeof(float);
+        o->file_off[k] = malloc((size_t)z->num_tensors * sizeof(uint64_t));
+        if (!o->file_off[k]) zero_fail(z, "out of host memory for the NVMe layout");
         if (k == ZK_PARAM && o->param_is_master) {   // the master's ranges are the parameters'
-            memcpy(o->foff[k], o->foff[ZK_MASTER], (size_t)z->nt * sizeof(uint64_t));
+            memcpy(o->file_off[k], o->file_off[ZK_MASTER], (size_t)z->num_tensors * sizeof(uint64_t));
             continue;
         }
         uint64_t start = at;
-        for (int i = 0; i < z->nt; i++) {
-            o->foff[k][i] = at;
+        for (int i = 0; i < z->num_tensors; i++) {
+            o->file_off[k][i] = at;
             at += align_up((uint64_t)z->t[i].lay->own_count * es, ZERO_NVME_ALIGN);
         }
         int use = k == ZK_MASTER ? ZERO_USE_MASTER : k == ZK_GRAD ? ZERO_USE_GRADS : k == ZK_PARAM ? ZERO_USE_PARAMS
                                                                                                     : ZERO_USE_OPTIM;
-        z->mem_nvme[use] += (size_t)(at - start);
+        z->acct.mem_nvme[use] += (size_t)(at - start);
     }
     if (o->park == ZERO_TIER_NVME) {   // tied tensors' parked gradients: the whole tensor each
         uint64_t start = at;
-        for (int i = 0; i < z->nt; i++)
+        for (int i = 0; i < z->num_tensors; i++)
             if (z->t[i].num_units > 1) {
                 o->park_at[i] = at;
-                at += align_up((uint64_t)z->t[i].lay->split.padded * z->ges, ZERO_NVME_ALIGN);
+                at += align_up((uint64_t)z->t[i].lay->split.padded * z->grad_size, ZERO_NVME_ALIGN);
             }
-        z->mem_nvme[ZERO_USE_GRADS] += (size_t)(at - start);
+        z->acct.mem_nvme[ZERO_USE_GRADS] += (size_t)(at - start);
     }
     o->file_bytes = at;
-    if (o->opt == ZERO_TIER_NVME && !(o->state_write = calloc((size_t)z->nt, sizeof(uint64_t))))
+    if (o->opt == ZERO_TIER_NVME && !(o->state_write = calloc((size_t)z->num_tensors, sizeof(uint64_t))))
         zero_fail(z, "out of host memory for the NVMe write tickets");
     if (o->opt == ZERO_TIER_NVME) {   // the step's tiles, in order, listed once
-        for (int i = 0; i < z->nt; i++) o->ntiles += (z->t[i].lay->own_count + o->tile - 1) / o->tile;
+        for (int i = 0; i < z->num_tensors; i++) o->ntiles += (z->t[i].lay->own_count + o->tile - 1) / o->tile;
         o->tiles = malloc((o->ntiles ? o->ntiles : 1) * sizeof(OffTile));
-        o->tile_first = malloc(((size_t)z->nt + 1) * sizeof(size_t));
+        o->tile_first = malloc(((size_t)z->num_tensors + 1) * sizeof(size_t));
         if (!o->tiles || !o->tile_first) zero_fail(z, "out of host memory for the NVMe step's tile list");
         size_t k = 0;
-        for (int i = 0; i < z->nt; i++) {
+        for (int i = 0; i < z->num_tensors; i++) {
             o->tile_first[i] = k;
             for (size_t c = 0; c < z->t[i].lay->own_count; c += o->tile)
                 o->tiles[k++] = (OffTile){i, c, min_sz(o->tile, z->t[i].lay->own_count - c)};
         }
-        o->tile_first[z->nt] = k;
+        o->tile_first[z->num_tensors] = k;
     }
     if (o->param == ZERO_TIER_NVME) {
-        o->reads = malloc((size_t)z->nt * sizeof(OffRead));
+        o->reads = malloc((size_t)z->num_tensors * sizeof(OffRead));
         if (!o->reads) zero_fail(z, "out of host memory for the NVMe parameter reads");
-        for (int i = 0; i < z->nt; i++) {
+        for (int i = 0; i < z->num_tensors; i++) {
             o->reads[i].z = z;
             o->reads[i].ti = i;
             o->reads[i].dst = NULL;
@@ -173,7 +169,7 @@ static void nvme_open(Zero *z) {
     ZeroOffload *o = &z->off;
     if (!o->file_bytes) return;
     // the pool is pinned host memory held for the run (a dry run counts it without the file)
-    z->mem_host[ZERO_USE_BUFFERS] += (size_t)BUF_COUNT * o->tile * sizeof(float);
+    z->acct.mem_host[ZERO_USE_BUFFERS] += (size_t)BUF_COUNT * o->tile * sizeof(float);
     if (counts_only(z)) return;
     ZeroNvmeConfig nc = {z->cfg.nvme_path, z->rank, o->file_bytes, o->tile * sizeof(float), BUF_COUNT,
                          z->cfg.nvme_queue_depth ? z->cfg.nvme_queue_depth : NVME_QUEUE, nvme_alloc, nvme_free, z,
@@ -203,7 +199,7 @@ static void state_writes_done(Zero *z, int ti) {
 }
 
 static uint64_t file_at(const Zero *z, int k, int ti, size_t off, size_t es) {
-    return z->off.foff[k][ti] + (uint64_t)off * es;
+    return z->off.file_off[k][ti] + (uint64_t)off * es;
 }
 static size_t io_bytes(size_t n, size_t es) { return (size_t)align_up((uint64_t)n * es, ZERO_NVME_ALIGN); }
 
@@ -219,11 +215,11 @@ int zero_offload_parks_tied(const ZeroConfig *c) {
 static void park_init(Zero *z) {
     ZeroOffload *o = &z->off;
     o->park = o->param != ZERO_TIER_DEVICE ? o->param : o->opt;
-    o->parks = calloc(2 * (size_t)z->nt, sizeof(OffPark));
-    o->park_at = calloc((size_t)z->nt, sizeof(uint64_t));
+    o->parks = calloc(2 * (size_t)z->num_tensors, sizeof(OffPark));
+    o->park_at = calloc((size_t)z->num_tensors, sizeof(uint64_t));
     if (!o->parks || !o->park_at) zero_fail(z, "out of host memory for the tied gradients' park records");
     size_t bytes = 0;
-    for (int i = 0; i < z->nt; i++) {
+    for (int i = 0; i < z->num_tensors; i++) {
         for (int d = 0; d < 2; d++) {
             OffPark *r = &o->parks[2 * i + d];
             r->z = z;
@@ -233,15 +229,16 @@ static void park_init(Zero *z) {
         }
         if (z->t[i].num_units < 2 || o->park != ZERO_TIER_HOST) continue;
         o->park_at[i] = bytes;
-        bytes += z->t[i].lay->split.padded * z->ges;
+        bytes += z->t[i].lay->split.padded * z->grad_size;
     }
     if (o->park == ZERO_TIER_HOST && bytes)
         o->park_host = zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_GRADS, bytes, "parked tied gradients (host)");
 }
 
-void zero_offload_init(Zero *z) {
+void zero_offload_init(Zero *z, int park_tied) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
+    o->park_tied = park_tied;
     o->opt = z->cfg.optimizer_tier;
     o->param = z->stage == 3 ? z->cfg.param_tier : ZERO_TIER_DEVICE;
     if (o->opt == ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE) return;
@@ -249,33 +246,33 @@ void zero_offload_init(Zero *z) {
     // the step's update waits for each tensor's next read (update_tiles): its I/O then runs
     // beside the next forward's compute instead of between two steps
     o->defer = o->param_is_master && o->opt == ZERO_TIER_NVME && !counts_only(z);
-    if (o->defer && !(o->stale = calloc((size_t)z->nt, 1))) zero_fail(z, "out of host memory for the deferred update");
-    if (z->park_tied) park_init(z);
+    if (o->defer && !(o->stale = calloc((size_t)z->num_tensors, 1))) zero_fail(z, "out of host memory for the deferred update");
+    if (o->park_tied) park_init(z);
     const size_t Sh = z->layout.shard_total;
     o->tile = z->cfg.nvme_tile_elems ? zero_round_up(z->cfg.nvme_tile_elems, 2048) : DEFAULT_TILE;
-    o->hs = b->stream_create_host(b);
-    o->up = b->stream_create(b);
-    o->ev_hs = b->event_create(b);
-    o->ev_up = b->event_create(b);
-    if (!o->hs || !o->up || !o->ev_hs || !o->ev_up) zero_fail(z, "the %s backend could not create offload's streams", b->name);
+    o->host_stream = b->stream_create_host(b);
+    o->upload_stream = b->stream_create(b);
+    o->host_mark = b->event_create(b);
+    o->upload_mark = b->event_create(b);
+    if (!o->host_stream || !o->upload_stream || !o->host_mark || !o->upload_mark) zero_fail(z, "the %s backend could not create offload's streams", b->name);
     if (b->stream_name) {
-        b->stream_name(b, o->hs, "host stream (offload: accumulation, NVMe)");
-        b->stream_name(b, o->up, "upload stream");
+        b->stream_name(b, o->host_stream, "host stream (offload: accumulation, NVMe)");
+        b->stream_name(b, o->upload_stream, "upload stream");
     }
     if (o->opt == ZERO_TIER_HOST) {
         static const int use[4] = {ZERO_USE_MASTER, ZERO_USE_OPTIM, ZERO_USE_OPTIM, ZERO_USE_GRADS};
         static const char *what[4] = {"fp32 master (host)", "AdamW m (host)", "AdamW v (host)", "fp32 gradient (host)"};
-        for (int k = ZK_MASTER; k <= ZK_GRAD; k++) o->h[k] = zero_alloc(z, ZERO_MEM_HOST, use[k], Sh * sizeof(float), what[k]);
+        for (int k = ZK_MASTER; k <= ZK_GRAD; k++) o->host[k] = zero_alloc(z, ZERO_MEM_HOST, use[k], Sh * sizeof(float), what[k]);
     }
     if (o->param == ZERO_TIER_HOST)
-        o->h[ZK_PARAM] = o->param_is_master ? o->h[ZK_MASTER]
-                         : zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_PARAMS, Sh * z->pes, "working-parameter shard (host)");
+        o->host[ZK_PARAM] = o->param_is_master ? o->host[ZK_MASTER]
+                         : zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_PARAMS, Sh * z->param_size, "working-parameter shard (host)");
     if (z->stage == 3 && o->opt != ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE)
-        o->d_work = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, Sh * z->pes, "working-parameter shard");
+        o->dev_work = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, Sh * z->param_size, "working-parameter shard");
     if (o->opt != ZERO_TIER_DEVICE) {
         // a bucket's sums: at most one bucket's shards (the staging buffer's elements)
-        o->slot_elems = z->staging_elems;
-        o->d_sum = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, o->slot_elems * sizeof(float), "reduced bucket sums");
+        o->slot_elems = z->reduce.staging_elems;
+        o->dev_sums = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, o->slot_elems * sizeof(float), "reduced bucket sums");
         for (int s = 0; s < OFF_SLOTS; s++) {
             o->slot[s] = zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_BUFFERS, o->slot_elems * sizeof(float), "reduced sums (host)");
             o->slot_full[s] = b->event_create(b);
@@ -285,8 +282,8 @@ void zero_offload_init(Zero *z) {
         for (int k = 0; k < OFF_JOBS; k++) {
             o->job[k].z = z;
             atomic_init(&o->job[k].busy, 0);
-            o->job[k].tensors = malloc((size_t)z->nt * sizeof(int));
-            o->job[k].at = malloc((size_t)z->nt * sizeof(size_t));
+            o->job[k].tensors = malloc((size_t)z->num_tensors * sizeof(int));
+            o->job[k].at = malloc((size_t)z->num_tensors * sizeof(size_t));
             if (!o->job[k].tensors || !o->job[k].at) zero_fail(z, "out of host memory for offload's bucket records");
         }
     }
@@ -300,8 +297,8 @@ void zero_offload_init(Zero *z) {
 void zero_offload_free(Zero *z) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
-    if (o->hs) b->stream_sync(b, o->hs);
-    if (o->up) b->stream_sync(b, o->up);
+    if (o->host_stream) b->stream_sync(b, o->host_stream);
+    if (o->upload_stream) b->stream_sync(b, o->upload_stream);
     if (o->nvme) zero_nvme_close(o->nvme);
     for (int s = 0; s < OFF_SLOTS; s++) {
         if (o->slot_full[s]) b->event_destroy(b, o->slot_full[s]);
@@ -311,11 +308,11 @@ void zero_offload_free(Zero *z) {
         free(o->job[k].tensors);
         free(o->job[k].at);
     }
-    if (o->ev_hs) b->event_destroy(b, o->ev_hs);
-    if (o->ev_up) b->event_destroy(b, o->ev_up);
-    if (o->hs) b->stream_destroy(b, o->hs);
-    if (o->up) b->stream_destroy(b, o->up);
-    for (int k = 0; k < ZK_KINDS; k++) free(o->foff[k]);
+    if (o->host_mark) b->event_destroy(b, o->host_mark);
+    if (o->upload_mark) b->event_destroy(b, o->upload_mark);
+    if (o->host_stream) b->stream_destroy(b, o->host_stream);
+    if (o->upload_stream) b->stream_destroy(b, o->upload_stream);
+    for (int k = 0; k < ZK_KINDS; k++) free(o->file_off[k]);
     free(o->tiles);
     free(o->tile_first);
     free(o->stale);
@@ -329,11 +326,11 @@ void zero_offload_free(Zero *z) {
 // ---------------------------------------------------------------- state access (checkpoints)
 
 // The host-side buffer of a kind, or NULL when it is not in host memory.
-static float *host_of(Zero *z, int kind) { return z->off.opt == ZERO_TIER_HOST ? z->off.h[kind] : NULL; }
+static float *host_of(Zero *z, int kind) { return z->off.opt == ZERO_TIER_HOST ? z->off.host[kind] : NULL; }
 
 static float *device_of(Zero *z, int kind, int ti) {
     const ZeroTensorLayout *l = z->t[ti].lay;
-    float *base = kind == ZK_MASTER ? z->master : kind == ZK_M ? z->m : z->v;
+    float *base = kind == ZK_MASTER ? z->step.master : kind == ZK_M ? z->step.m : z->step.v;
     return z->stage == 0 ? base + l->full_off + l->own_begin : base + l->shard_off;
 }
 
@@ -396,10 +393,10 @@ void zero_offload_init_master(Zero *z, ZeroInitFn init, void *ctx) {
     ZeroTicket busy[NVME_SETS] = {0};
     size_t k = 0;
     if (counts_only(z)) return;
-    for (int i = 0; i < z->nt; i++) {
+    for (int i = 0; i < z->num_tensors; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         if (o->opt == ZERO_TIER_HOST) {
-            if (l->own_count) init(ctx, i, l->own_begin, l->own_count, o->h[ZK_MASTER] + l->shard_off);
+            if (l->own_count) init(ctx, i, l->own_begin, l->own_count, o->host[ZK_MASTER] + l->shard_off);
             continue;
         }
         for (size_t c = 0; c < l->own_count; c += o->tile, k++) {
@@ -432,10 +429,10 @@ static void accumulate(void *arg) {
         const float *sum = slot + j->at[k];
         size_t n = l->own_count;
         if (o->opt == ZERO_TIER_HOST) {
-            float *acc = o->h[ZK_GRAD] + l->shard_off;
+            float *acc = o->host[ZK_GRAD] + l->shard_off;
             if (j->first) memset(acc, 0, n * sizeof(float));
             zero_cpu_slices(acc, sum, 0, 1, n, ZERO_F32, 1);
-            if (j->last) z->sq[ti] = zero_cpu_sum_squares(0.0, acc, n);
+            if (j->last) z->step.sumsq[ti] = zero_cpu_sum_squares(0.0, acc, n);
             continue;
         }
         // NVMe: by tiles through the host stream's two buffers: read (unless starting), add,
@@ -460,7 +457,7 @@ static void accumulate(void *arg) {
             if (j->last) sq = zero_cpu_sum_squares(sq, buf, len);
             if (!(o->grad_write[b2] = zero_nvme_write(o->nvme, buf, at, bytes))) nvme_check(z, -1, "queueing a gradient write", ti);
         }
-        if (j->last) z->sq[ti] = sq;
+        if (j->last) z->step.sumsq[ti] = sq;
     }
     if (zero_trace_on) zero_trace_span(o->opt == ZERO_TIER_HOST ? "accumulate gradients" : "accumulate gradients (nvme)",
                                        j->n ? z->t[j->tensors[0]].name : "", n0, zero_trace_now());
@@ -479,30 +476,30 @@ void zero_offload_reduce(Zero *z, const int *list, int n, const void *received) 
     atomic_store_explicit(&j->busy, !counts_only(z), memory_order_relaxed);   // a dry run runs no host call
     j->slot = s;
     // the slot's previous bucket must have been added before it is overwritten
-    b->stream_wait(b, z->rs, o->slot_free[s]);
+    b->stream_wait(b, z->reduce.stream, o->slot_free[s]);
     size_t at = 0, off = 0;
     for (int k = 0; k < n; k++) {
         const ZeroTensorLayout *l = z->t[list[k]].lay;
-        b->sum_slices(b, o->d_sum + at, byte_at((void *)received, off, z->ges), l->split.shard, z->world, l->own_count,
-                      z->cfg.grad_dtype, z->rs);
+        b->sum_slices(b, o->dev_sums + at, byte_at((void *)received, off, z->grad_size), l->split.shard, z->world, l->own_count,
+                      z->cfg.grad_dtype, z->reduce.stream);
         j->tensors[k] = list[k];
         j->at[k] = at;
         at += l->own_count;
         off += l->split.padded;
     }
     if (at > o->slot_elems) zero_fail(z, "internal: a bucket's %zu sums exceed the %zu of a slot", at, o->slot_elems);
-    b->copy(b, o->slot[s], ZERO_MEM_HOST, o->d_sum, ZERO_MEM_DEVICE, at * sizeof(float), z->rs);
-    b->event_record(b, o->slot_full[s], z->rs);
+    b->copy(b, o->slot[s], ZERO_MEM_HOST, o->dev_sums, ZERO_MEM_DEVICE, at * sizeof(float), z->reduce.stream);
+    b->event_record(b, o->slot_full[s], z->reduce.stream);
     j->n = n;
-    j->first = z->stage <= 1 || z->micro == 0;   // stages 0-1 reduce only in the last micro-step
-    j->last = z->micro == z->grad_accum - 1;
-    b->stream_wait(b, o->hs, o->slot_full[s]);
-    b->host_call(b, o->hs, accumulate, j);
-    b->event_record(b, o->slot_free[s], o->hs);
+    j->first = z->stage <= 1 || z->reduce.micro == 0;   // stages 0-1 reduce only in the last micro-step
+    j->last = z->reduce.micro == z->step.grad_accum - 1;
+    b->stream_wait(b, o->host_stream, o->slot_full[s]);
+    b->host_call(b, o->host_stream, accumulate, j);
+    b->event_record(b, o->slot_free[s], o->host_stream);
 }
 
 void zero_offload_wait(Zero *z) {
-    if (z->off.hs) z->b->stream_sync(z->b, z->off.hs);
+    if (z->off.host_stream) z->b->stream_sync(z->b, z->off.host_stream);
 }
 
 // ---------------------------------------------------------------- the step
@@ -514,10 +511,10 @@ static void *param_target(Zero *z, int ti, int *device) {
     ZeroOffload *o = &z->off;
     const ZeroTensorLayout *l = z->t[ti].lay;
     *device = 1;
-    if (z->stage <= 2) return byte_at(z->t[ti].work, (size_t)z->rank * l->split.shard, z->pes);
-    if (o->param == ZERO_TIER_HOST) { *device = 0; return byte_at(o->h[ZK_PARAM], l->shard_off, z->pes); }
+    if (z->stage <= 2) return byte_at(z->t[ti].work, (size_t)z->rank * l->split.shard, z->param_size);
+    if (o->param == ZERO_TIER_HOST) { *device = 0; return byte_at(o->host[ZK_PARAM], l->shard_off, z->param_size); }
     if (o->param == ZERO_TIER_NVME) { *device = 0; return NULL; }
-    return byte_at(o->d_work, l->shard_off, z->pes);
+    return byte_at(o->dev_work, l->shard_off, z->param_size);
 }
 
 // Rounds master[0, n) (elements c.. of tensor ti) at step t and sends them where the
@@ -533,18 +530,18 @@ static ZeroTicket send_params(Zero *z, int ti, size_t c, const float *master, si
     void *dst = param_target(z, ti, &device);
     if (o->param_is_master) return 0;   // the master just written is the working parameters
     if (!device && dst) {
-        zero_cpu_refresh(byte_at(dst, c, z->pes), z->cfg.param_dtype, master, n, z->cfg.seed, t, gidx);
+        zero_cpu_refresh(byte_at(dst, c, z->param_size), z->cfg.param_dtype, master, n, z->cfg.seed, t, gidx);
         return 0;
     }
     if (!dst) {
         zero_cpu_refresh(nvme_buf, z->cfg.param_dtype, master, n, z->cfg.seed, t, gidx);
-        ZeroTicket tk = zero_nvme_write(o->nvme, nvme_buf, file_at(z, ZK_PARAM, ti, c, z->pes), io_bytes(n, z->pes));
+        ZeroTicket tk = zero_nvme_write(o->nvme, nvme_buf, file_at(z, ZK_PARAM, ti, c, z->param_size), io_bytes(n, z->param_size));
         if (!tk) nvme_check(z, -1, "queueing a parameter write", ti);
         return tk;
     }
-    b->stream_sync(b, o->up);
+    b->stream_sync(b, o->upload_stream);
     zero_cpu_refresh(o->stage, z->cfg.param_dtype, master, n, z->cfg.seed, t, gidx);
-    b->copy(b, byte_at(dst, c, z->pes), ZERO_MEM_DEVICE, o->stage, ZERO_MEM_HOST, n * z->pes, o->up);
+    b->copy(b, byte_at(dst, c, z->param_size), ZERO_MEM_DEVICE, o->stage, ZERO_MEM_HOST, n * z->param_size, o->upload_stream);
     return 0;
 }
 
@@ -553,19 +550,19 @@ static void update_host(Zero *z, const AdamWParams *p, int update, int t) {
     ZeroOffload *o = &z->off;
     ZeroTicket busy[NVME_SETS] = {0};
     size_t k = 0;
-    for (int i = 0; i < z->nt; i++) {
+    for (int i = 0; i < z->num_tensors; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         size_t n = l->own_count, off = l->shard_off;
         if (update) {
             double t0 = zero_clock();
-            zero_cpu_adamw(o->h[ZK_MASTER] + off, o->h[ZK_GRAD] + off, o->h[ZK_M] + off, o->h[ZK_V] + off, n, p,
+            zero_cpu_adamw(o->host[ZK_MASTER] + off, o->host[ZK_GRAD] + off, o->host[ZK_M] + off, o->host[ZK_V] + off, n, p,
                            z->t[i].decay);
             o->adamw_s += zero_clock() - t0;
         }
         for (size_t c = 0; c < n; c += o->tile, k++) {   // NVMe parameters: NVME_SETS writes in flight
             int set = (int)(k % NVME_SETS);
             if (busy[set]) nvme_check(z, zero_nvme_wait(o->nvme, busy[set]), "a parameter write", i);
-            busy[set] = send_params(z, i, c, o->h[ZK_MASTER] + off + c, min_sz(o->tile, n - c), t,
+            busy[set] = send_params(z, i, c, o->host[ZK_MASTER] + off + c, min_sz(o->tile, n - c), t,
                                     o->nvme ? zero_nvme_buffer(o->nvme, BUF_STEP + set) : NULL);
         }
     }
@@ -626,8 +623,8 @@ static void update_tiles(Zero *z, const AdamWParams *p, int update, int t, size_
             }
         }
         if (dst) {   // the gather takes the fresh values from here: no read of them from NVMe
-            b->copy(b, byte_at(dst, c, z->pes), ZERO_MEM_DEVICE, mb, ZERO_MEM_HOST, n * z->pes, o->up);
-            b->stream_sync(b, o->up);
+            b->copy(b, byte_at(dst, c, z->param_size), ZERO_MEM_DEVICE, mb, ZERO_MEM_HOST, n * z->param_size, o->upload_stream);
+            b->stream_sync(b, o->upload_stream);
         }
         // the gradient buffer is free now: the NVMe parameter tier rounds into it, and the
         // set is reused only after that write too (the latest ticket)
@@ -658,9 +655,9 @@ void zero_offload_flush(Zero *z) {
     ZeroOffload *o = &z->off;
     if (!o->defer) return;
     zero_offload_wait(z);
-    for (int i = 0; i < z->nt; i++) catch_up(z, i, NULL);
+    for (int i = 0; i < z->num_tensors; i++) catch_up(z, i, NULL);
     nvme_check(z, zero_nvme_drain(o->nvme), "the deferred update's writes", -1);
-    memset(o->state_write, 0, (size_t)z->nt * sizeof(uint64_t));
+    memset(o->state_write, 0, (size_t)z->num_tensors * sizeof(uint64_t));
 }
 
 // The optimizer on the device, stage 3's parameters offloaded: the new working shard is
@@ -669,11 +666,11 @@ static void refresh_from_device(Zero *z, int t) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
     float *m = o->nvme ? zero_nvme_buffer(o->nvme, BUF_STEP) : o->down;
-    for (int i = 0; i < z->nt; i++) {
+    for (int i = 0; i < z->num_tensors; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         for (size_t c = 0; c < l->own_count; c += o->tile) {
             size_t n = min_sz(o->tile, l->own_count - c);
-            b->copy(b, m, ZERO_MEM_HOST, z->master + l->shard_off + c, ZERO_MEM_DEVICE, n * sizeof(float), z->main);
+            b->copy(b, m, ZERO_MEM_HOST, z->step.master + l->shard_off + c, ZERO_MEM_DEVICE, n * sizeof(float), z->main);
             b->stream_sync(b, z->main);
             ZeroTicket tk = send_params(z, i, c, m, n, t, o->nvme ? zero_nvme_buffer(o->nvme, BUF_STEP + 1) : NULL);
             if (tk) nvme_check(z, zero_nvme_wait(o->nvme, tk), "a parameter write", i);
@@ -689,10 +686,10 @@ void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t) {
     // The uploads overwrite working parameters that work queued on the main stream may still
     // read (and, at init, that zero_alloc's memsets on it have yet to clear): after it. On
     // the host backend the main stream is the calling thread, so only a GPU shows this.
-    zero_after_main(z, o->up);
+    zero_stream_waits_main(z, o->upload_stream);
     if (update && o->defer) {   // each tensor's AdamW waits for its next read (catch_up)
         zero_offload_flush(z);  // none still waits from the step before (each was read since)
-        memset(o->stale, 1, (size_t)z->nt);
+        memset(o->stale, 1, (size_t)z->num_tensors);
         o->pend = *p;
         o->pend_t = t;
     } else if (!update && o->param_is_master) {}   // a refresh alone: the stored master is the parameters
@@ -700,9 +697,9 @@ void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t) {
     else if (o->opt == ZERO_TIER_NVME) update_nvme(z, p, update, t);
     else refresh_from_device(z, t);
     // the uploads land before the gathers and the model read them
-    b->event_record(b, o->ev_up, o->up);
-    b->stream_wait(b, z->gs, o->ev_up);
-    b->stream_wait(b, z->main, o->ev_up);
+    b->event_record(b, o->upload_mark, o->upload_stream);
+    b->stream_wait(b, z->gather.stream, o->upload_mark);
+    b->stream_wait(b, z->main, o->upload_mark);
 }
 
 // ---------------------------------------------------------------- stage 3 gathers
@@ -727,10 +724,10 @@ static void read_params(void *arg) {
     if (o->param_is_master) state_writes_done(z, r->ti);   // the parameters are the master's bytes
     for (size_t c = 0; c < n; c += o->tile) {
         size_t len = min_sz(o->tile, n - c);
-        nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, file_at(z, ZK_PARAM, r->ti, c, z->pes),
-                                                               io_bytes(len, z->pes))), "a parameter read", r->ti);
-        b->copy(b, byte_at(r->dst, c, z->pes), ZERO_MEM_DEVICE, buf, ZERO_MEM_HOST, len * z->pes, o->up);
-        b->stream_sync(b, o->up);   // buf is reused by the next tile
+        nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, file_at(z, ZK_PARAM, r->ti, c, z->param_size),
+                                                               io_bytes(len, z->param_size))), "a parameter read", r->ti);
+        b->copy(b, byte_at(r->dst, c, z->param_size), ZERO_MEM_DEVICE, buf, ZERO_MEM_HOST, len * z->param_size, o->upload_stream);
+        b->stream_sync(b, o->upload_stream);   // buf is reused by the next tile
     }
     if (zero_trace_on) zero_trace_span("nvme read (parameters)", z->t[r->ti].name, n0, zero_trace_now());
     atomic_store_explicit(&r->busy, 0, memory_order_release);
@@ -740,12 +737,12 @@ void *zero_offload_shard(Zero *z, int ti, void *mine) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
     const ZeroTensorLayout *l = z->t[ti].lay;
-    if (o->param == ZERO_TIER_DEVICE) return o->d_work ? byte_at(o->d_work, l->shard_off, z->pes) : NULL;
+    if (o->param == ZERO_TIER_DEVICE) return o->dev_work ? byte_at(o->dev_work, l->shard_off, z->param_size) : NULL;
     if (l->split.shard > l->own_count)   // a recycled block's padding: zero like everywhere else
-        b->memset0(b, byte_at(mine, l->own_count, z->pes), (l->split.shard - l->own_count) * z->pes, z->gs);
+        b->memset0(b, byte_at(mine, l->own_count, z->param_size), (l->split.shard - l->own_count) * z->param_size, z->gather.stream);
     if (o->param == ZERO_TIER_HOST) {
-        b->copy(b, mine, ZERO_MEM_DEVICE, byte_at(o->h[ZK_PARAM], l->shard_off, z->pes), ZERO_MEM_HOST,
-                l->own_count * z->pes, z->gs);
+        b->copy(b, mine, ZERO_MEM_DEVICE, byte_at(o->host[ZK_PARAM], l->shard_off, z->param_size), ZERO_MEM_HOST,
+                l->own_count * z->param_size, z->gather.stream);
         return mine;
     }
     if (l->own_count == 0 || counts_only(z)) return mine;
@@ -756,30 +753,30 @@ void *zero_offload_shard(Zero *z, int ti, void *mine) {
     while (atomic_load_explicit(&r->busy, memory_order_acquire)) sched_yield();
     atomic_store_explicit(&r->busy, 1, memory_order_relaxed);
     r->dst = mine;
-    b->event_record(b, z->ev_main, z->main);
-    b->stream_wait(b, o->hs, z->ev_main);
-    b->host_call(b, o->hs, read_params, r);
-    b->event_record(b, o->ev_hs, o->hs);
-    b->stream_wait(b, z->gs, o->ev_hs);
+    b->event_record(b, z->main_mark, z->main);
+    b->stream_wait(b, o->host_stream, z->main_mark);
+    b->host_call(b, o->host_stream, read_params, r);
+    b->event_record(b, o->host_mark, o->host_stream);
+    b->stream_wait(b, z->gather.stream, o->host_mark);
     return mine;
 }
 
 // ---------------------------------------------------------------- tied gradients
 
 // Host stream: a tied tensor's whole gradient block out to its park or back, through
-// the `up` stream's copies (and on NVMe the host stream's engine buffer, a tile at a time).
+// the upload stream's copies (and on NVMe the host stream's engine buffer, a tile at a time).
 static void park_io(void *arg) {
     OffPark *r = arg;
     Zero *z = r->z;
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
-    const size_t bytes = z->t[r->ti].lay->split.padded * z->ges;
+    const size_t bytes = z->t[r->ti].lay->split.padded * z->grad_size;
     const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
     if (o->park == ZERO_TIER_HOST) {
         char *h = o->park_host + o->park_at[r->ti];
-        if (r->out) b->copy(b, h, ZERO_MEM_HOST, r->dev, ZERO_MEM_DEVICE, bytes, o->up);
-        else b->copy(b, r->dev, ZERO_MEM_DEVICE, h, ZERO_MEM_HOST, bytes, o->up);
-        b->stream_sync(b, o->up);
+        if (r->out) b->copy(b, h, ZERO_MEM_HOST, r->dev, ZERO_MEM_DEVICE, bytes, o->upload_stream);
+        else b->copy(b, r->dev, ZERO_MEM_DEVICE, h, ZERO_MEM_HOST, bytes, o->upload_stream);
+        b->stream_sync(b, o->upload_stream);
     } else {
         void *buf = zero_nvme_buffer(o->nvme, BUF_HS_READ);
         const size_t chunk = zero_nvme_buffer_bytes(o->nvme);
@@ -787,15 +784,15 @@ static void park_io(void *arg) {
             size_t len = min_sz(chunk, bytes - c);
             uint64_t at = o->park_at[r->ti] + c;
             if (r->out) {
-                b->copy(b, buf, ZERO_MEM_HOST, byte_at(r->dev, c, 1), ZERO_MEM_DEVICE, len, o->up);
-                b->stream_sync(b, o->up);
+                b->copy(b, buf, ZERO_MEM_HOST, byte_at(r->dev, c, 1), ZERO_MEM_DEVICE, len, o->upload_stream);
+                b->stream_sync(b, o->upload_stream);
                 nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_write(o->nvme, buf, at, io_bytes(len, 1))),
                            "a parked gradient's write", r->ti);
             } else {
                 nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, at, io_bytes(len, 1))),
                            "a parked gradient's read", r->ti);
-                b->copy(b, byte_at(r->dev, c, 1), ZERO_MEM_DEVICE, buf, ZERO_MEM_HOST, len, o->up);
-                b->stream_sync(b, o->up);
+                b->copy(b, byte_at(r->dev, c, 1), ZERO_MEM_DEVICE, buf, ZERO_MEM_HOST, len, o->upload_stream);
+                b->stream_sync(b, o->upload_stream);
             }
         }
     }
@@ -811,21 +808,21 @@ static void park_queue(Zero *z, OffPark *r, void *grad) {
     while (atomic_load_explicit(&r->busy, memory_order_acquire)) sched_yield();
     atomic_store_explicit(&r->busy, !counts_only(z), memory_order_relaxed);   // a dry run runs no host call
     r->dev = grad;
-    b->event_record(b, z->ev_main, z->main);
-    b->stream_wait(b, o->hs, z->ev_main);
-    b->host_call(b, o->hs, park_io, r);
+    b->event_record(b, z->main_mark, z->main);
+    b->stream_wait(b, o->host_stream, z->main_mark);
+    b->host_call(b, o->host_stream, park_io, r);
 }
 
 void zero_offload_park(Zero *z, int ti, void *grad, ZeroEvent *done) {
     park_queue(z, &z->off.parks[2 * ti], grad);
-    z->b->event_record(z->b, done, z->off.hs);
+    z->b->event_record(z->b, done, z->off.host_stream);
 }
 
 void zero_offload_unpark(Zero *z, int ti, void *grad) {
     ZeroOffload *o = &z->off;
     park_queue(z, &o->parks[2 * ti + 1], grad);
-    z->b->event_record(z->b, o->ev_hs, o->hs);
-    z->b->stream_wait(z->b, z->main, o->ev_hs);
+    z->b->event_record(z->b, o->host_mark, o->host_stream);
+    z->b->stream_wait(z->b, z->main, o->host_mark);
 }
 
 // ---------------------------------------------------------------- accounting

@@ -11,14 +11,16 @@ it; it asks only state.c and the NVMe engine.
 
 // zero_offload_* are no-ops without offload.
 int zero_offload_validate(const ZeroConfig *cfg, int rank);   // 0, or -1 after printing why
-void zero_offload_init(Zero *z);                   // buffers, streams, the NVMe file
+// Buffers, streams, the NVMe file; park_tied: tied gradients park in the offload tier
+// between their units (zero_init decides from the pool sizes: zero_offload_parks_tied).
+void zero_offload_init(Zero *z, int park_tied);
 void zero_offload_free(Zero *z);
 int zero_offload_optimizer(const Zero *z);         // 1 when the optimizer states are off the device
 void zero_offload_init_master(Zero *z, ZeroInitFn init, void *ctx);   // the owned master, where it lives
 // A bucket's reduction: the sums of tensors list[0..n) land in the offloaded accumulator
 // (called by reduce.c after the all-to-all, on the reduce stream's order).
 void zero_offload_reduce(Zero *z, const int *list, int n, const void *received);
-// The step's norm partials are in z->sq; runs AdamW on the CPU (skipped when skip) and
+// The step's norm partials are in z->step.sumsq; runs AdamW on the CPU (skipped when skip) and
 // refreshes the working parameters at step t (no AdamW with update 0: init, after a load).
 void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t);
 void zero_offload_wait(Zero *z);                   // every queued accumulation has landed
@@ -40,7 +42,7 @@ void zero_state_write(Zero *z, int kind, int ti, size_t off, size_t n, const flo
 // gradient leaves the pool for the offload tier (park: queued after the main stream's work;
 // `done` is recorded once it has left `grad`) and comes back into a fresh block at the second
 // unit's backward fetch (unpark: the main stream's later work waits for it). 1 when the
-// config allows it (offload at stage 2 or 3); zero_init decides (Zero.park_tied).
+// config allows it (offload at stage 2 or 3); zero_init decides (ZeroOffload.park_tied).
 int zero_offload_parks_tied(const ZeroConfig *cfg);
 void zero_offload_park(Zero *z, int ti, void *grad, ZeroEvent *done);
 void zero_offload_unpark(Zero *z, int ti, void *grad);

@@ -29,88 +29,90 @@
 
 #include "offload.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "kernels/quant.h"
 
 static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
 
-static size_t wire_rec(const Zero *z, const ZT *t) {
-    return zero_wire_record_bytes(z->gwire, z->cfg.grad_dtype, t->lay->split.shard, z->qgz_block);
+static size_t wire_rec(const Zero *z, const ZeroTensorState *t) {
+    return zero_wire_record_bytes(z->reduce.wire, z->cfg.grad_dtype, t->lay->split.shard, z->reduce.qgz_block);
 }
 
 // Room a tensor takes in the staging buffer: its padded gradient, or its records.
-static size_t staged_bytes(const Zero *z, const ZT *t) {
-    return z->hier ? (size_t)z->world * wire_rec(z, t) : t->lay->split.padded * z->ges;
+static size_t staged_bytes(const Zero *z, const ZeroTensorState *t) {
+    return z->reduce.two_hops ? (size_t)z->world * wire_rec(z, t) : t->lay->split.padded * z->grad_size;
 }
 
-void zero_reduce_init_pp(Zero *z) {
-    if (!z->hier) return;
+static void init_pp(Zero *z) {
     // a bucket's records, or the largest tensor's; within the staging buffer (hop 1 lands
     // there), which a tensor's records never exceed (they are no larger than its gradient)
-    size_t staging = z->hop_bytes;
-    z->hop_bytes = zero_wire_record_bytes(z->gwire, z->cfg.grad_dtype, z->cfg.bucket_elems, z->qgz_block);
-    for (int i = 0; i < z->nt; i++) {
+    size_t staging = z->reduce.hop_bytes;
+    z->reduce.hop_bytes = zero_wire_record_bytes(z->reduce.wire, z->cfg.grad_dtype, z->cfg.bucket_elems, z->reduce.qgz_block);
+    for (int i = 0; i < z->num_tensors; i++) {
         size_t b = staged_bytes(z, &z->t[i]);
         if (b > staging)
             zero_fail(z, "internal: the records of %s (%zu bytes) exceed the staging buffer (%zu bytes)", z->t[i].name,
                       b, staging);
-        if (b > z->hop_bytes) z->hop_bytes = b;
+        if (b > z->reduce.hop_bytes) z->reduce.hop_bytes = b;
     }
-    if (z->hop_bytes > staging) z->hop_bytes = staging;
-    size_t hop2 = z->hop_bytes / (size_t)z->comm->local_size + 64;   // a bucket's share for one local rank
-    z->hop_a = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, z->hop_bytes, "gradient records (first hop)");
+    if (z->reduce.hop_bytes > staging) z->reduce.hop_bytes = staging;
+    size_t hop2 = z->reduce.hop_bytes / (size_t)z->comm->local_size + 64;   // a bucket's share for one local rank
+    z->reduce.hop1_send = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, z->reduce.hop_bytes, "gradient records (first hop)");
     if (z->comm->num_nodes > 1 && z->comm->local_size > 1)   // else hop 2 sends hop 1's packing or nothing
-        z->hop_c = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, hop2, "gradient records (second hop, sent)");
+        z->reduce.hop2_send = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, hop2, "gradient records (second hop, sent)");
     if (z->comm->num_nodes > 1)
-        z->hop_d = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, hop2, "gradient records (second hop, received)");
+        z->reduce.hop2_recv = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, hop2, "gradient records (second hop, received)");
 }
 
 // The two hops for tensors list[0..n) (they fit the staging buffer), on the reduce stream;
 // the sums land in the shard gradient.
 static void reduce_two_hops(Zero *z, const int *list, int n, const char *what) {
     const ZeroBackend *b = z->b;
-    const int X = z->comm->local_size, Y = z->comm->num_nodes, blk = z->qgz_block;
-    const ZeroWire w = z->gwire;
+    const int X = z->comm->local_size, Y = z->comm->num_nodes, blk = z->reduce.qgz_block;
+    const ZeroWire w = z->reduce.wire;
     const ZeroDType dt = z->cfg.grad_dtype;
     size_t off = 0;
     for (int k = 0; k < n; k++) {   // hop 1: the Y slices bound for local rank l side by side
-        const ZT *t = &z->t[list[k]];
+        const ZeroTensorState *t = &z->t[list[k]];
         size_t R = wire_rec(z, t);
-        b->wire_pack(b, w, blk, t->grad, dt, t->lay->split.shard, z->world, X, byte_at(z->hop_a, off, 1), z->rs);
-        z->parts[k].send = byte_at(z->hop_a, off, 1);
-        z->parts[k].recv = byte_at(z->staging, off, 1);
+        b->wire_pack(b, w, blk, t->grad, dt, t->lay->split.shard, z->world, X, byte_at(z->reduce.hop1_send, off, 1), z->reduce.stream);
+        z->parts[k].send = byte_at(z->reduce.hop1_send, off, 1);
+        z->parts[k].recv = byte_at(z->reduce.staging, off, 1);
         z->parts[k].count = (size_t)Y * R;
         zero_flow_add(z, ZERO_FLOW_GRAD_HOP1, ZERO_GROUP_NODE, (uint64_t)Y * R);
         off += (size_t)z->world * R;
     }
-    if (X > 1) b->all_to_all(b, z->comm, ZERO_GROUP_NODE, z->parts, n, ZERO_U8, z->rs, what);
-    const char *hop1 = X > 1 ? z->staging : z->hop_a;   // X runs (one per local sender) of Y records
+    if (X > 1) b->all_to_all(b, z->comm, ZERO_GROUP_NODE, z->parts, n, ZERO_U8, z->reduce.stream, what);
+    const char *hop1 = X > 1 ? z->reduce.staging : z->reduce.hop1_send;   // X runs (one per local sender) of Y records
     off = 0;
     size_t off2 = 0;
     for (int k = 0; k < n; k++) {
-        const ZT *t = &z->t[list[k]];
+        const ZeroTensorState *t = &z->t[list[k]];
         const ZeroTensorLayout *l = t->lay;
         size_t R = wire_rec(z, t);
         if (Y == 1) {   // one node: hop 1 brought every slice for this rank
-            b->wire_reduce(b, w, blk, hop1 + off, dt, l->split.shard, X, l->own_count, z->shard_grad + l->shard_off, 1,
-                           z->rs);
+            b->wire_reduce(b, w, blk, hop1 + off, dt, l->split.shard, X, l->own_count, z->step.shard_grad + l->shard_off, 1,
+                           z->reduce.stream);
         } else if (X > 1) {   // sum the node's X contributions per destination node, packed again
-            b->wire_reduce_pack(b, w, blk, hop1 + off, dt, l->split.shard, X, Y, byte_at(z->hop_c, off2, 1), z->rs);
+            b->wire_reduce_pack(b, w, blk, hop1 + off, dt, l->split.shard, X, Y, byte_at(z->reduce.hop2_send, off2, 1), z->reduce.stream);
         }
-        z->parts[k].send = X > 1 ? byte_at(z->hop_c, off2, 1) : (char *)hop1 + off;
-        z->parts[k].recv = byte_at(z->hop_d, off2, 1);
+        z->parts[k].send = X > 1 ? byte_at(z->reduce.hop2_send, off2, 1) : (char *)hop1 + off;
+        z->parts[k].recv = byte_at(z->reduce.hop2_recv, off2, 1);
         z->parts[k].count = R;
         if (Y > 1) zero_flow_add(z, ZERO_FLOW_GRAD_HOP2, ZERO_GROUP_ACROSS, R);
         off += (size_t)z->world * R;
         off2 += (size_t)Y * R;
     }
     if (Y == 1) return;
-    b->all_to_all(b, z->comm, ZERO_GROUP_ACROSS, z->parts, n, ZERO_U8, z->rs, what);
+    b->all_to_all(b, z->comm, ZERO_GROUP_ACROSS, z->parts, n, ZERO_U8, z->reduce.stream, what);
     off2 = 0;
     for (int k = 0; k < n; k++) {   // hop 2: the Y nodes' partial sums, in node order
-        const ZT *t = &z->t[list[k]];
+        const ZeroTensorState *t = &z->t[list[k]];
         const ZeroTensorLayout *l = t->lay;
-        b->wire_reduce(b, w, blk, byte_at(z->hop_d, off2, 1), dt, l->split.shard, Y, l->own_count,
-                       z->shard_grad + l->shard_off, 1, z->rs);
+        b->wire_reduce(b, w, blk, byte_at(z->reduce.hop2_recv, off2, 1), dt, l->split.shard, Y, l->own_count,
+                       z->step.shard_grad + l->shard_off, 1, z->reduce.stream);
         off2 += (size_t)Y * wire_rec(z, t);
     }
 }
@@ -121,24 +123,24 @@ static void reduce_flat(Zero *z, const int *list, int n, const char *what) {
     const ZeroBackend *b = z->b;
     size_t off = 0;
     for (int k = 0; k < n; k++) {
-        ZT *t = &z->t[list[k]];
+        ZeroTensorState *t = &z->t[list[k]];
         z->parts[k].send = t->grad;
-        z->parts[k].recv = byte_at(z->staging, off, z->ges);
+        z->parts[k].recv = byte_at(z->reduce.staging, off, z->grad_size);
         z->parts[k].count = t->lay->split.shard;
-        zero_flow_add(z, ZERO_FLOW_GRAD, ZERO_GROUP_WORLD, t->lay->split.shard * z->ges);
+        zero_flow_add(z, ZERO_FLOW_GRAD, ZERO_GROUP_WORLD, t->lay->split.shard * z->grad_size);
         off += t->lay->split.padded;
     }
-    b->all_to_all(b, z->comm, ZERO_GROUP_WORLD, z->parts, n, z->cfg.grad_dtype, z->rs, what);
+    b->all_to_all(b, z->comm, ZERO_GROUP_WORLD, z->parts, n, z->cfg.grad_dtype, z->reduce.stream, what);
     if (zero_offload_optimizer(z)) {
         // the sums go to the host (or NVMe), where the offloaded optimizer accumulates them
-        zero_offload_reduce(z, list, n, z->staging);
+        zero_offload_reduce(z, list, n, z->reduce.staging);
         return;
     }
     off = 0;
     for (int k = 0; k < n; k++) {
         const ZeroTensorLayout *l = z->t[list[k]].lay;
-        b->reduce_slices(b, z->shard_grad + l->shard_off, byte_at(z->staging, off, z->ges), l->split.shard, z->world,
-                         l->own_count, z->cfg.grad_dtype, z->rs);
+        b->reduce_slices(b, z->step.shard_grad + l->shard_off, byte_at(z->reduce.staging, off, z->grad_size), l->split.shard, z->world,
+                         l->own_count, z->cfg.grad_dtype, z->reduce.stream);
         off += l->split.padded;
     }
 }
@@ -148,59 +150,59 @@ static void reduce_flat(Zero *z, const int *list, int n, const char *what) {
 static void reduce_list(Zero *z, const int *list, int n) {
     const ZeroBackend *b = z->b;
     for (int g0 = 0; g0 < n;) {
-        size_t used = 0, cap = z->hier ? z->hop_bytes : z->staging_elems * z->ges;
+        size_t used = 0, cap = z->reduce.two_hops ? z->reduce.hop_bytes : z->reduce.staging_elems * z->grad_size;
         int g1 = g0;
         while (g1 < n && (g1 == g0 || used + staged_bytes(z, &z->t[list[g1]]) <= cap))
             used += staged_bytes(z, &z->t[list[g1++]]);
         // a free event slot, and room in the deferred list for this group's blocks
-        while (z->bucket_next - z->bucket_done == (uint64_t)z->bucket_cap ||
-               (z->stage >= 2 && z->ndeferred + (g1 - g0) > z->deferred_cap))
+        while (z->reduce.bucket_next - z->reduce.bucket_done == (uint64_t)z->reduce.bucket_slots ||
+               (z->stage >= 2 && z->reduce.num_deferred + (g1 - g0) > z->reduce.deferred_cap))
             zero_grads_release_oldest(z);
-        zero_after_main(z, z->rs);   // the model wrote these gradients on the main stream
+        zero_stream_waits_main(z, z->reduce.stream);   // the model wrote these gradients on the main stream
         const char *what = zero_label(z, "gradients of", list + g0, g1 - g0);
-        if (z->hier) reduce_two_hops(z, list + g0, g1 - g0, what);
+        if (z->reduce.two_hops) reduce_two_hops(z, list + g0, g1 - g0, what);
         else reduce_flat(z, list + g0, g1 - g0, what);
-        uint64_t bucket = z->bucket_next++;
-        b->event_record(b, z->bucket_ev[bucket % (uint64_t)z->bucket_cap], z->rs);
+        uint64_t bucket = z->reduce.bucket_next++;
+        b->event_record(b, z->reduce.bucket_events[bucket % (uint64_t)z->reduce.bucket_slots], z->reduce.stream);
         if (z->stage >= 2)
             for (int k = g0; k < g1; k++) {
-                ZT *t = &z->t[list[k]];
+                ZeroTensorState *t = &z->t[list[k]];
                 // back to the pool once this bucket has read it (zero_grads_release_oldest)
                 if (t->lay->split.padded > 0) {
-                    z->deferred[z->ndeferred].off = t->grad_block;
-                    z->deferred[z->ndeferred].bucket = bucket;
-                    z->ndeferred++;
+                    z->reduce.deferred[z->reduce.num_deferred].off = t->grad_block;
+                    z->reduce.deferred[z->reduce.num_deferred].bucket = bucket;
+                    z->reduce.num_deferred++;
                 }
                 t->grad = NULL;
                 t->grad_block = ZERO_ARENA_FULL;
             }
-        z->n_buckets++;
+        z->reduce.buckets++;
         g0 = g1;
     }
 }
 
 void zero_grads_flush(Zero *z) {
-    if (z->npending == 0) return;
-    reduce_list(z, z->pending, z->npending);
-    z->npending = 0;
-    z->pending_elems = 0;
+    if (z->reduce.num_pending == 0) return;
+    reduce_list(z, z->reduce.pending, z->reduce.num_pending);
+    z->reduce.num_pending = 0;
+    z->reduce.pending_elems = 0;
 }
 
 int zero_grads_release_oldest(Zero *z) {
-    if (z->bucket_done == z->bucket_next) return 0;
-    uint64_t bucket = z->bucket_done++;
+    if (z->reduce.bucket_done == z->reduce.bucket_next) return 0;
+    uint64_t bucket = z->reduce.bucket_done++;
     // the main stream will write the recycled memory: wait for the reduction's read
-    z->b->stream_wait(z->b, z->main, z->bucket_ev[bucket % (uint64_t)z->bucket_cap]);
+    z->b->stream_wait(z->b, z->main, z->reduce.bucket_events[bucket % (uint64_t)z->reduce.bucket_slots]);
     int kept = 0;
-    for (int i = 0; i < z->ndeferred; i++) {
-        if (z->deferred[i].bucket != bucket) {
-            z->deferred[kept++] = z->deferred[i];
+    for (int i = 0; i < z->reduce.num_deferred; i++) {
+        if (z->reduce.deferred[i].bucket != bucket) {
+            z->reduce.deferred[kept++] = z->reduce.deferred[i];
             continue;
         }
-        if (zero_arena_release(&z->garena, z->deferred[i].off) != 0)
-            zero_fail(z, "internal: gradient pool block at %zu was not allocated", z->deferred[i].off);
+        if (zero_arena_release(&z->reduce.arena, z->reduce.deferred[i].off) != 0)
+            zero_fail(z, "internal: gradient pool block at %zu was not allocated", z->reduce.deferred[i].off);
     }
-    z->ndeferred = kept;
+    z->reduce.num_deferred = kept;
     return 1;
 }
 
@@ -209,32 +211,32 @@ void zero_grads_drain(Zero *z) {
 }
 
 void zero_grad_acquire(Zero *z, int ti) {
-    ZT *t = &z->t[ti];
+    ZeroTensorState *t = &z->t[ti];
     if (t->grad) return;   // a tied tensor: its other unit already opened it this micro-step
     size_t size = t->lay->split.padded;
     if (size == 0) {       // an empty tensor: any valid pointer, never touched
-        t->grad = z->gpool;
+        t->grad = z->reduce.pool;
         return;
     }
     // a tied tensor that stays in the pool lives across units: out of the cycling space
     int top = t->num_units > 1 && z->off.park == ZERO_TIER_DEVICE;
     size_t off;
     // make room from the oldest reduction in flight, then by reducing what is pending
-    while ((off = zero_arena_alloc(&z->garena, size, top)) == ZERO_ARENA_FULL) {
+    while ((off = zero_arena_alloc(&z->reduce.arena, size, top)) == ZERO_ARENA_FULL) {
         if (zero_grads_release_oldest(z)) continue;
-        if (z->npending == 0) break;
+        if (z->reduce.num_pending == 0) break;
         zero_grads_flush(z);
     }
     if (off == ZERO_ARENA_FULL)
         zero_fail(z, "gradient pool of %zu elements cannot place %s (%zu elements): %zu in use in %d blocks; "
-                  "raise bucket_elems", z->garena.capacity, t->name, size, z->garena.in_use, z->garena.n);
+                  "raise bucket_elems", z->reduce.arena.capacity, t->name, size, z->reduce.arena.in_use, z->reduce.arena.n);
     t->grad_block = off;
-    t->grad = byte_at(z->gpool, off, z->ges);
+    t->grad = byte_at(z->reduce.pool, off, z->grad_size);
     if (t->parked) {   // its first unit's partial sum, back from the park: the model adds to it
         zero_offload_unpark(z, ti, t->grad);
         t->parked = 0;
     } else {
-        z->b->memset0(z->b, t->grad, size * z->ges, z->main);   // the model accumulates (+=)
+        z->b->memset0(z->b, t->grad, size * z->grad_size, z->main);   // the model accumulates (+=)
     }
 }
 
@@ -242,46 +244,96 @@ void zero_grad_acquire(Zero *z, int ti) {
 // partial gradient parks in the offload tier and its block returns to the pool once the
 // copy has read it, through the same deferred list as a reduced bucket's blocks.
 static void park_tied(Zero *z, int ti, int unit) {
-    ZT *t = &z->t[ti];
+    ZeroTensorState *t = &z->t[ti];
     for (int k = 0; k < t->num_units; k++)
         if (t->units[k] != unit && z->u[t->units[k]].fetched == 1) return;
     if (!t->grad || t->lay->split.padded == 0) return;
-    while (z->bucket_next - z->bucket_done == (uint64_t)z->bucket_cap || z->ndeferred == z->deferred_cap)
+    while (z->reduce.bucket_next - z->reduce.bucket_done == (uint64_t)z->reduce.bucket_slots || z->reduce.num_deferred == z->reduce.deferred_cap)
         zero_grads_release_oldest(z);
-    uint64_t done = z->bucket_next++;
-    zero_offload_park(z, ti, t->grad, z->bucket_ev[done % (uint64_t)z->bucket_cap]);
-    z->deferred[z->ndeferred++] = (ZDeferred){t->grad_block, done};
+    uint64_t done = z->reduce.bucket_next++;
+    zero_offload_park(z, ti, t->grad, z->reduce.bucket_events[done % (uint64_t)z->reduce.bucket_slots]);
+    z->reduce.deferred[z->reduce.num_deferred++] = (ZeroDeferredBlock){t->grad_block, done};
     t->grad = NULL;
     t->grad_block = ZERO_ARENA_FULL;
     t->parked = 1;
 }
 
+void zero_reduce_begin_step(Zero *z) {
+    z->reduce.micro = 0;
+    z->reduce.units_ready = 0;
+}
+
 int zero_reduce_unit_ready(Zero *z, int unit) {
-    ZU *U = &z->u[unit];
+    ZeroUnitState *U = &z->u[unit];
     U->ready_done = 1;
     // stages 0-1 hold whole gradients: reduce only what the last micro-step completes
-    int reduce_now = z->stage >= 2 || z->micro == z->grad_accum - 1;
+    int reduce_now = z->stage >= 2 || z->reduce.micro == z->step.grad_accum - 1;
     for (int i = 0; i < U->n; i++) {
-        ZT *t = &z->t[U->tensors[i]];
+        ZeroTensorState *t = &z->t[U->tensors[i]];
         if (++t->grads_seen < t->num_units) {
             if (z->stage >= 2 && z->off.park != ZERO_TIER_DEVICE) park_tied(z, U->tensors[i], unit);
             continue;
         }
         t->grads_seen = 0;
         if (!reduce_now) continue;
-        z->pending[z->npending++] = U->tensors[i];
-        z->pending_elems += t->lay->split.padded;
+        z->reduce.pending[z->reduce.num_pending++] = U->tensors[i];
+        z->reduce.pending_elems += t->lay->split.padded;
     }
-    if (reduce_now && z->pending_elems >= z->cfg.bucket_elems) zero_grads_flush(z);
-    if (++z->units_ready < z->nu) return 0;
+    if (reduce_now && z->reduce.pending_elems >= z->cfg.bucket_elems) zero_grads_flush(z);
+    if (++z->reduce.units_ready < z->num_units) return 0;
     // micro-step complete: reduce what is left, reset the per-micro-step marks
     zero_grads_flush(z);
-    for (int u = 0; u < z->nu; u++) z->u[u].bwd_done = z->u[u].ready_done = 0;
-    for (int i = 0; i < z->nt; i++)
+    for (int u = 0; u < z->num_units; u++) z->u[u].bwd_done = z->u[u].ready_done = 0;
+    for (int i = 0; i < z->num_tensors; i++)
         if (z->t[i].grads_seen)
             zero_fail(z, "internal: tensor %s saw %d of its %d units' grads_ready in a micro-step", z->t[i].name,
                       z->t[i].grads_seen, z->t[i].num_units);
-    z->units_ready = 0;
-    z->micro++;
+    z->reduce.units_ready = 0;
+    z->reduce.micro++;
     return 1;
+}
+
+// ---------------------------------------------------------------- init and free
+
+void zero_reduce_init(Zero *z, size_t pool_elems) {
+    ZeroReduce *r = &z->reduce;
+    r->stream = z->b->stream_create(z->b);
+    if (!r->stream) zero_fail(z, "the %s backend could not create the reduce stream", z->b->name);
+    if (z->b->stream_name) z->b->stream_name(z->b, r->stream, "reduce stream");
+    r->mark = zero_new_event(z, "reduce-stream hand-offs");
+    r->bucket_slots = z->num_tensors + 2;
+    r->bucket_events = zero_host_alloc(z, (size_t)r->bucket_slots * sizeof(ZeroEvent *), "reduction events");
+    for (int i = 0; i < r->bucket_slots; i++) r->bucket_events[i] = zero_new_event(z, "gradient reductions");
+    r->qgz_block = z->cfg.qgz_block ? z->cfg.qgz_block : QGZ_BLOCK_DEFAULT;
+    r->two_hops = z->cfg.qgz || z->cfg.hier_reduce;
+    r->wire = z->cfg.qgz ? ZERO_WIRE_INT4 : ZERO_WIRE_RAW;
+    if (z->stage >= 2) {
+        r->pool = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, pool_elems * z->grad_size, "stage-2/3 gradient pool");
+        if (zero_arena_init(&r->arena, pool_elems, z->num_tensors) != 0)
+            zero_fail(z, "out of host memory for the gradient pool table");
+    }
+    const size_t largest = z->layout.max_padded;
+    r->staging_elems = z->cfg.bucket_elems > largest ? z->cfg.bucket_elems : largest;
+    size_t staging_bytes = r->staging_elems * z->grad_size;
+    if (largest * sizeof(float) > staging_bytes) staging_bytes = largest * sizeof(float);
+    r->staging = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, staging_bytes, "collective staging buffer");
+    r->hop_bytes = staging_bytes;   // the most the two-hop path may use (init_pp)
+    r->pending = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(int), "bucket lists");
+    r->deferred_cap = 2 * z->num_tensors;
+    r->deferred = zero_host_alloc(z, (size_t)r->deferred_cap * sizeof(ZeroDeferredBlock), "deferred frees");
+    if (r->two_hops) init_pp(z);
+}
+
+void zero_reduce_free(Zero *z) {
+    ZeroReduce *r = &z->reduce;
+    const ZeroBackend *b = z->b;
+    if (r->bucket_events)
+        for (int i = 0; i < r->bucket_slots; i++)
+            if (r->bucket_events[i]) b->event_destroy(b, r->bucket_events[i]);
+    free(r->bucket_events);
+    if (r->mark) b->event_destroy(b, r->mark);
+    if (r->stream) b->stream_destroy(b, r->stream);
+    zero_arena_free_all(&r->arena);
+    free(r->pending);
+    free(r->deferred);
 }

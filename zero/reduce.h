@@ -7,7 +7,11 @@ A phase: zero.c calls it; it calls state.c and offload.c, never gather.c.
 
 #include "state.h"
 
-void zero_reduce_init_pp(Zero *z);           // the two-hop path's buffers (zero_init, after staging)
+// The phase's stream and bucket events, the stage 2-3 gradient pool of pool_elems
+// elements, the staging buffer, the bucket lists, the two-hop path's buffers.
+void zero_reduce_init(Zero *z, size_t pool_elems);
+void zero_reduce_free(Zero *z);
+void zero_reduce_begin_step(Zero *z);        // no micro-step done, no unit ready
 void zero_grad_acquire(Zero *z, int ti);     // stage 2/3: a zeroed pool buffer for tensor ti
 void zero_grads_flush(Zero *z);              // reduce the pending tensors now
 int zero_grads_release_oldest(Zero *z);      // oldest bucket in flight: wait, return its blocks (0: none)

@@ -23,8 +23,8 @@ void zero_figures(const Zero *z, ZeroFigures *f) {
         f->host[k] = st.host[k];
         f->nvme[k] = st.nvme[k];
     }
-    f->act_device = z->act_dev;
-    f->act_host = z->act_host;
+    f->act_device = z->acct.act_dev;
+    f->act_host = z->acct.act_host;
     f->param_pool_elems = st.param_pool_elems;
     f->param_pool_peak = st.param_pool_peak;
     f->grad_pool_elems = st.grad_pool_elems;
@@ -42,29 +42,29 @@ void zero_figures(const Zero *z, ZeroFigures *f) {
     f->nvme_last_written = z->off.last_written;
     f->local_size = z->comm->local_size;
     f->num_nodes = z->comm->num_nodes;
-    f->grad_accum = z->grad_accum;
-    f->steps = z->steps_done;
+    f->grad_accum = z->step.grad_accum;
+    f->steps = z->step.done;
     for (int k = 0; k < ZERO_FLOWS; k++) {
-        f->flow_intra[k] = z->flow_intra[k];
-        f->flow_inter[k] = z->flow_inter[k];
+        f->flow_intra[k] = z->acct.flow_intra[k];
+        f->flow_inter[k] = z->acct.flow_inter[k];
     }
     f->qwz_gathers = st.qwz_gathers;
     f->hpz_gathers = st.hpz_gathers;
     f->secondary_bytes = st.secondary_bytes;
-    f->hook_s = z->hook_s;
-    f->step_s = z->step_s;
-    f->wall_s = z->wall_s;
+    f->hook_s = z->step.hook_s;
+    f->step_s = z->step.step_s;
+    f->wall_s = z->step.wall_s;
     f->optimizer_s = z->off.adamw_s;
     for (int op = 0; op < ZERO_COLL_NUM; op++) {
-        f->calls[op] = z->step_sent[op].calls;
-        f->intra_bytes[op] = z->step_sent[op].intra_bytes;
-        f->inter_bytes[op] = z->step_sent[op].inter_bytes;
+        f->calls[op] = z->step.sent[op].calls;
+        f->intra_bytes[op] = z->step.sent[op].intra_bytes;
+        f->inter_bytes[op] = z->step.sent[op].inter_bytes;
     }
 }
 
 void zero_report_set_activation_bytes(Zero *z, size_t device_bytes, size_t host_bytes) {
-    z->act_dev = device_bytes;
-    z->act_host = host_bytes;
+    z->acct.act_dev = device_bytes;
+    z->acct.act_host = host_bytes;
 }
 
 void zero_report_info(const Zero *z, ZeroReportInfo *in) {
@@ -72,8 +72,8 @@ void zero_report_info(const Zero *z, ZeroReportInfo *in) {
     in->stage = z->stage;
     in->world = z->world;
     in->node_size = z->cfg.node_size;
-    in->num_tensors = z->nt;
-    in->num_units = z->nu;
+    in->num_tensors = z->num_tensors;
+    in->num_units = z->num_units;
     in->param_dtype = z->cfg.param_dtype;
     in->grad_dtype = z->cfg.grad_dtype;
     in->bucket_elems = z->cfg.bucket_elems;
@@ -85,20 +85,20 @@ void zero_report_info(const Zero *z, ZeroReportInfo *in) {
     in->shard = z->layout.shard_total;
     in->optimizer_tier = z->cfg.optimizer_tier;
     in->param_tier = z->stage == 3 ? z->cfg.param_tier : ZERO_TIER_DEVICE;
-    for (int i = 0; i < z->nt; i++)
+    for (int i = 0; i < z->num_tensors; i++)
         if (z->t[i].persistent) in->persist_padded += z->t[i].lay->split.padded;
     in->qwz = z->cfg.qwz;
     in->hpz = z->comm->hpz_size;
     in->qgz = z->cfg.qgz;
-    in->hier_reduce = z->hier;
-    in->qwz_block = z->qwz_block;
-    in->qgz_block = z->qgz_block;
-    in->qwz_bytes = z->qw_own ? z->qrec_bytes_total : 0;
-    in->secondary_bytes = z->sec ? z->sec_elems * z->pes : 0;
+    in->hier_reduce = z->reduce.two_hops;
+    in->qwz_block = z->gather.qwz_block;
+    in->qgz_block = z->reduce.qgz_block;
+    in->qwz_bytes = z->gather.qwz_own ? z->gather.qwz_own_bytes : 0;
+    in->secondary_bytes = z->gather.hpz_copy ? z->gather.hpz_copy_elems * z->param_size : 0;
     in->param_is_master = z->off.param_is_master;
     if (z->off.park != ZERO_TIER_DEVICE)
-        for (int i = 0; i < z->nt; i++)
-            if (z->t[i].num_units > 1) in->parked_bytes += z->t[i].lay->split.padded * z->ges;
+        for (int i = 0; i < z->num_tensors; i++)
+            if (z->t[i].num_units > 1) in->parked_bytes += z->t[i].lay->split.padded * z->grad_size;
 }
 
 uint64_t zero_figures_model_states(const ZeroFigures *f) {
@@ -394,9 +394,8 @@ static void fig_unpack(const double *d, ZeroFigures *f) {
 }
 
 int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fields) {
-    if (z->in_step) {   // the same on every rank
-        fprintf(stderr, "zero: rank %d: zero_report_write inside a step (call it between steps)\n", z->rank);
-        return -1;
+    if (z->step.open) {   // the same on every rank
+        return zero_refuse(z->rank, "zero_report_write inside a step (call it between steps)");
     }
     // only rank 0 writes the file: a gather to it, O(1) bytes from each other rank
     double mine[FIG_DOUBLES], *d = NULL;

@@ -17,12 +17,12 @@
 #include "io/zckpt.h"
 #include "io/zfile.h"
 
-_Static_assert(sizeof(((Zero *)0)->run_id) == ZCK_RUN_ID_BYTES, "Zero's run id must hold a checkpoint's");
+_Static_assert(sizeof(((Zero *)0)->acct.run_id) == ZCK_RUN_ID_BYTES, "Zero's run id must hold a checkpoint's");
 
 // "zero: rank R: " and the message as one write: lines of several ranks do not interleave.
-static void say_v(const Zero *z, const char *fmt, va_list ap) {
+static void say_v(int rank, const char *fmt, va_list ap) {
     char msg[1400];
-    int len = snprintf(msg, sizeof msg, "zero: rank %d: ", z->rank);
+    int len = snprintf(msg, sizeof msg, "zero: rank %d: ", rank);
     vsnprintf(msg + len, sizeof msg - (size_t)len, fmt, ap);
     fprintf(stderr, "%s\n", msg);
 }
@@ -30,32 +30,47 @@ static void say_v(const Zero *z, const char *fmt, va_list ap) {
 void zero_say(const Zero *z, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    say_v(z, fmt, ap);
+    say_v(z->rank, fmt, ap);
     va_end(ap);
 }
 
 void zero_fail(const Zero *z, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    say_v(z, fmt, ap);
+    say_v(z->rank, fmt, ap);
     va_end(ap);
     zero_comm_abort(z->comm, 1);
 }
 
-void zero_after_main(Zero *z, ZeroStream *s) {
-    z->b->event_record(z->b, z->ev_main, z->main);
-    z->b->stream_wait(z->b, s, z->ev_main);
+void zero_say_rank(int rank, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    say_v(rank, fmt, ap);
+    va_end(ap);
 }
 
-void zero_main_after(Zero *z, ZeroStream *s) {
-    ZeroEvent *e = s == z->gs ? z->ev_gs : z->ev_rs;
+int zero_refuse(int rank, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    say_v(rank, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+void zero_stream_waits_main(Zero *z, ZeroStream *s) {
+    z->b->event_record(z->b, z->main_mark, z->main);
+    z->b->stream_wait(z->b, s, z->main_mark);
+}
+
+void zero_main_waits_stream(Zero *z, ZeroStream *s) {
+    ZeroEvent *e = s == z->gather.stream ? z->gather.mark : z->reduce.mark;
     z->b->event_record(z->b, e, s);
     z->b->stream_wait(z->b, z->main, e);
 }
 
 void zero_sync_streams(Zero *z) {
-    z->b->stream_sync(z->b, z->gs);
-    z->b->stream_sync(z->b, z->rs);
+    z->b->stream_sync(z->b, z->gather.stream);
+    z->b->stream_sync(z->b, z->reduce.stream);
     z->b->stream_sync(z->b, z->main);
 }
 
@@ -66,26 +81,26 @@ const char *zero_flow_name(ZeroFlow f) {
 }
 
 void zero_flow_add(Zero *z, ZeroFlow f, ZeroGroup g, uint64_t bytes_per_peer) {
-    if (!z->in_step) return;   // as the per-step counters: the trainer's evaluation is not a step's
+    if (!z->step.open) return;   // as the per-step counters: the trainer's evaluation is not a step's
     uint64_t intra, inter;
     zero_group_peers(z->comm, g, &intra, &inter);
-    z->flow_intra[f] += intra * bytes_per_peer;
-    z->flow_inter[f] += inter * bytes_per_peer;
+    z->acct.flow_intra[f] += intra * bytes_per_peer;
+    z->acct.flow_inter[f] += inter * bytes_per_peer;
 }
 
 const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n) {
-    size_t cap = sizeof z->what, len = (size_t)snprintf(z->what, cap, "%s", prefix);
+    size_t cap = sizeof z->acct.label, len = (size_t)snprintf(z->acct.label, cap, "%s", prefix);
     for (int i = 0; i < n && len < cap; i++)
-        len += (size_t)snprintf(z->what + len, cap - len, "%s%s", i ? ", " : " ", z->t[tensors[i]].name);
-    if (len >= cap) memcpy(z->what + cap - 4, "...", 4);
-    return z->what;
+        len += (size_t)snprintf(z->acct.label + len, cap - len, "%s%s", i ? ", " : " ", z->t[tensors[i]].name);
+    if (len >= cap) memcpy(z->acct.label + cap - 4, "...", 4);
+    return z->acct.label;
 }
 
 // Every buffer comes from here, during zero_init only.
 void *zero_alloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const char *what) {
-    if (z->init_done)
+    if (z->acct.init_done)
         zero_fail(z, "allocation of %zu bytes for %s after zero_init (all buffers are fixed at init)", bytes, what);
-    if (z->nallocs == (int)(sizeof z->allocs / sizeof z->allocs[0]))
+    if (z->acct.nallocs == (int)(sizeof z->acct.allocs / sizeof z->acct.allocs[0]))
         zero_fail(z, "too many buffers (allocating %s)", what);
     void *p = z->b->alloc(z->b, kind, bytes);
     if (!p) zero_fail(z, "out of %s memory allocating %zu bytes for %s", kind == ZERO_MEM_HOST ? "host" : "device", bytes, what);
@@ -94,11 +109,30 @@ void *zero_alloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const cha
     // the zeros must be there first. The host backend's main stream is the calling thread;
     // a GPU's memset of pinned memory is as asynchronous as any.
     if (kind == ZERO_MEM_HOST) z->b->stream_sync(z->b, z->main);
-    z->allocs[z->nallocs].p = p;
-    z->allocs[z->nallocs].kind = kind;
-    z->nallocs++;
-    if (kind == ZERO_MEM_HOST) z->mem_host[use] += bytes; else z->mem_dev[use] += bytes;
+    z->acct.allocs[z->acct.nallocs].p = p;
+    z->acct.allocs[z->acct.nallocs].kind = kind;
+    z->acct.nallocs++;
+    if (kind == ZERO_MEM_HOST) z->acct.mem_host[use] += bytes; else z->acct.mem_dev[use] += bytes;
     return p;
+}
+
+void zero_alloc_close(Zero *z) { z->acct.init_done = 1; }
+
+void zero_free_buffers(Zero *z) {
+    for (int i = 0; i < z->acct.nallocs; i++) z->b->free(z->b, z->acct.allocs[i].kind, z->acct.allocs[i].p);
+    z->acct.nallocs = 0;
+}
+
+void *zero_host_alloc(Zero *z, size_t bytes, const char *what) {
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) zero_fail(z, "out of host memory (%zu bytes) for %s", bytes, what);
+    return p;
+}
+
+ZeroEvent *zero_new_event(Zero *z, const char *what) {
+    ZeroEvent *e = z->b->event_create(z->b);
+    if (!e) zero_fail(z, "the %s backend could not create an event for %s", z->b->name, what);
+    return e;
 }
 
 // The run identity: 128 random bits drawn by rank 0 at init, kept across resumes.
@@ -133,8 +167,8 @@ double zero_clock(void) {
 }
 
 void zero_run_id_set(Zero *z, const uint8_t id[ZCK_RUN_ID_BYTES]) {
-    memcpy(z->run_id, id, ZCK_RUN_ID_BYTES);
-    zck_run_id_hex(z->run_id, z->run_id_hex);
+    memcpy(z->acct.run_id, id, ZCK_RUN_ID_BYTES);
+    zck_run_id_hex(z->acct.run_id, z->acct.run_id_hex);
 }
 
 void zero_run_id_init(Zero *z) {
@@ -151,5 +185,5 @@ void zero_run_id_init(Zero *z) {
     zero_run_id_set(z, id);
 }
 
-const char *zero_run_id(const Zero *z) { return z->run_id_hex; }
+const char *zero_run_id(const Zero *z) { return z->acct.run_id_hex; }
 

@@ -40,16 +40,16 @@ typedef struct {
     uint64_t stamp;            // stage 3: visit mark for look-ahead walks
     int val;                   // stage 3: what work holds once issued (VAL_EXACT, VAL_QWZ)
     // ZeRO++ (stage 3, pool tensors)
-    size_t qrec_off;           // qwZ: this rank's int8 record of its shard in Zero.qw_own (bytes)
-    size_t sec_off;            // hpZ: its secondary slice in Zero.sec (elements)
-    uint64_t sec_version;      // hpZ: the Zero.param_version its secondary slice holds (0: none)
+    size_t qrec_off;           // qwZ: this rank's int8 record of its shard in gather.qwz_own (bytes)
+    size_t sec_off;            // hpZ: its secondary slice in gather.hpz_copy (elements)
+    uint64_t sec_version;      // hpZ: the gather.param_version its secondary slice holds (0: none)
     int sec_val;               // hpZ: and what kind of values (VAL_*)
     // gradients
     void *grad;                // buffer the model accumulates into; NULL when none is live
     size_t grad_block;         // stage 2/3 pool offset
     int grads_seen;            // units of this tensor whose grads_ready came this micro-step
     int parked;                // tied, offload: its first unit's partial gradient waits in the offload tier
-} ZT;
+} ZeroTensorState;
 
 // One unit.
 typedef struct {
@@ -65,17 +65,17 @@ typedef struct {
     uint64_t t_open;           // with a trace: when its fetch returned (its work's span starts)
     int gpu_span;              // with a trace on a device backend: its work's span on the main stream
     char label[40];            // with a trace: "u12 h3.fcw.t1", the unit and its first tensor
-} ZU;
+} ZeroUnitState;
 
 // Stage 3: what a gathered block holds: the working parameters themselves, or qwZ's
 // dequantized int8 copy of them (forward only; see gather.c).
 enum { VAL_EXACT = 0, VAL_QWZ = 1 };
 
 // Stages 2-3: a pool block whose gradient a reduction in flight still reads; it returns to
-// the pool once bucket `bucket` (a sequence number, see Zero.bucket_ev) has finished.
-typedef struct { size_t off; uint64_t bucket; } ZDeferred;
+// the pool once bucket `bucket` (a sequence number, see ZeroReduce.bucket_events) has finished.
+typedef struct { size_t off; uint64_t bucket; } ZeroDeferredBlock;
 
-enum { TRACE_NONE = 0, TRACE_RECORDING, TRACE_READY, TRACE_INVALID };
+enum { ORDER_NONE = 0, ORDER_RECORDING, ORDER_READY, ORDER_INVALID };
 
 // Offload (offload.c): the kinds of per-tensor shard state it keeps off the device.
 enum { ZK_MASTER = 0, ZK_M, ZK_V, ZK_GRAD, ZK_PARAM, ZK_KINDS };
@@ -90,7 +90,7 @@ typedef struct {
     atomic_int busy;         // queued, not yet run
     int slot, first, last;   // first: the accumulator starts from zero; last: take norm partials
     int n;
-    int *tensors;            // nt capacity
+    int *tensors;            // num_tensors capacity
     size_t *at;              // each tensor's place in the slot
 } OffJob;
 
@@ -117,6 +117,7 @@ typedef struct OffPark {
 
 typedef struct {
     ZeroTier opt, param;
+    int park_tied;           // tied gradients park in the offload tier between their units
     ZeroTier park;           // stages 2-3 with offload: where tied tensors' partial gradients wait
                              //   between their two units (DEVICE: they stay in the pool)
     OffPark *parks;          // 2 per tensor: [2 ti] out, [2 ti + 1] back
@@ -124,21 +125,21 @@ typedef struct {
     uint64_t *park_at;       // per tensor: its place in park_host, or its file offset (NVME park)
     int param_is_master;     // fp32 working parameters in the optimizer's tier: the master is them
                              //   (a refresh copies them bit for bit), so it is stored once
-    ZeroStream *hs;          // host stream: gradient accumulation, NVMe reads of parameters
-    ZeroStream *up;          // device stream: uploads of refreshed working parameters
-    float *h[ZK_KINDS];      // the HOST tier's arrays, in shard layout (ZK_PARAM: working dtype)
-    void *d_work;            // stage 3, optimizer offloaded, parameters on the device: the working shard
-    float *d_sum;            // device: a bucket's reduced sums (one slot's worth)
+    ZeroStream *host_stream; // host stream: gradient accumulation, NVMe reads of parameters
+    ZeroStream *upload_stream;   // device stream: uploads of refreshed working parameters
+    float *host[ZK_KINDS];   // the HOST tier's arrays, in shard layout (ZK_PARAM: working dtype)
+    void *dev_work;          // stage 3, optimizer offloaded, parameters on the device: the working shard
+    float *dev_sums;         // device: a bucket's reduced sums (one slot's worth)
     float *slot[OFF_SLOTS];  // host: where they are copied
     size_t slot_elems;
-    ZeroEvent *slot_full[OFF_SLOTS], *slot_free[OFF_SLOTS], *ev_hs, *ev_up;
+    ZeroEvent *slot_full[OFF_SLOTS], *slot_free[OFF_SLOTS], *host_mark, *upload_mark;
     OffJob job[OFF_JOBS];
     uint64_t jobs_queued;    // job k uses job[k % OFF_JOBS] and slot k % OFF_SLOTS
     void *stage;             // pinned: refreshed parameters on their way up (a tile)
     float *down;             // pinned: a tile of the device master on its way down (optimizer on the device)
     // NVME tiers
     ZeroNvme *nvme;
-    uint64_t *foff[ZK_KINDS];   // file offset of each tensor's own range, per kind
+    uint64_t *file_off[ZK_KINDS];   // file offset of each tensor's own range, per kind
     struct OffTile *tiles;   // the NVMe step's tiles over every tensor's shard, in order
     size_t ntiles;
     size_t *tile_first;      // tensor ti's tiles are tiles[tile_first[ti] .. tile_first[ti + 1])
@@ -164,117 +165,150 @@ typedef struct {
     double mark_busy, step_busy;        // the engine's busy seconds, likewise
 } ZeroOffload;
 
+// Stage 3's gathering (gather.c): the pool the unit's tensors are gathered into, the fetch
+// order recorded in the first micro-step, ZeRO++'s qwZ records and hpZ copy, its counters.
+typedef struct {
+    ZeroStream *stream;        // the parameter all-gathers' stream
+    ZeroEvent *mark;           // hand-offs to the main stream, waited on right after each record
+    void *persist;             // persistent tensors, gathered once per step
+    void *pool;                // the gather pool
+    ZeroArena arena;           // its blocks
+    uint64_t issued;           // all-gathers enqueued (ZeroTensorState.gather_id)
+    int *batch;                // num_tensors entries each: tensors to gather (tensor << 1 | backward),
+    int *by_kind, *tensors;    //   those of one kind, and the bare tensors of one all-gather
+    // the order of fetches (unit << 1 | backward), recorded during the first micro-step
+    int *order, order_len, order_cap, order_state, order_pos;
+    int warned_order;          // a fetch left the recorded order (said once)
+    uint64_t stamp;            // visit mark for look-ahead walks
+    size_t held_elems;         // pool elements of tensors some fetched unit holds
+    // ZeRO++
+    int qwz_block;
+    size_t qwz_own_bytes;      // qwZ: the size of qwz_own
+    void *qwz_own;             // qwZ: int8 records of this rank's shard of every pool tensor
+    void *qwz_land;            // qwZ: where gathered records land before they are unpacked
+    size_t qwz_land_bytes;
+    void *hpz_copy;            // hpZ: the secondary partition (param dtype)
+    size_t hpz_copy_elems;
+    uint64_t param_version;    // bumped whenever the working parameters change
+    uint64_t gathers, prefetches, hits, evictions, wasted, qwz_gathers, hpz_gathers;
+} ZeroGather;
+
+// Gradient reduction (reduce.c): buckets in flight, the stage 2-3 gradient pool, the
+// staging buffer, the two-hop path, and when a micro-step's gradients are all ready.
+typedef struct {
+    ZeroStream *stream;        // the gradient reductions' stream
+    ZeroEvent *mark;           // hand-offs to the main stream
+    // Reductions in flight, oldest first: bucket k's event is bucket_events[k % bucket_slots],
+    // recorded on the stream after it; buckets [bucket_done, bucket_next) are not yet released.
+    ZeroEvent **bucket_events;
+    int bucket_slots;
+    uint64_t bucket_next, bucket_done;
+    void *pool;                // stages 2-3: the gradient pool
+    ZeroArena arena;
+    void *staging;             // all-to-all receive buffer; zero_gather_master's landing buffer
+    size_t staging_elems;      // in gradient elements
+    int *pending, num_pending; // tensors complete this micro-step, not yet reduced
+    size_t pending_elems;
+    ZeroDeferredBlock *deferred;   // stages 2-3: reduced gradient blocks not yet back in the pool
+    int num_deferred, deferred_cap;
+    int units_ready, micro;    // units whose gradients are ready this micro-step; micro-steps done
+    // ZeRO++: gradients reduced in two hops (--hier-reduce or qgZ)
+    int two_hops;
+    ZeroWire wire;             // and in which format (RAW or INT4)
+    int qgz_block;
+    void *hop1_send;           // hop 1's packed send (hop 1 lands in staging)
+    void *hop2_send, *hop2_recv;
+    size_t hop_bytes;          // capacity of hop1_send and of staging, in bytes
+    uint64_t buckets;
+} ZeroReduce;
+
+// The optimizer step (zero.c): the fp32 master and AdamW's moments where they live on the
+// device, the gradients the step reads, and the step's own marks and times.
+typedef struct {
+    float *master, *m, *v;     // stage 0: full padded; else the shard (NULL: offloaded)
+    float *shard_grad;         // fp32 reduced gradient of this rank's shard
+    void *work_full;           // stages 0-2: all working params, padded
+    void *grad_full;           // stages 0-1: all gradients, padded
+    float *reduced_full;       // stage 0: the reduced full gradient (aliases grad_full when fp32)
+    double *sumsq;             // num_tensors per-tensor sums of squares of the shard's gradient
+    int open, grad_accum;      // inside zero_begin_step .. zero_step, and its micro-steps
+    int last_t;                // t of the last applied zero_step (0 after init): keys bf16 rounding
+    uint64_t done;             // steps taken
+    ZeroCollBytes sent_mark[ZERO_COLL_NUM];// comm->sent at zero_begin_step, moved past trainer collectives
+    ZeroCollBytes sent[ZERO_COLL_NUM];     // sent inside begin_step .. zero_step, summed over steps
+    // where the calling thread's time went inside steps, summed over them (seconds): in the
+    // hooks (fetch, release, grads_ready: waits for gathers and pool room), in zero_step, and
+    // the whole of zero_begin_step .. zero_step (the rest is the model's own work)
+    double begin, hook_s, step_s, wall_s;
+} ZeroStep;
+
+// What the plugin holds and has moved (state.c; report.c sets the activation bytes): every
+// buffer zero_alloc made, bytes by use and flow, and the run's identity.
+typedef struct {
+    size_t mem_dev[ZERO_USE_KINDS], mem_host[ZERO_USE_KINDS], mem_nvme[ZERO_USE_KINDS];
+    struct { void *p; ZeroMemKind kind; } allocs[48];
+    int nallocs;
+    int init_done;             // set at the end of zero_init: allocating after it is a bug
+    uint64_t flow_intra[ZERO_FLOWS], flow_inter[ZERO_FLOWS];   // inside steps, summed
+    size_t act_dev, act_host;  // activation bytes the trainer reported
+    uint8_t run_id[16];        // the run's identity (zckpt.h's ZCK_RUN_ID_BYTES)
+    char run_id_hex[ZERO_RUN_ID_HEX];
+    char label[192];           // scratch for collective labels
+} ZeroAccount;
+
+// The plugin's state. The world (the fields up to `scratch`) is set by zero_init in zero.c
+// and only read afterwards; each phase's sub-struct is written by its own file alone
+// (dev/tools/check_layout.py checks it).
 struct Zero {
     ZeroConfig cfg;
     ZeroComm *comm;
     const ZeroBackend *b;
-    int stage, rank, world, nt, nu;
-    size_t pes, ges;           // element sizes of working params and gradients
+    int stage, rank, world, num_tensors, num_units;
+    size_t param_size, grad_size;   // bytes per element of working params and of gradients
     ZeroLayout layout;
-    ZT *t;
-    ZU *u;
-    // Streams: the model's, parameter all-gathers', gradient reductions' (backend.h).
-    ZeroStream *main, *gs, *rs;
-    ZeroEvent *ev_main, *ev_gs, *ev_rs;   // hand-offs, waited on right after each record
-    // Reductions in flight, oldest first: bucket k's event is bucket_ev[k % bucket_cap],
-    // recorded on rs after it; buckets [bucket_done, bucket_next) are not yet released.
-    ZeroEvent **bucket_ev;
-    int bucket_cap;
-    uint64_t bucket_next, bucket_done;
-    uint64_t gathers_issued;   // stage 3: all-gathers enqueued (ZT.gather_id)
+    ZeroTensorState *t;
+    ZeroUnitState *u;
+    ZeroStream *main;          // the model's stream (the backend's)
+    ZeroEvent *main_mark;      // main-stream hand-offs to the other streams
+    ZeroCollPart *parts;       // scratch for any phase's collective: num_tensors parts
 
-    // buffers (device memory of the backend)
-    void *work_full;           // stages 0-2: all working params, padded
-    void *grad_full;           // stages 0-1: all gradients, padded
-    float *master, *m, *v;     // stage 0: full padded; else the shard
-    float *shard_grad;         // fp32 reduced gradient of this rank's shard
-    float *red_full;           // stage 0: the reduced full gradient (aliases grad_full when fp32)
-    void *persist;             // stage 3: persistent tensors, gathered
-    void *ppool;               // stage 3: gather pool
-    ZeroArena parena;
-    void *gpool;               // stages 2-3: gradient pool
-    ZeroArena garena;
-    void *staging;             // all-to-all receive buffer; gather_master's landing buffer
-    size_t staging_elems;      // in gradient elements
-
-    // host bookkeeping
-    ZeroCollPart *parts;       // nt entries
-    double *sq;                // nt per-tensor sums of squares
-    int *pending, npending;    // stage 1-3: grads complete this micro-step, not yet reduced
-    size_t pending_elems;
-    ZDeferred *deferred;       // stage 2/3: reduced grad blocks not yet returned to the pool
-    int ndeferred, deferred_cap;
-    int *batch;                // nt entries: scratch tensor list
-    int *klist, *ilist;        // nt entries each: gather.c's lists by kind, and their tensors
-    char what[192];            // scratch for collective labels
-
-    // step state
-    int in_step, grad_accum, micro, units_ready;
-
-    // stage 3 fetch order, recorded during the first micro-step
-    int *trace, trace_len, trace_cap, trace_state, pos;
-    uint64_t stamp;
-    size_t held_elems;         // pool elements of tensors some fetched unit holds
-    int warned_order;
-
+    ZeroGather gather;         // gather.c
+    ZeroReduce reduce;         // reduce.c
     ZeroOffload off;           // offload.c: tiers other than the device
-    int park_tied;             // tied gradients park in the offload tier between their units (zero_init)
-
-    // ZeRO++ (gather.c: qwZ and hpZ; reduce.c: the two-hop gradient path)
-    int qwz_block, qgz_block;
-    size_t qrec_bytes_total;   // qwZ: Zero.qw_own's size
-    void *qw_own;              // qwZ: int8 records of this rank's shard of every pool tensor
-    void *qw_land;             // qwZ: where gathered records land before they are unpacked
-    size_t qw_land_bytes;
-    void *sec;                 // hpZ: the secondary partition (param dtype)
-    size_t sec_elems;
-    uint64_t param_version;    // bumped whenever the working parameters change
-    int hier;                  // gradients reduced in two hops (--hier-reduce or qgZ)
-    ZeroWire gwire;            // and in which format (RAW or INT4)
-    void *hop_a, *hop_c, *hop_d;   // hop 1's packed send (hop 1 lands in staging), hop 2's send and receive
-    size_t hop_bytes;          // capacity of hop_a and of staging, in bytes
-    uint64_t flow_intra[ZERO_FLOWS], flow_inter[ZERO_FLOWS];   // inside steps, summed
-
-    // accounting
-    size_t mem_dev[ZERO_USE_KINDS], mem_host[ZERO_USE_KINDS], mem_nvme[ZERO_USE_KINDS];
-    uint64_t n_gathers, n_prefetches, n_hits, n_evictions, n_wasted, n_buckets, n_qwz, n_hpz;
-    struct { void *p; ZeroMemKind kind; } allocs[48];
-    int nallocs;
-    int init_done;             // set at the end of zero_init: allocating after it is a bug
-
-    // checkpoints and the report (checkpoint.c, report.c)
-    uint8_t run_id[16];                    // the run's identity (zckpt.h's ZCK_RUN_ID_BYTES)
-    char run_id_hex[ZERO_RUN_ID_HEX];
-    int last_t;                            // t of the last applied zero_step (0 after init): keys bf16 rounding
-    ZeroCollBytes sent_mark[ZERO_COLL_NUM];// comm->sent at zero_begin_step, moved past trainer collectives
-    ZeroCollBytes step_sent[ZERO_COLL_NUM];// sent inside begin_step .. zero_step, summed over steps
-    uint64_t steps_done;
-    size_t act_dev, act_host;              // activation bytes the trainer reported
-    // where the calling thread's time went inside steps, summed over them (seconds): in the
-    // hooks (fetch, release, grads_ready: waits for gathers and pool room), in zero_step, and
-    // the whole of zero_begin_step .. zero_step (the rest is the model's own work)
-    double step_begin, hook_s, step_s, wall_s;
+    ZeroStep step;             // zero.c
+    ZeroAccount acct;          // state.c
 };
 
-// "zero: rank R: message" on stderr in one write; zero_fail then ends the job.
+
+// Errors, one style: "zero: rank R: message" on stderr in one write. zero_fail then ends
+// the job (a broken invariant or resource at run time); zero_refuse returns -1 (a bad input
+// the caller reports: config, table, a checkpoint); zero_say only tells (warnings).
+// zero_say_rank and zero_refuse serve where no Zero exists yet (zero_init's checks).
 void zero_say(const Zero *z, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void zero_fail(const Zero *z, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+void zero_say_rank(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int zero_refuse(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // Ordering (backend.h): work queued on s from now on runs after the main stream's work so
 // far; and the main stream's next work runs after what s has queued so far.
-void zero_after_main(Zero *z, ZeroStream *s);
-void zero_main_after(Zero *z, ZeroStream *s);
+void zero_stream_waits_main(Zero *z, ZeroStream *s);
+void zero_main_waits_stream(Zero *z, ZeroStream *s);
 // Waits (host-side) until every stream has run everything queued on it.
 void zero_sync_streams(Zero *z);
 // Counts a collective's bytes by what it carries (ZeroFlow), inside steps only.
 void zero_flow_add(Zero *z, ZeroFlow f, ZeroGroup g, uint64_t bytes_per_peer);
-// Comma-separated tensor names for messages, truncated to fit z->what.
+// Comma-separated tensor names for messages, truncated to fit z->acct.label.
 const char *zero_label(Zero *z, const char *prefix, const int *tensors, int n);
 
 // Monotonic seconds, for the time accounting above.
 double zero_clock(void);
 
-// Every buffer comes from here, during zero_init only.
+// Every buffer comes from here, during zero_init only; zero_free_buffers frees them all.
 void *zero_alloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const char *what);
+void zero_free_buffers(Zero *z);
+void zero_alloc_close(Zero *z);   // the end of zero_init: allocating after it fails the job
+// Host bookkeeping (zeroed; plain free), and the backend's events; both fail the job when out.
+void *zero_host_alloc(Zero *z, size_t bytes, const char *what);
+ZeroEvent *zero_new_event(Zero *z, const char *what);
 // The run identity. From zero_init (collective): rank 0 draws 128 bits, every rank gets
 // them. zero_run_id_set: a loaded checkpoint's (a resumed run keeps its first identity).
 void zero_run_id_init(Zero *z);

@@ -35,54 +35,41 @@ void zero_config_defaults(ZeroConfig *cfg) {
     cfg->param_tier = ZERO_TIER_DEVICE;
 }
 
-static void *hmalloc(Zero *z, size_t bytes, const char *what) {
-    void *p = calloc(1, bytes ? bytes : 1);
-    if (!p) zero_fail(z, "out of host memory (%zu bytes) for %s", bytes, what);
-    return p;
-}
-
 static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
 
 // Checks that do not need the buffers; prints and returns -1 on a bad table or config.
-static int validate(const ZeroTensor *tensors, int nt, int nu, const ZeroConfig *cfg, ZeroComm *comm,
+static int validate(const ZeroTensor *tensors, int num_tensors, int num_units, const ZeroConfig *cfg, ZeroComm *comm,
                     const ZeroBackend *b) {
     int r = comm ? comm->rank : -1;
     if (!comm || !b || !cfg || !tensors) {
-        fprintf(stderr, "zero: rank %d: zero_init needs a tensor table, a config, a comm and a backend\n", r);
-        return -1;
+        return zero_refuse(r, "zero_init needs a tensor table, a config, a comm and a backend");
     }
-    if (nt < 1 || nu < 1) {
-        fprintf(stderr, "zero: rank %d: zero_init with %d tensors and %d units (need at least one of each)\n", r, nt, nu);
-        return -1;
+    if (num_tensors < 1 || num_units < 1) {
+        return zero_refuse(r, "zero_init with %d tensors and %d units (need at least one of each)", num_tensors, num_units);
     }
     if (cfg->stage < 0 || cfg->stage > 3) {
-        fprintf(stderr, "zero: rank %d: stage %d is not one of 0, 1, 2, 3\n", r, cfg->stage);
-        return -1;
+        return zero_refuse(r, "stage %d is not one of 0, 1, 2, 3", cfg->stage);
     }
     if ((cfg->param_dtype != ZERO_F32 && cfg->param_dtype != ZERO_BF16) ||
         (cfg->grad_dtype != ZERO_F32 && cfg->grad_dtype != ZERO_BF16)) {
-        fprintf(stderr, "zero: rank %d: unknown dtype (param %d, grad %d)\n", r, (int)cfg->param_dtype, (int)cfg->grad_dtype);
-        return -1;
+        return zero_refuse(r, "unknown dtype (param %d, grad %d)", (int)cfg->param_dtype, (int)cfg->grad_dtype);
     }
     if (zero_offload_validate(cfg, r) != 0) return -1;
     if (b->needs_mpi && comm->world > 1 && comm->launch != ZERO_LAUNCH_MPI) {
-        fprintf(stderr, "zero: rank %d: the %s backend moves data with MPI, but WORLD_SIZE=%d was set without "
-                "an MPI launcher: start with mpirun or srun\n", r, b->name, comm->world);
-        return -1;
+        return zero_refuse(r, "the %s backend moves data with MPI, but WORLD_SIZE=%d was set without "
+                "an MPI launcher: start with mpirun or srun", b->name, comm->world);
     }
-    for (int i = 0; i < nt; i++) {
+    for (int i = 0; i < num_tensors; i++) {
         const ZeroTensor *t = &tensors[i];
         const char *name = t->name ? t->name : "(unnamed)";
         if (t->num_units < 1 || t->num_units > ZERO_MAX_TENSOR_UNITS) {
-            fprintf(stderr, "zero: rank %d: tensor %d (%s) is used by %d units (1 to %d allowed)\n", r, i, name,
+            return zero_refuse(r, "tensor %d (%s) is used by %d units (1 to %d allowed)", i, name,
                     t->num_units, ZERO_MAX_TENSOR_UNITS);
-            return -1;
         }
         for (int k = 0; k < t->num_units; k++) {
-            if (t->units[k] < 0 || t->units[k] >= nu || (k == 1 && t->units[1] == t->units[0])) {
-                fprintf(stderr, "zero: rank %d: tensor %d (%s) names unit %d%s (units are 0..%d)\n", r, i, name,
-                        t->units[k], k == 1 && t->units[1] == t->units[0] ? " twice" : "", nu - 1);
-                return -1;
+            if (t->units[k] < 0 || t->units[k] >= num_units || (k == 1 && t->units[1] == t->units[0])) {
+                return zero_refuse(r, "tensor %d (%s) names unit %d%s (units are 0..%d)", i, name,
+                        t->units[k], k == 1 && t->units[1] == t->units[0] ? " twice" : "", num_units - 1);
             }
         }
     }
@@ -94,61 +81,26 @@ static int validate_pp(const ZeroConfig *cfg, const ZeroComm *comm) {
     int r = comm->rank;
     const char *which = cfg->qwz ? "--qwz (zero_quantized_weights)" : "--hpz (zero_hpz_partition_size)";
     if ((cfg->qwz || cfg->hpz > 1) && cfg->stage != 3) {
-        fprintf(stderr, "zero: rank %d: %s needs stage 3 (-z 3): below it parameters are not gathered before each use\n",
-                r, which);
-        return -1;
+        return zero_refuse(r, "%s needs stage 3 (-z 3): below it parameters are not gathered before each use", which);
     }
     if (cfg->qwz && cfg->param_tier == ZERO_TIER_NVME) {   // its packing would read NVMe into a gather-stream buffer
-        fprintf(stderr, "zero: rank %d: --qwz with --offload-param nvme is not supported yet\n", r);
-        return -1;
+        return zero_refuse(r, "--qwz with --offload-param nvme is not supported yet");
     }
     const char *hwhich = cfg->qgz ? "--qgz (zero_quantized_gradients)" : "--hier-reduce";
     if ((cfg->qgz || cfg->hier_reduce) && cfg->optimizer_tier != ZERO_TIER_DEVICE) {
-        fprintf(stderr, "zero: rank %d: %s with --offload-optimizer is not supported yet\n", r, hwhich);
-        return -1;
+        return zero_refuse(r, "%s with --offload-optimizer is not supported yet", hwhich);
     }
     if ((cfg->qgz || cfg->hier_reduce || cfg->hpz > 1) && !comm->consecutive) {
-        fprintf(stderr, "zero: rank %d: %s needs the ranks of each node numbered consecutively (this rank is local rank "
-                "%d of node %d with %d ranks per node); launch with ranks mapped by slot, or give --node-size\n", r,
-                cfg->hpz > 1 ? "--hpz" : hwhich, comm->local_rank, comm->node, comm->local_size);
-        return -1;
+        return zero_refuse(r, "%s needs the ranks of each node numbered consecutively (this rank is local rank "
+                "%d of node %d with %d ranks per node); launch with ranks mapped by slot, or give --node-size", cfg->hpz > 1 ? "--hpz" : hwhich, comm->local_rank, comm->node, comm->local_size);
     }
     if (cfg->hpz < 0) {
-        fprintf(stderr, "zero: rank %d: --hpz %d: the secondary partition size must be >= 1\n", r, cfg->hpz);
-        return -1;
+        return zero_refuse(r, "--hpz %d: the secondary partition size must be >= 1", cfg->hpz);
     }
     if ((cfg->qwz_block && quant_check_block(cfg->qwz_block, "the qwZ block size") != 0) ||
         (cfg->qgz_block && quant_check_block(cfg->qgz_block, "the qgZ block size") != 0))
         return -1;
     return 0;
-}
-
-static ZeroEvent *new_event(Zero *z, const char *what) {
-    ZeroEvent *e = z->b->event_create(z->b);
-    if (!e) zero_fail(z, "the %s backend could not create an event for %s", z->b->name, what);
-    return e;
-}
-
-// Streams (every rank creates them in the same order: each gets its own communicator) and
-// the events whose owners are fixed for the whole run.
-static void init_events(Zero *z) {
-    z->main = z->b->main_stream(z->b);
-    z->gs = z->b->stream_create(z->b);
-    z->rs = z->b->stream_create(z->b);
-    if (!z->main || !z->gs || !z->rs) zero_fail(z, "the %s backend could not create its streams", z->b->name);
-    if (z->b->stream_name) {   // a trace's track names
-        z->b->stream_name(z->b, z->main, "main (the model)");
-        z->b->stream_name(z->b, z->gs, "gather stream");
-        z->b->stream_name(z->b, z->rs, "reduce stream");
-    }
-    z->ev_main = new_event(z, "main-stream hand-offs");
-    z->ev_gs = new_event(z, "gather-stream hand-offs");
-    z->ev_rs = new_event(z, "reduce-stream hand-offs");
-    z->bucket_cap = z->nt + 2;
-    z->bucket_ev = hmalloc(z, (size_t)z->bucket_cap * sizeof(ZeroEvent *), "reduction events");
-    for (int i = 0; i < z->bucket_cap; i++) z->bucket_ev[i] = new_event(z, "gradient reductions");
-    if (z->stage == 3)
-        for (int i = 0; i < z->nt; i++) z->t[i].ready = new_event(z, z->t[i].name);
 }
 
 // Fills [dst, dst + count) with the initial values of elements [begin, begin + count) of
@@ -169,44 +121,28 @@ static void init_range(Zero *z, ZeroInitFn init, void *ctx, float *chunk, int ti
 // gathered here.
 static void gather_working(Zero *z, int t_step) {
     const ZeroBackend *b = z->b;
-    if (z->stage == 3) {
-        int np = 0;
-        zero_after_main(z, z->gs);
-        for (int i = 0; i < z->nt; i++) {
-            if (!z->t[i].persistent) continue;
-            z->parts[np].send = zero_gather_src(z, i, z->t[i].work, t_step, z->gs);
-            z->parts[np].recv = z->t[i].work;
-            z->parts[np].count = z->t[i].lay->split.shard;
-            z->batch[np++] = i;
-        }
-        if (np) {
-            b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, np, z->cfg.param_dtype, z->gs,
-                          zero_label(z, "persistent params:", z->batch, np));
-            for (int k = 0; k < np; k++)
-                zero_flow_add(z, ZERO_FLOW_STEP_GATHER, ZERO_GROUP_WORLD, z->parts[k].count * z->pes);
-        }
-        zero_qwz_refresh(z, t_step);   // qwZ: the new shard's int8 records, once per step
-        zero_main_after(z, z->gs);
+    if (z->stage == 3) {   // the others are gathered when fetched
+        zero_gather_persistent(z, t_step);
         return;
     }
-    for (int i = 0; i < z->nt; i++) {
+    for (int i = 0; i < z->num_tensors; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
-        z->parts[i].send = byte_at(z->t[i].work, (size_t)z->rank * l->split.shard, z->pes);
+        z->parts[i].send = byte_at(z->t[i].work, (size_t)z->rank * l->split.shard, z->param_size);
         z->parts[i].recv = z->t[i].work;
         z->parts[i].count = l->split.shard;
     }
-    zero_after_main(z, z->gs);
-    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->nt, z->cfg.param_dtype, z->gs, "working params (all tensors)");
-    for (int i = 0; i < z->nt; i++) zero_flow_add(z, ZERO_FLOW_STEP_GATHER, ZERO_GROUP_WORLD, z->parts[i].count * z->pes);
-    zero_main_after(z, z->gs);
+    zero_stream_waits_main(z, z->gather.stream);
+    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->num_tensors, z->cfg.param_dtype, z->gather.stream, "working params (all tensors)");
+    for (int i = 0; i < z->num_tensors; i++) zero_flow_add(z, ZERO_FLOW_STEP_GATHER, ZERO_GROUP_WORLD, z->parts[i].count * z->param_size);
+    zero_main_waits_stream(z, z->gather.stream);
 }
 
 static void refresh_working(Zero *z, int t_step) {
     const ZeroBackend *b = z->b;
     if (z->stage == 0) {
-        for (int i = 0; i < z->nt; i++) {
+        for (int i = 0; i < z->num_tensors; i++) {
             const ZeroTensorLayout *l = z->t[i].lay;
-            b->refresh(b, z->t[i].work, z->cfg.param_dtype, z->master + l->full_off, l->split.numel,
+            b->refresh(b, z->t[i].work, z->cfg.param_dtype, z->step.master + l->full_off, l->split.numel,
                        z->cfg.seed, t_step, l->global_off, z->main);
         }
         return;
@@ -214,10 +150,10 @@ static void refresh_working(Zero *z, int t_step) {
     if (zero_offload_optimizer(z) || z->off.param != ZERO_TIER_DEVICE) {
         zero_offload_update(z, NULL, 0, t_step);   // rounded on the CPU, sent where they live
     } else if (z->stage <= 2) {
-        for (int i = 0; i < z->nt; i++) {
+        for (int i = 0; i < z->num_tensors; i++) {
             const ZeroTensorLayout *l = z->t[i].lay;
-            void *mine = byte_at(z->t[i].work, (size_t)z->rank * l->split.shard, z->pes);
-            b->refresh(b, mine, z->cfg.param_dtype, z->master + l->shard_off, l->own_count, z->cfg.seed, t_step,
+            void *mine = byte_at(z->t[i].work, (size_t)z->rank * l->split.shard, z->param_size);
+            b->refresh(b, mine, z->cfg.param_dtype, z->step.master + l->shard_off, l->own_count, z->cfg.seed, t_step,
                        l->global_off + l->own_begin, z->main);
         }
     }
@@ -225,17 +161,17 @@ static void refresh_working(Zero *z, int t_step) {
 }
 
 static void build_units(Zero *z) {
-    for (int u = 0; u < z->nu; u++) {
-        ZU *U = &z->u[u];
+    for (int u = 0; u < z->num_units; u++) {
+        ZeroUnitState *U = &z->u[u];
         U->fetched = -1;
-        for (int i = 0; i < z->nt; i++)
+        for (int i = 0; i < z->num_tensors; i++)
             for (int k = 0; k < z->t[i].num_units; k++)
                 if (z->t[i].units[k] == u) U->n++;
-        U->tensors = hmalloc(z, (size_t)U->n * sizeof(int), "unit tensor lists");
-        U->params = hmalloc(z, (size_t)U->n * sizeof(void *), "unit views");
-        U->grads = hmalloc(z, (size_t)U->n * sizeof(void *), "unit views");
+        U->tensors = zero_host_alloc(z, (size_t)U->n * sizeof(int), "unit tensor lists");
+        U->params = zero_host_alloc(z, (size_t)U->n * sizeof(void *), "unit views");
+        U->grads = zero_host_alloc(z, (size_t)U->n * sizeof(void *), "unit views");
         int j = 0;
-        for (int i = 0; i < z->nt; i++)
+        for (int i = 0; i < z->num_tensors; i++)
             for (int k = 0; k < z->t[i].num_units; k++)
                 if (z->t[i].units[k] == u) {
                     U->tensors[j++] = i;
@@ -271,16 +207,16 @@ static void choose_sizes(Zero *z, size_t max_pool_need, size_t max_grad_need, si
         z->cfg.bucket_elems = b / ZERO_ALIGN_ELEMS * ZERO_ALIGN_ELEMS;
     }
     if (z->cfg.prefetch_elems == ZERO_AUTO) {
-        size_t *need = hmalloc(z, (size_t)z->nu * sizeof(size_t), "unit sizes");
-        for (int u = 0; u < z->nu; u++) {   // insertion sort: a few hundred units at most
+        size_t *need = zero_host_alloc(z, (size_t)z->num_units * sizeof(size_t), "unit sizes");
+        for (int u = 0; u < z->num_units; u++) {   // insertion sort: a few hundred units at most
             size_t v = z->u[u].pool_need;
             int k = u;
             for (; k > 0 && need[k - 1] > v; k--) need[k] = need[k - 1];
             need[k] = v;
         }
-        size_t median = need[z->nu / 2], persist = 0, largest = 0;
+        size_t median = need[z->num_units / 2], persist = 0, largest = 0;
         free(need);
-        for (int i = 0; i < z->nt; i++) {
+        for (int i = 0; i < z->num_tensors; i++) {
             if (z->t[i].persistent) persist += z->t[i].lay->split.padded;
             else if (z->t[i].lay->split.padded > largest) largest = z->t[i].lay->split.padded;
         }
@@ -293,56 +229,40 @@ static void choose_sizes(Zero *z, size_t max_pool_need, size_t max_grad_need, si
     }
 }
 
-Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const ZeroConfig *cfg,
-                ZeroComm *comm, const ZeroBackend *backend, ZeroInitFn init, void *init_ctx) {
-    if (validate(tensors, num_tensors, num_units, cfg, comm, backend) != 0) return NULL;
-    if (!init) {
-        fprintf(stderr, "zero: rank %d: zero_init needs an init function for the parameters\n", comm->rank);
+// The world: who this rank is, the tensor and unit tables, the main stream. NULL (after
+// saying why) on a layout the comm cannot take or a bad ZeRO++ setting.
+static Zero *world_init(const ZeroTensor *tensors, int num_tensors, int num_units, const ZeroConfig *cfg,
+                        ZeroComm *comm, const ZeroBackend *backend) {
+    if (((cfg->node_size != comm->node_size || (cfg->hpz > 1 ? cfg->hpz : 1) != comm->hpz_size) &&
+         zero_comm_set_layout(comm, cfg->node_size, cfg->hpz) != 0) ||
+        zero_comm_set_timeout(comm, cfg->timeout_s) != 0 || validate_pp(cfg, comm) != 0)
         return NULL;
-    }
     Zero *z = calloc(1, sizeof(Zero));
-    if (!z) { fprintf(stderr, "zero: rank %d: out of host memory\n", comm->rank); return NULL; }
+    if (!z) { zero_say_rank(comm->rank, "out of host memory"); return NULL; }
     z->cfg = *cfg;
     z->comm = comm;
     z->b = backend;
     z->stage = cfg->stage;
     z->rank = comm->rank;
     z->world = comm->world;
-    z->nt = num_tensors;
-    z->nu = num_units;
-    z->pes = zero_dtype_size(cfg->param_dtype);
-    z->ges = zero_dtype_size(cfg->grad_dtype);
-
-    if (((cfg->node_size != comm->node_size || (cfg->hpz > 1 ? cfg->hpz : 1) != comm->hpz_size) &&
-         zero_comm_set_layout(comm, cfg->node_size, cfg->hpz) != 0) ||
-        zero_comm_set_timeout(comm, cfg->timeout_s) != 0) {
-        free(z);
-        return NULL;
-    }
-    if (validate_pp(cfg, comm) != 0) {
-        free(z);
-        return NULL;
-    }
-    z->qwz_block = cfg->qwz_block ? cfg->qwz_block : QUANT_BLOCK_DEFAULT;
-    z->qgz_block = cfg->qgz_block ? cfg->qgz_block : QGZ_BLOCK_DEFAULT;
-    z->hier = cfg->qgz || cfg->hier_reduce;
-    z->gwire = cfg->qgz ? ZERO_WIRE_INT4 : ZERO_WIRE_RAW;
-    z->param_version = 1;   // no secondary slice holds it yet (sec_version 0)
+    z->num_tensors = num_tensors;
+    z->num_units = num_units;
+    z->param_size = zero_dtype_size(cfg->param_dtype);
+    z->grad_size = zero_dtype_size(cfg->grad_dtype);
     char err[256];
     if (zero_layout_build(&z->layout, tensors, num_tensors, z->world, z->rank, err, sizeof err) != 0) {
-        fprintf(stderr, "zero: rank %d: %s\n", z->rank, err);
+        zero_say(z, "%s", err);
         free(z);
         return NULL;
     }
-    z->t = hmalloc(z, (size_t)z->nt * sizeof(ZT), "the tensor table");
-    z->u = hmalloc(z, (size_t)z->nu * sizeof(ZU), "the unit table");
-    size_t shared_padded = 0;
-    for (int i = 0; i < z->nt; i++) {
-        ZT *t = &z->t[i];
+    z->t = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(ZeroTensorState), "the tensor table");
+    z->u = zero_host_alloc(z, (size_t)z->num_units * sizeof(ZeroUnitState), "the unit table");
+    for (int i = 0; i < z->num_tensors; i++) {
+        ZeroTensorState *t = &z->t[i];
         char buf[32];
         if (!tensors[i].name) snprintf(buf, sizeof buf, "tensor%d", i);
         const char *name = tensors[i].name ? tensors[i].name : buf;
-        t->name = hmalloc(z, strlen(name) + 1, "tensor names");
+        t->name = zero_host_alloc(z, strlen(name) + 1, "tensor names");
         memcpy(t->name, name, strlen(name) + 1);
         t->decay = tensors[i].decay != 0;
         t->num_units = tensors[i].num_units;
@@ -350,175 +270,171 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
         t->lay = &z->layout.t[i];
         t->persistent = z->stage == 3 && cfg->persist_elems > 0 && t->lay->split.numel <= cfg->persist_elems;
         t->block = t->grad_block = ZERO_ARENA_FULL;
-        if (t->num_units > 1) shared_padded += t->lay->split.padded;
     }
     build_units(z);
-    size_t max_pool_need = 0, max_grad_need = 0, max_grad_all = 0;
+    z->parts = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(ZeroCollPart), "collective part lists");
+    z->main = z->b->main_stream(z->b);
+    if (!z->main) zero_fail(z, "the %s backend has no main stream", z->b->name);
+    if (z->b->stream_name) z->b->stream_name(z->b, z->main, "main (the model)");   // a trace's track name
+    z->main_mark = zero_new_event(z, "main-stream hand-offs");
+    return z;
+}
+
+// The pools' sizes: the gather pool (stage 3) and the gradient pool (stages 2-3), whether
+// tied gradients park off the device between their units, and the sizes left to the
+// plugin (choose_sizes). -1 (after saying why) when max_live_elems cannot hold a unit.
+typedef struct { size_t gather_pool, grad_pool; int park_tied; } PoolPlan;
+
+static int plan_pools(Zero *z, PoolPlan *plan) {
+    size_t max_pool_need = 0, max_grad_need = 0, max_grad_all = 0, shared_padded = 0, pooled = 0;
     int big_unit = 0;
-    for (int u = 0; u < z->nu; u++) {
-        if (z->u[u].pool_need > max_pool_need) { max_pool_need = z->u[u].pool_need; big_unit = u; }
-        if (z->u[u].grad_need > max_grad_need) max_grad_need = z->u[u].grad_need;
-        if (z->u[u].grad_need + z->u[u].grad_tied > max_grad_all) max_grad_all = z->u[u].grad_need + z->u[u].grad_tied;
+    for (int i = 0; i < z->num_tensors; i++) {
+        if (z->t[i].num_units > 1) shared_padded += z->t[i].lay->split.padded;
+        if (!z->t[i].persistent) pooled += z->t[i].lay->split.padded;   // all gathered at once
+    }
+    for (int u = 0; u < z->num_units; u++) {
+        const ZeroUnitState *U = &z->u[u];
+        if (U->pool_need > max_pool_need) { max_pool_need = U->pool_need; big_unit = u; }
+        if (U->grad_need > max_grad_need) max_grad_need = U->grad_need;
+        if (U->grad_need + U->grad_tied > max_grad_all) max_grad_all = U->grad_need + U->grad_tied;
     }
     // With offload, tied tensors' partial gradients may park off the device between their
     // two units (offload.c): then a unit's tied gradients cycle through the pool like its
     // own, and nothing stays in it across units. Only where that makes the pool smaller
     // (tiled: a vocabulary tile is small, the whole embedding is not).
-    z->park_tied = zero_offload_parks_tied(cfg) && shared_padded > 0 && 2 * max_grad_all < 2 * max_grad_need + shared_padded;
-    if (z->park_tied) {
+    plan->park_tied = zero_offload_parks_tied(&z->cfg) && shared_padded > 0 &&
+                      2 * max_grad_all < 2 * max_grad_need + shared_padded;
+    if (plan->park_tied) {
         max_grad_need = max_grad_all;
         shared_padded = 0;
     }
     choose_sizes(z, max_pool_need, max_grad_need, shared_padded);
+    const size_t P = z->layout.padded_total;
+    // a bucket never holds more than the whole model: do not size buffers beyond it
+    if (z->cfg.bucket_elems > P) z->cfg.bucket_elems = P;
     // Every pool is min(what the settings ask for, what the model can ever need), so that
     // DeepSpeed's sizes written for billions of parameters (stage3_max_live_parameters 1e9)
     // reserve no more than the model: the gather pool never holds more than every pooled
-    // (non-persistent) tensor at once, the gradient pool and the staging buffer never more
-    // than every gradient.
-    size_t ppool_elems = 0;
+    // (non-persistent) tensor at once, the gradient pool never more than every gradient.
+    plan->gather_pool = 0;
     if (z->stage == 3) {
-        size_t pooled = 0;   // every tensor the pool may hold, all gathered at once
-        for (int i = 0; i < z->nt; i++)
-            if (!z->t[i].persistent) pooled += z->t[i].lay->split.padded;
-        ppool_elems = cfg->max_live_elems ? cfg->max_live_elems : max_pool_need + z->cfg.prefetch_elems;
-        ppool_elems = zero_round_up(ppool_elems, ZERO_ALIGN_ELEMS);   // aligned top placements
-        if (ppool_elems < max_pool_need) {
-            fprintf(stderr, "zero: rank %d: max_live_elems %zu is smaller than unit %d, which needs %zu gathered "
-                    "elements at once; raise max_live_elems to at least %zu\n", z->rank, cfg->max_live_elems,
-                    big_unit, max_pool_need, max_pool_need);
-            zero_free(z);
-            return NULL;
-        }
-        if (ppool_elems > pooled) ppool_elems = pooled;   // a multiple of ZERO_ALIGN_ELEMS, like every padded size
+        size_t want = z->cfg.max_live_elems ? z->cfg.max_live_elems : max_pool_need + z->cfg.prefetch_elems;
+        want = zero_round_up(want, ZERO_ALIGN_ELEMS);   // aligned top placements
+        if (want < max_pool_need)
+            return zero_refuse(z->rank, "max_live_elems %zu is smaller than unit %d, which needs %zu gathered elements "
+                               "at once; raise max_live_elems to at least %zu", z->cfg.max_live_elems, big_unit,
+                               max_pool_need, max_pool_need);
+        plan->gather_pool = want < pooled ? want : pooled;   // a multiple of ZERO_ALIGN_ELEMS, like every padded size
     }
+    // Live at once in the gradient pool: the pending bucket (< bucket_elems before the unit
+    // that tips it), tied gradients waiting for their other unit, and the unit being
+    // back-propagated. Rounded up so blocks placed from the top (tied tensors) stay aligned.
+    plan->grad_pool = 0;
+    if (z->stage >= 2) {
+        size_t want = zero_round_up(z->cfg.bucket_elems + 2 * max_grad_need + shared_padded, ZERO_ALIGN_ELEMS);
+        plan->grad_pool = want < P ? want : P;   // every gradient at once (P: a multiple of ZERO_ALIGN_ELEMS)
+    }
+    return 0;
+}
 
-    init_events(z);
+// The step's buffers on the device: master, m and v (stage 0 whole, else the shard; none
+// when offloaded), the reduced shard gradient, and at stages 0-2 the whole working
+// parameters (at 0-1 the whole gradients) the model reads and writes in place.
+static void step_init(Zero *z) {
     const size_t P = z->layout.padded_total, Sh = z->layout.shard_total;
-    // a bucket never holds more than the whole model: do not size buffers beyond it
-    if (z->cfg.bucket_elems > P) z->cfg.bucket_elems = P;
-    // Stage 0 keeps everything whole; the others keep 1/N of master, m and v.
+    ZeroStep *s = &z->step;
     size_t opt_elems = z->stage == 0 ? P : Sh;
-    // (offloaded: on the host or NVMe instead, with the reduced gradient: offload.c)
-    if (cfg->optimizer_tier == ZERO_TIER_DEVICE) {
-        z->master = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_MASTER, opt_elems * sizeof(float), "fp32 master weights");
-        z->m = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_OPTIM, opt_elems * sizeof(float), "AdamW m");
-        z->v = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_OPTIM, opt_elems * sizeof(float), "AdamW v");
-        z->shard_grad = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, Sh * sizeof(float), "fp32 reduced gradient shard");
+    if (z->cfg.optimizer_tier == ZERO_TIER_DEVICE) {
+        s->master = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_MASTER, opt_elems * sizeof(float), "fp32 master weights");
+        s->m = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_OPTIM, opt_elems * sizeof(float), "AdamW m");
+        s->v = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_OPTIM, opt_elems * sizeof(float), "AdamW v");
+        s->shard_grad = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, Sh * sizeof(float), "fp32 reduced gradient shard");
     }
     if (z->stage <= 2) {
-        z->work_full = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, P * z->pes, "working parameters");
-        for (int i = 0; i < z->nt; i++) z->t[i].work = byte_at(z->work_full, z->t[i].lay->full_off, z->pes);
+        s->work_full = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, P * z->param_size, "working parameters");
+        for (int i = 0; i < z->num_tensors; i++) z->t[i].work = byte_at(s->work_full, z->t[i].lay->full_off, z->param_size);
     }
     if (z->stage <= 1) {
-        z->grad_full = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * z->ges, "gradients");
-        for (int i = 0; i < z->nt; i++) z->t[i].grad = byte_at(z->grad_full, z->t[i].lay->full_off, z->ges);
+        s->grad_full = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * z->grad_size, "gradients");
+        for (int i = 0; i < z->num_tensors; i++) z->t[i].grad = byte_at(s->grad_full, z->t[i].lay->full_off, z->grad_size);
     }
     if (z->stage == 0)
-        z->red_full = cfg->grad_dtype == ZERO_F32 ? (float *)z->grad_full
-                      : zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * sizeof(float), "fp32 reduced gradients");
-    if (z->stage == 3) {
-        size_t persist_elems = 0;
-        for (int i = 0; i < z->nt; i++)
-            if (z->t[i].persistent) persist_elems += z->t[i].lay->split.padded;
-        z->persist = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, persist_elems * z->pes, "persistent parameters");
-        size_t off = 0;
-        for (int i = 0; i < z->nt; i++)
-            if (z->t[i].persistent) {
-                z->t[i].work = byte_at(z->persist, off, z->pes);
-                off += z->t[i].lay->split.padded;
-            }
-        z->ppool = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, ppool_elems * z->pes, "stage-3 gather pool");
-        if (zero_arena_init(&z->parena, ppool_elems, z->nt) != 0) zero_fail(z, "out of host memory for the gather pool table");
-    }
-    if (z->stage >= 2) {
-        // Live at once: the pending bucket (< bucket_elems before the unit that tips it),
-        // tied gradients waiting for their other unit, and the unit being back-propagated.
-        // Rounded up so blocks placed from the top (tied tensors) stay aligned like the rest.
-        size_t gpool_elems = zero_round_up(z->cfg.bucket_elems + 2 * max_grad_need + shared_padded, ZERO_ALIGN_ELEMS);
-        if (gpool_elems > P) gpool_elems = P;   // every gradient at once (P: a multiple of ZERO_ALIGN_ELEMS)
-        z->gpool = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, gpool_elems * z->ges, "stage-2/3 gradient pool");
-        if (zero_arena_init(&z->garena, gpool_elems, z->nt) != 0) zero_fail(z, "out of host memory for the gradient pool table");
-    }
-    z->staging_elems = z->cfg.bucket_elems > z->layout.max_padded ? z->cfg.bucket_elems : z->layout.max_padded;
-    size_t staging_bytes = z->staging_elems * z->ges;
-    if (z->layout.max_padded * sizeof(float) > staging_bytes) staging_bytes = z->layout.max_padded * sizeof(float);
-    z->staging = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, staging_bytes, "collective staging buffer");
-    z->hop_bytes = staging_bytes;   // the most the two-hop path may use (zero_reduce_init_pp)
-    zero_reduce_init_pp(z);
-    zero_gather_init_pp(z);
+        s->reduced_full = z->cfg.grad_dtype == ZERO_F32 ? (float *)s->grad_full
+                          : zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * sizeof(float), "fp32 reduced gradients");
+    s->sumsq = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(double), "norm partials");
+}
 
-    z->parts = hmalloc(z, (size_t)z->nt * sizeof(ZeroCollPart), "collective part lists");
-    z->sq = hmalloc(z, (size_t)z->nt * sizeof(double), "norm partials");
-    z->pending = hmalloc(z, (size_t)z->nt * sizeof(int), "bucket lists");
-    z->batch = hmalloc(z, (size_t)z->nt * sizeof(int), "gather lists");
-    z->klist = hmalloc(z, (size_t)z->nt * sizeof(int), "gather lists");
-    z->ilist = hmalloc(z, (size_t)z->nt * sizeof(int), "gather lists");
-    z->deferred_cap = 2 * z->nt;
-    z->deferred = hmalloc(z, (size_t)z->deferred_cap * sizeof(ZDeferred), "deferred frees");
-    z->trace_cap = 4 * z->nu + 8;
-    z->trace = hmalloc(z, (size_t)z->trace_cap * sizeof(int), "the stage-3 fetch trace");
-
-    zero_offload_init(z);
-
-    // Partition at init: this rank initializes only the elements it owns (an offloaded
-    // master where it lives, host memory or NVMe).
+// Partition at init: this rank initializes only the elements it owns (an offloaded master
+// where it lives, host memory or NVMe); stage 0 then gathers the whole master everywhere.
+static void init_master(Zero *z, ZeroInitFn init, void *init_ctx) {
     if (zero_offload_optimizer(z)) {
         zero_offload_init_master(z, init, init_ctx);
     } else {
         float *chunk = z->b->alloc(z->b, ZERO_MEM_HOST, INIT_CHUNK * sizeof(float));
         if (!chunk) zero_fail(z, "out of host memory for the init chunk");
-        for (int i = 0; i < z->nt; i++) {
+        for (int i = 0; i < z->num_tensors; i++) {
             const ZeroTensorLayout *l = z->t[i].lay;
-            float *dst = z->stage == 0 ? z->master + l->full_off + l->own_begin : z->master + l->shard_off;
+            float *dst = z->stage == 0 ? z->step.master + l->full_off + l->own_begin : z->step.master + l->shard_off;
             init_range(z, init, init_ctx, chunk, i, l->own_begin, l->own_count, dst);
         }
         z->b->free(z->b, ZERO_MEM_HOST, chunk);
     }
     // zero_alloc's memsets are on the main stream; init_range syncs it only when this rank owns
-    // elements, and the stage-0 gather below writes the master on the comm stream.
+    // elements, and the stage-0 gather below writes the master on the gather stream.
     z->b->stream_sync(z->b, z->main);
-    if (z->stage == 0) {
-        // every rank needs the whole fp32 master: gather the initialized slots
-        for (int i = 0; i < z->nt; i++) {
-            const ZeroTensorLayout *l = z->t[i].lay;
-            z->parts[i].send = z->master + l->full_off + (size_t)z->rank * l->split.shard;
-            z->parts[i].recv = z->master + l->full_off;
-            z->parts[i].count = l->split.shard;
-        }
-        z->b->all_gather(z->b, z->comm, ZERO_GROUP_WORLD, z->parts, z->nt, ZERO_F32, z->gs, "initial master weights");
-        z->b->stream_sync(z->b, z->gs);
+    if (z->stage != 0) return;
+    for (int i = 0; i < z->num_tensors; i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        z->parts[i].send = z->step.master + l->full_off + (size_t)z->rank * l->split.shard;
+        z->parts[i].recv = z->step.master + l->full_off;
+        z->parts[i].count = l->split.shard;
     }
+    z->b->all_gather(z->b, z->comm, ZERO_GROUP_WORLD, z->parts, z->num_tensors, ZERO_F32, z->gather.stream,
+                     "initial master weights");
+    z->b->stream_sync(z->b, z->gather.stream);
+}
+
+Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const ZeroConfig *cfg,
+                ZeroComm *comm, const ZeroBackend *backend, ZeroInitFn init, void *init_ctx) {
+    if (validate(tensors, num_tensors, num_units, cfg, comm, backend) != 0) return NULL;
+    if (!init) {
+        zero_say_rank(comm->rank, "zero_init needs an init function for the parameters");
+        return NULL;
+    }
+    Zero *z = world_init(tensors, num_tensors, num_units, cfg, comm, backend);
+    if (!z) return NULL;
+    PoolPlan plan = {0};
+    if (plan_pools(z, &plan) != 0) {
+        zero_free(z);
+        return NULL;
+    }
+    // each phase its streams, events and buffers (the streams in this order on every rank:
+    // each gets its own communicator)
+    zero_gather_init(z, plan.gather_pool);
+    zero_reduce_init(z, plan.grad_pool);
+    step_init(z);
+    zero_offload_init(z, plan.park_tied);
+    init_master(z, init, init_ctx);
     refresh_working(z, 0);
     zero_sync_streams(z);
     zero_run_id_init(z);
-    z->init_done = 1;
+    zero_alloc_close(z);
     return z;
 }
 
 void zero_free(Zero *z) {
     if (!z) return;
-    const ZeroBackend *b = z->b;
-    if (z->main && z->gs && z->rs) zero_sync_streams(z);
+    if (z->main && z->gather.stream && z->reduce.stream) zero_sync_streams(z);
     zero_offload_free(z);   // its streams and the NVMe file go before the buffers they use
-    for (int i = 0; i < z->nallocs; i++) b->free(b, z->allocs[i].kind, z->allocs[i].p);
-    ZeroEvent *own[3] = {z->ev_main, z->ev_gs, z->ev_rs};
-    for (int i = 0; i < 3; i++)
-        if (own[i]) b->event_destroy(b, own[i]);
-    if (z->bucket_ev)
-        for (int i = 0; i < z->bucket_cap; i++)
-            if (z->bucket_ev[i]) b->event_destroy(b, z->bucket_ev[i]);
-    free(z->bucket_ev);
+    zero_free_buffers(z);
+    zero_gather_free(z);
+    zero_reduce_free(z);
+    free(z->step.sumsq);
+    if (z->main_mark) z->b->event_destroy(z->b, z->main_mark);
     if (z->t)
-        for (int i = 0; i < z->nt; i++)
-            if (z->t[i].ready) b->event_destroy(b, z->t[i].ready);
-    if (z->gs) b->stream_destroy(b, z->gs);
-    if (z->rs) b->stream_destroy(b, z->rs);
-    zero_arena_free_all(&z->parena);
-    zero_arena_free_all(&z->garena);
-    if (z->t)
-        for (int i = 0; i < z->nt; i++) free(z->t[i].name);
+        for (int i = 0; i < z->num_tensors; i++) free(z->t[i].name);
     if (z->u)
-        for (int u = 0; u < z->nu; u++) {
+        for (int u = 0; u < z->num_units; u++) {
             free(z->u[u].tensors);
             free(z->u[u].params);
             free(z->u[u].grads);
@@ -526,54 +442,42 @@ void zero_free(Zero *z) {
     free(z->t);
     free(z->u);
     free(z->parts);
-    free(z->sq);
-    free(z->pending);
-    free(z->batch);
-    free(z->klist);
-    free(z->ilist);
-    free(z->deferred);
-    free(z->trace);
     zero_layout_free(&z->layout);
     free(z);
 }
 
 void zero_begin_step(Zero *z, int grad_accum) {
-    if (z->in_step) zero_fail(z, "zero_begin_step called twice without a zero_step in between");
+    if (z->step.open) zero_fail(z, "zero_begin_step called twice without a zero_step in between");
     if (grad_accum < 1) zero_fail(z, "zero_begin_step with grad_accum %d (must be >= 1)", grad_accum);
-    for (int u = 0; u < z->nu; u++)
+    for (int u = 0; u < z->num_units; u++)
         if (z->u[u].fetched >= 0) zero_fail(z, "zero_begin_step while unit %d is still fetched", u);
-    z->in_step = 1;
-    z->step_begin = zero_clock();
-    z->grad_accum = grad_accum;
-    z->micro = 0;
-    z->units_ready = 0;
+    z->step.open = 1;
+    z->step.begin = zero_clock();
+    z->step.grad_accum = grad_accum;
+    zero_reduce_begin_step(z);
     // stages 0-1 accumulate every micro-step into whole gradients; stages 2-3 clear each
     // pool block when it is handed out
-    if (z->shard_grad) z->b->memset0(z->b, z->shard_grad, z->layout.shard_total * sizeof(float), z->main);
-    if (z->stage <= 1) z->b->memset0(z->b, z->grad_full, z->layout.padded_total * z->ges, z->main);
+    if (z->step.shard_grad) z->b->memset0(z->b, z->step.shard_grad, z->layout.shard_total * sizeof(float), z->main);
+    if (z->stage <= 1) z->b->memset0(z->b, z->step.grad_full, z->layout.padded_total * z->grad_size, z->main);
     zero_offload_step_begin(z);
-    if (z->stage == 3 && z->trace_state == TRACE_NONE) {
-        z->trace_state = TRACE_RECORDING;
-        z->trace_len = 0;
-    }
-    z->pos = 0;
-    memcpy(z->sent_mark, z->comm->sent, sizeof z->sent_mark);   // per-step byte accounting
+    zero_gather_begin_step(z);
+    memcpy(z->step.sent_mark, z->comm->sent, sizeof z->step.sent_mark);   // per-step byte accounting
 }
 
 static const ZeroUnitView *fetch_unit(Zero *z, int unit, int is_backward) {
-    if (unit < 0 || unit >= z->nu) zero_fail(z, "zero_fetch of unit %d: units are 0..%d", unit, z->nu - 1);
-    ZU *U = &z->u[unit];
+    if (unit < 0 || unit >= z->num_units) zero_fail(z, "zero_fetch of unit %d: units are 0..%d", unit, z->num_units - 1);
+    ZeroUnitState *U = &z->u[unit];
     if (U->fetched >= 0)
         zero_fail(z, "zero_fetch of unit %d (%s) while its %s fetch was not released", unit,
                   is_backward ? "backward" : "forward", U->fetched ? "backward" : "forward");
     if (is_backward) {
-        if (!z->in_step) zero_fail(z, "backward zero_fetch of unit %d outside zero_begin_step .. zero_step", unit);
+        if (!z->step.open) zero_fail(z, "backward zero_fetch of unit %d outside zero_begin_step .. zero_step", unit);
         if (U->bwd_done) zero_fail(z, "backward zero_fetch of unit %d twice in one micro-step", unit);
         U->bwd_done = 1;
     }
     if (z->stage == 3) zero_gather_fetch(z, unit, is_backward);
     for (int i = 0; i < U->n; i++) {
-        ZT *t = &z->t[U->tensors[i]];
+        ZeroTensorState *t = &z->t[U->tensors[i]];
         U->params[i] = t->work;
         U->grads[i] = NULL;
         if (!is_backward) continue;
@@ -585,9 +489,9 @@ static const ZeroUnitView *fetch_unit(Zero *z, int unit, int is_backward) {
 }
 
 static void unit_grads_ready(Zero *z, int unit) {
-    if (unit < 0 || unit >= z->nu) zero_fail(z, "zero_grads_ready of unit %d: units are 0..%d", unit, z->nu - 1);
-    ZU *U = &z->u[unit];
-    if (!z->in_step) zero_fail(z, "zero_grads_ready of unit %d outside zero_begin_step .. zero_step", unit);
+    if (unit < 0 || unit >= z->num_units) zero_fail(z, "zero_grads_ready of unit %d: units are 0..%d", unit, z->num_units - 1);
+    ZeroUnitState *U = &z->u[unit];
+    if (!z->step.open) zero_fail(z, "zero_grads_ready of unit %d outside zero_begin_step .. zero_step", unit);
     if (!U->bwd_done) zero_fail(z, "zero_grads_ready of unit %d before its backward zero_fetch", unit);
     if (U->ready_done) zero_fail(z, "zero_grads_ready of unit %d twice in one micro-step", unit);
     // the micro-step is complete once every unit's gradients are: stage 3 then forgets
@@ -596,8 +500,8 @@ static void unit_grads_ready(Zero *z, int unit) {
 }
 
 static void release_unit(Zero *z, int unit, int is_backward) {
-    if (unit < 0 || unit >= z->nu) zero_fail(z, "zero_release of unit %d: units are 0..%d", unit, z->nu - 1);
-    ZU *U = &z->u[unit];
+    if (unit < 0 || unit >= z->num_units) zero_fail(z, "zero_release of unit %d: units are 0..%d", unit, z->num_units - 1);
+    ZeroUnitState *U = &z->u[unit];
     if (U->fetched != (is_backward ? 1 : 0))
         zero_fail(z, "zero_release of unit %d (%s) without a matching zero_fetch", unit, is_backward ? "backward" : "forward");
     if (z->stage == 3) zero_gather_release(z, unit);
@@ -612,13 +516,13 @@ const ZeroUnitView *zero_fetch(Zero *z, int unit, int is_backward) {
     double t0 = zero_clock();
     uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
     const ZeroUnitView *v = fetch_unit(z, unit, is_backward);
-    if (z->in_step) z->hook_s += zero_clock() - t0;
+    if (z->step.open) z->step.hook_s += zero_clock() - t0;
     if (zero_trace_on) {
-        ZU *U = &z->u[unit];
+        ZeroUnitState *U = &z->u[unit];
         U->t_open = zero_trace_now();
         zero_trace_span(is_backward ? "fetch (backward)" : "fetch", U->label, n0, U->t_open);
         U->gpu_span = z->b->trace_begin ? z->b->trace_begin(z->b, z->main) : -1;
-        if (z->stage == 3) zero_trace_counter("gather pool in use (elements)", (double)z->parena.in_use);
+        if (z->stage == 3) zero_trace_counter("gather pool in use (elements)", (double)z->gather.arena.in_use);
     }
     return v;
 }
@@ -627,35 +531,35 @@ void zero_grads_ready(Zero *z, int unit) {
     double t0 = zero_clock();
     uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
     unit_grads_ready(z, unit);
-    z->hook_s += zero_clock() - t0;   // only inside a step (it checks)
+    z->step.hook_s += zero_clock() - t0;   // only inside a step (it checks)
     if (zero_trace_on) {
         zero_trace_span("grads_ready", z->u[unit].label, n0, zero_trace_now());
-        if (z->stage >= 2) zero_trace_counter("gradient pool in use (elements)", (double)z->garena.in_use);
+        if (z->stage >= 2) zero_trace_counter("gradient pool in use (elements)", (double)z->reduce.arena.in_use);
     }
 }
 
 void zero_release(Zero *z, int unit, int is_backward) {
     double t0 = zero_clock();
     if (zero_trace_on) {
-        ZU *U = &z->u[unit];
+        ZeroUnitState *U = &z->u[unit];
         zero_trace_span(is_backward ? "backward" : "forward", U->label, U->t_open, zero_trace_now());
         if (z->b->trace_end) z->b->trace_end(z->b, z->main, U->gpu_span, is_backward ? "backward" : "forward", U->label);
     }
     release_unit(z, unit, is_backward);
-    if (z->in_step) z->hook_s += zero_clock() - t0;
+    if (z->step.open) z->step.hook_s += zero_clock() - t0;
 }
 
 // Stage 0: the last micro-step reduced the accumulated gradient into the shard like
 // stage 1; every rank then gathers every shard (together: an all-reduce) and updates all.
 static void stage0_gather_grads(Zero *z) {
     const ZeroBackend *b = z->b;
-    for (int i = 0; i < z->nt; i++) {
+    for (int i = 0; i < z->num_tensors; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
-        z->parts[i].send = z->shard_grad + l->shard_off;
-        z->parts[i].recv = z->red_full + l->full_off;
+        z->parts[i].send = z->step.shard_grad + l->shard_off;
+        z->parts[i].recv = z->step.reduced_full + l->full_off;
         z->parts[i].count = l->split.shard;
     }
-    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->nt, ZERO_F32, z->rs, "reduced gradients (all tensors)");
+    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->num_tensors, ZERO_F32, z->reduce.stream, "reduced gradients (all tensors)");
 }
 
 float zero_step(Zero *z, const ZeroStepArgs *a) { return zero_step_maybe_skip(z, a, 0); }
@@ -668,18 +572,18 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     const ZeroBackend *b = z->b;
     const double t0 = zero_clock();
     const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
-    if (!z->in_step) zero_fail(z, "zero_step without zero_begin_step");
-    if (z->units_ready != 0 || z->micro != z->grad_accum)
+    if (!z->step.open) zero_fail(z, "zero_step without zero_begin_step");
+    if (z->reduce.units_ready != 0 || z->reduce.micro != z->step.grad_accum)
         zero_fail(z, "zero_step after %d complete micro-steps and %d of %d units' grads_ready in the next; "
-                  "zero_begin_step announced %d", z->micro, z->units_ready, z->nu, z->grad_accum);
-    for (int u = 0; u < z->nu; u++)
+                  "zero_begin_step announced %d", z->reduce.micro, z->reduce.units_ready, z->num_units, z->step.grad_accum);
+    for (int u = 0; u < z->num_units; u++)
         if (z->u[u].fetched >= 0) zero_fail(z, "zero_step while unit %d is still fetched", u);
     if (z->stage == 0) stage0_gather_grads(z);
     // The update needs every reduction, and no gather may still read the shard it rewrites
     // (a stage-3 prefetch the last micro-step did not use).
     zero_grads_drain(z);
-    zero_main_after(z, z->rs);
-    zero_main_after(z, z->gs);
+    zero_main_waits_stream(z, z->reduce.stream);
+    zero_main_waits_stream(z, z->gather.stream);
 
     // Global norm: per-tensor sums of squares of this rank's shard, added in tensor
     // order, then the N partial sums added in rank order: the same bits on every rank
@@ -689,14 +593,14 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     if (offloaded) {
         zero_offload_wait(z);
     } else {
-        for (int i = 0; i < z->nt; i++) {
+        for (int i = 0; i < z->num_tensors; i++) {
             const ZeroTensorLayout *l = z->t[i].lay;
-            b->sum_squares(b, z->shard_grad + l->shard_off, l->own_count, &z->sq[i], z->main);
+            b->sum_squares(b, z->step.shard_grad + l->shard_off, l->own_count, &z->step.sumsq[i], z->main);
         }
         b->stream_sync(b, z->main);
     }
     double total = 0.0;
-    for (int i = 0; i < z->nt; i++) total += z->sq[i];
+    for (int i = 0; i < z->num_tensors; i++) total += z->step.sumsq[i];
     b->allreduce_sum_f64(b, z->comm, &total, 1, "gradient norm");
     float norm = (float)sqrt(total);
     float clip = (a->grad_clip > 0 && norm > a->grad_clip) ? a->grad_clip / norm : 1.0f;
@@ -705,14 +609,14 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     // skip_anyway be; a non-finite update would poison the weights for good
     const int skip = skip_anyway || !isfinite(norm) || (veto && veto(norm, ctx));
 
-    for (int i = 0; i < z->nt && !skip && !offloaded; i++) {
+    for (int i = 0; i < z->num_tensors && !skip && !offloaded; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         if (z->stage == 0)
-            b->adamw(b, z->master + l->full_off, z->red_full + l->full_off, z->m + l->full_off, z->v + l->full_off,
+            b->adamw(b, z->step.master + l->full_off, z->step.reduced_full + l->full_off, z->step.m + l->full_off, z->step.v + l->full_off,
                      l->split.numel, &p, z->t[i].decay, z->main);
         else
-            b->adamw(b, z->master + l->shard_off, z->shard_grad + l->shard_off, z->m + l->shard_off,
-                     z->v + l->shard_off, l->own_count, &p, z->t[i].decay, z->main);
+            b->adamw(b, z->step.master + l->shard_off, z->step.shard_grad + l->shard_off, z->step.m + l->shard_off,
+                     z->step.v + l->shard_off, l->own_count, &p, z->t[i].decay, z->main);
     }
     if (z->stage == 3 && !skip) zero_gather_reset(z);   // gathered copies are stale now
     if (!skip && offloaded) {   // AdamW on the CPU, then the refreshed parameters go up
@@ -723,17 +627,17 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     }
     zero_sync_streams(z);
     zero_offload_step_end(z);
-    z->in_step = 0;
-    if (!skip) z->last_t = a->t;   // a skipped step leaves the weights of the last applied one
+    z->step.open = 0;
+    if (!skip) z->step.last_t = a->t;   // a skipped step leaves the weights of the last applied one
     for (int op = 0; op < ZERO_COLL_NUM; op++) {
-        z->step_sent[op].calls += z->comm->sent[op].calls - z->sent_mark[op].calls;
-        z->step_sent[op].intra_bytes += z->comm->sent[op].intra_bytes - z->sent_mark[op].intra_bytes;
-        z->step_sent[op].inter_bytes += z->comm->sent[op].inter_bytes - z->sent_mark[op].inter_bytes;
+        z->step.sent[op].calls += z->comm->sent[op].calls - z->step.sent_mark[op].calls;
+        z->step.sent[op].intra_bytes += z->comm->sent[op].intra_bytes - z->step.sent_mark[op].intra_bytes;
+        z->step.sent[op].inter_bytes += z->comm->sent[op].inter_bytes - z->step.sent_mark[op].inter_bytes;
     }
-    z->steps_done++;
+    z->step.done++;
     const double t1 = zero_clock();
-    z->step_s += t1 - t0;
-    z->wall_s += t1 - z->step_begin;
+    z->step.step_s += t1 - t0;
+    z->step.wall_s += t1 - z->step.begin;
     if (zero_trace_on) zero_trace_span("zero_step", skip ? "skipped" : "", n0, zero_trace_now());
     return norm;
 }
@@ -742,68 +646,68 @@ void zero_refresh_after_load(Zero *z, int t) {
     if (z->stage == 3) zero_gather_reset(z);   // gathered copies hold the old weights
     refresh_working(z, t);
     zero_sync_streams(z);
-    z->last_t = t;
+    z->step.last_t = t;
 }
 
 void zero_allreduce_sum_f64(Zero *z, double *values, int n) {
     ZeroCollBytes before[ZERO_COLL_NUM];
     memcpy(before, z->comm->sent, sizeof before);
     z->b->allreduce_sum_f64(z->b, z->comm, values, n, "zero_allreduce_sum_f64");
-    if (!z->in_step) return;
+    if (!z->step.open) return;
     // the trainer's own traffic inside a step is not the plugin's: move the mark past it
     // (only the all-reduce: the stream threads may be counting their collectives meanwhile)
     const int op = ZERO_COLL_ALL_REDUCE;
-    z->sent_mark[op].calls += z->comm->sent[op].calls - before[op].calls;
-    z->sent_mark[op].intra_bytes += z->comm->sent[op].intra_bytes - before[op].intra_bytes;
-    z->sent_mark[op].inter_bytes += z->comm->sent[op].inter_bytes - before[op].inter_bytes;
+    z->step.sent_mark[op].calls += z->comm->sent[op].calls - before[op].calls;
+    z->step.sent_mark[op].intra_bytes += z->comm->sent[op].intra_bytes - before[op].intra_bytes;
+    z->step.sent_mark[op].inter_bytes += z->comm->sent[op].inter_bytes - before[op].inter_bytes;
 }
 
 void zero_gather_master(Zero *z, int tensor, float *out) {
-    if (tensor < 0 || tensor >= z->nt) zero_fail(z, "zero_gather_master of tensor %d: tensors are 0..%d", tensor, z->nt - 1);
-    if (z->in_step) zero_fail(z, "zero_gather_master of %s inside a step (call it between steps)", z->t[tensor].name);
+    if (tensor < 0 || tensor >= z->num_tensors) zero_fail(z, "zero_gather_master of tensor %d: tensors are 0..%d", tensor, z->num_tensors - 1);
+    if (z->step.open) zero_fail(z, "zero_gather_master of %s inside a step (call it between steps)", z->t[tensor].name);
     const ZeroBackend *b = z->b;
     const ZeroTensorLayout *l = z->t[tensor].lay;
     if (z->stage == 0) {
-        b->copy(b, out, ZERO_MEM_HOST, z->master + l->full_off, ZERO_MEM_DEVICE, l->split.numel * sizeof(float), z->main);
+        b->copy(b, out, ZERO_MEM_HOST, z->step.master + l->full_off, ZERO_MEM_DEVICE, l->split.numel * sizeof(float), z->main);
         b->stream_sync(b, z->main);
         return;
     }
-    ZeroCollPart part = {z->master + l->shard_off, z->staging, l->split.shard};
+    ZeroCollPart part = {z->step.master + l->shard_off, z->reduce.staging, l->split.shard};
     if (zero_offload_optimizer(z)) {
         // this rank's part comes from the host or NVMe into its slot of the staging buffer
         // (through out, which holds the whole tensor in the end anyway), then in place
-        float *mine = (float *)z->staging + (size_t)z->rank * l->split.shard;
+        float *mine = (float *)z->reduce.staging + (size_t)z->rank * l->split.shard;
         zero_state_read(z, ZK_MASTER, tensor, 0, l->own_count, out + l->own_begin);
-        b->memset0(b, mine, l->split.shard * sizeof(float), z->gs);
-        b->copy(b, mine, ZERO_MEM_DEVICE, out + l->own_begin, ZERO_MEM_HOST, l->own_count * sizeof(float), z->gs);
-        b->stream_sync(b, z->gs);   // out is overwritten below
+        b->memset0(b, mine, l->split.shard * sizeof(float), z->gather.stream);
+        b->copy(b, mine, ZERO_MEM_DEVICE, out + l->own_begin, ZERO_MEM_HOST, l->own_count * sizeof(float), z->gather.stream);
+        b->stream_sync(b, z->gather.stream);   // out is overwritten below
         part.send = mine;
     }
-    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, &part, 1, ZERO_F32, z->gs, z->t[tensor].name);
-    b->copy(b, out, ZERO_MEM_HOST, z->staging, ZERO_MEM_DEVICE, l->split.numel * sizeof(float), z->gs);
-    b->stream_sync(b, z->gs);
+    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, &part, 1, ZERO_F32, z->gather.stream, z->t[tensor].name);
+    b->copy(b, out, ZERO_MEM_HOST, z->reduce.staging, ZERO_MEM_DEVICE, l->split.numel * sizeof(float), z->gather.stream);
+    b->stream_sync(b, z->gather.stream);
 }
 
 void zero_stats(const Zero *z, ZeroStats *s) {
     memset(s, 0, sizeof *s);
     for (int k = 0; k < ZERO_USE_KINDS; k++) {
-        s->device[k] = z->mem_dev[k];
-        s->host[k] = z->mem_host[k];
-        s->nvme[k] = z->mem_nvme[k];
+        s->device[k] = z->acct.mem_dev[k];
+        s->host[k] = z->acct.mem_host[k];
+        s->nvme[k] = z->acct.mem_nvme[k];
     }
-    s->param_pool_elems = z->parena.capacity;
-    s->param_pool_peak = z->parena.peak;
-    s->grad_pool_elems = z->garena.capacity;
-    s->grad_pool_peak = z->garena.peak;
-    s->gathers = z->n_gathers;
-    s->prefetches = z->n_prefetches;
-    s->gather_hits = z->n_hits;
-    s->evictions = z->n_evictions;
-    s->wasted_gathers = z->n_wasted;
-    s->buckets = z->n_buckets;
-    s->qwz_gathers = z->n_qwz;
-    s->hpz_gathers = z->n_hpz;
-    s->secondary_bytes = z->sec ? z->sec_elems * z->pes : 0;
+    s->param_pool_elems = z->gather.arena.capacity;
+    s->param_pool_peak = z->gather.arena.peak;
+    s->grad_pool_elems = z->reduce.arena.capacity;
+    s->grad_pool_peak = z->reduce.arena.peak;
+    s->gathers = z->gather.gathers;
+    s->prefetches = z->gather.prefetches;
+    s->gather_hits = z->gather.hits;
+    s->evictions = z->gather.evictions;
+    s->wasted_gathers = z->gather.wasted;
+    s->buckets = z->reduce.buckets;
+    s->qwz_gathers = z->gather.qwz_gathers;
+    s->hpz_gathers = z->gather.hpz_gathers;
+    s->secondary_bytes = z->gather.hpz_copy ? z->gather.hpz_copy_elems * z->param_size : 0;
     s->nvme_read = z->off.step_read;
     s->nvme_written = z->off.step_written;
     s->nvme_busy_s = z->off.step_busy;

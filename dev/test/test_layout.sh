@@ -4,7 +4,8 @@
 # the file, on each kind of decay planted in a copy of the tree: an include that runs
 # upward (host backend -> CUDA backend), an include circle, a call from a lower layer into
 # a higher one (a kernel calling the orchestrator, through a built object), a call between
-# sibling phases, a trainer header reached from llmc/, and a file placed in no layer.
+# sibling phases, a trainer header reached from llmc/, a file placed in no layer, and
+# struct Zero's state written outside its owner (a phase's sub-struct, the world, an alias).
 set -u
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d)
@@ -67,6 +68,18 @@ printf 'void zero_gather_micro_end(void *z);\nvoid planted(void *z) { zero_gathe
 cc -c "$tmp/planted.c" -o "$tmp/planted.o" && ld -r "$tmp/planted.o" "build/zero/reduce.o" -o "$tmp/b/zero/reduce.o" \
     || fail "building the planted sibling call"
 expect_violation sibling-call "siblings: zero/reduce and zero/gather"
+
+# struct Zero's state: each phase's sub-struct written only by its own file, the world only
+# by zero.c
+fresh
+printf 'void planted(Zero *z) { z->reduce.micro++; }\n' >> "$tmp/t/zero/gather.c"
+expect_violation phase-state "zero/gather.c:[0-9]*: writes z->reduce, owned by zero/reduce.c"
+fresh
+printf 'void planted(Zero *z) { z->stage = 1; }\n' >> "$tmp/t/zero/report.c"
+expect_violation world-state "zero/report.c:[0-9]*: writes z->stage (the world), owned by zero/zero.c"
+fresh
+printf 'void planted(Zero *z) { ZeroOffload *o = &z->off; o->tile = 1; }\n' >> "$tmp/t/zero/checkpoint.c"
+expect_violation state-alias "zero/checkpoint.c:[0-9]*: writes z->off, owned by zero/offload.c"
 
 # the fork diff: what a user adds to an llm.c-style CUDA trainer to plug zero/ in stays short,
 # at most 150 changed lines (zero/README.md promises it)

@@ -9,7 +9,11 @@ never in a circle. On top of the order:
   - llmc/ never uses zero/; zero/ uses llmc/numerics/ (the numeric contract) and nothing
     else of llmc/;
   - nothing outside a cuda/ folder uses a cuda/ folder or includes a CUDA toolkit header;
-  - nothing in zero/ or llmc/ includes a file of the repository's top level (a trainer).
+  - nothing in zero/ or llmc/ includes a file of the repository's top level (a trainer);
+  - struct Zero's state has owners (STATE_OWNERS): a field of a phase's sub-struct
+    (z->gather.X, z->reduce.X, ...) is assigned, incremented or aliased (&z->gather) only
+    in its owner's files, and the world (z->rank, z->t, ...: every other field) only in
+    zero/zero.c, which sets it up in zero_init.
 Includes come from the sources ("file.h" resolved next to the including file, then from
 the repository root); calls from the symbols of the built objects (nm), so run it after
 a build. Exits 1 after listing every violation, 0 when there is none.
@@ -54,6 +58,19 @@ BACKENDS = ("zero/host/", "zero/cuda/")
 # Files that are a module of their own although a source shares their stem.
 OWN_MODULE = {"zero/zero.h"}
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh")
+# struct Zero's sub-structs (zero/state.h) and the files that may write them; None: the world.
+STATE_OWNERS = {
+    "gather": ["zero/gather.c"],
+    "reduce": ["zero/reduce.c"],
+    "off": ["zero/offload.c"],
+    "step": ["zero/zero.c"],
+    "acct": ["zero/state.c", "zero/report.c"],   # report.c: the activation bytes the trainer reports
+    None: ["zero/zero.c"],
+}
+# A write of z->FIELD or z->SUB.FIELD (not through a subscript: a buffer's elements are data,
+# not the plugin's state): assignment, compound assignment, ++/--, or an alias of a sub-struct.
+STATE_WRITE = re.compile(r"(?:\+\+|--)?\bz->(\w+)(?:\.(\w+))?\s*(?:=(?!=)|[-+*/|&^]=|\+\+|--)|(?:\+\+|--)\bz->(\w+)"
+                         r"(?:\.(\w+))?|=\s*&z->(\w+)\s*;")
 TREES = ("zero", "llmc")
 CUDA_HEADERS = re.compile(r"^(cuda|cuda_runtime|cuda_runtime_api|cuda_bf16|cuda_fp16|cublas|cublasLt|cublas_v2|"
                           r"cudnn|cudnn_[a-z_]*|nccl|cooperative_groups|cub/.*|mma|curand.*)\.(h|hpp|cuh)$")
@@ -157,6 +174,23 @@ def call_edges(build, mods, errors):
     return edges
 
 
+def state_writes(root, errors):
+    """Writes of struct Zero's state outside its owners (STATE_OWNERS)."""
+    subs = {k for k in STATE_OWNERS if k}
+    for f in sources(root):
+        if not f.startswith("zero/") or not f.endswith(".c") or "/" in f[len("zero/"):]:
+            continue
+        text = open(os.path.join(root, f), encoding="utf-8", errors="replace").read()
+        for n, line in enumerate(text.split("\n"), 1):
+            code = line.split("//")[0]
+            for m in STATE_WRITE.finditer(code):
+                field = m.group(1) or m.group(3) or m.group(5)
+                sub = field if field in subs else None
+                if f not in STATE_OWNERS[sub]:
+                    what = f"z->{field}" if sub or m.group(5) else f"z->{field} (the world)"
+                    errors.append(f"{f}:{n}: writes {what}, owned by {', '.join(STATE_OWNERS[sub])}")
+
+
 def cycles(graph):
     """Strongly connected components of more than one node (Tarjan, iterative)."""
     index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
@@ -229,6 +263,7 @@ def main():
                 shown = ", ".join(sorted(syms)[:3]) + (" ..." if len(syms) > 3 else "")
                 uses[src][dst].append(f"{src} calls {shown}")
 
+    state_writes(root, errors)
     for comp in cycles(file_graph):
         errors.append("include circle: " + " -> ".join(comp + comp[:1]))
     mod_graph = {m: set(d) for m, d in uses.items()}
