@@ -190,19 +190,8 @@ static void add_sent(cJSON *o, const ZeroFigures *f, int per_step) {
     }
 }
 
-char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroFigures *ranks, const char *extra,
-                       char *err, size_t errlen) {
-    cJSON *extra_obj = NULL;
-    if (extra && *extra) {
-        extra_obj = cJSON_Parse(extra);
-        if (!cJSON_IsObject(extra_obj)) {
-            cJSON_Delete(extra_obj);
-            snprintf(err, errlen, "the extra report fields are not a JSON object: %.200s", extra);
-            return NULL;
-        }
-    }
-    cJSON *root = cJSON_CreateObject();
-    if (!root) { cJSON_Delete(extra_obj); snprintf(err, errlen, "out of host memory building the report"); return NULL; }
+// The run: its settings, sizes and the formula's terms, at the top level.
+static void add_run(cJSON *root, const ZeroReportInfo *in, const char *source, const ZeroFigures *ranks) {
     cJSON_AddStringToObject(root, "format", "zero-report");
     add_num(root, "version", 1);
     cJSON_AddStringToObject(root, "source", source);
@@ -252,93 +241,122 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
         add_num(root, "device_budget_bytes", (double)in->device_budget);
         add_num(root, "ranks_over_device_budget", over);
     }
+}
+
+// A rank's pools, gather and bucket events, bytes sent by operation and by flow, ZeRO++.
+static void add_rank_counts(cJSON *e, const ZeroReportInfo *in, const ZeroFigures *f) {
+    cJSON *po = add_obj(e, "pools");
+    add_num(po, "param_pool_elems", (double)f->param_pool_elems);
+    add_num(po, "param_pool_peak", (double)f->param_pool_peak);
+    add_num(po, "grad_pool_elems", (double)f->grad_pool_elems);
+    add_num(po, "grad_pool_peak", (double)f->grad_pool_peak);
+    // bytes of the fixed pools, counted above under parameters (gather pool, persistent
+    // tensors) and gradients (gradient pool)
+    add_num(po, "param_pool_bytes", (double)(f->param_pool_elems * zero_dtype_size(in->param_dtype)));
+    add_num(po, "persistent_bytes", (double)(in->persist_padded * zero_dtype_size(in->param_dtype)));
+    add_num(po, "grad_pool_bytes", (double)(f->grad_pool_elems * zero_dtype_size(in->grad_dtype)));
+    cJSON *ev = add_obj(e, "events");
+    add_num(ev, "gathers", (double)f->gathers);
+    add_num(ev, "prefetches", (double)f->prefetches);
+    add_num(ev, "gather_hits", (double)f->gather_hits);
+    add_num(ev, "evictions", (double)f->evictions);
+    add_num(ev, "wasted_gathers", (double)f->wasted_gathers);
+    add_num(ev, "buckets", (double)f->buckets);
+    add_num(e, "steps", (double)f->steps);
+    add_sent(add_obj(e, "sent_per_step"), f, 1);
+    cJSON *fl = add_obj(e, "sent_per_step_by_flow");   // the same bytes by what they carry
+    for (int k = 0; fl && k < ZERO_FLOWS; k++) {
+        double div = f->steps ? (double)f->steps : 1.0;
+        cJSON *x = add_obj(fl, zero_flow_name((ZeroFlow)k));
+        add_num(x, "intra_node_bytes", (double)f->flow_intra[k] / div);
+        add_num(x, "inter_node_bytes", (double)f->flow_inter[k] / div);
+    }
+    cJSON *zp = add_obj(e, "zero_pp");
+    add_num(zp, "secondary_partition_bytes", (double)f->secondary_bytes);
+    add_num(zp, "qwz_records_bytes", (double)in->qwz_bytes);
+    add_num(zp, "qwz_gathers", (double)f->qwz_gathers);
+    add_num(zp, "hpz_gathers", (double)f->hpz_gathers);
+    add_sent(add_obj(e, "sent_total"), f, 0);
+}
+
+// One rank's figures: memory by kind and use, NVMe traffic, time, the budget, the formula,
+// and its counts (add_rank_counts).
+static void add_rank(cJSON *e, const ZeroReportInfo *in, const ZeroFigures *f, int r) {
+    add_num(e, "rank", r);
+    add_kinds(add_obj(e, "device"), f->device, f->act_device);
+    add_kinds(add_obj(e, "host"), f->host, f->act_host);
+    add_kinds(add_obj(e, "nvme"), f->nvme, 0);
+    cJSON *nv = add_obj(e, "nvme_per_step");   // the swap file's traffic (offload to nvme)
+    add_num(nv, "read_bytes", f->steps ? (double)f->nvme_read / (double)f->steps : 0.0);
+    add_num(nv, "written_bytes", f->steps ? (double)f->nvme_written / (double)f->steps : 0.0);
+    add_num(nv, "busy_seconds", f->steps ? f->nvme_busy_s / (double)f->steps : 0.0);   // requests in flight
+    add_num(nv, "last_step_read_bytes", (double)f->nvme_last_read);       // a step after the first: the
+    add_num(nv, "last_step_written_bytes", (double)f->nvme_last_written); // deferred update's I/O is in it
+    cJSON *ts = add_obj(e, "seconds_per_step");   // the calling thread's time (ZeroFigures)
+    double ns = f->steps ? (double)f->steps : 1.0;
+    add_num(ts, "step", f->wall_s / ns);
+    add_num(ts, "in_hooks", f->hook_s / ns);
+    add_num(ts, "in_zero_step", f->step_s / ns);
+    add_num(ts, "model", (f->wall_s - f->hook_s - f->step_s) / ns);
+    add_num(ts, "optimizer_compute", f->optimizer_s / ns);   // offload: the CPU AdamW inside zero_step
+    if (in->device_budget) {   // headroom < 0: over the budget by that much
+        cJSON *b = add_obj(e, "device_budget");
+        uint64_t total = zero_budget_total(in, f);
+        if (b) cJSON_AddBoolToObject(b, "fits", total <= in->device_budget);
+        add_num(b, "headroom_bytes", (double)in->device_budget - (double)total);
+        add_num(b, "counted_bytes", (double)total);
+    }
+    cJSON *os = add_obj(e, "optimizer_states_split");
+    add_num(os, "device_fp32_master", (double)f->device[ZERO_USE_MASTER]);
+    add_num(os, "device_adam_m_v", (double)f->device[ZERO_USE_OPTIM]);
+    add_num(os, "host_fp32_master", (double)f->host[ZERO_USE_MASTER]);
+    add_num(os, "host_adam_m_v", (double)f->host[ZERO_USE_OPTIM]);
+    add_num(e, "model_states_bytes", (double)zero_figures_model_states(f));
+    ZeroFormula fm;
+    zero_formula(in, f, &fm);
+    cJSON *fo = add_obj(e, "formula");
+    add_num(fo, "replicated_bytes_per_param", fm.replicated);
+    add_num(fo, "sharded_bytes_per_param", fm.sharded);
+    add_num(fo, "pool_bytes", (double)fm.pools);
+    add_num(fo, "model_states_bytes", (double)fm.bytes);
+    add_num(fo, "paper_mixed_precision_bytes", fm.paper_bytes);
+    add_rank_counts(e, in, f);
+}
+
+// The trainer's fields (a JSON object) at the top level; its value wins over the plugin's.
+static void add_extra(cJSON *root, cJSON *extra_obj) {
+    cJSON *item = extra_obj->child;
+    while (item) {
+        cJSON *next = item->next;
+        cJSON_DetachItemViaPointer(extra_obj, item);
+        cJSON_DeleteItemFromObjectCaseSensitive(root, item->string);   // the trainer's value wins
+        cJSON_AddItemToObject(root, item->string, item);
+        item = next;
+    }
+    cJSON_Delete(extra_obj);
+}
+
+char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroFigures *ranks, const char *extra,
+                       char *err, size_t errlen) {
+    cJSON *extra_obj = NULL;
+    if (extra && *extra) {
+        extra_obj = cJSON_Parse(extra);
+        if (!cJSON_IsObject(extra_obj)) {
+            cJSON_Delete(extra_obj);
+            snprintf(err, errlen, "the extra report fields are not a JSON object: %.200s", extra);
+            return NULL;
+        }
+    }
+    cJSON *root = cJSON_CreateObject();
+    if (!root) { cJSON_Delete(extra_obj); snprintf(err, errlen, "out of host memory building the report"); return NULL; }
+    add_run(root, in, source, ranks);
     cJSON *arr = cJSON_AddArrayToObject(root, "ranks");
     for (int r = 0; arr && r < in->world; r++) {
-        const ZeroFigures *f = &ranks[r];
         cJSON *e = cJSON_CreateObject();
         if (!e || !cJSON_AddItemToArray(arr, e)) break;
-        add_num(e, "rank", r);
-        add_kinds(add_obj(e, "device"), f->device, f->act_device);
-        add_kinds(add_obj(e, "host"), f->host, f->act_host);
-        add_kinds(add_obj(e, "nvme"), f->nvme, 0);
-        cJSON *nv = add_obj(e, "nvme_per_step");   // the swap file's traffic (offload to nvme)
-        add_num(nv, "read_bytes", f->steps ? (double)f->nvme_read / (double)f->steps : 0.0);
-        add_num(nv, "written_bytes", f->steps ? (double)f->nvme_written / (double)f->steps : 0.0);
-        add_num(nv, "busy_seconds", f->steps ? f->nvme_busy_s / (double)f->steps : 0.0);   // requests in flight
-        add_num(nv, "last_step_read_bytes", (double)f->nvme_last_read);       // a step after the first: the
-        add_num(nv, "last_step_written_bytes", (double)f->nvme_last_written); // deferred update's I/O is in it
-        cJSON *ts = add_obj(e, "seconds_per_step");   // the calling thread's time (ZeroFigures)
-        double ns = f->steps ? (double)f->steps : 1.0;
-        add_num(ts, "step", f->wall_s / ns);
-        add_num(ts, "in_hooks", f->hook_s / ns);
-        add_num(ts, "in_zero_step", f->step_s / ns);
-        add_num(ts, "model", (f->wall_s - f->hook_s - f->step_s) / ns);
-        add_num(ts, "optimizer_compute", f->optimizer_s / ns);   // offload: the CPU AdamW inside zero_step
-        if (in->device_budget) {   // headroom < 0: over the budget by that much
-            cJSON *b = add_obj(e, "device_budget");
-            uint64_t total = zero_budget_total(in, f);
-            if (b) cJSON_AddBoolToObject(b, "fits", total <= in->device_budget);
-            add_num(b, "headroom_bytes", (double)in->device_budget - (double)total);
-            add_num(b, "counted_bytes", (double)total);
-        }
-        cJSON *os = add_obj(e, "optimizer_states_split");
-        add_num(os, "device_fp32_master", (double)f->device[ZERO_USE_MASTER]);
-        add_num(os, "device_adam_m_v", (double)f->device[ZERO_USE_OPTIM]);
-        add_num(os, "host_fp32_master", (double)f->host[ZERO_USE_MASTER]);
-        add_num(os, "host_adam_m_v", (double)f->host[ZERO_USE_OPTIM]);
-        add_num(e, "model_states_bytes", (double)zero_figures_model_states(f));
-        ZeroFormula fm;
-        zero_formula(in, f, &fm);
-        cJSON *fo = add_obj(e, "formula");
-        add_num(fo, "replicated_bytes_per_param", fm.replicated);
-        add_num(fo, "sharded_bytes_per_param", fm.sharded);
-        add_num(fo, "pool_bytes", (double)fm.pools);
-        add_num(fo, "model_states_bytes", (double)fm.bytes);
-        add_num(fo, "paper_mixed_precision_bytes", fm.paper_bytes);
-        cJSON *po = add_obj(e, "pools");
-        add_num(po, "param_pool_elems", (double)f->param_pool_elems);
-        add_num(po, "param_pool_peak", (double)f->param_pool_peak);
-        add_num(po, "grad_pool_elems", (double)f->grad_pool_elems);
-        add_num(po, "grad_pool_peak", (double)f->grad_pool_peak);
-        // bytes of the fixed pools, counted above under parameters (gather pool, persistent
-        // tensors) and gradients (gradient pool)
-        add_num(po, "param_pool_bytes", (double)(f->param_pool_elems * zero_dtype_size(in->param_dtype)));
-        add_num(po, "persistent_bytes", (double)(in->persist_padded * zero_dtype_size(in->param_dtype)));
-        add_num(po, "grad_pool_bytes", (double)(f->grad_pool_elems * zero_dtype_size(in->grad_dtype)));
-        cJSON *ev = add_obj(e, "events");
-        add_num(ev, "gathers", (double)f->gathers);
-        add_num(ev, "prefetches", (double)f->prefetches);
-        add_num(ev, "gather_hits", (double)f->gather_hits);
-        add_num(ev, "evictions", (double)f->evictions);
-        add_num(ev, "wasted_gathers", (double)f->wasted_gathers);
-        add_num(ev, "buckets", (double)f->buckets);
-        add_num(e, "steps", (double)f->steps);
-        add_sent(add_obj(e, "sent_per_step"), f, 1);
-        cJSON *fl = add_obj(e, "sent_per_step_by_flow");   // the same bytes by what they carry
-        for (int k = 0; fl && k < ZERO_FLOWS; k++) {
-            double div = f->steps ? (double)f->steps : 1.0;
-            cJSON *x = add_obj(fl, zero_flow_name((ZeroFlow)k));
-            add_num(x, "intra_node_bytes", (double)f->flow_intra[k] / div);
-            add_num(x, "inter_node_bytes", (double)f->flow_inter[k] / div);
-        }
-        cJSON *zp = add_obj(e, "zero_pp");
-        add_num(zp, "secondary_partition_bytes", (double)f->secondary_bytes);
-        add_num(zp, "qwz_records_bytes", (double)in->qwz_bytes);
-        add_num(zp, "qwz_gathers", (double)f->qwz_gathers);
-        add_num(zp, "hpz_gathers", (double)f->hpz_gathers);
-        add_sent(add_obj(e, "sent_total"), f, 0);
+        add_rank(e, in, &ranks[r], r);
     }
-    if (extra_obj) {   // the trainer's fields, at the top level
-        cJSON *item = extra_obj->child;
-        while (item) {
-            cJSON *next = item->next;
-            cJSON_DetachItemViaPointer(extra_obj, item);
-            cJSON_DeleteItemFromObjectCaseSensitive(root, item->string);   // the trainer's value wins
-            cJSON_AddItemToObject(root, item->string, item);
-            item = next;
-        }
-        cJSON_Delete(extra_obj);
-    }
+    if (extra_obj) add_extra(root, extra_obj);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) snprintf(err, errlen, "out of host memory printing the report");
