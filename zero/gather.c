@@ -70,9 +70,9 @@ static void init_pp(Zero *z) {
     for (int i = 0; i < z->num_tensors; i++) {
         ZeroTensorState *t = &z->t[i];
         if (!in_pool(t)) continue;
-        t->qrec_off = z->gather.qwz_own_bytes;
+        t->gather.qrec_off = z->gather.qwz_own_bytes;
         z->gather.qwz_own_bytes += qrec_bytes(z, t);
-        t->sec_off = z->gather.hpz_copy_elems;
+        t->gather.sec_off = z->gather.hpz_copy_elems;
         z->gather.hpz_copy_elems += sec_count(z, t);
         // lands whole; and (bf16) the shard is rounded there before it is packed
         size_t need = (size_t)z->world * qrec_bytes(z, t);
@@ -104,7 +104,7 @@ static void qwz_refresh(Zero *z, int t_step) {
         if (!in_pool(t)) continue;
         const void *src = work_shard(z, i, z->gather.qwz_land, t_step, z->gather.stream);
         z->b->wire_pack(z->b, ZERO_WIRE_INT8, z->gather.qwz_block, src, z->cfg.param_dtype, t->lay->split.shard, 1, 1,
-                        byte_at(z->gather.qwz_own, t->qrec_off, 1), z->gather.stream);
+                        byte_at(z->gather.qwz_own, t->gather.qrec_off, 1), z->gather.stream);
     }
 }
 
@@ -129,7 +129,7 @@ void zero_gather_persistent(Zero *z, int t_step) {
     zero_main_waits_stream(z, z->gather.stream);
 }
 
-static int sec_valid(const Zero *z, const ZeroTensorState *t) { return z->gather.hpz_copy && t->sec_version == z->gather.param_version; }
+static int sec_valid(const Zero *z, const ZeroTensorState *t) { return z->gather.hpz_copy && t->gather.sec_version == z->gather.param_version; }
 
 enum { GK_PLAIN = 0, GK_QWZ, GK_HPZ, GK_KINDS };   // how a tensor is gathered
 
@@ -139,7 +139,7 @@ static int gather_kind(const Zero *z, const ZeroTensorState *t, int bwd) {
 }
 
 // What a gather of that kind leaves in the block.
-static int kind_val(const ZeroTensorState *t, int kind) { return kind == GK_QWZ ? VAL_QWZ : kind == GK_HPZ ? t->sec_val : VAL_EXACT; }
+static int kind_val(const ZeroTensorState *t, int kind) { return kind == GK_QWZ ? VAL_QWZ : kind == GK_HPZ ? t->gather.sec_val : VAL_EXACT; }
 
 // What a fetch (forward or backward) needs the block to hold: what its gather would bring.
 static int wanted(const Zero *z, const ZeroTensorState *t, int bwd) { return kind_val(t, gather_kind(z, t, bwd)); }
@@ -174,8 +174,8 @@ static int walk_window(Zero *z, int (*visit)(Zero *, int, int, void *), void *ar
         int bwd = z->gather.order[(z->gather.order_pos + k) % z->gather.order_len] & 1;
         for (int i = 0; i < U->n; i++) {
             ZeroTensorState *t = &z->t[U->tensors[i]];
-            if (!in_pool(t) || t->stamp == z->gather.stamp) continue;
-            t->stamp = z->gather.stamp;
+            if (!in_pool(t) || t->gather.stamp == z->gather.stamp) continue;
+            t->gather.stamp = z->gather.stamp;
             if (t->lay->split.padded > z->cfg.prefetch_elems) continue;
             cum += t->lay->split.padded;
             if (cum > budget) return 0;
@@ -202,11 +202,11 @@ static int next_use(const Zero *z, int ti) {
 
 static void drop(Zero *z, int ti) {
     ZeroTensorState *t = &z->t[ti];
-    if (t->issued && !t->used) z->gather.wasted++;
-    if (zero_arena_release(&z->gather.arena, t->block) != 0)
-        zero_fail(z, "internal: gather pool block of %s at %zu was not allocated", t->name, t->block);
-    t->block = ZERO_ARENA_FULL;
-    t->issued = 0;
+    if (t->gather.issued && !t->gather.used) z->gather.wasted++;
+    if (zero_arena_release(&z->gather.arena, t->gather.block) != 0)
+        zero_fail(z, "internal: gather pool block of %s at %zu was not allocated", t->name, t->gather.block);
+    t->gather.block = ZERO_ARENA_FULL;
+    t->gather.issued = 0;
     t->work = NULL;
 }
 
@@ -214,9 +214,9 @@ static int place(Zero *z, int ti) {
     ZeroTensorState *t = &z->t[ti];
     size_t off = zero_arena_alloc(&z->gather.arena, t->lay->split.padded, t->num_units > 1);
     if (off == ZERO_ARENA_FULL) return -1;
-    t->block = off;
+    t->gather.block = off;
     t->work = byte_at(z->gather.pool, off, z->param_size);
-    t->issued = 0;
+    t->gather.issued = 0;
     return 0;
 }
 
@@ -233,12 +233,12 @@ static int evict_furthest(Zero *z, int unit, int ti, int after) {
     int best = -1, best_use = after;
     for (int i = 0; i < z->num_tensors; i++) {
         ZeroTensorState *t = &z->t[i];
-        if (i == ti || t->block == ZERO_ARENA_FULL || t->holders > 0 || (unit >= 0 && uses(&z->u[unit], i))) continue;
+        if (i == ti || t->gather.block == ZERO_ARENA_FULL || t->gather.holders > 0 || (unit >= 0 && uses(&z->u[unit], i))) continue;
         int d = next_use(z, i);
         if (d > best_use) { best = i; best_use = d; }
     }
     if (best < 0) return 0;
-    if (z->t[best].issued) z->gather.evictions++;
+    if (z->t[best].gather.issued) z->gather.evictions++;
     drop(z, best);
     return 1;
 }
@@ -255,8 +255,8 @@ static void evict_own(Zero *z, int unit) {
     const ZeroUnitState *U = &z->u[unit];
     for (int i = 0; i < U->n; i++) {
         ZeroTensorState *t = &z->t[U->tensors[i]];
-        if (t->block == ZERO_ARENA_FULL || t->holders > 0) continue;
-        if (t->issued) z->gather.evictions++;
+        if (t->gather.block == ZERO_ARENA_FULL || t->gather.holders > 0) continue;
+        if (t->gather.issued) z->gather.evictions++;
         drop(z, U->tensors[i]);
     }
 }
@@ -274,12 +274,12 @@ static void gather_batch(Zero *z, int kind, const int *coded, int n, const char 
         ZeroCollPart *p = &z->parts[k];
         z->gather.tensors[k] = ti;
         if (kind == GK_QWZ) {
-            p->send = byte_at(z->gather.qwz_own, t->qrec_off, 1);
+            p->send = byte_at(z->gather.qwz_own, t->gather.qrec_off, 1);
             p->recv = byte_at(z->gather.qwz_land, off, 1);
             p->count = qrec_bytes(z, t);
             off += (size_t)z->world * p->count;
         } else if (kind == GK_HPZ) {
-            p->send = byte_at(z->gather.hpz_copy, t->sec_off, z->param_size);
+            p->send = byte_at(z->gather.hpz_copy, t->gather.sec_off, z->param_size);
             p->recv = t->work;
             p->count = sec_count(z, t);
         } else {
@@ -307,21 +307,21 @@ static void gather_batch(Zero *z, int kind, const int *coded, int n, const char 
         if (kind == GK_HPZ) z->gather.hpz_gathers++;
         if (!bwd && z->gather.hpz_copy) {   // the backward will gather from here, inside the group
             size_t cnt = sec_count(z, t), h = (size_t)zero_group_index(z->comm, ZERO_GROUP_HPZ);
-            b->copy(b, byte_at(z->gather.hpz_copy, t->sec_off, z->param_size), ZERO_MEM_DEVICE, byte_at(t->work, h * cnt, z->param_size),
+            b->copy(b, byte_at(z->gather.hpz_copy, t->gather.sec_off, z->param_size), ZERO_MEM_DEVICE, byte_at(t->work, h * cnt, z->param_size),
                     ZERO_MEM_DEVICE, cnt * z->param_size, z->gather.stream);
-            t->sec_version = z->gather.param_version;
-            t->sec_val = val;
+            t->gather.sec_version = z->gather.param_version;
+            t->gather.sec_val = val;
         }
-        t->val = val;
+        t->gather.val = val;
     }
     // the tensors of one all-gather share one wait (zero_gather_fetch): every event after every unpack
     for (int k = 0; k < n; k++) {
         ZeroTensorState *t = &z->t[coded[k] >> 1];
-        b->event_record(b, t->ready, z->gather.stream);
-        if (t->issued && !t->used) z->gather.wasted++;   // gathered again before any use
-        t->issued = 1;
-        t->used = 0;
-        t->gather_id = id;
+        b->event_record(b, t->gather.ready, z->gather.stream);
+        if (t->gather.issued && !t->gather.used) z->gather.wasted++;   // gathered again before any use
+        t->gather.issued = 1;
+        t->gather.used = 0;
+        t->gather.gather_id = id;
     }
 }
 
@@ -379,9 +379,9 @@ static void advance_trace(Zero *z, int unit, int is_backward) {
 static int collect_prefetch(Zero *z, int ti, int bwd, void *arg) {
     int *n = arg;
     ZeroTensorState *t = &z->t[ti];
-    if (t->block != ZERO_ARENA_FULL) {
+    if (t->gather.block != ZERO_ARENA_FULL) {
         // already gathered: again only for other values than that use wants, if nobody reads it
-        if (t->issued && t->val != wanted(z, t, bwd) && t->holders == 0) z->gather.batch[(*n)++] = ti << 1 | bwd;
+        if (t->gather.issued && t->gather.val != wanted(z, t, bwd) && t->gather.holders == 0) z->gather.batch[(*n)++] = ti << 1 | bwd;
         return 0;
     }
     while (place(z, ti) != 0)   // the pool is full: make room from what is needed later, else
@@ -402,7 +402,7 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward) {
         int failed = -1;
         for (int i = 0; i < U->n && failed < 0; i++) {
             int ti = U->tensors[i];
-            if (in_pool(&z->t[ti]) && z->t[ti].block == ZERO_ARENA_FULL && place(z, ti) != 0) failed = ti;
+            if (in_pool(&z->t[ti]) && z->t[ti].gather.block == ZERO_ARENA_FULL && place(z, ti) != 0) failed = ti;
         }
         if (failed < 0) break;
         if (evict_other(z, unit)) continue;
@@ -415,11 +415,11 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward) {
     for (int i = 0; i < U->n; i++) {
         ZeroTensorState *t = &z->t[U->tensors[i]];
         if (!in_pool(t)) continue;
-        if (t->issued && t->val == wanted(z, t, is_backward)) {
+        if (t->gather.issued && t->gather.val == wanted(z, t, is_backward)) {
             z->gather.hits++;
             continue;
         }
-        if (t->issued && t->holders > 0)
+        if (t->gather.issued && t->gather.holders > 0)
             zero_fail(z, "%s is fetched by unit %d for the %s while another fetched unit reads its other values "
                       "(qwZ/hpZ)", t->name, unit, is_backward ? "backward" : "forward");
         z->gather.batch[n++] = U->tensors[i] << 1 | (is_backward ? 1 : 0);
@@ -429,8 +429,8 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward) {
     for (int i = 0; i < U->n; i++) {
         ZeroTensorState *t = &z->t[U->tensors[i]];
         if (!in_pool(t)) continue;
-        if (t->holders++ == 0) z->gather.held_elems += t->lay->split.padded;
-        t->used = 1;
+        if (t->gather.holders++ == 0) z->gather.held_elems += t->lay->split.padded;
+        t->gather.used = 1;
     }
     // gather ahead along the recorded order before waiting for this unit: where the main
     // stream is the calling thread (the host backend) its wait blocks, and the next units'
@@ -444,9 +444,9 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward) {
     uint64_t waited = 0;   // tensors of one all-gather share one wait
     for (int i = 0; i < U->n; i++) {
         ZeroTensorState *t = &z->t[U->tensors[i]];
-        if (in_pool(t) && t->gather_id != waited) {
-            z->b->stream_wait(z->b, z->main, t->ready);
-            waited = t->gather_id;
+        if (in_pool(t) && t->gather.gather_id != waited) {
+            z->b->stream_wait(z->b, z->main, t->gather.ready);
+            waited = t->gather.gather_id;
         }
     }
 }
@@ -456,16 +456,16 @@ void zero_gather_release(Zero *z, int unit) {
     for (int i = 0; i < U->n; i++) {   // first let go, so the window sees the room
         ZeroTensorState *t = &z->t[U->tensors[i]];
         if (!in_pool(t)) continue;
-        if (t->holders <= 0) zero_fail(z, "internal: %s released more often than fetched", t->name);
-        if (--t->holders == 0) z->gather.held_elems -= t->lay->split.padded;
+        if (t->gather.holders <= 0) zero_fail(z, "internal: %s released more often than fetched", t->name);
+        if (--t->gather.holders == 0) z->gather.held_elems -= t->lay->split.padded;
     }
     for (int i = 0; i < U->n; i++) {
         int ti = U->tensors[i];
         ZeroTensorState *t = &z->t[ti];
-        if (!in_pool(t) || t->holders > 0 || t->block == ZERO_ARENA_FULL) continue;
+        if (!in_pool(t) || t->gather.holders > 0 || t->gather.block == ZERO_ARENA_FULL) continue;
         // kept when the window holds it, or the very next fetch needs it (the last unit of
         // the forward is the first of the backward) whatever its size
-        if (in_window(z, ti) || next_use(z, ti) == 0) t->used = 0;   // kept: wasted unless fetched again
+        if (in_window(z, ti) || next_use(z, ti) == 0) t->gather.used = 0;   // kept: wasted unless fetched again
         else drop(z, ti);
     }
 }
@@ -487,8 +487,8 @@ void zero_gather_reset(Zero *z) {
     z->gather.param_version++;   // the secondary partition holds the old values now
     for (int i = 0; i < z->num_tensors; i++) {
         ZeroTensorState *t = &z->t[i];
-        if (t->block == ZERO_ARENA_FULL) continue;
-        if (t->holders > 0) zero_fail(z, "internal: %s still held at the step", t->name);
+        if (t->gather.block == ZERO_ARENA_FULL) continue;
+        if (t->gather.holders > 0) zero_fail(z, "internal: %s still held at the step", t->name);
         drop(z, i);
     }
     z->gather.order_pos = 0;
@@ -503,6 +503,7 @@ void zero_gather_init(Zero *z, size_t pool_elems) {
     if (z->b->stream_name) z->b->stream_name(z->b, g->stream, "gather stream");
     g->mark = zero_new_event(z, "gather-stream hand-offs");
     g->batch = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(int), "gather lists");
+    for (int i = 0; i < z->num_tensors; i++) z->t[i].gather.block = ZERO_ARENA_FULL;
     g->qwz_block = z->cfg.qwz_block ? z->cfg.qwz_block : QUANT_BLOCK_DEFAULT;
     if (z->stage != 3) return;
     g->by_kind = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(int), "gather lists");
@@ -512,7 +513,7 @@ void zero_gather_init(Zero *z, size_t pool_elems) {
     g->param_version = 1;   // no secondary slice holds it yet (sec_version 0)
     size_t persist_elems = 0;
     for (int i = 0; i < z->num_tensors; i++) {
-        z->t[i].ready = zero_new_event(z, z->t[i].name);
+        z->t[i].gather.ready = zero_new_event(z, z->t[i].name);
         if (z->t[i].persistent) persist_elems += z->t[i].lay->split.padded;
     }
     g->persist = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, persist_elems * z->param_size, "persistent parameters");
@@ -532,7 +533,7 @@ void zero_gather_free(Zero *z) {
     const ZeroBackend *b = z->b;
     if (z->t)
         for (int i = 0; i < z->num_tensors; i++)
-            if (z->t[i].ready) b->event_destroy(b, z->t[i].ready);
+            if (z->t[i].gather.ready) b->event_destroy(b, z->t[i].gather.ready);
     if (g->mark) b->event_destroy(b, g->mark);
     if (g->stream) b->stream_destroy(b, g->stream);
     zero_arena_free_all(&g->arena);

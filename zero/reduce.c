@@ -169,12 +169,12 @@ static void reduce_list(Zero *z, const int *list, int n) {
                 ZeroTensorState *t = &z->t[list[k]];
                 // back to the pool once this bucket has read it (zero_grads_release_oldest)
                 if (t->lay->split.padded > 0) {
-                    z->reduce.deferred[z->reduce.num_deferred].off = t->grad_block;
+                    z->reduce.deferred[z->reduce.num_deferred].off = t->reduce.grad_block;
                     z->reduce.deferred[z->reduce.num_deferred].bucket = bucket;
                     z->reduce.num_deferred++;
                 }
                 t->grad = NULL;
-                t->grad_block = ZERO_ARENA_FULL;
+                t->reduce.grad_block = ZERO_ARENA_FULL;
             }
         z->reduce.buckets++;
         g0 = g1;
@@ -230,11 +230,11 @@ void zero_grad_acquire(Zero *z, int ti) {
     if (off == ZERO_ARENA_FULL)
         zero_fail(z, "gradient pool of %zu elements cannot place %s (%zu elements): %zu in use in %d blocks; "
                   "raise bucket_elems", z->reduce.arena.capacity, t->name, size, z->reduce.arena.in_use, z->reduce.arena.n);
-    t->grad_block = off;
+    t->reduce.grad_block = off;
     t->grad = byte_at(z->reduce.pool, off, z->grad_size);
-    if (t->parked) {   // its first unit's partial sum, back from the park: the model adds to it
+    if (t->reduce.parked) {   // its first unit's partial sum, back from the park: the model adds to it
         zero_offload_unpark(z, ti, t->grad);
-        t->parked = 0;
+        t->reduce.parked = 0;
     } else {
         z->b->memset0(z->b, t->grad, size * z->grad_size, z->main);   // the model accumulates (+=)
     }
@@ -252,10 +252,10 @@ static void park_tied(Zero *z, int ti, int unit) {
         zero_grads_release_oldest(z);
     uint64_t done = z->reduce.bucket_next++;
     zero_offload_park(z, ti, t->grad, z->reduce.bucket_events[done % (uint64_t)z->reduce.bucket_slots]);
-    z->reduce.deferred[z->reduce.num_deferred++] = (ZeroDeferredBlock){t->grad_block, done};
+    z->reduce.deferred[z->reduce.num_deferred++] = (ZeroDeferredBlock){t->reduce.grad_block, done};
     t->grad = NULL;
-    t->grad_block = ZERO_ARENA_FULL;
-    t->parked = 1;
+    t->reduce.grad_block = ZERO_ARENA_FULL;
+    t->reduce.parked = 1;
 }
 
 void zero_reduce_begin_step(Zero *z) {
@@ -270,11 +270,11 @@ int zero_reduce_unit_ready(Zero *z, int unit) {
     int reduce_now = z->stage >= 2 || z->reduce.micro == z->step.grad_accum - 1;
     for (int i = 0; i < U->n; i++) {
         ZeroTensorState *t = &z->t[U->tensors[i]];
-        if (++t->grads_seen < t->num_units) {
+        if (++t->reduce.grads_seen < t->num_units) {
             if (z->stage >= 2 && z->off.park != ZERO_TIER_DEVICE) park_tied(z, U->tensors[i], unit);
             continue;
         }
-        t->grads_seen = 0;
+        t->reduce.grads_seen = 0;
         if (!reduce_now) continue;
         z->reduce.pending[z->reduce.num_pending++] = U->tensors[i];
         z->reduce.pending_elems += t->lay->split.padded;
@@ -285,9 +285,9 @@ int zero_reduce_unit_ready(Zero *z, int unit) {
     zero_grads_flush(z);
     for (int u = 0; u < z->num_units; u++) z->u[u].bwd_done = z->u[u].ready_done = 0;
     for (int i = 0; i < z->num_tensors; i++)
-        if (z->t[i].grads_seen)
+        if (z->t[i].reduce.grads_seen)
             zero_fail(z, "internal: tensor %s saw %d of its %d units' grads_ready in a micro-step", z->t[i].name,
-                      z->t[i].grads_seen, z->t[i].num_units);
+                      z->t[i].reduce.grads_seen, z->t[i].num_units);
     z->reduce.units_ready = 0;
     z->reduce.micro++;
     return 1;
@@ -301,6 +301,7 @@ void zero_reduce_init(Zero *z, size_t pool_elems) {
     if (!r->stream) zero_fail(z, "the %s backend could not create the reduce stream", z->b->name);
     if (z->b->stream_name) z->b->stream_name(z->b, r->stream, "reduce stream");
     r->mark = zero_new_event(z, "reduce-stream hand-offs");
+    for (int i = 0; i < z->num_tensors; i++) z->t[i].reduce.grad_block = ZERO_ARENA_FULL;
     r->bucket_slots = z->num_tensors + 2;
     r->bucket_events = zero_host_alloc(z, (size_t)r->bucket_slots * sizeof(ZeroEvent *), "reduction events");
     for (int i = 0; i < r->bucket_slots; i++) r->bucket_events[i] = zero_new_event(z, "gradient reductions");

@@ -22,33 +22,37 @@ nothing of theirs. Not for trainers.
 static inline size_t zero_round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 
-// One tensor of the table.
+// One tensor of the table: what the world knows of it, the views the model reads and
+// writes, and each phase's own marks (written by that phase's file alone).
 typedef struct {
     char *name;
     int decay, num_units;
     int units[ZERO_MAX_TENSOR_UNITS];
     const ZeroTensorLayout *lay;
     int persistent;            // stage 3: kept gathered for good
-    // working parameters the model reads (padded, lay->split.padded elements)
+    // the views: working parameters (padded, lay->split.padded elements) and the gradient
+    // buffer the model accumulates into
     void *work;                // stages 0-2 and persistent: fixed; stage 3: a pool block or NULL
-    size_t block;              // stage 3 pool offset, ZERO_ARENA_FULL when not placed
-    int issued;                // stage 3: its all-gather is enqueued (work holds this step's values)
-    int used;                  // stage 3: a fetch used it since it was gathered
-    int holders;               // stage 3: fetched units using it now
-    ZeroEvent *ready;          // stage 3: its own event, recorded on the gather stream after its gather
-    uint64_t gather_id;        // stage 3: which all-gather filled it (tensors of one share a wait)
-    uint64_t stamp;            // stage 3: visit mark for look-ahead walks
-    int val;                   // stage 3: what work holds once issued (VAL_EXACT, VAL_QWZ)
-    // ZeRO++ (stage 3, pool tensors)
-    size_t qrec_off;           // qwZ: this rank's int8 record of its shard in gather.qwz_own (bytes)
-    size_t sec_off;            // hpZ: its secondary slice in gather.hpz_copy (elements)
-    uint64_t sec_version;      // hpZ: the gather.param_version its secondary slice holds (0: none)
-    int sec_val;               // hpZ: and what kind of values (VAL_*)
-    // gradients
-    void *grad;                // buffer the model accumulates into; NULL when none is live
-    size_t grad_block;         // stage 2/3 pool offset
-    int grads_seen;            // units of this tensor whose grads_ready came this micro-step
-    int parked;                // tied, offload: its first unit's partial gradient waits in the offload tier
+    void *grad;                // NULL when none is live
+    struct {                   // gather.c (stage 3)
+        size_t block;          // pool offset, ZERO_ARENA_FULL when not placed
+        int issued;            // its all-gather is enqueued (work holds this step's values)
+        int used;              // a fetch used it since it was gathered
+        int holders;           // fetched units using it now
+        ZeroEvent *ready;      // recorded on the gather stream after its gather
+        uint64_t gather_id;    // which all-gather filled it (tensors of one share a wait)
+        uint64_t stamp;        // visit mark for look-ahead walks
+        int val;               // what work holds once issued (VAL_EXACT, VAL_QWZ)
+        size_t qrec_off;       // qwZ: this rank's int8 record of its shard in gather.qwz_own (bytes)
+        size_t sec_off;        // hpZ: its secondary slice in gather.hpz_copy (elements)
+        uint64_t sec_version;  // hpZ: the gather.param_version its secondary slice holds (0: none)
+        int sec_val;           // hpZ: and what kind of values (VAL_*)
+    } gather;
+    struct {                   // reduce.c
+        size_t grad_block;     // stages 2-3: gradient pool offset, ZERO_ARENA_FULL when none
+        int grads_seen;        // units of this tensor whose grads_ready came this micro-step
+        int parked;            // tied, offload: its first unit's partial gradient waits in the offload tier
+    } reduce;
 } ZeroTensorState;
 
 // One unit.

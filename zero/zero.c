@@ -269,7 +269,6 @@ static Zero *world_init(const ZeroTensor *tensors, int num_tensors, int num_unit
         for (int k = 0; k < t->num_units; k++) t->units[k] = tensors[i].units[k];
         t->lay = &z->layout.t[i];
         t->persistent = z->stage == 3 && cfg->persist_elems > 0 && t->lay->split.numel <= cfg->persist_elems;
-        t->block = t->grad_block = ZERO_ARENA_FULL;
     }
     build_units(z);
     z->parts = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(ZeroCollPart), "collective part lists");

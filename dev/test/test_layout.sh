@@ -80,6 +80,9 @@ expect_violation world-state "zero/report.c:[0-9]*: writes z->stage (the world),
 fresh
 printf 'void planted(Zero *z) { ZeroOffload *o = &z->off; o->tile = 1; }\n' >> "$tmp/t/zero/checkpoint.c"
 expect_violation state-alias "zero/checkpoint.c:[0-9]*: writes z->off, owned by zero/offload.c"
+fresh
+printf 'void planted(ZeroTensorState *t) { t->reduce.parked = 1; }\n' >> "$tmp/t/zero/offload.c"
+expect_violation row-state "zero/offload.c:[0-9]*: writes a tensor's reduce marks, owned by zero/reduce.c"
 
 # the fork diff: what a user adds to an llm.c-style CUDA trainer to plug zero/ in stays short,
 # at most 150 changed lines (zero/README.md promises it)

@@ -13,7 +13,8 @@ never in a circle. On top of the order:
   - struct Zero's state has owners (STATE_OWNERS): a field of a phase's sub-struct
     (z->gather.X, z->reduce.X, ...) is assigned, incremented or aliased (&z->gather) only
     in its owner's files, and the world (z->rank, z->t, ...: every other field) only in
-    zero/zero.c, which sets it up in zero_init.
+    zero/zero.c, which sets it up in zero_init; a tensor row's phase marks (t->gather.X,
+    t->reduce.X) likewise.
 Includes come from the sources ("file.h" resolved next to the including file, then from
 the repository root); calls from the symbols of the built objects (nm), so run it after
 a build. Exits 1 after listing every violation, 0 when there is none.
@@ -71,6 +72,9 @@ STATE_OWNERS = {
 # not the plugin's state): assignment, compound assignment, ++/--, or an alias of a sub-struct.
 STATE_WRITE = re.compile(r"(?:\+\+|--)?\bz->(\w+)(?:\.(\w+))?\s*(?:=(?!=)|[-+*/|&^]=|\+\+|--)|(?:\+\+|--)\bz->(\w+)"
                          r"(?:\.(\w+))?|=\s*&z->(\w+)\s*;")
+# The same for a tensor's row (ZeroTensorState): t->gather.X or z->t[i].reduce.X.
+ROW_WRITE = re.compile(r"(?:->|\]\.)(gather|reduce)\.\w+\s*(?:=(?!=)|[-+*/|&^]=|\+\+|--)|(?:\+\+|--)\w+(?:->|\]\.)"
+                       r"(gather|reduce)\.")
 TREES = ("zero", "llmc")
 CUDA_HEADERS = re.compile(r"^(cuda|cuda_runtime|cuda_runtime_api|cuda_bf16|cuda_fp16|cublas|cublasLt|cublas_v2|"
                           r"cudnn|cudnn_[a-z_]*|nccl|cooperative_groups|cub/.*|mma|curand.*)\.(h|hpp|cuh)$")
@@ -189,6 +193,10 @@ def state_writes(root, errors):
                 if f not in STATE_OWNERS[sub]:
                     what = f"z->{field}" if sub or m.group(5) else f"z->{field} (the world)"
                     errors.append(f"{f}:{n}: writes {what}, owned by {', '.join(STATE_OWNERS[sub])}")
+            for m in ROW_WRITE.finditer(code):
+                sub = m.group(1) or m.group(2)
+                if f not in STATE_OWNERS[sub]:
+                    errors.append(f"{f}:{n}: writes a tensor's {sub} marks, owned by {', '.join(STATE_OWNERS[sub])}")
 
 
 def cycles(graph):
