@@ -3,7 +3,7 @@ fuzz_zckpt_crafted.c: a structure-aware fuzz target for zero/'s sharded checkpoi
 (zero/io/zckpt.c, consolidate.c: what zero_load and the zero_consolidate tool run).
 
 The fuzz bytes never become a file themselves: they choose a checkpoint (world, tensors and
-their sizes: small, near 2^53, or counts picked so that 64-bit sums wrap as in issue 17;
+their sizes: small, near 2^53, or counts picked so that 64-bit sums of sizes wrap;
 stage, seed, last_t, step) and a few edits of it (a header byte, a manifest field, malformed
 JSON, a data byte, the size, the trailer). The target writes manifest.json and the rank files
 with valid CRC-32s, computed as zckpt does (body CRC in the trailer and in the manifest), so
@@ -117,7 +117,7 @@ static void plan_tensors(Ckpt *c, Bytes *b) {
         }
         break;
     case MODE_WRAP_TOTAL: {
-        // issue 17: a first tensor the reader reads, then 2^53s and a remainder so that the
+        // a first tensor the reader reads, then 2^53s and a remainder so that the
         // total is j * 2^62 + small: total * 4 and 12 * total wrap to small numbers
         static const uint64_t firsts[] = {(uint64_t)1 << 40, (uint64_t)1 << 30, 16, 1000, (uint64_t)1 << 53};
         uint64_t first = firsts[take8(b) % 5], small = 1 + take8(b) % 64 * 4;

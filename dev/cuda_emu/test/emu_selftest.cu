@@ -624,7 +624,7 @@ static int case_copy_kinds() {
 // cudaMemcpy from pageable memory to device memory returns once the source is staged, "but
 // the DMA to final destination may not have completed" (API synchronization behavior): a
 // kernel on a non-blocking stream that reads the destination next sees the old bytes (what
-// an H200 showed gpu_zero_quant's old harness doing, 75 of 5216 checks). A synchronize of
+// a test harness on an H200 did, in 75 of 5216 checks). A synchronize of
 // the legacy stream or the device, an event recorded after the copy, a blocking stream, or
 // the copy on the kernel's own stream makes it see the data. From pinned memory the call
 // is synchronous; to host memory it returns with the data there. Run with
