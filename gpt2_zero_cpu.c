@@ -63,7 +63,8 @@ static void sharded_start(CpuTrainer *t, int *argc, char ***argv) {
     t->rank = s->comm->rank;
     t->world = s->comm->world;
     t->local_ranks = s->comm->local_size;
-    t->local_ranks_from = s->comm->launch == ZERO_LAUNCH_MPI ? "MPI_COMM_TYPE_SHARED" : "LOCAL_WORLD_SIZE or WORLD_SIZE";
+    t->local_ranks_from =
+        s->comm->launch == ZERO_LAUNCH_MPI ? "MPI_COMM_TYPE_SHARED" : "LOCAL_WORLD_SIZE or WORLD_SIZE";
 }
 
 // The plugin owns the parameters: the model gets none (attach reads each rank's shards).
@@ -160,7 +161,7 @@ static void sharded_free(CpuTrainer *t) {
 }
 
 CpuHooks gpt2_zero_cpu_hooks(void) {
-    return (CpuHooks){sharded_dry_run, sharded_start, sharded_build, sharded_attach, sharded_have_checkpoint, sharded_begin_run,
-                      sharded_print_memory, sharded_sum_ranks, sharded_begin_step, sharded_step, sharded_save,
-                      sharded_report, sharded_export, sharded_free};
+    return (CpuHooks){sharded_dry_run, sharded_start, sharded_build, sharded_attach, sharded_have_checkpoint,
+                      sharded_begin_run, sharded_print_memory, sharded_sum_ranks, sharded_begin_step, sharded_step,
+                      sharded_save, sharded_report, sharded_export, sharded_free};
 }
