@@ -246,7 +246,8 @@ int main(int argc, char **argv) {
     if (cfg.trace_path && zero_trace_start(cfg.trace_path, rank, world, cfg.trace_steps) != 0) exit(EXIT_FAILURE);
     zero_trace_thread("main (the model)");
 
-    // The model, of a descriptor's shape or an llm.c model file's.
+    // The model, of a descriptor's shape or an llm.c model file's: built with its parameters,
+    // or under ZeRO without them until attach has each rank initialize its shards.
     GPT2ModelFile file;
     GPT2ModelFile *from_file = resolve_model_open(cfg.model, &t.config, &file) ? &file : NULL;
     const GPT2Config mc = t.config;
