@@ -120,9 +120,15 @@ $(BUILD)/gpt2_zero.o: gpt2_zero.c gpt2_zero.h $(HEADERS) $(ZERO_HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -c $< -o $@
 
+# The CPU trainer's ZeRO hooks: the glue above, the host backend, the CPU model
+$(BUILD)/gpt2_zero_cpu.o: gpt2_zero_cpu.c gpt2_zero_cpu.h gpt2_zero.h $(HEADERS) $(ZERO_HEADERS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -c $< -o $@
+
 # The CPU trainer drives zero/ over MPI (-z), so it is linked with mpicc.
-train_gpt2: train_gpt2.c $(BUILD)/gpt2_zero.o $(BUILD)/libllmc.a $(BUILD)/libzero.a
-	$(MPICC) $(CFLAGS) $< $(BUILD)/gpt2_zero.o $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -o $@
+CPU_ZERO_OBJ := $(BUILD)/gpt2_zero_cpu.o $(BUILD)/gpt2_zero.o
+train_gpt2: train_gpt2.c gpt2_zero_cpu.h $(CPU_ZERO_OBJ) $(BUILD)/libllmc.a $(BUILD)/libzero.a
+	$(MPICC) $(CFLAGS) $< $(CPU_ZERO_OBJ) $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
 tokenize: tokenize.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@

@@ -1,7 +1,11 @@
-// train_config.c: command-line parsing with getopt_long; every value is range-checked.
+// train_config.c: command-line parsing with getopt_long from one table of the flags, which
+// also gives the help (-h); every value is range-checked.
 #include "train_config.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,16 +22,8 @@ static int flavour_cuda(const char *flavour) { return strncmp(flavour, "cuda", 4
 static int flavour_zero(const char *flavour) { return strcmp(flavour, "cuda") != 0; }
 static int flavour_cuda_zero(const char *flavour) { return strcmp(flavour, "cuda-zero") == 0; }
 
-// Long options without a single-letter form.
-enum { OPT_SEED = 1000, OPT_SHUFFLE, OPT_CLIP, OPT_TOKENIZER, OPT_THREADS, OPT_ZBUCKET,
-       OPT_ZPREFETCH, OPT_ZLIVE, OPT_ZPERSIST, OPT_NODE, OPT_ZTIMEOUT, OPT_DRYRUN, OPT_WORLD, OPT_NANSKIP,
-       OPT_GPUMEM, OPT_BETA1, OPT_BETA2, OPT_ADAM_EPS, OPT_DEEPSPEED, OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAM,
-       OPT_NVME_PATH, OPT_ACT_CKPT, OPT_ACT_OFFLOAD, OPT_TILE_LINEAR, OPT_TILE_VOCAB, OPT_QWZ, OPT_HPZ, OPT_QGZ, OPT_HIER,
-       OPT_QWZ_BLOCK, OPT_QGZ_BLOCK, OPT_NANSKIP_LIMIT, OPT_CUDNN, OPT_MICRO_GRADS, OPT_HELLASWAG, OPT_TRACE,
-       OPT_TRACE_STEPS,
-       // llm.c's two-letter flags, which the pre-pass (llmc_flags) turns into these
-       OPT_NK, OPT_NM, OPT_SL, OPT_SG, OPT_LG, OPT_GE, OPT_PN, OPT_PR, OPT_PG, OPT_PM, OPT_PI, OPT_PS, OPT_PP,
-       OPT_PF };
+// --trace-steps's default: the last 4 steps.
+#define TRAIN_TRACE_STEPS_DEFAULT 4
 
 const char *const train_lr_schedule_names[4] = {"cosine", "linear", "constant", "wsd"};
 
@@ -37,33 +33,6 @@ int train_offload_parse(const char *name) {
     for (int i = 0; i < 3; i++)
         if (strcmp(name, train_offload_names[i]) == 0) return i;
     return -1;
-}
-
-// The flag of a ZeRO-only option, or NULL for the others.
-static const char *zero_flag(int opt) {
-    switch (opt) {
-    case 'z': return "-z";
-    case OPT_ZBUCKET: return "--zero-bucket";
-    case OPT_ZPREFETCH: return "--zero-prefetch";
-    case OPT_ZLIVE: return "--zero-max-live";
-    case OPT_ZPERSIST: return "--zero-persist";
-    case OPT_NODE: return "--node-size";
-    case OPT_ZTIMEOUT: return "--zero-timeout";
-    case OPT_DRYRUN: return "--dry-run";
-    case OPT_WORLD: return "--world";
-    case OPT_GPUMEM: return "--gpu-mem";
-    case OPT_DEEPSPEED: return "--deepspeed";
-    case OPT_OFFLOAD_OPT: return "--offload-optimizer";
-    case OPT_OFFLOAD_PARAM: return "--offload-param";
-    case OPT_NVME_PATH: return "--nvme-path";
-    case OPT_QWZ: return "--qwz";
-    case OPT_HPZ: return "--hpz";
-    case OPT_QGZ: return "--qgz";
-    case OPT_HIER: return "--hier-reduce";
-    case OPT_QWZ_BLOCK: return "--qwz-block";
-    case OPT_QGZ_BLOCK: return "--qgz-block";
-    default: return NULL;
-    }
 }
 
 static void defaults(TrainConfig *c, int cuda) {
@@ -120,180 +89,7 @@ static void defaults(TrainConfig *c, int cuda) {
     c->offload_param = TRAIN_OFFLOAD_NONE;
     c->nvme_path = NULL;
     c->trace_path = NULL;
-    c->trace_steps = 4;
-}
-
-void train_config_usage(const char *prog, const char *flavour) {
-    TrainConfig d;
-    int cuda = flavour_cuda(flavour);
-    defaults(&d, cuda);
-    printf("usage: %s [options]\n\n", prog);
-    printf("Trains GPT-2 (%s). With no options it trains on the bundled corpus.\n\n",
-           cuda ? "CUDA, bf16 mixed precision" : "CPU, fp32 reference");
-    printf("  -i GLOB   train token shards (default %s)\n", d.train_pattern);
-    printf("  -j GLOB   validation token shards (default %s)\n", d.val_pattern);
-    printf("  -e MODEL  descriptor dN[cC][hH][tT] (N layers, C channels = 64N, H heads = C/64,\n"
-           "            T max sequence 1024; at most d1024, c65536, h4096, t1048576) or an llm.c\n"
-           "            model file%s (default %s)\n", flavour_zero(flavour) ? "; under -z each rank reads only its shards" : "",
-           d.model);
-    printf("  -o DIR    output folder: main.log, checkpoints, the model files model_STEP.bin (one per\n"
-           "            checkpoint) and model_final.bin (at the end) (default %s)\n", d.out_dir);
-    printf("  -b N      micro-batch size per rank (default %d)\n", d.B);
-    printf("  -t N      sequence length (default %d)\n", d.T);
-    printf("  -d N      total batch in tokens per step (all ranks): a multiple of B*T*ranks, gradient\n"
-           "            accumulation covers the rest, at most %d micro-batches per rank (default B*T*ranks)\n",
-           TRAIN_MAX_GRAD_ACCUM);
-    printf("  -l LR     peak learning rate (default %g)\n", d.lr);
-    printf("  -u N      warmup steps (default %d)\n", d.warmup_steps);
-    printf("  -k NAME   learning rate schedule after the warmup, llm.c's: cosine (to -q x peak), linear\n"
-           "            (to -q x peak), constant (the peak), wsd (the peak until 80%% of the steps, then\n"
-           "            1 - sqrt decay to -q x peak) (default %s)\n", train_lr_schedule_names[d.lr_schedule]);
-    printf("  -q F      final learning rate as a fraction of the peak (default %g)\n", d.final_lr_frac);
-    printf("  -c WD     AdamW weight decay on 2D tensors (default %g)\n", d.weight_decay);
-    printf("  -x N      optimizer steps, at least 1 (default %d; -1 = one epoch of the train data)\n", d.max_steps);
-    printf("  -v N      validation loss every N steps, 0 = never (default %d)\n", d.val_every);
-    printf("  -m N      validation batches per evaluation, -1 = all (default %d)\n", d.val_max_steps);
-    printf("  -s N      sample text every N steps, 0 = never (default %d)\n", d.sample_every);
-    printf("  -g N      tokens to sample (default %d)\n", d.gen_tokens);
-    printf("  -n N      checkpoint every N steps and at the end, 0 = never (default %d)\n", d.checkpoint_every);
-    printf("  -nk N     checkpoints kept on disk, the newest; 0 = all (default %d: this one and the previous)\n",
-           d.ckpt_keep);
-    printf("  -nm N     major checkpoints: one whose step is a multiple of N is never removed by -nk, 0 = none\n"
-           "            (default 0)\n");
-    printf("  -sl Z     skip an update whose loss is more than Z standard deviations above the mean of the\n"
-           "            last 128 steps' losses (llm.c's outlier window: no skip in the first 128 steps);\n"
-           "            0 = off (default 0). The run's end says how many were skipped\n");
-    printf("  -sg Z     the same for the gradient norm (default 0)\n");
-    printf("  -a 0|1    1: overfit one batch: every step trains on the train data's first batch (all its\n"
-           "            micro-batches), for debugging (default 0)\n");
-    printf("  -h 0      accepted: no HellaSwag evaluation (-h 1 is refused: not implemented)\n");
-    printf("  -f 0|1    llm.c's TF32 switch: accepted, no effect (no matmul here takes fp32 inputs)\n");
-    printf("  -w 1      llm.c's fp32 master weights: always kept (-w 0 is refused)\n");
-    printf("  -lg N     llm.c's GPU status every N steps: N <= 0 (off) accepted, N > 0 refused\n");
-    printf("  -y 1      resume from the latest checkpoint in the output folder; with none there\n"
-           "            yet, start fresh (so a restart loop can always pass -y 1)\n");
-    if (cuda) {
-        printf("  -r N      activation recompute: 0 none, 1 GELU, 2 GELU and LayerNorms (default %d)\n", d.recompute);
-        printf("  --cudnn 0|1     cuDNN flash attention (1) or plain kernels (0) (default %d)\n", d.use_cudnn);
-    }
-    printf("  --seed N        seed of init, data order and sampling, 0 to 2^63-1 (default %llu)\n",
-           (unsigned long long)d.seed);
-    printf("  --shuffle 0|1   shuffle the train windows each epoch (default %d)\n", d.shuffle);
-    printf("  --grad-clip F   clip the global gradient norm to F, <= 0 disables (default %g)\n", d.grad_clip);
-    printf("  --beta1 F       AdamW's first-moment decay, in [0, 1) (default %g)\n", d.beta1);
-    printf("  --beta2 F       AdamW's second-moment decay, in [0, 1) (default %g)\n", d.beta2);
-    printf("  --adam-eps F    AdamW's epsilon, in [1e-30, 1] (default %g)\n", d.adam_eps);
-    printf("  --nan-skip      a step whose loss or gradient norm is NaN or infinite is skipped (its\n"
-           "                  update is not applied) and training goes on; the run's end says how many\n"
-           "                  were skipped. Default: such a step stops the run with a message naming it,\n"
-           "                  and nothing of it is saved\n");
-    printf("  --nan-skip-limit N  with --nan-skip: the N-th skipped step in a row stops the run as a\n"
-           "                  non-finite step does without --nan-skip (default %d)\n", d.nan_skip_limit);
-    printf("  --tokenizer F   llm.c tokenizer file for samples (default %s)\n", d.tokenizer_path);
-    if (!cuda) printf("  --threads N     OpenMP threads (default: cores / ranks on this node)\n");
-    printf("  --trace FILE    a timeline per rank, FILE.rankRRRRR.json (Chrome trace: Perfetto, chrome://tracing):\n"
-           "                  what each thread did and waited on (forward and backward of each unit, each\n"
-           "                  gather and reduction, host-stream and NVMe work, the optimizer step, validation,\n"
-           "                  checkpoints)%s, the last --trace-steps N steps (default %d), also written when\n"
-           "                  the watchdog ends a stuck run; scripts/trace_merge.py joins the ranks' files\n",
-           cuda ? " and a track per GPU stream of what the GPU ran, timed by CUDA events" : "", d.trace_steps);
-    if (!flavour_cuda_zero(flavour))
-        printf("  --micro-grads 0|1  with gradient accumulation: 1 computes each micro-batch's gradient in a\n"
-               "                  buffer of its own (one more gradient-sized buffer) and adds it to the sum,\n"
-               "                  so accumulation N gives the bits of ZeRO on N ranks; 0 accumulates inside\n"
-               "                  the backward's kernels (no buffer; the last bits differ from N ranks)\n"
-               "                  (default %d)\n", d.micro_grads);
-    else   // train_gpt2_zero: the gradients are the plugin's; no flag, a fixed rule per stage
-        printf("  --micro-grads   refused here (the gradients are the ZeRO plugin's): with accumulation,\n"
-               "                  -z 2 and 3 add each micro-step's reduced gradient into their shard (the\n"
-               "                  bits of train_gpt2cu --micro-grads 1 at 1 rank), -z 0 and 1 accumulate\n"
-               "                  inside the backward's kernels (those of --micro-grads 0)\n");
-    printf("  --act-checkpoint 0|1  activation checkpointing: keep only each transformer block's input\n"
-           "                  and recompute the block's forward just before its backward (the same\n"
-           "                  gradients; activations: the block inputs plus one block's) (default %d)\n",
-           d.act_checkpoint);
-    printf("  --act-offload 0|1%s  with --act-checkpoint 1: the block inputs go to %s\n"
-           "                  after each block's forward and come back ahead of its backward%s (default %d)\n",
-           cuda ? "" : "|nvme", cuda ? "pinned host memory (a copy stream)" : "a host buffer of their own (1)",
-           cuda ? "" : ";\n                  nvme: to a swap file under --nvme-path (they grow with depth: on NVMe\n"
-                       "                  they take no memory)", d.act_offload);
-    printf("  --tile-linear K  memory-centric tiling: each block's four linears (qkv, attention projection,\n"
-           "                  MLP fc and projection) run as K tiles along their output rows, each tile a\n"
-           "                  parameter unit of its own, so ZeRO stage 3 gathers one tile at a time; K must\n"
-           "                  divide the channels C%s. Same model files; a sharded checkpoint resumes\n"
-           "                  only with the same K (default %d)\n",
-           cuda ? " with C/K a multiple of 8" : "", d.tile_linear);
-    printf("  --tile-vocab KV  the same for the vocabulary: the token embedding and the classifier run as\n"
-           "                  KV tiles of wte's rows, each tile's embedding and classifier parts units of\n"
-           "                  their own, so ZeRO stage 3 gathers Vp/KV rows of wte at a time instead of all\n"
-           "                  of them; KV must divide the padded vocabulary Vp%s.\n"
-           "                  Same model files; a sharded checkpoint resumes only with the same KV\n"
-           "                  (default %d)\n",
-           cuda ? " with Vp/KV a multiple of 8" : "", d.tile_vocab);
-    printf("  llm.c's -r (CPU), -ge, -pn -pr -pg -pm/-pi -ps -pp/-pf are refused, each saying what to use\n");
-    if (!flavour_zero(flavour)) {   // train_gpt2cu: no ZeRO flags to list
-        printf("  -h        this help\n");
-        printf("\nOne GPU, unsharded. Data parallel training with ZeRO: train_gpt2_zero (mpirun -np N).\n");
-        return;
-    }
-    printf("\nZeRO (data parallel over MPI ranks; launch with mpirun -np N):\n");
-    printf("  -z STAGE            0 data parallel, 1 optimizer states, 2 + gradients, 3 + parameters\n"
-           "                      sharded (default: %s)\n",
-           cuda ? "0" : "no plugin, a single unsharded rank; several ranks need -z");
-    printf("  --zero-bucket N     gradient reduction bucket, elements (default: from the model, at most 4M,\n"
-           "                      so that stage 2 holds less gradient memory than stage 1)\n");
-    printf("  --zero-prefetch N   stage 3: gather up to N elements ahead (default: one typical unit, so that\n"
-           "                      stage 3 holds less parameter memory than stage 2)\n");
-    printf("  --zero-max-live N   stage 3: most gathered elements alive, 0 = largest unit + prefetch\n");
-    printf("  --zero-persist N    stage 3: tensors of at most N elements stay gathered (default %ld)\n", d.zero_persist);
-    printf("  --node-size N       ranks per logical node, for intra/inter-node figures (default: real nodes)\n");
-    printf("  --zero-timeout S    a collective stuck this many seconds ends the run (default %g)\n", d.zero_timeout);
-    if (cuda)
-        printf("  --dry-run           with -z: predict per-rank memory and bytes sent per step for --world\n"
-               "                      ranks, write OUT/zero_report.json, and exit without training\n");
-    else
-        printf("  --dry-run           predict the memory of the run and exit without training: with -z per\n"
-               "                      rank for --world ranks, and the bytes sent per step (OUT/zero_report.json);\n"
-               "                      without -z the unsharded run's (OUT/memory_report.json). Counts the\n"
-               "                      process's peak: model states, buffers, activations and its runtime\n");
-    printf("  --world N           ranks for --dry-run (default 1)\n");
-    printf("  --gpu-mem SIZE      with --dry-run: memory a rank has for the model (%s): prints\n"
-           "                      per rank whether its total (%s) fits,\n"
-           "                      and exits with status 2 when one does not, or when the swap files do not\n"
-           "                      fit the free space under --nvme-path. SIZE: 80G = 80GiB = 80 x 2^30\n"
-           "                      bytes, 80GB = 80 x 10^9; K M T alike, fractions allowed (79.5G), B = bytes\n",
-           cuda ? "GPU" : "host RAM", cuda ? "model states, buffers, activations" : "the process's predicted peak");
-    printf("  --offload-optimizer none|cpu|nvme\n"
-           "                      stages 1-3 (ZeRO-Offload, ZeRO-Infinity): the fp32 master, AdamW m and v\n"
-           "                      and the reduced gradient of a rank's shard live in %s memory (cpu)\n"
-           "                      or in a swap file under --nvme-path (nvme), and AdamW runs on the\n"
-           "                      CPU; bit-identical to none (default none)\n", cuda ? "pinned host" : "a separate host");
-    printf("  --offload-param none|cpu|nvme\n"
-           "                      stage 3: the working-parameter shard the gathers read lives in host\n"
-           "                      memory (cpu) or in the swap file (nvme), brought up ahead of use along\n"
-           "                      the prefetch order (default none)\n");
-    printf("  --nvme-path DIR     folder for the NVMe swap files (one per rank, O_DIRECT, removed at exit)\n");
-    printf("ZeRO++ (each on its own; --node-size N makes N consecutive ranks a logical node):\n");
-    printf("  --qwz               stage 3: forward all-gathers move int8 blocks of the weights (one fp32\n"
-           "                      scale per block), unpacked into the working buffer; backward gathers\n"
-           "                      move the weights as they are (qwZ)\n");
-    printf("  --hpz N             stage 3: after a unit's forward gather each rank keeps 1/N of it, so that\n"
-           "                      its backward gather stays inside groups of N consecutive ranks (N = the\n"
-           "                      node size: no inter-node traffic); costs psi/N working values per rank\n"
-           "                      (hpZ; 0 or 1: off)\n");
-    printf("  --qgz               gradients reduced in two hops, inside the node then across nodes, as int4\n"
-           "                      blocks, summed in fp32 in a fixed order (qgZ)\n");
-    printf("  --hier-reduce       the same two hops without quantization: the bytes a rank sends to\n"
-           "                      other nodes shrink by the node size against the flat all-to-all\n");
-    printf("  --qwz-block N       values per int8 block (even; default %d)\n", TRAIN_QUANT_BLOCK_DEFAULT);
-    printf("  --qgz-block N       values per int4 block (even; default %d)\n", TRAIN_QGZ_BLOCK_DEFAULT);
-    printf("  --deepspeed FILE    DeepSpeed's ds_config.json: its keys (listed at the end) set what the\n"
-           "                      flags set (a flag given too must agree; \"auto\" keeps the flag's value\n"
-           "                      or the default)\n");
-    printf("  Under -z, -n writes sharded checkpoints (OUT/zero_STEP/, each with OUT/model_STEP.bin), -y 1\n"
-           "  resumes from them (any world size or stage), OUT/zero_report.json holds the measured memory\n"
-           "  and traffic.\n");
-    printf("  -h        this help\n");
+    c->trace_steps = TRAIN_TRACE_STEPS_DEFAULT;
 }
 
 static long parse_long(const char *flag, const char *s, long lo, long hi) {
@@ -385,21 +181,538 @@ static int parse_offload(const char *flag, const char *s) {
     return v;
 }
 
+// ----------------------------------------------------------------------------
+// The flags: one table gives the parser and the help (-h).
+
+// The trainers whose help lists a row: train_gpt2, train_gpt2cu, train_gpt2_zero, and groups
+// of them. (The parser takes a row's flag in every trainer, save that train_gpt2cu refuses
+// the ZeRO flags.)
+enum { FOR_CPU = 1, FOR_CU = 2, FOR_CU_ZERO = 4, FOR_ALL = FOR_CPU | FOR_CU | FOR_CU_ZERO,
+       FOR_CUDA = FOR_CU | FOR_CU_ZERO, FOR_ZERO = FOR_CPU | FOR_CU_ZERO };
+
+static unsigned flavour_bit(const char *flavour) {
+    return flavour_cuda_zero(flavour) ? FOR_CU_ZERO : flavour_cuda(flavour) ? FOR_CU : FOR_CPU;
+}
+
+// How a value is read and where it goes (the field at the row's offset, of this type).
+typedef enum {
+    V_STR,       // const char *: the text as given
+    V_INT,       // int: an integer in [lo, hi]
+    V_LONG,      // long: the same
+    V_I64,       // int64_t: the same
+    V_U64,       // uint64_t: an integer in [0, 2^63-1]
+    V_FLOAT,     // float: a number in [lo, hi]
+    V_DOUBLE,    // double: the same, read as a float
+    V_BETA,      // float: in [0, 1)
+    V_BLOCK,     // int: an even quantization block
+    V_OFFLOAD,   // int: none, cpu or nvme
+    V_SCHEDULE,  // int: a -k name
+    V_SET,       // int: set to 1; the flag takes no value
+    V_HELP,      // -h: the help
+    V_HEADING,   // no flag: a line of the help (a section heading or a note)
+} ValueKind;
+
+#define NO_FIELD ((size_t)-1)   // a flag that stores nothing (or only in its own way)
+
+typedef struct Flag Flag;
+// One flag being read: the row, its value, the trainer.
+typedef struct {
+    TrainConfig *c;
+    const Flag *f;
+    const char *arg;
+    const char *flavour, *prog;
+    int nan_skip_limit_given;   // --nan-skip-limit (it needs --nan-skip)
+} Parse;
+// A value read in a way of its own (a refusal, a check, more than a store).
+typedef void (*ParseValue)(Parse *p);
+
+struct Flag {
+    const char *flag;    // as typed, named in messages and in the help: "-b", "--seed", "-nk"
+    const char *name;    // getopt's long name where the flag's is not it ("-h N": "hellaswag"), or NULL
+    const char *value;   // the value's name in the help ("N"); NULL: the flag takes no value
+    ValueKind kind;
+    size_t at;           // offsetof(TrainConfig, its field), or NO_FIELD
+    double lo, hi;       // the value's range; for a heading, lo: the column its rows' help starts at
+    int given;           // the TrainFlag the flag sets (a config file may not contradict it), or -1
+    unsigned who;        // FOR_*: the trainers whose help lists it
+    int zero;            // a ZeRO flag: train_gpt2cu refuses it
+    // The help: a printf format given the default (as text: %s), one line per '\n';
+    // "{A}{B}" reads A in the CUDA trainers' help and B in the CPU trainer's.
+    const char *help;
+    ParseValue parse;    // NULL: read by kind
+};
+
+// Prints "error: " and the message, and exits 1.
+static void refuse(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void refuse(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    exit(1);
+}
+
+// The value as an integer in the row's range.
+static long int_value(const Parse *p) { return parse_long(p->f->flag, p->arg, (long)p->f->lo, (long)p->f->hi); }
+
+// llm.c's multi-node flags: this project's start-up takes the same facts from the launcher.
+static void refuse_multinode(Parse *p) {
+    if (!flavour_zero(p->flavour))
+        refuse("%s is llm.c's multi-process start-up, and %s trains one GPU: for data parallel training run "
+               "train_gpt2_zero under mpirun -np N (see -h)\n", p->f->flag, p->prog);
+    refuse("%s is llm.c's multi-process start-up (-pn processes, -pr rank, -pg GPUs per node, -pm/-pi tcp|fs|mpi, "
+           "-ps server, -pp/-pf shared folder), not taken here: the launcher says it. Use mpirun -np N (or srun), or "
+           "without MPI set RANK, WORLD_SIZE and LOCAL_RANK in each process with ZERO_BOOTSTRAP_TCP=host:port "
+           "(llm.c's tcp) or ZERO_BOOTSTRAP_FILE=path (llm.c's fs) and the job's ZERO_BOOTSTRAP_SECRET "
+           "(zero/README.md: Start-up)\n", p->f->flag);
+}
+
+static void refuse_gelu_fusion(Parse *p) {
+    (void)p;
+    refuse("-ge (llm.c's GELU fusion into the matmul) is not selectable: the CUDA model's kernels are fixed; "
+           "drop -ge\n");
+}
+
+static void read_steps(Parse *p) { p->c->max_steps = parse_steps(p->arg); }
+
+static void read_recompute(Parse *p) {
+    if (!flavour_cuda(p->flavour))
+        refuse("-r (activation recompute) is the CUDA trainers': the CPU trainer keeps every activation, or with "
+               "--act-checkpoint 1 only each block's input\n");
+    p->c->recompute = (int)int_value(p);
+}
+
+// A switch of llm.c's accepted without effect when in range (-f: no matmul here takes fp32 inputs).
+static void check_only(Parse *p) { (void)int_value(p); }
+
+static void read_master_weights(Parse *p) {
+    if (int_value(p) == 0)
+        refuse("-w 0 (no fp32 master weights) is not available: every trainer keeps fp32 master weights (-w 1). To "
+               "save their memory, shard them with ZeRO (-z 1, 2 or 3)\n");
+}
+
+static void read_hellaswag(Parse *p) {
+    if (int_value(p) == 1)
+        refuse("-h 1 asks for llm.c's HellaSwag evaluation, which is not implemented here; -h 0 (no evaluation) is "
+               "accepted, and -h alone prints the help\n");
+}
+
+static void read_gpu_status(Parse *p) {
+    if (int_value(p) > 0)
+        refuse("-lg %s (llm.c's GPU utilization, power and temperature every N steps) is not implemented: run "
+               "nvidia-smi --query-gpu=utilization.gpu,memory.used,power.draw,temperature.gpu --format=csv -l 10 "
+               "beside the run; -lg 0 or -1 (off) is accepted\n", p->arg);
+}
+
+static void read_micro_grads(Parse *p) {
+    p->c->micro_grads = (int)int_value(p);
+    p->c->micro_grads_given = 1;
+}
+
+static void read_nan_skip_limit(Parse *p) {
+    p->c->nan_skip_limit = (int)int_value(p);
+    p->nan_skip_limit_given = 1;
+}
+
+static void read_gpu_mem(Parse *p) {
+    if (train_config_parse_bytes(p->arg, &p->c->gpu_mem) != 0)
+        refuse("--gpu-mem expects a size from 1 byte to 2^60 bytes such as 80G, 80GiB, 80GB or 85899345920, got "
+               "'%s'\n", p->arg);
+}
+
+static void read_act_offload(Parse *p) {
+    p->c->act_offload = strcmp(p->arg, "nvme") == 0 ? TRAIN_ACT_OFFLOAD_NVME : (int)int_value(p);
+}
+
+static void read_schedule(int *v, const char *arg) {
+    int k = 0;
+    while (k < 4 && strcmp(arg, train_lr_schedule_names[k]) != 0) k++;
+    if (k == 4) refuse("-k expects a learning rate schedule: cosine, linear, constant or wsd, got '%s'\n", arg);
+    *v = k;
+}
+
+// Reads arg into f's field by f's kind.
+static void store_value(TrainConfig *c, const Flag *f, const char *arg) {
+    if (f->at == NO_FIELD) return;
+    char *p = (char *)c + f->at;
+    long lo = (long)f->lo, hi = (long)f->hi;
+    switch (f->kind) {
+    case V_STR: *(const char **)p = arg; break;
+    case V_INT: *(int *)p = (int)parse_long(f->flag, arg, lo, hi); break;
+    case V_LONG: *(long *)p = parse_long(f->flag, arg, lo, hi); break;
+    case V_I64: *(int64_t *)p = parse_long(f->flag, arg, lo, hi); break;
+    case V_U64: *(uint64_t *)p = (uint64_t)parse_long(f->flag, arg, 0, LONG_MAX); break;
+    case V_FLOAT: *(float *)p = parse_float(f->flag, arg, f->lo, f->hi); break;
+    case V_DOUBLE: *(double *)p = parse_float(f->flag, arg, f->lo, f->hi); break;
+    case V_BETA: *(float *)p = parse_beta(f->flag, arg); break;
+    case V_BLOCK: *(int *)p = parse_block(f->flag, arg); break;
+    case V_OFFLOAD: *(int *)p = parse_offload(f->flag, arg); break;
+    case V_SCHEDULE: read_schedule((int *)p, arg); break;
+    case V_SET: *(int *)p = 1; break;
+    case V_HELP: case V_HEADING: break;
+    }
+}
+
+// The default of f's field, as its help prints it.
+static void default_text(const TrainConfig *d, const Flag *f, char *buf, size_t len) {
+    buf[0] = '\0';
+    if (f->at == NO_FIELD) return;
+    const char *p = (const char *)d + f->at;
+    switch (f->kind) {
+    case V_STR: snprintf(buf, len, "%s", *(const char *const *)p ? *(const char *const *)p : ""); break;
+    case V_INT: case V_BLOCK: case V_OFFLOAD: case V_SET: snprintf(buf, len, "%d", *(const int *)p); break;
+    case V_LONG: snprintf(buf, len, "%ld", *(const long *)p); break;
+    case V_I64: snprintf(buf, len, "%lld", (long long)*(const int64_t *)p); break;
+    case V_U64: snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case V_FLOAT: case V_BETA: snprintf(buf, len, "%g", *(const float *)p); break;
+    case V_DOUBLE: snprintf(buf, len, "%g", *(const double *)p); break;
+    case V_SCHEDULE: snprintf(buf, len, "%s", train_lr_schedule_names[*(const int *)p]); break;
+    case V_HELP: case V_HEADING: break;
+    }
+}
+
+#define AT(field) offsetof(TrainConfig, field)
+// A line of the help with no flag (printed as it is), or with text NULL only a new column
+// for the rows below it (0: the same column).
+#define HEADING(who, column, text) {NULL, NULL, NULL, V_HEADING, NO_FIELD, column, 0, -1, who, 0, text, NULL}
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+// In the order of the help. Rows of one flag (its help differs between trainers) read the value
+// alike; the parser uses the first.
+static const Flag flags[] = {
+    HEADING(FOR_ALL, 10, NULL),
+    {"-i", NULL, "GLOB", V_STR, AT(train_pattern), 0, 0, -1, FOR_ALL, 0, "train token shards (default %s)", NULL},
+    {"-j", NULL, "GLOB", V_STR, AT(val_pattern), 0, 0, -1, FOR_ALL, 0, "validation token shards (default %s)", NULL},
+    {"-e", NULL, "MODEL", V_STR, AT(model), 0, 0, -1, FOR_ZERO, 0,
+     "descriptor dN[cC][hH][tT] (N layers, C channels = 64N, H heads = C/64,\n"
+     "T max sequence 1024; at most d1024, c65536, h4096, t1048576) or an llm.c\n"
+     "model file; under -z each rank reads only its shards (default %s)", NULL},
+    {"-e", NULL, "MODEL", V_STR, AT(model), 0, 0, -1, FOR_CU, 0,
+     "descriptor dN[cC][hH][tT] (N layers, C channels = 64N, H heads = C/64,\n"
+     "T max sequence 1024; at most d1024, c65536, h4096, t1048576) or an llm.c\n"
+     "model file (default %s)", NULL},
+    {"-o", NULL, "DIR", V_STR, AT(out_dir), 0, 0, -1, FOR_ALL, 0,
+     "output folder: main.log, checkpoints, the model files model_STEP.bin (one per\n"
+     "checkpoint) and model_final.bin (at the end) (default %s)", NULL},
+    {"-b", NULL, "N", V_INT, AT(B), 1, 1 << 20, TRAIN_FLAG_B, FOR_ALL, 0, "micro-batch size per rank (default %s)",
+     NULL},
+    {"-t", NULL, "N", V_INT, AT(T), 1, 1 << 20, -1, FOR_ALL, 0, "sequence length (default %s)", NULL},
+    {"-d", NULL, "N", V_I64, AT(total_batch_tokens), -1, 1L << 40, TRAIN_FLAG_TOTAL_BATCH, FOR_ALL, 0,
+     "total batch in tokens per step (all ranks): a multiple of B*T*ranks, gradient\n"
+     "accumulation covers the rest, at most " STR(TRAIN_MAX_GRAD_ACCUM) " micro-batches per rank (default B*T*ranks)",
+     NULL},
+    {"-l", NULL, "LR", V_FLOAT, AT(lr), 0, 10, TRAIN_FLAG_LR, FOR_ALL, 0, "peak learning rate (default %s)", NULL},
+    {"-u", NULL, "N", V_INT, AT(warmup_steps), 0, 1 << 30, -1, FOR_ALL, 0, "warmup steps (default %s)", NULL},
+    {"-k", NULL, "NAME", V_SCHEDULE, AT(lr_schedule), 0, 0, -1, FOR_ALL, 0,
+     "learning rate schedule after the warmup, llm.c's: cosine (to -q x peak), linear\n"
+     "(to -q x peak), constant (the peak), wsd (the peak until 80%% of the steps, then\n"
+     "1 - sqrt decay to -q x peak) (default %s)", NULL},
+    {"-q", NULL, "F", V_FLOAT, AT(final_lr_frac), 0, 1, -1, FOR_ALL, 0,
+     "final learning rate as a fraction of the peak (default %s)", NULL},
+    {"-c", NULL, "WD", V_FLOAT, AT(weight_decay), 0, 10, TRAIN_FLAG_WEIGHT_DECAY, FOR_ALL, 0,
+     "AdamW weight decay on 2D tensors (default %s)", NULL},
+    {"-x", NULL, "N", V_INT, AT(max_steps), 0, 0, -1, FOR_ALL, 0,
+     "optimizer steps, at least 1 (default %s; -1 = one epoch of the train data)", read_steps},
+    {"-v", NULL, "N", V_INT, AT(val_every), 0, 1 << 30, -1, FOR_ALL, 0,
+     "validation loss every N steps, 0 = never (default %s)", NULL},
+    {"-m", NULL, "N", V_INT, AT(val_max_steps), -1, 1 << 30, -1, FOR_ALL, 0,
+     "validation batches per evaluation, -1 = all (default %s)", NULL},
+    {"-s", NULL, "N", V_INT, AT(sample_every), 0, 1 << 30, -1, FOR_ALL, 0,
+     "sample text every N steps, 0 = never (default %s)", NULL},
+    {"-g", NULL, "N", V_INT, AT(gen_tokens), 0, 1 << 20, -1, FOR_ALL, 0, "tokens to sample (default %s)", NULL},
+    {"-n", NULL, "N", V_INT, AT(checkpoint_every), 0, 1 << 30, -1, FOR_ALL, 0,
+     "checkpoint every N steps and at the end, 0 = never (default %s)", NULL},
+    {"-nk", NULL, "N", V_INT, AT(ckpt_keep), 0, 1 << 30, -1, FOR_ALL, 0,
+     "checkpoints kept on disk, the newest; 0 = all (default %s: this one and the previous)", NULL},
+    {"-nm", NULL, "N", V_INT, AT(ckpt_major), 0, 1 << 30, -1, FOR_ALL, 0,
+     "major checkpoints: one whose step is a multiple of N is never removed by -nk, 0 = none\n(default %s)", NULL},
+    {"-sl", NULL, "Z", V_FLOAT, AT(skip_loss_z), 0, 1e9, -1, FOR_ALL, 0,
+     "skip an update whose loss is more than Z standard deviations above the mean of the\n"
+     "last 128 steps' losses (llm.c's outlier window: no skip in the first 128 steps);\n"
+     "0 = off (default %s). The run's end says how many were skipped", NULL},
+    {"-sg", NULL, "Z", V_FLOAT, AT(skip_norm_z), 0, 1e9, -1, FOR_ALL, 0, "the same for the gradient norm (default %s)",
+     NULL},
+    {"-a", NULL, "0|1", V_INT, AT(overfit_batch), 0, 1, -1, FOR_ALL, 0,
+     "1: overfit one batch: every step trains on the train data's first batch (all its\n"
+     "micro-batches), for debugging (default %s)", NULL},
+    {"-h", "hellaswag", "0", V_INT, NO_FIELD, 0, 1, -1, FOR_ALL, 0,
+     "accepted: no HellaSwag evaluation (-h 1 is refused: not implemented)", read_hellaswag},
+    {"-f", NULL, "0|1", V_INT, NO_FIELD, 0, 1, -1, FOR_ALL, 0,
+     "llm.c's TF32 switch: accepted, no effect (no matmul here takes fp32 inputs)", check_only},
+    {"-w", NULL, "1", V_INT, NO_FIELD, 0, 1, -1, FOR_ALL, 0,
+     "llm.c's fp32 master weights: always kept (-w 0 is refused)", read_master_weights},
+    {"-lg", NULL, "N", V_INT, NO_FIELD, -(1L << 30), 1L << 30, -1, FOR_ALL, 0,
+     "llm.c's GPU status every N steps: N <= 0 (off) accepted, N > 0 refused", read_gpu_status},
+    {"-y", NULL, "1", V_INT, AT(resume), 0, 1, -1, FOR_ALL, 0,
+     "resume from the latest checkpoint in the output folder; with none there\n"
+     "yet, start fresh (so a restart loop can always pass -y 1)", NULL},
+    {"-r", NULL, "N", V_INT, AT(recompute), 0, 2, -1, FOR_CUDA, 0,
+     "activation recompute: 0 none, 1 GELU, 2 GELU and LayerNorms (default %s)", read_recompute},
+    {"-ge", NULL, "N", V_INT, NO_FIELD, 0, 0, -1, 0, 0, NULL, refuse_gelu_fusion},
+    {"-pn", NULL, "N", V_INT, NO_FIELD, 0, 0, -1, 0, 0, NULL, refuse_multinode},
+    {"-pr", NULL, "N", V_INT, NO_FIELD, 0, 0, -1, 0, 0, NULL, refuse_multinode},
+    {"-pg", NULL, "N", V_INT, NO_FIELD, 0, 0, -1, 0, 0, NULL, refuse_multinode},
+    {"-pm", NULL, "N", V_INT, NO_FIELD, 0, 0, -1, 0, 0, NULL, refuse_multinode},
+    {"-pi", NULL, "N", V_INT, NO_FIELD, 0, 0, -1, 0, 0, NULL, refuse_multinode},
+    {"-ps", NULL, "N", V_INT, NO_FIELD, 0, 0, -1, 0, 0, NULL, refuse_multinode},
+    {"-pp", NULL, "N", V_INT, NO_FIELD, 0, 0, -1, 0, 0, NULL, refuse_multinode},
+    {"-pf", NULL, "N", V_INT, NO_FIELD, 0, 0, -1, 0, 0, NULL, refuse_multinode},
+    HEADING(FOR_ALL, 16, NULL),
+    {"--cudnn", NULL, "0|1", V_INT, AT(use_cudnn), 0, 1, -1, FOR_CUDA, 0,
+     "cuDNN flash attention (1) or plain kernels (0) (default %s)", NULL},
+    {"--seed", NULL, "N", V_U64, AT(seed), 0, 0, -1, FOR_ALL, 0,
+     "seed of init, data order and sampling, 0 to 2^63-1 (default %s)", NULL},
+    {"--shuffle", NULL, "0|1", V_INT, AT(shuffle), 0, 1, -1, FOR_ALL, 0,
+     "shuffle the train windows each epoch (default %s)", NULL},
+    {"--grad-clip", NULL, "F", V_FLOAT, AT(grad_clip), -1, 1e9, TRAIN_FLAG_GRAD_CLIP, FOR_ALL, 0,
+     "clip the global gradient norm to F, <= 0 disables (default %s)", NULL},
+    {"--beta1", NULL, "F", V_BETA, AT(beta1), 0, 1, TRAIN_FLAG_BETA1, FOR_ALL, 0,
+     "AdamW's first-moment decay, in [0, 1) (default %s)", NULL},
+    {"--beta2", NULL, "F", V_BETA, AT(beta2), 0, 1, TRAIN_FLAG_BETA2, FOR_ALL, 0,
+     "AdamW's second-moment decay, in [0, 1) (default %s)", NULL},
+    {"--adam-eps", NULL, "F", V_FLOAT, AT(adam_eps), 1e-30, 1, TRAIN_FLAG_ADAM_EPS, FOR_ALL, 0,
+     "AdamW's epsilon, in [1e-30, 1] (default %s)", NULL},
+    {"--nan-skip", NULL, NULL, V_SET, AT(nan_skip), 0, 0, -1, FOR_ALL, 0,
+     "a step whose loss or gradient norm is NaN or infinite is skipped (its\n"
+     "update is not applied) and training goes on; the run's end says how many\n"
+     "were skipped. Default: such a step stops the run with a message naming it,\n"
+     "and nothing of it is saved", NULL},
+    {"--nan-skip-limit", NULL, "N", V_INT, AT(nan_skip_limit), 1, 1 << 30, -1, FOR_ALL, 0,
+     "with --nan-skip: the N-th skipped step in a row stops the run as a\n"
+     "non-finite step does without --nan-skip (default %s)", read_nan_skip_limit},
+    {"--tokenizer", NULL, "F", V_STR, AT(tokenizer_path), 0, 0, -1, FOR_ALL, 0,
+     "llm.c tokenizer file for samples (default %s)", NULL},
+    {"--threads", NULL, "N", V_INT, AT(threads), 0, 4096, -1, FOR_CPU, 0,
+     "OpenMP threads (default: cores / ranks on this node)", NULL},
+    {"--trace", NULL, "FILE", V_STR, AT(trace_path), 0, 0, -1, FOR_ALL, 0,
+     "a timeline per rank, FILE.rankRRRRR.json (Chrome trace: Perfetto, chrome://tracing):\n"
+     "what each thread did and waited on (forward and backward of each unit, each\n"
+     "gather and reduction, host-stream and NVMe work, the optimizer step, validation,\n"
+     "checkpoints){ and a track per GPU stream of what the GPU ran, timed by CUDA events}{}, the last --trace-steps N "
+     "steps (default " STR(TRAIN_TRACE_STEPS_DEFAULT) "), also written when\n"
+     "the watchdog ends a stuck run; scripts/trace_merge.py joins the ranks' files", NULL},
+    {"--trace-steps", NULL, "N", V_INT, AT(trace_steps), 0, 1 << 20, -1, 0, 0, NULL, NULL},
+    {"--micro-grads", NULL, "0|1", V_INT, AT(micro_grads), 0, 1, -1, FOR_CPU | FOR_CU, 0,
+     "with gradient accumulation: 1 computes each micro-batch's gradient in a\n"
+     "buffer of its own (one more gradient-sized buffer) and adds it to the sum,\n"
+     "so accumulation N gives the bits of ZeRO on N ranks; 0 accumulates inside\n"
+     "the backward's kernels (no buffer; the last bits differ from N ranks)\n"
+     "(default %s)", read_micro_grads},
+    // train_gpt2_zero: the gradients are the plugin's; no flag, a fixed rule per stage
+    {"--micro-grads", NULL, "", V_INT, AT(micro_grads), 0, 1, -1, FOR_CU_ZERO, 0,
+     "refused here (the gradients are the ZeRO plugin's): with accumulation,\n"
+     "-z 2 and 3 add each micro-step's reduced gradient into their shard (the\n"
+     "bits of train_gpt2cu --micro-grads 1 at 1 rank), -z 0 and 1 accumulate\n"
+     "inside the backward's kernels (those of --micro-grads 0)", read_micro_grads},
+    {"--act-checkpoint", NULL, "0|1", V_INT, AT(act_checkpoint), 0, 1, -1, FOR_ALL, 0,
+     "activation checkpointing: keep only each transformer block's input\n"
+     "and recompute the block's forward just before its backward (the same\n"
+     "gradients; activations: the block inputs plus one block's) (default %s)", NULL},
+    {"--act-offload", NULL, "0|1{}{|nvme}", V_INT, AT(act_offload), 0, 1, TRAIN_FLAG_ACT_OFFLOAD, FOR_ALL, 0,
+     "with --act-checkpoint 1: the block inputs go to {pinned host memory (a copy stream)}{a host buffer of their "
+     "own (1)}\nafter each block's forward and come back ahead of its backward{}{;\n"
+     "nvme: to a swap file under --nvme-path (they grow with depth: on NVMe\n"
+     "they take no memory)} (default %s)", read_act_offload},
+    {"--tile-linear", NULL, "K", V_INT, AT(tile_linear), 1, GPT2_MAX_TILES, -1, FOR_ALL, 0,
+     "memory-centric tiling: each block's four linears (qkv, attention projection,\n"
+     "MLP fc and projection) run as K tiles along their output rows, each tile a\n"
+     "parameter unit of its own, so ZeRO stage 3 gathers one tile at a time; K must\n"
+     "divide the channels C{ with C/K a multiple of 8}{}. Same model files; a sharded checkpoint resumes\n"
+     "only with the same K (default %s)", NULL},
+    {"--tile-vocab", NULL, "KV", V_INT, AT(tile_vocab), 1, GPT2_MAX_TILES, -1, FOR_ALL, 0,
+     "the same for the vocabulary: the token embedding and the classifier run as\n"
+     "KV tiles of wte's rows, each tile's embedding and classifier parts units of\n"
+     "their own, so ZeRO stage 3 gathers Vp/KV rows of wte at a time instead of all\n"
+     "of them; KV must divide the padded vocabulary Vp{ with Vp/KV a multiple of 8}{}.\n"
+     "Same model files; a sharded checkpoint resumes only with the same KV\n"
+     "(default %s)", NULL},
+    HEADING(FOR_ALL, 10,
+            "  llm.c's -r (CPU), -ge, -pn -pr -pg -pm/-pi -ps -pp/-pf are refused, each saying what to use"),
+    {"-h", NULL, NULL, V_HELP, NO_FIELD, 0, 0, -1, FOR_CU, 0, "this help", NULL},
+    HEADING(FOR_CU, 0, "\nOne GPU, unsharded. Data parallel training with ZeRO: train_gpt2_zero (mpirun -np N)."),
+    HEADING(FOR_ZERO, 20, "\nZeRO (data parallel over MPI ranks; launch with mpirun -np N):"),
+    {"-z", NULL, "STAGE", V_INT, AT(zero_stage), 0, 3, TRAIN_FLAG_ZERO_STAGE, FOR_ZERO, 1,
+     "0 data parallel, 1 optimizer states, 2 + gradients, 3 + parameters\n"
+     "sharded (default: {0}{no plugin, a single unsharded rank; several ranks need -z})", NULL},
+    {"--zero-bucket", NULL, "N", V_LONG, AT(zero_bucket), 0, 1L << 40, TRAIN_FLAG_ZERO_BUCKET, FOR_ZERO, 1,
+     "gradient reduction bucket, elements (default: from the model, at most 4M,\n"
+     "so that stage 2 holds less gradient memory than stage 1)", NULL},
+    {"--zero-prefetch", NULL, "N", V_LONG, AT(zero_prefetch), 0, 1L << 40, TRAIN_FLAG_ZERO_PREFETCH, FOR_ZERO, 1,
+     "stage 3: gather up to N elements ahead (default: one typical unit, so that\n"
+     "stage 3 holds less parameter memory than stage 2)", NULL},
+    {"--zero-max-live", NULL, "N", V_LONG, AT(zero_max_live), 0, 1L << 40, TRAIN_FLAG_ZERO_MAX_LIVE, FOR_ZERO, 1,
+     "stage 3: most gathered elements alive, 0 = largest unit + prefetch", NULL},
+    {"--zero-persist", NULL, "N", V_LONG, AT(zero_persist), 0, 1L << 40, TRAIN_FLAG_ZERO_PERSIST, FOR_ZERO, 1,
+     "stage 3: tensors of at most N elements stay gathered (default %s)", NULL},
+    {"--node-size", NULL, "N", V_INT, AT(node_size), 0, 1 << 20, -1, FOR_ZERO, 1,
+     "ranks per logical node, for intra/inter-node figures (default: real nodes)", NULL},
+    {"--zero-timeout", NULL, "S", V_DOUBLE, AT(zero_timeout), 0.001, 1e9, -1, FOR_ZERO, 1,
+     "a collective stuck this many seconds ends the run (default %s)", NULL},
+    {"--dry-run", NULL, NULL, V_SET, AT(dry_run), 0, 0, -1, FOR_ZERO, 1,
+     "{with -z: predict per-rank memory and bytes sent per step for --world\n"
+     "ranks, write OUT/zero_report.json, and exit without training}"
+     "{predict the memory of the run and exit without training: with -z per\n"
+     "rank for --world ranks, and the bytes sent per step (OUT/zero_report.json);\n"
+     "without -z the unsharded run's (OUT/memory_report.json). Counts the\n"
+     "process's peak: model states, buffers, activations and its runtime}", NULL},
+    {"--world", NULL, "N", V_INT, AT(dry_run_world), 1, 1 << 20, -1, FOR_ZERO, 1,
+     "ranks for --dry-run (default %s)", NULL},
+    {"--gpu-mem", NULL, "SIZE", V_INT, NO_FIELD, 0, 0, -1, FOR_ZERO, 1,
+     "with --dry-run: memory a rank has for the model ({GPU}{host RAM}): prints\n"
+     "per rank whether its total ({model states, buffers, activations}{the process's predicted peak}) fits,\n"
+     "and exits with status 2 when one does not, or when the swap files do not\n"
+     "fit the free space under --nvme-path. SIZE: 80G = 80GiB = 80 x 2^30\n"
+     "bytes, 80GB = 80 x 10^9; K M T alike, fractions allowed (79.5G), B = bytes", read_gpu_mem},
+    {"--offload-optimizer", NULL, "none|cpu|nvme", V_OFFLOAD, AT(offload_optimizer), 0, 0, TRAIN_FLAG_OFFLOAD_OPTIMIZER,
+     FOR_ZERO, 1,
+     "stages 1-3 (ZeRO-Offload, ZeRO-Infinity): the fp32 master, AdamW m and v\n"
+     "and the reduced gradient of a rank's shard live in {pinned host}{a separate host} memory (cpu)\n"
+     "or in a swap file under --nvme-path (nvme), and AdamW runs on the\n"
+     "CPU; bit-identical to none (default none)", NULL},
+    {"--offload-param", NULL, "none|cpu|nvme", V_OFFLOAD, AT(offload_param), 0, 0, TRAIN_FLAG_OFFLOAD_PARAM,
+     FOR_ZERO, 1,
+     "stage 3: the working-parameter shard the gathers read lives in host\n"
+     "memory (cpu) or in the swap file (nvme), brought up ahead of use along\n"
+     "the prefetch order (default none)", NULL},
+    {"--nvme-path", NULL, "DIR", V_STR, AT(nvme_path), 0, 0, TRAIN_FLAG_NVME_PATH, FOR_ZERO, 1,
+     "folder for the NVMe swap files (one per rank, O_DIRECT, removed at exit)", NULL},
+    HEADING(FOR_ZERO, 0, "ZeRO++ (each on its own; --node-size N makes N consecutive ranks a logical node):"),
+    {"--qwz", NULL, NULL, V_SET, AT(qwz), 0, 0, TRAIN_FLAG_QWZ, FOR_ZERO, 1,
+     "stage 3: forward all-gathers move int8 blocks of the weights (one fp32\n"
+     "scale per block), unpacked into the working buffer; backward gathers\n"
+     "move the weights as they are (qwZ)", NULL},
+    {"--hpz", NULL, "N", V_INT, AT(hpz), 0, 1 << 20, TRAIN_FLAG_HPZ, FOR_ZERO, 1,
+     "stage 3: after a unit's forward gather each rank keeps 1/N of it, so that\n"
+     "its backward gather stays inside groups of N consecutive ranks (N = the\n"
+     "node size: no inter-node traffic); costs psi/N working values per rank\n"
+     "(hpZ; 0 or 1: off)", NULL},
+    {"--qgz", NULL, NULL, V_SET, AT(qgz), 0, 0, TRAIN_FLAG_QGZ, FOR_ZERO, 1,
+     "gradients reduced in two hops, inside the node then across nodes, as int4\n"
+     "blocks, summed in fp32 in a fixed order (qgZ)", NULL},
+    {"--hier-reduce", NULL, NULL, V_SET, AT(hier_reduce), 0, 0, -1, FOR_ZERO, 1,
+     "the same two hops without quantization: the bytes a rank sends to\n"
+     "other nodes shrink by the node size against the flat all-to-all", NULL},
+    {"--qwz-block", NULL, "N", V_BLOCK, AT(qwz_block), 0, 0, -1, FOR_ZERO, 1,
+     "values per int8 block (even; default " STR(TRAIN_QUANT_BLOCK_DEFAULT) ")", NULL},
+    {"--qgz-block", NULL, "N", V_BLOCK, AT(qgz_block), 0, 0, -1, FOR_ZERO, 1,
+     "values per int4 block (even; default " STR(TRAIN_QGZ_BLOCK_DEFAULT) ")", NULL},
+    {"--deepspeed", NULL, "FILE", V_STR, AT(deepspeed), 0, 0, TRAIN_FLAG_DEEPSPEED, FOR_ZERO, 1,
+     "DeepSpeed's ds_config.json: its keys (listed at the end) set what the\n"
+     "flags set (a flag given too must agree; \"auto\" keeps the flag's value\n"
+     "or the default)", NULL},
+    HEADING(FOR_ZERO, 10,
+            "  Under -z, -n writes sharded checkpoints (OUT/zero_STEP/, each with OUT/model_STEP.bin), -y 1\n"
+            "  resumes from them (any world size or stage), OUT/zero_report.json holds the measured memory\n"
+            "  and traffic."),
+    {"-h", NULL, NULL, V_HELP, NO_FIELD, 0, 0, -1, FOR_ZERO, 0, "this help", NULL},
+};
+#define NUM_FLAGS (sizeof(flags) / sizeof(flags[0]))
+
+// Resolves help's "{A}{B}" alternatives into out: A in the CUDA trainers' help, B in the CPU's.
+static void pick(const char *help, int cuda, char *out, size_t len) {
+    size_t n = 0;
+    for (const char *p = help; *p && n + 1 < len; p++) {
+        if (*p != '{') { out[n++] = *p; continue; }
+        const char *a = p + 1, *a_end = strchr(a, '}'), *b = a_end + 2, *b_end = strchr(b, '}');
+        const char *from = cuda ? a : b, *to = cuda ? a_end : b_end;
+        while (from < to && n + 1 < len) out[n++] = *from++;
+        p = b_end;
+    }
+    out[n] = '\0';
+}
+
+// One row of the help: the flag and its value, then the help from the column on.
+static void print_row(const Flag *f, const TrainConfig *d, int cuda, int column) {
+    char text[2048], line[2048], value[64], def[256];
+    pick(f->help, cuda, text, sizeof(text));
+    if (f->kind == V_HEADING) {
+        printf("%s\n", text);
+        return;
+    }
+    default_text(d, f, def, sizeof(def));
+    snprintf(line, sizeof(line), text, def);
+    pick(f->value ? f->value : "", cuda, value, sizeof(value));
+    char syn[96];
+    snprintf(syn, sizeof(syn), "%s%s%s", f->flag, f->value ? " " : "", value);
+    int n = (int)strlen(syn);
+    if (n > column + 8) printf("  %s\n%*s", syn, column + 2, "");   // a long synopsis: the help below it
+    else if (n + 2 <= column) printf("  %-*s", column, syn);
+    else printf("  %s  ", syn);
+    for (const char *p = line; *p; p++) {
+        putchar(*p);
+        if (*p == '\n') printf("%*s", column + 2, "");
+    }
+    putchar('\n');
+}
+
+void train_config_usage(const char *prog, const char *flavour) {
+    TrainConfig d;
+    int cuda = flavour_cuda(flavour);
+    defaults(&d, cuda);
+    printf("usage: %s [options]\n\n", prog);
+    printf("Trains GPT-2 (%s). With no options it trains on the bundled corpus.\n\n",
+           cuda ? "CUDA, bf16 mixed precision" : "CPU, fp32 reference");
+    unsigned me = flavour_bit(flavour);
+    int column = 0;
+    for (size_t i = 0; i < NUM_FLAGS; i++) {
+        const Flag *f = &flags[i];
+        if (!(f->who & me)) continue;
+        if (f->kind == V_HEADING && f->lo > 0) column = (int)f->lo;
+        if (f->help) print_row(f, &d, cuda, column);
+    }
+}
+
 int train_config_has_zero(const char *flavour) { return flavour_zero(flavour); }
 
-// llm.c's two-letter flags (train_gpt2.cu), each a long option here: getopt would read
-// "-nk 2" as -n with the value "k". -pm/-pi and -pp/-pf: llm.c's help and its parser
-// disagree on these names, so both are known.
-static const struct { const char *flag; int opt; } two_letter[] = {
-    {"-nk", OPT_NK}, {"-nm", OPT_NM}, {"-sl", OPT_SL}, {"-sg", OPT_SG}, {"-lg", OPT_LG}, {"-ge", OPT_GE},
-    {"-pn", OPT_PN}, {"-pr", OPT_PR}, {"-pg", OPT_PG}, {"-pm", OPT_PM}, {"-pi", OPT_PI}, {"-ps", OPT_PS},
-    {"-pp", OPT_PP}, {"-pf", OPT_PF}};
-#define NUM_TWO_LETTER (sizeof(two_letter) / sizeof(two_letter[0]))
+// getopt's long name of a row ("seed"; llm.c's two-letter "nk", which the pre-pass makes
+// long; "hellaswag"), or NULL for a single letter.
+static const char *long_name(const Flag *f) {
+    if (f->name) return f->name;
+    if (f->flag[1] == '-') return f->flag + 2;
+    return f->flag[2] ? f->flag + 1 : NULL;
+}
 
-static const char *two_letter_flag(int opt) {
-    for (size_t k = 0; k < NUM_TWO_LETTER; k++)
-        if (two_letter[k].opt == opt) return two_letter[k].flag;
-    return "?";
+// getopt's code of row i: its letter, or past the letters the index of the first row of its
+// long name.
+enum { LONG_CODE = 1000 };
+static int code_of(size_t i) {
+    const char *name = long_name(&flags[i]);
+    if (!name) return flags[i].flag[1];
+    for (size_t k = 0;; k++) {
+        const char *other = flags[k].flag ? long_name(&flags[k]) : NULL;
+        if (other && strcmp(other, name) == 0) return LONG_CODE + (int)k;
+    }
+}
+
+// The row getopt's code names, or NULL (an unknown option, a missing value).
+static const Flag *row_of(int code) {
+    if (code >= LONG_CODE) return code - LONG_CODE < (int)NUM_FLAGS ? &flags[code - LONG_CODE] : NULL;
+    for (size_t i = 0; i < NUM_FLAGS; i++)
+        if (flags[i].flag && !long_name(&flags[i]) && flags[i].flag[1] == code) return &flags[i];
+    return NULL;
+}
+
+// getopt's option string and long options, from the rows (each name once).
+static void getopt_tables(char *shorts, struct option *longs) {
+    size_t ns = 0, nl = 0;
+    shorts[ns++] = '+';   // stop at the first non-option (an error), so argv[at] is the element parsed
+    shorts[ns++] = ':';
+    for (size_t i = 0; i < NUM_FLAGS; i++) {
+        const Flag *f = &flags[i];
+        if (!f->flag || row_of(code_of(i)) != f) continue;   // a heading, or a name seen before
+        const char *name = long_name(f);
+        if (name) {
+            longs[nl++] = (struct option){name, f->value ? required_argument : no_argument, 0, code_of(i)};
+        } else {
+            shorts[ns++] = f->flag[1];
+            if (f->value) shorts[ns++] = ':';
+        }
+    }
+    shorts[ns] = '\0';
+    longs[nl++] = (struct option){"help", no_argument, 0, 'h'};
+    longs[nl] = (struct option){0, 0, 0, 0};
 }
 
 // Whether s is an optional '-' and digits: llm.c's -h takes such a value, our -h none.
@@ -415,7 +728,7 @@ static int is_integer(const char *s) {
 // for element (so that messages can quote what the user typed). Option values are skipped,
 // so a value that looks like a flag stays a value.
 static char **llmc_flags(int argc, char **argv, const char *shorts, const struct option *longs) {
-    static char names[NUM_TWO_LETTER][8];
+    static char names[NUM_FLAGS][8];
     char **out = (char **)malloc((size_t)(argc + 1) * sizeof(char *));
     if (!out) {
         fprintf(stderr, "error: out of memory parsing the command line\n");
@@ -426,8 +739,8 @@ static char **llmc_flags(int argc, char **argv, const char *shorts, const struct
         const char *a = argv[i];
         if (strcmp(a, "--") == 0 || a[0] != '-' || a[1] == '\0') break;   // getopt stops there too ('+')
         int mapped = 0;
-        for (size_t k = 0; k < NUM_TWO_LETTER; k++)
-            if (strcmp(a, two_letter[k].flag) == 0) {
+        for (size_t k = 0; k < NUM_FLAGS; k++)
+            if (flags[k].flag && flags[k].flag[1] != '-' && flags[k].flag[2] && strcmp(a, flags[k].flag) == 0) {
                 snprintf(names[k], sizeof names[k], "-%s", a);   // "--nk"
                 out[i] = names[k];
                 mapped = 1;
@@ -452,241 +765,47 @@ static char **llmc_flags(int argc, char **argv, const char *shorts, const struct
     return out;
 }
 
-// llm.c's multi-node flags: this project's start-up takes the same facts from the launcher.
-static void refuse_multinode(const char *flag, const char *flavour, const char *prog) {
-    if (!flavour_zero(flavour)) {
-        fprintf(stderr, "error: %s is llm.c's multi-process start-up, and %s trains one GPU: for data parallel "
-                "training run train_gpt2_zero under mpirun -np N (see -h)\n", flag, prog);
-        exit(1);
-    }
-    fprintf(stderr, "error: %s is llm.c's multi-process start-up (-pn processes, -pr rank, -pg GPUs per node, "
-            "-pm/-pi tcp|fs|mpi, -ps server, -pp/-pf shared folder), not taken here: the launcher says it. Use "
-            "mpirun -np N (or srun), or without MPI set RANK, WORLD_SIZE and LOCAL_RANK in each process with "
-            "ZERO_BOOTSTRAP_TCP=host:port (llm.c's tcp) or ZERO_BOOTSTRAP_FILE=path (llm.c's fs) and the job's "
-            "ZERO_BOOTSTRAP_SECRET (zero/README.md: Start-up)\n", flag);
-    exit(1);
-}
-
 int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *flavour) {
     defaults(c, flavour_cuda(flavour));
-    // which TrainFlag each option sets (the rest: -1), so that a config file cannot
-    // silently override what the command line said
-    static const struct { int opt; TrainFlag flag; } flag_of[] = {
-        {'b', TRAIN_FLAG_B}, {'d', TRAIN_FLAG_TOTAL_BATCH}, {'l', TRAIN_FLAG_LR},
-        {'c', TRAIN_FLAG_WEIGHT_DECAY}, {OPT_CLIP, TRAIN_FLAG_GRAD_CLIP}, {OPT_BETA1, TRAIN_FLAG_BETA1},
-        {OPT_BETA2, TRAIN_FLAG_BETA2}, {OPT_ADAM_EPS, TRAIN_FLAG_ADAM_EPS}, {'z', TRAIN_FLAG_ZERO_STAGE},
-        {OPT_ZBUCKET, TRAIN_FLAG_ZERO_BUCKET}, {OPT_ZPREFETCH, TRAIN_FLAG_ZERO_PREFETCH},
-        {OPT_ZLIVE, TRAIN_FLAG_ZERO_MAX_LIVE}, {OPT_ZPERSIST, TRAIN_FLAG_ZERO_PERSIST},
-        {OPT_OFFLOAD_OPT, TRAIN_FLAG_OFFLOAD_OPTIMIZER}, {OPT_OFFLOAD_PARAM, TRAIN_FLAG_OFFLOAD_PARAM},
-        {OPT_ACT_OFFLOAD, TRAIN_FLAG_ACT_OFFLOAD}, {OPT_QWZ, TRAIN_FLAG_QWZ}, {OPT_HPZ, TRAIN_FLAG_HPZ},
-        {OPT_QGZ, TRAIN_FLAG_QGZ},
-        {OPT_NVME_PATH, TRAIN_FLAG_NVME_PATH}, {OPT_DEEPSPEED, TRAIN_FLAG_DEEPSPEED}};
-    static const struct option longs[] = {
-        {"seed", required_argument, 0, OPT_SEED},
-        {"shuffle", required_argument, 0, OPT_SHUFFLE},
-        {"grad-clip", required_argument, 0, OPT_CLIP},
-        {"tokenizer", required_argument, 0, OPT_TOKENIZER},
-        {"threads", required_argument, 0, OPT_THREADS},
-        {"zero-bucket", required_argument, 0, OPT_ZBUCKET},
-        {"zero-prefetch", required_argument, 0, OPT_ZPREFETCH},
-        {"zero-max-live", required_argument, 0, OPT_ZLIVE},
-        {"zero-persist", required_argument, 0, OPT_ZPERSIST},
-        {"node-size", required_argument, 0, OPT_NODE},
-        {"zero-timeout", required_argument, 0, OPT_ZTIMEOUT},
-        {"dry-run", no_argument, 0, OPT_DRYRUN},
-        {"world", required_argument, 0, OPT_WORLD},
-        {"gpu-mem", required_argument, 0, OPT_GPUMEM},
-        {"nan-skip", no_argument, 0, OPT_NANSKIP},
-        {"nan-skip-limit", required_argument, 0, OPT_NANSKIP_LIMIT},
-        {"beta1", required_argument, 0, OPT_BETA1},
-        {"beta2", required_argument, 0, OPT_BETA2},
-        {"adam-eps", required_argument, 0, OPT_ADAM_EPS},
-        {"deepspeed", required_argument, 0, OPT_DEEPSPEED},
-        {"offload-optimizer", required_argument, 0, OPT_OFFLOAD_OPT},
-        {"offload-param", required_argument, 0, OPT_OFFLOAD_PARAM},
-        {"nvme-path", required_argument, 0, OPT_NVME_PATH},
-        {"trace", required_argument, 0, OPT_TRACE},
-        {"trace-steps", required_argument, 0, OPT_TRACE_STEPS},
-        {"act-checkpoint", required_argument, 0, OPT_ACT_CKPT},
-        {"act-offload", required_argument, 0, OPT_ACT_OFFLOAD},
-        {"tile-linear", required_argument, 0, OPT_TILE_LINEAR},
-        {"tile-vocab", required_argument, 0, OPT_TILE_VOCAB},
-        {"qwz", no_argument, 0, OPT_QWZ},
-        {"hpz", required_argument, 0, OPT_HPZ},
-        {"qgz", no_argument, 0, OPT_QGZ},
-        {"hier-reduce", no_argument, 0, OPT_HIER},
-        {"qwz-block", required_argument, 0, OPT_QWZ_BLOCK},
-        {"qgz-block", required_argument, 0, OPT_QGZ_BLOCK},
-        {"cudnn", required_argument, 0, OPT_CUDNN},
-        {"micro-grads", required_argument, 0, OPT_MICRO_GRADS},
-        {"hellaswag", required_argument, 0, OPT_HELLASWAG},
-        {"nk", required_argument, 0, OPT_NK}, {"nm", required_argument, 0, OPT_NM},
-        {"sl", required_argument, 0, OPT_SL}, {"sg", required_argument, 0, OPT_SG},
-        {"lg", required_argument, 0, OPT_LG}, {"ge", required_argument, 0, OPT_GE},
-        {"pn", required_argument, 0, OPT_PN}, {"pr", required_argument, 0, OPT_PR},
-        {"pg", required_argument, 0, OPT_PG}, {"pm", required_argument, 0, OPT_PM},
-        {"pi", required_argument, 0, OPT_PI}, {"ps", required_argument, 0, OPT_PS},
-        {"pp", required_argument, 0, OPT_PP}, {"pf", required_argument, 0, OPT_PF},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    int opt, nan_skip_limit_given = 0;
-    // '+': stop at the first non-option (an error below), so argv[at] is the element parsed
-    static const char shorts[] = "+:i:j:e:o:b:t:d:l:u:q:c:x:v:m:s:g:n:y:r:f:z:k:a:w:h";
+    static char shorts[2 * NUM_FLAGS + 3];
+    static struct option longs[NUM_FLAGS + 2];
+    getopt_tables(shorts, longs);
+    Parse p = {c, NULL, NULL, flavour, argv[0], 0};
     char **args = llmc_flags(argc, argv, shorts, longs);
     opterr = 0;
     optind = 1;
+    int opt;
     for (int at = optind; (opt = getopt_long(argc, args, shorts, longs, NULL)) != -1; at = optind) {
         const char *typed = argv[at < argc ? at : argc - 1];   // the flag as the user typed it
-        if (zero_flag(opt) && !flavour_zero(flavour)) {
-            fprintf(stderr, "error: %s is a ZeRO option, and %s trains one unsharded GPU: run train_gpt2_zero for "
-                    "ZeRO (see -h)\n", zero_flag(opt), argv[0]);
-            exit(1);
-        }
-        for (size_t k = 0; k < sizeof(flag_of) / sizeof(flag_of[0]); k++)
-            if (flag_of[k].opt == opt) c->given |= TRAIN_FLAG_BIT(flag_of[k].flag);
-        switch (opt) {
-        case 'i': c->train_pattern = optarg; break;
-        case 'j': c->val_pattern = optarg; break;
-        case 'e': c->model = optarg; break;
-        case 'o': c->out_dir = optarg; break;
-        case 'b': c->B = (int)parse_long("-b", optarg, 1, 1 << 20); break;
-        case 't': c->T = (int)parse_long("-t", optarg, 1, 1 << 20); break;
-        case 'd': c->total_batch_tokens = parse_long("-d", optarg, -1, 1L << 40); break;
-        case 'l': c->lr = parse_float("-l", optarg, 0, 10); break;
-        case 'u': c->warmup_steps = (int)parse_long("-u", optarg, 0, 1 << 30); break;
-        case 'q': c->final_lr_frac = parse_float("-q", optarg, 0, 1); break;
-        case 'c': c->weight_decay = parse_float("-c", optarg, 0, 10); break;
-        case 'x': c->max_steps = parse_steps(optarg); break;
-        case 'v': c->val_every = (int)parse_long("-v", optarg, 0, 1 << 30); break;
-        case 'm': c->val_max_steps = (int)parse_long("-m", optarg, -1, 1 << 30); break;
-        case 's': c->sample_every = (int)parse_long("-s", optarg, 0, 1 << 30); break;
-        case 'g': c->gen_tokens = (int)parse_long("-g", optarg, 0, 1 << 20); break;
-        case 'n': c->checkpoint_every = (int)parse_long("-n", optarg, 0, 1 << 30); break;
-        case 'y': c->resume = (int)parse_long("-y", optarg, 0, 1); break;
-        case 'r':
-            if (!flavour_cuda(flavour)) {
-                fprintf(stderr, "error: -r (activation recompute) is the CUDA trainers': the CPU trainer keeps every "
-                        "activation, or with --act-checkpoint 1 only each block's input\n");
-                exit(1);
-            }
-            c->recompute = (int)parse_long("-r", optarg, 0, 2);
-            break;
-        case 'f': parse_long("-f", optarg, 0, 1); break;   // llm.c's TF32 switch: no fp32-input matmul here
-        case OPT_CUDNN: c->use_cudnn = (int)parse_long("--cudnn", optarg, 0, 1); break;
-        case OPT_MICRO_GRADS:
-            c->micro_grads = (int)parse_long("--micro-grads", optarg, 0, 1);
-            c->micro_grads_given = 1;
-            break;
-        case 'k': {
-            int k = 0;
-            while (k < 4 && strcmp(optarg, train_lr_schedule_names[k]) != 0) k++;
-            if (k == 4) {
-                fprintf(stderr, "error: -k expects a learning rate schedule: cosine, linear, constant or wsd, got "
-                        "'%s'\n", optarg);
-                exit(1);
-            }
-            c->lr_schedule = k;
-            break;
-        }
-        case 'a': c->overfit_batch = (int)parse_long("-a", optarg, 0, 1); break;
-        case 'w':
-            if (parse_long("-w", optarg, 0, 1) == 0) {
-                fprintf(stderr, "error: -w 0 (no fp32 master weights) is not available: every trainer keeps fp32 "
-                        "master weights (-w 1). To save their memory, shard them with ZeRO (-z 1, 2 or 3)\n");
-                exit(1);
-            }
-            break;
-        case OPT_HELLASWAG:
-            if (parse_long("-h", optarg, 0, 1) == 1) {
-                fprintf(stderr, "error: -h 1 asks for llm.c's HellaSwag evaluation, which is not implemented here; "
-                        "-h 0 (no evaluation) is accepted, and -h alone prints the help\n");
-                exit(1);
-            }
-            break;
-        case OPT_NK: c->ckpt_keep = (int)parse_long("-nk", optarg, 0, 1 << 30); break;
-        case OPT_NM: c->ckpt_major = (int)parse_long("-nm", optarg, 0, 1 << 30); break;
-        case OPT_SL: c->skip_loss_z = parse_float("-sl", optarg, 0, 1e9); break;
-        case OPT_SG: c->skip_norm_z = parse_float("-sg", optarg, 0, 1e9); break;
-        case OPT_LG:
-            if (parse_long("-lg", optarg, -(1L << 30), 1L << 30) > 0) {
-                fprintf(stderr, "error: -lg %s (llm.c's GPU utilization, power and temperature every N steps) is "
-                        "not implemented: run nvidia-smi --query-gpu=utilization.gpu,memory.used,power.draw,"
-                        "temperature.gpu --format=csv -l 10 beside the run; -lg 0 or -1 (off) is accepted\n", optarg);
-                exit(1);
-            }
-            break;
-        case OPT_GE:
-            fprintf(stderr, "error: -ge (llm.c's GELU fusion into the matmul) is not selectable: the CUDA model's "
-                    "kernels are fixed; drop -ge\n");
-            exit(1);
-        case OPT_PN: case OPT_PR: case OPT_PG: case OPT_PM: case OPT_PI: case OPT_PS: case OPT_PP: case OPT_PF:
-            refuse_multinode(two_letter_flag(opt), flavour, argv[0]);
-            break;
-        case 'z': c->zero_stage = (int)parse_long("-z", optarg, 0, 3); break;
-        case OPT_ZBUCKET: c->zero_bucket = parse_long("--zero-bucket", optarg, 0, 1L << 40); break;
-        case OPT_ZPREFETCH: c->zero_prefetch = parse_long("--zero-prefetch", optarg, 0, 1L << 40); break;
-        case OPT_ZLIVE: c->zero_max_live = parse_long("--zero-max-live", optarg, 0, 1L << 40); break;
-        case OPT_ZPERSIST: c->zero_persist = parse_long("--zero-persist", optarg, 0, 1L << 40); break;
-        case OPT_NODE: c->node_size = (int)parse_long("--node-size", optarg, 0, 1 << 20); break;
-        case OPT_ZTIMEOUT: c->zero_timeout = parse_float("--zero-timeout", optarg, 0.001, 1e9); break;
-        case OPT_DRYRUN: c->dry_run = 1; break;
-        case OPT_WORLD: c->dry_run_world = (int)parse_long("--world", optarg, 1, 1 << 20); break;
-        case OPT_NANSKIP: c->nan_skip = 1; break;
-        case OPT_NANSKIP_LIMIT:
-            c->nan_skip_limit = (int)parse_long("--nan-skip-limit", optarg, 1, 1 << 30);
-            nan_skip_limit_given = 1;
-            break;
-        case OPT_BETA1: c->beta1 = parse_beta("--beta1", optarg); break;
-        case OPT_BETA2: c->beta2 = parse_beta("--beta2", optarg); break;
-        case OPT_ADAM_EPS: c->adam_eps = parse_float("--adam-eps", optarg, 1e-30, 1); break;
-        case OPT_DEEPSPEED: c->deepspeed = optarg; break;
-        case OPT_OFFLOAD_OPT: c->offload_optimizer = parse_offload("--offload-optimizer", optarg); break;
-        case OPT_OFFLOAD_PARAM: c->offload_param = parse_offload("--offload-param", optarg); break;
-        case OPT_NVME_PATH: c->nvme_path = optarg; break;
-        case OPT_TRACE: c->trace_path = optarg; break;
-        case OPT_TRACE_STEPS: c->trace_steps = (int)parse_long("--trace-steps", optarg, 0, 1 << 20); break;
-        case OPT_GPUMEM:
-            if (train_config_parse_bytes(optarg, &c->gpu_mem) != 0) {
-                fprintf(stderr, "error: --gpu-mem expects a size from 1 byte to 2^60 bytes such as 80G, 80GiB, "
-                        "80GB or 85899345920, got '%s'\n", optarg);
-                exit(1);
-            }
-            break;
-        case OPT_SEED: c->seed = (uint64_t)parse_long("--seed", optarg, 0, 0x7fffffffffffffffL); break;
-        case OPT_SHUFFLE: c->shuffle = (int)parse_long("--shuffle", optarg, 0, 1); break;
-        case OPT_CLIP: c->grad_clip = parse_float("--grad-clip", optarg, -1, 1e9); break;
-        case OPT_TOKENIZER: c->tokenizer_path = optarg; break;
-        case OPT_THREADS: c->threads = (int)parse_long("--threads", optarg, 0, 4096); break;
-        case OPT_ACT_CKPT: c->act_checkpoint = (int)parse_long("--act-checkpoint", optarg, 0, 1); break;
-        case OPT_ACT_OFFLOAD:
-            c->act_offload = strcmp(optarg, "nvme") == 0 ? TRAIN_ACT_OFFLOAD_NVME : (int)parse_long("--act-offload", optarg, 0, 1);
-            break;
-        case OPT_QWZ: c->qwz = 1; break;
-        case OPT_HPZ: c->hpz = (int)parse_long("--hpz", optarg, 0, 1 << 20); break;
-        case OPT_QGZ: c->qgz = 1; break;
-        case OPT_HIER: c->hier_reduce = 1; break;
-        case OPT_QWZ_BLOCK: c->qwz_block = parse_block("--qwz-block", optarg); break;
-        case OPT_QGZ_BLOCK: c->qgz_block = parse_block("--qgz-block", optarg); break;
-        case OPT_TILE_LINEAR: c->tile_linear = (int)parse_long("--tile-linear", optarg, 1, GPT2_MAX_TILES); break;
-        case OPT_TILE_VOCAB: c->tile_vocab = (int)parse_long("--tile-vocab", optarg, 1, GPT2_MAX_TILES); break;
-        case 'h': return 1;
-        case ':':
+        const Flag *f = opt == ':' ? NULL : row_of(opt);
+        if (opt == ':') {
             fprintf(stderr, "error: option '%s' needs a value (see -h)\n", typed);
             exit(1);
-        default:
+        }
+        if (!f) {
             if (optopt > 0 && optopt < 256 && strlen(typed) > 2 && typed[1] != '-')   // "-Q7", "-bq": name the letter
                 fprintf(stderr, "error: unknown option '-%c' in '%s' (see -h)\n", optopt, typed);
             else
                 fprintf(stderr, "error: unknown option '%s' (see -h)\n", typed);
             exit(1);
         }
+        if (f->zero && !flavour_zero(flavour)) {
+            fprintf(stderr, "error: %s is a ZeRO option, and %s trains one unsharded GPU: run train_gpt2_zero for "
+                    "ZeRO (see -h)\n", f->flag, argv[0]);
+            exit(1);
+        }
+        if (f->given >= 0) c->given |= TRAIN_FLAG_BIT(f->given);
+        if (f->kind == V_HELP) return 1;
+        p.f = f, p.arg = optarg;
+        if (f->parse) f->parse(&p);
+        else store_value(c, f, optarg);
     }
     free(args);
     if (optind < argc) {
         fprintf(stderr, "error: unexpected argument '%s' (see -h)\n", argv[optind]);
         exit(1);
     }
-    if (nan_skip_limit_given && !c->nan_skip) {
+    if (p.nan_skip_limit_given && !c->nan_skip) {
         fprintf(stderr, "error: --nan-skip-limit %d limits --nan-skip's skipped steps: give --nan-skip too (without "
                 "it the first non-finite step stops the run)\n", c->nan_skip_limit);
         exit(1);
