@@ -25,7 +25,7 @@ for l in libcjson.so.1 liburing.so.2 libgomp.so.1 libpcre2-8.so.0 libcrypto.so.3
     p=$(ldconfig -p | awk -v n="$l" '$1 == n && /x86-64/ { print $NF; exit }')
     [ -n "$p" ] && cp -L "$p" "$dir/lib/"
 done
-# headers and link names for dev/test/gpu_zero.sh, which compiles zero/ there (CPATH, LIBRARY_PATH)
+# headers and link names for dev/test/zero/gpu_zero.sh, which compiles zero/ there (CPATH, LIBRARY_PATH)
 mkdir -p "$dir/include/cjson"
 cp /usr/include/cjson/cJSON.h "$dir/include/cjson/" && cp /usr/include/zlib.h /usr/include/zconf.h "$dir/include/"
 for l in libcjson libz liburing; do ln -sf "$(basename "$(ls "$dir/lib/$l".so.*)")" "$dir/lib/$l.so"; done

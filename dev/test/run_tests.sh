@@ -2,9 +2,9 @@
 # Runs every test program and prints one closing line "N passed, N failed, N skipped".
 # Before each program it prints "=== k/N name", N being every program this run will start.
 # EMU_DIR (set by make test when the CUDA toolkit is there): the emulated programs' folder.
-# SHELL_TESTS: the shell tests to run (default every dev/test/test_*.sh; "" runs none).
+# SHELL_TESTS: the shell tests to run (default every dev/test/*/test_*.sh; "" runs none).
 # GPU_PROGS: the GPU programs to run (default those built of the four below; "" runs none).
-# cmocka programs report their own counts; shell tests (dev/test/*.sh) count as one
+# cmocka programs report their own counts; shell tests (dev/test/*/test_*.sh) count as one
 # test each (exit 0 = pass, exit 77 = skipped, as automake has it). A program whose output
 # (and no counts of its own) has a line starting with SKIP counts as one skipped. A run
 # that passes and fails nothing (nothing ran, or everything skipped) counts as a failure.
@@ -17,7 +17,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 if [ -n "${SHELL_TESTS+set}" ]; then read -r -a shell_tests <<< "$SHELL_TESTS"
-else shell_tests=(dev/test/test_*.sh); fi
+else shell_tests=(dev/test/*/test_*.sh); fi
 gpu_progs=()
 # GPU programs (built by test_cuda_build.sh) print "SKIP: reason" without a GPU.
 for gpu in ${GPU_PROGS-./test_gpt2_zero build/gpu_attention_cudnn build/gpu_zero_toy build/gpu_zero_quant}; do
