@@ -59,7 +59,7 @@ vpath test_%.c $(sort $(dir $(TEST_SRC)))
 HAVE_NVCC := $(shell test -x "$(NVCC)" && echo 1)
 CPU_TARGETS := train_gpt2 tokenize zero_consolidate zero_to_model
 CUDA_TARGETS := train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn $(BUILD)/gpu_zero_toy \
-                $(BUILD)/gpu_zero_quant bench_wire_cuda
+                $(BUILD)/gpu_zero_quant $(BUILD)/gpu_backend_ops bench_wire_cuda
 
 .PHONY: all cpu cuda test test-cpu test-gpu clean check-layout
 all: cpu $(if $(HAVE_NVCC),cuda)
@@ -149,6 +149,13 @@ bench_adamw_cpu: dev/bench/bench_adamw_cpu.c llmc/numerics/adamw.h llmc/numerics
 bench_gpt2cu: dev/bench/bench_gpt2cu.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
 
+# Every ZeroBackend kernel on the host and CUDA backends against its C reference (skips without a GPU)
+$(BUILD)/gpu_backend_ops: dev/test/zero/test_backend_ops.c dev/test/zero/wire_ref.h dev/test/zero/quant_cases.h \
+                         $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
+	$(MPICC) $(CFLAGS) -DZERO_TEST_CUDA -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(BUILD)/gpu_backend_ops.o
+	$(NVCC) -o $@ $(BUILD)/gpu_backend_ops.o $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
+	    -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lnccl $(MPI_LDFLAGS) -lcjson -lz $(URING_LIBS) $(CRYPTO_LIBS) -lgomp -lpthread -lm
+
 # GPU test of the cuDNN attention against a host reference (skips without a GPU)
 $(BUILD)/gpu_attention_cudnn: dev/test/cuda/gpu_attention_cudnn.cu $(BUILD)/llmc/cuda/attention_cudnn.cu.o
 	@mkdir -p $(dir $@)
@@ -187,7 +194,8 @@ $(BUILD)/tests/test_zero_nvme: zero/io/nvme.c zero/io/nvme.h
 
 # Unit tests that call zero/'s host backend link libzero.a, hence MPI.
 ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding $(BUILD)/tests/test_grad_norm $(BUILD)/tests/test_zero_quant \
-                 $(BUILD)/tests/test_zero_wire
+                 $(BUILD)/tests/test_zero_wire $(BUILD)/tests/test_backend_ops
+$(BUILD)/tests/test_zero_wire $(BUILD)/tests/test_backend_ops: dev/test/zero/wire_ref.h dev/test/zero/quant_cases.h
 $(ZERO_TEST_BIN): $(BUILD)/tests/%: %.c dev/test/common/test_util.h $(BUILD)/libzero.a $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@

@@ -79,7 +79,7 @@ $(EMU)/libcudaemu.a: $(EMU_RUNTIME_OBJ)
 
 EMU_LLMC_OBJ := $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard llmc/cuda/*.cu))
 EMU_ZERO_OBJ := $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard zero/cuda/*.cu)) $(patsubst %.c,$(BUILD)/%.o,$(wildcard zero/cuda/*.c))
-EMU_PROGRAMS := $(EMU)/gpu_zero_quant $(EMU)/emu_selftest $(EMU)/gpu_zero_toy $(EMU)/test_gpt2_zero \
+EMU_PROGRAMS := $(EMU)/gpu_zero_quant $(EMU)/gpu_backend_ops $(EMU)/emu_selftest $(EMU)/gpu_zero_toy $(EMU)/test_gpt2_zero \
                 $(EMU)/gpu_attention_cudnn $(EMU)/train_gpt2cu $(EMU)/train_gpt2_zero
 
 $(EMU)/gpu_zero_quant: dev/test/zero/gpu_zero_quant.c dev/test/zero/quant_cases.h $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a
@@ -96,6 +96,12 @@ $(EMU)/test_%: dev/cuda_emu/test/test_%.cpp $(EMU)/libcudaemu.a
 
 .PHONY: emu
 emu: $(EMU_PROGRAMS)
+
+# every ZeroBackend kernel on the host and the emulated CUDA backend (test_backend_ops.c)
+$(EMU)/gpu_backend_ops: dev/test/zero/test_backend_ops.c dev/test/zero/wire_ref.h dev/test/zero/quant_cases.h \
+                        $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a
+	$(MPICC) $(CFLAGS) -DZERO_TEST_CUDA -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(EMU)/gpu_backend_ops.o
+	$(EMU_CXX) -o $@ $(EMU)/gpu_backend_ops.o $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a $(EMU_LDLIBS)
 
 # zero/'s CUDA backend against the host backend and the toy model (gpu_zero_toy.c)
 $(EMU)/gpu_zero_toy: dev/test/zero/gpu_zero_toy.c dev/test/zero/mpi_zero_toy.c dev/test/zero/zero_group_cases.h dev/test/zero/zero_toy_model.h \

@@ -16,7 +16,7 @@ if compiler_warnings > /dev/null; then
     fail "CUDA build has warnings"
 fi
 for bin in train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu build/gpu_attention_cudnn build/gpu_zero_toy build/gpu_zero_quant \
-           bench_wire_cuda; do
+           build/gpu_backend_ops bench_wire_cuda; do
     [ -x "$bin" ] || fail "$bin was not built"
     if ldd "$bin" | grep -q "not found"; then ldd "$bin" | grep "not found"; fail "$bin has unresolved libraries"; fi
 done

@@ -3,14 +3,15 @@
 # CUDA sources and the emulator built with them (build/emu-asan). Device memory is host
 # memory here, so a kernel's access out of bounds of a cudaMalloc buffer is a heap
 # overflow (emu_selftest's kernel_out_of_bounds case shows it is caught). Runs the
-# emulator's and libraries' own tests, gpu_zero_quant, gpu_zero_toy and the trainers for a
+# emulator's and libraries' own tests, gpu_zero_quant, gpu_backend_ops, gpu_zero_toy and the trainers for a
 # few steps (train_gpt2cu; train_gpt2_zero at stage 3 with offload to host memory and NVMe),
 # and the emulated NCCL across processes (test_nccl_emu, gpu_zero_toy's training at 2 ranks).
 set -u
 cd "$(dirname "$0")/../../.."
 EMU=build/emu-asan
 san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
-progs=(emu_selftest test_cublaslt_emu test_cudnn_emu test_nccl_emu gpu_zero_quant gpu_zero_toy train_gpt2cu train_gpt2_zero)
+progs=(emu_selftest test_cublaslt_emu test_cudnn_emu test_nccl_emu gpu_zero_quant gpu_backend_ops gpu_zero_toy train_gpt2cu
+       train_gpt2_zero)
 if ! make -j2 EMU=$EMU EMU_SAN="$san" "${progs[@]/#/$EMU/}" > "$EMU.build.log" 2>&1; then
     tail -n 30 "$EMU.build.log"; echo "FAIL test_emu_asan: the sanitizer build"; exit 1
 fi
@@ -32,7 +33,7 @@ check() {   # check NAME COMMAND...: exit 0, and no sanitizer report
         tail -n 5 "$tmp/$name.log"; failn=$((failn + 1))
     fi
 }
-for p in emu_selftest test_cublaslt_emu test_cudnn_emu gpu_zero_quant; do check "$p" "$EMU/$p"; done
+for p in emu_selftest test_cublaslt_emu test_cudnn_emu gpu_zero_quant gpu_backend_ops; do check "$p" "$EMU/$p"; done
 check gpu_zero_toy "$EMU/gpu_zero_toy" all
 check test_nccl_emu_np2 env NO_MPI=1 scripts/launch_ranks.sh 2 "$EMU/test_nccl_emu"
 check gpu_zero_toy_train_np2 env NO_MPI=1 scripts/launch_ranks.sh 2 "$EMU/gpu_zero_toy" train

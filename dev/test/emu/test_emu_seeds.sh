@@ -3,8 +3,8 @@
 # blocks, the interleaving of each block's threads between barriers, what fresh memory
 # holds) with random delays before queued stream work (CUDA_EMU_JITTER): the same bits.
 # A missing barrier, a dependence on block order, a read of memory never written or a
-# missing stream wait would change them. Per seed: gpu_zero_quant and gpu_zero_toy (their
-# own bit-for-bit checks against the C references), and train_gpt2cu, train_gpt2_zero -z 3
+# missing stream wait would change them. Per seed: gpu_zero_quant, gpu_backend_ops and
+# gpu_zero_toy (their own bit-for-bit checks against the C references), and train_gpt2cu, train_gpt2_zero -z 3
 # and -z 3 with optimizer and parameters in host memory, 6 steps, against seed 0's runs.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -26,7 +26,7 @@ seed=0
 CUDA_EMU_SEED=0 train_all
 for seed in 1 2 3; do
     export CUDA_EMU_SEED=$seed CUDA_EMU_JITTER=$seed
-    for prog in gpu_zero_quant "gpu_zero_toy all"; do
+    for prog in gpu_zero_quant gpu_backend_ops "gpu_zero_toy all"; do
         set -- $prog
         if timeout 600 "$EMU/$1" "${@:2}" > "$tmp/$1.$seed.log" 2>&1 && grep -q ' 0 failed$' "$tmp/$1.$seed.log"; then
             ok "seed $seed, jitter $seed: $prog: $(grep -E '^[0-9]+ passed' "$tmp/$1.$seed.log" | tail -n 1)"
