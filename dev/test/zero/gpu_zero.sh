@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# gpu_zero.sh: for a machine with a GPU. Builds zero/'s CUDA backend (zero/cuda/) with dev/test/zero/gpu_zero_toy.c and runs it: the kernels against the host
-# backend, the NCCL collectives (also in the ZeRO++ groups, at every node size and hpZ size
+# gpu_zero.sh: for a machine with a GPU. Builds zero/'s CUDA backend (zero/cuda/) with dev/test/zero/gpu_zero_toy.c and
+# dev/test/zero/test_backend_ops.c and runs them: every backend kernel against its C reference, the NCCL collectives (also in the ZeRO++ groups, at every node size and hpZ size
 # that divides the world: 4 ranks include nodes of 2 with hpZ 2), and mpi_zero_toy.c's
 # stage 0-3 checks at 1, 2 and 4 ranks sharing one GPU; then the refusals and the two
 # deaths (a collective stalled past the watchdog's timeout, a hook called out of order).
@@ -105,6 +105,7 @@ done
     objs+=("$tmp/mpi_stub.o")
 }
 $cc "${cflags[@]}" -c dev/test/zero/gpu_zero_toy.c -o "$tmp/gpu_zero_toy.o" || build_ok=0
+$cc "${cflags[@]}" -DZERO_TEST_CUDA -c dev/test/zero/test_backend_ops.c -o "$tmp/gpu_backend_ops.o" || build_ok=0
 ar rcs "$tmp/libzero.a" "${objs[@]}" || build_ok=0
 cuda_objs=()
 for f in zero/cuda/*.cu; do
@@ -112,9 +113,11 @@ for f in zero/cuda/*.cu; do
     "$nvcc" "${nvflags[@]}" -c "$f" -o "$tmp/$(basename "$f" .cu).cu.o" 2> "$tmp/nvcc.log" || { cat "$tmp/nvcc.log"; build_ok=0; }
     if grep -i "warning" "$tmp/nvcc.log" | grep -v -i "deprecated" > /dev/null; then cat "$tmp/nvcc.log"; bad "warnings in $f"; fi
 done
-bin="$tmp/gpu_zero_toy"
-[ $build_ok = 1 ] && "$nvcc" -o "$bin" "$tmp/gpu_zero_toy.o" "${cuda_objs[@]}" "$tmp/libzero.a" \
-    "$nccl_so" -Xlinker -rpath,"$nccl_lib" "${mpi_link[@]}" $uring $ckpt_libs -lcrypto -lgomp -lpthread -lm || build_ok=0
+bin="$tmp/gpu_zero_toy" ops="$tmp/gpu_backend_ops"
+for t in gpu_zero_toy gpu_backend_ops; do
+    [ $build_ok = 1 ] && "$nvcc" -o "$tmp/$t" "$tmp/$t.o" "${cuda_objs[@]}" "$tmp/libzero.a" \
+        "$nccl_so" -Xlinker -rpath,"$nccl_lib" "${mpi_link[@]}" $uring $ckpt_libs -lcrypto -lgomp -lpthread -lm || build_ok=0
+done
 [ $build_ok = 1 ] || { echo "FAIL: build"; exit 1; }
 pass "build (warning-free)"
 
@@ -124,16 +127,18 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 nolaunch=(-u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_NTASKS)
 limit=${LIMIT:-400}
 
-# one process, no launcher; the kernels alone when asked for (with the 1 GiB norm)
-kmode=collectives; want kernels && kmode=kernels
-if ! env "${nolaunch[@]}" timeout "$limit" "$bin" "$kmode" > "$tmp/kernels.log" 2>&1; then
-    tail -n 60 "$tmp/kernels.log"; bad "$kmode, 1 rank"
-elif grep -q "^SKIP: no CUDA device" "$tmp/kernels.log"; then
-    echo "SKIP: no CUDA device"; exit 0
-else
-    head -n 1 "$tmp/kernels.log"; pass "$kmode, 1 rank ($(grep -o '[0-9]* passed, [0-9]* failed' "$tmp/kernels.log"))"
-fi
-export ZERO_GPU_TEST_SMALL=1   # the 1 GiB norm runs once, above
+# one process, no launcher: the collectives, and the kernels when asked for (with the 1 GiB norm)
+for k in collectives kernels; do
+    [ $k = kernels ] && ! want kernels && continue
+    cmd=("$bin" collectives); [ $k = kernels ] && cmd=("$ops")
+    if ! env "${nolaunch[@]}" timeout "$limit" "${cmd[@]}" > "$tmp/$k.log" 2>&1; then
+        grep -v ": ok$" "$tmp/$k.log" | tail -n 60; bad "$k, 1 rank"
+    elif grep -q "^SKIP: no CUDA device" "$tmp/$k.log"; then
+        echo "SKIP: no CUDA device"; exit 0
+    else
+        head -n 1 "$tmp/$k.log"; pass "$k, 1 rank ($(grep -o '[0-9]* passed, [0-9]* failed' "$tmp/$k.log"))"
+    fi
+done
 
 # launch NP BOOT LOG MODE: BOOT is mpi, file or tcp
 launch() {

@@ -4,11 +4,9 @@ for bit: quantize (int8 and int4, fp32 and bf16 input), dequantize (fp32 and bf1
 and the rank-order dequantize-reduce (1 to 8 ranks), on quant_cases.h's random and edge
 inputs (all-zero blocks, one huge value, subnormals, FLT_MAX, ties), lengths with a partial
 last block, odd device offsets, and non-finite input (the refused blocks and the reported
-first index must agree). Then zero/cuda/wire_cuda.cu's ZeRO++ wire kernels against zero/kernels/wire.c
-(pack with the eq. 1-2 order, unpack, reduce_pack, reduce with and without accumulator;
-raw, int8, int4 records of fp32 and bf16 slices; aligned and unaligned buffers, so both the
-vector and the scalar paths run). NaN payloads are not compared (the GPU makes canonical
-NaNs): a NaN must meet a NaN. Without a GPU: "SKIP: no CUDA device", exit 0. Ends with the
+first index must agree), and the wire kernels' refusals (zero/cuda/wire_cuda.cu; their bits
+are test_backend_ops.c's, through the backend). NaN payloads are not compared (the GPU
+makes canonical NaNs): a NaN must meet a NaN. Without a GPU: "SKIP: no CUDA device", exit 0. Ends with the
 line "N passed, N failed".
 */
 #include <cuda_runtime_api.h>
@@ -168,109 +166,8 @@ static void check_reduce(QuantFormat f, int nranks, size_t n, int block) {
 
 // ---------------------------------------------------------------- wire kernels
 
-static size_t wire_esz(ZeroDType dt) { return dt == ZERO_BF16 ? 2 : 4; }
-
-// nrec records of n values, CPU against GPU: bytes, except that raw values compare as
-// floats (a NaN meets any NaN; reduce_pack's raw sums may carry other NaN payloads).
-static long first_record_diff(ZeroWire w, ZeroDType dt, size_t n, size_t R, const uint8_t *a, const uint8_t *b,
-                              int nrec) {
-    const size_t vb = n * wire_esz(dt);
-    if (w != ZERO_WIRE_RAW) return first_byte_diff(a, b, (size_t)nrec * R);
-    for (int p = 0; p < nrec; p++) {
-        const uint8_t *x = a + (size_t)p * R, *y = b + (size_t)p * R;
-        long d = dt == ZERO_F32 ? first_f32_diff((const float *)(const void *)x, (const float *)(const void *)y, n)
-                                : first_bf16_diff((const uint16_t *)(const void *)x, (const uint16_t *)(const void *)y, n);
-        if (d >= 0) return (long)(p * R) + d * (long)wire_esz(dt);
-        d = first_byte_diff(x + vb, y + vb, R - vb);
-        if (d >= 0) return (long)(p * R + vb) + d;
-    }
-    return -1;
-}
-
-// The four kernels on one shape. src_off: values into the device allocation of the slices
-// and of the unpacked output (1: no vector loads); rec_off: bytes into the records'
-// (4: aligned for the scales, not for vectors).
-static void check_wire(ZeroWire w, ZeroDType dt, int block, size_t n, int ns, int group, size_t src_off, size_t rec_off,
-                       int nonfinite) {
-    const size_t e = wire_esz(dt), R = zero_wire_record_bytes(w, dt, n, block), vb = (size_t)ns * n * e,
-                 rb = (size_t)ns * R;
-    char label[200];
-    snprintf(label, sizeof label, "wire %s %s, block %d, %d slices of %zu, group %d, offsets %zu/%zu%s", zero_wire_name(w),
-             dt == ZERO_BF16 ? "bf16" : "fp32", block, ns, n, group, src_off, rec_off, nonfinite ? ", NaN/inf" : "");
-    uint8_t *x = malloc(vb + 1);
-    for (int j = 0; j < ns; j++) {
-        void *sl = x + (size_t)j * n * e;
-        if (dt == ZERO_BF16) quant_case_fill_bf16(j % QCASE_COUNT, 300 + (uint64_t)j, sl, n, block);
-        else quant_case_fill(j % QCASE_COUNT, 300 + (uint64_t)j, sl, n, block);
-    }
-    if (nonfinite && n > 2) {
-        if (dt == ZERO_BF16) { ((uint16_t *)(void *)x)[n / 2] = 0x7fc0; ((uint16_t *)(void *)x)[vb / e - 1] = 0xff80; }
-        else { ((float *)(void *)x)[n / 2] = NAN; ((float *)(void *)x)[vb / e - 1] = -INFINITY; }
-    }
-    uint8_t *rc = malloc(rb + 1), *rg = malloc(rb + 1), *oc = malloc(vb + 1), *og = malloc(vb + 1);
-    const int ngroups = ns % 2 ? 1 : 2, nout = ns / ngroups;
-    uint8_t *pc = malloc((size_t)nout * R + 1), *pg = malloc((size_t)nout * R + 1);
-    float *ac = malloc(n * 4 + 4), *ag = malloc(n * 4 + 4);
-
-    char *dx = dev_alloc(vb + src_off * e), *dout = dev_alloc(vb + src_off * e);
-    uint8_t *drec = dev_alloc(rb + rec_off), *dred = dev_alloc((size_t)nout * R + rec_off);
-    float *dacc = dev_alloc(n * 4 + src_off * 4);
-    to_dev(dx + src_off * e, x, vb);
-
-    // pack
-    zero_wire_pack_cpu(w, block, x, dt, n, ns, group, rc);
-    int ok = zero_wire_pack_cuda(w, block, dx + src_off * e, dt, n, ns, group, drec + rec_off, stream) == 0;
-    to_host(rg, drec + rec_off, rb);
-    long d = first_byte_diff(rc, rg, rb);
-    check(ok && d < 0, "%s: pack: byte %ld: CPU %02x, GPU %02x", label, d, d < 0 ? 0 : rc[d], d < 0 ? 0 : rg[d]);
-
-    // unpack the CPU's records on both sides
-    to_dev(drec + rec_off, rc, rb);
-    zero_wire_unpack_cpu(w, block, rc, n, ns, oc, dt);
-    ok = zero_wire_unpack_cuda(w, block, drec + rec_off, n, ns, dout + src_off * e, dt, stream) == 0;
-    to_host(og, dout + src_off * e, vb);
-    d = dt == ZERO_F32 ? first_f32_diff((const float *)(void *)oc, (const float *)(void *)og, vb / 4)
-                       : first_bf16_diff((const uint16_t *)(void *)oc, (const uint16_t *)(void *)og, vb / 2);
-    check(ok && d < 0, "%s: unpack: value %ld differs", label, d);
-
-    // reduce_pack: ngroups runs of nout records
-    zero_wire_reduce_pack_cpu(w, block, rc, dt, n, ngroups, nout, pc);
-    ok = zero_wire_reduce_pack_cuda(w, block, drec + rec_off, dt, n, ngroups, nout, dred + rec_off, stream) == 0;
-    to_host(pg, dred + rec_off, (size_t)nout * R);
-    d = first_record_diff(w, dt, n, R, pc, pg, nout);
-    check(ok && d < 0, "%s: reduce_pack (%d runs of %d): byte %ld differs", label, ngroups, nout, d);
-
-    // reduce all records, into a fresh accumulator and onto one, over all n and a prefix
-    for (int acc = 0; acc < 2; acc++) {
-        const size_t m = acc ? n : n / 2 + 1;
-        for (size_t i = 0; i < n; i++) ac[i] = 0.25f * (float)i;
-        to_dev(dacc + src_off, ac, n * 4);
-        zero_wire_reduce_cpu(w, block, rc, dt, n, ns, m, ac, acc);
-        ok = zero_wire_reduce_cuda(w, block, drec + rec_off, dt, n, ns, m, dacc + src_off, acc, stream) == 0;
-        to_host(ag, dacc + src_off, n * 4);
-        d = first_f32_diff(ac, ag, n);
-        check(ok && d < 0, "%s: reduce of %zu (accumulate %d): [%ld] CPU %a, GPU %a", label, m, acc, d,
-              d < 0 ? 0.0 : (double)ac[d], d < 0 ? 0.0 : (double)ag[d]);
-    }
-    cudaFree(dx); cudaFree(dout); cudaFree(drec); cudaFree(dred); cudaFree(dacc);
-    free(x); free(rc); free(rg); free(oc); free(og); free(pc); free(pg); free(ac); free(ag);
-}
-
-static void check_wire_all(void) {
-    const ZeroWire wires[] = {ZERO_WIRE_RAW, ZERO_WIRE_INT8, ZERO_WIRE_INT4};
-    const int blocks[] = {2, 36, 64, 2048, 6144};   // 36: vectors of 4 but not of 8; 6144: longer than the registers hold
-    const int groupings[][2] = {{1, 1}, {4, 2}, {8, 4}, {15, 3}};
-    for (size_t wi = 0; wi < 3; wi++)
-        for (int dt = 0; dt < 2; dt++)
-            for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
-                const size_t B = (size_t)blocks[bi];
-                const size_t lens[] = {1, B - 1, B, 3 * B + 1, 40 * B + 8};
-                for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
-                    for (size_t g = 0; g < sizeof groupings / sizeof groupings[0]; g++)
-                        check_wire(wires[wi], (ZeroDType)dt, blocks[bi], lens[li], groupings[g][0], groupings[g][1],
-                                   (li + g) % 2, 4 * ((li + g / 2) % 2), 0);
-                check_wire(wires[wi], (ZeroDType)dt, blocks[bi], 5 * B + 3, 4, 2, 0, 0, 1);
-            }
+// The wire kernels' bits against the C reference: test_backend_ops.c, through the backend.
+static void check_wire_refusals(void) {
     // refusals come back as QUANT_BAD_BLOCK before anything is queued
     check(zero_wire_pack_cuda(ZERO_WIRE_INT4, 3, NULL, ZERO_F32, 8, 1, 1, NULL, stream) == QUANT_BAD_BLOCK &&
           zero_wire_pack_cuda(ZERO_WIRE_RAW, 2, NULL, ZERO_F32, 8, 6, 4, NULL, stream) == QUANT_BAD_BLOCK &&
@@ -309,7 +206,7 @@ int main(void) {
           quant_cuda_dequantize(QUANT_INT8, NULL, NULL, 8, 0, QUANT_F32, NULL, stream) == QUANT_BAD_BLOCK &&
           quant_cuda_dequant_reduce(QUANT_INT8, NULL, 8, NULL, 1, 0, 8, 2, NULL, stream) == QUANT_BAD_BLOCK,
           "bad block sizes and rank counts refused");
-    check_wire_all();
+    check_wire_refusals();
     cuda_or_die(cudaStreamSynchronize(stream), "final cudaStreamSynchronize");
     printf("gpu_zero_quant\n%d passed, %d failed\n", npassed, nfailed);
     return nfailed ? 1 : 0;

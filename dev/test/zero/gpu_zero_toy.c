@@ -1,12 +1,7 @@
 /*
 gpu_zero_toy.c: the CUDA backend (zero/cuda/backend_cuda.cu, zero/cuda/comm_nccl.cu) against the host
-backend and against mpi_zero_toy.c's unsharded reference. Modes:
-  kernels      adamw, bf16 stochastic refresh, fp32 refresh, reduce_slices (fp32 and bf16
-               slices) and sum_squares on the GPU against backend_host.c, bit for bit, on
-               odd sizes and misaligned pointers (the vector and the scalar paths), a
-               multi-pass norm, and more norms than a stream holds before stream_sync.
-               NaN payloads are not compared (the GPU makes canonical NaNs): a NaN must
-               meet a NaN.
+backend and against mpi_zero_toy.c's unsharded reference. The backend's kernels against
+their C references: test_backend_ops.c. Modes:
   collectives  all_gather (in place, out of place, bf16, 0-element parts, more parts than
                one NCCL group takes), all_to_all, allreduce_sum_f64 against their
                definitions, and the bytes counted; then groups.
@@ -21,7 +16,7 @@ backend and against mpi_zero_toy.c's unsharded reference. Modes:
                ordering a model running on the main stream gets.
   errors, timeout, misuse   mpi_zero_toy.c's refusals and deaths on the CUDA backend.
   bootstrap    zero_comm_share_blob across ranks (MPI, file or TCP); needs no GPU.
-  all          kernels, collectives, train (the default).
+  all          collectives, train (the default).
 Launch with mpirun -np N, or as N processes with RANK / WORLD_SIZE / LOCAL_RANK and
 ZERO_BOOTSTRAP_FILE or ZERO_BOOTSTRAP_TCP (dev/test/zero/gpu_zero.sh does both). Several ranks
 on one GPU need a distinct NCCL_HOSTID each and NCCL_SOCKET_IFNAME=lo (NCCL < 2.30), or
@@ -169,211 +164,9 @@ static void *dev_alloc(size_t bytes) {
     return p;
 }
 static void dev_free(void *p) { gpu_b->free(gpu_b, ZERO_MEM_DEVICE, p); }
-static void to_dev(void *d, const void *h, size_t bytes) { copy_on_main(d, h, bytes); sync_main(); }
-static void from_dev(void *h, const void *d, size_t bytes) {
-    gpu_b->stream_sync(gpu_b, gpu_b->main_stream(gpu_b));
-    copy_on_main(h, d, bytes);
-    sync_main();
-}
-
-static uint32_t f2u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-static float u2f(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 
 // Bit equality, or NaN against NaN.
-static int same_f32(const float *a, const float *b, size_t n, size_t *where) {
-    for (size_t i = 0; i < n; i++)
-        if (f2u(a[i]) != f2u(b[i]) && !(isnan(a[i]) && isnan(b[i]))) { *where = i; return 0; }
-    return 1;
-}
 static int same_f64(double a, double b) { return memcmp(&a, &b, 8) == 0 || (isnan(a) && isnan(b)); }
-
-// Awkward floats: normals over many scales, subnormals, zeros of both signs, huge values.
-static float odd_float(uint64_t seed, uint64_t i) {
-    uint32_t r = rng_u32(seed, 77, i);
-    switch (r % 16) {
-    case 0: return u2f(r & 0x807fffffu);                   // subnormal (or a zero)
-    case 1: return (r & 16) ? -0.0f : 0.0f;
-    case 2: return rng_normal(seed, 78, i) * 1e30f;
-    case 3: return rng_normal(seed, 78, i) * 1e-30f;
-    case 4: {   // exactly representable in bf16 (a NaN pattern becomes 1)
-        float b = zero_bf16_to_f32((uint16_t)(r >> 16));
-        return isnan(b) ? 1.0f : b;
-    }
-    default: return rng_normal(seed, 78, i) * ((r >> 8) % 3 == 0 ? 1e3f : 1e-2f);
-    }
-}
-
-// ---------------------------------------------------------------- kernels against the host
-
-static void kernel_adamw(const ZeroBackend *hb, size_t n, size_t off, int decay, uint64_t seed) {
-    ZeroStream *hs = hb->main_stream(hb), *gs = gpu_b->main_stream(gpu_b);
-    size_t total = n + off, bytes = total * sizeof(float);
-    float *p = malloc(bytes), *g = malloc(bytes), *m = malloc(bytes), *v = malloc(bytes);
-    float *gp = malloc(bytes), *gm = malloc(bytes), *gv = malloc(bytes);
-    for (size_t i = 0; i < total; i++) {
-        p[i] = rng_normal(seed, 1, i) * 0.1f;
-        g[i] = odd_float(seed, i);
-        if (i % 13 == 0) g[i] = 0.0f;
-        m[i] = rng_normal(seed, 2, i) * 1e-3f;
-        v[i] = rng_uniform(seed, 3, i) * 1e-4f;
-    }
-    float *dp = dev_alloc(bytes), *dg = dev_alloc(bytes), *dm = dev_alloc(bytes), *dv = dev_alloc(bytes);
-    to_dev(dp, p, bytes); to_dev(dg, g, bytes); to_dev(dm, m, bytes); to_dev(dv, v, bytes);
-    const AdamWParams ps[3] = {adamw_params(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1),
-                               adamw_params(3e-4f, 0.9f, 0.999f, 1e-6f, 0.01f, 0.37f, 1000),
-                               adamw_params(1.0f, 0.5f, 0.5f, 1e-30f, 0.0f, 3.0f, 7)};
-    for (int k = 0; k < 3; k++) {
-        hb->adamw(hb, p + off, g + off, m + off, v + off, n, &ps[k], decay, hs);
-        gpu_b->adamw(gpu_b, dp + off, dg + off, dm + off, dv + off, n, &ps[k], decay, gs);
-    }
-    from_dev(gp, dp, bytes); from_dev(gm, dm, bytes); from_dev(gv, dv, bytes);
-    size_t w = 0;
-    int ok = same_f32(gp, p, total, &w) && same_f32(gm, m, total, &w) && same_f32(gv, v, total, &w);
-    check(ok, "kernels: adamw (n %zu, offset %zu, decay %d) differs from the host at %zu: %a vs %a", n, off, decay, w,
-          gp[w], p[w]);
-    dev_free(dp); dev_free(dg); dev_free(dm); dev_free(dv);
-    free(p); free(g); free(m); free(v); free(gp); free(gm); free(gv);
-}
-
-static void kernel_refresh(const ZeroBackend *hb, size_t n, size_t off, uint64_t seed, int t, uint64_t gidx0) {
-    ZeroStream *hs = hb->main_stream(hb), *gs = gpu_b->main_stream(gpu_b);
-    size_t total = n + off;
-    float *x = malloc(total * 4), *gf = malloc(total * 4);
-    uint16_t *h = calloc(total, 2), *gh = malloc(total * 2);
-    static const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 3.4028235e38f, -3.4028235e38f, 1.0f, -0.0f};
-    for (size_t i = 0; i < total; i++)
-        x[i] = i % 97 < 8 ? specials[i % 97] : odd_float(seed, i);
-    float *dx = dev_alloc(total * 4), *df = dev_alloc(total * 4);
-    uint16_t *dh = dev_alloc(total * 2);
-    to_dev(dx, x, total * 4);
-    to_dev(dh, h, total * 2);
-    hb->refresh(hb, h + off, ZERO_BF16, x + off, n, seed, t, gidx0, hs);
-    gpu_b->refresh(gpu_b, dh + off, ZERO_BF16, dx + off, n, seed, t, gidx0, gs);
-    gpu_b->refresh(gpu_b, df, ZERO_F32, dx, total, seed, t, gidx0, gs);      // a copy
-    gpu_b->refresh(gpu_b, dx, ZERO_F32, dx, total, seed, t, gidx0, gs);      // in place: nothing
-    from_dev(gh, dh, total * 2);
-    size_t bad = total;
-    for (size_t i = 0; i < total && bad == total; i++)
-        if (gh[i] != h[i]) bad = i;
-    check(bad == total, "kernels: bf16 refresh (n %zu, offset %zu, t %d, gidx0 %llu) differs at %zu: %04x vs %04x (x %a)", n,
-          off, t, (unsigned long long)gidx0, bad, bad < total ? gh[bad] : 0, bad < total ? h[bad] : 0, bad < total ? x[bad] : 0.0);
-    from_dev(gf, df, total * 4);
-    check(memcmp(gf, x, total * 4) == 0, "kernels: fp32 refresh is not a copy (n %zu)", total);
-    from_dev(gf, dx, total * 4);
-    check(memcmp(gf, x, total * 4) == 0, "kernels: in-place fp32 refresh changed the master (n %zu)", total);
-    dev_free(dx); dev_free(df); dev_free(dh);
-    free(x); free(gf); free(h); free(gh);
-}
-
-static void kernel_reduce(const ZeroBackend *hb, ZeroDType dt, int nslices, size_t n, size_t stride, size_t off,
-                          uint64_t seed) {
-    ZeroStream *hs = hb->main_stream(hb), *gs = gpu_b->main_stream(gpu_b);
-    size_t es = dt == ZERO_BF16 ? 2 : 4, srcn = (size_t)nslices * stride + off, accn = n + off;
-    void *src = malloc(srcn * es);
-    float *acc = malloc(accn * 4), *gacc = malloc(accn * 4);
-    for (size_t i = 0; i < srcn; i++) {
-        // order-sensitive magnitudes: 1e8 next to 1 loses the 1 in one order, not another
-        float v = (i % 5 == 0 ? 1e8f : 1.0f) * (rng_normal(seed, 4, i) + 0.5f);
-        if (i % 11 == 0) v = odd_float(seed, i);
-        if (isnan(v) || isinf(v)) v = 2.0f;
-        if (dt == ZERO_F32) ((float *)src)[i] = v;
-        else ((uint16_t *)src)[i] = (uint16_t)(f2u(v) >> 16);
-    }
-    for (size_t i = 0; i < accn; i++) acc[i] = rng_normal(seed, 5, i);
-    void *dsrc = dev_alloc(srcn * es);
-    float *dacc = dev_alloc(accn * 4);
-    to_dev(dsrc, src, srcn * es);
-    to_dev(dacc, acc, accn * 4);
-    const char *hsrc = (const char *)src + off * es;
-    const char *gsrc = (const char *)dsrc + off * es;
-    hb->reduce_slices(hb, acc + off, hsrc, stride, nslices, n, dt, hs);
-    gpu_b->reduce_slices(gpu_b, dacc + off, gsrc, stride, nslices, n, dt, gs);
-    hb->reduce_slices(hb, acc + off, hsrc, stride, nslices, n, dt, hs);   // twice: acc accumulates
-    gpu_b->reduce_slices(gpu_b, dacc + off, gsrc, stride, nslices, n, dt, gs);
-    from_dev(gacc, dacc, accn * 4);
-    size_t w = 0;
-    check(same_f32(gacc, acc, accn, &w), "kernels: reduce_slices (%s, %d slices, n %zu, stride %zu, offset %zu) differs at "
-          "%zu: %a vs %a", dt == ZERO_BF16 ? "bf16" : "fp32", nslices, n, stride, off, w, gacc[w], acc[w]);
-    dev_free(dsrc); dev_free(dacc);
-    free(src); free(acc); free(gacc);
-}
-
-static void kernel_sumsq(const ZeroBackend *hb, const float *x, const float *dx, size_t n, const char *what) {
-    double want = -1.0, got = -2.0;
-    hb->sum_squares(hb, x, n, &want, hb->main_stream(hb));
-    gpu_b->sum_squares(gpu_b, dx, n, &got, gpu_b->main_stream(gpu_b));
-    gpu_b->stream_sync(gpu_b, gpu_b->main_stream(gpu_b));
-    check(same_f64(got, want), "kernels: sum_squares(%zu, %s) = %.17g on the GPU, %.17g on the host", n, what, got, want);
-}
-
-static void run_gpu_kernels(ZeroComm *comm) {
-    const ZeroBackend *hb = zero_backend_host(comm);
-    static const size_t ns[] = {1, 3, 4, 17, 4096 + 5, 100003};
-    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
-        for (size_t off = 0; off < 2; off++) {
-            kernel_adamw(hb, ns[k], off, (int)((k + off) & 1), 10 + k);
-            kernel_refresh(hb, ns[k], off, 7 + k, (int)(k * 1000 + 1), off ? ((uint64_t)1 << 39) + 5 : k * 12345);
-            for (int q = 1; q <= 5; q += 2) {
-                size_t padded = (ns[k] + 15) / 16 * 16;
-                kernel_reduce(hb, ZERO_F32, q, ns[k], padded, off * 16, 20 + k);   // vector path
-                kernel_reduce(hb, ZERO_BF16, q, ns[k], padded, off * 16, 30 + k);
-                kernel_reduce(hb, ZERO_F32, q, ns[k], ns[k] + 3, off, 40 + k);     // scalar path
-                kernel_reduce(hb, ZERO_BF16, q, ns[k], ns[k] + 1, off, 50 + k);
-            }
-        }
-    kernel_refresh(hb, 1 << 20, 0, 99, 1 << 20, 77);   // a step count that uses the high bits
-
-    // norms: sizes around the block and the warp span, an unaligned start, NaN and inf
-    {
-        const size_t nmax = 40 * 4096 + 77;
-        float *x = malloc(nmax * 4);
-        for (size_t i = 0; i < nmax; i++) x[i] = odd_float(61, i);
-        float *dx = dev_alloc(nmax * 4);
-        to_dev(dx, x, nmax * 4);
-        static const size_t sizes[] = {0, 1, 31, 33, 4095, 4096, 4097, 32 * 4096, 32 * 4096 + 1, 40 * 4096 + 76};
-        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-            kernel_sumsq(hb, x, dx, sizes[k], "aligned");
-            kernel_sumsq(hb, x + 1, dx + 1, sizes[k], "offset 1");
-        }
-        x[5000] = INFINITY;
-        to_dev(dx, x, nmax * 4);
-        kernel_sumsq(hb, x, dx, nmax, "an infinity");
-        x[5000] = NAN;
-        to_dev(dx, x, nmax * 4);
-        kernel_sumsq(hb, x, dx, nmax, "a NaN");
-        // more results than a stream holds before it syncs (SLOTS in backend_cuda.cu)
-        enum { MANY = 5000 };
-        double *want = malloc(MANY * 8), *got = malloc(MANY * 8);
-        for (int i = 0; i < MANY; i++) {
-            size_t len = 1 + (size_t)i * 7 % 9000;
-            hb->sum_squares(hb, x + 10000 + i, len, &want[i], hb->main_stream(hb));
-            gpu_b->sum_squares(gpu_b, dx + 10000 + i, len, &got[i], gpu_b->main_stream(gpu_b));
-        }
-        gpu_b->stream_sync(gpu_b, gpu_b->main_stream(gpu_b));
-        int bad = -1;
-        for (int i = 0; i < MANY && bad < 0; i++)
-            if (!same_f64(got[i], want[i])) bad = i;
-        check(bad < 0, "kernels: %d norms before one stream_sync: result %d differs (%.17g vs %.17g)", MANY, bad,
-              bad >= 0 ? got[bad] : 0.0, bad >= 0 ? want[bad] : 0.0);
-        free(want); free(got);
-        dev_free(dx);
-        free(x);
-    }
-    // a norm over more blocks than one pass holds (65536 blocks of 4096): rank 0 only, 1 GiB
-    if (comm->rank == 0 && !getenv("ZERO_GPU_TEST_SMALL")) {
-        const size_t n = (size_t)65536 * 4096 + 3 * 4096 + 11;
-        float *x = malloc(n * 4);
-        if (x) {
-            for (size_t i = 0; i < n; i++) x[i] = (float)((i * 2654435761u) % 2001) * 1e-3f - 1.0f;
-            float *dx = dev_alloc(n * 4);
-            to_dev(dx, x, n * 4);
-            kernel_sumsq(hb, x, dx, n, "two passes");
-            dev_free(dx);
-            free(x);
-        }
-    }
-    zero_backend_host_free(hb);
-}
 
 // ---------------------------------------------------------------- collectives
 
@@ -606,16 +399,15 @@ int main(int argc, char **argv) {
         gpu_b->stream_destroy(gpu_b, s);
     }
     int rc = 0, all = !strcmp(mode, "all");
-    if (all || !strcmp(mode, "kernels")) run_gpu_kernels(comm);
     if (all || !strcmp(mode, "collectives") || getenv("C")) run_collectives(comm);
     if (!strcmp(mode, "groups")) run_groups(comm);
     if (all || !strcmp(mode, "train")) rc |= run_training(comm);
     if (!strcmp(mode, "errors")) rc |= run_errors(comm);
     if (!strcmp(mode, "timeout")) rc |= run_timeout(comm);
     if (!strcmp(mode, "misuse")) rc |= run_misuse(comm);
-    if (!all && strcmp(mode, "kernels") && strcmp(mode, "collectives") && strcmp(mode, "groups") && strcmp(mode, "train") &&
+    if (!all && strcmp(mode, "collectives") && strcmp(mode, "groups") && strcmp(mode, "train") &&
         strcmp(mode, "errors") && strcmp(mode, "timeout") && strcmp(mode, "misuse")) {
-        fprintf(stderr, "usage: %s [all|kernels|collectives|groups|train|errors|timeout|misuse|bootstrap]\n", argv[0]);
+        fprintf(stderr, "usage: %s [all|collectives|groups|train|errors|timeout|misuse|bootstrap]\n", argv[0]);
         rc = 2;
     }
     double f[2] = {(double)fails, (double)passes};   // every rank learns whether any failed

@@ -18,8 +18,8 @@ order). The norm follows the documented order (per-shard sums of squares in bloc
 in rank order); AdamW is llmc/numerics/adamw.h's adamw_element. Every stage must match its order's
 reference bit for bit.
 
-Modes: (none) train and check every configuration; kernels: the host kernels against
-their spec; errors: bad tables and configs are refused; timeout: one rank stalls inside a
+Modes: (none) train and check every configuration; kernels: what the host kernels'
+references do not show (unbiased rounding, thread counts); errors: bad tables and configs are refused; timeout: one rank stalls inside a
 collective, the watchdog must end the job; misuse: a hook out of order must end the job.
 */
 #include <math.h>
@@ -548,13 +548,14 @@ static int run_training(ZeroComm *comm) {
     return 0;
 }
 
-// ---------------------------------------------------------------- kernels against their spec
+// ---------------------------------------------------------------- kernels: what a reference does not show
+// (each kernel's bits against its C reference: test_backend_ops.c)
 
 static int run_kernels(void) {
     const ZeroBackend *b = host_b;
     ZeroStream *s = b->main_stream(b);
-    // stochastic rounding: representable values are exact, others land on a neighbour
-    // with the right odds (unbiased), the bits are a function of (seed, t, index) only
+    // stochastic rounding: values land on a neighbour with the right odds (unbiased), the
+    // bits are a function of (seed, t, index) only
     {
         const size_t n = 200000;
         float *x = malloc(n * sizeof(float));
@@ -581,38 +582,9 @@ static int run_kernels(void) {
         check(memcmp(r1, r2, n * 2) == 0, "kernels: rounding of two halves differs from the whole");
         b->refresh(b, r3, ZERO_BF16, x, n, 7, 4, 1000, s);
         check(memcmp(r1, r3, n * 2) != 0, "kernels: rounding does not change with the step");
-        // spec: carry iff lower half + random lower half reaches 65536
-        int spec = 1;
-        for (size_t i = 0; i < 1000; i++) {
-            union { float f; uint32_t u; } v = {x[i]};
-            uint32_t bits = rng_u32(7, RNG_STREAM_ROUNDING, ((uint64_t)3 << 40) | (1000 + i));
-            uint16_t want = (uint16_t)((v.u >> 16) + ((v.u & 0xffff) + (bits & 0xffff) >= 0x10000));
-            if (r1[i] != want) spec = 0;
-        }
-        check(spec, "kernels: rounding does not follow the documented rule");
-        float exact_vals[4] = {1.0f, -2.5f, 0.0f, 3.0e38f};
-        uint16_t out[4];
-        b->refresh(b, out, ZERO_BF16, exact_vals, 4, 1, 1, 0, s);
-        for (int i = 0; i < 3; i++) check(zero_bf16_to_f32(out[i]) == exact_vals[i], "kernels: %g not exact in bf16", exact_vals[i]);
-        float odd[2] = {NAN, INFINITY};
-        b->refresh(b, out, ZERO_BF16, odd, 2, 1, 1, 0, s);
-        check(isnan(zero_bf16_to_f32(out[0])) && isinf(zero_bf16_to_f32(out[1])), "kernels: NaN/inf not kept");
         free(x); free(r1); free(r2); free(r3);
     }
-    // reduce_slices sums the slices in rank order: pick values where order matters
-    {
-        float src[4 * 3] = {1e8f, 1.0f, 0.5f, -1e8f, 1.0f, 0.25f, 1.0f, 3.0f, 0.125f, 1.0f, 5.0f, 1.0f};
-        float acc[3] = {0.5f, 0.0f, -1.0f}, want[3];
-        for (int i = 0; i < 3; i++) {
-            float sum = src[i];
-            for (int q = 1; q < 4; q++) sum += src[q * 3 + i];
-            want[i] = acc[i] + sum;
-        }
-        b->reduce_slices(b, acc, src, 3, 4, 3, ZERO_F32, s);
-        check(memcmp(acc, want, sizeof acc) == 0, "kernels: reduce_slices is not the rank-order sum");
-        check(want[0] != 0.5f + ((1e8f + 1.0f) + (-1e8f + 1.0f)), "kernels: the order test is not order-sensitive");
-    }
-    // sum_squares follows the block order, and threads do not change it
+    // threads do not change sum_squares (its bits against the block order: test_backend_ops.c)
     {
         static const size_t ns[] = {0, 1, 4095, 4096, 4097, 100003, 1000000};
         float *x = malloc(1000000 * sizeof(float));
@@ -623,26 +595,10 @@ static int run_kernels(void) {
             b->sum_squares(b, x, ns[k], &got1, s);
             omp_set_num_threads(2);
             b->sum_squares(b, x, ns[k], &got2, s);
-            double want = sumsq_blocks(x, ns[k]);
-            check(got1 == want && got2 == want, "kernels: sum_squares(%zu) = %.17g / %.17g, spec %.17g", ns[k], got1,
-                  got2, want);
+            check(memcmp(&got1, &got2, sizeof got1) == 0, "kernels: sum_squares(%zu) = %.17g at 1 thread, %.17g at 2",
+                  ns[k], got1, got2);
         }
         free(x);
-    }
-    // adamw is adamw_element
-    {
-        const size_t n = 50000;
-        float *p = malloc(n * 4), *g = malloc(n * 4), *m = calloc(n, 4), *v = calloc(n, 4);
-        float *p2 = malloc(n * 4), *m2 = calloc(n, 4), *v2 = calloc(n, 4);
-        for (size_t i = 0; i < n; i++) { p[i] = p2[i] = rng_normal(1, 2, i); g[i] = rng_normal(1, 3, i); }
-        AdamWParams ap = adamw_params(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 3);
-        for (int rep = 0; rep < 2; rep++) {
-            b->adamw(b, p, g, m, v, n, &ap, 1, s);
-            for (size_t i = 0; i < n; i++) p2[i] = adamw_element(p2[i], g[i], &m2[i], &v2[i], &ap, 1);
-        }
-        check(memcmp(p, p2, n * 4) == 0 && memcmp(m, m2, n * 4) == 0 && memcmp(v, v2, n * 4) == 0,
-              "kernels: adamw differs from adamw_element");
-        free(p); free(g); free(m); free(v); free(p2); free(m2); free(v2);
     }
     return 0;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_zero_mpi.sh: builds dev/test/zero/mpi_zero_toy.c with zero/ (mpicc) and runs it under
-# mpirun: the host kernels against their spec, refused configurations, every ZeRO stage
+# mpirun: the host kernels' rounding odds and thread counts, refused configurations, every ZeRO stage
 # at 1, 2, 3 and 4 ranks against the unsharded reference (also with the host backend's
 # jitter, ZERO_HOST_JITTER, under several seeds: the same bits), the overlap properties
 # read from a recording backend (mpi_zero_overlap.c), and two runs that must die: a
