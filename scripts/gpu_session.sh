@@ -16,7 +16,7 @@ for p in $parts; do
     echo "=== $p"
     case $p in
         tests) { ./test_gpt2_zero; ./build/gpu_attention_cudnn; } 2>&1 | tee "$out/tests.txt" | grep -E "FAIL|passed|SKIP" ;;
-        quant) ./build/gpu_zero_quant 2>&1 | tee "$out/quant.txt" | grep -E "FAIL|passed|SKIP" ;;
+        quant) { ./build/gpu_zero_quant; ./build/gpu_backend_ops; } 2>&1 | tee "$out/quant.txt" | grep -E "FAIL|passed|SKIP" ;;
         bitwise) bash dev/test/cuda/gpu_train_matrix.sh bitwise 2>&1 | tee "$out/bitwise.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
         matrix) bash dev/test/cuda/gpu_train_matrix.sh matrix 2>&1 | tee "$out/matrix.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
         offload) bash dev/test/cuda/gpu_train_matrix.sh offload 2>&1 | tee "$out/offload.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
