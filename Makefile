@@ -51,13 +51,15 @@ ZERO_HOST_DIRS := zero zero/kernels zero/io zero/comm zero/host
 ZERO_SRC := $(wildcard $(addsuffix /*.c,$(ZERO_HOST_DIRS)))
 ZERO_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(ZERO_SRC)) $(MPI_STUB_OBJ)
 ZERO_HEADERS := $(wildcard zero/*.h zero/*/*.h) llmc/numerics/adamw.h llmc/numerics/adamw_cpu.h llmc/numerics/rand.h
-TEST_SRC := $(wildcard dev/test/test_*.c)
-TEST_BIN := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+# dev/test/: the tests in folders by area (dev/test/README.md); the binaries in one folder
+TEST_SRC := $(wildcard dev/test/*/test_*.c)
+TEST_BIN := $(addprefix $(BUILD)/tests/,$(basename $(notdir $(TEST_SRC))))
+vpath test_%.c $(sort $(dir $(TEST_SRC)))
 
 HAVE_NVCC := $(shell test -x "$(NVCC)" && echo 1)
 CPU_TARGETS := train_gpt2 tokenize zero_consolidate zero_to_model
 CUDA_TARGETS := train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn $(BUILD)/gpu_zero_toy \
-                $(BUILD)/gpu_zero_quant bench_wire_cuda
+                $(BUILD)/gpu_zero_quant $(BUILD)/gpu_backend_ops bench_wire_cuda
 
 .PHONY: all cpu cuda test test-cpu test-gpu clean check-layout
 all: cpu $(if $(HAVE_NVCC),cuda)
@@ -96,14 +98,14 @@ $(BUILD)/libzero_cuda.a: $(ZERO_CUDA_OBJ)
 	ar rcs $@ $^
 
 # GPU test of zero/'s CUDA backend against the host backend (skips without a GPU)
-$(BUILD)/gpu_zero_toy: dev/test/gpu_zero_toy.c dev/test/mpi_zero_toy.c dev/test/zero_group_cases.h $(BUILD)/libzero_cuda.a \
+$(BUILD)/gpu_zero_toy: dev/test/zero/gpu_zero_toy.c dev/test/zero/mpi_zero_toy.c dev/test/zero/zero_group_cases.h $(BUILD)/libzero_cuda.a \
                       $(BUILD)/libzero.a
 	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(BUILD)/gpu_zero_toy.o
 	$(NVCC) -o $@ $(BUILD)/gpu_zero_toy.o $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
 	    -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lnccl $(MPI_LDFLAGS) -lcjson -lz $(URING_LIBS) $(CRYPTO_LIBS) -lgomp -lpthread -lm
 
 # GPU test of zero/'s quantization kernels against the C reference (skips without a GPU)
-$(BUILD)/gpu_zero_quant: dev/test/gpu_zero_quant.c dev/test/quant_cases.h $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
+$(BUILD)/gpu_zero_quant: dev/test/zero/gpu_zero_quant.c dev/test/zero/quant_cases.h $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $(BUILD)/gpu_zero_quant.o
 	$(NVCC) -o $@ $(BUILD)/gpu_zero_quant.o $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a -L$(CUDA_HOME)/lib64 $(CRYPTO_LIBS) -lgomp -lm
 
@@ -153,8 +155,15 @@ bench_adamw_cpu: dev/bench/bench_adamw_cpu.c llmc/numerics/adamw.h llmc/numerics
 bench_gpt2cu: dev/bench/bench_gpt2cu.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
 
+# Every ZeroBackend kernel on the host and CUDA backends against its C reference (skips without a GPU)
+$(BUILD)/gpu_backend_ops: dev/test/zero/test_backend_ops.c dev/test/zero/wire_ref.h dev/test/zero/quant_cases.h \
+                         $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a
+	$(MPICC) $(CFLAGS) -DZERO_TEST_CUDA -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(BUILD)/gpu_backend_ops.o
+	$(NVCC) -o $@ $(BUILD)/gpu_backend_ops.o $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
+	    -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib $(NV_LIB) -lnccl $(MPI_LDFLAGS) -lcjson -lz $(URING_LIBS) $(CRYPTO_LIBS) -lgomp -lpthread -lm
+
 # GPU test of the cuDNN attention against a host reference (skips without a GPU)
-$(BUILD)/gpu_attention_cudnn: dev/test/gpu_attention_cudnn.cu $(BUILD)/llmc/cuda/attention_cudnn.cu.o
+$(BUILD)/gpu_attention_cudnn: dev/test/cuda/gpu_attention_cudnn.cu $(BUILD)/llmc/cuda/attention_cudnn.cu.o
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $^ $(CUDA_LDLIBS) -o $@
 
@@ -182,7 +191,7 @@ bench_nvme: dev/bench/bench_nvme.c zero/io/nvme.c zero/io/nvme.h
 $(BUILD)/model_diff: dev/tools/model_diff.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libllmc.a
+$(BUILD)/tests/%: %.c dev/test/common/test_util.h $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
 
@@ -191,8 +200,9 @@ $(BUILD)/tests/test_zero_nvme: zero/io/nvme.c zero/io/nvme.h
 
 # Unit tests that call zero/'s host backend link libzero.a, hence MPI.
 ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding $(BUILD)/tests/test_grad_norm $(BUILD)/tests/test_zero_quant \
-                 $(BUILD)/tests/test_zero_wire
-$(ZERO_TEST_BIN): $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libzero.a $(BUILD)/libllmc.a
+                 $(BUILD)/tests/test_zero_wire $(BUILD)/tests/test_backend_ops
+$(BUILD)/tests/test_zero_wire $(BUILD)/tests/test_backend_ops: dev/test/zero/wire_ref.h dev/test/zero/quant_cases.h
+$(ZERO_TEST_BIN): $(BUILD)/tests/%: %.c dev/test/common/test_util.h $(BUILD)/libzero.a $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
 

@@ -16,12 +16,12 @@ for p in $parts; do
     echo "=== $p"
     case $p in
         tests) { ./test_gpt2_zero; ./build/gpu_attention_cudnn; } 2>&1 | tee "$out/tests.txt" | grep -E "FAIL|passed|SKIP" ;;
-        quant) ./build/gpu_zero_quant 2>&1 | tee "$out/quant.txt" | grep -E "FAIL|passed|SKIP" ;;
-        bitwise) bash dev/test/gpu_train_matrix.sh bitwise 2>&1 | tee "$out/bitwise.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
-        matrix) bash dev/test/gpu_train_matrix.sh matrix 2>&1 | tee "$out/matrix.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
-        offload) bash dev/test/gpu_train_matrix.sh offload 2>&1 | tee "$out/offload.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
-        zeropp) bash dev/test/gpu_train_matrix.sh zeropp 2>&1 | tee "$out/zeropp.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
-        zero-toy) bash dev/test/gpu_zero.sh 2>&1 | tee "$out/zero_toy.txt" | tail -n 15 ;;
+        quant) { ./build/gpu_zero_quant; ./build/gpu_backend_ops; } 2>&1 | tee "$out/quant.txt" | grep -E "FAIL|passed|SKIP" ;;
+        bitwise) bash dev/test/cuda/gpu_train_matrix.sh bitwise 2>&1 | tee "$out/bitwise.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
+        matrix) bash dev/test/cuda/gpu_train_matrix.sh matrix 2>&1 | tee "$out/matrix.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
+        offload) bash dev/test/cuda/gpu_train_matrix.sh offload 2>&1 | tee "$out/offload.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
+        zeropp) bash dev/test/cuda/gpu_train_matrix.sh zeropp 2>&1 | tee "$out/zeropp.txt" | grep -E "PASS|FAIL|passed|SKIP" ;;
+        zero-toy) bash dev/test/zero/gpu_zero.sh 2>&1 | tee "$out/zero_toy.txt" | tail -n 15 ;;
         bench-model) ./bench_gpt2cu 2>&1 | tee "$out/bench_model.txt" ;;
         bench-zero) bash dev/bench/bench_zero.sh 2>&1 | tee "$out/bench_zero.txt" ;;
         bench-wire) ./bench_wire_cuda 2>&1 | tee "$out/bench_wire.txt" ;;

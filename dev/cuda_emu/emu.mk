@@ -23,13 +23,13 @@ EMU_CXXFLAGS := -std=c++17 -O3 -march=native -g -fopenmp -ffp-contract=off -fno-
 # Only sources that define kernels: in the others (the trainers' mains, the tests' host
 # references) it would only slow host code down.
 EMU_CHECKS := $(if $(EMU_SAN),,-fsanitize=thread --param tsan-instrument-func-entry-exit=0 -Wno-tsan)
-EMU_HOST_CU := train_gpt2.cu train_gpt2_zero.cu test_gpt2_zero.cu dev/test/gpu_attention_cudnn.cu
+EMU_HOST_CU := train_gpt2.cu train_gpt2_zero.cu test_gpt2_zero.cu dev/test/cuda/gpu_attention_cudnn.cu
 $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(EMU_HOST_CU)): EMU_CHECKS :=
 EMU_LDLIBS = -rdynamic $(MPI_LDFLAGS) -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) $(CRYPTO_LIBS) -lgomp -lpthread -ldl $(EMU_SAN)
 
 # every CUDA source of the project, as nvcc sees them
 EMU_CU := $(wildcard llmc/cuda/*.cu zero/cuda/*.cu) train_gpt2.cu train_gpt2_zero.cu test_gpt2_zero.cu \
-          dev/test/gpu_attention_cudnn.cu dev/cuda_emu/test/emu_selftest.cu
+          dev/test/cuda/gpu_attention_cudnn.cu dev/cuda_emu/test/emu_selftest.cu
 # The sources nvcc builds with --use_fast_math (NVCCFLAGS: all but zero/cuda/, whose rule
 # leaves it out, and the emulator's own test): their approximate intrinsics flush
 # subnormals (cuda_emu.h).
@@ -79,10 +79,10 @@ $(EMU)/libcudaemu.a: $(EMU_RUNTIME_OBJ)
 
 EMU_LLMC_OBJ := $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard llmc/cuda/*.cu))
 EMU_ZERO_OBJ := $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard zero/cuda/*.cu)) $(patsubst %.c,$(BUILD)/%.o,$(wildcard zero/cuda/*.c))
-EMU_PROGRAMS := $(EMU)/gpu_zero_quant $(EMU)/emu_selftest $(EMU)/gpu_zero_toy $(EMU)/test_gpt2_zero \
+EMU_PROGRAMS := $(EMU)/gpu_zero_quant $(EMU)/gpu_backend_ops $(EMU)/emu_selftest $(EMU)/gpu_zero_toy $(EMU)/test_gpt2_zero \
                 $(EMU)/gpu_attention_cudnn $(EMU)/train_gpt2cu $(EMU)/train_gpt2_zero
 
-$(EMU)/gpu_zero_quant: dev/test/gpu_zero_quant.c dev/test/quant_cases.h $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a
+$(EMU)/gpu_zero_quant: dev/test/zero/gpu_zero_quant.c dev/test/zero/quant_cases.h $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $(EMU)/gpu_zero_quant.o
 	$(EMU_CXX) -o $@ $(EMU)/gpu_zero_quant.o $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a $(EMU_LDLIBS)
 
@@ -97,8 +97,14 @@ $(EMU)/test_%: dev/cuda_emu/test/test_%.cpp $(EMU)/libcudaemu.a
 .PHONY: emu
 emu: $(EMU_PROGRAMS)
 
+# every ZeroBackend kernel on the host and the emulated CUDA backend (test_backend_ops.c)
+$(EMU)/gpu_backend_ops: dev/test/zero/test_backend_ops.c dev/test/zero/wire_ref.h dev/test/zero/quant_cases.h \
+                        $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a
+	$(MPICC) $(CFLAGS) -DZERO_TEST_CUDA -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(EMU)/gpu_backend_ops.o
+	$(EMU_CXX) -o $@ $(EMU)/gpu_backend_ops.o $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a $(EMU_LDLIBS)
+
 # zero/'s CUDA backend against the host backend and the toy model (gpu_zero_toy.c)
-$(EMU)/gpu_zero_toy: dev/test/gpu_zero_toy.c dev/test/mpi_zero_toy.c dev/test/zero_group_cases.h dev/test/zero_toy_model.h \
+$(EMU)/gpu_zero_toy: dev/test/zero/gpu_zero_toy.c dev/test/zero/mpi_zero_toy.c dev/test/zero/zero_group_cases.h dev/test/zero/zero_toy_model.h \
                      $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a
 	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(NV_INC) -c $< -o $(EMU)/gpu_zero_toy.o
 	$(EMU_CXX) -o $@ $(EMU)/gpu_zero_toy.o $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a $(EMU_LDLIBS)
@@ -106,7 +112,7 @@ $(EMU)/gpu_zero_toy: dev/test/gpu_zero_toy.c dev/test/mpi_zero_toy.c dev/test/ze
 # The CUDA model, its tests and both CUDA trainers
 $(EMU)/test_gpt2_zero: $(EMU)/obj/test_gpt2_zero.cu.o $(EMU_LLMC_OBJ) $(BUILD)/libllmc.a $(EMU)/libcudaemu.a
 	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)
-$(EMU)/gpu_attention_cudnn: $(EMU)/obj/dev/test/gpu_attention_cudnn.cu.o $(EMU)/obj/llmc/cuda/attention_cudnn.cu.o \
+$(EMU)/gpu_attention_cudnn: $(EMU)/obj/dev/test/cuda/gpu_attention_cudnn.cu.o $(EMU)/obj/llmc/cuda/attention_cudnn.cu.o \
                             $(BUILD)/libllmc.a $(EMU)/libcudaemu.a
 	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)
 $(EMU)/train_gpt2cu: $(EMU)/obj/train_gpt2.cu.o $(EMU_LLMC_OBJ) $(BUILD)/zero/trace.o $(EMU)/obj/zero/cuda/trace_gpu.cu.o \

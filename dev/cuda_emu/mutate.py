@@ -37,11 +37,11 @@ TESTS = [  # (name, programs it uses, command)
     ("gpu_zero_toy all", {"gpu_zero_toy"}, ["{B}/gpu_zero_toy", "all"]),
     ("gpu_zero_quant", {"gpu_zero_quant"}, ["{B}/gpu_zero_quant"]),
     ("test_gpt2_zero", {"test_gpt2_zero"}, ["{B}/test_gpt2_zero"]),
-    ("test_emu_train_ranks.sh", {"train_gpt2_zero", "train_gpt2cu"}, ["bash", "dev/test/test_emu_train_ranks.sh"]),
-    ("test_emu_train.sh", {"train_gpt2_zero", "train_gpt2cu"}, ["bash", "dev/test/test_emu_train.sh"]),
-    ("test_emu_nccl.sh", {"gpu_zero_toy", "test_nccl_emu"}, ["bash", "dev/test/test_emu_nccl.sh"]),
+    ("test_emu_train_ranks.sh", {"train_gpt2_zero", "train_gpt2cu"}, ["bash", "dev/test/emu/test_emu_train_ranks.sh"]),
+    ("test_emu_train.sh", {"train_gpt2_zero", "train_gpt2cu"}, ["bash", "dev/test/emu/test_emu_train.sh"]),
+    ("test_emu_nccl.sh", {"gpu_zero_toy", "test_nccl_emu"}, ["bash", "dev/test/emu/test_emu_nccl.sh"]),
     ("test_emu_seeds.sh", {"gpu_zero_quant", "gpu_zero_toy", "train_gpt2cu", "train_gpt2_zero"},
-     ["bash", "dev/test/test_emu_seeds.sh"]),
+     ["bash", "dev/test/emu/test_emu_seeds.sh"]),
 ]
 TEST_TIMEOUT = 1200
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // make_tokenizer_fixture.js: expected GPT-2 token ids for the C tokenizer's tests,
 // computed with an independent implementation, the gpt-3-encoder npm package
-// (JavaScript, MIT). Reads dev/test/tokenizer_cases.txt, rewrites its generated
+// (JavaScript, MIT). Reads dev/test/cpu/tokenizer_cases.txt, rewrites its generated
 // section after the marker line (seeded random strings, long repetitive ones) and
-// writes dev/test/tokenizer_expected.txt: a comment line, then one line of
+// writes dev/test/cpu/tokenizer_expected.txt: a comment line, then one line of
 // space-separated ids per case, in order. Both are committed: tests need no node/npm.
 //
 // Regenerate, from the repo root:
@@ -21,8 +21,8 @@ const fs = require('fs');
 const path = require('path');
 
 const root = path.resolve(__dirname, '..', '..');
-const casesPath = path.join(root, 'dev/test/tokenizer_cases.txt');
-const expectedPath = path.join(root, 'dev/test/tokenizer_expected.txt');
+const casesPath = path.join(root, 'dev/test/cpu/tokenizer_cases.txt');
+const expectedPath = path.join(root, 'dev/test/cpu/tokenizer_expected.txt');
 const MARKER = '# --- generated below by dev/data/make_tokenizer_fixture.js; do not edit ---';
 const SEED = 20240328;
 const NUM_RANDOM = 300;

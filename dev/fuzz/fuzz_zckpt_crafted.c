@@ -20,7 +20,7 @@ libFuzzer (clang):
   clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -DZCK_FUZZ_LIBFUZZER -I. \
     dev/fuzz/fuzz_zckpt_crafted.c zero/io/consolidate.c zero/io/zckpt.c zero/io/zfile.c zero/partition.c -lcjson -lz
   ./a.out CORPUS_DIR
-Plain driver (any C compiler; what dev/test/test_zckpt_crafted.sh runs under ASan):
+Plain driver (any C compiler; what dev/test/security/test_zckpt_crafted.sh runs under ASan):
   fuzz_zckpt_crafted [--generate N] [--seed S] [--write-corpus DIR] [FILE|DIR ...]
     --generate N      N inputs from a seeded generator (default 0, or 2000 without files)
     --write-corpus D  also write the generated inputs into D (a libFuzzer seed corpus)

@@ -19,13 +19,13 @@ CFLAGS="-O3 -march=x86-64-v3" make -j"$(nproc)" BUILD=$b MPICC=/nonexistent \
     CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" cuda $b/model_diff
 rm -rf "$dir"; mkdir -p "$dir/bin" "$dir/build" "$dir/lib"
 for t in train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu bench_wire_cuda; do cp -p "$t" "$dir/bin/"; done
-for t in gpu_attention_cudnn gpu_zero_toy gpu_zero_quant model_diff; do cp -p "$b/$t" "$dir/build/"; done
+for t in gpu_attention_cudnn gpu_zero_toy gpu_zero_quant gpu_backend_ops model_diff; do cp -p "$b/$t" "$dir/build/"; done
 # host libraries a CUDA image may lack (glibc here is older than there, so these load)
 for l in libcjson.so.1 liburing.so.2 libgomp.so.1 libpcre2-8.so.0 libcrypto.so.3 libz.so.1; do
     p=$(ldconfig -p | awk -v n="$l" '$1 == n && /x86-64/ { print $NF; exit }')
     [ -n "$p" ] && cp -L "$p" "$dir/lib/"
 done
-# headers and link names for dev/test/gpu_zero.sh, which compiles zero/ there (CPATH, LIBRARY_PATH)
+# headers and link names for dev/test/zero/gpu_zero.sh, which compiles zero/ there (CPATH, LIBRARY_PATH)
 mkdir -p "$dir/include/cjson"
 cp /usr/include/cjson/cJSON.h "$dir/include/cjson/" && cp /usr/include/zlib.h /usr/include/zconf.h "$dir/include/"
 for l in libcjson libz liburing; do ln -sf "$(basename "$(ls "$dir/lib/$l".so.*)")" "$dir/lib/$l.so"; done

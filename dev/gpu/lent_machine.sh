@@ -35,14 +35,14 @@ mkdir -p /tmp/fakebin && printf '#!/bin/sh\nexit 0\n' > /tmp/fakebin/make && cp 
 grep "not found" "$log/env.txt" | sort -u | sed 's/^/lent_machine: missing /' | tee -a "$log/summary.txt"
 lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
     case $1 in
-        units) ./test_gpt2_zero; ./build/gpu_attention_cudnn; ./build/gpu_zero_quant; ./bench_wire_cuda ;;
-        bitwise|matrix|offload|zeropp) KEEP_DIR=/tmp/gm_$1 NCCL_DEBUG=VERSION bash dev/test/gpu_train_matrix.sh "$1" ;;
-        matrix4) KEEP_DIR=/tmp/gm_$1 NPS=4 bash dev/test/gpu_train_matrix.sh matrix ;;
-        offload-param-nvme) KEEP_DIR=/tmp/gm_$1 NPS=1 OFFLOAD_MATCH="param nvme" bash dev/test/gpu_train_matrix.sh offload ;;
+        units) ./test_gpt2_zero; ./build/gpu_attention_cudnn; ./build/gpu_zero_quant; ./build/gpu_backend_ops; ./bench_wire_cuda ;;
+        bitwise|matrix|offload|zeropp) KEEP_DIR=/tmp/gm_$1 NCCL_DEBUG=VERSION bash dev/test/cuda/gpu_train_matrix.sh "$1" ;;
+        matrix4) KEEP_DIR=/tmp/gm_$1 NPS=4 bash dev/test/cuda/gpu_train_matrix.sh matrix ;;
+        offload-param-nvme) KEEP_DIR=/tmp/gm_$1 NPS=1 OFFLOAD_MATCH="param nvme" bash dev/test/cuda/gpu_train_matrix.sh offload ;;
         quant) ./build/gpu_zero_quant ;;
         mainjob) ./scripts/train.sh -o /tmp/mainjob ;;
         mainjob-short) ./scripts/train.sh -x 8 -o /tmp/mainjob ;;
-        toy) bash dev/test/gpu_zero.sh ;;
+        toy) bash dev/test/zero/gpu_zero.sh ;;
         bench) ./bench_gpt2cu; bash dev/bench/bench_zero.sh ;;
     esac
 }

@@ -2,9 +2,9 @@
 # Runs every test program and prints one closing line "N passed, N failed, N skipped".
 # Before each program it prints "=== k/N name", N being every program this run will start.
 # EMU_DIR (set by make test when the CUDA toolkit is there): the emulated programs' folder.
-# SHELL_TESTS: the shell tests to run (default every dev/test/test_*.sh; "" runs none).
-# GPU_PROGS: the GPU programs to run (default those built of the four below; "" runs none).
-# cmocka programs report their own counts; shell tests (dev/test/*.sh) count as one
+# SHELL_TESTS: the shell tests to run (default every dev/test/*/test_*.sh; "" runs none).
+# GPU_PROGS: the GPU programs to run (default those built of the five below; "" runs none).
+# cmocka programs report their own counts; shell tests (dev/test/*/test_*.sh) count as one
 # test each (exit 0 = pass, exit 77 = skipped, as automake has it). A program whose output
 # (and no counts of its own) has a line starting with SKIP counts as one skipped. A run
 # that passes and fails nothing (nothing ran, or everything skipped) counts as a failure.
@@ -17,17 +17,17 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 if [ -n "${SHELL_TESTS+set}" ]; then read -r -a shell_tests <<< "$SHELL_TESTS"
-else shell_tests=(dev/test/test_*.sh); fi
+else shell_tests=(dev/test/*/test_*.sh); fi
 gpu_progs=()
 # GPU programs (built by test_cuda_build.sh) print "SKIP: reason" without a GPU.
-for gpu in ${GPU_PROGS-./test_gpt2_zero build/gpu_attention_cudnn build/gpu_zero_toy build/gpu_zero_quant}; do
+for gpu in ${GPU_PROGS-./test_gpt2_zero build/gpu_attention_cudnn build/gpu_zero_toy build/gpu_zero_quant build/gpu_backend_ops}; do
     [ -x "$gpu" ] && gpu_progs+=("$gpu")
 done
 emu_progs=()
 # The same CUDA sources on the emulated device (make emu; dev/cuda_emu/README.md), and the
 # emulator's own tests: they run wherever the CUDA toolkit is, GPU or not.
-[ -n "${EMU_DIR:-}" ] && emu_progs=(emu_selftest test_cublaslt_emu test_cudnn_emu gpu_zero_quant "gpu_zero_toy all"
-                                    gpu_attention_cudnn test_gpt2_zero)
+[ -n "${EMU_DIR:-}" ] && emu_progs=(emu_selftest test_cublaslt_emu test_cudnn_emu gpu_zero_quant gpu_backend_ops
+                                    "gpu_zero_toy all" gpu_attention_cudnn test_gpt2_zero)
 n_sh=0
 for sh in "${shell_tests[@]}"; do [ -e "$sh" ] && n_sh=$((n_sh + 1)); done
 total=$(($# + n_sh + ${#gpu_progs[@]} + ${#emu_progs[@]}))

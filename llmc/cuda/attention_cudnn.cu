@@ -43,7 +43,7 @@
 // Verification status: the graphs were checked without a GPU (cuDNN 9.19 deviceless planning
 // from a described sm_90 / sm_80 device): the fused engines accept all three graphs (forward,
 // both backward variants) and compile kernels for them, and reject deliberately broken variants.
-// Numerical results have not been checked on a GPU yet; dev/test/gpu_attention_cudnn.cu does that.
+// Numerical results have not been checked on a GPU yet; dev/test/cuda/gpu_attention_cudnn.cu does that.
 #include "attention_cudnn.h"
 #include "attention_cudnn_version.h"
 #include "../model/cuda_kernel_sizes.h"

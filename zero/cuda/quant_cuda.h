@@ -1,7 +1,7 @@
 /*
 quant_cuda.h: quant.h's block quantization kernels on the GPU (quant_cuda.cu), with the
 same formats and the same bits as the C reference (both use quant_element.h's rules;
-dev/test/gpu_zero_quant.c checks it). Everything is queued on `stream`; pointers are
+dev/test/zero/gpu_zero_quant.c checks it). Everything is queued on `stream`; pointers are
 device memory. Build quant_cuda.cu without --use_fast_math (flush-to-zero would change
 the subnormal cases).
 

@@ -1,7 +1,7 @@
 /*
 wire_cuda.h: wire.h's four kernels on the GPU (wire_cuda.cu), the same records and the same
 bits as the host versions in wire.c (both use quant_element.h's rules and fp32 sums in
-record order; dev/test/gpu_zero_quant.c checks it). Arguments are those of wire.h's
+record order; dev/test/zero/test_backend_ops.c checks it). Arguments are those of wire.h's
 zero_wire_*_cpu; pointers are device memory; everything is queued on `stream`. Records must
 start 4-byte aligned (their scales are floats); 16-byte aligned buffers, slices and blocks
 get vector loads. Build wire_cuda.cu without --use_fast_math.

@@ -1044,7 +1044,7 @@ struct AttnCase {
     }
 };
 
-static const double kAttnTol = 2e-2;   // bf16 outputs and bf16 P / dS, as dev/test/gpu_attention_cudnn.cu allows
+static const double kAttnTol = 2e-2;   // bf16 outputs and bf16 P / dS, as dev/test/cuda/gpu_attention_cudnn.cu allows
 
 static size_t round_up(size_t a, size_t b) { return (a + b - 1) / b * b; }
 

@@ -2,7 +2,7 @@
 mpi.h (stub): just enough of MPI's interface to build zero/comm/comm_mpi.c on a machine without
 MPI (the GPU test machine may have none). A program built with it runs only launched
 without MPI (RANK / WORLD_SIZE in the environment: comm_mpi.c never calls MPI then); under
-a launcher MPI_Init_thread fails with a message. Used by dev/test/gpu_zero.sh only.
+a launcher MPI_Init_thread fails with a message. Used by dev/test/zero/gpu_zero.sh only.
 */
 #ifndef ZERO_MPI_STUB_H
 #define ZERO_MPI_STUB_H

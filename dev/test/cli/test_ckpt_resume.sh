@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# test_ckpt_resume.sh: what -y 1 checks before it continues a run (issue 17), with the CPU
+# trainer, unsharded and under mpirun -np 2 -z 2:
+#  1. -y 1 into a folder holding the other kind of checkpoint (unsharded ckpt_ and latest vs
+#     sharded zero_N and latest_zero), or its own kind with the pointer file deleted: refused
+#     with a message saying what is there; main.log and the model files stay byte for byte
+#  2. a sharded manifest whose stage, seed or last_t differs from the rank files': refused
+#     by -y 1 and by zero_consolidate, naming the file and both values
+#  3. an unsharded checkpoint of another step copied over the latest one (ckpt_2 over
+#     ckpt_4, latest says 4): refused naming the file and both steps
+#  4. settings changed on resume (-l, -c, --grad-clip, -u, --beta1, -x) are printed, and
+#     run.json keeps the first part's record (settings and timing) with a "resumes" entry
+#     per resume: its step and each changed setting from/to (a second resume compares with
+#     the settings then in force), sharded and unsharded
+set -u
+cd "$(dirname "$0")/../../.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL test_ckpt_resume: $*"; exit 1; }
+small=(-e d2c64h2t64 -b 2 -t 32 -v 0 -s 0 --threads 1 --seed 1337)
+zero=(mpirun -np 2 ./train_gpt2 "${small[@]}" -z 2)
+sums() { (cd "$1" && sha256sum main.log model_*.bin 2>/dev/null); }
+
+# a sharded and an unsharded run to start from (checkpoints at 2 and 4)
+"${zero[@]}" -x 4 -n 2 -o "$tmp/zbase" > "$tmp/zbase.txt" 2>&1 || { cat "$tmp/zbase.txt"; fail "the sharded base run failed"; }
+./train_gpt2 "${small[@]}" -x 4 -n 2 -o "$tmp/base" > "$tmp/base.txt" 2>&1 || { cat "$tmp/base.txt"; fail "the unsharded base run failed"; }
+
+# refused NAME WHAT CMD...: the command must exit non-zero, print WHAT, and leave main.log
+# and the model files of its -o folder ($tmp/NAME) as they were
+refused() {
+    local name=$1 what=$2
+    shift 2
+    sums "$tmp/$name" > "$tmp/$name.before"
+    if "$@" -o "$tmp/$name" > "$tmp/$name.txt" 2>&1; then cat "$tmp/$name.txt"; fail "$name: the run was not refused"; fi
+    grep -qF -- "$what" "$tmp/$name.txt" || { cat "$tmp/$name.txt"; fail "$name: no message saying: $what"; }
+    grep -q "starting fresh" "$tmp/$name.txt" && fail "$name: it says it starts fresh"
+    sums "$tmp/$name" | cmp -s - "$tmp/$name.before" || fail "$name: main.log or a model file changed"
+    echo "$name: refused, main.log and model files unchanged: $(grep -F -- "$what" "$tmp/$name.txt" | head -n 1 | cut -c1-220)"
+}
+
+# 1. -y 1 over the other kind, or over its own kind without the pointer file
+cp -r "$tmp/zbase" "$tmp/unsharded_over_sharded"
+refused unsharded_over_sharded "has no 'latest' naming an unsharded checkpoint to resume, but it holds 'latest_zero' (a step number), 2 sharded checkpoints (zero_2/ to zero_4/)" \
+    ./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1
+cp -r "$tmp/base" "$tmp/sharded_over_unsharded"
+refused sharded_over_unsharded "has no 'latest_zero' naming a sharded checkpoint to resume, but it holds 'latest' (a step number), 2 unsharded checkpoints (ckpt_00000002.bin to ckpt_00000004.bin)" \
+    "${zero[@]}" -x 6 -n 2 -y 1
+cp -r "$tmp/zbase" "$tmp/no_latest_zero"
+rm "$tmp/no_latest_zero/latest_zero"
+refused no_latest_zero "has no 'latest_zero' naming a sharded checkpoint to resume, but it holds 2 sharded checkpoints (zero_2/ to zero_4/)" \
+    "${zero[@]}" -x 6 -n 2 -y 1
+cp -r "$tmp/base" "$tmp/no_latest"
+rm "$tmp/no_latest/latest"
+refused no_latest "has no 'latest' naming an unsharded checkpoint to resume, but it holds 2 unsharded checkpoints" \
+    ./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1
+
+# 2. a manifest's stage, seed or last_t against the rank files'
+for edit in "stage 2 1" "last_t 4 5" "seed 1337 1338"; do
+    set -- $edit
+    field=$1 saved=$2 edited=$3 name="manifest_$1"
+    cp -r "$tmp/zbase" "$tmp/$name"
+    python3 - "$tmp/$name/zero_4/manifest.json" "$field" "$saved" "$edited" <<'EOF' || fail "cannot edit the manifest"
+import json, sys
+path, field, saved, edited = sys.argv[1:]
+m = json.load(open(path))
+if str(m[field]) != saved: sys.exit(f"{path}: {field} is {m[field]!r}, not {saved}")
+m[field] = edited if field == "seed" else int(edited)
+json.dump(m, open(path, "w"), indent=1)
+EOF
+    msg="rank_00000.bin (rank 0 of 2) was saved with $field $saved, but $tmp/$name/zero_4/manifest.json says $edited"
+    refused "$name" "$msg" "${zero[@]}" -x 6 -n 2 -y 1
+    if ./zero_consolidate "$tmp/$name" latest "$tmp/$name.out" > "$tmp/$name.cons" 2>&1; then fail "$name: zero_consolidate accepted it"; fi
+    grep -qF "$msg" "$tmp/$name.cons" || { cat "$tmp/$name.cons"; fail "$name: zero_consolidate does not name the file and both values"; }
+done
+echo "manifest stage, last_t and seed are checked against the rank files (-y 1 and zero_consolidate)"
+
+# 3. ckpt_2 copied over ckpt_4
+cp -r "$tmp/base" "$tmp/step_copied"
+cp "$tmp/step_copied/ckpt_00000002.bin" "$tmp/step_copied/ckpt_00000004.bin"
+refused step_copied "checkpoint '$tmp/step_copied/ckpt_00000004.bin' holds step 2, but its name (and '$tmp/step_copied/latest') says step 4" \
+    ./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1
+
+# 4. changed settings on resume: printed, and kept in run.json with the first part's record
+check_record() {   # check_record RUN.JSON PYTHON-ASSERTIONS...
+    python3 - "$@" <<'EOF' || fail "run.json does not keep the history (see above)"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for a in sys.argv[2:]:
+    if not eval(a):
+        print(json.dumps(r, indent=1)[:3000])
+        sys.exit(f"{sys.argv[1]}: not true: {a}")
+EOF
+}
+run="$tmp/history"
+./train_gpt2 "${small[@]}" -x 4 -n 2 -o "$run" > "$tmp/h1.txt" 2>&1 || { cat "$tmp/h1.txt"; fail "history: first part failed"; }
+./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1 -l 0.001 -c 0.05 --grad-clip 0.5 -u 2 --beta1 0.85 -o "$run" > "$tmp/h2.txt" 2>&1 \
+    || { cat "$tmp/h2.txt"; fail "history: the resume with changed settings failed"; }
+for line in "-l (lr) changed from 0.002 to 0.001" "-c (weight_decay) changed from 0 to 0.05" \
+            "--grad-clip (grad_clip) changed from 1 to 0.5" "-u (warmup_steps) changed from 3 to 2" \
+            "--beta1 (beta1) changed from 0.9 to 0.85" "-x (steps) changed from 4 to 6"; do
+    grep -qF -- "resume at step 4: $line" "$tmp/h2.txt" || { cat "$tmp/h2.txt"; fail "history: the resume does not print: $line"; }
+done
+./train_gpt2 "${small[@]}" -x 8 -n 2 -y 1 -l 0.001 -c 0.05 --grad-clip 0.5 -u 2 --beta1 0.85 -o "$run" > "$tmp/h3.txt" 2>&1 \
+    || { cat "$tmp/h3.txt"; fail "history: the second resume failed"; }
+[ "$(grep -c "^resume at step 6: " "$tmp/h3.txt")" = 1 ] && grep -qF "resume at step 6: -x (steps) changed from 6 to 8" "$tmp/h3.txt" \
+    || { cat "$tmp/h3.txt"; fail "history: the second resume does not print just -x's change"; }
+check_record "$run/run.json" \
+    'r["lr"] == 0.002 and r["steps"] == 4 and r["grad_clip"] == 1 and r["warmup_steps"] == 3 and r["beta1"] == 0.9' \
+    'r["seed"] == 1337 and len(r["timing"]["step_seconds"]) == 4' \
+    'len(r["resumes"]) == 2 and r["resumes"][0]["step"] == 4 and r["resumes"][1]["step"] == 6' \
+    'r["resumes"][0]["changed"] == {"lr": {"from": 0.002, "to": 0.001}, "weight_decay": {"from": 0, "to": 0.05}, "grad_clip": {"from": 1, "to": 0.5}, "warmup_steps": {"from": 3, "to": 2}, "beta1": {"from": 0.9, "to": 0.85}, "steps": {"from": 4, "to": 6}}' \
+    'len(r["resumes"][0]["timing"]["step_seconds"]) == 2 and len(r["resumes"][1]["timing"]["step_seconds"]) == 2' \
+    'r["resumes"][1]["changed"] == {"steps": {"from": 6, "to": 8}}'
+echo "unsharded: changed settings printed on resume; run.json keeps the first part and both resumes"
+echo '{"not": "a run record"' > "$run/run.json"
+./train_gpt2 "${small[@]}" -x 10 -n 2 -y 1 -l 0.001 -c 0.05 --grad-clip 0.5 -u 2 --beta1 0.85 -o "$run" > "$tmp/h4.txt" 2>&1 \
+    || { cat "$tmp/h4.txt"; fail "history: the resume over a damaged run.json failed"; }
+[ "$(cat "$run/run.json.unreadable")" = '{"not": "a run record"' ] || fail "history: the damaged run.json was not kept aside"
+grep -qF "resume at step 8: $run/run.json was not a run record (kept aside as $run/run.json.unreadable)" "$tmp/h4.txt" \
+    || { cat "$tmp/h4.txt"; fail "history: the damaged run.json is not reported"; }
+check_record "$run/run.json" 'r["steps"] == 10 and r["lr"] == 0.001 and len(r["resumes"]) == 1 and r["resumes"][0]["step"] == 8' \
+    '"kept aside" in r["resumes"][0]["note"] and len(r["resumes"][0]["timing"]["step_seconds"]) == 2'
+echo "unsharded: a damaged run.json is kept aside (run.json.unreadable), and a new record says so"
+zrun="$tmp/zhistory"
+"${zero[@]}" -x 2 -n 2 -o "$zrun" > "$tmp/z1.txt" 2>&1 || { cat "$tmp/z1.txt"; fail "sharded history: first part failed"; }
+"${zero[@]}" -x 4 -n 2 -y 1 -l 0.001 -o "$zrun" > "$tmp/z2.txt" 2>&1 || { cat "$tmp/z2.txt"; fail "sharded history: resume failed"; }
+grep -qF "resume at step 2: -l (lr) changed from 0.002 to 0.001" "$tmp/z2.txt" || { cat "$tmp/z2.txt"; fail "sharded: the lr change is not printed"; }
+check_record "$zrun/run.json" 'r["lr"] == 0.002 and r["steps"] == 2 and r["zero_stage"] == 2 and len(r["timing"]["step_seconds"]) == 2' \
+    'r["resumes"][0]["changed"] == {"lr": {"from": 0.002, "to": 0.001}, "steps": {"from": 2, "to": 4}}'
+echo "sharded: the same record across a resume"
+echo "PASS test_ckpt_resume"

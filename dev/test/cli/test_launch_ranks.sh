@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# test_launch_ranks.sh: scripts/launch_ranks.sh's usage and what it starts.
+#  - -h and --help print the usage on stdout and exit 0; no arguments, an NP that is not a
+#    positive integer, or no COMMAND print why and the usage on stderr and exit 2, starting nothing
+#  - the usage names every variable the script gives the ranks, and they get them: with
+#    NO_MPI=1 NP plain processes with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, a
+#    bootstrap file in a private folder and a 64-hex-digit secret; with mpirun, NCCL_HOSTID
+#  - a rank that fails makes the launcher fail
+set -u
+cd "$(dirname "$0")/../../.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL test_launch_ranks: $*"; exit 1; }
+L=scripts/launch_ranks.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+for h in -h --help; do
+    bash $L $h > "$tmp/h.out" 2> "$tmp/h.err" || fail "$h exited non-zero"
+    grep -q "^usage: scripts/launch_ranks.sh NP COMMAND" "$tmp/h.out" || fail "$h printed no usage"
+    [ -s "$tmp/h.err" ] && fail "$h wrote to stderr"
+done
+usage=$(cat "$tmp/h.out")
+bad() {   # expected message, then the arguments
+    local want=$1; shift
+    bash $L "$@" > "$tmp/b.out" 2> "$tmp/b.err"
+    local rc=$?
+    [ "$rc" -eq 2 ] || fail "'$*' exited $rc, not 2"
+    grep -q "$want" "$tmp/b.err" && grep -q "^usage: " "$tmp/b.err" || { cat "$tmp/b.err"; fail "'$*': no '$want' and usage"; }
+    [ -s "$tmp/b.out" ] && fail "'$*' wrote to stdout"
+    [ -e "$tmp/started" ] && fail "'$*' started something"
+    return 0
+}
+bad "give NP and a COMMAND"
+bad "NP must be a positive integer, not 'x'" x touch "$tmp/started"
+bad "NP must be a positive integer, not '0'" 0 touch "$tmp/started"
+bad "NP must be a positive integer, not '-2'" -2 touch "$tmp/started"
+bad "no COMMAND to start" 2
+
+# every variable the script sets for the ranks is in the usage
+for v in $(grep -o '\b[A-Z][A-Z_]*=' $L | tr -d = | sort -u); do
+    echo "$usage" | grep -q "$v" || fail "the usage does not mention $v, which the script sets"
+done
+
+# without MPI: the variables the usage promises
+NO_MPI=1 bash $L 3 sh -c 'echo "$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE ${#ZERO_BOOTSTRAP_SECRET} \
+$(stat -c %a "$(dirname "$ZERO_BOOTSTRAP_FILE")") $NCCL_SOCKET_IFNAME"' > "$tmp/env.txt" || fail "NO_MPI run failed"
+[ "$(sort "$tmp/env.txt")" = $'0 3 0 3 64 700 lo\n1 3 1 3 64 700 lo\n2 3 2 3 64 700 lo' ] \
+    || { cat "$tmp/env.txt"; fail "NO_MPI ranks' environment"; }
+NO_MPI=1 bash $L 2 sh -c '[ "$RANK" = 0 ]' && fail "NO_MPI: a failing rank did not fail the launch"
+if command -v mpirun > /dev/null; then
+    bash $L 2 sh -c 'echo "$OMPI_COMM_WORLD_RANK $NCCL_HOSTID"' > "$tmp/mpi.txt" 2>&1 || { cat "$tmp/mpi.txt"; fail "mpirun run"; }
+    [ "$(sort "$tmp/mpi.txt")" = $'0 rank0\n1 rank1' ] || { cat "$tmp/mpi.txt"; fail "mpirun ranks' NCCL_HOSTID (or a warning)"; }
+fi
+echo "test_launch_ranks: OK"

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The emulated NCCL across processes (dev/cuda_emu/nccl.cpp), ranks started by
+# scripts/launch_ranks.sh with NO_MPI=1:
+#  1. test_nccl_emu (dev/cuda_emu/test/test_nccl_emu.cpp) at 2 and 4 ranks, and at 2 with
+#     random delays before queued stream work (CUDA_EMU_JITTER): all-gathers, rings and
+#     all-to-alls of grouped sends and receives, splits, and broken callers (different
+#     sizes, a peer that never comes, ncclCommAbort).
+#  2. refusals of the set-up: a rank joining with another nranks (every rank refused, at
+#     once) and a rank whose peer never starts (refused after CUDA_EMU_NCCL_TIMEOUT, naming it).
+#  3. gpu_zero_toy (zero/'s CUDA backend against the host backend and the unsharded toy) at 2
+#     and 4 ranks: collectives, the ZeRO++ groups, training at stages 0-3 against the
+#     unsharded reference, the configuration errors, and a misuse that must end the job with
+#     its message. (Its kernels do not depend on the ranks: run_tests.sh runs them at 1 rank.)
+#     Its watchdog death: a rank stalled past the timeout ends the job, and no rank goes on
+#     from the collective that the watchdog's ncclCommAbort ended.
+#  4. nothing is left in /dev/shm.
+set -u
+cd "$(dirname "$0")/../../.."
+source dev/test/emu/emu_common.sh
+need_emu test_nccl_emu gpu_zero_toy
+export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=1 NO_MPI=1
+shm_before=$(ls /dev/shm | grep -c '^cuda_emu_nccl_')
+
+# ranks_ok LOG NP: every rank printed "rank R: N passed, 0 failed"
+ranks_ok() {
+    local r
+    for r in $(seq 0 $(($2 - 1))); do grep -Eq "^rank $r: [0-9]+ passed, 0 failed" "$1" || return 1; done
+}
+counts() { grep -Eo '^rank [0-9]+: [0-9]+ passed' "$1" | awk '{s += $3} END {print s + 0}'; }
+
+# 1. the cases
+for v in "2" "4" "2 3"; do
+    set -- $v
+    np=$1 jitter=${2:-}
+    log=$tmp/cases_$np$jitter.log
+    start=$(date +%s.%N)
+    CUDA_EMU_JITTER=${jitter:-0} timeout 300 scripts/launch_ranks.sh "$np" "$EMU/test_nccl_emu" > "$log" 2>&1
+    rc=$?
+    secs=$(echo "$(date +%s.%N) - $start" | bc | cut -c1-4)
+    what="test_nccl_emu at $np ranks${jitter:+ (CUDA_EMU_JITTER=$jitter)}"
+    if [ "$rc" -eq 0 ] && ranks_ok "$log" "$np"; then ok "$what: $(counts "$log") checks over all ranks (${secs} s)"
+    else bad "$what (exit $rc)"; grep -v '^cuda_emu: NCCL' "$log" | tail -n 20; fi
+done
+
+# 2. refusals of the set-up
+log=$tmp/mismatch.log
+start=$(date +%s)
+timeout 60 scripts/launch_ranks.sh 2 "$EMU/test_nccl_emu" mismatch > "$log" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && ranks_ok "$log" 2 && [ $(( $(date +%s) - start )) -lt 2 ] && grep -q "joined with nranks 3" "$log"; then
+    ok "a rank joining with nranks 3 of a 2-rank id: both ranks refused at once ($(grep -m1 'joined with nranks' "$log" | sed 's/.*: //'))"
+else bad "nranks mismatch (exit $rc)"; cat "$log"; fi
+log=$tmp/alone.log
+RANK=0 WORLD_SIZE=2 ZERO_BOOTSTRAP_FILE=$tmp/alone_id timeout 60 "$EMU/test_nccl_emu" alone > "$log" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && ranks_ok "$log" 1 && grep -q "waited 2 s to join for rank(s) 1" "$log"; then
+    ok "a rank whose peer never starts: refused after CUDA_EMU_NCCL_TIMEOUT naming rank 1"
+else bad "a missing peer at ncclCommInitRank (exit $rc)"; cat "$log"; fi
+
+# 3. gpu_zero_toy across ranks
+for np in 2 4; do
+    for mode in collectives groups train errors; do
+        log=$tmp/toy_${np}_$mode.log
+        start=$(date +%s.%N)
+        timeout 300 scripts/launch_ranks.sh "$np" "$EMU/gpu_zero_toy" "$mode" > "$log" 2>&1
+        rc=$?
+        secs=$(echo "$(date +%s.%N) - $start" | bc | cut -c1-4)
+        counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+        if [ "$rc" -eq 0 ] && [[ "$counts" =~ ^[1-9][0-9]*\ passed,\ 0\ failed ]]; then
+            ok "gpu_zero_toy $mode at $np ranks: $counts (${secs} s)"
+        else bad "gpu_zero_toy $mode at $np ranks (exit $rc): $counts"; grep -E 'FAIL|rank [0-9]+:|zero:' "$log" | head -n 20; fi
+    done
+done
+log=$tmp/toy_misuse.log
+timeout 120 scripts/launch_ranks.sh 2 "$EMU/gpu_zero_toy" misuse > "$log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
+   grep -q "zero: rank [01]: zero_step after 0 complete micro-steps and 1 of 5 units' grads_ready" "$log" &&
+   ! grep -q "accepted an incomplete" "$log"; then
+    ok "gpu_zero_toy misuse at 2 ranks ends the job with its message (exit $rc)"
+else bad "gpu_zero_toy misuse at 2 ranks (exit $rc)"; cat "$log"; fi
+
+# the watchdog's death: one rank sleeps 20 s inside an all-reduce, the watchdog (timeout 1 s)
+# ends the job with its message. Its ncclCommAbort ends the other rank's stalled all-gather
+# (NCCL's documented effect), which once let that rank's main thread run on with the aborted
+# result ("the stalled all-reduce returned") before the watchdog's exit: every emulated run
+# lost that race. Now every wait after the abort parks (zero_comm_park_if_ending).
+log=$tmp/toy_timeout.log
+start=$(date +%s)
+timeout 120 scripts/launch_ranks.sh 2 "$EMU/gpu_zero_toy" timeout > "$log" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 20 ] &&
+   grep -Eq "^rank [01]: collective all_reduce on 8 bytes timed out after [0-9.]+ s" "$log" &&
+   ! grep -q "did not fire" "$log"; then
+    ok "gpu_zero_toy timeout at 2 ranks: the watchdog ends the job, no rank goes on from the aborted collective (exit $rc after ${elapsed} s)"
+else bad "gpu_zero_toy timeout at 2 ranks (exit $rc after ${elapsed} s)"; cat "$log"; fi
+
+# 4. no shared memory left behind
+shm_after=$(ls /dev/shm | grep -c '^cuda_emu_nccl_')
+if [ "$shm_after" -le "$shm_before" ]; then ok "no /dev/shm/cuda_emu_nccl_* left behind"
+else bad "$((shm_after - shm_before)) /dev/shm/cuda_emu_nccl_* left behind: $(ls /dev/shm | grep '^cuda_emu_nccl_' | head -n 5)"; fi
+echo "$pass passed, $failn failed"
+[ "$failn" -eq 0 ]

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The emulated suite under three other seeds of the emulator (CUDA_EMU_SEED: the order of
+# blocks, the interleaving of each block's threads between barriers, what fresh memory
+# holds) with random delays before queued stream work (CUDA_EMU_JITTER): the same bits.
+# A missing barrier, a dependence on block order, a read of memory never written or a
+# missing stream wait would change them. Per seed: gpu_zero_quant, gpu_backend_ops and
+# gpu_zero_toy (their own bit-for-bit checks against the C references), and train_gpt2cu, train_gpt2_zero -z 3
+# and -z 3 with optimizer and parameters in host memory, 6 steps, against seed 0's runs.
+set -u
+cd "$(dirname "$0")/../../.."
+source dev/test/emu/emu_common.sh
+export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
+bw=(-e d2c64h1t64 -b 2 -t 64 -v 0 -s 0 -l 1e-3 -d 128 -x 6 --grad-clip 0.5)
+trainers=("cu $EMU/train_gpt2cu" "z3 $EMU/train_gpt2_zero -z 3"
+          "z3off $EMU/train_gpt2_zero -z 3 --offload-optimizer cpu --offload-param cpu")
+train_all() {   # train_all SEED: every trainer into $tmp/SEED/
+    for t in "${trainers[@]}"; do
+        set -- $t
+        local name=$1; shift
+        mkdir -p "$tmp/$seed"
+        timeout 600 "$@" "${bw[@]}" -o "$tmp/$seed/$name" > "$tmp/$seed/$name.log" 2>&1 ||
+            { bad "seed $seed: $name failed"; tail -n 10 "$tmp/$seed/$name.log"; }
+    done
+}
+seed=0
+CUDA_EMU_SEED=0 train_all
+for seed in 1 2 3; do
+    export CUDA_EMU_SEED=$seed CUDA_EMU_JITTER=$seed
+    for prog in gpu_zero_quant gpu_backend_ops "gpu_zero_toy all"; do
+        set -- $prog
+        if timeout 600 "$EMU/$1" "${@:2}" > "$tmp/$1.$seed.log" 2>&1 && grep -q ' 0 failed$' "$tmp/$1.$seed.log"; then
+            ok "seed $seed, jitter $seed: $prog: $(grep -E '^[0-9]+ passed' "$tmp/$1.$seed.log" | tail -n 1)"
+        else bad "seed $seed, jitter $seed: $prog"; grep -m5 FAIL "$tmp/$1.$seed.log"; tail -n 3 "$tmp/$1.$seed.log"; fi
+    done
+    train_all
+    for t in "${trainers[@]}"; do
+        name=${t%% *}
+        if ./build/model_diff "$tmp/0/$name/model_final.bin" "$tmp/$seed/$name/model_final.bin" 0 > /dev/null 2>&1 &&
+            diff <(grep trl "$tmp/0/$name/main.log" | cut -d' ' -f1,2,4) <(grep trl "$tmp/$seed/$name/main.log" | cut -d' ' -f1,2,4) > /dev/null
+        then ok "seed $seed, jitter $seed: ${t#* } gives seed 0's model, losses and norms"
+        else bad "seed $seed, jitter $seed: ${t#* } differs from seed 0"; fi
+    done
+    unset CUDA_EMU_SEED CUDA_EMU_JITTER
+done
+echo "$pass passed, $failn failed"
+[ "$failn" -eq 0 ]

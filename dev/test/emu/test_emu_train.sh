@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The CUDA trainers on the emulated device (make emu), on the bundled data:
+#  1. train_gpt2cu against the CPU reference train_gpt2, the same init, data and schedule,
+#     20 steps: every step's loss, and the validation loss at steps 0, 10 and 20, within
+#     5e-3. Why that bound: bf16 weights and activations
+#     carry a relative rounding error of up to 2^-8 (stochastic rounding of the weights),
+#     which at step 0 moves this loss (about 10.8) by about 1e-4 (test_gpt2_zero: 2e-5
+#     relative); over 20 AdamW steps the two runs drift apart to about 7e-4 (measured). 5e-3
+#     leaves room for that drift and still fails a wrong gradient of any tensor, which moves
+#     the loss by 1e-2 or more within a few steps.
+#  2. train_gpt2_zero at 1 rank, stages 0-3, against train_gpt2cu: the same model, losses
+#     and gradient norms bit for bit after 8 steps whose clip bites every step, no
+#     accumulation (dev/test/cuda/gpu_train_matrix.sh's `bitwise` part, on a smaller model).
+#     With vocabulary tiles (--tile-vocab 8) too, and with them at stage 3 on NVMe.
+#  3. ZeRO-Offload and ZeRO-Infinity: stages 1 and 3 with the optimizer in host memory or
+#     on NVMe, stage 3 with the parameters there too: the same bits as the same stage
+#     without offload.
+#  4. accumulation 2 (issue 16.1): train_gpt2cu --micro-grads 1 (the default) = -z 2 and -z 3
+#     at 1 rank, which add each micro-step's reduced gradient into their shard (acc = g0;
+#     acc += g1); --micro-grads 0 differs from it and equals -z 1 (stages 0-1 accumulate
+#     inside the backward's kernels).
+# Prints the emulator's ms/step for this configuration (a CPU emulation: not a GPU speed).
+set -u
+cd "$(dirname "$0")/../../.."
+source dev/test/emu/emu_common.sh
+need_emu train_gpt2cu train_gpt2_zero
+[ -x ./train_gpt2 ] && [ -x build/model_diff ] || { echo "FAIL: train_gpt2 or build/model_diff not built"; exit 1; }
+export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
+# The runs here compare bits between configurations (or streams): their kernels keep the
+# bounds, alignment and race checks (the race check on the first launch of each kernel and
+# block shape), but run one block at a time without forced switches. Interleaved blocks and
+# forced switches run on a chosen subset: the kernels' own tests (test_gpt2_zero,
+# gpu_zero_quant, gpu_zero_toy, gpu_attention_cudnn) and test_emu_seeds.sh
+# (dev/cuda_emu/README.md, "Which checks run where").
+export CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0
+model=(-e d2c64h1t64 -b 2 -t 64 -v 0 -s 0 -l 1e-3)
+run() {   # run NAME COMMAND...: output in $tmp/NAME, log in $tmp/NAME.log
+    local name=$1; shift
+    if ! timeout 900 "$@" -o "$tmp/$name" > "$tmp/$name.log" 2>&1; then
+        bad "$name: $* failed"; tail -n 15 "$tmp/$name.log"; return 1
+    fi
+}
+same_bits() {   # same_bits A B WHAT: model file, losses and norms identical
+    if ./build/model_diff "$tmp/$1/model_final.bin" "$tmp/$2/model_final.bin" 0 > "$tmp/$2.diff" 2>&1 &&
+        diff <(grep trl "$tmp/$1/main.log" | cut -d' ' -f1,2,4) <(grep trl "$tmp/$2/main.log" | cut -d' ' -f1,2,4) > /dev/null
+    then ok "$3"; else bad "$3: $(tail -n 1 "$tmp/$2.diff")"; fi
+}
+
+# 1. against the CPU reference (with validation at steps 0, 10 and 20: the CUDA trainer's
+#    evaluation path against the CPU's, under the same bound)
+sched=("${model[@]}" -x 20 -u 2 -q 0.1 -c 0 -v 10 -m 4)
+start=$(date +%s.%N)
+if run cu "$EMU/train_gpt2cu" "${sched[@]}" && run cpu ./train_gpt2 "${sched[@]}"; then
+    secs=$(echo "$(date +%s.%N) - $start" | bc)
+    worst=$(paste <(grep trl "$tmp/cu/main.log") <(grep trl "$tmp/cpu/main.log") |
+            awk '{split($2,a,":"); split($6,b,":"); d=a[2]-b[2]; if (d<0) d=-d; if (d>m) {m=d; s=$1}} END {printf "%.2e at %s", m, s}')
+    n=$(grep -c trl "$tmp/cu/main.log")
+    if [ "$n" -eq 20 ] && awk -v w="${worst%% *}" 'BEGIN {exit !(w <= 5e-3)}'; then
+        ok "train_gpt2cu (emulated) vs train_gpt2 (CPU), 20 steps: max |loss difference| $worst (bound 5e-3)"
+    else bad "train_gpt2cu vs train_gpt2: $n steps, max |loss difference| $worst (bound 5e-3)"; fi
+    vworst=$(paste <(grep tel "$tmp/cu/main.log") <(grep tel "$tmp/cpu/main.log") |
+             awk '{split($2,a,":"); split($4,b,":"); d=a[2]-b[2]; if (d<0) d=-d; if (d>m) {m=d; s=$1}} END {printf "%.2e at %s", m, s}')
+    nv=$(grep -c tel "$tmp/cu/main.log")
+    if [ "$nv" -eq 3 ] && [ "$(grep -c tel "$tmp/cpu/main.log")" -eq 3 ] && awk -v w="${vworst%% *}" 'BEGIN {exit !(w <= 5e-3)}'; then
+        ok "train_gpt2cu (emulated) vs train_gpt2 (CPU), validation at steps 0, 10, 20: max |loss difference| $vworst (bound 5e-3)"
+    else bad "train_gpt2cu vs train_gpt2 validation: $nv evaluations, max |loss difference| $vworst (bound 5e-3)"; fi
+    ms=$(grep -o '| [0-9.]* ms |' "$tmp/cu.log" | awk '{s+=$2; n++} END {if (n) printf "%.0f", s/n}')
+    echo "emulator: train_gpt2cu d2c64h1t64 B=2 T=64: $ms ms/step on this machine's CPU (an emulation: no GPU speed)"
+fi
+
+# 2. every stage at 1 rank against train_gpt2cu, bit for bit
+bw=("${model[@]}" -d 128 -x 8 --grad-clip 0.5)
+if run bw_ref "$EMU/train_gpt2cu" "${bw[@]}"; then
+    if grep trl "$tmp/bw_ref/main.log" | awk '{split($4,a,":"); if (a[2] <= 0.5) low++} END {exit low > 0}'; then
+        ok "the clip 0.5 bites on every step of the bitwise reference"
+    else bad "some norm of the bitwise reference is <= the clip 0.5"; fi
+    for z in 0 1 2 3; do
+        run "bw_z$z" "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z" &&
+            same_bits bw_ref "bw_z$z" "train_gpt2_zero -z $z (1 rank) = train_gpt2cu after 8 clipped steps (model, losses, norms)"
+    done
+fi
+
+# vocabulary tiles: the unsharded trainer and stage 3 compute the same tiles (so the same
+# bits), and stage 3 with parameters and optimizer on NVMe reads the same tiled units
+mkdir -p "$tmp/nvme_kv"
+if run kv_ref "$EMU/train_gpt2cu" "${bw[@]}" --tile-vocab 8; then
+    run kv_z3 "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --tile-vocab 8 &&
+        same_bits kv_ref kv_z3 "train_gpt2_zero -z 3 --tile-vocab 8 (1 rank) = train_gpt2cu --tile-vocab 8 (model, losses, norms)"
+    run kv_z3_nvme "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --tile-vocab 8 --offload-param nvme --offload-optimizer nvme \
+        --nvme-path "$tmp/nvme_kv" &&
+        same_bits kv_ref kv_z3_nvme "train_gpt2_zero -z 3 --tile-vocab 8, parameters and optimizer on NVMe = train_gpt2cu --tile-vocab 8"
+fi
+
+# 3. offload: the same bits as without
+mkdir -p "$tmp/nvme"
+offload=("1 opt_cpu --offload-optimizer cpu"
+         "1 opt_nvme --offload-optimizer nvme --nvme-path $tmp/nvme"
+         "3 opt_cpu --offload-optimizer cpu"
+         "3 opt_nvme --offload-optimizer nvme --nvme-path $tmp/nvme"
+         "3 both_cpu --offload-optimizer cpu --offload-param cpu"
+         "3 both_nvme --offload-optimizer nvme --offload-param nvme --nvme-path $tmp/nvme"
+         "3 param_nvme --offload-param nvme --nvme-path $tmp/nvme")
+for v in "${offload[@]}"; do
+    set -- $v
+    z=$1 name="off_z$1_$2"; shift 2
+    [ -d "$tmp/bw_z$z" ] || continue
+    run "$name" env CUDA_EMU_HANG_S=120 "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z" "$@" &&
+        same_bits "bw_z$z" "$name" "train_gpt2_zero -z $z $* = -z $z without offload"
+done
+
+# 4. accumulation 2: the micro-batch gradient buffers give ZeRO's bits; without them, not
+acc=("${model[@]}" -d 256 -x 4 --grad-clip 0.5)
+if run acc_mg1 "$EMU/train_gpt2cu" "${acc[@]}"; then
+    for z in 2 3; do
+        run "acc_z$z" "$EMU/train_gpt2_zero" "${acc[@]}" -z "$z" &&
+            same_bits acc_mg1 "acc_z$z" "accumulation 2: train_gpt2_zero -z $z (1 rank) = train_gpt2cu --micro-grads 1"
+    done
+    if run acc_mg0 "$EMU/train_gpt2cu" "${acc[@]}" --micro-grads 0; then
+        if ./build/model_diff "$tmp/acc_mg1/model_final.bin" "$tmp/acc_mg0/model_final.bin" 0 > /dev/null 2>&1
+        then bad "accumulation 2: --micro-grads 0 gives --micro-grads 1's model: the case above proves nothing"
+        else ok "accumulation 2: --micro-grads 0 (accumulation inside the kernels) differs from --micro-grads 1"; fi
+        run acc_z1 "$EMU/train_gpt2_zero" "${acc[@]}" -z 1 &&
+            same_bits acc_mg0 acc_z1 "accumulation 2: train_gpt2_zero -z 1 (1 rank) = train_gpt2cu --micro-grads 0"
+    fi
+fi
+echo "$pass passed, $failn failed"
+[ "$failn" -eq 0 ]

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# test_run_tests.sh: the test runner (dev/test/run_tests.sh) on made-up programs:
+#  - it prints "=== k/N name" before each program, N counting every program of the run
+#  - a cmocka program's "[  PASSED  ] N test(s)" and "[  FAILED  ] N test(s)" add up
+#  - a program that prints a line starting with SKIP, and a shell test that exits 77, count
+#    as skipped; the closing line is "N passed, N failed, N skipped"
+#  - exit status: 0 with no failure, 1 with one; a run of skips only is a failure
+set -u
+cd "$(dirname "$0")/../../.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL test_run_tests: $*"; exit 1; }
+
+mk() { printf '#!/usr/bin/env bash\n%s\n' "$2" > "$tmp/$1"; chmod +x "$tmp/$1"; }
+mk cm_pass 'echo "[  PASSED  ] 3 test(s)."'
+mk cm_fail 'echo "[  PASSED  ] 1 test(s)."; echo "[  FAILED  ] 2 test(s), listed below:"; exit 2'
+mk no_gpu 'echo "SKIP: no CUDA device"'
+mk sh_pass.sh 'exit 0'
+mk sh_skip.sh 'echo "needs a tool that is not here"; exit 77'
+mk sh_fail.sh 'exit 3'
+
+runner() { SHELL_TESTS="$1" GPU_PROGS= EMU_DIR= bash dev/test/run_tests.sh "${@:2}" > "$tmp/out" 2>&1; }
+
+# all good: 3 + 1 passed, a SKIP program and an exit-77 shell test skipped
+runner "$tmp/sh_pass.sh $tmp/sh_skip.sh" "$tmp/cm_pass" "$tmp/no_gpu"
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$tmp/out"; fail "a run without failures exited $rc"; }
+last=$(tail -n 1 "$tmp/out")
+[ "$last" = "4 passed, 0 failed, 2 skipped" ] || { cat "$tmp/out"; fail "summary '$last'"; }
+echo "$last" | grep -qE '^[0-9]+ passed, [0-9]+ failed' || fail "summary no longer matches 'N passed, N failed'"
+# progress: k/4 before each program, in order
+got=$(grep '^=== ' "$tmp/out" | sed 's|'"$tmp"'/||')
+want=$'=== 1/4 cm_pass\n=== 2/4 no_gpu\n=== 3/4 sh_pass.sh\n=== 4/4 sh_skip.sh'
+[ "$got" = "$want" ] || { cat "$tmp/out"; fail "progress lines: '$got'"; }
+
+# failures: counted, named, exit status 1
+runner "$tmp/sh_fail.sh $tmp/sh_skip.sh" "$tmp/cm_fail" "$tmp/no_gpu"
+rc=$?
+[ "$rc" -eq 1 ] || { cat "$tmp/out"; fail "a run with failures exited $rc"; }
+[ "$(tail -n 1 "$tmp/out")" = "1 passed, 3 failed, 2 skipped" ] || { cat "$tmp/out"; fail "summary with failures"; }
+grep -q "^failed: .*cm_fail .*sh_fail.sh" "$tmp/out" || { cat "$tmp/out"; fail "the failed programs are not named"; }
+
+# only skips: nothing was proven, so the run fails
+runner "$tmp/sh_skip.sh" "$tmp/no_gpu"
+rc=$?
+[ "$rc" -ne 0 ] || { cat "$tmp/out"; fail "a run of skips only passed"; }
+[ "$(tail -n 1 "$tmp/out")" = "0 passed, 1 failed, 2 skipped" ] || { cat "$tmp/out"; fail "summary of skips only"; }
+echo "test_run_tests: OK"

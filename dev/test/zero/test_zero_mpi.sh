@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# test_zero_mpi.sh: builds dev/test/zero/mpi_zero_toy.c with zero/ (mpicc) and runs it under
+# mpirun: the host kernels' rounding odds and thread counts, refused configurations, every ZeRO stage
+# at 1, 2, 3 and 4 ranks against the unsharded reference (also with the host backend's
+# jitter, ZERO_HOST_JITTER, under several seeds: the same bits), the overlap properties
+# read from a recording backend (mpi_zero_overlap.c), and two runs that must die: a
+# collective stalled past the watchdog's timeout and a hook called out of order.
+# Run from the repository root. Prints PASS/FAIL per case; exit 0 only if all pass.
+set -u
+cd "$(dirname "$0")/../../.."
+
+fail=0
+pass() { echo "PASS: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+
+for tool in mpicc mpirun; do
+    command -v "$tool" >/dev/null || { echo "FAIL: $tool not found (install OpenMPI)"; exit 1; }
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source dev/test/zero/zero_sources.sh
+# zero/io/nvme.c uses liburing when its header is there (as the Makefile decides)
+uring=$(printf '#include <liburing.h>\n' | ${CC:-cc} -E -x c - > /dev/null 2>&1 && echo -luring)
+# build NAME: dev/test/zero/NAME.c with zero/ into $tmp/NAME, warning-free
+build() {
+    if ! mpicc -std=c11 -D_GNU_SOURCE -O2 -march=native -fopenmp -ffp-contract=off -Wall -Wextra -Werror \
+            "dev/test/zero/$1.c" "${ZERO_HOST_SRC[@]}" -lcjson -lz $uring -lcrypto -lm -o "$tmp/$1" 2> "$tmp/build.log"; then
+        cat "$tmp/build.log"
+        echo "FAIL: building $1"
+        exit 1
+    fi
+}
+build mpi_zero_toy
+build mpi_zero_overlap
+bin="$tmp/mpi_zero_toy"
+overlap="$tmp/mpi_zero_overlap"
+pass "build (warning-free)"
+
+# Open MPI wants these to run as root and to start more ranks than cores.
+mpiflags=()
+if mpirun --version 2>&1 | grep -q "Open MPI"; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    mpiflags=(--oversubscribe)
+fi
+export OMP_NUM_THREADS=1   # ranks share the cores
+
+# run NAME NP MODE: must exit 0
+run() {
+    local name=$1 np=$2 mode=$3 log="$tmp/$1.log"
+    if timeout 120 mpirun "${mpiflags[@]}" -np "$np" "$bin" "$mode" > "$log" 2>&1; then
+        pass "$name ($(grep -o '[0-9]* checks passed' "$log" | tail -n 1))"
+    else
+        cat "$log"
+        bad "$name"
+    fi
+}
+
+run kernels 1 kernels
+run errors 2 errors
+for np in 1 2 3 4; do run "stages-0-3-np$np" "$np" train; done
+grep -h "stage\|reference" "$tmp/stages-0-3-np4.log" | sed 's/^/    /'
+
+# The same checks with random sleeps before every queued stream operation: a missing wait
+# in zero/ would let the model read a buffer a stream thread has not finished.
+for seed in 11 12 13; do
+    for np in 2 4; do
+        name="jitter-seed$seed-np$np"
+        ZERO_HOST_JITTER=$seed run "$name" "$np" train
+        grep -q "jitter is on (ZERO_HOST_JITTER=$seed)" "$tmp/$name.log" || bad "$name: no start-up line says jitter is on"
+    done
+done
+
+# What the model's stream waits for (recording backend).
+for np in 1 2 4; do
+    if timeout 120 mpirun "${mpiflags[@]}" -np "$np" "$overlap" > "$tmp/overlap$np.log" 2>&1; then
+        pass "overlap np$np ($(grep -o '[0-9]* checks passed' "$tmp/overlap$np.log"))"
+    else
+        cat "$tmp/overlap$np.log"
+        bad "overlap np$np"
+    fi
+done
+sed 's/^/    /' "$tmp/overlap2.log" | grep -v checks
+
+# Without a launcher: rank and world come from the environment and MPI is never started.
+nolaunch=(env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_NTASKS)
+if timeout 60 "${nolaunch[@]}" "$bin" errors > "$tmp/nolaunch.log" 2>&1; then
+    pass "no launcher, world 1 ($(grep -o '[0-9]* checks passed' "$tmp/nolaunch.log"))"
+else
+    cat "$tmp/nolaunch.log"
+    bad "no launcher, world 1"
+fi
+timeout 60 "${nolaunch[@]}" RANK=1 WORLD_SIZE=2 "$bin" errors > "$tmp/nolaunch2.log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && grep -q "zero: rank 1: .*WORLD_SIZE=2 without an MPI launcher" "$tmp/nolaunch2.log"; then
+    pass "no launcher, WORLD_SIZE=2 refused (exit $rc)"
+else
+    cat "$tmp/nolaunch2.log"
+    bad "no launcher, WORLD_SIZE=2 refused (exit $rc)"
+fi
+
+# One rank sleeps 20 s inside an all-reduce; the watchdog (timeout 1 s) must end the job
+# with its message, well before the sleep ends.
+start=$(date +%s)
+timeout 60 mpirun "${mpiflags[@]}" -np 2 "$bin" timeout > "$tmp/timeout.log" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 15 ] &&
+   grep -Eq "^rank [01]: collective all_reduce on 8 bytes timed out after [0-9.]+ s" "$tmp/timeout.log" &&
+   ! grep -q "did not fire" "$tmp/timeout.log"; then
+    pass "timeout (exit $rc after ${elapsed} s: $(grep -m1 -E 'timed out' "$tmp/timeout.log"))"
+else
+    cat "$tmp/timeout.log"
+    bad "timeout (exit $rc after ${elapsed} s)"
+fi
+
+# zero_step with only one unit's gradients ready must stop with a message naming it.
+timeout 60 mpirun "${mpiflags[@]}" -np 2 "$bin" misuse > "$tmp/misuse.log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
+   grep -q "zero: rank [01]: zero_step after 0 complete micro-steps and 1 of 5 units' grads_ready" "$tmp/misuse.log" &&
+   ! grep -q "accepted an incomplete" "$tmp/misuse.log"; then
+    pass "misuse (exit $rc)"
+else
+    cat "$tmp/misuse.log"
+    bad "misuse (exit $rc)"
+fi
+
+if [ "$fail" -eq 0 ]; then echo "test_zero_mpi: all passed"; else echo "test_zero_mpi: FAILED"; fi
+exit "$fail"
