@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_ckpt_resume.sh: what -y 1 checks before it continues a run (issue 17), with the CPU
+# test_ckpt_resume.sh: what -y 1 checks before it continues a run, with the CPU
 # trainer, unsharded and under mpirun -np 2 -z 2:
 #  1. -y 1 into a folder holding the other kind of checkpoint (unsharded ckpt_ and latest vs
 #     sharded zero_N and latest_zero), or its own kind with the pointer file deleted: refused

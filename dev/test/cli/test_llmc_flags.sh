@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# llm.c's flags (train_gpt2.cu's list; issue 16.3): each works with llm.c's meaning or is
+# llm.c's flags (train_gpt2.cu's list): each works with llm.c's meaning or is
 # refused by name with what to use instead, in all three trainers.
 #  1. refused: -h 1 (HellaSwag; never the help with exit 0), -w 0, -ge, -lg N>0, the
 #     multi-node -pn -pr -pg -pm -pi -ps -pp -pf, -r on the CPU, --micro-grads in train_gpt2_zero

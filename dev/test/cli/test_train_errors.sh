@@ -25,7 +25,7 @@ expect_error "'$tmp/out/latest' is corrupt" -y 1
 rm -f "$tmp/out/latest"
 expect_error "exceeds the model's maximum sequence length" -e d2c64h2t64 -t 128
 
-# issue 17: no silent wrong training from the batch geometry and the numbers' ranges
+# no silent wrong training from the batch geometry and the numbers' ranges
 small=(-e d2c64h2t64 -b 2 -t 64 -v 0 -s 0 --threads 1)
 # -d through an int: (2^32 + 1) x 128 tokens was accumulation 1 with the loss scaled by
 # 1/5.5e11 (norm 0, exit 0); 0 and 2^40 were accumulation 0, every step a NaN

@@ -11,7 +11,7 @@
 #  - with offload (optimizer and parameters in host memory, on NVMe) and with hpZ
 #    (--hpz 2 on 2 logical nodes of 2): the same bits. qwZ and qgZ change the math by
 #    design and are left out.
-#  - the old path (--micro-grads 0: micro-batches accumulate inside the backward) differs,
+#  - the in-backward path (--micro-grads 0: micro-batches accumulate inside the backward) differs,
 #    so this test would see a regression.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -75,7 +75,7 @@ small=(-e d2c64h2t64 -b 2 -t 32 -v 0 -s 0 -x 12 -d 256 -i "$tmp/small_train_0000
 run epochs_u 0 "${small[@]}" && run epochs_z 4 "${small[@]}" -z 1 &&
     same epochs_u epochs_z "across three epoch ends (37 windows, steps of 8): unsharded accumulation 4 = ZeRO-1 on 4 ranks"
 
-# the old path differs (else the equalities above would prove nothing about micro_grads)
+# the in-backward path differs (else the equalities above would prove nothing about micro_grads)
 run old_u 0 "${base[@]}" -d 256 --micro-grads 0 &&
     if ./build/model_diff "$tmp/u4/model_final.bin" "$tmp/old_u/model_final.bin" 0 > /dev/null 2>&1; then
         bad "--micro-grads 0 gives the same bits as the default: the case checks nothing"

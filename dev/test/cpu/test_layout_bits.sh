@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The layout change (issue 14: zero/ and llmc/ into folders, the circles cut) changed no
-# bit: the CPU trainer built from the last commit before it and the one built here train
-# the same 20 steps, unsharded and under ZeRO stage 3 on 2 ranks, to the same losses and
-# the same model file. The reference is rebuilt from the repository's history (git
-# archive of BASE), so the comparison is against the old code itself, not stored numbers.
-# Gradient accumulation 1: issue 16 changes the accumulation order on purpose. Set
-# LAYOUT_BASE to compare against another commit.
+# The tree's shape (zero/ and llmc/ in layered folders, struct Zero owned by its phases,
+# train_gpt2.c's main as the unsharded loop with hooks) changes no bit: the CPU trainer
+# built from BASE, a commit before any of it, and the one built here train the same 20
+# steps, unsharded and under ZeRO stage 3 on 2 ranks, to the same losses and the same model
+# file. The reference is rebuilt from the repository's history (git archive of BASE), so the
+# comparison is against that code itself, not stored numbers. Gradient accumulation 1:
+# --micro-grads changed the accumulation order on purpose since BASE. Set LAYOUT_BASE to
+# compare against another commit.
 set -u
 cd "$(dirname "$0")/../../.."
 BASE=${LAYOUT_BASE:-36688ec02d95938ea3ec36d483c2b6503fa957a7}

@@ -15,7 +15,7 @@
 #  3. ZeRO-Offload and ZeRO-Infinity: stages 1 and 3 with the optimizer in host memory or
 #     on NVMe, stage 3 with the parameters there too: the same bits as the same stage
 #     without offload.
-#  4. accumulation 2 (issue 16.1): train_gpt2cu --micro-grads 1 (the default) = -z 2 and -z 3
+#  4. accumulation 2: train_gpt2cu --micro-grads 1 (the default) = -z 2 and -z 3
 #     at 1 rank, which add each micro-step's reduced gradient into their shard (acc = g0;
 #     acc += g1); --micro-grads 0 differs from it and equals -z 1 (stages 0-1 accumulate
 #     inside the backward's kernels).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_ckpt_prune.sh: pruning old checkpoints deletes only what the checkpoint format
-# wrote, and never through a symbolic link (issue 17, deletions). The CPU trainer saves
+# wrote, and never through a symbolic link. The CPU trainer saves
 # every 2 steps and keeps the two newest checkpoints:
 #  sharded (mpirun -np 2, -z 2):
 #   1. OUT/zero_1 is a symbolic link to a folder of a user's files (two of them named as the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_zckpt_crafted.sh: zero/'s checkpoint reader against crafted sharded checkpoints, under
-# AddressSanitizer and UndefinedBehaviorSanitizer (issue 17, memory safety):
-#  1. the crafted checkpoint of the issue: a manifest whose 513 element counts (each at most
+# AddressSanitizer and UndefinedBehaviorSanitizer (memory safety):
+#  1. a crafted checkpoint: a manifest whose 513 element counts (each at most
 #     2^53, the largest a manifest allows) sum to 2^62 + 16, so that the total times 4 wraps
 #     to a 64-byte buffer, and a 12,580-byte rank file with valid CRCs whose header-implied
 #     size wraps to its real size. zero_consolidate must refuse it, naming the manifest and
@@ -59,7 +59,7 @@ for state in master m; do
         || { cat "$tmp/crafted.$state.log"; fail "--state $state: the refusal does not name the manifest and its total"; }
     [ -e "$tmp/out.$state" ] && fail "--state $state: an output file was written for the crafted checkpoint"
 done
-echo "crafted checkpoint of issue 17 (2^62 + 16 elements, valid CRCs): refused cleanly under ASan/UBSan:"
+echo "crafted checkpoint (2^62 + 16 elements, valid CRCs): refused cleanly under ASan/UBSan:"
 sed 's/^/    /' "$tmp/crafted.master.log"
 
 # 2. the fuzz target's plain driver over a corpus it generates
