@@ -1,6 +1,6 @@
 // ds_config.c: DeepSpeed's ds_config.json into TrainConfig. One table lists every key
 // this trainer knows: what it sets, the flag that sets the same thing, its range, or, for
-// a feature of a later issue, the values that mean "off". Wiring such a feature is
+// a feature this trainer does not have, the values that mean "off". Wiring such a feature is
 // turning its entry into a value entry.
 #include "ds_config.h"
 
