@@ -1,5 +1,6 @@
 // adamw_cuda.cu: AdamW + stochastic rounding, four elements per thread.
 #include "adamw_cuda.cuh"
+#include "../utils.h"
 
 #define ADAMW_THREADS 256
 
@@ -39,8 +40,7 @@ void adamw_update(float *master, bf16 *params, const float *grads, float *m, flo
                   int step, cudaStream_t stream) {
     if (n == 0) return;
     if (step < 0) {
-        fprintf(stderr, "adamw_update: negative step %d\n", step);
-        exit(EXIT_FAILURE);
+        die("adamw_update: negative step %d", step);
     }
     int vectorized = (((uintptr_t)master | (uintptr_t)grads | (uintptr_t)m | (uintptr_t)v) & 15) == 0;
     unsigned blocks = (unsigned)ceil_div(ceil_div(n, 4), ADAMW_THREADS);
@@ -59,8 +59,7 @@ void round_stochastic(bf16 *params, const float *master, size_t n, uint64_t glob
                       int step, cudaStream_t stream) {
     if (n == 0) return;
     if (step < 0) {
-        fprintf(stderr, "round_stochastic: negative step %d\n", step);
-        exit(EXIT_FAILURE);
+        die("round_stochastic: negative step %d", step);
     }
     round_stochastic_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, stream>>>(params, master, n, global_offset, seed,
                                                                           (uint64_t)step);

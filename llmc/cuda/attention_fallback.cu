@@ -9,6 +9,7 @@
 // the NH heads, once per sequence. In cuBLASLt's column-major terms a row-major (T, T)
 // matrix M is M^T, and a head's (T, HS) slice of qkv is a (HS, T) matrix with ld 3C.
 #include "attention_fallback.cuh"
+#include "../utils.h"
 
 #include <float.h>
 #include <math.h>
@@ -18,8 +19,7 @@
 
 static void run_required(const MatmulArgs *a, cudaStream_t stream) {
     if (!matmul_lt(a, stream)) {
-        fprintf(stderr, "error: attention fallback: cuBLASLt has no algorithm (m=%d n=%d k=%d)\n", a->m, a->n, a->k);
-        exit(EXIT_FAILURE);
+        die("attention fallback: cuBLASLt has no algorithm (m=%d n=%d k=%d)", a->m, a->n, a->k);
     }
 }
 
@@ -82,8 +82,7 @@ __global__ void causal_softmax_backward_kernel(bf16 *probs, const float *dprobs,
 
 static void check_shape(int T, int NH, int HS, const bf16 *qkv) {
     if (T <= 0 || NH <= 0 || HS <= 0 || ((uintptr_t)qkv & 15) != 0 || HS % 8 != 0) {
-        fprintf(stderr, "attention_fallback: bad shape T=%d NH=%d HS=%d (HS must be a multiple of 8)\n", T, NH, HS);
-        exit(EXIT_FAILURE);
+        die("attention_fallback: bad shape T=%d NH=%d HS=%d (HS must be a multiple of 8)", T, NH, HS);
     }
 }
 

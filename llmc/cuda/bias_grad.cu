@@ -4,6 +4,7 @@
 // BG_ROWS rows; its 4 warps stride over the chunk's rows, and the warps' sums are added
 // in warp order. Pass 2: one thread per column adds the chunks' partial sums in chunk order.
 #include "bias_grad.cuh"
+#include "../utils.h"
 
 #define BG_ROWS BIAS_GRAD_ROWS   // cuda_kernel_sizes.h: one partial column sum per chunk
 #define BG_WARPS 4
@@ -45,9 +46,8 @@ __global__ void bias_grad_final_kernel(float *dbias, const float *partial, int c
 void bias_grad(float *dbias, const bf16 *dout, int rows, int cols, int ld, float alpha, float *scratch,
                cudaStream_t stream) {
     if (cols % 8 != 0 || ld % 8 != 0 || ld < cols || ((uintptr_t)dout & 15) != 0) {
-        fprintf(stderr, "bias_grad: cols (%d) and row pitch ld (%d >= cols) must be multiples of 8 and dout 16-byte "
-                "aligned\n", cols, ld);
-        exit(EXIT_FAILURE);
+        die("bias_grad: cols (%d) and row pitch ld (%d >= cols) must be multiples of 8 and dout 16-byte "
+            "aligned", cols, ld);
     }
     if (rows <= 0) return;
     int chunks = (int)ceil_div(rows, BG_ROWS);

@@ -3,6 +3,7 @@
 // in a fixed butterfly order; pass 2 re-reads the row (mostly from L2) and writes the
 // gradient over it.
 #include "classifier.cuh"
+#include "../utils.h"
 
 #include <float.h>
 
@@ -73,8 +74,7 @@ classifier_kernel(bf16 *logits, float *losses, const int *targets, int V, int Vp
 void classifier_forward_backward(bf16 *logits, float *losses, const int *targets, int N, int V, int Vp,
                                  cudaStream_t stream) {
     if (Vp % 8 != 0 || V > Vp || ((uintptr_t)logits & 15)) {
-        fprintf(stderr, "classifier: Vp=%d must be a multiple of 8 and >= V=%d, logits 16-byte aligned\n", Vp, V);
-        exit(EXIT_FAILURE);
+        die("classifier: Vp=%d must be a multiple of 8 and >= V=%d, logits 16-byte aligned", Vp, V);
     }
     if (N <= 0) return;
     classifier_kernel<<<N, CLS_THREADS, 0, stream>>>(logits, losses, targets, V, Vp);

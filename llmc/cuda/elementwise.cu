@@ -1,13 +1,13 @@
 // elementwise.cu: pointwise kernels. Each thread owns 8 consecutive elements, moved as
 // 16-byte vectors; the last partial group goes element by element.
 #include "elementwise.cuh"
+#include "../utils.h"
 
 static const int EW_THREADS = 256;
 
 static void check_aligned(const void *p, const char *what) {
     if (((uintptr_t)p & 15) != 0) {
-        fprintf(stderr, "elementwise: %s pointer %p is not 16-byte aligned\n", what, p);
-        exit(EXIT_FAILURE);
+        die("elementwise: %s pointer %p is not 16-byte aligned", what, p);
     }
 }
 

@@ -1,5 +1,6 @@
 // encoder.cu: embedding lookup and its gradient. Each thread owns 8 channels.
 #include "encoder.cuh"
+#include "../utils.h"
 
 #include <limits.h>
 #include <string.h>
@@ -27,8 +28,7 @@ __global__ void encoder_forward_kernel(bf16 *out, const int *tokens, const bf16 
 void encoder_forward_tile(bf16 *out, const int *tokens, const bf16 *wte, const bf16 *wpe, int v0, int v1, int B,
                           int T, int C, cudaStream_t stream) {
     if (C % 8 != 0) {
-        fprintf(stderr, "encoder_forward: C=%d must be a multiple of 8\n", C);
-        exit(EXIT_FAILURE);
+        die("encoder_forward: C=%d must be a multiple of 8", C);
     }
     size_t n = (size_t)B * T * (C / 8);
     if (n == 0) return;
@@ -109,8 +109,7 @@ void encoder_backward(float *dwte, float *dwpe, const bf16 *dout, const EncoderB
 void encoder_backward_tile(float *dwte, float *dwpe, const bf16 *dout, const EncoderBuckets *buckets, int v0, int v1,
                            int B, int T, int C, cudaStream_t stream) {
     if (C % 8 != 0) {
-        fprintf(stderr, "encoder_backward: C=%d must be a multiple of 8\n", C);
-        exit(EXIT_FAILURE);
+        die("encoder_backward: C=%d must be a multiple of 8", C);
     }
     if (buckets->num_unique > 0) {
         int threads = (int)round_up(ceil_div(C, 8), 32);

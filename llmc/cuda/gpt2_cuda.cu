@@ -13,6 +13,7 @@
 // and backward runs the same steps in reverse, with one bf16 buffer for the gradient of
 // the residual stream that each LayerNorm backward adds into.
 #include "gpt2_cuda.h"
+#include "../utils.h"
 
 #include <string.h>
 
@@ -27,11 +28,8 @@
 #include "layernorm.cuh"
 #include "matmul_cublaslt.h"
 
-static void gpt2_cuda_die(const char *msg) {
-    fprintf(stderr, "error: gpt2_cuda: %s\n", msg);
-    fflush(stderr);
-    exit(EXIT_FAILURE);
-}
+// The model's own failures: die's line, naming the model and the caller's source line.
+#define gpt2_cuda_die(msg) die("gpt2_cuda: %s", (msg))
 
 // ----------------------------------------------------------------------------
 // Memory layout. Each region is carved from one allocation in 256-byte aligned pieces;
@@ -225,11 +223,10 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     gpt2_cuda_memory(config, B, T, &m->opt, m->use_cudnn, m->cudnn_workspace_bytes, &predicted);
     if (predicted.params != bytes_params || predicted.activations != bytes_acts || predicted.scratch != bytes_scratch ||
         predicted.attention != bytes_att || predicted.cublaslt != matmul_workspace_bytes()) {
-        fprintf(stderr, "error: gpt2_cuda: allocated params %zu, activations %zu, scratch %zu, attention %zu, cuBLASLt "
-                "%zu bytes, but gpt2_cuda_memory predicts %zu, %zu, %zu, %zu, %zu: fix gpt2_cuda_memory.c\n",
-                bytes_params, bytes_acts, bytes_scratch, bytes_att, matmul_workspace_bytes(), predicted.params,
-                predicted.activations, predicted.scratch, predicted.attention, predicted.cublaslt);
-        exit(EXIT_FAILURE);
+        die("gpt2_cuda: allocated params %zu, activations %zu, scratch %zu, attention %zu, cuBLASLt "
+            "%zu bytes, but gpt2_cuda_memory predicts %zu, %zu, %zu, %zu, %zu: fix gpt2_cuda_memory.c",
+            bytes_params, bytes_acts, bytes_scratch, bytes_att, matmul_workspace_bytes(), predicted.params,
+            predicted.activations, predicted.scratch, predicted.attention, predicted.cublaslt);
     }
 
     // Parameters: master from the host, its bf16 copy of step 0, zero moments and grads.
@@ -304,9 +301,8 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
 void gpt2_cuda_build(GPT2Cuda *m, const GPT2Config *config, const float *host_params, int B, int T,
                      const GPT2CudaOptions *opt) {
     if (gpt2_cuda_try_build(m, config, host_params, B, T, opt) != 0) {
-        fprintf(stderr, "error: gpt2_cuda: out of device memory for B=%d T=%d (try a smaller batch or recompute)\n",
-                B, T);
-        exit(EXIT_FAILURE);
+        die("gpt2_cuda: out of device memory for B=%d T=%d (try a smaller batch or recompute)",
+            B, T);
     }
 }
 
@@ -387,9 +383,8 @@ static void upload_tokens(GPT2Cuda *m, const int *inputs, const int *targets, in
     int *h = m->host_tokens[slot];
     for (int i = 0; i < n; i++) {
         if (inputs[i] < 0 || inputs[i] >= V || (targets && (targets[i] < 0 || targets[i] >= V))) {
-            fprintf(stderr, "error: gpt2_cuda_forward: token %d at position %d is outside [0, %d)\n",
-                    inputs[i] < 0 || inputs[i] >= V ? inputs[i] : targets[i], i, V);
-            exit(EXIT_FAILURE);
+            die("gpt2_cuda_forward: token %d at position %d is outside [0, %d)",
+                inputs[i] < 0 || inputs[i] >= V ? inputs[i] : targets[i], i, V);
         }
     }
     memcpy(h, inputs, (size_t)n * sizeof(int));
@@ -409,9 +404,8 @@ static void attention_check_shape(GPT2Cuda *m, int B, int T) {
     size_t ws = 0;
     const int NH = m->config.num_heads, HS = m->config.channels / NH;
     if (!attention_cudnn_prepare(B, T, NH, HS, &ws) || ws > m->cudnn_workspace_bytes) {
-        fprintf(stderr, "error: gpt2_cuda: cuDNN attention cannot run B=%d T=%d within the workspace built for "
-                        "B=%d T=%d; build the model for this shape\n", B, T, m->B, m->T);
-        exit(EXIT_FAILURE);
+        die("gpt2_cuda: cuDNN attention cannot run B=%d T=%d within the workspace built for "
+            "B=%d T=%d; build the model for this shape", B, T, m->B, m->T);
     }
 }
 
@@ -612,9 +606,8 @@ void gpt2_cuda_forward(GPT2Cuda *m, const int *inputs, const int *targets, int B
     const int L = c->num_layers, C = c->channels;
     const int V = c->vocab_size, Vp = c->padded_vocab_size;
     if (B <= 0 || T <= 0 || (size_t)B * T > rows_max(m) || T > m->T) {
-        fprintf(stderr, "error: gpt2_cuda_forward: B=%d T=%d does not fit the model built for B=%d T=%d\n", B, T,
-                m->B, m->T);
-        exit(EXIT_FAILURE);
+        die("gpt2_cuda_forward: B=%d T=%d does not fit the model built for B=%d T=%d", B, T,
+            m->B, m->T);
     }
     attention_check_shape(m, B, T);
     const int BT = B * T;

@@ -5,6 +5,7 @@
 // float work goes through adamw.h's rounded intrinsics and PTX, which this file's
 // --use_fast_math cannot rewrite.
 #include "grad_norm.cuh"
+#include "../utils.h"
 
 #define GN_WARPS 4          // warps per block of the block-sum kernel
 #define GN_FINAL_THREADS 256
@@ -12,8 +13,7 @@
 void grad_norm_plan_init(GradNormPlan *plan, void *mem, const GPT2Slice *slices, int n, cudaStream_t stream) {
     GradNormSpan *host = (GradNormSpan *)malloc((size_t)(n > 0 ? n : 1) * sizeof(GradNormSpan));
     if (!host) {
-        fprintf(stderr, "grad_norm_plan_init: out of host memory for %d slices\n", n);
-        exit(EXIT_FAILURE);
+        die("grad_norm_plan_init: out of host memory for %d slices", n);
     }
     plan->nblocks = grad_norm_spans(slices, n, host);
     plan->nspans = n;
@@ -66,8 +66,7 @@ void grad_norm_clip(float *out, const float *g, const GradNormPlan *plan, float 
     if (plan->nblocks > 0) {
         const size_t grid = ceil_div(plan->nblocks, (size_t)32 * GN_WARPS);
         if (grid > 0x7fffffffu) {
-            fprintf(stderr, "grad_norm_clip: %zu norm blocks need a grid of %zu, above CUDA's limit\n", plan->nblocks, grid);
-            exit(EXIT_FAILURE);
+            die("grad_norm_clip: %zu norm blocks need a grid of %zu, above CUDA's limit", plan->nblocks, grid);
         }
         grad_block_sums_kernel<<<(unsigned)grid, GN_WARPS * 32, 0, stream>>>(plan->partials, g, plan->spans,
                                                                             plan->nspans, plan->nblocks);

@@ -4,6 +4,7 @@
 // columns [8(l + 32i), 8(l + 32i) + 8) for i < MAXV, so a row is read from memory once.
 // MAXV = ceil(C / 256) is a template parameter so registers match the width.
 #include "layernorm.cuh"
+#include "../utils.h"
 
 #define LN_FWD_WARPS 4
 #define LNB_WARPS 4
@@ -11,9 +12,8 @@
 
 static void layernorm_check(int C, const void *a, const void *b, const char *who) {
     if (C % 8 != 0 || C > LAYERNORM_MAX_C || ((uintptr_t)a & 15) || ((uintptr_t)b & 15)) {
-        fprintf(stderr, "%s: C=%d must be a multiple of 8 and <= %d, rows 16-byte aligned\n", who, C,
-                LAYERNORM_MAX_C);
-        exit(EXIT_FAILURE);
+        die("%s: C=%d must be a multiple of 8 and <= %d, rows 16-byte aligned", who, C,
+            LAYERNORM_MAX_C);
     }
 }
 

@@ -5,6 +5,7 @@
 // is cached, so each distinct matmul queries cuBLASLt once and always runs the same
 // algorithm (same bits every step). No device memory is allocated after matmul_init.
 #include "matmul_cublaslt.h"
+#include "../utils.h"
 
 #include <string.h>
 
@@ -92,8 +93,7 @@ static void set_layout_batch(cublasLtMatrixLayout_t l, int batch, long long stri
 
 int matmul_lt(const MatmulArgs *a, cudaStream_t stream) {
     if (lt_handle == NULL) {
-        fprintf(stderr, "matmul_lt: matmul_init() was not called\n");
-        exit(EXIT_FAILURE);
+        die("matmul_lt: matmul_init() was not called");
     }
     cublasLtEpilogue_t epi = a->epilogue ? a->epilogue : CUBLASLT_EPILOGUE_DEFAULT;
     int batch = a->batch > 1 ? a->batch : 1;
@@ -205,9 +205,8 @@ int matmul_lt(const MatmulArgs *a, cudaStream_t stream) {
 // A matmul the model cannot do without.
 static void matmul_lt_required(const MatmulArgs *a, cudaStream_t stream) {
     if (!matmul_lt(a, stream)) {
-        fprintf(stderr, "error: cuBLASLt offers no algorithm for a required matmul (m=%d n=%d k=%d)\n",
-                a->m, a->n, a->k);
-        exit(EXIT_FAILURE);
+        die("cuBLASLt offers no algorithm for a required matmul (m=%d n=%d k=%d)",
+            a->m, a->n, a->k);
     }
 }
 
@@ -221,8 +220,7 @@ static void forward_impl(bf16 *out, int ld_out, const bf16 *inp, const bf16 *wei
                          const bf16 *residual, bf16 *gelu_pre, int rows, int in_dim, int out_dim,
                          cudaStream_t stream) {
     if (residual != NULL && gelu_pre != NULL) {
-        fprintf(stderr, "matmul_forward: residual and GELU together are not supported\n");
-        exit(EXIT_FAILURE);
+        die("matmul_forward: residual and GELU together are not supported");
     }
     // out^T (out_dim x rows) = weight (stored in_dim x out_dim)^T . inp^T (in_dim x rows)
     MatmulArgs a;

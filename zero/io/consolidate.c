@@ -73,7 +73,10 @@ void zero_checkpoint_info_free(ZeroCheckpointInfo *info) {
 
 int zero_checkpoint_info(const char *ckpt_dir, int step, ZeroCheckpointInfo *out) {
     memset(out, 0, sizeof *out);
-    if (!ckpt_dir) return -1;
+    if (!ckpt_dir) {
+        fprintf(stderr, "zero: zero_checkpoint_info needs a checkpoint folder\n");
+        return -1;
+    }
     long long s = resolve_step(ckpt_dir, step);
     if (s < 0) return -1;
     ZckManifest m;
@@ -114,11 +117,11 @@ int zero_checkpoint_extra(const char *ckpt_dir, int step, void *extra, size_t ex
     ZckManifest m;
     char err[512];
     if (zck_manifest_read(ckpt_dir, s, &m, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
+        fprintf(stderr, "zero: %s\n", err);
         return -1;
     }
     int rc = zck_read_extra(&m, extra, extra_bytes, err, sizeof err);
-    if (rc != 0) fprintf(stderr, "%s\n", err);
+    if (rc != 0) fprintf(stderr, "zero: %s\n", err);
     zck_manifest_free(&m);
     return rc;
 }
