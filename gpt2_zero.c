@@ -39,7 +39,7 @@ ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroD
     zc.bucket_elems = cfg->zero_bucket < 0 ? ZERO_AUTO : (size_t)cfg->zero_bucket;
     zc.prefetch_elems = cfg->zero_prefetch < 0 ? ZERO_AUTO : (size_t)cfg->zero_prefetch;
     zc.max_live_elems = (size_t)cfg->zero_max_live;
-    zc.persist_elems = (size_t)cfg->zero_persist;
+    zc.persist_elems = cfg->zero_persist < 0 ? ZERO_AUTO : (size_t)cfg->zero_persist;
     zc.node_size = cfg->node_size;
     zc.timeout_s = cfg->zero_timeout;
     zc.seed = cfg->seed;

@@ -235,6 +235,26 @@ static void park_init(Zero *z) {
         o->park_host = zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_GRADS, bytes, "parked tied gradients (host)");
 }
 
+static int cmp_size(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+// The most tensors one bucket can list: reduce.c fills a bucket while the tensors' padded
+// gradients fit the staging buffer, so at most as many as the smallest ones that fit
+// together (at least one). A record per bucket then costs that, not every tensor.
+static int bucket_tensors_max(Zero *z) {
+    size_t *size = malloc((size_t)z->num_tensors * sizeof(size_t));
+    if (!size) zero_fail(z, "out of host memory sizing offload's bucket records");
+    for (int i = 0; i < z->num_tensors; i++) size[i] = z->t[i].lay->split.padded;
+    qsort(size, (size_t)z->num_tensors, sizeof(size_t), cmp_size);
+    size_t used = 0;
+    int n = 0;
+    while (n < z->num_tensors && (n == 0 || used + size[n] <= z->reduce.staging_elems)) used += size[n++];
+    free(size);
+    return n;
+}
+
 void zero_offload_init(Zero *z, int park_tied) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
@@ -279,11 +299,12 @@ void zero_offload_init(Zero *z, int park_tied) {
             o->slot_free[s] = b->event_create(b);
             if (!o->slot_full[s] || !o->slot_free[s]) zero_fail(z, "the %s backend could not create offload's events", b->name);
         }
+        o->job_cap = bucket_tensors_max(z);
         for (int k = 0; k < OFF_JOBS; k++) {
             o->job[k].z = z;
             atomic_init(&o->job[k].busy, 0);
-            o->job[k].tensors = malloc((size_t)z->num_tensors * sizeof(int));
-            o->job[k].at = malloc((size_t)z->num_tensors * sizeof(size_t));
+            o->job[k].tensors = malloc((size_t)o->job_cap * sizeof(int));
+            o->job[k].at = malloc((size_t)o->job_cap * sizeof(size_t));
             if (!o->job[k].tensors || !o->job[k].at) zero_fail(z, "out of host memory for offload's bucket records");
         }
     }
@@ -477,6 +498,7 @@ void zero_offload_reduce(Zero *z, const int *list, int n, const void *received) 
     j->slot = s;
     // the slot's previous bucket must have been added before it is overwritten
     b->stream_wait(b, z->reduce.stream, o->slot_free[s]);
+    if (n > o->job_cap) zero_fail(z, "internal: a bucket of %d tensors, where at most %d fit the staging buffer", n, o->job_cap);
     size_t at = 0, off = 0;
     for (int k = 0; k < n; k++) {
         const ZeroTensorLayout *l = z->t[list[k]].lay;

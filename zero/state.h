@@ -94,7 +94,7 @@ typedef struct {
     atomic_int busy;         // queued, not yet run
     int slot, first, last;   // first: the accumulator starts from zero; last: take norm partials
     int n;
-    int *tensors;            // num_tensors capacity
+    int *tensors;            // ZeroOffload.job_cap capacity
     size_t *at;              // each tensor's place in the slot
 } OffJob;
 
@@ -138,6 +138,7 @@ typedef struct {
     size_t slot_elems;
     ZeroEvent *slot_full[OFF_SLOTS], *slot_free[OFF_SLOTS], *host_mark, *upload_mark;
     OffJob job[OFF_JOBS];
+    int job_cap;             // tensors a record holds: the most one bucket can list
     uint64_t jobs_queued;    // job k uses job[k % OFF_JOBS] and slot k % OFF_SLOTS
     void *stage;             // pinned: refreshed parameters on their way up (a tile)
     float *down;             // pinned: a tile of the device master on its way down (optimizer on the device)

@@ -27,7 +27,7 @@ void zero_config_defaults(ZeroConfig *cfg) {
     cfg->bucket_elems = ZERO_AUTO;     // sized from the model by zero_init (choose_sizes)
     cfg->prefetch_elems = ZERO_AUTO;
     cfg->max_live_elems = 0;       // 0: the largest unit plus prefetch_elems
-    cfg->persist_elems = (size_t)1 << 16;
+    cfg->persist_elems = ZERO_AUTO;    // 65536, none with the parameters on NVMe (world_init)
     cfg->seed = 1337;
     cfg->node_size = 0;
     cfg->timeout_s = 600.0;
@@ -249,6 +249,8 @@ static Zero *world_init(const ZeroTensor *tensors, int num_tensors, int num_unit
     z->num_units = num_units;
     z->param_size = zero_dtype_size(cfg->param_dtype);
     z->grad_size = zero_dtype_size(cfg->grad_dtype);
+    if (z->cfg.persist_elems == ZERO_AUTO)
+        z->cfg.persist_elems = z->stage == 3 && cfg->param_tier == ZERO_TIER_NVME ? 0 : (size_t)1 << 16;
     char err[256];
     if (zero_layout_build(&z->layout, tensors, num_tensors, z->world, z->rank, err, sizeof err) != 0) {
         zero_say(z, "%s", err);
@@ -268,7 +270,7 @@ static Zero *world_init(const ZeroTensor *tensors, int num_tensors, int num_unit
         t->num_units = tensors[i].num_units;
         for (int k = 0; k < t->num_units; k++) t->units[k] = tensors[i].units[k];
         t->lay = &z->layout.t[i];
-        t->persistent = z->stage == 3 && cfg->persist_elems > 0 && t->lay->split.numel <= cfg->persist_elems;
+        t->persistent = z->stage == 3 && z->cfg.persist_elems > 0 && t->lay->split.numel <= z->cfg.persist_elems;
     }
     build_units(z);
     z->parts = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(ZeroCollPart), "collective part lists");

@@ -101,7 +101,9 @@ typedef struct {
                                 //   (ZERO_AUTO: one typical unit, within what stage 3 saves)
     size_t max_live_elems;      // stage 3: at most this many gathered elements alive at once
                                 //   (0: the largest unit plus prefetch_elems)
-    size_t persist_elems;       // stage 3: tensors at most this big stay gathered
+    size_t persist_elems;       // stage 3: tensors at most this big stay gathered (ZERO_AUTO: 65536;
+                                //   with the parameters on NVMe none: each is read with its unit, so
+                                //   memory does not grow with the model's depth)
     uint64_t seed;              // stochastic rounding
     int node_size;              // ranks per (logical) node, for intra/inter byte counts
     double timeout_s;           // a collective taking longer ends the run with a message

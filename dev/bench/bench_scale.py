@@ -15,8 +15,8 @@
 The bytes a step moves to and from NVMe have a minimum that follows from what lives there
 and which passes read it (formula_bytes): every non-persistent parameter tensor is read
 once per pass that needs it (forward, the activation-checkpoint recompute for the block's
-linears but the MLP's output projection, backward; a tied tile by each of its two units),
-persistent tensors once at the step, the gradient is written once, a tied tensor's partial
+linears but the MLP's output projection, backward; a tied tile by each of its two units;
+with the parameters on NVMe no tensor is kept gathered), the gradient is written once, a tied tensor's partial
 gradient parks (written and read once), and the optimizer reads master, m, v and the
 gradient and writes master, m and v (12 + 4 bytes in, 12 out: the fp32 working parameters
 are the master, stored once). The update of each tensor waits for its next read, the first
@@ -32,7 +32,7 @@ import time
 V, VP = 50257, 50304
 MAXT = 64                   # the models' context: the length trained (T=64), so wpe holds 64 rows
 UNIT_MAX = 1 << 20          # elements a unit may hold (the stage-3 pools hold a few units)
-PERSIST = 1 << 16           # --zero-persist's default: tensors this small stay gathered
+PERSIST = 0                 # --zero-persist's default with the parameters on NVMe: none stays gathered
 FAMILY = [(3, 192), (6, 384), (12, 768), (24, 1024), (36, 1280), (48, 1600)]
 
 
@@ -104,7 +104,7 @@ def formula_bytes(model):
     tied = 0
     for numel, units, passes in tensors(model):
         if numel <= PERSIST:
-            rd += 4 * numel                 # persistent: read once, when the step refreshes it
+            rd += 4 * numel                 # persistent (--zero-persist): read once, when the step refreshes it
         else:
             rd += 4 * numel * units * passes
         if units > 1:

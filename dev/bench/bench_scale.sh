@@ -67,6 +67,7 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 render() { $py dev/bench/bench_scale.py report "$out"; }
 if [ "$render" = 1 ]; then render; exit $?; fi
+for m in ${models//,/ }; do $py dev/bench/bench_scale.py tiles "$m" > /dev/null || exit 2; done   # it says why
 for c in ${configs//,/ }; do
     case "$c" in unsharded|z3|z3cpu|z3nvme) ;; *) die "unknown configuration '$c' (unsharded, z3, z3cpu, z3nvme)" ;; esac
 done

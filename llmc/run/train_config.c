@@ -79,7 +79,7 @@ static void defaults(TrainConfig *c, int cuda) {
     c->zero_bucket = -1;     // sized from the model by the plugin
     c->zero_prefetch = -1;
     c->zero_max_live = 0;
-    c->zero_persist = 1L << 16;
+    c->zero_persist = -1;   // the plugin chooses (zero.h: persist_elems)
     c->node_size = 0;
     c->zero_timeout = 600.0;
     c->dry_run = 0;
@@ -545,7 +545,8 @@ static const Flag flags[] = {
     {"--zero-max-live", NULL, "N", V_LONG, AT(zero_max_live), 0, 1L << 40, TRAIN_FLAG_ZERO_MAX_LIVE, FOR_ZERO, 1,
      "stage 3: most gathered elements alive, 0 = largest unit + prefetch", NULL},
     {"--zero-persist", NULL, "N", V_LONG, AT(zero_persist), 0, 1L << 40, TRAIN_FLAG_ZERO_PERSIST, FOR_ZERO, 1,
-     "stage 3: tensors of at most N elements stay gathered (default %s)", NULL},
+     "stage 3: tensors of at most N elements stay gathered (default 65536; 0 with\n"
+     "--offload-param nvme: small tensors are read with their unit, not kept)", NULL},
     {"--node-size", NULL, "N", V_INT, AT(node_size), 0, 1 << 20, -1, FOR_ZERO, 1,
      "ranks per logical node, for intra/inter-node figures (default: real nodes)", NULL},
     {"--zero-timeout", NULL, "S", V_DOUBLE, AT(zero_timeout), 0.001, 1e9, -1, FOR_ZERO, 1,

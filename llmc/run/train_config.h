@@ -84,7 +84,7 @@ typedef struct {
     long zero_bucket;           // --zero-bucket: gradient reduction bucket (-1: sized from the model)
     long zero_prefetch;         // --zero-prefetch: stage-3 look-ahead (-1: sized from the model)
     long zero_max_live;         // --zero-max-live: stage-3 most gathered elements (0 = auto)
-    long zero_persist;          // --zero-persist: stage-3 tensors this small stay gathered
+    long zero_persist;          // --zero-persist: stage-3 tensors this small stay gathered (-1: the plugin's choice)
     int node_size;              // --node-size: ranks per logical node (0 = real nodes)
     double zero_timeout;        // --zero-timeout: seconds before a stuck collective ends the run
     int dry_run;                // --dry-run: predict ZeRO memory and traffic, do not train
