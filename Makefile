@@ -182,6 +182,8 @@ $(BUILD)/tests/%: dev/test/%.c dev/test/test_util.h $(BUILD)/libllmc.a
 
 # Unit tests that include a zero/ source directly rebuild when it changes.
 $(BUILD)/tests/test_zero_nvme: zero/io/nvme.c zero/io/nvme.h
+# The PyTorch reference's reader.
+$(BUILD)/tests/test_gpt2_ref: dev/ref/gpt2_ref.h
 
 # Unit tests that call zero/'s host backend link libzero.a, hence MPI.
 ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding $(BUILD)/tests/test_grad_norm $(BUILD)/tests/test_zero_quant \
