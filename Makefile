@@ -137,7 +137,7 @@ train_gpt2_zero: train_gpt2_zero.cu $(BUILD)/gpt2_zero.o $(CUDA_OBJ) $(BUILD)/li
 	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) $< $(BUILD)/gpt2_zero.o $(CUDA_OBJ) $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
 	    $(BUILD)/libllmc.a $(CUDA_LDLIBS) $(MPI_LDFLAGS) -o $@
 
-test_gpt2_zero: test_gpt2_zero.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
+test_gpt2_zero: test_gpt2_zero.cu dev/ref/gpt2_ref.h $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
 
 # CPU AdamW GB/s per SIMD path and thread count against a memory copy (and PyTorch's, if installed)
