@@ -11,13 +11,13 @@
 // reach there (the worst measured is printed beside each bound):
 //  - logits, gradients: max |difference| / max |reference| of the tensor <= 1e-5 (167 u);
 //  - loss, gradient norm: relative difference <= 1e-6;
-//  - parameters after AdamW step s: |difference| <= 1e-6 + lr s min(2.5, delta / |g|), g the
-//    element's reference gradient and delta the gradient bound above in absolute terms (1e-5
-//    max |g| of its tensor): what that gradient error can do through AdamW
-//    (gpt2_ref_params_vs_bound says why), plus 1e-6 for the parameters' own rounding (up to
-//    1.4 in size: 1.2e-7). Where the gradient is large the bound is a few 1e-6; a wrong
-//    formula is off by lr wd |p| there (a decay on the wrong tensor: 1e-3 for a LayerNorm
-//    weight) or by a sizeable part of lr = 1e-2 (bias correction, eps or the clip misplaced).
+//  - parameters after each AdamW step: gpt2_ref_params_vs_bound's element-by-element bound
+//    (dev/ref/gpt2_ref.h: what the gradient error above can do through AdamW), with the
+//    gradient error delta = 1e-5 max |g| of the tensor and 1e-6 for the parameters' own
+//    rounding (up to 1.4 in size: 1.2e-7). Where the gradient is a tenth of its tensor's
+//    largest or more, that is about 1e-6 at step 1 and 3e-6 at step 2; a wrong formula is off
+//    by lr wd |p| there (a decay on the wrong tensor: 1e-3 for a LayerNorm weight) or by a
+//    sizeable part of lr = 1e-2 (bias correction, eps or the clip misplaced).
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -141,7 +141,8 @@ static void test_cpu_model_matches_pytorch(void **state) {
 }
 
 // The comparisons can fail: one weight off by 1e-4 (of about 0.1) fails the logits, the
-// losses and the gradients; AdamW without its weight decay fails the parameters.
+// gradients, the norm and the parameters; AdamW without its weight decay fails the
+// parameters, and so the next step's loss and norm.
 static void test_slightly_wrong_models_fail(void **state) {
     (void)state;
     GPT2 *m = load_model();
