@@ -122,7 +122,8 @@ def adamw(p, g, state, t):
     """One step at t (1-based), element by element as the trainers define it: the gradient
     times the clip scale (GRAD_CLIP / norm when the global norm exceeds GRAD_CLIP), then
     m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2, mhat = m / (1-b1^t), vhat = v / (1-b2^t),
-    p -= lr (mhat / (sqrt(vhat) + eps) + wd p), wd on the 2D tensors only."""
+    p -= lr (mhat / (sqrt(vhat) + eps) + wd p), wd on the 2D tensors only. Returns the new
+    parameters, the norm and the clip scale."""
     norm = math.sqrt(sum(float((x ** 2).sum()) for x in g.values()))
     scale = GRAD_CLIP / norm if GRAD_CLIP > 0 and norm > GRAD_CLIP else 1.0
     out = {}
@@ -136,7 +137,7 @@ def adamw(p, g, state, t):
         if n in DECAY:
             upd = upd + WEIGHT_DECAY * p[n]
         out[n] = p[n] - LR * upd
-    return out, norm
+    return out, norm, scale
 
 
 def torch_adamw_check(p0, grads_per_step, want):
@@ -174,10 +175,9 @@ def main():
         logits_t, loss, g = loss_and_grads(p, inputs, targets)
         if t == 1:
             logits, grads = logits_t, g
-        p, norm = adamw(p, g, state, t)
+        p, norm, scale = adamw(p, g, state, t)
         losses.append(loss)
         norms.append(norm)
-        scale = GRAD_CLIP / norm if GRAD_CLIP > 0 and norm > GRAD_CLIP else 1.0
         grads_per_step.append({n: g[n] * scale for n in NAMES})
         after.append(p)
     diff = torch_adamw_check(p0, grads_per_step, after[-1])
