@@ -145,7 +145,7 @@ train_gpt2_zero: train_gpt2_zero.cu $(BUILD)/gpt2_zero.o $(CUDA_OBJ) $(BUILD)/li
 	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) $< $(BUILD)/gpt2_zero.o $(CUDA_OBJ) $(BUILD)/libzero_cuda.a $(BUILD)/libzero.a \
 	    $(BUILD)/libllmc.a $(CUDA_LDLIBS) $(MPI_LDFLAGS) -o $@
 
-test_gpt2_zero: test_gpt2_zero.cu $(CUDA_OBJ) $(BUILD)/libllmc.a
+test_gpt2_zero: test_gpt2_zero.cu dev/ref/gpt2_ref.h $(CUDA_OBJ) $(BUILD)/libllmc.a
 	$(NVCC) $(NVCCFLAGS) $< $(CUDA_OBJ) $(BUILD)/libllmc.a $(CUDA_LDLIBS) -o $@
 
 # CPU AdamW GB/s per SIMD path and thread count against a memory copy (and PyTorch's, if installed)
@@ -197,6 +197,8 @@ $(BUILD)/tests/%: %.c dev/test/common/test_util.h $(BUILD)/libllmc.a
 
 # Unit tests that include a zero/ source directly rebuild when it changes.
 $(BUILD)/tests/test_zero_nvme: zero/io/nvme.c zero/io/nvme.h
+# The PyTorch reference's reader.
+$(BUILD)/tests/test_gpt2_ref: dev/ref/gpt2_ref.h
 
 # Unit tests that call zero/'s host backend link libzero.a, hence MPI.
 ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding $(BUILD)/tests/test_grad_norm $(BUILD)/tests/test_zero_quant \

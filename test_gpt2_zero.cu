@@ -1,6 +1,7 @@
 // test_gpt2_zero.cu: GPU tests. Kernels against small C references, then the CUDA model
 // against the CPU fp32 reference (llmc/cpu/gpt2_cpu.h) on logits, loss, all 16 gradient
-// tensors and 10 AdamW steps, for both attention paths.
+// tensors and 10 AdamW steps, for both attention paths; and against the PyTorch ground truth
+// of dev/ref/ (argv[1] "ref": that alone).
 //
 // Prints "PASS name (numbers)" or "FAIL name (numbers)" per check and a final
 // "N passed, N failed"; exits non-zero on any failure, 0 with a SKIP line without a GPU.
@@ -21,6 +22,7 @@
 #include "llmc/cuda/cuda_utils.cuh"
 #include "llmc/cuda/encoder.cuh"
 #include "llmc/model/gpt2_config.h"
+#include "llmc/model/gpt2_model_file.h"
 #include "llmc/cpu/gpt2_cpu.h"
 #include "llmc/cuda/gpt2_cuda.h"
 #include "llmc/cuda/grad_norm.cuh"
@@ -28,6 +30,7 @@
 #include "llmc/cuda/layernorm.cuh"
 #include "llmc/cuda/matmul_cublaslt.h"
 #include "llmc/numerics/rand.h"
+#include "dev/ref/gpt2_ref.h"
 
 // ----------------------------------------------------------------------------
 // Reporting
@@ -1130,10 +1133,103 @@ static void test_vocab_tiles(const Reference *r, int KV, int K, int recompute) {
     free(grads[1]);
 }
 
+// The CUDA model against the PyTorch ground truth (dev/ref/README.md: float64, a tiny GPT-2,
+// two AdamW steps) from its model file: logits, loss, every gradient, the norms, the fp32
+// master after each step and the bf16 working copy made from it. Run from the repository
+// root. Bounds: bf16 keeps 8 significant bits, so each stored weight or activation is off
+// by up to 2^-9 relative (round to nearest), a stochastically rounded weight by up to 2^-7;
+// a value that passes through a few dozen such roundings (two blocks, their LayerNorms
+// and residual adds) carries about 1e-2 of relative error. So: logits rel L2 2e-2 and
+// max |diff| / max |ref| 5e-2, loss and norms relative 5e-3 and 2e-2, each gradient tensor
+// rel L2 3e-2 (the bounds test_model holds the CUDA model to against the CPU) and
+// max |diff| / max |ref| REF_GRAD_TOL; the master after each step within
+// gpt2_ref_params_vs_bound's bound (dev/ref/gpt2_ref.h: the reach of a gradient error of
+// REF_GRAD_TOL max |g| through AdamW) plus 1e-6, and the bf16 copy within that plus its
+// stochastic rounding, 2^-7 |p|. A wrong gradient, mask, scale or optimizer formula misses
+// these by far (a LayerNorm backward without its mean term: gradients rel L2 0.42, the
+// master 2e4 times its bound; AdamW without decay: 353 times).
+#define REF_GRAD_TOL 5e-2
+static void test_pytorch_reference(int use_cudnn) {
+    char tag[64], name[160], err[512];
+    GPT2Ref r;
+    if (gpt2_ref_load(&r, GPT2_REF_DIR "/gpt2_ref.bin", err, sizeof(err)) != 0) {
+        report(0, "pytorch reference file", "%s", err);
+        return;
+    }
+    GPT2Config c;
+    float *p0 = gpt2_model_file_read(GPT2_REF_DIR "/gpt2_ref_model.bin", &c);
+    const int B = r.B, T = r.T, BT = B * T, Vp = c.padded_vocab_size;
+    size_t sizes[GPT2_NUM_PARAM_TENSORS], off[GPT2_NUM_PARAM_TENSORS];
+    const size_t n = gpt2_param_sizes(&c, sizes);
+    gpt2_param_offsets(&c, off);
+    GPT2CudaOptions opt;
+    memset(&opt, 0, sizeof(opt));
+    opt.use_cudnn = use_cudnn;
+    opt.seed = 777;
+    GPT2Cuda m;
+    gpt2_cuda_build(&m, &c, p0, B, T, &opt);
+    snprintf(tag, sizeof(tag), "pytorch ref [%s]", m.use_cudnn ? "cudnn" : "fallback");
+    report(memcmp(&c, &r.config, sizeof(c)) == 0 && n == r.num_params, tag, "model file and reference agree on the shape");
+
+    const size_t nl = (size_t)BT * Vp;
+    float *logits = (float *)malloc(nl * sizeof(float)), *grads = (float *)malloc(n * sizeof(float));
+    float *master = (float *)malloc(n * sizeof(float)), *work = (float *)malloc(n * sizeof(float));
+    gpt2_cuda_forward(&m, r.inputs, NULL, B, T);
+    get_bf16(logits, m.acts.logits, nl);
+    GPT2RefDiff dl = gpt2_ref_diff(logits, r.logits, nl);
+    snprintf(name, sizeof(name), "%s logits", tag);
+    report(dl.rel_l2 < 2e-2 && dl.scaled < 5e-2, name, "rel L2 %.2e, max |diff| / max |ref| %.2e", dl.rel_l2, dl.scaled);
+
+    for (int s = 0; s < r.steps; s++) {
+        float loss, norm;
+        gpt2_cuda_zero_grad(&m);
+        gpt2_cuda_forward(&m, r.inputs, r.targets, B, T);
+        gpt2_cuda_backward(&m, 1.0f / (float)BT);
+        if (s == 0) {
+            gpt2_cuda_get_grads(&m, grads);
+            double worst = 0, worst_max = 0;
+            int at = 0, at_max = 0;
+            for (int t = 0; t < GPT2_NUM_PARAM_TENSORS; t++) {
+                GPT2RefDiff d = gpt2_ref_diff(grads + off[t], r.grads + off[t], sizes[t]);
+                if (!(d.rel_l2 <= worst)) { worst = d.rel_l2; at = t; }
+                if (!(d.scaled <= worst_max)) { worst_max = d.scaled; at_max = t; }
+            }
+            snprintf(name, sizeof(name), "%s gradients", tag);
+            report(worst < 3e-2 && worst_max < REF_GRAD_TOL, name,
+                   "worst tensor rel L2 %.2e (%s), max |diff| / max |ref| %.2e (%s)", worst, gpt2_param_name(at),
+                   worst_max, gpt2_param_name(at_max));
+        }
+        gpt2_cuda_update(&m, r.lr, r.beta1, r.beta2, r.eps, r.weight_decay, r.grad_clip, s + 1);
+        gpt2_cuda_step_stats(&m, &loss, &norm);
+        snprintf(name, sizeof(name), "%s step %d loss and grad norm", tag, s + 1);
+        const double el = fabs(loss - r.loss[s]) / r.loss[s], en = fabs(norm - r.norm[s]) / r.norm[s];
+        report(el < 5e-3 && en < 2e-2, name, "loss %.6f vs %.6f (rel %.2e), norm %.5f vs %.5f (rel %.2e)", loss,
+               r.loss[s], el, norm, r.norm[s], en);
+        gpt2_cuda_get_master(&m, master);
+        gpt2_cuda_get_params_bf16(&m, work);
+        double large_m, large_w;
+        const double em = gpt2_ref_params_vs_bound(&r, master, s + 1, REF_GRAD_TOL, 1e-6, 0.0, &large_m);
+        const double ew = gpt2_ref_params_vs_bound(&r, work, s + 1, REF_GRAD_TOL, 1e-6, 1.0 / 128, &large_w);
+        snprintf(name, sizeof(name), "%s params after step %d", tag, s + 1);
+        report(em <= 1.0 && ew <= 1.0, name,
+               "max |diff| / bound: fp32 master %.2e, bf16 copy %.2e; max |diff| where |g| >= max |g| / 10: "
+               "master %.2e, bf16 %.2e",
+               em, ew, large_m, large_w);
+    }
+    gpt2_cuda_free(&m);
+    free(logits);
+    free(grads);
+    free(master);
+    free(work);
+    free(p0);
+    gpt2_ref_free(&r);
+}
+
 // argv[1] "tiles": only the model's tiled runs (and the reference they need), for the
-// emulated device, where the whole program takes long.
+// emulated device, where the whole program takes long; "ref": only the PyTorch reference.
 int main(int argc, char **argv) {
     const int only_tiles = argc > 1 && strcmp(argv[1], "tiles") == 0;
+    const int only_ref = argc > 1 && strcmp(argv[1], "ref") == 0;
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {
@@ -1144,6 +1240,12 @@ int main(int argc, char **argv) {
     printf("device: %s (sm_%d%d, %d SMs)\n", p->name, p->major, p->minor, p->multiProcessorCount);
     matmul_init();
 
+    if (only_ref) {
+        test_pytorch_reference(0);
+        test_pytorch_reference(1);
+        printf("%d passed, %d failed\n", n_passed, n_failed);
+        return n_failed ? 1 : 0;
+    }
     if (!only_tiles) {
         test_layernorm(37, 200);
         test_layernorm(300, 768);
@@ -1180,6 +1282,10 @@ int main(int argc, char **argv) {
     test_vocab_tiles(&ref, 8, 1, 0);
     test_vocab_tiles(&ref, 24, 1, 1);
     test_vocab_tiles(&ref, 8, 2, 2);
+    if (!only_tiles) {
+        test_pytorch_reference(0);
+        test_pytorch_reference(1);
+    }
 
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

@@ -35,7 +35,7 @@ EMU_CU := $(wildcard llmc/cuda/*.cu zero/cuda/*.cu) train_gpt2.cu train_gpt2_zer
 # subnormals (cuda_emu.h).
 EMU_FAST_MATH_CU := $(filter-out zero/cuda/% dev/cuda_emu/%,$(EMU_CU))
 $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(EMU_FAST_MATH_CU)): EMU_MATH := $(if $(findstring use_fast_math,$(NVCCFLAGS)),-DEMU_FAST_MATH)
-EMU_CU_HEADERS := $(wildcard *.h llmc/*.h llmc/*/*.h llmc/*/*.cuh zero/*.h zero/*/*.h)
+EMU_CU_HEADERS := $(wildcard *.h llmc/*.h llmc/*/*.h llmc/*/*.cuh zero/*.h zero/*/*.h dev/ref/*.h)
 # the emulated libraries present (cublaslt.cpp and cudnn.cpp join as they land)
 EMU_RUNTIME := $(patsubst dev/cuda_emu/%.cpp,%,$(wildcard dev/cuda_emu/*.cpp))
 EMU_RUNTIME_OBJ := $(addprefix $(EMU)/rt/,$(addsuffix .o,$(EMU_RUNTIME))) $(EMU)/rt/cuda_errors.o \
