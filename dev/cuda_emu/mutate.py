@@ -30,17 +30,18 @@ LIST = os.path.join(ROOT, "dev", "cuda_emu", "mutations.txt")
 
 # The emulated programs a mutation can change, and the tests (as make test runs them) of
 # each. A test script runs when any program it uses changed.
-PROGRAMS = ["gpu_zero_quant", "gpu_zero_toy", "gpu_attention_cudnn", "test_gpt2_zero", "train_gpt2cu",
-            "train_gpt2_zero", "test_nccl_emu"]
+PROGRAMS = ["gpu_zero_quant", "gpu_backend_ops", "gpu_zero_toy", "gpu_attention_cudnn", "test_gpt2_zero",
+            "train_gpt2cu", "train_gpt2_zero", "test_nccl_emu"]
 TESTS = [  # (name, programs it uses, command)
     ("gpu_attention_cudnn", {"gpu_attention_cudnn"}, ["{B}/gpu_attention_cudnn"]),
     ("gpu_zero_toy all", {"gpu_zero_toy"}, ["{B}/gpu_zero_toy", "all"]),
     ("gpu_zero_quant", {"gpu_zero_quant"}, ["{B}/gpu_zero_quant"]),
+    ("gpu_backend_ops", {"gpu_backend_ops"}, ["{B}/gpu_backend_ops"]),
     ("test_gpt2_zero", {"test_gpt2_zero"}, ["{B}/test_gpt2_zero"]),
     ("test_emu_train_ranks.sh", {"train_gpt2_zero", "train_gpt2cu"}, ["bash", "dev/test/emu/test_emu_train_ranks.sh"]),
     ("test_emu_train.sh", {"train_gpt2_zero", "train_gpt2cu"}, ["bash", "dev/test/emu/test_emu_train.sh"]),
     ("test_emu_nccl.sh", {"gpu_zero_toy", "test_nccl_emu"}, ["bash", "dev/test/emu/test_emu_nccl.sh"]),
-    ("test_emu_seeds.sh", {"gpu_zero_quant", "gpu_zero_toy", "train_gpt2cu", "train_gpt2_zero"},
+    ("test_emu_seeds.sh", {"gpu_zero_quant", "gpu_backend_ops", "gpu_zero_toy", "train_gpt2cu", "train_gpt2_zero"},
      ["bash", "dev/test/emu/test_emu_seeds.sh"]),
 ]
 TEST_TIMEOUT = 1200
