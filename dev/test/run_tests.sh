@@ -17,7 +17,12 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 if [ -n "${SHELL_TESTS+set}" ]; then read -r -a shell_tests <<< "$SHELL_TESTS"
-else shell_tests=(dev/test/*/test_*.sh); fi
+else
+    # the CUDA build's own test first: it builds the CUDA trainers (and sees their compiler
+    # warnings), which tests of other folders then run
+    shell_tests=(dev/test/cuda/test_cuda_build.sh)
+    for sh in dev/test/*/test_*.sh; do [ "$sh" = dev/test/cuda/test_cuda_build.sh ] || shell_tests+=("$sh"); done
+fi
 gpu_progs=()
 # GPU programs (built by test_cuda_build.sh) print "SKIP: reason" without a GPU.
 for gpu in ${GPU_PROGS-./test_gpt2_zero build/gpu_attention_cudnn build/gpu_zero_toy build/gpu_zero_quant build/gpu_backend_ops}; do
