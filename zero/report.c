@@ -435,7 +435,7 @@ int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fie
         char err[512];
         char *text = zero_report_json(&in, "live", all, extra_json_fields, err, sizeof err);
         if (!text || zfile_write_all(path_json, text, strlen(text), NULL, err, sizeof err) != 0) {
-            fprintf(stderr, "zero: rank 0: writing the report %s failed: %s\n", path_json ? path_json : "(null)", err);
+            zero_say(z, "writing the report %s failed: %s", path_json ? path_json : "(null)", err);
             bad = 1;
         }
         free(text);
