@@ -261,7 +261,7 @@ typedef struct {
     char label[192];           // scratch for collective labels
 } ZeroAccount;
 
-// The plugin's state. The world (the fields up to `scratch`) is set by zero_init in zero.c
+// The plugin's state. The world (the fields up to `parts`) is set by zero_init in zero.c
 // and only read afterwards; each phase's sub-struct is written by its own file alone
 // (dev/tools/check_layout.py checks it).
 struct Zero {

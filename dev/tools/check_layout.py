@@ -68,13 +68,16 @@ STATE_OWNERS = {
     "acct": ["zero/state.c", "zero/report.c"],   # report.c: the activation bytes the trainer reports
     None: ["zero/zero.c"],
 }
-# A write of z->FIELD or z->SUB.FIELD (not through a subscript: a buffer's elements are data,
-# not the plugin's state): assignment, compound assignment, ++/--, or an alias of a sub-struct.
-STATE_WRITE = re.compile(r"(?:\+\+|--)?\bz->(\w+)(?:\.(\w+))?\s*(?:=(?!=)|[-+*/|&^]=|\+\+|--)|(?:\+\+|--)\bz->(\w+)"
-                         r"(?:\.(\w+))?|=\s*&z->(\w+)\s*;")
-# The same for a tensor's row (ZeroTensorState): t->gather.X or z->t[i].reduce.X.
-ROW_WRITE = re.compile(r"(?:->|\]\.)(gather|reduce)\.\w+\s*(?:=(?!=)|[-+*/|&^]=|\+\+|--)|(?:\+\+|--)\w+(?:->|\]\.)"
-                       r"(gather|reduce)\.")
+# A write of z->FIELD or z->SUB.FIELD[.X...] (not through a subscript: a buffer's elements
+# are data, not the plugin's state): assignment, compound assignment, ++/--, or an alias of
+# a sub-struct.
+_ASSIGN = r"(?:=(?!=)|(?:[-+*/%|&^]|<<|>>)=|\+\+|--)"
+STATE_WRITE = re.compile(r"\bz->(\w+)(?:\.\w+)*\s*" + _ASSIGN + r"|(?:\+\+|--)\s*z->(\w+)(?:\.\w+)*(?![\[\w])"
+                         r"|=\s*&z->(\w+)\s*;")
+# The same for a tensor's row (ZeroTensorState), through any name but z: t->gather.X or
+# z->t[i].reduce.X.
+ROW_WRITE = re.compile(r"(?:\b(?!z\b)\w+->|\]\.)(gather|reduce)\.\w+\s*" + _ASSIGN +
+                       r"|(?:\+\+|--)\s*[\w\[\]>.-]*?(?:\b(?!z\b)\w+->|\]\.)(gather|reduce)\.")
 TREES = ("zero", "llmc")
 CUDA_HEADERS = re.compile(r"^(cuda|cuda_runtime|cuda_runtime_api|cuda_bf16|cuda_fp16|cublas|cublasLt|cublas_v2|"
                           r"cudnn|cudnn_[a-z_]*|nccl|cooperative_groups|cub/.*|mma|curand.*)\.(h|hpp|cuh)$")
@@ -188,10 +191,10 @@ def state_writes(root, errors):
         for n, line in enumerate(text.split("\n"), 1):
             code = line.split("//")[0]
             for m in STATE_WRITE.finditer(code):
-                field = m.group(1) or m.group(3) or m.group(5)
+                field = m.group(1) or m.group(2) or m.group(3)
                 sub = field if field in subs else None
                 if f not in STATE_OWNERS[sub]:
-                    what = f"z->{field}" if sub or m.group(5) else f"z->{field} (the world)"
+                    what = f"z->{field}" if sub or m.group(3) else f"z->{field} (the world)"
                     errors.append(f"{f}:{n}: writes {what}, owned by {', '.join(STATE_OWNERS[sub])}")
             for m in ROW_WRITE.finditer(code):
                 sub = m.group(1) or m.group(2)

@@ -796,7 +796,10 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
             exit(1);
         }
         if (f->given >= 0) c->given |= TRAIN_FLAG_BIT(f->given);
-        if (f->kind == V_HELP) return 1;
+        if (f->kind == V_HELP) {
+            free(args);
+            return 1;
+        }
         p.f = f, p.arg = optarg;
         if (f->parse) f->parse(&p);
         else store_value(c, f, optarg);
