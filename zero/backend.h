@@ -106,6 +106,13 @@ struct ZeroBackend {
                        ZeroDType dt, ZeroStream *s, const char *what);
     void (*all_to_all)(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts,
                        ZeroDType dt, ZeroStream *s, const char *what);
+    // The library's own sum (NCCL, MPI; --fast-reduce): each part's send holds N slices of
+    // count elements, slice q for member q; recv gets the sum over members of the slices for
+    // this rank, in dt (bf16: rounded as the library's buffers are), in the library's order.
+    // Fewer bytes and faster than all_to_all + reduce_slices, but not the same bits across
+    // rank counts or libraries.
+    void (*reduce_scatter)(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                           ZeroDType dt, ZeroStream *s, const char *what);
     // Host doubles, blocking; the sum runs in rank order (same bits everywhere).
     void (*allreduce_sum_f64)(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what);
     // Host doubles, blocking: rank 0 receives every rank's values[0..n) into all (rank q's

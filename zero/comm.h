@@ -49,7 +49,8 @@ typedef enum {
     ZERO_COLL_ALL_REDUCE = 2,
     ZERO_COLL_BROADCAST = 3,
     ZERO_COLL_GATHER = 4,      // to rank 0 only (report and checkpoint metadata)
-    ZERO_COLL_NUM = 5
+    ZERO_COLL_REDUCE_SCATTER = 5,
+    ZERO_COLL_NUM = 6
 } ZeroCollOp;
 
 const char *zero_coll_name(ZeroCollOp op);
@@ -185,8 +186,10 @@ void zero_comm_inject_stall(ZeroComm *c, double seconds);
 // rank, the group, the operation and `what`.
 typedef struct {
     const void *send;   // all_gather: this rank's count elements (may be recv + index*count:
-                        //   in place); all_to_all: N slices of count, slice r goes to member r
-    void *recv;         // N * count elements; slice q comes from member q (N: the group's size)
+                        //   in place); all_to_all, reduce_scatter: N slices of count, slice r
+                        //   goes to member r
+    void *recv;         // N * count elements; slice q comes from member q (N: the group's size);
+                        //   reduce_scatter: count elements, the sum of the slices for this rank
     size_t count;
 } ZeroCollPart;
 
@@ -194,6 +197,11 @@ void zero_mpi_all_gather(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCo
                          const char *what);
 void zero_mpi_all_to_all(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt,
                          const char *what);
+// Each part's send holds N slices of count elements (slice q for member q); recv gets the sum
+// of every member's slice for this rank, in MPI's order (bf16: each addition rounded to
+// nearest even, as a ring of bf16 buffers adds). Not the same bits across rank counts.
+void zero_mpi_reduce_scatter(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                             ZeroDType dt, const char *what);
 // values[0..n) summed over ranks in rank order 0..N-1 (an all-gather, then a local sum):
 // the same bits on every rank and in every run.
 void zero_mpi_allreduce_sum_f64(ZeroComm *c, double *values, int n, const char *what);

@@ -93,6 +93,11 @@ static void d_all_to_all(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const Z
     (void)b; (void)s;
     d_count(c, g, ZERO_COLL_ALL_TO_ALL, parts, nparts, dt, what);
 }
+static void d_reduce_scatter(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                             ZeroDType dt, ZeroStream *s, const char *what) {
+    (void)b; (void)s;
+    d_count(c, g, ZERO_COLL_REDUCE_SCATTER, parts, nparts, dt, what);
+}
 static void d_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what) {
     (void)b; (void)values;
     if (c->world == 1 || n <= 0) return;
@@ -168,6 +173,7 @@ static const ZeroBackend dry_template = {
     .stream_wait = d_stream_wait,
     .all_gather = d_all_gather,
     .all_to_all = d_all_to_all,
+    .reduce_scatter = d_reduce_scatter,
     .allreduce_sum_f64 = d_allreduce_sum_f64,
     .gather_f64 = d_gather_f64,
     .reduce_slices = d_reduce_slices,

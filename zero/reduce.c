@@ -25,6 +25,12 @@
 // order of g_{m*X+q})) in fp32: fixed, but not the flat path's rank order except with one
 // node or one rank per node, where it is the same sum. Unquantized bf16 gradients travel
 // the second hop as bf16 too: the node's partial sum is rounded to nearest even there.
+//
+// Fast (--fast-reduce, what llm.c does): each gradient is rounded to bf16 and the library
+// sums the ranks' slices itself (one reduce-scatter: NCCL's rings or trees, in-network
+// reduction where the fabric has it); each rank adds its slice of the sum to its fp32
+// shard gradient. Half the bytes of fp32 on the wire, but the order of the sum, and the
+// bf16 roundings inside it, are the library's: the bits depend on the rank count.
 #include "reduce.h"
 
 #include "offload.h"
@@ -145,6 +151,38 @@ static void reduce_flat(Zero *z, const int *list, int n, const char *what) {
     }
 }
 
+// --fast-reduce: the bf16 copies (stochastic rounding, unbiased: refresh's rule under a key
+// of its own, drawn again every micro-step) and the reduce-scatter's slices share the staging
+// buffer, padded * 2 + shard * 2 bytes per tensor: within its padded * grad_size.
+#define FAST_REDUCE_KEY 0x6772616473ull   // "grads": not the weights' rounding bits
+static void reduce_fast(Zero *z, const int *list, int n, const char *what) {
+    const ZeroBackend *b = z->b;
+    const int draw = (int)(z->step.done * (uint64_t)z->step.grad_accum) + z->reduce.micro;
+    size_t off = 0;   // bytes
+    for (int k = 0; k < n; k++) {
+        const ZeroTensorState *t = &z->t[list[k]];
+        const ZeroTensorLayout *l = t->lay;
+        const void *send = t->grad;
+        if (z->cfg.grad_dtype != ZERO_BF16) {
+            send = byte_at(z->reduce.staging, off, 1);
+            b->refresh(b, byte_at(z->reduce.staging, off, 1), ZERO_BF16, t->grad, l->split.padded,
+                       z->cfg.seed ^ FAST_REDUCE_KEY, draw, l->global_off, z->reduce.stream);
+            off += l->split.padded * 2;
+        }
+        z->parts[k].send = send;
+        z->parts[k].recv = byte_at(z->reduce.staging, off, 1);
+        z->parts[k].count = l->split.shard;
+        zero_flow_add(z, ZERO_FLOW_GRAD, ZERO_GROUP_WORLD, l->split.shard * 2);
+        off += l->split.shard * 2;
+    }
+    b->reduce_scatter(b, z->comm, ZERO_GROUP_WORLD, z->parts, n, ZERO_BF16, z->reduce.stream, what);
+    for (int k = 0; k < n; k++) {
+        const ZeroTensorLayout *l = z->t[list[k]].lay;
+        b->reduce_slices(b, z->step.shard_grad + l->shard_off, z->parts[k].recv, l->split.shard, 1, l->own_count, ZERO_BF16,
+                         z->reduce.stream);
+    }
+}
+
 // Reduces tensors list[0..n) (their gradients live at z->t[i].grad) in groups that fit
 // the staging buffer, one bucket (and event) per group.
 static void reduce_list(Zero *z, const int *list, int n) {
@@ -161,6 +199,7 @@ static void reduce_list(Zero *z, const int *list, int n) {
         zero_stream_waits_main(z, z->reduce.stream);   // the model wrote these gradients on the main stream
         const char *what = zero_label(z, "gradients of", list + g0, g1 - g0);
         if (z->reduce.two_hops) reduce_two_hops(z, list + g0, g1 - g0, what);
+        else if (z->cfg.fast_reduce) reduce_fast(z, list + g0, g1 - g0, what);
         else reduce_flat(z, list + g0, g1 - g0, what);
         uint64_t bucket = z->reduce.bucket_next++;
         b->event_record(b, z->reduce.bucket_events[bucket % (uint64_t)z->reduce.bucket_slots], z->reduce.stream);

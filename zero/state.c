@@ -76,7 +76,7 @@ void zero_sync_streams(Zero *z) {
 
 const char *zero_flow_name(ZeroFlow f) {
     static const char *names[ZERO_FLOWS] = {"forward_param_gather", "backward_param_gather", "step_param_gather",
-                                            "grad_all_to_all", "grad_intra_node_hop", "grad_inter_node_hop"};
+                                            "grad_flat", "grad_intra_node_hop", "grad_inter_node_hop"};
     return f >= 0 && f < ZERO_FLOWS ? names[f] : "?";
 }
 

@@ -90,6 +90,10 @@ static int validate_pp(const ZeroConfig *cfg, const ZeroComm *comm) {
     if ((cfg->qgz || cfg->hier_reduce) && cfg->optimizer_tier != ZERO_TIER_DEVICE) {
         return zero_refuse(r, "%s with --offload-optimizer is not supported yet", hwhich);
     }
+    if (cfg->fast_reduce && (cfg->qgz || cfg->hier_reduce || cfg->optimizer_tier != ZERO_TIER_DEVICE)) {
+        return zero_refuse(r, "--fast-reduce sums whole gradients by the library's reduce-scatter in bf16; it does not "
+                "combine with %s", cfg->qgz ? "--qgz" : cfg->hier_reduce ? "--hier-reduce" : "--offload-optimizer");
+    }
     if ((cfg->qgz || cfg->hier_reduce || cfg->hpz > 1) && !comm->consecutive) {
         return zero_refuse(r, "%s needs the ranks of each node numbered consecutively (this rank is local rank "
                 "%d of node %d with %d ranks per node); launch with ranks mapped by slot, or give --node-size", cfg->hpz > 1 ? "--hpz" : hwhich, comm->local_rank, comm->node, comm->local_size);

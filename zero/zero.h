@@ -120,6 +120,9 @@ typedef struct {
     int hpz;                    // stage 3: ranks per secondary partition (hpZ); 0 or 1: off
     int qgz;                    // gradients reduced in two hops, int4 blocks on the wire (qgZ)
     int hier_reduce;            // the same two hops with the gradients as they are
+    int fast_reduce;            // gradients rounded to bf16 and summed by the library's reduce-scatter
+                                //   (NCCL, MPI) in its own order: fewer bytes, faster, but the bits depend
+                                //   on the rank count and the library (reduce.c)
     int qwz_block, qgz_block;   // values per quantization block (0: QUANT_BLOCK_DEFAULT, QGZ_BLOCK_DEFAULT)
 } ZeroConfig;
 
@@ -279,13 +282,13 @@ void zero_checkpoint_info_free(ZeroCheckpointInfo *info);
 
 // Accounting: what one rank holds and sent. The live figures (zero_figures) and the dry
 // run's (zero_predict) are the same record, so they can be compared field by field.
-#define ZERO_NUM_COLLS 5   // all_gather, all_to_all, all_reduce, broadcast, gather (comm.h's order)
+#define ZERO_NUM_COLLS 6   // all_gather, all_to_all, all_reduce, broadcast, gather, reduce_scatter (comm.h's order)
 // What the plugin's collectives carry, for the bytes per switch (ZeRO++ 3.4's table):
 typedef enum {
     ZERO_FLOW_FWD_GATHER = 0,   // stage 3: forward all-gathers of parameters (qwZ: int8 records)
     ZERO_FLOW_BWD_GATHER,       // stage 3: backward all-gathers (hpZ: inside the secondary group)
     ZERO_FLOW_STEP_GATHER,      // working parameters gathered at the step (stages 0-2; persistent ones)
-    ZERO_FLOW_GRAD,             // gradients: the flat all-to-all
+    ZERO_FLOW_GRAD,             // gradients in one flat collective (all-to-all; reduce-scatter with fast_reduce)
     ZERO_FLOW_GRAD_HOP1,        // gradients: the intra-node hop (--hier-reduce, qgZ)
     ZERO_FLOW_GRAD_HOP2,        // gradients: the inter-node hop
     ZERO_FLOWS

@@ -53,7 +53,7 @@ def bytes_per_value(name):
     flows, N, X = r["ranks"][0]["sent_per_step_by_flow"], r["world_size"], r["ranks_per_node"]
     Y = N // X
     hop2 = flows["grad_inter_node_hop"]["inter_node_bytes"]
-    sent = hop2 if hop2 else flows["grad_all_to_all"]["inter_node_bytes"]
+    sent = hop2 if hop2 else flows["grad_flat"]["inter_node_bytes"]
     slices = (Y - 1) if hop2 else (N - X)
     return sent / (slices * r["psi_padded"] / N * r["grad_accum"])
 base = loss("stage3")

@@ -21,7 +21,7 @@ table() {   # table TITLE HPZ DIR...: one row per run
     python3 - "$@" << 'PY'
 import json, sys
 title, runs = sys.argv[1], sys.argv[2:]
-flows = ["forward_param_gather", "backward_param_gather", "grad_all_to_all", "grad_intra_node_hop",
+flows = ["forward_param_gather", "backward_param_gather", "grad_flat", "grad_intra_node_hop",
          "grad_inter_node_hop", "step_param_gather"]
 short = ["fwd gather", "bwd gather", "grads flat", "grads hop1", "grads hop2", "step gather"]
 rep = [json.load(open(f"{d}/zero_report.json")) for d in runs]

@@ -11,6 +11,9 @@
 //    the stream reaches one, the rank moves its data through shared-memory rings (one per
 //    ordered pair of ranks, FIFO, so a rank's sends to a peer match that peer's receives
 //    in order, as NCCL matches them). ncclAllGather places rank r's chunk at r*count.
+//    ncclReduceScatter (ncclSum of float32, bfloat16, float64) sends chunk q to rank q, which
+//    sums the chunks in an order NCCL does not document: here from a rank drawn from
+//    CUDA_EMU_SEED and the operation, round the ring, rounding to the type at every addition.
 //    Operations of one communicator run in the order they were issued, whatever stream
 //    they are on. Where the documentation leaves a choice, the emulation takes the one
 //    that breaks code relying on luck: a send completes only once its receiver has taken
@@ -36,7 +39,7 @@
 //  - "it is not allowed to issue NCCL operations to a single communicator in parallel with
 //    multiple threads ... for any grouped NCCL operations, users need to ensure only one
 //    thread issues all the operations in the group" (Thread Safety): an operation call
-//    (ncclAllGather, ncclAllReduce, ncclBroadcast, ncclSend, ncclRecv) on a communicator
+//    (ncclAllGather, ncclReduceScatter, ncclAllReduce, ncclBroadcast, ncclSend, ncclRecv) on a communicator
 //    that another host thread is inside an operation call on, or on which another thread
 //    has an open group's operations, ends the process naming both threads. Using one
 //    communicator from several threads one at a time is allowed; when a call comes from
@@ -77,7 +80,7 @@ namespace {
 
 constexpr int MAX_RANKS = 64;
 constexpr size_t RING = 1u << 20;   // bytes of one ring (one ordered pair of ranks)
-enum Kind : uint32_t { K_ALLGATHER = 1, K_P2P = 2 };
+enum Kind : uint32_t { K_ALLGATHER = 1, K_P2P = 2, K_REDUCESCATTER = 3 };
 enum State : int { S_NONE = 0, S_JOINED = 1, S_MAPPED = 2, S_LEFT = 3, S_ABORTED = 4, S_FAILED = 5 };
 
 struct alignas(64) Slot {
@@ -169,7 +172,7 @@ struct ncclComm {
 namespace {
 
 struct Call {   // one NCCL call of an open group
-    int kind;   // K_ALLGATHER or K_P2P
+    int kind;   // K_ALLGATHER, K_P2P or K_REDUCESCATTER
     bool send;  // for K_P2P
     const void *sbuf;
     void *rbuf;
@@ -177,6 +180,7 @@ struct Call {   // one NCCL call of an open group
     int peer;
     ncclComm *comm;
     cudaStream_t stream;
+    ncclDataType_t dt = ncclFloat32;   // K_REDUCESCATTER: what it sums
 };
 
 std::mutex g_mu;   // the id registry
@@ -413,15 +417,68 @@ struct Copy {
     size_t bytes;
 };
 
+// A reduce-scatter's sum, once every rank's slice for this one has landed in `in` (rank q's
+// at q * count elements).
+struct Sum {
+    std::shared_ptr<std::vector<char>> in;
+    void *out;
+    size_t count;
+    ncclDataType_t dt;
+};
+
 struct CommOp {   // one communicator's part of a group
     ncclComm *comm;
     uint64_t ticket;
     std::string what;
     std::vector<Copy> local;
     std::vector<Xfer> x;
+    std::vector<Sum> sums;   // after the transfers
 };
 
-const char *kind_name(uint32_t k, bool send) { return k == K_ALLGATHER ? "ncclAllGather" : send ? "ncclSend" : "ncclRecv"; }
+const char *kind_name(uint32_t k, bool send) {
+    return k == K_ALLGATHER ? "ncclAllGather" : k == K_REDUCESCATTER ? "ncclReduceScatter" : send ? "ncclSend" : "ncclRecv";
+}
+
+float bf16_value(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+uint16_t bf16_round(float f) {   // to nearest even; a NaN stays a NaN
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// NCCL documents no order for a sum. The one here starts at a rank drawn from the seed and
+// the operation's ticket and goes round the ring, and (as NCCL's bf16 buffers do) rounds to
+// the type after every addition: code that expects rank order, or the same bits at another
+// rank count or seed, sees the difference.
+void run_sum(const Sum &m, int nranks, uint64_t ticket) {
+    const int first = (int)((emu::seed() * 0x9e3779b97f4a7c15ull + ticket * 0xbf58476d1ce4e5b9ull) >> 33) % nranks;
+    const char *in = m.in->data();
+    for (size_t i = 0; i < m.count; i++) {
+        if (m.dt == ncclBfloat16) {
+            const uint16_t *v = (const uint16_t *)in;
+            uint16_t acc = v[(size_t)first * m.count + i];
+            for (int k = 1; k < nranks; k++)
+                acc = bf16_round(bf16_value(acc) + bf16_value(v[(size_t)((first + k) % nranks) * m.count + i]));
+            ((uint16_t *)m.out)[i] = acc;
+        } else if (m.dt == ncclFloat32) {
+            const float *v = (const float *)in;
+            float acc = v[(size_t)first * m.count + i];
+            for (int k = 1; k < nranks; k++) acc += v[(size_t)((first + k) % nranks) * m.count + i];
+            ((float *)m.out)[i] = acc;
+        } else {
+            const double *v = (const double *)in;
+            double acc = v[(size_t)first * m.count + i];
+            for (int k = 1; k < nranks; k++) acc += v[(size_t)((first + k) % nranks) * m.count + i];
+            ((double *)m.out)[i] = acc;
+        }
+    }
+}
 
 void copy_ring(char *ring, uint64_t pos, char *dst, const char *src, size_t bytes, bool into_ring) {
     size_t off = (size_t)(pos % RING), first = bytes < RING - off ? bytes : RING - off;
@@ -598,6 +655,8 @@ void run_op(CommOp &op) {
         futex_wait(&mine.bell, bell, 0.05);
     }
     if (failed) wait_for_abort(c);
+    else if (!c->aborted)
+        for (const Sum &m : op.sums) run_sum(m, c->nranks, op.ticket);
     std::lock_guard<std::mutex> lk(c->mu);
     c->running--;
     c->next_run++;
@@ -658,12 +717,24 @@ ncclResult_t flush() {
         for (CommOp &o : ops)
             if (o.comm == k.comm) op = &o;
         if (!op) {
-            ops.push_back(CommOp{k.comm, 0, "", {}, {}});
+            ops.push_back(CommOp{k.comm, 0, "", {}, {}, {}});
             op = &ops.back();
         }
         ncclComm *c = k.comm;
         const char *name = kind_name(k.kind, k.send);
         if (op->what.find(name) == std::string::npos) op->what += std::string(op->what.empty() ? "" : "+") + name;
+        if (k.kind == K_REDUCESCATTER) {   // slice q of the send buffer goes to rank q, which sums
+            auto in = std::make_shared<std::vector<char>>((size_t)c->nranks * k.bytes);
+            op->local.push_back(Copy{in->data() + (size_t)c->rank * k.bytes, (const char *)k.sbuf + (size_t)c->rank * k.bytes,
+                                     k.bytes});
+            for (int q = 0; q < c->nranks; q++) {
+                if (q == c->rank) continue;
+                op->x.push_back(Xfer{true, q, (char *)k.sbuf + (size_t)q * k.bytes, k.bytes, K_REDUCESCATTER});
+                op->x.push_back(Xfer{false, q, in->data() + (size_t)q * k.bytes, k.bytes, K_REDUCESCATTER});
+            }
+            op->sums.push_back(Sum{in, k.rbuf, k.bytes / type_size(k.dt), k.dt});
+            continue;
+        }
         if (k.kind == K_ALLGATHER) {
             op->local.push_back(Copy{(char *)k.rbuf + (size_t)c->rank * k.bytes, k.sbuf, k.bytes});
             for (int q = 0; q < c->nranks; q++) {
@@ -946,6 +1017,27 @@ static ncclResult_t one_rank_copy(ncclComm_t comm, const char *call, void *recv,
     cudaError_t e = emu::enqueue(s, call, [recv, send, bytes] { memmove(recv, send, bytes); });
     if (e != cudaSuccess) return bad(comm, ncclUnhandledCudaError, "%s: queuing on its stream: %s", call, cudaGetErrorName(e));
     return ncclSuccess;
+}
+
+ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t s) {
+    ncclResult_t r = entry(comm, "ncclReduceScatter");
+    if (r != ncclSuccess) return r;
+    Operating busy(comm, "ncclReduceScatter");
+    size_t es = type_size(dt);
+    if (!es || (int)op < 0 || (int)op >= (int)ncclNumOps)
+        return bad(comm, ncclInvalidArgument, "ncclReduceScatter: data type %d, op %d", (int)dt, (int)op);
+    if (op != ncclSum || (dt != ncclFloat32 && dt != ncclBfloat16 && dt != ncclFloat64))
+        return bad(comm, ncclInvalidUsage, "ncclReduceScatter: op %d on data type %d is not emulated (ncclSum of float32, "
+                   "bfloat16 and float64 is)", (int)op, (int)dt);
+    size_t bytes = count * es;
+    if ((r = check_range(comm, "ncclReduceScatter", recv, bytes, "receive")) != ncclSuccess ||
+        (r = check_range(comm, "ncclReduceScatter", send, bytes * comm->nranks, "send")) != ncclSuccess)
+        return r;
+    if (bytes == 0) return ncclSuccess;
+    Call k{K_REDUCESCATTER, false, send, recv, bytes, -1, comm, s};
+    k.dt = dt;
+    return add_call(k);
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,

@@ -29,6 +29,7 @@ typedef enum {
     DS_IDLE,     // a detail of such a feature: any value of its JSON type, without effect yet
     DS_LEGACY,   // DeepSpeed's deprecated offload switch: true or false into an offload device
     DS_PRECISION,// fp16 / bf16: their "enabled" gets a message; the rest has no effect here
+    DS_COMM_DTYPE,// communication_data_type: "fp32" (the default reduction) or "bf16" (--fast-reduce)
 } DsKind;
 
 typedef enum { F_INT, F_LONG, F_I64, F_FLOAT, F_STRING } FieldType;
@@ -160,6 +161,9 @@ static const DsKey KEYS[] = {
      .flag_name = "--hpz", INT_FIELD(hpz)},
     {.key = "zero_optimization.zero_quantized_gradients", .kind = DS_BOOL, .flag = TRAIN_FLAG_QGZ, .flag_name = "--qgz",
      INT_FIELD(qgz)},
+    // the type gradients are reduced in
+    {.key = "communication_data_type", .kind = DS_COMM_DTYPE, .flag = TRAIN_FLAG_FAST_REDUCE, .flag_name = "--fast-reduce",
+     INT_FIELD(fast_reduce)},
 };
 #define NUM_KEYS (sizeof(KEYS) / sizeof(KEYS[0]))
 
@@ -314,6 +318,23 @@ static int apply_offload(Reader *r, const DsKey *k, const cJSON *v) {
     return set_device(r, k, dev, v->valuestring);
 }
 
+// DeepSpeed reduces gradients in this type: "bf16" is --fast-reduce (the library's bf16
+// reduce-scatter), "fp32" the default (fp32, rank order); fp16 travels nowhere here.
+static int apply_comm_dtype(Reader *r, const DsKey *k, const cJSON *v) {
+    char text[80];
+    int fast = !cJSON_IsString(v) ? -1 : !strcmp(v->valuestring, "bf16") ? 1 : !strcmp(v->valuestring, "fp32") ? 0 : -1;
+    if (fast < 0) {
+        fprintf(r->log, "error: '%s': %s must be \"fp32\" (gradients summed in fp32 in rank order) or \"bf16\" "
+                "(--fast-reduce), got %s\n", r->path, k->key, json_text(v, text, sizeof(text)));
+        return -1;
+    }
+    int *field = (int *)((char *)r->c + k->field);
+    if (agree(r, k, *field == fast, *field ? "(on)" : "(off)", v->valuestring) != 0) return -1;
+    *field = fast;
+    r->c->from_file |= TRAIN_FLAG_BIT(k->flag);
+    return 0;
+}
+
 static int apply_bool(Reader *r, const DsKey *k, const cJSON *v) {
     char text[80];
     if (!cJSON_IsBool(v)) {
@@ -459,6 +480,7 @@ static int apply_key(Reader *r, const char *key, const cJSON *v, const cJSON *pa
     case DS_OFFLOAD: return apply_offload(r, k, v);
     case DS_PATH: return apply_path(r, k, v);
     case DS_BOOL: return apply_bool(r, k, v);
+    case DS_COMM_DTYPE: return apply_comm_dtype(r, k, v);
     case DS_LEGACY: return apply_legacy(r, k, v, parent);
     case DS_PRECISION: return apply_precision(r, k, v);
     case DS_IDLE:
@@ -738,6 +760,8 @@ void ds_config_usage(FILE *out, const char *indent) {
                 snprintf(item, sizeof(item), "%s Adam|AdamW", leaf);
             } else if (k->kind == DS_BOOL) {
                 snprintf(item, sizeof(item), "%s true|false (%s)", leaf, k->flag_name);
+            } else if (k->kind == DS_COMM_DTYPE) {
+                snprintf(item, sizeof(item), "%s fp32|bf16 (bf16: %s)", leaf, k->flag_name);
             } else if (k->kind == DS_LEGACY) {
                 snprintf(item, sizeof(item), "%s true|false (deprecated: %s cpu|none)", leaf, k->flag_name);
             } else if (k->kind == DS_PRECISION) {

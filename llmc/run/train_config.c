@@ -595,6 +595,11 @@ static const Flag flags[] = {
     {"--hier-reduce", NULL, NULL, V_SET, AT(hier_reduce), 0, 0, -1, FOR_ZERO, 1,
      "the same two hops without quantization: the bytes a rank sends to\n"
      "other nodes shrink by the node size against the flat all-to-all", NULL},
+    {"--fast-reduce", NULL, NULL, V_SET, AT(fast_reduce), 0, 0, TRAIN_FLAG_FAST_REDUCE, FOR_ZERO, 1,
+     "gradients rounded to bf16 and summed by the library's own reduce-scatter\n"
+     "(NCCL; MPI on the CPU), as llm.c does: half the bytes of the default and\n"
+     "the library's fastest path, but the sum's order is the library's, so the\n"
+     "bits differ with the rank count (the default sums in rank order in fp32)", NULL},
     {"--qwz-block", NULL, "N", V_BLOCK, AT(qwz_block), 0, 0, -1, FOR_ZERO, 1,
      "values per int8 block (even; default " STR(TRAIN_QUANT_BLOCK_DEFAULT) ")", NULL},
     {"--qgz-block", NULL, "N", V_BLOCK, AT(qgz_block), 0, 0, -1, FOR_ZERO, 1,
@@ -858,6 +863,10 @@ void train_config_check(TrainConfig *c, const char *flavour) {
         fprintf(stderr, "error: ZeRO++ (--qwz, --hpz, --qgz, --hier-reduce) is part of ZeRO: give -z STAGE\n");
         exit(1);
     }
+    if (c->fast_reduce && c->zero_stage < 0) {
+        fprintf(stderr, "error: --fast-reduce chooses how ZeRO reduces gradients: give -z STAGE\n");
+        exit(1);
+    }
     if (c->qwz && c->zero_stage != 3) {
         fprintf(stderr, "error: --qwz needs -z 3 (below it parameters are not gathered before each use)\n");
         exit(1);
@@ -937,6 +946,7 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
                  c->qgz ? "qgZ" : c->hier_reduce ? "2-hop gradients" : "flat gradients");
         printf("| %-20s | %-40s |\n", "ZeRO++", pp);
     }
+    if (c->fast_reduce) printf("| %-20s | %-40s |\n", "gradient reduction", "bf16, the library's reduce-scatter");
     if (c->deepspeed) printf("| %-20s | %-40s |\n", "DeepSpeed config", c->deepspeed);
     printf("+----------------------+------------------------------------------+\n");
 }

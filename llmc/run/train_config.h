@@ -105,6 +105,7 @@ typedef struct {
     int hpz;                    // --hpz N: stage-3 secondary partition over N ranks (0 or 1: off)
     int qgz;                    // --qgz: gradients in two hops, int4 blocks on the wire
     int hier_reduce;            // --hier-reduce: the same two hops, unquantized
+    int fast_reduce;            // --fast-reduce: bf16 gradients summed by the library's reduce-scatter
     int qwz_block, qgz_block;   // --qwz-block, --qgz-block: values per block (0: the default)
     // DeepSpeed's config file (llmc/run/ds_config.h)
     const char *deepspeed;      // --deepspeed FILE, or NULL
@@ -122,7 +123,7 @@ typedef enum {
     TRAIN_FLAG_ZERO_BUCKET, TRAIN_FLAG_ZERO_PREFETCH, TRAIN_FLAG_ZERO_MAX_LIVE, TRAIN_FLAG_ZERO_PERSIST,
     TRAIN_FLAG_OFFLOAD_OPTIMIZER, TRAIN_FLAG_OFFLOAD_PARAM, TRAIN_FLAG_NVME_PATH, TRAIN_FLAG_ACT_OFFLOAD,
     TRAIN_FLAG_QWZ, TRAIN_FLAG_HPZ, TRAIN_FLAG_QGZ, TRAIN_FLAG_DEEPSPEED, TRAIN_FLAG_AIO_QUEUE_DEPTH,
-    TRAIN_FLAG_AIO_BLOCK_SIZE, TRAIN_FLAG_COUNT
+    TRAIN_FLAG_AIO_BLOCK_SIZE, TRAIN_FLAG_FAST_REDUCE, TRAIN_FLAG_COUNT
 } TrainFlag;
 #define TRAIN_FLAG_BIT(f) (1u << (f))
 

@@ -4,12 +4,15 @@
 #include <errno.h>
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../kernels/quant_element.h"   // quant_f32_to_bf16: round to nearest even
 
 #define ALLREDUCE_CHUNK 64   // doubles per all-gather in zero_mpi_allreduce_sum_f64
 
@@ -393,14 +396,31 @@ void zero_mpi_all_gather(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCo
     zero_coll_end(c);
 }
 
-void zero_mpi_all_to_all(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCollPart *parts, int nparts,
-                         ZeroDType dt, const char *what) {
-    check_parts(c, parts, nparts, "all_to_all", what);
+// MPI has no bf16: a sum of two bf16 buffers, each addition in fp32 rounded back to nearest
+// even (what a ring of bf16 buffers does at every hop).
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = quant_f32_to_bf16(quant_bf16_to_f32(a[i]) + quant_bf16_to_f32(b[i]));
+}
+static MPI_Op bf16_sum_op;
+static void bf16_sum_create(void) { MPI_Op_create(bf16_sum, 1, &bf16_sum_op); }
+
+// The two collectives whose send holds a slice per member: all-to-all (slice q to member q)
+// and reduce-scatter (slice q of every member summed at member q).
+static void sliced(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                   ZeroCollOp op, const char *what) {
+    const char *name = zero_coll_name(op);
+    check_parts(c, parts, nparts, name, what);
+    if (op == ZERO_COLL_REDUCE_SCATTER && dt == ZERO_U8) comm_fail(c, "reduce_scatter of %s: raw bytes cannot be summed", what);
     size_t es = zero_dtype_size(dt);
     uint64_t per_peer = 0;
     for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
     const int size = zero_group_size(c, g);
-    zero_coll_begin_group(c, g, ZERO_COLL_ALL_TO_ALL, per_peer, what);
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (size > 1 && op == ZERO_COLL_REDUCE_SCATTER && dt == ZERO_BF16) pthread_once(&once, bf16_sum_create);
+    zero_coll_begin_group(c, g, op, per_peer, what);
     for (int i = 0; i < nparts; i++) {
         const ZeroCollPart *p = &parts[i];
         if (p->count == 0) continue;
@@ -408,15 +428,29 @@ void zero_mpi_all_to_all(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCo
             if (p->send != p->recv) memmove(p->recv, p->send, p->count * es);
             continue;
         }
-        int rc = MPI_Alltoall(p->send, (int)p->count, mpi_type(dt), p->recv, (int)p->count, mpi_type(dt),
-                              channel_comm(c, ch, g, "all_to_all", what));
+        MPI_Comm comm = channel_comm(c, ch, g, name, what);
+        int rc = op == ZERO_COLL_ALL_TO_ALL
+                     ? MPI_Alltoall(p->send, (int)p->count, mpi_type(dt), p->recv, (int)p->count, mpi_type(dt), comm)
+                     : MPI_Reduce_scatter_block(p->send, p->recv, (int)p->count, mpi_type(dt),
+                                                dt == ZERO_BF16 ? bf16_sum_op : MPI_SUM, comm);
         if (rc != MPI_SUCCESS) {
             char eb[MPI_MAX_ERROR_STRING];
-            comm_fail(c, "MPI_Alltoall of %s in the %s group (part %d, %zu elements per slice) failed: %s", what,
-                      zero_group_name(g), i, p->count, mpi_err(rc, eb));
+            comm_fail(c, "%s of %s in the %s group (part %d, %zu elements per slice) failed: %s",
+                      op == ZERO_COLL_ALL_TO_ALL ? "MPI_Alltoall" : "MPI_Reduce_scatter_block", what, zero_group_name(g), i,
+                      p->count, mpi_err(rc, eb));
         }
     }
     zero_coll_end(c);
+}
+
+void zero_mpi_all_to_all(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                         ZeroDType dt, const char *what) {
+    sliced(c, ch, g, parts, nparts, dt, ZERO_COLL_ALL_TO_ALL, what);
+}
+
+void zero_mpi_reduce_scatter(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                             ZeroDType dt, const char *what) {
+    sliced(c, ch, g, parts, nparts, dt, ZERO_COLL_REDUCE_SCATTER, what);
 }
 
 void zero_mpi_allreduce_sum_f64(ZeroComm *c, double *values, int n, const char *what) {

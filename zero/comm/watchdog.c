@@ -45,6 +45,7 @@ const char *zero_coll_name(ZeroCollOp op) {
     case ZERO_COLL_ALL_REDUCE: return "all_reduce";
     case ZERO_COLL_BROADCAST: return "broadcast";
     case ZERO_COLL_GATHER: return "gather";
+    case ZERO_COLL_REDUCE_SCATTER: return "reduce_scatter";
     default: return "?";
     }
 }

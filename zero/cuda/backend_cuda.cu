@@ -558,6 +558,12 @@ static void c_all_to_all(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const Z
     zero_nccl_all_to_all(coll_ctx(b, c, "all_to_all")->nccl, g, parts, nparts, dt, s->s, what);
 }
 
+static void c_reduce_scatter(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                             ZeroDType dt, ZeroStream *s, const char *what) {
+    GPU_SPAN(s, "reduce_scatter", what);
+    zero_nccl_reduce_scatter(coll_ctx(b, c, "reduce_scatter")->nccl, g, parts, nparts, dt, s->s, what);
+}
+
 static void c_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what) {
     zero_nccl_allreduce_sum_f64(coll_ctx(b, c, "allreduce_sum_f64")->nccl, values, n, what);
 }
@@ -787,6 +793,7 @@ const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
     t->stream_wait = c_stream_wait;
     t->all_gather = c_all_gather;
     t->all_to_all = c_all_to_all;
+    t->reduce_scatter = c_reduce_scatter;
     t->allreduce_sum_f64 = c_allreduce_sum_f64;
     t->gather_f64 = c_gather_f64;
     t->reduce_slices = c_reduce_slices;

@@ -533,17 +533,28 @@ static void note(ZeroNccl *n, const char *op, ZeroGroup g, const char *what) {
     pthread_mutex_unlock(&n->mu);
 }
 
+// What every collective of parts does first: the bytes it sends each peer (*per_peer), the
+// note the watchdog prints, the group's communicator (NULL in a group of one) and the
+// byte counters' bracket (zero_coll_end after the calls).
+static ncclComm_t begin_parts(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, int nparts, size_t es, ZeroCollOp op,
+                              cudaStream_t s, const char *what, uint64_t *per_peer) {
+    const char *name = zero_coll_name(op);
+    *per_peer = 0;
+    for (int i = 0; i < nparts; i++) *per_peer += parts[i].count * es;
+    note(n, name, g, what);
+    ncclComm_t comm = zero_group_size(n->c, g) > 1 ? comm_of(n, s, g, name, what) : NULL;
+    zero_coll_begin_group(n->c, g, op, *per_peer, what);
+    return comm;
+}
+
 void zero_nccl_all_gather(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
                           const char *what) {
     ZeroComm *c = n->c;
     size_t es = zero_dtype_size(dt);
-    uint64_t per_peer = 0;
-    for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
+    uint64_t per_peer;
     const int size = zero_group_size(c, g), index = zero_group_index(c, g);
     const char *gn = zero_group_name(g);
-    note(n, "all_gather", g, what);
-    ncclComm_t comm = size > 1 ? comm_of(n, s, g, "all_gather", what) : NULL;
-    zero_coll_begin_group(c, g, ZERO_COLL_ALL_GATHER, per_peer, what);
+    ncclComm_t comm = begin_parts(n, g, parts, nparts, es, ZERO_COLL_ALL_GATHER, s, what, &per_peer);
     int in_group = 0;
     for (int i = 0; i < nparts; i++) {
         const ZeroCollPart *p = &parts[i];
@@ -612,12 +623,9 @@ void zero_nccl_all_to_all(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, i
                           const char *what) {
     ZeroComm *c = n->c;
     size_t es = zero_dtype_size(dt);
-    uint64_t per_peer = 0;
-    for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
+    uint64_t per_peer;
     const int size = zero_group_size(c, g), index = zero_group_index(c, g);
-    note(n, "all_to_all", g, what);
-    ncclComm_t comm = size > 1 ? comm_of(n, s, g, "all_to_all", what) : NULL;
-    zero_coll_begin_group(c, g, ZERO_COLL_ALL_TO_ALL, per_peer, what);
+    ncclComm_t comm = begin_parts(n, g, parts, nparts, es, ZERO_COLL_ALL_TO_ALL, s, what, &per_peer);
     // this rank's own slice is a local copy
     for (int i = 0; i < nparts; i++) {
         size_t cb = parts[i].count * es, off = (size_t)index * cb;
@@ -629,6 +637,40 @@ void zero_nccl_all_to_all(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, i
     zero_a2a_plan(size, index, parts, nparts, GROUP_OPS, a2a_call, &a);
     zero_coll_end(c);
     if (size > 1 && per_peer > 0) track(n, s, g, ZERO_COLL_ALL_TO_ALL, per_peer * (uint64_t)(size - 1), what);
+}
+
+void zero_nccl_reduce_scatter(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                              cudaStream_t s, const char *what) {
+    ZeroComm *c = n->c;
+    if (dt == ZERO_U8) die(c, "reduce_scatter of %s: raw bytes cannot be summed", what);
+    size_t es = zero_dtype_size(dt);
+    uint64_t per_peer;
+    const int size = zero_group_size(c, g);
+    const char *gn = zero_group_name(g);
+    ncclComm_t comm = begin_parts(n, g, parts, nparts, es, ZERO_COLL_REDUCE_SCATTER, s, what, &per_peer);
+    int in_group = 0;
+    for (int i = 0; i < nparts; i++) {
+        const ZeroCollPart *p = &parts[i];
+        size_t cb = p->count * es;
+        if (cb == 0) continue;
+        if (size == 1) {
+            if (p->send != p->recv)
+                CUDA_OK(c, cudaMemcpyAsync(p->recv, p->send, cb, cudaMemcpyDefault, s),
+                        "reduce_scatter of %s in the %s group (part %d, %zu bytes)", what, gn, i, cb);
+            continue;
+        }
+        if (in_group == 0) NCCL_OK(n, ncclGroupStart(), "reduce_scatter of %s in the %s group", what, gn);
+        NCCL_OK(n, ncclReduceScatter(p->send, p->recv, p->count, dt == ZERO_BF16 ? ncclBfloat16 : ncclFloat32, ncclSum, comm, s),
+                "reduce_scatter of %s in the %s group (part %d of %d, %zu bytes per slice, %d ranks)", what, gn, i, nparts,
+                cb, size);
+        if (++in_group == GROUP_OPS) {
+            NCCL_OK(n, ncclGroupEnd(), "reduce_scatter of %s in the %s group (%d parts)", what, gn, nparts);
+            in_group = 0;
+        }
+    }
+    if (in_group) NCCL_OK(n, ncclGroupEnd(), "reduce_scatter of %s in the %s group (%d parts)", what, gn, nparts);
+    zero_coll_end(c);
+    if (size > 1 && per_peer > 0) track(n, s, g, ZERO_COLL_REDUCE_SCATTER, per_peer * (uint64_t)(size - 1), what);
 }
 
 void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const char *what) {

@@ -50,6 +50,10 @@ void zero_nccl_all_gather(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, i
                           const char *what);
 void zero_nccl_all_to_all(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
                           const char *what);
+// The semantics of zero_mpi_reduce_scatter (comm.h): ncclReduceScatter with ncclSum, in
+// NCCL's order (not the same bits across rank counts), enqueued on s.
+void zero_nccl_reduce_scatter(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt,
+                              cudaStream_t s, const char *what);
 // Host doubles summed in rank order (an all-gather, then a local sum) on the world
 // communicator and a stream of its own; blocking.
 void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const char *what);

@@ -43,7 +43,7 @@ struct ZeroEvent {
     Marker *latest;          // NULL: never recorded
 };
 
-typedef enum { OP_MEMSET, OP_COPY, OP_ALL_GATHER, OP_ALL_TO_ALL, OP_REDUCE, OP_SUM, OP_ADAMW, OP_REFRESH, OP_SUMSQ,
+typedef enum { OP_MEMSET, OP_COPY, OP_ALL_GATHER, OP_ALL_TO_ALL, OP_REDUCE_SCATTER, OP_REDUCE, OP_SUM, OP_ADAMW, OP_REFRESH, OP_SUMSQ,
                OP_WIRE_PACK, OP_WIRE_UNPACK, OP_WIRE_REDUCE_PACK, OP_WIRE_REDUCE, OP_CALL, OP_RECORD, OP_WAIT } OpKind;
 
 typedef struct Op {
@@ -151,6 +151,9 @@ static void run_op(Host *h, ZeroStream *s, Op *op) {
     case OP_COPY: memmove(op->dst, op->src, op->bytes); break;
     case OP_ALL_GATHER: zero_mpi_all_gather(h->comm, s->ch, op->group, op->parts, op->nparts, op->dt, op->what); break;
     case OP_ALL_TO_ALL: zero_mpi_all_to_all(h->comm, s->ch, op->group, op->parts, op->nparts, op->dt, op->what); break;
+    case OP_REDUCE_SCATTER:
+        zero_mpi_reduce_scatter(h->comm, s->ch, op->group, op->parts, op->nparts, op->dt, op->what);
+        break;
     case OP_REDUCE: zero_cpu_slices(op->acc, op->src, op->stride, op->nslices, op->n, op->dt, 1); break;
     case OP_SUM: zero_cpu_slices(op->acc, op->src, op->stride, op->nslices, op->n, op->dt, 0); break;
     case OP_CALL: op->fn(op->arg); break;
@@ -186,7 +189,7 @@ static void run_op(Host *h, ZeroStream *s, Op *op) {
 
 // What a trace calls an op; records and instant marks are not spans.
 static const char *op_name(OpKind k) {
-    static const char *names[] = {"memset", "copy", "all_gather", "all_to_all", "reduce", "sum", "adamw", "refresh",
+    static const char *names[] = {"memset", "copy", "all_gather", "all_to_all", "reduce_scatter", "reduce", "sum", "adamw", "refresh",
                                   "sum_squares", "wire_pack", "wire_unpack", "wire_reduce_pack", "wire_reduce", "host work",
                                   "record", "wait"};
     return names[k];
@@ -427,6 +430,11 @@ static void h_all_to_all(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const Z
     (void)c;
     coll(b, OP_ALL_TO_ALL, g, parts, nparts, dt, s, what);
 }
+static void h_reduce_scatter(const ZeroBackend *b, ZeroComm *c, ZeroGroup g, const ZeroCollPart *parts, int nparts,
+                             ZeroDType dt, ZeroStream *s, const char *what) {
+    (void)c;
+    coll(b, OP_REDUCE_SCATTER, g, parts, nparts, dt, s, what);
+}
 static void h_allreduce_sum_f64(const ZeroBackend *b, ZeroComm *c, double *values, int n, const char *what) {
     (void)b;
     zero_mpi_allreduce_sum_f64(c, values, n, what);   // blocking, on the caller's thread and the world
@@ -571,6 +579,7 @@ static const ZeroBackend host_template = {
     .stream_wait = h_stream_wait,
     .all_gather = h_all_gather,
     .all_to_all = h_all_to_all,
+    .reduce_scatter = h_reduce_scatter,
     .allreduce_sum_f64 = h_allreduce_sum_f64,
     .gather_f64 = h_gather_f64,
     .reduce_slices = h_reduce_slices,

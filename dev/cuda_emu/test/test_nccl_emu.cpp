@@ -176,6 +176,85 @@ static void case_allgather(ncclComm_t comm, int n, int me, const char *label) {
     }
 }
 
+static float bf16_f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static uint16_t bf16_rne(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// ncclReduceScatter: float32 sums of integers (exact in any order), in place and grouped;
+// bfloat16 sums whose result depends on the order: each element must be the sum of the
+// ranks' values in some rotation of the ring, rounded to bf16 after every addition.
+static void case_reduce_scatter(ncclComm_t comm, int n, int me) {
+    const size_t count = 1000;
+    std::vector<float> h(count * n), out(count);
+    for (int q = 0; q < n; q++)
+        for (size_t i = 0; i < count; i++) h[q * count + i] = (float)(me * 1000 + q * 10 + (int)(i % 7));
+    float *buf, *recv;
+    OK(cudaMalloc(&buf, h.size() * sizeof(float)));
+    OK(cudaMalloc(&recv, count * sizeof(float)));
+    for (int inplace = 0; inplace < 2; inplace++) {
+        OK(cudaMemcpyAsync(buf, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice, g_s));
+        float *dst = inplace ? buf + me * count : recv;
+        OK(ncclReduceScatter(buf, dst, count, ncclFloat32, ncclSum, comm, g_s));
+        OK(cudaMemcpyAsync(out.data(), dst, count * sizeof(float), cudaMemcpyDeviceToHost, g_s));
+        OK(cudaStreamSynchronize(g_s));
+        int wrong = 0;
+        for (size_t i = 0; i < count; i++) {
+            float want = 0;
+            for (int r = 0; r < n; r++) want += (float)(r * 1000 + me * 10 + (int)(i % 7));
+            wrong += out[i] != want;
+        }
+        CHECK(wrong == 0, "reduce-scatter of floats%s: %d of %zu wrong", inplace ? " in place" : "", wrong, count);
+    }
+    // bf16: rank r gives 1 + r/256 for element 0 and 2^-9 * (r + 1) for element 1 of every slice
+    uint16_t *b16, *r16;
+    const size_t c16 = 2;
+    std::vector<uint16_t> hb(c16 * n), ob(c16 * 2);
+    for (int q = 0; q < n; q++) {
+        hb[q * c16] = bf16_rne(1.0f + me / 256.0f);
+        hb[q * c16 + 1] = bf16_rne((me + 1) / 512.0f);
+    }
+    OK(cudaMalloc(&b16, hb.size() * 2));
+    OK(cudaMalloc(&r16, c16 * 2 * 2));
+    OK(cudaMemcpyAsync(b16, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice, g_s));
+    OK(ncclGroupStart());   // two in one group
+    OK(ncclReduceScatter(b16, r16, c16, ncclBfloat16, ncclSum, comm, g_s));
+    OK(ncclReduceScatter(b16, r16 + c16, c16, ncclBfloat16, ncclSum, comm, g_s));
+    OK(ncclGroupEnd());
+    OK(cudaMemcpyAsync(ob.data(), r16, ob.size() * 2, cudaMemcpyDeviceToHost, g_s));
+    OK(cudaStreamSynchronize(g_s));
+    for (size_t i = 0; i < ob.size(); i++) {
+        bool found = false;
+        std::string sums;
+        for (int first = 0; first < n && !found; first++) {
+            uint16_t acc = 0;
+            for (int k = 0; k < n; k++) {
+                int r = (first + k) % n;
+                uint16_t v = i % 2 == 0 ? bf16_rne(1.0f + r / 256.0f) : bf16_rne((r + 1) / 512.0f);
+                acc = k == 0 ? v : bf16_rne(bf16_f(acc) + bf16_f(v));
+            }
+            found = acc == ob[i];
+            sums += " " + std::to_string(bf16_f(acc));
+        }
+        CHECK(found, "bf16 reduce-scatter element %zu: %g is no ring order's sum (those are%s)", i, bf16_f(ob[i]), sums.c_str());
+    }
+    // ops the emulator does not sum are refused by name
+    ncclResult_t r = ncclReduceScatter(buf, recv, count, ncclFloat32, ncclMax, comm, g_s);
+    CHECK(r == ncclInvalidUsage && std::string(ncclGetLastError(comm)).find("ncclReduceScatter") != std::string::npos,
+          "ncclMax is refused naming the call (%d: %s)", (int)r, ncclGetLastError(comm));
+    OK(cudaFree(buf));
+    OK(cudaFree(recv));
+    OK(cudaFree(b16));
+    OK(cudaFree(r16));
+}
+
 static void case_p2p(ncclComm_t comm, int n, int me) {
     // a ring, larger than one ring buffer: every rank sends and receives at once
     size_t bytes = (2u << 20) + 17;
@@ -380,6 +459,7 @@ int main(int argc, char **argv) {
     CHECK(n == g_world && me == g_rank, "the world communicator: rank %d of %d", me, n);
     double t0 = now_s();
     case_allgather(g_world_comm, n, me, "world");
+    case_reduce_scatter(g_world_comm, n, me);
     case_p2p(g_world_comm, n, me);
     if (n > 1) {
         case_split(n, me);

@@ -134,7 +134,8 @@ static void test_every_key_sets_its_field(void **state) {
                    " \"activation_checkpointing\": {\"cpu_checkpointing\": true, \"partition_activations\": false},"
                    " \"aio\": {\"block_size\": 262144, \"queue_depth\": 32, \"thread_count\": 1, \"single_submit\": false,"
                    "   \"overlap_events\": true, \"intra_op_parallelism\": 1, \"use_gds\": false},"
-                   " \"fp16\": {\"enabled\": false, \"loss_scale\": 0}, \"bf16\": {\"enabled\": false}}");
+                   " \"fp16\": {\"enabled\": false, \"loss_scale\": 0}, \"bf16\": {\"enabled\": false},"
+                   " \"communication_data_type\": \"bf16\"}");
     assert_int_equal(rc, 0);
     assert_string_equal(g_log, "");  // every key known: no warning
     assert_int_equal(c.B, 3);
@@ -157,6 +158,7 @@ static void test_every_key_sets_its_field(void **state) {
     assert_true(d.offload_optimizer == TRAIN_OFFLOAD_NONE && d.offload_param == TRAIN_OFFLOAD_NONE && !d.nvme_path);
     assert_true(c.act_offload == 1 && d.act_offload == 0);
     assert_true(c.qwz == 1 && c.hpz == 8 && c.qgz == 1 && d.qwz == 0 && d.hpz == 0 && d.qgz == 0);
+    assert_true(c.fast_reduce == 1 && d.fast_reduce == 0);
     assert_true(c.aio_block_size == 262144 && c.aio_queue_depth == 32 && d.aio_block_size == 0 && d.aio_queue_depth == 0);
     assert_true(d.B != 3 && d.zero_stage != 3 && d.zero_bucket != 500000 && d.zero_prefetch != 70000 &&
                 d.zero_max_live != 900000 && d.zero_persist != 1000);
@@ -185,6 +187,8 @@ static void test_wrong_types_and_ranges(void **state) {
     (void)state;
     static const struct { const char *json, *says; } bad[] = {
         {"{\"zero_optimization\": {\"stage\": \"3\"}}", "zero_optimization.stage must be an integer, got \"3\""},
+        {"{\"communication_data_type\": \"fp16\"}", "communication_data_type must be \"fp32\""},
+        {"{\"communication_data_type\": 16}", "communication_data_type must be \"fp32\""},
         {"{\"zero_optimization\": {\"stage\": 2.5}}", "zero_optimization.stage must be an integer in [0, 3], got 2.5"},
         {"{\"zero_optimization\": {\"stage\": 4}}", "zero_optimization.stage must be an integer in [0, 3], got 4"},
         {"{\"zero_optimization\": {\"stage\": true}}", "zero_optimization.stage must be an integer, got true"},
@@ -317,6 +321,8 @@ static void test_flag_contradicting_the_file(void **state) {
         {"-c 0.1", "{\"optimizer\": {\"params\": {\"weight_decay\": 0.0}}}",
          "-c 0.1 contradicts optimizer.params.weight_decay = 0 in"},
         {"-z 2", "{\"zero_optimization\": {\"stage\": 3}}", "-z 2 contradicts zero_optimization.stage = 3 in"},
+        {"-z 1 --fast-reduce", "{\"communication_data_type\": \"fp32\"}",
+         "--fast-reduce (on) contradicts communication_data_type = fp32 in"},
         {"--zero-bucket 1000", "{\"zero_optimization\": {\"reduce_bucket_size\": 5e8}}",
          "--zero-bucket 1000 contradicts zero_optimization.reduce_bucket_size = 500000000 in"},
         {"--zero-prefetch 10", "{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": 20}}",

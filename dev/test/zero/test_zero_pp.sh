@@ -143,8 +143,8 @@ base, pp, hier = last_step("z3n"), last_step("z3pp"), flows("z3hier")
 S4 = [4 * s for s in S]   # fp32 on the CPU
 # gradients, flat: S to each of the N-1 others; two hops: Y slices to each other local
 # rank, then one slice to each other node
-check("flat gradients inter-node", base["grad_all_to_all"]["inter_node_bytes"], sum(S4) * (N - X))
-check("flat gradients intra-node", base["grad_all_to_all"]["intra_node_bytes"], sum(S4) * (X - 1))
+check("flat gradients inter-node", base["grad_flat"]["inter_node_bytes"], sum(S4) * (N - X))
+check("flat gradients intra-node", base["grad_flat"]["intra_node_bytes"], sum(S4) * (X - 1))
 check("two-hop gradients, hop 1 intra", hier["grad_intra_node_hop"]["intra_node_bytes"], sum(S4) * Y * (X - 1))
 check("two-hop gradients, hop 2 inter", hier["grad_inter_node_hop"]["inter_node_bytes"], sum(S4) * (Y - 1))
 check("qgZ hop 1 intra", pp["grad_intra_node_hop"]["intra_node_bytes"], sum(rec4) * Y * (X - 1))

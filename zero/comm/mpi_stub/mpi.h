@@ -52,5 +52,8 @@ int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_D
 int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, MPI_Comm c);
 int MPI_Allreduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm c);
 int MPI_Gather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root, MPI_Comm c);
+typedef void MPI_User_function(void *in, void *inout, int *len, MPI_Datatype *type);
+int MPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op);
+int MPI_Reduce_scatter_block(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm c);
 
 #endif

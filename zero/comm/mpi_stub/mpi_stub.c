@@ -57,6 +57,15 @@ int MPI_Gather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Data
     (void)s; (void)sc; (void)st; (void)r; (void)rc; (void)rt; (void)root; (void)c;
     return unavailable("MPI_Gather");
 }
+int MPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op) {
+    (void)fn; (void)commute;
+    *op = 0;
+    return unavailable("MPI_Op_create");
+}
+int MPI_Reduce_scatter_block(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+    (void)s; (void)r; (void)count; (void)t; (void)op; (void)c;
+    return unavailable("MPI_Reduce_scatter_block");
+}
 int MPI_Allreduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
     (void)s; (void)r; (void)count; (void)t; (void)op; (void)c;
     return unavailable("MPI_Allreduce");
