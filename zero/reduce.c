@@ -170,10 +170,14 @@ static void reduce_fast(Zero *z, const int *list, int n, const char *what) {
             off += l->split.padded * 2;
         }
         z->parts[k].send = send;
-        z->parts[k].recv = byte_at(z->reduce.staging, off, 1);
+        if (z->stage == 0) {   // the sums stay for the step's gather (zero.c: stage0_gather_grads)
+            z->parts[k].recv = byte_at(z->step.reduced_bf16, l->full_off + (size_t)z->rank * l->split.shard, 2);
+        } else {
+            z->parts[k].recv = byte_at(z->reduce.staging, off, 1);
+            off += l->split.shard * 2;
+        }
         z->parts[k].count = l->split.shard;
         zero_flow_add(z, ZERO_FLOW_GRAD, ZERO_GROUP_WORLD, l->split.shard * 2);
-        off += l->split.shard * 2;
     }
     b->reduce_scatter(b, z->comm, ZERO_GROUP_WORLD, z->parts, n, ZERO_BF16, z->reduce.stream, what);
     for (int k = 0; k < n; k++) {

@@ -235,6 +235,8 @@ typedef struct {
     void *work_full;           // stages 0-2: all working params, padded
     void *grad_full;           // stages 0-1: all gradients, padded
     float *reduced_full;       // stage 0: the reduced full gradient (aliases grad_full when fp32)
+    void *reduced_bf16;        // stage 0 with fast_reduce: the bf16 sums, this rank's slices reduced
+                               //   into place, then gathered (an all-reduce in its two halves)
     double *sumsq;             // num_tensors per-tensor sums of squares of the shard's gradient
     int open, grad_accum;      // inside zero_begin_step .. zero_step, and its micro-steps
     int last_t;                // t of the last applied zero_step (0 after init): keys bf16 rounding

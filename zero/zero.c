@@ -366,6 +366,8 @@ static void step_init(Zero *z) {
     if (z->stage == 0)
         s->reduced_full = z->cfg.grad_dtype == ZERO_F32 ? (float *)s->grad_full
                           : zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * sizeof(float), "fp32 reduced gradients");
+    if (z->stage == 0 && z->cfg.fast_reduce)
+        s->reduced_bf16 = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * 2, "bf16 reduced gradients");
     s->sumsq = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(double), "norm partials");
 }
 
@@ -556,8 +558,25 @@ void zero_release(Zero *z, int unit, int is_backward) {
 
 // Stage 0: the last micro-step reduced the accumulated gradient into the shard like
 // stage 1; every rank then gathers every shard (together: an all-reduce) and updates all.
+// With fast_reduce the gather moves the bf16 sums, which every rank widens to fp32 alike.
 static void stage0_gather_grads(Zero *z) {
     const ZeroBackend *b = z->b;
+    if (z->cfg.fast_reduce) {
+        for (int i = 0; i < z->num_tensors; i++) {
+            const ZeroTensorLayout *l = z->t[i].lay;
+            z->parts[i].send = byte_at(z->step.reduced_bf16, l->full_off + (size_t)z->rank * l->split.shard, 2);
+            z->parts[i].recv = byte_at(z->step.reduced_bf16, l->full_off, 2);
+            z->parts[i].count = l->split.shard;
+        }
+        b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->num_tensors, ZERO_BF16, z->reduce.stream,
+                      "reduced gradients, bf16 (all tensors)");
+        for (int i = 0; i < z->num_tensors; i++) {
+            const ZeroTensorLayout *l = z->t[i].lay;
+            b->sum_slices(b, z->step.reduced_full + l->full_off, byte_at(z->step.reduced_bf16, l->full_off, 2), l->split.padded,
+                          1, l->split.padded, ZERO_BF16, z->reduce.stream);
+        }
+        return;
+    }
     for (int i = 0; i < z->num_tensors; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         z->parts[i].send = z->step.shard_grad + l->shard_off;

@@ -11,7 +11,7 @@
 # checks the same on a GPU. At 2 ranks also stage 3 under another emulator seed with random
 # delays before queued stream work (CUDA_EMU_JITTER): a missing wait on a collective would
 # change the bits. At 2 ranks also --fast-reduce (the emulated ncclReduceScatter in bf16):
-# within 0.1% of the default's losses, and not its bits.
+# within 0.1% of the default's losses, not its bits, and the same bits at stages 0 and 2.
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
@@ -69,6 +69,9 @@ assert s["reduce_scatter"]["calls"] > 0 and s["all_to_all"]["calls"] == 0, s
 PY
             then ok "train_gpt2_zero -z 2 --fast-reduce at 2 ranks (ncclReduceScatter in bf16): losses within 0.1% and norms within 1% of -z 2, other bits"
             else bad "train_gpt2_zero -z 2 --fast-reduce at 2 ranks: off the default (above)"; fi
+        # stage 0 gathers the bf16 sums: the bits of stage 2 (a sum of two is one in any order)
+        run fast0 scripts/launch_ranks.sh 2 "$EMU/train_gpt2_zero" "${a[@]}" -z 0 --fast-reduce &&
+            same_bits fast2 fast0 "train_gpt2_zero --fast-reduce at 2 ranks: -z 0 (a bf16 all-reduce in two halves) = -z 2"
     fi
     if [ "$np" -eq 4 ]; then
         run hpz4 scripts/launch_ranks.sh 4 "$EMU/train_gpt2_zero" "${a[@]}" -z 3 --hpz 2 --node-size 2 &&

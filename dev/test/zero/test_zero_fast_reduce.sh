@@ -7,7 +7,8 @@
 #  - losses within 0.1% of the default's at every step, parameters within 1e-2 relative L2
 #    after 20 steps, and not the same bits (the flag does what it says)
 #  - zero_report.json: the gradients' bytes per step are half the default's (bf16 against
-#    fp32), as a reduce-scatter, and the dry run predicts the same count
+#    fp32), as a reduce-scatter, and the dry run predicts the same count; stage 0 gathers the
+#    bf16 sums (an all-reduce in its two halves): half the bytes stage 1's fp32 weights take
 #  - combinations it does not support are refused with a message
 set -u
 cd "$(dirname "$0")/../../.."
@@ -48,7 +49,8 @@ done
 # bytes: half the default's, as a reduce-scatter; the dry run counts the same
 ./train_gpt2 "${args[@]}" -z 3 --fast-reduce --dry-run --world 2 -o "$tmp/dry" > "$tmp/dry.txt" 2>&1 \
     || { tail "$tmp/dry.txt"; fail "the dry run of --fast-reduce failed"; }
-python3 - "$tmp/ordered3/zero_report.json" "$tmp/fast3/zero_report.json" "$tmp/dry/zero_report.json" << 'PY' || fail "--fast-reduce's bytes (above)"
+python3 - "$tmp/ordered3/zero_report.json" "$tmp/fast3/zero_report.json" "$tmp/dry/zero_report.json" \
+    "$tmp/fast0/zero_report.json" "$tmp/fast1/zero_report.json" << 'PY' || fail "--fast-reduce's bytes (above)"
 import json, sys
 def sent(path, op):
     r = json.load(open(path))
@@ -58,6 +60,10 @@ print(f"gradient bytes per step per rank: default all_to_all {ordered}, --fast-r
 assert all(f > 0 and 2 * f == o for f, o in zip(fast, ordered)), "not half the default's"
 assert sent(sys.argv[2], "all_to_all") == [0, 0], "--fast-reduce still sent an all_to_all"
 assert dry[0] == fast[0], "the dry run counts other bytes"
+z0, z1 = sent(sys.argv[4], "all_gather"), sent(sys.argv[5], "all_gather")
+print(f"all_gather bytes per step per rank: stage 0 (bf16 sums) {z0}, stage 1 (fp32 weights) {z1}")
+assert all(a > 0 and 2 * a == b for a, b in zip(z0, z1)), "stage 0 does not gather bf16 sums"
+assert sent(sys.argv[4], "reduce_scatter") == sent(sys.argv[5], "reduce_scatter"), "stages 0 and 1 reduce other bytes"
 PY
 echo "PASS: --fast-reduce sends half the default's gradient bytes, as a reduce-scatter; the dry run counts the same"
 # refusals
