@@ -105,7 +105,10 @@ if [ -n "$build_dest" ]; then
     echo "bench_vs_llmc: $build_dest ($(cat "$build_dest.info"))"
     exit 0
 fi
-[ -f "$llmc_bin.info" ] && llmc_info=$(cat "$llmc_bin.info") || llmc_info="llm.c: $llmc_commit, $llmc_cudnn"
+binfo=${BUILD_INFO:-gpubundle/BUILD_INFO}
+llmc_info="llm.c: $llmc_commit, $llmc_cudnn"
+if [ -f "$llmc_bin.info" ]; then llmc_info=$(cat "$llmc_bin.info")
+elif [ -f "$binfo" ] && grep -q "^llm.c: " "$binfo"; then llmc_info=$(grep -m 1 "^llm.c: " "$binfo"); fi
 
 # --- settings ---------------------------------------------------------------------------------
 CU=${CU:-./train_gpt2cu}; model_bf16=${MODEL_BF16:-build/model_bf16}
@@ -150,6 +153,7 @@ run() {
     local rc=$?
     [ -n "$smi" ] && { kill "$smi" 2> /dev/null; wait "$smi" 2> /dev/null; }
     echo "$rc" > "$log/$name.rc"
+    rm -f "$log/$name.out"/*.bin   # the final model (GBs at d48): no use here
     echo "bench_vs_llmc: $name: exit $rc after $(( $(date +%s) - t_start )) s"
     return $rc
 }
@@ -262,14 +266,13 @@ for m in "${models[@]:1}"; do
 done
 
 # --- the table ----------------------------------------------------------------------------------
-ours_commit=$(git rev-parse --short HEAD 2> /dev/null || echo unknown)
-binfo=${BUILD_INFO:-gpubundle/BUILD_INFO}
+ours_commit=$(git rev-parse --short HEAD 2> /dev/null || sed -n 's/^gpt2-zero commit \([^ ,]*\).*/\1/p' "$binfo" 2> /dev/null)
 cudnn_seen=$(grep -o -m 1 'cuDNN [0-9]*' "$log/cu_${m0}_b$b0.txt" 2> /dev/null || true)
 {
     echo "## train_gpt2cu against llm.c's train_gpt2cu ($(date -u +%Y-%m-%d))"
     echo
-    echo "GPU: $gpu_name, driver $driver; ours: commit $ours_commit${cudnn_seen:+, $cudnn_seen at run time}; $llmc_info."
-    [ -f "$binfo" ] && sed 's/^/Build: /; s/$/  /' "$binfo"
+    echo "GPU: $gpu_name, driver $driver; ours: commit ${ours_commit:-unknown}${cudnn_seen:+, $cudnn_seen at run time}; $llmc_info."
+    [ -f "$binfo" ] && grep -v "^llm.c: " "$binfo" | sed 's/^/Build: /; s/$/  /'
     echo "Settings: T=$T, $STEPS steps, the first batch of $train each step (-a 1), one bf16 model file for both,"
     echo "-l 3e-4 -u 0 -k constant -q 1.0 -c 0 -r $R, clip 1; tok/s: median over steps $((STEPS / 2 + 1))-$STEPS of B*T / step time;"
     echo "MFU at ${peak:-unknown} TFLOP/s bf16 dense; peak memory in MiB (smi: nvidia-smi, whole GPU; own: the trainer's allocation print)."
