@@ -38,10 +38,11 @@ if [ -n "$llmc" ]; then
     bash dev/bench/bench_vs_llmc.sh --build-only "$dir/bin/llmc_train_gpt2cu" "$llmc"
     mv "$dir/bin/llmc_train_gpt2cu.info" "$dir/"
 fi
+cuda_v=$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+cudnn_v=$(awk '/define CUDNN_(MAJOR|MINOR|PATCHLEVEL) / { v = v (v == "" ? "" : ".") $3 } END { print v }' \
+    "$(dirname "$(dirname "$(command -v nvcc)")")/include/cudnn_version.h" 2> /dev/null || true)
 {
-    echo "gpt2-zero commit $commit, built $(date -u +%Y-%m-%dT%H:%MZ) with CUDA $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'),"
-    echo "cuDNN headers $(awk '/define CUDNN_(MAJOR|MINOR|PATCHLEVEL) / { v = v (v == "" ? "" : ".") $3 } END { print v }' \
-        "$(dirname "$(dirname "$(command -v nvcc)")")/include/cudnn_version.h" 2> /dev/null)"
+    echo "gpt2-zero commit $commit, built $(date -u +%Y-%m-%dT%H:%MZ) with CUDA $cuda_v and cuDNN ${cudnn_v:-?} headers"
     if [ -f "$dir/llmc_train_gpt2cu.info" ]; then cat "$dir/llmc_train_gpt2cu.info"; fi
 } > "$dir/BUILD_INFO"
 strip -s "$dir"/bin/* "$dir"/build/* 2> /dev/null || true

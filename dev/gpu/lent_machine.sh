@@ -36,7 +36,7 @@ export CPATH=$PWD/$B/include${CPATH:+:$CPATH} LIBRARY_PATH=$PWD/$B/lib${LIBRARY_
 # the scripts call make and install_deps (apt-get): the binaries are here and nothing can be fetched
 mkdir -p /tmp/fakebin && printf '#!/bin/sh\nexit 0\n' > /tmp/fakebin/make && cp /tmp/fakebin/make /tmp/fakebin/apt-get \
     && chmod +x /tmp/fakebin/* && export PATH=/tmp/fakebin:$PATH
-{ nvidia-smi; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; for b in ./train_gpt2_zero ./test_gpt2_zero; do ldd "$b"; done; nproc; free -g; } > "$log/env.txt" 2>&1
+{ nvidia-smi; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; for b in ./train_gpt2_zero ./test_gpt2_zero $(ls ./llmc_train_gpt2cu 2> /dev/null); do ldd "$b"; done; nproc; free -g; } > "$log/env.txt" 2>&1
 grep "not found" "$log/env.txt" | sort -u | sed 's/^/lent_machine: missing /' | tee -a "$log/summary.txt"
 lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
     case $1 in
@@ -74,7 +74,7 @@ bench_end=$deadline
 for l in "${solo[@]}"; do run_lane "$l" "$bench_end"; done
 for l in "${shared[@]}"; do run_lane "$l" "$deadline" & done
 wait
-{ cat "$log/lanes.txt"; [ -f "$log/bench_vs_llmc.md" ] && cat "$log/bench_vs_llmc.md"; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v "^$log/env.txt" | cut -c1-300; } >> "$log/summary.txt"
+{ cat "$log/lanes.txt"; [ -f "$log/bench_vs_llmc.md" ] && cat "$log/bench_vs_llmc.md"; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v -e "^$log/env.txt" -e "^$log/summary.txt" | cut -c1-300; } >> "$log/summary.txt"
 # the runs' own logs (main.log, run.json, reports), without model and checkpoint files
 tar -czf "$log/runs.tgz" --exclude='*.bin' --exclude='*.zck*' --exclude='zero_*' /tmp/gm_* /tmp/mainjob 2> /dev/null
 if [ -n "${OUT:-}" ]; then
