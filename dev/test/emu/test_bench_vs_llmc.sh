@@ -40,6 +40,8 @@ rc=$?
 echo "bench_vs_llmc.sh (tiny, emulated): exit $rc after $(( $(date +%s) - start )) s"
 [ $rc -eq 0 ] && ok "bench_vs_llmc.sh exits 0" || { bad "bench_vs_llmc.sh exit $rc"; tail -n 20 "$tmp/bench.log"; }
 [ -s "$tmp/table.md" ] || { bad "no table in OUT_MD"; tail -n 20 "$tmp/bench.log"; echo "$pass passed, $failn failed"; exit 1; }
+hdr=$(od -An -t d4 -N 8 "$tmp/vs/init_d2c64h1t64.bin" 2> /dev/null | xargs)
+[ "$hdr" = "20240326 5" ] && ok "the shared init is an llm.c bf16 model file (version 5)" || bad "init file header '$hdr'"
 grep -q "(+0.00z)| norm" "$tmp/vs/llmc_d2c64h1t64_b2.txt" && ok "the stand-in printed llm.c's step lines" || bad "the stand-in's step lines are not llm.c's"
 # field N of the table row whose trainer column is LABEL (the row's fields: | trainer | model | B | status | steps | tok/s | ratio | MFU | peak | losses | difference |)
 field() { awk -F'|' -v l="$1" -v n="$2" '{ t = $2; gsub(/^ +| +$/, "", t) } t == l { v = $(n + 1); gsub(/^ +| +$/, "", v); print v; exit }' "$tmp/table.md"; }
