@@ -11,8 +11,8 @@ usage: dev/bench/bench_vs_llmc.sh [--build-only DEST] LLMC_DIR
 
 Builds llm.c's train_gpt2cu in the llm.c checkout LLMC_DIR (its own Makefile, sm_90, bf16,
 no NCCL or MPI; cuDNN attention when cudnn-frontend's headers are found: CUDNN_FRONTEND_PATH,
-LLMC_DIR/cudnn-frontend/include or ~/cudnn-frontend/include), then runs, in this order,
-each under what is left of DEADLINE:
+LLMC_DIR/cudnn-frontend/include or ~/cudnn-frontend/include; with CUDA 13, nvcc force-includes
+dev/bench/llmc_cuda13_compat.h), then runs, in this order, each under what is left of DEADLINE:
   1. both trainers on the first model of MODELS at its B: llm.c, then train_gpt2cu;
   2. train_gpt2_zero at 1 rank, -z for each of ZERO_STAGES, and each of OFFLOAD_STAGES
      with --offload-optimizer cpu, against train_gpt2cu's run of 1.;
@@ -37,7 +37,8 @@ Environment (defaults in brackets):
   MODEL_BF16      dev/tools/model_bf16 (make build/model_bf16) [build/model_bf16]
   ZERO            how to start train_gpt2_zero at 1 rank [scripts/launch_ranks.sh 1 ./train_gpt2_zero]
   MODELS          DESCRIPTOR:B list, our descriptors [d12:64 d24c1024h16:64 d48c1600h25:16]
-  BIG_B           B tried on the first model, ascending [128 256 512]
+  BIG_B           B tried on the first model, ascending; B*T+1 tokens must fit in the
+                  train shard (B <= 958 at T=1024 on data/kjv) [128 256 512]
   T, STEPS        sequence length and steps per run [1024, 20]
   ZERO_STAGES     [0 1 2 3]    OFFLOAD_STAGES [2]
   RECOMPUTE       -r of both trainers [1]
