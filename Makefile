@@ -191,6 +191,9 @@ bench_nvme: dev/bench/bench_nvme.c zero/io/nvme.c zero/io/nvme.h
 $(BUILD)/model_diff: dev/tools/model_diff.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
+$(BUILD)/model_bf16: dev/tools/model_bf16.c $(BUILD)/libllmc.a
+	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
+
 $(BUILD)/tests/%: %.c dev/test/common/test_util.h $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
@@ -213,7 +216,7 @@ $(ZERO_TEST_BIN): $(BUILD)/tests/%: %.c dev/test/common/test_util.h $(BUILD)/lib
 include dev/cuda_emu/emu.mk
 
 EMU_TESTS := $(if $(HAVE_NVCC),emu $(EMU)/test_cublaslt_emu $(EMU)/test_cudnn_emu $(EMU)/test_nccl_emu)
-test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff $(EMU_TESTS)
+test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff $(BUILD)/model_bf16 $(EMU_TESTS)
 	@EMU_DIR=$(if $(HAVE_NVCC),$(EMU)) bash dev/test/run_tests.sh $(TEST_BIN)
 
 # zero/ and llmc/ keep their shape (dev/tools/check_layout.py; make test runs it too)

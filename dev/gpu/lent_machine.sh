@@ -5,9 +5,13 @@
 # each under DEADLINE seconds (default 300), and writes LOGDIR (default /tmp/gpu_logs) with
 # summary.txt (every PASS/FAIL line and each lane's verdict) and, when OUT is set, copies
 # summary.txt and logs.tgz (every text log; model files left out) there.
-# Lanes (default all but bench): units bitwise matrix offload zeropp mainjob toy bench;
-# smaller ones: quant matrix4 offload-param-nvme mainjob-short; A+B runs A then B in one lane.
-# Correctness only when lanes share the GPU; the bench lane's figures count alone.
+# Lanes (default all but bench and vsllmc): units bitwise matrix offload zeropp mainjob toy
+# bench vsllmc; smaller ones: quant matrix4 offload-param-nvme mainjob-short; A+B runs A then
+# B in one lane. The benchmark lanes (bench, vsllmc: dev/bench/bench_vs_llmc.sh with the
+# bundle's llm.c binary, its table in LOGDIR/bench_vs_llmc.md and OUT) run first, alone on
+# the GPU, one after the other, until BENCH_DEADLINE seconds (default DEADLINE/2 when other
+# lanes follow, else DEADLINE); then the other lanes run at once, for correctness only.
+# LANE_CMD (for tests): a command run as `LANE_CMD PART` in place of each part's commands.
 # It copies the bundle's programs over this checkout's (meant for the lent machine's copy of
 # the tree) and puts stand-ins for make and apt-get first on the PATH.
 set -u
@@ -15,11 +19,12 @@ cd "$(dirname "$0")/../.."
 lanes=${*:-units bitwise matrix offload zeropp mainjob toy}
 B=${BUNDLE:-gpubundle}
 log=${LOGDIR:-/tmp/gpu_logs}; mkdir -p "$log"
+export GPU_BUNDLE=$PWD/$B GPU_LOGDIR=$log   # for the lanes (each runs in a bash of its own)
 deadline=${DEADLINE:-300}
 cp -p "$B"/bin/* . && mkdir -p build && cp -p "$B"/build/* build/ || { echo "no bundle in $B"; exit 1; }
 # NVIDIA's libraries from wherever this image keeps them (the toolkit, Python wheels)
 libdirs=$PWD/$B/lib
-for n in libnccl.so.2 libcudnn.so.9 libcublasLt.so.13 libcublas.so.13; do
+for n in libnccl.so.2 libcudnn.so.9 libcublasLt.so.13 libcublas.so.13 libnvrtc.so.13; do   # NVRTC: llm.c's cudnn-frontend
     d=$(find /usr/local /usr/lib /opt -name "$n" 2> /dev/null | head -n 1)
     if [ -n "$d" ]; then libdirs=$libdirs:$(dirname "$d"); else echo "lent_machine: $n not found" | tee -a "$log/summary.txt"; fi
 done
@@ -31,7 +36,7 @@ export CPATH=$PWD/$B/include${CPATH:+:$CPATH} LIBRARY_PATH=$PWD/$B/lib${LIBRARY_
 # the scripts call make and install_deps (apt-get): the binaries are here and nothing can be fetched
 mkdir -p /tmp/fakebin && printf '#!/bin/sh\nexit 0\n' > /tmp/fakebin/make && cp /tmp/fakebin/make /tmp/fakebin/apt-get \
     && chmod +x /tmp/fakebin/* && export PATH=/tmp/fakebin:$PATH
-{ nvidia-smi; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; for b in ./train_gpt2_zero ./test_gpt2_zero; do ldd "$b"; done; nproc; free -g; } > "$log/env.txt" 2>&1
+{ nvidia-smi; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; for b in ./train_gpt2_zero ./test_gpt2_zero $(ls ./llmc_train_gpt2cu 2> /dev/null); do ldd "$b"; done; nproc; free -g; } > "$log/env.txt" 2>&1
 grep "not found" "$log/env.txt" | sort -u | sed 's/^/lent_machine: missing /' | tee -a "$log/summary.txt"
 lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
     case $1 in
@@ -44,21 +49,36 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
         mainjob-short) ./scripts/train.sh -x 8 -o /tmp/mainjob ;;
         toy) bash dev/test/zero/gpu_zero.sh ;;
         bench) ./bench_gpt2cu; bash dev/bench/bench_zero.sh ;;
+        vsllmc) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL vsllmc: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
+                LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 20)) \
+                    LOGDIR=/tmp/gm_vsllmc OUT_MD=$GPU_LOGDIR/bench_vs_llmc.md bash dev/bench/bench_vs_llmc.sh ;;
     esac
 }
 t0=$(date +%s)
-# a lane A+B runs A then B; lanes run at once; every part logs to LOGDIR/PART.txt
-for l in $lanes; do
-    ( for p in ${l//+/ }; do
-          left=$(( deadline - ($(date +%s) - t0) ))
-          [ "$left" -gt 5 ] || { echo "lane $p: not started (deadline)" >> "$log/lanes.txt"; continue; }
-          mkdir -p "/tmp/gm_$p"; timeout -k 10 "$left" bash -c "$(declare -f lane); lane $p" > "$log/$p.txt" 2>&1
-          echo "lane $p: exit $? after $(( $(date +%s) - t0 )) s" >> "$log/lanes.txt"
-      done ) &
-done
+run_lane() {   # run_lane LANE END: LANE's parts one after the other, each until END s after t0
+    local p left
+    for p in ${1//+/ }; do
+        left=$(( $2 - ($(date +%s) - t0) ))
+        [ "$left" -gt 5 ] || { echo "lane $p: not started (deadline)" >> "$log/lanes.txt"; continue; }
+        mkdir -p "/tmp/gm_$p"
+        if [ -n "${LANE_CMD:-}" ]; then LANE_LEFT=$left timeout -k 10 "$left" $LANE_CMD "$p" > "$log/$p.txt" 2>&1
+        else LANE_LEFT=$left timeout -k 10 "$left" bash -c "$(declare -f lane); lane $p" > "$log/$p.txt" 2>&1; fi
+        echo "lane $p: exit $? after $(( $(date +%s) - t0 )) s" >> "$log/lanes.txt"
+    done
+}
+solo=(); shared=()
+for l in $lanes; do case ${l%%+*} in bench|vsllmc) solo+=("$l") ;; *) shared+=("$l") ;; esac; done
+bench_end=$deadline
+[ ${#shared[@]} -gt 0 ] && bench_end=${BENCH_DEADLINE:-$((deadline / 2))}
+# the benchmark lanes alone on the GPU, one after the other; then the rest at once
+for l in "${solo[@]}"; do run_lane "$l" "$bench_end"; done
+for l in "${shared[@]}"; do run_lane "$l" "$deadline" & done
 wait
-{ cat "$log/lanes.txt"; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v "^$log/env.txt" | cut -c1-300; } >> "$log/summary.txt"
+{ cat "$log/lanes.txt"; [ -f "$log/bench_vs_llmc.md" ] && cat "$log/bench_vs_llmc.md"; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v -e "^$log/env.txt" -e "^$log/summary.txt" | cut -c1-300; } >> "$log/summary.txt"
 # the runs' own logs (main.log, run.json, reports), without model and checkpoint files
 tar -czf "$log/runs.tgz" --exclude='*.bin' --exclude='*.zck*' --exclude='zero_*' /tmp/gm_* /tmp/mainjob 2> /dev/null
-if [ -n "${OUT:-}" ]; then tar -czf "$OUT/logs.tgz" -C "$log" . && cp "$log/summary.txt" "$OUT/"; fi
+if [ -n "${OUT:-}" ]; then
+    tar -czf "$OUT/logs.tgz" -C "$log" . && cp "$log/summary.txt" "$OUT/"
+    [ -f "$log/bench_vs_llmc.md" ] && cp "$log/bench_vs_llmc.md" "$OUT/"
+fi
 echo "lent_machine: $(grep -c '^.*:PASS' "$log/summary.txt") PASS lines, $(grep -c ':FAIL' "$log/summary.txt") FAIL lines; $log/summary.txt"

@@ -38,4 +38,13 @@ cmp -s "$tmp/zero/zero_to_model_00000006.bin" "$tmp/zero/model_00000006.bin" || 
 ./build/model_diff "$tmp/plain/model_final.bin" "$tmp/zero/model_final.bin" 1e-4 > "$tmp/diff.txt" \
     || { tail -n 2 "$tmp/diff.txt"; fail "the unsharded and the -z 3 final models differ beyond 1e-4"; }
 echo "ZeRO: the same names; model_00000004.bin == zero_to_model of zero_4; final models agree with unsharded"
+# model_bf16: the same model as llm.c's bf16 file (version 5, half the bytes), each value within
+# bf16's rounding of the fp32 file's; rounding it again changes nothing
+./build/model_bf16 "$tmp/plain/model_final.bin" "$tmp/bf16.bin" > /dev/null || fail "model_bf16 failed"
+[ "$(od -An -t d4 -N 8 "$tmp/bf16.bin" | xargs)" = "20240326 5" ] || fail "model_bf16: the header is not version 5"
+[ "$(stat -c %s "$tmp/bf16.bin")" -eq $(( 1024 + ($(stat -c %s "$tmp/plain/model_final.bin") - 1024) / 2 )) ] || fail "model_bf16: size"
+./build/model_diff "$tmp/plain/model_final.bin" "$tmp/bf16.bin" 4e-3 > "$tmp/diff.txt" \
+    || { tail -n 2 "$tmp/diff.txt"; fail "model_bf16: beyond bf16's rounding (relative L2 4e-3)"; }
+./build/model_bf16 "$tmp/bf16.bin" "$tmp/bf16b.bin" > /dev/null && cmp -s "$tmp/bf16.bin" "$tmp/bf16b.bin" || fail "model_bf16: not idempotent"
+echo "model_bf16: version 5, within bf16 rounding, idempotent"
 echo "PASS test_model_files"
