@@ -15,7 +15,9 @@ LLMC_DIR/cudnn-frontend/include or ~/cudnn-frontend/include; with CUDA 13, nvcc 
 dev/bench/llmc_cuda13_compat.h), then runs, in this order, each under what is left of DEADLINE:
   1. both trainers on the first model of MODELS at its B: llm.c, then train_gpt2cu;
   2. train_gpt2_zero at 1 rank, -z for each of ZERO_STAGES, and each of OFFLOAD_STAGES
-     with --offload-optimizer cpu, against train_gpt2cu's run of 1.;
+     with --offload-optimizer cpu, against train_gpt2cu's run of 1.; then at 2 ranks on
+     the one GPU, -z for each of FAST_STAGES with the default reduction and with
+     --fast-reduce (the ratio is --fast-reduce's tok/s over the default's);
   3. the largest B of BIG_B that each trainer fits (ascending, up to the first failure);
   4. the other models of MODELS, both trainers.
 Every run starts from one model file (train_gpt2cu's random init of the model, rounded to
@@ -40,7 +42,8 @@ Environment (defaults in brackets):
   BIG_B           B tried on the first model, ascending; B*T+1 tokens must fit in the
                   train shard (B <= 958 at T=1024 on data/kjv) [128 256 512]
   T, STEPS        sequence length and steps per run [1024, 20]
-  ZERO_STAGES     [0 1 2 3]    OFFLOAD_STAGES [2]
+  ZERO_STAGES     [0 1 2 3]    OFFLOAD_STAGES [2]    FAST_STAGES [2]
+  ZERO_RANKS      how to start train_gpt2_zero at 2 ranks [scripts/launch_ranks.sh 2 ./train_gpt2_zero]
   RECOMPUTE       -r of both trainers [1]
   DEADLINE        seconds for everything from the start; a run that would start with less
                   than MIN_LEFT seconds [60] left is listed as not run [1200]
@@ -118,6 +121,8 @@ read -r -a models <<< "${MODELS:-d12:64 d24c1024h16:64 d48c1600h25:16}"
 read -r -a big_b <<< "${BIG_B-128 256 512}"
 read -r -a zstages <<< "${ZERO_STAGES-0 1 2 3}"
 read -r -a ostages <<< "${OFFLOAD_STAGES-2}"
+read -r -a fstages <<< "${FAST_STAGES-2}"
+read -r -a zero_n <<< "${ZERO_RANKS:-scripts/launch_ranks.sh 2 ./train_gpt2_zero}"
 T=${T:-1024}; STEPS=${STEPS:-20}; R=${RECOMPUTE:-1}
 deadline=${DEADLINE:-1200}; min_left=${MIN_LEFT:-60}; tol=${LOSS_TOL:-0.02}
 log=${LOGDIR:-/tmp/bench_vs_llmc}; mkdir -p "$log"
@@ -238,6 +243,14 @@ done
 for z in "${ostages[@]}"; do
     run "zero-z${z}_offcpu_${m0}_b$b0" "$b0" "$mf0" "${zero[@]}" -z "$z" --offload-optimizer cpu --shuffle 0
     row "zero-z${z}_offcpu_${m0}_b$b0" "train_gpt2_zero -z $z --offload-optimizer cpu" "$m0" "$b0" "$mf0" "cu_${m0}_b$b0" "cu_${m0}_b$b0"
+done
+# the price of determinism: 2 ranks on the GPU, the default reduction (fp32, rank order)
+# against --fast-reduce (NCCL's bf16 reduce-scatter), the same micro-batch per rank
+for z in "${fstages[@]}"; do
+    run "zero2-z${z}_${m0}_b$b0" "$b0" "$mf0" "${zero_n[@]}" -z "$z" --shuffle 0
+    run "zero2-z${z}_fast_${m0}_b$b0" "$b0" "$mf0" "${zero_n[@]}" -z "$z" --fast-reduce --shuffle 0
+    row "zero2-z${z}_${m0}_b$b0" "train_gpt2_zero -z $z, 2 ranks (per-rank tok/s)" "$m0" "$b0" "$mf0" "" ""
+    row "zero2-z${z}_fast_${m0}_b$b0" "train_gpt2_zero -z $z --fast-reduce, 2 ranks" "$m0" "$b0" "$mf0" "zero2-z${z}_${m0}_b$b0" "zero2-z${z}_${m0}_b$b0"
 done
 # the largest B of BIG_B each trainer fits: ascending, stopping at the first that fails
 rc=0

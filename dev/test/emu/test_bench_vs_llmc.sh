@@ -6,7 +6,9 @@
 #     must have every row with parsed numbers (steps 3, tok/s > 0, MFU, memory, losses),
 #     train_gpt2cu and train_gpt2_zero (-z 1, and -z 2 with --offload-optimizer cpu) agreeing
 #     with their reference (the same bits here: difference 0), the largest-B search stopping
-#     at the stand-in's first failure and going on for train_gpt2cu (B=4, then 6).
+#     at the stand-in's first failure and going on for train_gpt2cu (B=4, then 6), and
+#     train_gpt2_zero -z 2 at 2 ranks with and without --fast-reduce (its losses agreeing
+#     with the default's, its tok/s set over the default's).
 #  2. dev/gpu/lent_machine.sh's order, in a scratch copy of it with LANE_CMD recording each
 #     part's start and end: the benchmark lane (vsllmc) runs alone before the correctness
 #     lanes, which then run at once; the table lands in LOGDIR and OUT.
@@ -34,6 +36,7 @@ if bash dev/bench/bench_vs_llmc.sh > /dev/null 2>&1; then bad "no LLMC_DIR and n
 else ok "no LLMC_DIR and no LLMC_BIN: refused"; fi
 start=$(date +%s)
 LLMC_BIN=$tmp/llmc CU=$EMU/train_gpt2cu ZERO=$EMU/train_gpt2_zero MODELS="d2c64h1t64:2" BIG_B="4 6" \
+    ZERO_RANKS="env NO_MPI=1 scripts/launch_ranks.sh 2 $EMU/train_gpt2_zero" FAST_STAGES=2 \
     ZERO_STAGES=1 OFFLOAD_STAGES=2 T=64 STEPS=3 PEAK_TFLOPS=1 DEADLINE=600 LOGDIR=$tmp/vs \
     OUT_MD=$tmp/table.md bash dev/bench/bench_vs_llmc.sh > "$tmp/bench.log" 2>&1
 rc=$?
@@ -59,6 +62,11 @@ check_row "train_gpt2cu" 2 "0.00e+00 at step 1 of 3: agree"
 check_row "train_gpt2_zero -z 1 (1 rank)" 2 "0.00e+00 at step 1 of 3: agree"
 check_row "train_gpt2_zero -z 2 --offload-optimizer cpu" 2 "0.00e+00 at step 1 of 3: agree"
 check_row "train_gpt2cu, largest B of: 4 6" 6 ""
+check_row "train_gpt2_zero -z 2, 2 ranks (per-rank tok/s)" 2 ""
+d=$(field "train_gpt2_zero -z 2 --fast-reduce, 2 ranks" 11); r=$(field "train_gpt2_zero -z 2 --fast-reduce, 2 ranks" 7)
+if [[ $d =~ ^[0-9.]+e[-+][0-9]+\ at\ step\ [0-9]+\ of\ 3:\ agree$ ]] && awk -v r="$r" 'BEGIN { exit !(r > 0) }'
+then ok "row '--fast-reduce, 2 ranks': its tok/s over the default's ($r), losses against the default: $d"
+else bad "row '--fast-reduce, 2 ranks': difference '$d', ratio '$r'"; fi
 [ "$(field "llm.c train_gpt2cu" 9)" = "123 (own)" ] && ok "llm.c's own memory print parsed (123 MiB)" || bad "llm.c's memory print: '$(field "llm.c train_gpt2cu" 9)'"
 r=$(field "train_gpt2cu" 7)
 awk -v r="$r" 'BEGIN { exit !(r > 0) }' && ok "train_gpt2cu's tok/s ratio to llm.c parsed ($r)" || bad "ratio '$r'"
