@@ -5,8 +5,8 @@
 # each under DEADLINE seconds (default 300), and writes LOGDIR (default /tmp/gpu_logs) with
 # summary.txt (every PASS/FAIL line and each lane's verdict) and, when OUT is set, copies
 # summary.txt and logs.tgz (every text log; model files left out) there.
-# Lanes (default all but bench and vsllmc): units bitwise matrix offload zeropp mainjob toy
-# bench vsllmc; smaller ones: quant matrix4 offload-param-nvme mainjob-short; A+B runs A then
+# Lanes (default all but bench, vsllmc and sanitize): units bitwise matrix offload zeropp mainjob toy
+# bench vsllmc sanitize (dev/gpu/sanitize.sh: compute-sanitizer's four tools); smaller ones: quant matrix4 offload-param-nvme mainjob-short; A+B runs A then
 # B in one lane. The benchmark lanes (bench, vsllmc: dev/bench/bench_vs_llmc.sh with the
 # bundle's llm.c binary, its table in LOGDIR/bench_vs_llmc.md and OUT) run first, alone on
 # the GPU, one after the other, until BENCH_DEADLINE seconds (default DEADLINE/2 when other
@@ -48,6 +48,7 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
         mainjob) ./scripts/train.sh -o /tmp/mainjob ;;
         mainjob-short) ./scripts/train.sh -x 8 -o /tmp/mainjob ;;
         toy) bash dev/test/zero/gpu_zero.sh ;;
+        sanitize) LOGDIR=/tmp/gm_sanitize bash dev/gpu/sanitize.sh ;;
         bench) ./bench_gpt2cu; bash dev/bench/bench_zero.sh ;;
         vsllmc) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL vsllmc: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
                 LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 20)) \
