@@ -5,8 +5,10 @@
 # each under DEADLINE seconds (default 300), and writes LOGDIR (default /tmp/gpu_logs) with
 # summary.txt (every PASS/FAIL line and each lane's verdict) and, when OUT is set, copies
 # summary.txt and logs.tgz (every text log; model files left out) there.
-# Lanes (default all but bench, vsllmc and sanitize): units bitwise matrix offload zeropp mainjob toy
-# bench vsllmc sanitize (dev/gpu/sanitize.sh: compute-sanitizer's four tools); smaller ones: quant matrix4 offload-param-nvme mainjob-short; A+B runs A then
+# Lanes (default all but bench, vsllmc, offload-max and sanitize): units bitwise matrix offload
+# zeropp mainjob toy bench vsllmc offload-max (dev/gpu/offload_max.sh: ZeRO-Offload's largest
+# model on the GPU, alone like the benchmarks) sanitize (dev/gpu/sanitize.sh: compute-sanitizer's
+# four tools); smaller ones: quant matrix4 offload-param-nvme mainjob-short; A+B runs A then
 # B in one lane. The benchmark lanes (bench, vsllmc: dev/bench/bench_vs_llmc.sh with the
 # bundle's llm.c binary, its table in LOGDIR/bench_vs_llmc.md and OUT) run first, alone on
 # the GPU, one after the other, until BENCH_DEADLINE seconds (default DEADLINE/2 when other
@@ -49,6 +51,7 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
         mainjob-short) ./scripts/train.sh -x 8 -o /tmp/mainjob ;;
         toy) bash dev/test/zero/gpu_zero.sh ;;
         sanitize) LOGDIR=/tmp/gm_sanitize bash dev/gpu/sanitize.sh ;;
+        offload-max) LOGDIR=/tmp/gm_offload-max OUT_MD=$GPU_LOGDIR/offload_max.md bash dev/gpu/offload_max.sh ;;
         bench) ./bench_gpt2cu; bash dev/bench/bench_zero.sh ;;
         vsllmc) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL vsllmc: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
                 LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 20)) \
@@ -68,18 +71,18 @@ run_lane() {   # run_lane LANE END: LANE's parts one after the other, each until
     done
 }
 solo=(); shared=()
-for l in $lanes; do case ${l%%+*} in bench|vsllmc) solo+=("$l") ;; *) shared+=("$l") ;; esac; done
+for l in $lanes; do case ${l%%+*} in bench|vsllmc|offload-max) solo+=("$l") ;; *) shared+=("$l") ;; esac; done
 bench_end=$deadline
 [ ${#shared[@]} -gt 0 ] && bench_end=${BENCH_DEADLINE:-$((deadline / 2))}
 # the benchmark lanes alone on the GPU, one after the other; then the rest at once
 for l in "${solo[@]}"; do run_lane "$l" "$bench_end"; done
 for l in "${shared[@]}"; do run_lane "$l" "$deadline" & done
 wait
-{ cat "$log/lanes.txt"; [ -f "$log/bench_vs_llmc.md" ] && cat "$log/bench_vs_llmc.md"; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v -e "^$log/env.txt" -e "^$log/summary.txt" | cut -c1-300; } >> "$log/summary.txt"
+{ cat "$log/lanes.txt"; for t in bench_vs_llmc offload_max; do [ -f "$log/$t.md" ] && cat "$log/$t.md"; done; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v -e "^$log/env.txt" -e "^$log/summary.txt" | cut -c1-300; } >> "$log/summary.txt"
 # the runs' own logs (main.log, run.json, reports), without model and checkpoint files
 tar -czf "$log/runs.tgz" --exclude='*.bin' --exclude='*.zck*' --exclude='zero_*' /tmp/gm_* /tmp/mainjob 2> /dev/null
 if [ -n "${OUT:-}" ]; then
     tar -czf "$OUT/logs.tgz" -C "$log" . && cp "$log/summary.txt" "$OUT/"
-    [ -f "$log/bench_vs_llmc.md" ] && cp "$log/bench_vs_llmc.md" "$OUT/"
+    for t in bench_vs_llmc offload_max; do [ -f "$log/$t.md" ] && cp "$log/$t.md" "$OUT/"; done
 fi
 echo "lent_machine: $(grep -c '^.*:PASS' "$log/summary.txt") PASS lines, $(grep -c ':FAIL' "$log/summary.txt") FAIL lines; $log/summary.txt"

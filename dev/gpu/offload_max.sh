@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# offload_max.sh: ZeRO-Offload's claim on one GPU (its paper: a 13B model on one 32 GB V100
+# at about 40 TFLOP/s): train_gpt2_zero at one rank with the optimizer states in host
+# memory, on the largest GPT-2-shaped model they fit, predicted first and then measured.
+#   1. the dry run (--dry-run --gpu-mem GPU_MEM): device and host bytes, "fits" or not
+#   2. STEPS steps: tok/s and MFU (medians of the steps after the first), TFLOP/s (MFU x the
+#      peak the trainer prints), peak GPU memory (nvidia-smi, polled) and peak host memory
+#      (the trainer's VmHWM, polled), against the prediction
+# Prints a markdown table (also to OUT_MD) and exits 0 when the run trained its steps.
+# Environment (defaults in brackets):
+#   MODEL      [d136c2048h16: 6.95 B parameters; 16 bytes each of host state (master, m, v,
+#              fp32 gradient) make 105 GiB: the largest width-2048 model that 128 GB of host
+#              memory holds. Wider models stop at the LayerNorm kernels' 2048 channels.]
+#   B, T, STEPS [8, 1024, 3]    STAGE [2]    OFFLOAD [cpu]    GPU_MEM [139G]
+#   TRAINER    [./train_gpt2_zero]    LOGDIR [/tmp/offload_max]    OUT_MD [LOGDIR/offload_max.md]
+set -u
+cd "$(dirname "$0")/../.."
+model=${MODEL:-d136c2048h16} B=${B:-8} T=${T:-1024} steps=${STEPS:-3} stage=${STAGE:-2}
+off=${OFFLOAD:-cpu} gmem=${GPU_MEM:-139G} trainer=${TRAINER:-./train_gpt2_zero}
+log=${LOGDIR:-/tmp/offload_max}; mkdir -p "$log"; md=${OUT_MD:-$log/offload_max.md}
+export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 NO_MPI=1
+args=(-e "$model" -b "$B" -t "$T" -z "$stage" --offload-optimizer "$off" -v 0 -s 0 -n 0)
+"$trainer" "${args[@]}" --dry-run --world 1 --gpu-mem "$gmem" -o "$log/dry" > "$log/dry.txt" 2>&1
+dry_rc=$?
+mib() { sed -n "s/^rank 0 $1 bytes: .*total \([0-9.]*\) MiB.*/\1/p" "$log/dry.txt" | head -n 1; }
+pdev=$(mib device) phost=$(mib host)
+params=$(sed -n 's/^model [^:]*: \([0-9]*\) parameters.*/\1/p' "$log/dry.txt" | head -n 1)
+echo "offload_max: $model, ${params:-?} parameters: predicted ${pdev:-?} MiB on the GPU, ${phost:-?} MiB of host memory (dry run exit $dry_rc)"
+[ "$dry_rc" -eq 0 ] || { echo "FAIL offload_max: the dry run says it does not fit or failed:"; tail -n 5 "$log/dry.txt"; exit 1; }
+smi=
+if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$log/gpu.mem" 2> /dev/null &
+    smi=$!
+fi
+t0=$(date +%s)
+"$trainer" "${args[@]}" -x "$steps" -o "$log/run" > "$log/run.txt" 2>&1 &
+pid=$!
+hwm=0
+while kill -0 "$pid" 2> /dev/null; do   # the trainer's peak resident set, while it lives
+    h=$(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status" 2> /dev/null)
+    [ -n "$h" ] && [ "$h" -gt "$hwm" ] && hwm=$h
+    sleep 0.5
+done
+wait "$pid"; rc=$?
+rm -f "$log/run"/*.bin   # the final model (28 GB at 7 B parameters): no use here
+[ -n "$smi" ] && { kill "$smi" 2> /dev/null; wait "$smi" 2> /dev/null; }
+secs=$(( $(date +%s) - t0 ))
+# medians over the steps after the first: tok/s and MFU from "| X ms | Y tok/s | MFU Z% |"
+med() {
+    awk -v f="$1" '/^step +[0-9]+\// { split($2, s, "/"); if (s[1] + 0 < 2) next
+            for (i = 2; i <= NF; i++) if ($i == f) { v = $(i - 1); if (f == "MFU") v = $(i + 1); gsub("%", "", v); x[++n] = v } }
+        END { if (!n) { print "?"; exit } for (i = 2; i <= n; i++) { t = x[i]; j = i - 1; while (j > 0 && x[j] > t) { x[j + 1] = x[j]; j-- } x[j + 1] = t }
+              print (n % 2) ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2 }' "$log/run.txt"
+}
+tok=$(med tok/s) mfu=$(med MFU)
+peak_tf=$(sed -n 's/^GPU: .*peak bf16 \([0-9.]*\) TFLOP\/s.*/\1/p' "$log/run.txt" | head -n 1)
+tflops=$(awk -v m="$mfu" -v p="${peak_tf:-0}" 'BEGIN { if (m != "?" && p > 0) printf "%.1f", m * p / 100; else print "?" }')
+gpu_peak=$( [ -s "$log/gpu.mem" ] && sort -n "$log/gpu.mem" | tail -n 1 || echo "?")
+host_peak=$(awk -v k="$hwm" 'BEGIN { printf "%.0f", k / 1024 }')
+status=ok; [ "$rc" -ne 0 ] && status="exit $rc: $(grep -v '^\s*$' "$log/run.txt" | tail -n 1 | cut -c1-80 | tr '|' '/')"
+{
+    echo "| model | parameters | B x T | status | s (all) | tok/s | MFU | TFLOP/s | GPU MiB: predicted, peak | host MiB: predicted, peak |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    echo "| $model, -z $stage --offload-optimizer $off | ${params:-?} | $B x $T | $status | $secs | $tok | $mfu% | $tflops | ${pdev:-?}, $gpu_peak | ${phost:-?}, $host_peak |"
+} | tee "$md"
+[ "$rc" -eq 0 ]

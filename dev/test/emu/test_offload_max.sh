@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The logic of dev/gpu/offload_max.sh (ZeRO-Offload's largest model on one GPU) with the
+# emulated train_gpt2_zero standing in, on a tiny model: the dry run's device and host bytes
+# and the run's tok/s, MFU and peak host memory land in one table row; a GPU too small for
+# the prediction stops it before the run, naming the dry run's verdict.
+set -u
+cd "$(dirname "$0")/../../.."
+source dev/test/emu/emu_common.sh
+need_emu train_gpt2_zero
+export CUDA_EMU_QUIET=1 OMP_NUM_THREADS=1 CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0 LLMC_CUDNN_DETERMINISTIC=1
+small=(TRAINER=$EMU/train_gpt2_zero MODEL=d2c64h1t64 B=2 T=64 STEPS=3)
+env "${small[@]}" GPU_MEM=1G LOGDIR="$tmp/ok" bash dev/gpu/offload_max.sh > "$tmp/ok.txt" 2>&1
+rc=$?
+row=$(grep "^| d2c64h1t64" "$tmp/ok/offload_max.md")
+trim() { echo "$1" | sed 's/^ *//; s/ *$//'; }
+IFS='|' read -r _ _ params _ status _ tok mfu _ gpu host _ <<< "$row"
+params=$(trim "$params") status=$(trim "$status") tok=$(trim "$tok") gpu=$(trim "$gpu") host=$(trim "$host")
+gpu_re='^[0-9.]+, ' host_re='^[0-9.]+, [1-9][0-9]*$'
+if [ $rc -eq 0 ] && [ "$status" = ok ] && [ "${params:-0}" -gt 3000000 ] && awk -v t="$tok" 'BEGIN { exit !(t + 0 > 0) }' &&
+   [[ $gpu =~ $gpu_re ]] && [[ $host =~ $host_re ]]
+then ok "a run: $params parameters, $tok tok/s, GPU MiB (predicted, peak) $gpu, host MiB $host"
+else bad "exit $rc, row: $row"; cat "$tmp/ok.txt"; fi
+env "${small[@]}" GPU_MEM=10M LOGDIR="$tmp/small" bash dev/gpu/offload_max.sh > "$tmp/small.txt" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "FAIL offload_max: the dry run says it does not fit" "$tmp/small.txt" && [ ! -e "$tmp/small/run.txt" ]
+then ok "a GPU of 10 MiB: stopped after the dry run, which says it does not fit"
+else bad "a GPU of 10 MiB: exit $rc"; cat "$tmp/small.txt"; fi
+echo "$pass passed, $failn failed"
+[ "$failn" -eq 0 ]
