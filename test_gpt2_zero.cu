@@ -1249,6 +1249,8 @@ int main(int argc, char **argv) {
     if (!only_tiles) {
         test_layernorm(37, 200);
         test_layernorm(300, 768);
+        test_layernorm(70, 2040);   // the widest rows: MAXV 8 with a partial last vector, and 16
+        test_layernorm(70, 4096);
         test_classifier();
         test_adamw(0, 1);
         test_adamw(1, 0);

@@ -8,18 +8,20 @@
 #      (the trainer's VmHWM, polled), against the prediction
 # Prints a markdown table (also to OUT_MD) and exits 0 when the run trained its steps.
 # Environment (defaults in brackets):
-#   MODEL      [d136c2048h16: 6.95 B parameters; 16 bytes each of host state (master, m, v,
-#              fp32 gradient) make 105 GiB: the largest width-2048 model that 128 GB of host
-#              memory holds. Wider models stop at the LayerNorm kernels' 2048 channels.]
-#   B, T, STEPS [8, 1024, 3]    STAGE [2]    OFFLOAD [cpu]    GPU_MEM [139G]
+#   MODEL      [d32c4096h32: 6.65 B parameters, LLaMA-7B's depth and width; 16 bytes each of
+#              host state (fp32 master, m, v and gradient) make 102 GiB of 128 GB: 10 B would
+#              need 160 GB. The LayerNorm kernels take rows of up to 4096.]
+#   B, T, ACCUM, STEPS [16, 1024, 4, 3]: micro-steps of B x T, ACCUM of them a step, so that
+#              the CPU's optimizer step is spread over more GPU work
+#   STAGE [2]    OFFLOAD [cpu]    GPU_MEM [139G]
 #   TRAINER    [./train_gpt2_zero]    LOGDIR [/tmp/offload_max]    OUT_MD [LOGDIR/offload_max.md]
 set -u
 cd "$(dirname "$0")/../.."
-model=${MODEL:-d136c2048h16} B=${B:-8} T=${T:-1024} steps=${STEPS:-3} stage=${STAGE:-2}
+model=${MODEL:-d32c4096h32} B=${B:-16} T=${T:-1024} accum=${ACCUM:-4} steps=${STEPS:-3} stage=${STAGE:-2}
 off=${OFFLOAD:-cpu} gmem=${GPU_MEM:-139G} trainer=${TRAINER:-./train_gpt2_zero}
 log=${LOGDIR:-/tmp/offload_max}; mkdir -p "$log"; md=${OUT_MD:-$log/offload_max.md}
 export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 NO_MPI=1
-args=(-e "$model" -b "$B" -t "$T" -z "$stage" --offload-optimizer "$off" -v 0 -s 0 -n 0)
+args=(-e "$model" -b "$B" -t "$T" -d $((B * T * accum)) -z "$stage" --offload-optimizer "$off" -v 0 -s 0 -n 0)
 "$trainer" "${args[@]}" --dry-run --world 1 --gpu-mem "$gmem" -o "$log/dry" > "$log/dry.txt" 2>&1
 dry_rc=$?
 mib() { sed -n "s/^rank 0 $1 bytes: .*total \([0-9.]*\) MiB.*/\1/p" "$log/dry.txt" | head -n 1; }
@@ -42,7 +44,7 @@ while kill -0 "$pid" 2> /dev/null; do   # the trainer's peak resident set, while
     sleep 0.5
 done
 wait "$pid"; rc=$?
-rm -f "$log/run"/*.bin   # the final model (28 GB at 7 B parameters): no use here
+rm -f "$log/run"/*.bin   # the final model (27 GB at 6.65 B parameters): no use here
 [ -n "$smi" ] && { kill "$smi" 2> /dev/null; wait "$smi" 2> /dev/null; }
 secs=$(( $(date +%s) - t0 ))
 # medians over the steps after the first: tok/s and MFU from "| X ms | Y tok/s | MFU Z% |"
@@ -59,8 +61,8 @@ gpu_peak=$( [ -s "$log/gpu.mem" ] && sort -n "$log/gpu.mem" | tail -n 1 || echo 
 host_peak=$(awk -v k="$hwm" 'BEGIN { printf "%.0f", k / 1024 }')
 status=ok; [ "$rc" -ne 0 ] && status="exit $rc: $(grep -v '^\s*$' "$log/run.txt" | tail -n 1 | cut -c1-80 | tr '|' '/')"
 {
-    echo "| model | parameters | B x T | status | s (all) | tok/s | MFU | TFLOP/s | GPU MiB: predicted, peak | host MiB: predicted, peak |"
+    echo "| model | parameters | B x T x micro-steps | status | s (all) | tok/s | MFU | TFLOP/s | GPU MiB: predicted, peak | host MiB: predicted, peak |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-    echo "| $model, -z $stage --offload-optimizer $off | ${params:-?} | $B x $T | $status | $secs | $tok | $mfu% | $tflops | ${pdev:-?}, $gpu_peak | ${phost:-?}, $host_peak |"
+    echo "| $model, -z $stage --offload-optimizer $off | ${params:-?} | $B x $T x $accum | $status | $secs | $tok | $mfu% | $tflops | ${pdev:-?}, $gpu_peak | ${phost:-?}, $host_peak |"
 } | tee "$md"
 [ "$rc" -eq 0 ]

@@ -2,7 +2,10 @@
 //
 // Each warp owns a row and keeps it in registers as 16-byte vectors: lane l holds
 // columns [8(l + 32i), 8(l + 32i) + 8) for i < MAXV, so a row is read from memory once.
-// MAXV = ceil(C / 256) is a template parameter so registers match the width.
+// MAXV = ceil(C / 256) is a template parameter so registers match the width. Up to C = 4096
+// (MAXV 16): from MAXV 14 the backward's three rows of vectors exceed the 255 registers a
+// thread has and spill to local memory (at 16, 148 bytes stored and 436 loaded a thread on
+// sm_80; slower, the same bits), and its shared memory is 128 KiB a block.
 #include "layernorm.cuh"
 #include "../utils.h"
 
@@ -77,6 +80,8 @@ void layernorm_forward(bf16 *out, float *mean, float *rstd, const bf16 *inp, con
         break;
         LN_FWD_CASE(1) LN_FWD_CASE(2) LN_FWD_CASE(3) LN_FWD_CASE(4)
         LN_FWD_CASE(5) LN_FWD_CASE(6) LN_FWD_CASE(7) LN_FWD_CASE(8)
+        LN_FWD_CASE(9) LN_FWD_CASE(10) LN_FWD_CASE(11) LN_FWD_CASE(12)
+        LN_FWD_CASE(13) LN_FWD_CASE(14) LN_FWD_CASE(15) LN_FWD_CASE(16)
 #undef LN_FWD_CASE
     }
     CUDA_LAUNCH_CHECK();
@@ -191,6 +196,8 @@ void layernorm_backward(bf16 *dinp, float *dweight, float *dbias, const bf16 *do
         break;
         LN_BWD_CASE(1) LN_BWD_CASE(2) LN_BWD_CASE(3) LN_BWD_CASE(4)
         LN_BWD_CASE(5) LN_BWD_CASE(6) LN_BWD_CASE(7) LN_BWD_CASE(8)
+        LN_BWD_CASE(9) LN_BWD_CASE(10) LN_BWD_CASE(11) LN_BWD_CASE(12)
+        LN_BWD_CASE(13) LN_BWD_CASE(14) LN_BWD_CASE(15) LN_BWD_CASE(16)
 #undef LN_BWD_CASE
     }
     CUDA_LAUNCH_CHECK();

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #define LAYERNORM_BWD_ROWS 64     // layernorm.cu: rows per backward block, one partial dweight/dbias each
-#define LAYERNORM_MAX_C 2048      // layernorm.cu: widest row a warp keeps in registers
+#define LAYERNORM_MAX_C 4096      // layernorm.cu: widest row a warp keeps in registers
 #define BIAS_GRAD_ROWS 256        // bias_grad.cu: rows per chunk, one partial column sum each
 // cuBLASLt's one workspace (matmul_init): what cuBLAS recommends for Hopper, enough for any
 // split-k on Ampere too.

@@ -176,11 +176,14 @@ static void test_shape_checks(void **state) {
     assert_int_equal(gpt2_cuda_check_shape(&c, 4, 64, err, sizeof err), 0);
     assert_int_equal(gpt2_cuda_check_shape(&c, 4, 65, err, sizeof err), -1);   // T > maxT
     assert_non_null(strstr(err, "T=65"));
-    GPT2Config wide = c;   // d48's 3072 channels: wider than the LayerNorm kernels take
-    wide.channels = 3072;
-    wide.num_heads = 48;
+    GPT2Config wide = c;   // 5120 channels (a 13 B shape): wider than the LayerNorm kernels take
+    wide.channels = 5120;
+    wide.num_heads = 40;
     assert_int_equal(gpt2_cuda_check_shape(&wide, 1, 64, err, sizeof err), -1);
-    assert_non_null(strstr(err, "channels 3072 exceed 2048"));
+    assert_non_null(strstr(err, "channels 5120 exceed 4096"));
+    wide.channels = 4096;  // the widest they take
+    wide.num_heads = 32;
+    assert_int_equal(gpt2_cuda_check_shape(&wide, 1, 64, err, sizeof err), 0);
     GPT2Config heads = c;  // head size 4
     heads.num_heads = 16;
     assert_int_equal(gpt2_cuda_check_shape(&heads, 1, 64, err, sizeof err), -1);
