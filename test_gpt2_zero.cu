@@ -20,6 +20,7 @@
 #include "llmc/cuda/attention_fallback.cuh"
 #include "llmc/cuda/classifier.cuh"
 #include "llmc/cuda/cuda_utils.cuh"
+#include "llmc/cuda/elementwise.cuh"
 #include "llmc/cuda/encoder.cuh"
 #include "llmc/model/gpt2_config.h"
 #include "llmc/model/gpt2_model_file.h"
@@ -483,6 +484,51 @@ static void test_matmul(int fused) {
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++) CUDA_CHECK(cudaFree(dev[i]));
     void *host[] = {inp, w, bias, res, dout, pre_i, dw0, db0, out, pre, gl, dinp, dw, db, r_out, r_pre, r_gl, r_dinp, r_dw, r_db};
     for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++) free(host[i]);
+}
+
+// gelu_forward and gelu_backward_inplace against the double references at a length that is
+// not a multiple of 8 (the last, partial group goes element by element): the input holds
+// exactly n elements, and the 8 elements after an output's n keep their pattern.
+static void test_gelu(size_t n) {
+    float *x = host_normal(n, 2.0f, 0.0f, 48, 1), *dy = host_normal(n, 1.0f, 0.0f, 49, 1);
+    uint16_t *tmp = (uint16_t *)malloc((n + 8) * sizeof(uint16_t));
+    bf16 *d_x, *d_y, *d_d;
+    CUDA_CHECK(cudaMalloc(&d_x, n * sizeof(bf16)));
+    CUDA_CHECK(cudaMalloc(&d_y, (n + 8) * sizeof(bf16)));
+    CUDA_CHECK(cudaMalloc(&d_d, (n + 8) * sizeof(bf16)));
+    CUDA_CHECK(cudaMemset(d_y, 0xff, (n + 8) * sizeof(bf16)));
+    CUDA_CHECK(cudaMemset(d_d, 0xff, (n + 8) * sizeof(bf16)));
+    for (size_t i = 0; i < n; i++) tmp[i] = gpt2_f32_to_bf16(x[i]);
+    CUDA_CHECK(cudaMemcpy(d_x, tmp, n * sizeof(bf16), cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < n; i++) tmp[i] = gpt2_f32_to_bf16(dy[i]);
+    CUDA_CHECK(cudaMemcpy(d_d, tmp, n * sizeof(bf16), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());   // as in dev_bf16
+    gelu_forward(d_y, d_x, n, 0);
+    gelu_backward_inplace(d_d, d_x, n, 0);
+    const char *names[2] = {"gelu_forward", "gelu_backward_inplace"};
+    bf16 *outs[2] = {d_y, d_d};
+    for (int k = 0; k < 2; k++) {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(tmp, outs[k], (n + 8) * sizeof(bf16), cudaMemcpyDeviceToHost));
+        double worst = 0;
+        size_t bad = 0, guard = 0;
+        for (size_t i = 0; i < n; i++) {
+            double want = k == 0 ? gelu_ref(x[i]) : dy[i] * gelu_grad_ref(x[i]);
+            double err = fabs(gpt2_bf16_to_f32(tmp[i]) - want) / (fabs(want) + 1e-3);
+            worst = fmax(worst, err);
+            if (!(err < 1e-2)) bad++;
+        }
+        for (size_t i = n; i < n + 8; i++) guard += tmp[i] != 0xffff;
+        char name[96];
+        snprintf(name, sizeof(name), "%s (n = %zu)", names[k], n);
+        report(bad == 0 && guard == 0, name, "max rel err %.2e, %zu values off, %zu written past n", worst, bad, guard);
+    }
+    CUDA_CHECK(cudaFree(d_x));
+    CUDA_CHECK(cudaFree(d_y));
+    CUDA_CHECK(cudaFree(d_d));
+    free(x);
+    free(dy);
+    free(tmp);
 }
 
 static void test_encoder(void) {
@@ -1258,6 +1304,7 @@ int main(int argc, char **argv) {
         test_matmul(1);
         test_matmul(0);
         test_encoder();
+        test_gelu(6149);   // 768 vectors of 8, then 5 elements
         test_attention(0, 2, 128, 2, 64);
         test_attention(0, 3, 37, 3, 16);
         test_attention(1, 2, 128, 2, 64);
