@@ -165,7 +165,7 @@ static void reduce_fast(Zero *z, const int *list, int n, const char *what) {
         const void *send = t->grad;
         if (z->cfg.grad_dtype != ZERO_BF16) {
             send = byte_at(z->reduce.staging, off, 1);
-            b->refresh(b, byte_at(z->reduce.staging, off, 1), ZERO_BF16, t->grad, l->split.padded,
+            b->refresh(b, (void *)send, ZERO_BF16, t->grad, l->split.padded,
                        z->cfg.seed ^ FAST_REDUCE_KEY, draw, l->global_off, z->reduce.stream);
             off += l->split.padded * 2;
         }

@@ -561,29 +561,21 @@ void zero_release(Zero *z, int unit, int is_backward) {
 // With fast_reduce the gather moves the bf16 sums, which every rank widens to fp32 alike.
 static void stage0_gather_grads(Zero *z) {
     const ZeroBackend *b = z->b;
-    if (z->cfg.fast_reduce) {
-        for (int i = 0; i < z->num_tensors; i++) {
-            const ZeroTensorLayout *l = z->t[i].lay;
-            z->parts[i].send = byte_at(z->step.reduced_bf16, l->full_off + (size_t)z->rank * l->split.shard, 2);
-            z->parts[i].recv = byte_at(z->step.reduced_bf16, l->full_off, 2);
-            z->parts[i].count = l->split.shard;
-        }
-        b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->num_tensors, ZERO_BF16, z->reduce.stream,
-                      "reduced gradients, bf16 (all tensors)");
-        for (int i = 0; i < z->num_tensors; i++) {
-            const ZeroTensorLayout *l = z->t[i].lay;
-            b->sum_slices(b, z->step.reduced_full + l->full_off, byte_at(z->step.reduced_bf16, l->full_off, 2), l->split.padded,
-                          1, l->split.padded, ZERO_BF16, z->reduce.stream);
-        }
-        return;
-    }
+    const int fast = z->cfg.fast_reduce;
     for (int i = 0; i < z->num_tensors; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
-        z->parts[i].send = z->step.shard_grad + l->shard_off;
-        z->parts[i].recv = z->step.reduced_full + l->full_off;
+        z->parts[i].send = fast ? byte_at(z->step.reduced_bf16, l->full_off + (size_t)z->rank * l->split.shard, 2)
+                                : (void *)(z->step.shard_grad + l->shard_off);
+        z->parts[i].recv = fast ? byte_at(z->step.reduced_bf16, l->full_off, 2) : (void *)(z->step.reduced_full + l->full_off);
         z->parts[i].count = l->split.shard;
     }
-    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->num_tensors, ZERO_F32, z->reduce.stream, "reduced gradients (all tensors)");
+    b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, z->num_tensors, fast ? ZERO_BF16 : ZERO_F32, z->reduce.stream,
+                  "reduced gradients (all tensors)");
+    for (int i = 0; i < z->num_tensors && fast; i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        b->sum_slices(b, z->step.reduced_full + l->full_off, z->parts[i].recv, l->split.padded, 1, l->split.padded,
+                      ZERO_BF16, z->reduce.stream);
+    }
 }
 
 float zero_step(Zero *z, const ZeroStepArgs *a) { return zero_step_maybe_skip(z, a, 0); }
