@@ -36,8 +36,8 @@ static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base 
 // This rank's working shard of tensor ti (S values, padding zero): where offload keeps it
 // (brought into `mine`), the fp32 master itself, or (bf16) rounded from the master into
 // `mine` on stream s with step t_step's rounding.
-static void *work_shard(Zero *z, int ti, char *mine, int t_step, ZeroStream *s) {
-    void *offloaded = zero_offload_shard(z, ti, mine);   // host, NVMe, or the uploaded shard
+static void *work_shard(Zero *z, int ti, char *mine, int t_step, ZeroStream *s, int bwd) {
+    void *offloaded = zero_offload_shard(z, ti, mine, bwd);   // host, NVMe, or the uploaded shard
     if (offloaded) return offloaded;
     const ZeroTensorLayout *l = z->t[ti].lay;
     if (z->cfg.param_dtype == ZERO_F32) return z->step.master + l->shard_off;
@@ -48,10 +48,10 @@ static void *work_shard(Zero *z, int ti, char *mine, int t_step, ZeroStream *s) 
     return mine;
 }
 
-void *zero_gather_src(Zero *z, int ti, void *full, int t_step, ZeroStream *s) {
+void *zero_gather_src(Zero *z, int ti, void *full, int t_step, ZeroStream *s, int bwd) {
     // into this rank's slot of the destination, then gathered in place (no bf16 copy of the
     // shard is kept between steps)
-    return work_shard(z, ti, byte_at(full, (size_t)z->rank * z->t[ti].lay->split.shard, z->param_size), t_step, s);
+    return work_shard(z, ti, byte_at(full, (size_t)z->rank * z->t[ti].lay->split.shard, z->param_size), t_step, s, bwd);
 }
 
 // ---------------------------------------------------------------- ZeRO++: qwZ and hpZ
@@ -102,7 +102,7 @@ static void qwz_refresh(Zero *z, int t_step) {
     for (int i = 0; i < z->num_tensors; i++) {
         ZeroTensorState *t = &z->t[i];
         if (!in_pool(t)) continue;
-        const void *src = work_shard(z, i, z->gather.qwz_land, t_step, z->gather.stream);
+        const void *src = work_shard(z, i, z->gather.qwz_land, t_step, z->gather.stream, 0);
         z->b->wire_pack(z->b, ZERO_WIRE_INT8, z->gather.qwz_block, src, z->cfg.param_dtype, t->lay->split.shard, 1, 1,
                         byte_at(z->gather.qwz_own, t->gather.qrec_off, 1), z->gather.stream);
     }
@@ -114,7 +114,7 @@ void zero_gather_persistent(Zero *z, int t_step) {
     zero_stream_waits_main(z, z->gather.stream);
     for (int i = 0; i < z->num_tensors; i++) {
         if (!z->t[i].persistent) continue;
-        z->parts[np].send = zero_gather_src(z, i, z->t[i].work, t_step, z->gather.stream);
+        z->parts[np].send = zero_gather_src(z, i, z->t[i].work, t_step, z->gather.stream, 0);
         z->parts[np].recv = z->t[i].work;
         z->parts[np].count = z->t[i].lay->split.shard;
         z->gather.batch[np++] = i;
@@ -283,7 +283,7 @@ static void gather_batch(Zero *z, int kind, const int *coded, int n, const char 
             p->recv = t->work;
             p->count = sec_count(z, t);
         } else {
-            p->send = zero_gather_src(z, ti, t->work, z->step.last_t, z->gather.stream);
+            p->send = zero_gather_src(z, ti, t->work, z->step.last_t, z->gather.stream, bwd);
             p->recv = t->work;
             p->count = t->lay->split.shard;
         }

@@ -16,7 +16,9 @@
 //             k-1 are in flight while tile k computes.
 //   gathers   stage 3: this rank's part of a tensor comes up from host memory (a copy on
 //             the gather stream) or from NVMe (read on the host stream, then copied), the
-//             nc -> cg -> gg pipeline, issued ahead of use by stage 3's prefetch.
+//             nc -> cg -> gg pipeline, issued ahead of use by stage 3's prefetch. The
+//             backward's NVMe reads run on a read stream with an engine of their own, beside
+//             the accumulation on the host stream instead of behind it (settle).
 //
 //   tied      stages 2-3: a tensor read by two units (tied wte) parks its first unit's partial
 //             gradient in the parameters' tier (else the optimizer's) until its second unit's
@@ -168,14 +170,19 @@ static const char *engine_msg(const char *m) {
 static void nvme_open(Zero *z) {
     ZeroOffload *o = &z->off;
     if (!o->file_bytes) return;
-    // the pool is pinned host memory held for the run (a dry run counts it without the file)
-    z->acct.mem_host[ZERO_USE_BUFFERS] += (size_t)BUF_COUNT * o->tile * sizeof(float);
+    // the pools are pinned host memory held for the run (a dry run counts them without the
+    // file): the main engine's, and the read stream's one buffer
+    const int read_buffers = o->param == ZERO_TIER_NVME;
+    z->acct.mem_host[ZERO_USE_BUFFERS] += (size_t)(BUF_COUNT + read_buffers) * o->tile * sizeof(float);
     if (counts_only(z)) return;
     ZeroNvmeConfig nc = {z->cfg.nvme_path, z->rank, o->file_bytes, o->tile * sizeof(float), BUF_COUNT,
                          z->cfg.nvme_queue_depth ? z->cfg.nvme_queue_depth : NVME_QUEUE, nvme_alloc, nvme_free, z,
                          z->cfg.nvme_block_bytes};
     char err[512];
     if (!(o->nvme = zero_nvme_open(&nc, err, sizeof err))) zero_fail(z, "NVMe offload: %s", engine_msg(err));
+    nc.num_buffers = read_buffers;
+    if (read_buffers && !(o->read_nvme = zero_nvme_open_sibling(o->nvme, &nc, err, sizeof err)))
+        zero_fail(z, "NVMe offload: %s", engine_msg(err));
     if (z->rank == 0)
         printf("zero: NVMe swap files, one per rank; rank 0's: %s, %.2f GiB; engine %s\n", zero_nvme_path(o->nvme),
                (double)o->file_bytes / (1024.0 * 1024.0 * 1024.0), zero_nvme_engine_note(o->nvme));
@@ -279,6 +286,18 @@ void zero_offload_init(Zero *z, int park_tied) {
         b->stream_name(b, o->host_stream, "host stream (offload: accumulation, NVMe)");
         b->stream_name(b, o->upload_stream, "upload stream");
     }
+    if (o->param == ZERO_TIER_NVME) {
+        o->read_stream = b->stream_create_host(b);
+        o->read_upload = b->stream_create(b);
+        o->read_mark = b->event_create(b);
+        o->settled_mark = b->event_create(b);
+        if (!o->read_stream || !o->read_upload || !o->read_mark || !o->settled_mark)
+            zero_fail(z, "the %s backend could not create offload's read stream", b->name);
+        if (b->stream_name) {
+            b->stream_name(b, o->read_stream, "read stream (offload: the backward's NVMe parameter reads)");
+            b->stream_name(b, o->read_upload, "read upload stream");
+        }
+    }
     if (o->opt == ZERO_TIER_HOST) {
         static const int use[4] = {ZERO_USE_MASTER, ZERO_USE_OPTIM, ZERO_USE_OPTIM, ZERO_USE_GRADS};
         static const char *what[4] = {"fp32 master (host)", "AdamW m (host)", "AdamW v (host)", "fp32 gradient (host)"};
@@ -320,6 +339,9 @@ void zero_offload_free(Zero *z) {
     const ZeroBackend *b = z->b;
     if (o->host_stream) b->stream_sync(b, o->host_stream);
     if (o->upload_stream) b->stream_sync(b, o->upload_stream);
+    if (o->read_stream) b->stream_sync(b, o->read_stream);
+    if (o->read_upload) b->stream_sync(b, o->read_upload);
+    if (o->read_nvme) zero_nvme_close(o->read_nvme);
     if (o->nvme) zero_nvme_close(o->nvme);
     for (int s = 0; s < OFF_SLOTS; s++) {
         if (o->slot_full[s]) b->event_destroy(b, o->slot_full[s]);
@@ -331,8 +353,12 @@ void zero_offload_free(Zero *z) {
     }
     if (o->host_mark) b->event_destroy(b, o->host_mark);
     if (o->upload_mark) b->event_destroy(b, o->upload_mark);
+    if (o->read_mark) b->event_destroy(b, o->read_mark);
+    if (o->settled_mark) b->event_destroy(b, o->settled_mark);
     if (o->host_stream) b->stream_destroy(b, o->host_stream);
     if (o->upload_stream) b->stream_destroy(b, o->upload_stream);
+    if (o->read_stream) b->stream_destroy(b, o->read_stream);
+    if (o->read_upload) b->stream_destroy(b, o->read_upload);
     for (int k = 0; k < ZK_KINDS; k++) free(o->file_off[k]);
     free(o->tiles);
     free(o->tile_first);
@@ -522,6 +548,7 @@ void zero_offload_reduce(Zero *z, const int *list, int n, const void *received) 
 
 void zero_offload_wait(Zero *z) {
     if (z->off.host_stream) z->b->stream_sync(z->b, z->off.host_stream);
+    if (z->off.read_stream) z->b->stream_sync(z->b, z->off.read_stream);
 }
 
 // ---------------------------------------------------------------- the step
@@ -705,6 +732,7 @@ void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t) {
     const ZeroBackend *b = z->b;
     if (counts_only(z) || (o->opt == ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE)) return;
     zero_offload_wait(z);   // no accumulation or parameter read runs beside the step's I/O
+    o->settled = 0;         // what the step writes, a read stream's read must not pass
     // The uploads overwrite working parameters that work queued on the main stream may still
     // read (and, at init, that zero_alloc's memsets on it have yet to clear): after it. On
     // the host backend the main stream is the calling thread, so only a GPU shows this.
@@ -727,8 +755,9 @@ void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t) {
 // ---------------------------------------------------------------- stage 3 gathers
 
 
-// Host stream: tensor ti's working parameters from NVMe, a tile at a time through the host
-// stream's buffer, copied up into the gather buffer's own slot (nc -> cg).
+// Host stream, or (r->settled) the read stream: tensor ti's working parameters from NVMe, a
+// tile at a time through the stream's engine buffer, copied up into the gather buffer's own
+// slot (nc -> cg).
 static void read_params(void *arg) {
     OffRead *r = arg;
     Zero *z = r->z;
@@ -736,26 +765,43 @@ static void read_params(void *arg) {
     const ZeroBackend *b = z->b;
     const size_t n = z->t[r->ti].lay->own_count;
     const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
-    if (o->defer && o->stale[r->ti]) {   // the step's update of this tensor, its result the gather's
+    if (!r->settled && o->defer && o->stale[r->ti]) {   // the step's update of this tensor, its result the gather's
         catch_up(z, r->ti, r->dst);
         if (zero_trace_on) zero_trace_span("deferred update (nvme, read into the gather)", z->t[r->ti].name, n0, zero_trace_now());
         atomic_store_explicit(&r->busy, 0, memory_order_release);
         return;
     }
-    void *buf = zero_nvme_buffer(o->nvme, BUF_HS_READ);
-    if (o->param_is_master) state_writes_done(z, r->ti);   // the parameters are the master's bytes
+    ZeroNvme *nv = r->settled ? o->read_nvme : o->nvme;
+    ZeroStream *up = r->settled ? o->read_upload : o->upload_stream;
+    void *buf = zero_nvme_buffer(nv, r->settled ? 0 : BUF_HS_READ);
+    if (!r->settled && o->param_is_master) state_writes_done(z, r->ti);   // the parameters are the master's bytes
     for (size_t c = 0; c < n; c += o->tile) {
         size_t len = min_sz(o->tile, n - c);
-        nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, file_at(z, ZK_PARAM, r->ti, c, z->param_size),
-                                                               io_bytes(len, z->param_size))), "a parameter read", r->ti);
-        b->copy(b, byte_at(r->dst, c, z->param_size), ZERO_MEM_DEVICE, buf, ZERO_MEM_HOST, len * z->param_size, o->upload_stream);
-        b->stream_sync(b, o->upload_stream);   // buf is reused by the next tile
+        nvme_check(z, zero_nvme_wait(nv, zero_nvme_read(nv, buf, file_at(z, ZK_PARAM, r->ti, c, z->param_size),
+                                                        io_bytes(len, z->param_size))), "a parameter read", r->ti);
+        b->copy(b, byte_at(r->dst, c, z->param_size), ZERO_MEM_DEVICE, buf, ZERO_MEM_HOST, len * z->param_size, up);
+        b->stream_sync(b, up);   // buf is reused by the next tile
     }
-    if (zero_trace_on) zero_trace_span("nvme read (parameters)", z->t[r->ti].name, n0, zero_trace_now());
+    if (zero_trace_on) zero_trace_span(r->settled ? "nvme read (parameters, read stream)" : "nvme read (parameters)",
+                                       z->t[r->ti].name, n0, zero_trace_now());
     atomic_store_explicit(&r->busy, 0, memory_order_release);
 }
 
-void *zero_offload_shard(Zero *z, int ti, void *mine) {
+// Host stream, once per step before the read stream's first read: every tensor the forward
+// did not read is caught up, and the deferred update's writes are drained. After it no byte
+// the read stream reads is stale or being written until the next update (which waits for
+// both streams), so the two streams' engines need no ordering with each other.
+static void settle(void *arg) {
+    Zero *z = arg;
+    ZeroOffload *o = &z->off;
+    const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
+    for (int i = 0; i < z->num_tensors; i++) catch_up(z, i, NULL);
+    nvme_check(z, zero_nvme_drain(o->nvme), "the deferred update's writes", -1);
+    if (o->state_write) memset(o->state_write, 0, (size_t)z->num_tensors * sizeof(uint64_t));
+    if (zero_trace_on) zero_trace_span("settle (before the read stream's reads)", "", n0, zero_trace_now());
+}
+
+void *zero_offload_shard(Zero *z, int ti, void *mine, int bwd) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
     const ZeroTensorLayout *l = z->t[ti].lay;
@@ -775,11 +821,21 @@ void *zero_offload_shard(Zero *z, int ti, void *mine) {
     while (atomic_load_explicit(&r->busy, memory_order_acquire)) sched_yield();
     atomic_store_explicit(&r->busy, 1, memory_order_relaxed);
     r->dst = mine;
+    if (bwd && !o->settled) {   // the first backward read since the update: settle first
+        b->host_call(b, o->host_stream, settle, z);
+        b->event_record(b, o->settled_mark, o->host_stream);
+        b->stream_wait(b, o->read_stream, o->settled_mark);
+        o->settled = 1;
+    }
+    // settled, every read (the recompute's, the next micro-step's forward) takes the read stream
+    r->settled = o->settled;
+    ZeroStream *s = r->settled ? o->read_stream : o->host_stream;
+    ZeroEvent *done = r->settled ? o->read_mark : o->host_mark;
     b->event_record(b, z->main_mark, z->main);
-    b->stream_wait(b, o->host_stream, z->main_mark);
-    b->host_call(b, o->host_stream, read_params, r);
-    b->event_record(b, o->host_mark, o->host_stream);
-    b->stream_wait(b, z->gather.stream, o->host_mark);
+    b->stream_wait(b, s, z->main_mark);
+    b->host_call(b, s, read_params, r);
+    b->event_record(b, done, s);
+    b->stream_wait(b, z->gather.stream, done);
     return mine;
 }
 
@@ -849,10 +905,22 @@ void zero_offload_unpark(Zero *z, int ti, void *grad) {
 
 // ---------------------------------------------------------------- accounting
 
+// Both engines' totals (the busy seconds are already the file's, both engines counted once).
+static void engine_stats(Zero *z, ZeroNvmeStats *st) {
+    zero_nvme_stats(z->off.nvme, st);
+    if (!z->off.read_nvme) return;
+    ZeroNvmeStats r;
+    zero_nvme_stats(z->off.read_nvme, &r);
+    st->bytes_read += r.bytes_read;
+    st->bytes_written += r.bytes_written;
+    st->reads += r.reads;
+    st->writes += r.writes;
+}
+
 void zero_offload_step_begin(Zero *z) {
     if (!z->off.nvme) return;
     ZeroNvmeStats st;
-    zero_nvme_stats(z->off.nvme, &st);
+    engine_stats(z, &st);
     z->off.mark_read = st.bytes_read;
     z->off.mark_written = st.bytes_written;
     z->off.mark_busy = st.busy_s;
@@ -861,7 +929,7 @@ void zero_offload_step_begin(Zero *z) {
 void zero_offload_step_end(Zero *z) {
     if (!z->off.nvme) return;
     ZeroNvmeStats st;
-    zero_nvme_stats(z->off.nvme, &st);
+    engine_stats(z, &st);
     z->off.last_read = st.bytes_read - z->off.mark_read;
     z->off.last_written = st.bytes_written - z->off.mark_written;
     z->off.step_read += z->off.last_read;

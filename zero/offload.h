@@ -32,8 +32,9 @@ void zero_offload_flush(Zero *z);
 // brought into `mine` on the gather stream (or used where it lives, the uploaded device
 // shard); returns where it is, or NULL when offload does not hold the parameters. From NVMe
 // the read waits for the main stream only: `mine` must be a slot the gather stream does not
-// read before (a gather block's own slot).
-void *zero_offload_shard(Zero *z, int ti, void *mine);
+// read before (a gather block's own slot). bwd: for a backward use. From the step's first
+// backward read on, NVMe reads run on the read stream, beside the gradient accumulation.
+void *zero_offload_shard(Zero *z, int ti, void *mine, int bwd);
 // The optimizer state of kind ZK_MASTER/ZK_M/ZK_V, elements [off, off + n) of tensor ti's
 // owned range, to or from host memory (checkpoints, consolidation). Blocking.
 void zero_state_read(Zero *z, int kind, int ti, size_t off, size_t n, float *out);

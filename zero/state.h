@@ -107,6 +107,7 @@ typedef struct OffRead {
     Zero *z;
     int ti;
     atomic_int busy;
+    int settled;             // run by the read stream: nothing of ti is stale or being written
     void *dst;
 } OffRead;
 
@@ -131,6 +132,13 @@ typedef struct {
                              //   (a refresh copies them bit for bit), so it is stored once
     ZeroStream *host_stream; // host stream: gradient accumulation, NVMe reads of parameters
     ZeroStream *upload_stream;   // device stream: uploads of refreshed working parameters
+    // NVMe parameters: the backward's reads run on a stream and engine of their own, so that
+    // they do not queue behind the accumulation's reads and writes of the gradient
+    ZeroStream *read_stream, *read_upload;   // host stream; device stream of its uploads
+    ZeroNvme *read_nvme;     // a second engine on the same swap file, one buffer
+    ZeroEvent *read_mark, *settled_mark;
+    int settled;             // main thread: the host stream has caught every tensor up and
+                             //   drained their writes since the last update (settle)
     float *host[ZK_KINDS];   // the HOST tier's arrays, in shard layout (ZK_PARAM: working dtype)
     void *dev_work;          // stage 3, optimizer offloaded, parameters on the device: the working shard
     float *dev_sums;         // device: a bucket's reduced sums (one slot's worth)

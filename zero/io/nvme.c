@@ -41,6 +41,15 @@
 enum { OP_READ, OP_WRITE };
 enum { ENGINE_THREADS, ENGINE_URING };
 
+// Wall time with a request in flight on any engine of one file (an engine and its siblings
+// share it, so the time is not counted twice where they overlap). Taken under an engine's
+// lock, then this one's; never the other way.
+typedef struct {
+    pthread_mutex_t mu;
+    int in_flight, refs;
+    double since, busy_s;
+} NvmeClock;
+
 typedef struct {
     ZeroTicket ticket;   // 0: the slot is free
     int op;
@@ -75,14 +84,43 @@ struct ZeroNvme {
     int ring_ok;
     struct io_uring ring;
 #endif
-    ZeroNvmeStats stats;
-    double busy_since;
+    ZeroNvmeStats stats;   // busy_s comes from the clock
+    NvmeClock *clock;
 };
 
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// A request started (+1) or ended (-1) on an engine of the clock's file.
+static void clock_tick(NvmeClock *c, int d) {
+    pthread_mutex_lock(&c->mu);
+    if (d > 0 && c->in_flight++ == 0) c->since = now_s();
+    if (d < 0 && --c->in_flight == 0) c->busy_s += now_s() - c->since;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static NvmeClock *clock_share(NvmeClock *c) {
+    if (!c) {
+        if (!(c = calloc(1, sizeof *c))) return NULL;
+        pthread_mutex_init(&c->mu, NULL);
+    }
+    pthread_mutex_lock(&c->mu);
+    c->refs++;
+    pthread_mutex_unlock(&c->mu);
+    return c;
+}
+
+static void clock_drop(NvmeClock *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    int last = --c->refs == 0;
+    pthread_mutex_unlock(&c->mu);
+    if (!last) return;
+    pthread_mutex_destroy(&c->mu);
+    free(c);
 }
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) {
@@ -140,7 +178,8 @@ static int complete_locked(ZeroNvme *n, NvmeSlot *s, long res) {
                     s->done + (size_t)(res > 0 ? res : 0), s->bytes, s->offset, n->path, size);
     }
     s->ticket = 0;
-    if (--n->in_flight == 0) n->stats.busy_s += now_s() - n->busy_since;
+    n->in_flight--;
+    clock_tick(n->clock, -1);
     pthread_cond_broadcast(&n->done);
     return 0;
 }
@@ -262,7 +301,8 @@ static ZeroTicket submit(ZeroNvme *n, int op, void *buf, uint64_t offset, size_t
     while (s->ticket) s++;
     t = ++n->issued;
     *s = (NvmeSlot){t, op, buf, offset, bytes, 0};
-    if (n->in_flight++ == 0) n->busy_since = now_s();
+    n->in_flight++;
+    clock_tick(n->clock, +1);
 #if ZERO_NVME_URING
     if (n->engine == ENGINE_URING) uring_issue_locked(n, s);
     else
@@ -414,15 +454,17 @@ static size_t round_up(uint64_t x) {
     return (size_t)((x + ZERO_NVME_ALIGN - 1) / ZERO_NVME_ALIGN * ZERO_NVME_ALIGN);
 }
 
-ZeroNvme *zero_nvme_open(const ZeroNvmeConfig *cfg, char *err, size_t errlen) {
+// of: NULL to create the swap file under cfg->dir, else an open engine whose file this one
+// shares (cfg's dir and file_bytes are then not used).
+static ZeroNvme *engine_open(const ZeroNvmeConfig *cfg, const ZeroNvme *of, char *err, size_t errlen) {
     set_err(err, errlen, "%s", "");
-    if (!cfg->dir || !cfg->dir[0]) { set_err(err, errlen, "rank %d: no NVMe folder given", cfg->rank); return NULL; }
-    if (cfg->file_bytes == 0 || cfg->queue_depth < 1 || cfg->queue_depth > NVME_MAX_DEPTH || cfg->num_buffers < 0
+    if (!of && (!cfg->dir || !cfg->dir[0])) { set_err(err, errlen, "rank %d: no NVMe folder given", cfg->rank); return NULL; }
+    if ((!of && cfg->file_bytes == 0) || cfg->queue_depth < 1 || cfg->queue_depth > NVME_MAX_DEPTH || cfg->num_buffers < 0
         || (cfg->num_buffers > 0 && cfg->buffer_bytes == 0) || (cfg->alloc == NULL) != (cfg->free == NULL)
         || cfg->block_bytes % ZERO_NVME_ALIGN || cfg->block_bytes > NVME_MAX_CHUNK) {
         set_err(err, errlen, "rank %d: bad NVMe engine settings for %s: file_bytes %" PRIu64 " (> 0), queue_depth %d "
                 "(1..%d), block_bytes %zu (0, or a multiple of %d up to %zu), %d buffers of %zu bytes, allocator and "
-                "free both given or neither", cfg->rank, cfg->dir, cfg->file_bytes, cfg->queue_depth, NVME_MAX_DEPTH,
+                "free both given or neither", cfg->rank, of ? of->path : cfg->dir, cfg->file_bytes, cfg->queue_depth, NVME_MAX_DEPTH,
                 cfg->block_bytes, ZERO_NVME_ALIGN, NVME_MAX_CHUNK, cfg->num_buffers, cfg->buffer_bytes);
         return NULL;
     }
@@ -440,7 +482,7 @@ ZeroNvme *zero_nvme_open(const ZeroNvmeConfig *cfg, char *err, size_t errlen) {
     n->fd = -1;
     n->rank = cfg->rank;
     n->depth = cfg->queue_depth;
-    n->file_bytes = round_up(cfg->file_bytes);
+    n->file_bytes = of ? of->file_bytes : round_up(cfg->file_bytes);
     n->max_chunk = cfg->block_bytes ? cfg->block_bytes : NVME_MAX_CHUNK;
     n->buffer_bytes = cfg->num_buffers > 0 ? round_up(cfg->buffer_bytes) : 0;
     n->num_buffers = cfg->num_buffers;
@@ -450,7 +492,8 @@ ZeroNvme *zero_nvme_open(const ZeroNvmeConfig *cfg, char *err, size_t errlen) {
     pthread_cond_init(&n->done, NULL);
     pthread_cond_init(&n->work, NULL);
     n->slots = calloc((size_t)n->depth, sizeof(NvmeSlot));
-    if (!n->slots) { set_err(err, errlen, "rank %d: out of memory for the NVMe engine", n->rank); goto fail; }
+    n->clock = clock_share(of ? of->clock : NULL);
+    if (!n->slots || !n->clock) { set_err(err, errlen, "rank %d: out of memory for the NVMe engine", n->rank); goto fail; }
 
     // the engine first: a forced but refused io_uring fails before any file exists
     char reason[160] = "";
@@ -474,7 +517,14 @@ ZeroNvme *zero_nvme_open(const ZeroNvmeConfig *cfg, char *err, size_t errlen) {
         snprintf(n->note + len, sizeof n->note - len, "; blocks of at most %zu bytes", n->max_chunk);
     }
 
-    if (open_swap_file(n, cfg->dir, err, errlen) != 0) goto fail;
+    if (of) {   // the same open file: its reads and writes are positioned, so nothing is shared but the bytes
+        snprintf(n->path, sizeof n->path, "%s", of->path);
+        if ((n->fd = fcntl(of->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+            set_err(err, errlen, "rank %d: cannot open a second engine on the swap file %s: %s", n->rank, n->path,
+                    strerror(errno));
+            goto fail;
+        }
+    } else if (open_swap_file(n, cfg->dir, err, errlen) != 0) goto fail;
 
     if (n->num_buffers > 0) {
         if (n->buffer_bytes > SIZE_MAX / (size_t)n->num_buffers) {
@@ -499,6 +549,12 @@ ZeroNvme *zero_nvme_open(const ZeroNvmeConfig *cfg, char *err, size_t errlen) {
 fail:
     zero_nvme_close(n);
     return NULL;
+}
+
+ZeroNvme *zero_nvme_open(const ZeroNvmeConfig *cfg, char *err, size_t errlen) { return engine_open(cfg, NULL, err, errlen); }
+
+ZeroNvme *zero_nvme_open_sibling(const ZeroNvme *of, const ZeroNvmeConfig *cfg, char *err, size_t errlen) {
+    return engine_open(cfg, of, err, errlen);
 }
 
 void zero_nvme_close(ZeroNvme *n) {
@@ -527,6 +583,7 @@ void zero_nvme_close(ZeroNvme *n) {
     pthread_cond_destroy(&n->work);
     pthread_cond_destroy(&n->done);
     pthread_mutex_destroy(&n->mu);
+    clock_drop(n->clock);
     free(n->threads);
     free(n->queue);
     free(n->slots);
@@ -550,6 +607,8 @@ void zero_nvme_stats(const ZeroNvme *n, ZeroNvmeStats *out) {
     ZeroNvme *m = (ZeroNvme *)n;   // the lock is not part of the engine's value
     pthread_mutex_lock(&m->mu);
     *out = m->stats;
-    if (m->in_flight > 0) out->busy_s += now_s() - m->busy_since;
     pthread_mutex_unlock(&m->mu);
+    pthread_mutex_lock(&m->clock->mu);
+    out->busy_s = m->clock->busy_s + (m->clock->in_flight > 0 ? now_s() - m->clock->since : 0.0);
+    pthread_mutex_unlock(&m->clock->mu);
 }

@@ -63,6 +63,13 @@ typedef struct {
 
 // Opens the engine. NULL with the reason in err (the folder, the call and errno's text).
 ZeroNvme *zero_nvme_open(const ZeroNvmeConfig *cfg, char *err, size_t errlen);
+// A second engine on `of`'s swap file: its own requests, tickets, pool and statistics (cfg's
+// rank, buffers, queue depth, block size and allocator; not its dir or file_bytes), so that
+// a second thread can move bytes without waiting behind the first's requests. Requests of
+// the two engines are not ordered with each other: the caller keeps them to different
+// bytes, or waits on one engine's ticket before the other touches the same bytes. Close it
+// before or after `of`: the file goes away with the last.
+ZeroNvme *zero_nvme_open_sibling(const ZeroNvme *of, const ZeroNvmeConfig *cfg, char *err, size_t errlen);
 // Waits for everything in flight, closes the file (already unlinked) and frees the pool.
 void zero_nvme_close(ZeroNvme *n);
 
@@ -92,7 +99,8 @@ const char *zero_nvme_path(const ZeroNvme *n);    // the (unlinked) file's path,
 typedef struct {
     uint64_t bytes_read, bytes_written;   // completed
     uint64_t reads, writes;
-    double busy_s;                         // wall time with at least one request in flight
+    double busy_s;                         // wall time with at least one request in flight on
+                                           //   this engine or a sibling (the file's, counted once)
 } ZeroNvmeStats;
 void zero_nvme_stats(const ZeroNvme *n, ZeroNvmeStats *out);
 

@@ -200,6 +200,68 @@ static void test_patterned_roundtrip(void **state) {
     free(dst);
 }
 
+// A sibling engine on the same file: bytes written through one are read through the other
+// once waited on; tickets are its own (a wait on one engine covers none of the other's
+// requests); the busy clock is the file's, one value for both; the file lives until the
+// last engine closes, the first closed either way round.
+static void test_sibling(void **state) {
+    const char *engine = *state;
+    const uint64_t file = 4 * MiB, seed = 21;
+    const size_t bufb = 64 * KiB;
+    for (int close_first = 0; close_first < 2; close_first++) {
+        ZeroNvme *a = open_engine(engine, file, 4, 1, bufb);
+        ZeroNvmeConfig cfg = {.rank = 3, .buffer_bytes = bufb, .num_buffers = 1, .queue_depth = 2};
+        char err[1024];
+        ZeroNvme *b = zero_nvme_open_sibling(a, &cfg, err, sizeof err);
+        if (!b) fail_msg("zero_nvme_open_sibling(%s): %s", engine, err);
+        assert_string_equal(zero_nvme_path(b), zero_nvme_path(a));
+        assert_int_equal(entries_in(g_dir), 0);   // no second file
+
+        uint8_t *src = aligned(file);
+        fill(src, 0, file, seed);
+        for (int i = 0; i < 5; i++) assert_true(zero_nvme_write(a, src, 0, file) > 0);   // a's tickets 1..5
+        assert_int_equal(zero_nvme_drain(a), 0);
+        uint8_t *bb = zero_nvme_buffer(b, 0);
+        ZeroTicket t = zero_nvme_read(b, bb, file - bufb, bufb);
+        assert_int_equal(t, 1);   // b numbers its own requests
+        assert_int_equal(zero_nvme_wait(b, t), 0);
+        long long bad = mismatch(bb, file - bufb, bufb, seed);
+        if (bad >= 0) fail_msg("%s: the sibling read differs at %lld", engine, bad);
+
+        fill(bb, 0, bufb, seed + 1);   // and the other way
+        assert_int_equal(zero_nvme_wait(b, zero_nvme_write(b, bb, 0, bufb)), 0);
+        uint8_t *ab = zero_nvme_buffer(a, 0);
+        assert_int_equal(zero_nvme_wait(a, zero_nvme_read(a, ab, 0, bufb)), 0);
+        if ((bad = mismatch(ab, 0, bufb, seed + 1)) >= 0) fail_msg("%s: a read of the sibling's write differs at %lld", engine, bad);
+        assert_int_equal(zero_nvme_wait(b, 2), 0);
+        if (close_first) {   // b is closed first this round: it may fail
+            assert_int_equal(zero_nvme_wait(b, 3), -1);   // b issued two: a's tickets are not its
+            assert_non_null(strstr(zero_nvme_error(b), "never issued"));
+            assert_string_equal(zero_nvme_error(a), "");   // and a is untouched by b's failure
+            assert_true(zero_nvme_read(a, ab, bufb, bufb) > 0);
+            assert_int_equal(zero_nvme_drain(a), 0);
+        }
+
+        ZeroNvmeStats sa, sb;
+        zero_nvme_stats(a, &sa);
+        zero_nvme_stats(b, &sb);
+        assert_int_equal(sa.bytes_written, 5 * file);
+        assert_int_equal(sb.bytes_read, bufb);
+        assert_int_equal(sb.bytes_written, bufb);
+        assert_true(sa.busy_s > 0);
+        assert_true(sa.busy_s == sb.busy_s);   // one clock, nothing in flight: the same value
+
+        ZeroNvme *first = close_first ? b : a, *last = close_first ? a : b;
+        uint8_t *lb = zero_nvme_buffer(last, 0);
+        zero_nvme_close(first);
+        assert_int_equal(zero_nvme_wait(last, zero_nvme_read(last, lb, 2 * bufb, bufb)), 0);   // the file is still there
+        if ((bad = mismatch(lb, 2 * bufb, bufb, seed)) >= 0) fail_msg("%s: after closing one engine, a read differs at %lld", engine, bad);
+        zero_nvme_close(last);
+        assert_int_equal(entries_in(g_dir), 0);
+        free(src);
+    }
+}
+
 // Ticket t done means every earlier ticket is done, though a big early request finishes
 // after the small ones behind it (moved 4 KiB at a time: about 2000 round trips).
 static void test_wait_covers_earlier_tickets(void **state) {
@@ -718,6 +780,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         BOTH(test_patterned_roundtrip),
         BOTH(test_wait_covers_earlier_tickets),
+        BOTH(test_sibling),
         BOTH(test_short_read),
         BOTH(test_io_error),
         BOTH(test_refused_requests),
