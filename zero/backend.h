@@ -89,6 +89,9 @@ struct ZeroBackend {
     // Ordering.
     ZeroStream *(*main_stream)(const ZeroBackend *b);
     ZeroStream *(*stream_create)(const ZeroBackend *b);
+    // A device stream for copies, memsets and events only: no collective may be issued on
+    // it, so it costs no communicators (offload's uploads).
+    ZeroStream *(*stream_create_copy)(const ZeroBackend *b);
     // A stream whose work runs on CPU threads over host memory (ZERO_MEM_HOST buffers): the
     // CPU optimizer of offloaded states and the NVMe traffic. Events order it against the
     // device streams both ways. On the host backend every stream is one.

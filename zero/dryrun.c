@@ -164,6 +164,7 @@ static const ZeroBackend dry_template = {
     .copy = d_copy,
     .main_stream = d_main_stream,
     .stream_create = d_stream_create,
+    .stream_create_copy = d_stream_create,
     .stream_create_host = d_stream_create,
     .stream_destroy = d_stream_destroy,
     .stream_sync = d_stream_sync,

@@ -188,11 +188,13 @@ static void nvme_open(Zero *z) {
                (double)o->file_bytes / (1024.0 * 1024.0 * 1024.0), zero_nvme_engine_note(o->nvme));
 }
 
-static void nvme_check(Zero *z, int rc, const char *what, int ti) {
+// rc from engine nv (the main one, or the read stream's): its first failure says why.
+static void nvme_check_on(Zero *z, ZeroNvme *nv, int rc, const char *what, int ti) {
     if (rc != 0)
         zero_fail(z, "NVMe offload: %s of %s failed: %s (swap file %s)", what, ti >= 0 ? z->t[ti].name : "?",
-                  engine_msg(zero_nvme_error(z->off.nvme)), zero_nvme_path(z->off.nvme));
+                  engine_msg(zero_nvme_error(nv)), zero_nvme_path(nv));
 }
+static void nvme_check(Zero *z, int rc, const char *what, int ti) { nvme_check_on(z, z->off.nvme, rc, what, ti); }
 
 // File bytes of elements [off, off + n) of tensor ti's kind-k range: from the aligned
 // start below off to the aligned end above (the range's tail padding is its own).
@@ -278,7 +280,7 @@ void zero_offload_init(Zero *z, int park_tied) {
     const size_t Sh = z->layout.shard_total;
     o->tile = z->cfg.nvme_tile_elems ? zero_round_up(z->cfg.nvme_tile_elems, 2048) : DEFAULT_TILE;
     o->host_stream = b->stream_create_host(b);
-    o->upload_stream = b->stream_create(b);
+    o->upload_stream = b->stream_create_copy(b);
     o->host_mark = b->event_create(b);
     o->upload_mark = b->event_create(b);
     if (!o->host_stream || !o->upload_stream || !o->host_mark || !o->upload_mark) zero_fail(z, "the %s backend could not create offload's streams", b->name);
@@ -288,7 +290,7 @@ void zero_offload_init(Zero *z, int park_tied) {
     }
     if (o->param == ZERO_TIER_NVME) {
         o->read_stream = b->stream_create_host(b);
-        o->read_upload = b->stream_create(b);
+        o->read_upload = b->stream_create_copy(b);
         o->read_mark = b->event_create(b);
         o->settled_mark = b->event_create(b);
         if (!o->read_stream || !o->read_upload || !o->read_mark || !o->settled_mark)
@@ -777,8 +779,8 @@ static void read_params(void *arg) {
     if (!r->settled && o->param_is_master) state_writes_done(z, r->ti);   // the parameters are the master's bytes
     for (size_t c = 0; c < n; c += o->tile) {
         size_t len = min_sz(o->tile, n - c);
-        nvme_check(z, zero_nvme_wait(nv, zero_nvme_read(nv, buf, file_at(z, ZK_PARAM, r->ti, c, z->param_size),
-                                                        io_bytes(len, z->param_size))), "a parameter read", r->ti);
+        nvme_check_on(z, nv, zero_nvme_wait(nv, zero_nvme_read(nv, buf, file_at(z, ZK_PARAM, r->ti, c, z->param_size),
+                                                               io_bytes(len, z->param_size))), "a parameter read", r->ti);
         b->copy(b, byte_at(r->dst, c, z->param_size), ZERO_MEM_DEVICE, buf, ZERO_MEM_HOST, len * z->param_size, up);
         b->stream_sync(b, up);   // buf is reused by the next tile
     }

@@ -33,7 +33,9 @@ void zero_offload_flush(Zero *z);
 // shard); returns where it is, or NULL when offload does not hold the parameters. From NVMe
 // the read waits for the main stream only: `mine` must be a slot the gather stream does not
 // read before (a gather block's own slot). bwd: for a backward use. From the step's first
-// backward read on, NVMe reads run on the read stream, beside the gradient accumulation.
+// backward read on, NVMe reads run on the read stream, beside the gradient accumulation
+// (with hpZ the backward gathers from the secondary copy and reads none: every read then
+// stays on the host stream).
 void *zero_offload_shard(Zero *z, int ti, void *mine, int bwd);
 // The optimizer state of kind ZK_MASTER/ZK_M/ZK_V, elements [off, off + n) of tensor ti's
 // owned range, to or from host memory (checkpoints, consolidation). Blocking.

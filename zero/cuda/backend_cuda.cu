@@ -333,7 +333,8 @@ static void stream_release(ZeroStream *s) {
 
 static ZeroStream *c_main_stream(const ZeroBackend *b) { return &ctx_of(b)->main; }
 
-static ZeroStream *c_stream_create(const ZeroBackend *b) {
+// collectives: the stream gets its own communicators (stream_create), or none (stream_create_copy)
+static ZeroStream *make_stream(const ZeroBackend *b, int collectives) {
     Ctx *x = ctx_of(b);
     ZeroStream *s = (ZeroStream *)calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -356,7 +357,7 @@ static ZeroStream *c_stream_create(const ZeroBackend *b) {
     }
     // its own NCCL communicator: a gather on one stream never queues behind a reduction on
     // another inside NCCL (which runs one communicator's operations in order)
-    if (zero_nccl_stream_open(x->nccl, s->s) != 0) {
+    if (collectives && zero_nccl_stream_open(x->nccl, s->s) != 0) {
         stream_release(s);
         cudaStreamDestroy(s->s);
         free(s);
@@ -364,6 +365,9 @@ static ZeroStream *c_stream_create(const ZeroBackend *b) {
     }
     return s;
 }
+
+static ZeroStream *c_stream_create(const ZeroBackend *b) { return make_stream(b, 1); }
+static ZeroStream *c_stream_create_copy(const ZeroBackend *b) { return make_stream(b, 0); }
 
 static void set_device(void *arg) { cudaSetDevice(((Ctx *)arg)->device); }
 
@@ -784,6 +788,7 @@ const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
     t->copy = c_copy;
     t->main_stream = c_main_stream;
     t->stream_create = c_stream_create;
+    t->stream_create_copy = c_stream_create_copy;
     t->stream_create_host = c_stream_create_host;
     t->stream_destroy = c_stream_destroy;
     t->stream_sync = c_stream_sync;

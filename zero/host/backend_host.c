@@ -570,6 +570,7 @@ static const ZeroBackend host_template = {
     .copy = h_copy,
     .main_stream = h_main_stream,
     .stream_create = h_stream_create,
+    .stream_create_copy = h_stream_create,
     .stream_create_host = h_stream_create,
     .stream_destroy = h_stream_destroy,
     .stream_sync = h_stream_sync,

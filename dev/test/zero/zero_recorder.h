@@ -119,6 +119,12 @@ static ZeroStream *rec_stream_create(const ZeroBackend *b) {
     if (s) rec_stream(r, s);
     return s;
 }
+static ZeroStream *rec_stream_create_copy(const ZeroBackend *b) {
+    Recorder *r = rec_of(b);
+    ZeroStream *s = r->inner->stream_create_copy(r->inner);
+    if (s) rec_stream(r, s);
+    return s;
+}
 static ZeroStream *rec_stream_create_host(const ZeroBackend *b) {
     Recorder *r = rec_of(b);
     ZeroStream *s = r->inner->stream_create_host(r->inner);
@@ -255,6 +261,7 @@ static inline const ZeroBackend *rec_init(Recorder *r, const ZeroBackend *inner)
     r->table.main_stream = rec_main_stream;
     r->table.stream_create = rec_stream_create;
     r->table.stream_create_host = rec_stream_create_host;
+    r->table.stream_create_copy = rec_stream_create_copy;
     r->table.sum_slices = rec_sum_slices;
     r->table.host_call = rec_host_call;
     r->table.stream_name = rec_stream_name;
