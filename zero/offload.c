@@ -296,7 +296,7 @@ void zero_offload_init(Zero *z, int park_tied) {
         if (!o->read_stream || !o->read_upload || !o->read_mark || !o->settled_mark)
             zero_fail(z, "the %s backend could not create offload's read stream", b->name);
         if (b->stream_name) {
-            b->stream_name(b, o->read_stream, "read stream (offload: the backward's NVMe parameter reads)");
+            b->stream_name(b, o->read_stream, "read stream (offload: NVMe parameter reads once the step settles)");
             b->stream_name(b, o->read_upload, "read upload stream");
         }
     }

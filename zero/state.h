@@ -132,8 +132,9 @@ typedef struct {
                              //   (a refresh copies them bit for bit), so it is stored once
     ZeroStream *host_stream; // host stream: gradient accumulation, NVMe reads of parameters
     ZeroStream *upload_stream;   // device stream: uploads of refreshed working parameters
-    // NVMe parameters: the backward's reads run on a stream and engine of their own, so that
-    // they do not queue behind the accumulation's reads and writes of the gradient
+    // NVMe parameters: from the step's first backward read on, reads run on a stream and
+    // engine of their own, so that they do not queue behind the accumulation's reads and
+    // writes of the gradient
     ZeroStream *read_stream, *read_upload;   // host stream; device stream of its uploads
     ZeroNvme *read_nvme;     // a second engine on the same swap file, one buffer
     ZeroEvent *read_mark, *settled_mark;
