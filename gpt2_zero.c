@@ -44,6 +44,7 @@ ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroD
     zc.timeout_s = cfg->zero_timeout;
     zc.seed = cfg->seed;
     zc.optimizer_tier = (ZeroTier)cfg->offload_optimizer;   // TRAIN_OFFLOAD_* are ZeroTier's order
+    zc.optimizer_ratio = cfg->offload_ratio;
     zc.param_tier = (ZeroTier)cfg->offload_param;
     zc.nvme_path = cfg->nvme_path;
     zc.nvme_queue_depth = cfg->aio_queue_depth;   // DeepSpeed's aio section (0: the engine's defaults)

@@ -47,6 +47,32 @@ static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 const char *zero_tier_name(ZeroTier t) { return t == ZERO_TIER_HOST ? "cpu" : t == ZERO_TIER_NVME ? "nvme" : "device"; }
 
 int zero_offload_optimizer(const Zero *z) { return z->off.opt != ZERO_TIER_DEVICE; }
+int zero_offload_holds(const Zero *z, int ti) { return ti >= z->off.opt_first; }
+
+// Tensor ti's place in the host buffers of the optimizer's kinds (they start at opt_base).
+static size_t host_at(const Zero *z, int ti) { return z->t[ti].lay->shard_off - z->off.opt_base; }
+
+void zero_offload_plan(Zero *z) {
+    ZeroOffload *o = &z->off;
+    o->opt = z->cfg.optimizer_tier;
+    o->opt_first = 0;
+    o->opt_base = 0;
+    if (o->opt == ZERO_TIER_DEVICE) {
+        o->opt_first = z->num_tensors;
+        o->opt_base = z->layout.shard_total;
+        return;
+    }
+    const double r = z->cfg.optimizer_ratio;
+    if (r <= 0.0 || r >= 1.0) return;
+    // The device keeps the first tensors whose whole sizes fit (1 - r) of the model's, the
+    // same line on every rank; at least the last tensor is offloaded.
+    const double keep = (1.0 - r) * (double)z->layout.padded_total;
+    size_t kept = 0;
+    int k = 0;
+    while (k < z->num_tensors - 1 && (double)(kept + z->t[k].lay->split.padded) <= keep) kept += z->t[k++].lay->split.padded;
+    o->opt_first = k;
+    o->opt_base = z->t[k].lay->shard_off;
+}
 
 static int counts_only(const Zero *z) { return z->b->counts_only; }
 static void catch_up(Zero *z, int ti, void *dst);   // a deferred update, where the tensor is read next
@@ -77,6 +103,21 @@ int zero_offload_validate(const ZeroConfig *c, int rank) {
     if (c->param_tier != ZERO_TIER_DEVICE && c->stage != 3) {
         return zero_refuse(rank, "offloading parameters (to %s) needs stage 3: stages 0-2 keep whole parameters "
                 "on every rank", zero_tier_name(c->param_tier));
+    }
+    if (!(c->optimizer_ratio >= 0.0 && c->optimizer_ratio <= 1.0)) {
+        return zero_refuse(rank, "optimizer ratio %g: the fraction of the optimizer states offloaded is in (0, 1]",
+                c->optimizer_ratio);
+    }
+    if (c->optimizer_ratio > 0.0 && c->optimizer_ratio < 1.0) {   // a partial offload
+        if (c->optimizer_tier != ZERO_TIER_HOST) {
+            return zero_refuse(rank, "an optimizer ratio of %g offloads part of the optimizer states to host memory: it "
+                    "needs --offload-optimizer cpu (got %s)", c->optimizer_ratio, zero_tier_name(c->optimizer_tier));
+        }
+        if (c->stage == 3 && c->param_tier != ZERO_TIER_DEVICE) {
+            return zero_refuse(rank, "an optimizer ratio of %g with --offload-param %s is not supported: the parameters "
+                    "of the tensors whose optimizer stays on the device would have no way there", c->optimizer_ratio,
+                    zero_tier_name(c->param_tier));
+        }
     }
     if ((c->optimizer_tier == ZERO_TIER_NVME || c->param_tier == ZERO_TIER_NVME) && (!c->nvme_path || !*c->nvme_path)) {
         return zero_refuse(rank, "offloading to nvme needs a folder for the swap file (--nvme-path DIR)");
@@ -268,7 +309,6 @@ void zero_offload_init(Zero *z, int park_tied) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
     o->park_tied = park_tied;
-    o->opt = z->cfg.optimizer_tier;
     o->param = z->stage == 3 ? z->cfg.param_tier : ZERO_TIER_DEVICE;
     if (o->opt == ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE) return;
     o->param_is_master = z->cfg.param_dtype == ZERO_F32 && o->param == o->opt;
@@ -277,7 +317,7 @@ void zero_offload_init(Zero *z, int park_tied) {
     o->defer = o->param_is_master && o->opt == ZERO_TIER_NVME && !counts_only(z);
     if (o->defer && !(o->stale = calloc((size_t)z->num_tensors, 1))) zero_fail(z, "out of host memory for the deferred update");
     if (o->park_tied) park_init(z);
-    const size_t Sh = z->layout.shard_total;
+    const size_t Sh = z->layout.shard_total, Soff = Sh - o->opt_base;   // Soff: the offloaded part of the shard
     o->tile = z->cfg.nvme_tile_elems ? zero_round_up(z->cfg.nvme_tile_elems, 2048) : DEFAULT_TILE;
     o->host_stream = b->stream_create_host(b);
     o->upload_stream = b->stream_create_copy(b);
@@ -303,13 +343,13 @@ void zero_offload_init(Zero *z, int park_tied) {
     if (o->opt == ZERO_TIER_HOST) {
         static const int use[4] = {ZERO_USE_MASTER, ZERO_USE_OPTIM, ZERO_USE_OPTIM, ZERO_USE_GRADS};
         static const char *what[4] = {"fp32 master (host)", "AdamW m (host)", "AdamW v (host)", "fp32 gradient (host)"};
-        for (int k = ZK_MASTER; k <= ZK_GRAD; k++) o->host[k] = zero_alloc(z, ZERO_MEM_HOST, use[k], Sh * sizeof(float), what[k]);
+        for (int k = ZK_MASTER; k <= ZK_GRAD; k++) o->host[k] = zero_alloc(z, ZERO_MEM_HOST, use[k], Soff * sizeof(float), what[k]);
     }
     if (o->param == ZERO_TIER_HOST)
         o->host[ZK_PARAM] = o->param_is_master ? o->host[ZK_MASTER]
                          : zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_PARAMS, Sh * z->param_size, "working-parameter shard (host)");
     if (z->stage == 3 && o->opt != ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE)
-        o->dev_work = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, Sh * z->param_size, "working-parameter shard");
+        o->dev_work = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, Soff * z->param_size, "working-parameter shard");
     if (o->opt != ZERO_TIER_DEVICE) {
         // a bucket's sums: at most one bucket's shards (the staging buffer's elements)
         o->slot_elems = z->reduce.staging_elems;
@@ -412,13 +452,13 @@ static void nvme_state(Zero *z, int kind, int ti, size_t off, size_t n, float *d
 static void state_io(Zero *z, int kind, int ti, size_t off, size_t n, float *data, int write) {
     if (n == 0) return;
     const ZeroBackend *b = z->b;
-    if (z->off.opt == ZERO_TIER_DEVICE) {
+    if (!zero_offload_holds(z, ti)) {
         float *d = device_of(z, kind, ti) + off;
         if (write) b->copy(b, d, ZERO_MEM_DEVICE, data, ZERO_MEM_HOST, n * sizeof(float), z->main);
         else b->copy(b, data, ZERO_MEM_HOST, d, ZERO_MEM_DEVICE, n * sizeof(float), z->main);
         b->stream_sync(b, z->main);
     } else if (z->off.opt == ZERO_TIER_HOST) {
-        float *h = host_of(z, kind) + z->t[ti].lay->shard_off + off;
+        float *h = host_of(z, kind) + host_at(z, ti) + off;
         if (write) memcpy(h, data, n * sizeof(float));
         else memcpy(data, h, n * sizeof(float));
     } else {
@@ -442,10 +482,10 @@ void zero_offload_init_master(Zero *z, ZeroInitFn init, void *ctx) {
     ZeroTicket busy[NVME_SETS] = {0};
     size_t k = 0;
     if (counts_only(z)) return;
-    for (int i = 0; i < z->num_tensors; i++) {
+    for (int i = o->opt_first; i < z->num_tensors; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         if (o->opt == ZERO_TIER_HOST) {
-            if (l->own_count) init(ctx, i, l->own_begin, l->own_count, o->host[ZK_MASTER] + l->shard_off);
+            if (l->own_count) init(ctx, i, l->own_begin, l->own_count, o->host[ZK_MASTER] + host_at(z, i));
             continue;
         }
         for (size_t c = 0; c < l->own_count; c += o->tile, k++) {
@@ -478,7 +518,7 @@ static void accumulate(void *arg) {
         const float *sum = slot + j->at[k];
         size_t n = l->own_count;
         if (o->opt == ZERO_TIER_HOST) {
-            float *acc = o->host[ZK_GRAD] + l->shard_off;
+            float *acc = o->host[ZK_GRAD] + host_at(z, ti);
             if (j->first) memset(acc, 0, n * sizeof(float));
             zero_cpu_slices(acc, sum, 0, 1, n, ZERO_F32, 1);
             if (j->last) z->step.sumsq[ti] = zero_cpu_sum_squares(0.0, acc, n);
@@ -516,6 +556,9 @@ static void accumulate(void *arg) {
 void zero_offload_reduce(Zero *z, const int *list, int n, const void *received) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
+    int mine = 0;   // a partial offload: the bucket's tensors on the device are reduce.c's
+    for (int k = 0; k < n; k++) mine += zero_offload_holds(z, list[k]);
+    if (mine == 0) return;
     const uint64_t k = o->jobs_queued++;
     const int s = (int)(k % OFF_SLOTS);
     OffJob *j = &o->job[k % OFF_JOBS];
@@ -526,21 +569,22 @@ void zero_offload_reduce(Zero *z, const int *list, int n, const void *received) 
     j->slot = s;
     // the slot's previous bucket must have been added before it is overwritten
     b->stream_wait(b, z->reduce.stream, o->slot_free[s]);
-    if (n > o->job_cap) zero_fail(z, "internal: a bucket of %d tensors, where at most %d fit the staging buffer", n, o->job_cap);
+    if (mine > o->job_cap) zero_fail(z, "internal: a bucket of %d tensors, where at most %d fit the staging buffer", mine, o->job_cap);
     size_t at = 0, off = 0;
-    for (int k = 0; k < n; k++) {
+    int m = 0;
+    for (int k = 0; k < n; off += z->t[list[k]].lay->split.padded, k++) {
         const ZeroTensorLayout *l = z->t[list[k]].lay;
+        if (!zero_offload_holds(z, list[k])) continue;
         b->sum_slices(b, o->dev_sums + at, byte_at((void *)received, off, z->grad_size), l->split.shard, z->world, l->own_count,
                       z->cfg.grad_dtype, z->reduce.stream);
-        j->tensors[k] = list[k];
-        j->at[k] = at;
+        j->tensors[m] = list[k];
+        j->at[m++] = at;
         at += l->own_count;
-        off += l->split.padded;
     }
     if (at > o->slot_elems) zero_fail(z, "internal: a bucket's %zu sums exceed the %zu of a slot", at, o->slot_elems);
     b->copy(b, o->slot[s], ZERO_MEM_HOST, o->dev_sums, ZERO_MEM_DEVICE, at * sizeof(float), z->reduce.stream);
     b->event_record(b, o->slot_full[s], z->reduce.stream);
-    j->n = n;
+    j->n = m;
     j->first = z->stage <= 1 || z->reduce.micro == 0;   // stages 0-1 reduce only in the last micro-step
     j->last = z->reduce.micro == z->step.grad_accum - 1;
     b->stream_wait(b, o->host_stream, o->slot_full[s]);
@@ -565,7 +609,7 @@ static void *param_target(Zero *z, int ti, int *device) {
     if (z->stage <= 2) return byte_at(z->t[ti].work, (size_t)z->rank * l->split.shard, z->param_size);
     if (o->param == ZERO_TIER_HOST) { *device = 0; return byte_at(o->host[ZK_PARAM], l->shard_off, z->param_size); }
     if (o->param == ZERO_TIER_NVME) { *device = 0; return NULL; }
-    return byte_at(o->dev_work, l->shard_off, z->param_size);
+    return byte_at(o->dev_work, host_at(z, ti), z->param_size);
 }
 
 // Rounds master[0, n) (elements c.. of tensor ti) at step t and sends them where the
@@ -601,9 +645,9 @@ static void update_host(Zero *z, const AdamWParams *p, int update, int t) {
     ZeroOffload *o = &z->off;
     ZeroTicket busy[NVME_SETS] = {0};
     size_t k = 0;
-    for (int i = 0; i < z->num_tensors; i++) {
+    for (int i = o->opt_first; i < z->num_tensors; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
-        size_t n = l->own_count, off = l->shard_off;
+        size_t n = l->own_count, off = host_at(z, i);
         if (update) {
             double t0 = zero_clock();
             zero_cpu_adamw(o->host[ZK_MASTER] + off, o->host[ZK_GRAD] + off, o->host[ZK_M] + off, o->host[ZK_V] + off, n, p,
@@ -807,7 +851,8 @@ void *zero_offload_shard(Zero *z, int ti, void *mine, int bwd) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
     const ZeroTensorLayout *l = z->t[ti].lay;
-    if (o->param == ZERO_TIER_DEVICE) return o->dev_work ? byte_at(o->dev_work, l->shard_off, z->param_size) : NULL;
+    if (o->param == ZERO_TIER_DEVICE)   // the uploaded shard of an offloaded tensor, else the device master's
+        return o->dev_work && zero_offload_holds(z, ti) ? byte_at(o->dev_work, host_at(z, ti), z->param_size) : NULL;
     if (l->split.shard > l->own_count)   // a recycled block's padding: zero like everywhere else
         b->memset0(b, byte_at(mine, l->own_count, z->param_size), (l->split.shard - l->own_count) * z->param_size, z->gather.stream);
     if (o->param == ZERO_TIER_HOST) {

@@ -15,7 +15,12 @@ int zero_offload_validate(const ZeroConfig *cfg, int rank);   // 0, or -1 after 
 // between their units (zero_init decides from the pool sizes: zero_offload_parks_tied).
 void zero_offload_init(Zero *z, int park_tied);
 void zero_offload_free(Zero *z);
-int zero_offload_optimizer(const Zero *z);         // 1 when the optimizer states are off the device
+// Where each tensor's optimizer states live (before the step's buffers are made): all on
+// the device, all offloaded, or (optimizer_ratio < 1) the layout's first tensors on the
+// device and the rest offloaded (ZeroOffload.opt_first, opt_base).
+void zero_offload_plan(Zero *z);
+int zero_offload_optimizer(const Zero *z);         // 1 when any tensor's optimizer states are off the device
+int zero_offload_holds(const Zero *z, int ti);     // 1 when tensor ti's are
 void zero_offload_init_master(Zero *z, ZeroInitFn init, void *ctx);   // the owned master, where it lives
 // A bucket's reduction: the sums of tensors list[0..n) land in the offloaded accumulator
 // (called by reduce.c after the all-to-all, on the reduce stream's order).

@@ -137,17 +137,14 @@ static void reduce_flat(Zero *z, const int *list, int n, const char *what) {
         off += t->lay->split.padded;
     }
     b->all_to_all(b, z->comm, ZERO_GROUP_WORLD, z->parts, n, z->cfg.grad_dtype, z->reduce.stream, what);
-    if (zero_offload_optimizer(z)) {
-        // the sums go to the host (or NVMe), where the offloaded optimizer accumulates them
-        zero_offload_reduce(z, list, n, z->reduce.staging);
-        return;
-    }
+    // the sums of offloaded tensors go to the host (or NVMe), where the optimizer accumulates them
+    if (zero_offload_optimizer(z)) zero_offload_reduce(z, list, n, z->reduce.staging);
     off = 0;
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < n; off += z->t[list[k]].lay->split.padded, k++) {
         const ZeroTensorLayout *l = z->t[list[k]].lay;
+        if (zero_offload_holds(z, list[k])) continue;
         b->reduce_slices(b, z->step.shard_grad + l->shard_off, byte_at(z->reduce.staging, off, z->grad_size), l->split.shard, z->world,
                          l->own_count, z->cfg.grad_dtype, z->reduce.stream);
-        off += l->split.padded;
     }
 }
 

@@ -96,6 +96,9 @@ void zero_report_info(const Zero *z, ZeroReportInfo *in) {
     in->qwz_bytes = z->gather.qwz_own ? z->gather.qwz_own_bytes : 0;
     in->secondary_bytes = z->gather.hpz_copy ? z->gather.hpz_copy_elems * z->param_size : 0;
     in->param_is_master = z->off.param_is_master;
+    in->opt_device_shard = z->off.opt_base;
+    if (z->stage == 3 && !z->off.param_is_master)   // the gathers' source when the master is off the device
+        in->work_shard = in->param_tier != ZERO_TIER_DEVICE ? in->shard : in->shard - in->opt_device_shard;
     if (z->off.park != ZERO_TIER_DEVICE)
         for (int i = 0; i < z->num_tensors; i++)
             if (z->t[i].num_units > 1) in->parked_bytes += z->t[i].lay->split.padded * z->grad_size;
@@ -132,9 +135,8 @@ void zero_formula(const ZeroReportInfo *in, const ZeroFigures *f, ZeroFormula *o
         out->pools = (uint64_t)ges * f->grad_pool_elems + (uint64_t)pes * (f->param_pool_elems + in->persist_padded) +
                      in->qwz_bytes + in->secondary_bytes;
         // offloaded, the gathers read a working shard kept apart from the master (unless fp32
-        // in the master's tier: then the master is it)
-        if ((in->optimizer_tier != ZERO_TIER_DEVICE || in->param_tier != ZERO_TIER_DEVICE) && !in->param_is_master)
-            out->sharded += pes;
+        // in the master's tier: then the master is it); a partial offload's, its tensors'
+        if (in->shard) out->sharded += pes * (double)in->work_shard / (double)in->shard;
         break;
     }
     out->pools += in->parked_bytes;   // tied partial gradients, parked off the device (offload)
@@ -219,6 +221,7 @@ static void add_run(cJSON *root, const ZeroReportInfo *in, const char *source, c
         add_num(pp, "qgz_block", in->qgz_block);
     }
     cJSON_AddBoolToObject(root, "params_stored_as_master", in->param_is_master);   // offload, fp32: one copy
+    add_num(root, "optimizer_device_shard", (double)in->opt_device_shard);        // offload: the rest off the device
     add_num(root, "parked_tied_gradient_bytes", (double)in->parked_bytes);          // offload: off the device
     add_num(root, "psi", (double)in->numel);
     add_num(root, "psi_padded", (double)in->padded);
@@ -502,6 +505,10 @@ void zero_report_print(const Zero *z) {
     printf("zero:   %-20s %*s %16s", "total", w, grouped(a, sizeof a, td), grouped(b, sizeof b, th));
     if (nvme) printf(" %16s", grouped(c, sizeof c, tn));
     printf("\n");
+    if (z->off.opt != ZERO_TIER_DEVICE && z->off.opt_first > 0)
+        printf("zero:   (a partial optimizer offload: tensors %s..%s, %zu of this rank's %zu shard elements, keep "
+               "their optimizer states on the device)\n", z->t[0].name, z->t[z->off.opt_first - 1].name, z->off.opt_base,
+               z->layout.shard_total);
     if (z->off.param_is_master)
         printf("zero:   (the working parameters are fp32 like the master and live in its tier, %s: stored once, "
                "as the master)\n", zero_tier_name(z->off.param));

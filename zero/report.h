@@ -24,6 +24,8 @@ typedef struct {
     int qwz, hpz, qgz, hier_reduce, qwz_block, qgz_block;   // ZeRO++ switches as used
     size_t qwz_bytes, secondary_bytes;     // qwZ's int8 records of the shard, hpZ's secondary partition
     int param_is_master;             // offloaded fp32 working parameters stored as the master (one copy)
+    size_t opt_device_shard;         // elements of this rank's shard whose optimizer states are on the device
+    size_t work_shard;               // stage 3, offloaded: elements of the working shard kept apart from the master
     size_t parked_bytes;             // offload: where tied tensors' partial gradients park between units
 } ZeroReportInfo;
 

@@ -122,6 +122,12 @@ typedef struct OffPark {
 
 typedef struct {
     ZeroTier opt, param;
+    // A partial offload (optimizer_ratio < 1): tensors [0, opt_first) keep their optimizer
+    // states on the device, the rest are offloaded. The device holds the shard layout's
+    // prefix [0, opt_base), so its offsets are the unsharded step's; the host buffers hold
+    // [opt_base, shard_total). Whole offload: 0 and 0; none: num_tensors and shard_total.
+    int opt_first;
+    size_t opt_base;
     int park_tied;           // tied gradients park in the offload tier between their units
     ZeroTier park;           // stages 2-3 with offload: where tied tensors' partial gradients wait
                              //   between their two units (DEVICE: they stay in the pool)

@@ -141,6 +141,18 @@ static void gather_working(Zero *z, int t_step) {
     zero_main_waits_stream(z, z->gather.stream);
 }
 
+// Stages 1-2: this rank's slot of each tensor whose master is on the device (all of them
+// without offload, the first ones with a partial offload), rounded from it.
+static void refresh_device(Zero *z, int t_step) {
+    const ZeroBackend *b = z->b;
+    for (int i = 0; i < z->num_tensors && z->stage <= 2 && !zero_offload_holds(z, i); i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        void *mine = byte_at(z->t[i].work, (size_t)z->rank * l->split.shard, z->param_size);
+        b->refresh(b, mine, z->cfg.param_dtype, z->step.master + l->shard_off, l->own_count, z->cfg.seed, t_step,
+                   l->global_off + l->own_begin, z->main);
+    }
+}
+
 static void refresh_working(Zero *z, int t_step) {
     const ZeroBackend *b = z->b;
     if (z->stage == 0) {
@@ -151,16 +163,9 @@ static void refresh_working(Zero *z, int t_step) {
         }
         return;
     }
-    if (zero_offload_optimizer(z) || z->off.param != ZERO_TIER_DEVICE) {
+    refresh_device(z, t_step);
+    if (zero_offload_optimizer(z) || z->off.param != ZERO_TIER_DEVICE)
         zero_offload_update(z, NULL, 0, t_step);   // rounded on the CPU, sent where they live
-    } else if (z->stage <= 2) {
-        for (int i = 0; i < z->num_tensors; i++) {
-            const ZeroTensorLayout *l = z->t[i].lay;
-            void *mine = byte_at(z->t[i].work, (size_t)z->rank * l->split.shard, z->param_size);
-            b->refresh(b, mine, z->cfg.param_dtype, z->step.master + l->shard_off, l->own_count, z->cfg.seed, t_step,
-                       l->global_off + l->own_begin, z->main);
-        }
-    }
     gather_working(z, t_step);
 }
 
@@ -346,14 +351,16 @@ static int plan_pools(Zero *z, PoolPlan *plan) {
 // when offloaded), the reduced shard gradient, and at stages 0-2 the whole working
 // parameters (at 0-1 the whole gradients) the model reads and writes in place.
 static void step_init(Zero *z) {
-    const size_t P = z->layout.padded_total, Sh = z->layout.shard_total;
+    const size_t P = z->layout.padded_total;
     ZeroStep *s = &z->step;
-    size_t opt_elems = z->stage == 0 ? P : Sh;
-    if (z->cfg.optimizer_tier == ZERO_TIER_DEVICE) {
+    // offloaded, the device keeps the shard's prefix whose optimizer stays (none: opt_base 0)
+    const size_t dev_shard = z->off.opt_base;
+    size_t opt_elems = z->stage == 0 ? P : dev_shard;
+    if (dev_shard) {
         s->master = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_MASTER, opt_elems * sizeof(float), "fp32 master weights");
         s->m = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_OPTIM, opt_elems * sizeof(float), "AdamW m");
         s->v = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_OPTIM, opt_elems * sizeof(float), "AdamW v");
-        s->shard_grad = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, Sh * sizeof(float), "fp32 reduced gradient shard");
+        s->shard_grad = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, dev_shard * sizeof(float), "fp32 reduced gradient shard");
     }
     if (z->stage <= 2) {
         s->work_full = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_PARAMS, P * z->param_size, "working parameters");
@@ -374,12 +381,11 @@ static void step_init(Zero *z) {
 // Partition at init: this rank initializes only the elements it owns (an offloaded master
 // where it lives, host memory or NVMe); stage 0 then gathers the whole master everywhere.
 static void init_master(Zero *z, ZeroInitFn init, void *init_ctx) {
-    if (zero_offload_optimizer(z)) {
-        zero_offload_init_master(z, init, init_ctx);
-    } else {
+    if (zero_offload_optimizer(z)) zero_offload_init_master(z, init, init_ctx);   // the tensors it holds
+    if (!zero_offload_holds(z, 0)) {
         float *chunk = z->b->alloc(z->b, ZERO_MEM_HOST, INIT_CHUNK * sizeof(float));
         if (!chunk) zero_fail(z, "out of host memory for the init chunk");
-        for (int i = 0; i < z->num_tensors; i++) {
+        for (int i = 0; i < z->num_tensors && !zero_offload_holds(z, i); i++) {
             const ZeroTensorLayout *l = z->t[i].lay;
             float *dst = z->stage == 0 ? z->step.master + l->full_off + l->own_begin : z->step.master + l->shard_off;
             init_range(z, init, init_ctx, chunk, i, l->own_begin, l->own_count, dst);
@@ -419,6 +425,7 @@ Zero *zero_init(const ZeroTensor *tensors, int num_tensors, int num_units, const
     // each gets its own communicator)
     zero_gather_init(z, plan.gather_pool);
     zero_reduce_init(z, plan.grad_pool);
+    zero_offload_plan(z);
     step_init(z);
     zero_offload_init(z, plan.park_tied);
     init_master(z, init, init_ctx);
@@ -464,7 +471,7 @@ void zero_begin_step(Zero *z, int grad_accum) {
     zero_reduce_begin_step(z);
     // stages 0-1 accumulate every micro-step into whole gradients; stages 2-3 clear each
     // pool block when it is handed out
-    if (z->step.shard_grad) z->b->memset0(z->b, z->step.shard_grad, z->layout.shard_total * sizeof(float), z->main);
+    if (z->step.shard_grad) z->b->memset0(z->b, z->step.shard_grad, z->off.opt_base * sizeof(float), z->main);
     if (z->stage <= 1) z->b->memset0(z->b, z->step.grad_full, z->layout.padded_total * z->grad_size, z->main);
     zero_offload_step_begin(z);
     zero_gather_begin_step(z);
@@ -604,17 +611,14 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     // Global norm: per-tensor sums of squares of this rank's shard, added in tensor
     // order, then the N partial sums added in rank order: the same bits on every rank
     // and at every stage (stage 0 uses the shard it would own). An offloaded optimizer
-    // took them as the last micro-step's gradients landed on the host.
+    // took its tensors' as the last micro-step's gradients landed on the host.
     const int offloaded = zero_offload_optimizer(z);
-    if (offloaded) {
-        zero_offload_wait(z);
-    } else {
-        for (int i = 0; i < z->num_tensors; i++) {
-            const ZeroTensorLayout *l = z->t[i].lay;
-            b->sum_squares(b, z->step.shard_grad + l->shard_off, l->own_count, &z->step.sumsq[i], z->main);
-        }
-        b->stream_sync(b, z->main);
+    if (offloaded) zero_offload_wait(z);
+    for (int i = 0; i < z->num_tensors && !zero_offload_holds(z, i); i++) {
+        const ZeroTensorLayout *l = z->t[i].lay;
+        b->sum_squares(b, z->step.shard_grad + l->shard_off, l->own_count, &z->step.sumsq[i], z->main);
     }
+    if (!zero_offload_holds(z, 0)) b->stream_sync(b, z->main);
     double total = 0.0;
     for (int i = 0; i < z->num_tensors; i++) total += z->step.sumsq[i];
     b->allreduce_sum_f64(b, z->comm, &total, 1, "gradient norm");
@@ -625,7 +629,7 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     // skip_anyway be; a non-finite update would poison the weights for good
     const int skip = skip_anyway || !isfinite(norm) || (veto && veto(norm, ctx));
 
-    for (int i = 0; i < z->num_tensors && !skip && !offloaded; i++) {
+    for (int i = 0; i < z->num_tensors && !skip && !zero_offload_holds(z, i); i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         if (z->stage == 0)
             b->adamw(b, z->step.master + l->full_off, z->step.reduced_full + l->full_off, z->step.m + l->full_off, z->step.v + l->full_off,
@@ -636,6 +640,7 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     }
     if (z->stage == 3 && !skip) zero_gather_reset(z);   // gathered copies are stale now
     if (!skip && offloaded) {   // AdamW on the CPU, then the refreshed parameters go up
+        refresh_device(z, a->t);   // a partial offload's tensors on the device
         zero_offload_update(z, &p, 1, a->t);
         gather_working(z, a->t);
     } else if (!skip) {
@@ -689,7 +694,7 @@ void zero_gather_master(Zero *z, int tensor, float *out) {
         return;
     }
     ZeroCollPart part = {z->step.master + l->shard_off, z->reduce.staging, l->split.shard};
-    if (zero_offload_optimizer(z)) {
+    if (zero_offload_holds(z, tensor)) {
         // this rank's part comes from the host or NVMe into its slot of the staging buffer
         // (through out, which holds the whole tensor in the end anyway), then in place
         float *mine = (float *)z->reduce.staging + (size_t)z->rank * l->split.shard;

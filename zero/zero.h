@@ -109,6 +109,9 @@ typedef struct {
     double timeout_s;           // a collective taking longer ends the run with a message
     ZeroTier optimizer_tier;    // stages 1-3: fp32 master, AdamW m and v and the fp32 reduced gradient
                                 //   shard; the optimizer then runs on the CPU (offload.c)
+    double optimizer_ratio;     // with optimizer_tier cpu: the fraction of the parameters whose optimizer
+                                //   states are offloaded (0 or 1: all; DeepSpeed's offload_optimizer.ratio).
+                                //   The tensors of the layout's first (1 - ratio) stay on the device.
     ZeroTier param_tier;        // stage 3: the working-parameter shard gathers read from
     const char *nvme_path;      // folder for the NVMe swap file (a NVME tier)
     size_t nvme_tile_elems;     // elements per NVMe transfer of a tensor (0: 1M)

@@ -1,27 +1,32 @@
 #!/usr/bin/env bash
 # offload_max.sh: ZeRO-Offload's claim on one GPU (its paper: a 13B model on one 32 GB V100
 # at about 40 TFLOP/s): train_gpt2_zero at one rank with the optimizer states in host
-# memory, on the largest GPT-2-shaped model they fit, predicted first and then measured.
+# memory (all of them, or with RATIO < 1 the states of that fraction of the parameters: the
+# rest stay on the GPU and are updated there), on the largest GPT-2-shaped model they fit,
+# predicted first and then measured.
 #   1. the dry run (--dry-run --gpu-mem GPU_MEM): device and host bytes, "fits" or not
 #   2. STEPS steps: tok/s and MFU (medians of the steps after the first), TFLOP/s (MFU x the
 #      peak the trainer prints), peak GPU memory (nvidia-smi, polled) and peak host memory
 #      (the trainer's VmHWM, polled), against the prediction
 # Prints a markdown table (also to OUT_MD) and exits 0 when the run trained its steps.
 # Environment (defaults in brackets):
-#   MODEL      [d32c4096h32: 6.65 B parameters, LLaMA-7B's depth and width; 16 bytes each of
-#              host state (fp32 master, m, v and gradient) make 102 GiB of 128 GB: 10 B would
-#              need 160 GB. The LayerNorm kernels take rows of up to 4096.]
-#   B, T, ACCUM, STEPS [16, 1024, 4, 3]: micro-steps of B x T, ACCUM of them a step, so that
+#   MODEL      [d50c4096h32: 10.28 B parameters at LLaMA-7B's width (the LayerNorm kernels
+#              take rows of up to 4096). All offloaded, 16 bytes each of host state (fp32
+#              master, m, v and gradient) would make 153 GiB, over 128 GB of host memory.]
+#   RATIO      [0.6: the dry run predicts 122.6 GiB on the GPU and 95.1 GiB of host memory at
+#              B=8 (0.55: 129.6 and 88.1; 0.65: 114.6 and 103.1)]
+#   B, T, ACCUM, STEPS [8, 1024, 8, 3]: micro-steps of B x T, ACCUM of them a step, so that
 #              the CPU's optimizer step is spread over more GPU work
 #   STAGE [2]    OFFLOAD [cpu]    GPU_MEM [139G]
 #   TRAINER    [./train_gpt2_zero]    LOGDIR [/tmp/offload_max]    OUT_MD [LOGDIR/offload_max.md]
 set -u
 cd "$(dirname "$0")/../.."
-model=${MODEL:-d32c4096h32} B=${B:-16} T=${T:-1024} accum=${ACCUM:-4} steps=${STEPS:-3} stage=${STAGE:-2}
+model=${MODEL:-d50c4096h32} B=${B:-8} T=${T:-1024} accum=${ACCUM:-8} steps=${STEPS:-3} stage=${STAGE:-2} ratio=${RATIO:-0.6}
 off=${OFFLOAD:-cpu} gmem=${GPU_MEM:-139G} trainer=${TRAINER:-./train_gpt2_zero}
 log=${LOGDIR:-/tmp/offload_max}; mkdir -p "$log"; md=${OUT_MD:-$log/offload_max.md}
 export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 NO_MPI=1
 args=(-e "$model" -b "$B" -t "$T" -d $((B * T * accum)) -z "$stage" --offload-optimizer "$off" -v 0 -s 0 -n 0)
+part=; [ "$ratio" = 1 ] || { args+=(--offload-optimizer-ratio "$ratio"); part=" --offload-optimizer-ratio $ratio"; }
 "$trainer" "${args[@]}" --dry-run --world 1 --gpu-mem "$gmem" -o "$log/dry" > "$log/dry.txt" 2>&1
 dry_rc=$?
 mib() { sed -n "s/^rank 0 $1 bytes: .*total \([0-9.]*\) MiB.*/\1/p" "$log/dry.txt" | head -n 1; }
@@ -44,7 +49,7 @@ while kill -0 "$pid" 2> /dev/null; do   # the trainer's peak resident set, while
     sleep 0.5
 done
 wait "$pid"; rc=$?
-rm -f "$log/run"/*.bin   # the final model (27 GB at 6.65 B parameters): no use here
+rm -f "$log/run"/*.bin   # the final model (41 GB at 10.28 B parameters): no use here
 [ -n "$smi" ] && { kill "$smi" 2> /dev/null; wait "$smi" 2> /dev/null; }
 secs=$(( $(date +%s) - t0 ))
 # medians over the steps after the first: tok/s and MFU from "| X ms | Y tok/s | MFU Z% |"
@@ -63,6 +68,6 @@ status=ok; [ "$rc" -ne 0 ] && status="exit $rc: $(grep -v '^\s*$' "$log/run.txt"
 {
     echo "| model | parameters | B x T x micro-steps | status | s (all) | tok/s | MFU | TFLOP/s | GPU MiB: predicted, peak | host MiB: predicted, peak |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-    echo "| $model, -z $stage --offload-optimizer $off | ${params:-?} | $B x $T x $accum | $status | $secs | $tok | $mfu% | $tflops | ${pdev:-?}, $gpu_peak | ${phost:-?}, $host_peak |"
+    echo "| $model, -z $stage --offload-optimizer $off$part | ${params:-?} | $B x $T x $accum | $status | $secs | $tok | $mfu% | $tflops | ${pdev:-?}, $gpu_peak | ${phost:-?}, $host_peak |"
 } | tee "$md"
 [ "$rc" -eq 0 ]

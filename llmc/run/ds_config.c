@@ -109,6 +109,8 @@ static const DsKey KEYS[] = {
     {.key = "zero_optimization.offload_optimizer.nvme_path", .kind = DS_PATH, .flag = TRAIN_FLAG_NVME_PATH,
      .flag_name = "--nvme-path", STRING_FIELD(nvme_path)},
     {.key = "zero_optimization.offload_optimizer.pin_memory", IDLE_BOOL},
+    {.key = "zero_optimization.offload_optimizer.ratio", .kind = DS_FLOAT, .lo = 0, .hi = 1, .flag = TRAIN_FLAG_OFFLOAD_RATIO,
+     .flag_name = "--offload-optimizer-ratio", FLOAT_FIELD(offload_ratio)},
     {.key = "zero_optimization.offload_param", .kind = DS_SECTION},
     {.key = "zero_optimization.offload_param.device", .kind = DS_OFFLOAD, .flag = TRAIN_FLAG_OFFLOAD_PARAM,
      .flag_name = "--offload-param", INT_FIELD(offload_param)},

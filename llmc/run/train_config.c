@@ -86,6 +86,7 @@ static void defaults(TrainConfig *c, int cuda) {
     c->dry_run_world = 1;
     c->gpu_mem = 0;
     c->offload_optimizer = TRAIN_OFFLOAD_NONE;
+    c->offload_ratio = 1.0f;
     c->offload_param = TRAIN_OFFLOAD_NONE;
     c->nvme_path = NULL;
     c->trace_path = NULL;
@@ -572,6 +573,11 @@ static const Flag flags[] = {
      "and the reduced gradient of a rank's shard live in {pinned host}{a separate host} memory (cpu)\n"
      "or in a swap file under --nvme-path (nvme), and AdamW runs on the\n"
      "CPU; bit-identical to none (default none)", NULL},
+    {"--offload-optimizer-ratio", NULL, "R", V_FLOAT, AT(offload_ratio), 0, 1, TRAIN_FLAG_OFFLOAD_RATIO, FOR_ZERO, 1,
+     "with --offload-optimizer cpu: offload the optimizer states of a fraction R\n"
+     "of the parameters (0 < R <= 1); the model's first tensors, about 1 - R\n"
+     "of it, keep theirs on the device and are updated there. Bit-identical to\n"
+     "R = 1 and to none (default 1)", NULL},
     {"--offload-param", NULL, "none|cpu|nvme", V_OFFLOAD, AT(offload_param), 0, 0, TRAIN_FLAG_OFFLOAD_PARAM,
      FOR_ZERO, 1,
      "stage 3: the working-parameter shard the gathers read lives in host\n"
@@ -885,6 +891,24 @@ void train_config_check(TrainConfig *c, const char *flavour) {
                 "every rank)\n", train_offload_names[c->offload_optimizer]);
         exit(1);
     }
+    if (c->offload_ratio < 1.0f) {   // a partial offload
+        if (c->offload_ratio <= 0.0f) {
+            fprintf(stderr, "error: --offload-optimizer-ratio %g offloads nothing: leave out --offload-optimizer instead\n",
+                    (double)c->offload_ratio);
+            exit(1);
+        }
+        if (c->offload_optimizer != TRAIN_OFFLOAD_CPU) {
+            fprintf(stderr, "error: --offload-optimizer-ratio %g keeps part of the optimizer states in host memory: it needs "
+                    "--offload-optimizer cpu (got %s)\n", (double)c->offload_ratio, train_offload_names[c->offload_optimizer]);
+            exit(1);
+        }
+        if (c->offload_param) {
+            fprintf(stderr, "error: --offload-optimizer-ratio %g with --offload-param %s is not supported (the tensors "
+                    "updated on the device keep their parameters there)\n", (double)c->offload_ratio,
+                    train_offload_names[c->offload_param]);
+            exit(1);
+        }
+    }
     if (c->offload_param && c->zero_stage != 3) {
         fprintf(stderr, "error: --offload-param %s needs -z 3 (stages 0-2 keep whole parameters on every rank)\n",
                 train_offload_names[c->offload_param]);
@@ -938,6 +962,7 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     if (c->tile_vocab > 1) printf("| %-20s | %-40d |\n", "vocabulary tiles", c->tile_vocab);
     if (c->zero_stage >= 0) printf("| %-20s | %-40d |\n", "ZeRO stage", c->zero_stage);
     if (c->offload_optimizer) printf("| %-20s | %-40s |\n", "offload optimizer", train_offload_names[c->offload_optimizer]);
+    if (c->offload_ratio < 1.0f) printf("| %-20s | %-40.3g |\n", "offload ratio", (double)c->offload_ratio);
     if (c->offload_param) printf("| %-20s | %-40s |\n", "offload parameters", train_offload_names[c->offload_param]);
     if (c->nvme_path) printf("| %-20s | %-40s |\n", "NVMe path", c->nvme_path);
     if (c->qwz || c->hpz > 1 || c->qgz || c->hier_reduce) {

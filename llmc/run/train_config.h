@@ -93,6 +93,7 @@ typedef struct {
     // ZeRO-Offload / ZeRO-Infinity: where the optimizer states (stages 1-3) and the working
     // parameter shard (stage 3) live: TRAIN_OFFLOAD_NONE (the device), _CPU or _NVME
     int offload_optimizer;      // --offload-optimizer none|cpu|nvme
+    float offload_ratio;        // --offload-optimizer-ratio R: the fraction of the parameters whose optimizer is offloaded
     int offload_param;          // --offload-param none|cpu|nvme
     const char *nvme_path;      // --nvme-path DIR: the NVMe swap files' folder
     const char *trace_path;     // --trace FILE: the timeline, FILE.rankR.json per rank
@@ -123,7 +124,7 @@ typedef enum {
     TRAIN_FLAG_ZERO_BUCKET, TRAIN_FLAG_ZERO_PREFETCH, TRAIN_FLAG_ZERO_MAX_LIVE, TRAIN_FLAG_ZERO_PERSIST,
     TRAIN_FLAG_OFFLOAD_OPTIMIZER, TRAIN_FLAG_OFFLOAD_PARAM, TRAIN_FLAG_NVME_PATH, TRAIN_FLAG_ACT_OFFLOAD,
     TRAIN_FLAG_QWZ, TRAIN_FLAG_HPZ, TRAIN_FLAG_QGZ, TRAIN_FLAG_DEEPSPEED, TRAIN_FLAG_AIO_QUEUE_DEPTH,
-    TRAIN_FLAG_AIO_BLOCK_SIZE, TRAIN_FLAG_FAST_REDUCE, TRAIN_FLAG_COUNT
+    TRAIN_FLAG_AIO_BLOCK_SIZE, TRAIN_FLAG_FAST_REDUCE, TRAIN_FLAG_OFFLOAD_RATIO, TRAIN_FLAG_COUNT
 } TrainFlag;
 #define TRAIN_FLAG_BIT(f) (1u << (f))
 

@@ -128,7 +128,8 @@ static void test_every_key_sets_its_field(void **state) {
                    " \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 5e5,"
                    "   \"stage3_prefetch_bucket_size\": 70000, \"stage3_max_live_parameters\": 900000,"
                    "   \"stage3_param_persistence_threshold\": 1000,"
-                   "   \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/local_nvme\", \"pin_memory\": true},"
+                   "   \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/local_nvme\", \"pin_memory\": true,"
+                   "     \"ratio\": 0.75},"
                    "   \"offload_param\": {\"device\": \"cpu\", \"nvme_path\": \"/local_nvme\"},"
                    "   \"zero_quantized_weights\": true, \"zero_hpz_partition_size\": 8, \"zero_quantized_gradients\": true},"
                    " \"activation_checkpointing\": {\"cpu_checkpointing\": true, \"partition_activations\": false},"
@@ -159,6 +160,7 @@ static void test_every_key_sets_its_field(void **state) {
     assert_true(c.act_offload == 1 && d.act_offload == 0);
     assert_true(c.qwz == 1 && c.hpz == 8 && c.qgz == 1 && d.qwz == 0 && d.hpz == 0 && d.qgz == 0);
     assert_true(c.fast_reduce == 1 && d.fast_reduce == 0);
+    assert_true(c.offload_ratio == 0.75f && d.offload_ratio == 1.0f);
     assert_true(c.aio_block_size == 262144 && c.aio_queue_depth == 32 && d.aio_block_size == 0 && d.aio_queue_depth == 0);
     assert_true(d.B != 3 && d.zero_stage != 3 && d.zero_bucket != 500000 && d.zero_prefetch != 70000 &&
                 d.zero_max_live != 900000 && d.zero_persist != 1000);
@@ -224,6 +226,8 @@ static void test_wrong_types_and_ranges(void **state) {
          "zero_optimization.offload_optimizer.pin_memory must be true or false, got \"yes\""},
         {"{\"zero_optimization\": {\"offload_param\": {\"nvme_path\": 5}}}",
          "zero_optimization.offload_param.nvme_path must be a folder's path (a string) or null, got 5"},
+        {"{\"zero_optimization\": {\"offload_optimizer\": {\"ratio\": 1.5}}}",
+         "zero_optimization.offload_optimizer.ratio must be a number in [0, 1], got 1.5"},
         {"{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"disk\"}}}",
          "zero_optimization.offload_optimizer.device must be \"none\", \"cpu\" or \"nvme\", got \"disk\""},
         {"{\"activation_checkpointing\": {\"cpu_checkpointing\": 1}}",

@@ -99,7 +99,9 @@ offload=("1 opt_cpu --offload-optimizer cpu"
          "3 opt_nvme --offload-optimizer nvme --nvme-path $tmp/nvme"
          "3 both_cpu --offload-optimizer cpu --offload-param cpu"
          "3 both_nvme --offload-optimizer nvme --offload-param nvme --nvme-path $tmp/nvme"
-         "3 param_nvme --offload-param nvme --nvme-path $tmp/nvme")
+         "3 param_nvme --offload-param nvme --nvme-path $tmp/nvme"
+         "1 ratio --offload-optimizer cpu --offload-optimizer-ratio 0.01"
+         "3 ratio --offload-optimizer cpu --offload-optimizer-ratio 0.01")
 for v in "${offload[@]}"; do
     set -- $v
     z=$1 name="off_z$1_$2"; shift 2

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
 need_emu train_gpt2_zero
 export CUDA_EMU_QUIET=1 OMP_NUM_THREADS=1 CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0 LLMC_CUDNN_DETERMINISTIC=1
-small=(TRAINER=$EMU/train_gpt2_zero MODEL=d2c64h1t64 B=2 T=64 STEPS=3)
+small=(TRAINER=$EMU/train_gpt2_zero MODEL=d2c64h1t64 B=2 T=64 ACCUM=2 STEPS=3 RATIO=0.01)
 env "${small[@]}" GPU_MEM=1G LOGDIR="$tmp/ok" bash dev/gpu/offload_max.sh > "$tmp/ok.txt" 2>&1
 rc=$?
 row=$(grep "^| d2c64h1t64" "$tmp/ok/offload_max.md")
@@ -18,7 +18,7 @@ params=$(trim "$params") status=$(trim "$status") tok=$(trim "$tok") gpu=$(trim 
 gpu_re='^[0-9.]+, ' host_re='^[0-9.]+, [1-9][0-9]*$'
 if [ $rc -eq 0 ] && [ "$status" = ok ] && [ "${params:-0}" -gt 3000000 ] && awk -v t="$tok" 'BEGIN { exit !(t + 0 > 0) }' &&
    [[ $gpu =~ $gpu_re ]] && [[ $host =~ $host_re ]]
-then ok "a run: $params parameters, $tok tok/s, GPU MiB (predicted, peak) $gpu, host MiB $host"
+then ok "a run (a partial optimizer offload, ratio 0.01): $params parameters, $tok tok/s, GPU MiB (predicted, peak) $gpu, host MiB $host"
 else bad "exit $rc, row: $row"; cat "$tmp/ok.txt"; fi
 env "${small[@]}" GPU_MEM=10M LOGDIR="$tmp/small" bash dev/gpu/offload_max.sh > "$tmp/small.txt" 2>&1
 rc=$?

@@ -235,6 +235,7 @@ typedef struct {
     int detour;        // stage 3: in micro-step 1, fetch units out of the recorded order first
     ZeroDType pdt, gdt;
     ZeroTier opt_tier, param_tier;   // offload: where the optimizer states and (stage 3) parameters live
+    double opt_ratio;                // a partial optimizer offload: the fraction offloaded (0: all)
 } Variant;
 
 // The folder offload variants keep their NVMe swap files in (made by run_training).
@@ -260,6 +261,7 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     cfg.param_dtype = V->pdt;
     cfg.grad_dtype = V->gdt;
     cfg.optimizer_tier = V->opt_tier;
+    cfg.optimizer_ratio = V->opt_ratio;
     cfg.param_tier = V->param_tier;
     cfg.nvme_path = nvme_dir;
     const int offloaded = V->opt_tier != ZERO_TIER_DEVICE || V->param_tier != ZERO_TIER_DEVICE;
@@ -431,10 +433,17 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     for (int k = 0; k < ZERO_USE_KINDS && !offloaded; k++)   // offload moves bytes to other tiers
         check(st.device[k] == want_mem[k], "%s: %s memory %zu bytes, formula %zu", V->name, use_names[k],
               st.device[k], want_mem[k]);
-    if (V->opt_tier != ZERO_TIER_DEVICE)
+    if (V->opt_tier != ZERO_TIER_DEVICE && V->opt_ratio == 0.0)
         check(st.device[ZERO_USE_MASTER] == 0 && st.device[ZERO_USE_OPTIM] == 0,
               "%s: the offloaded optimizer still holds %zu + %zu device bytes", V->name, st.device[ZERO_USE_MASTER],
               st.device[ZERO_USE_OPTIM]);
+    if (V->opt_ratio > 0.0)   // a partial offload: the master split between the two, nothing twice
+        check(st.device[ZERO_USE_MASTER] > 0 && st.host[ZERO_USE_MASTER] > 0 &&
+              st.device[ZERO_USE_MASTER] + st.host[ZERO_USE_MASTER] == want_mem[ZERO_USE_MASTER] &&
+              st.device[ZERO_USE_OPTIM] + st.host[ZERO_USE_OPTIM] == want_mem[ZERO_USE_OPTIM],
+              "%s: master %zu on the device + %zu on the host, m and v %zu + %zu; formula %zu and %zu", V->name,
+              st.device[ZERO_USE_MASTER], st.host[ZERO_USE_MASTER], st.device[ZERO_USE_OPTIM], st.host[ZERO_USE_OPTIM],
+              want_mem[ZERO_USE_MASTER], want_mem[ZERO_USE_OPTIM]);
     if (V->stage >= 2)
         check(st.grad_pool_peak <= st.grad_pool_elems && st.grad_pool_peak > 0, "%s: gradient pool peak %zu of %zu",
               V->name, st.grad_pool_peak, st.grad_pool_elems);
@@ -487,32 +496,36 @@ static int run_training(ZeroComm *comm) {
     // name, stage, accum, bucket, prefetch, max_live, persist, exact bytes, detour, dtypes.
     // The tight caps (1100, 1500) hold the largest unit (a layer: <= 1024 padded at <= 4 ranks).
     const Variant variants[] = {
-        {"stage 0, accum 1", 0, 1, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV},
-        {"stage 0, accum 2", 0, 2, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV},
-        {"stage 1, accum 1", 1, 1, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV},
-        {"stage 1, accum 2", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV},
-        {"stage 2, bucket 0 (per unit)", 2, 2, 0, 0, 0, 0, 1, 0, F, F, DEV, DEV},
-        {"stage 2, bucket 1000", 2, 2, 1000, 0, 0, 0, 1, 0, F, F, DEV, DEV},
-        {"stage 2, one bucket", 2, 2, big, 0, 0, 0, 1, 0, F, F, DEV, DEV},
-        {"stage 3, no prefetch", 3, 2, 1000, 0, 0, 0, 1, 0, F, F, DEV, DEV},
-        {"stage 3, no prefetch, persist", 3, 2, 1000, 0, 0, 40, 1, 0, F, F, DEV, DEV},
-        {"stage 3, prefetch", 3, 2, 1000, 1500, 0, 40, 0, 0, F, F, DEV, DEV},
-        {"stage 3, prefetch, tight cap", 3, 2, 0, big, 1500, 0, 0, 0, F, F, DEV, DEV},
-        {"stage 3, detour, tight cap", 3, 2, 0, big, 1100, 0, 0, 1, F, F, DEV, DEV},
-        {"stage 3, accum 1", 3, 1, 4096, 2000, 0, 40, 0, 0, F, F, DEV, DEV},
-        {"stage 0, accum 1, bf16 p+g", 0, 1, 4096, 0, 0, 0, 1, 0, BF, BF, DEV, DEV},
-        {"stage 1, bf16 params", 1, 2, 4096, 0, 0, 0, 1, 0, BF, F, DEV, DEV},
-        {"stage 1, bf16 p+g", 1, 2, 4096, 0, 0, 0, 1, 0, BF, BF, DEV, DEV},
-        {"stage 2, bf16 p+g", 2, 2, 1000, 0, 0, 0, 1, 0, BF, BF, DEV, DEV},
-        {"stage 3, bf16 p+g, no prefetch", 3, 2, 1000, 0, 0, 40, 1, 0, BF, BF, DEV, DEV},
-        {"stage 3, bf16 params, prefetch", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, DEV, DEV},
+        {"stage 0, accum 1", 0, 1, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
+        {"stage 0, accum 2", 0, 2, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
+        {"stage 1, accum 1", 1, 1, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
+        {"stage 1, accum 2", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
+        {"stage 2, bucket 0 (per unit)", 2, 2, 0, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
+        {"stage 2, bucket 1000", 2, 2, 1000, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
+        {"stage 2, one bucket", 2, 2, big, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
+        {"stage 3, no prefetch", 3, 2, 1000, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
+        {"stage 3, no prefetch, persist", 3, 2, 1000, 0, 0, 40, 1, 0, F, F, DEV, DEV, 0},
+        {"stage 3, prefetch", 3, 2, 1000, 1500, 0, 40, 0, 0, F, F, DEV, DEV, 0},
+        {"stage 3, prefetch, tight cap", 3, 2, 0, big, 1500, 0, 0, 0, F, F, DEV, DEV, 0},
+        {"stage 3, detour, tight cap", 3, 2, 0, big, 1100, 0, 0, 1, F, F, DEV, DEV, 0},
+        {"stage 3, accum 1", 3, 1, 4096, 2000, 0, 40, 0, 0, F, F, DEV, DEV, 0},
+        {"stage 0, accum 1, bf16 p+g", 0, 1, 4096, 0, 0, 0, 1, 0, BF, BF, DEV, DEV, 0},
+        {"stage 1, bf16 params", 1, 2, 4096, 0, 0, 0, 1, 0, BF, F, DEV, DEV, 0},
+        {"stage 1, bf16 p+g", 1, 2, 4096, 0, 0, 0, 1, 0, BF, BF, DEV, DEV, 0},
+        {"stage 2, bf16 p+g", 2, 2, 1000, 0, 0, 0, 1, 0, BF, BF, DEV, DEV, 0},
+        {"stage 3, bf16 p+g, no prefetch", 3, 2, 1000, 0, 0, 40, 1, 0, BF, BF, DEV, DEV, 0},
+        {"stage 3, bf16 params, prefetch", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, DEV, DEV, 0},
         // offload: the same bits as on the device, with the CPU optimizer's host streams
         // and the NVMe engine in the picture (and their waits on the device streams)
-        {"stage 1, optimizer on cpu", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, CPU, DEV},
-        {"stage 2, optimizer on nvme", 2, 2, 1000, 0, 0, 0, 1, 0, F, F, NVME, DEV},
-        {"stage 3, optimizer and params on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, F, F, CPU, CPU},
-        {"stage 3, optimizer and params on nvme", 3, 2, 1000, 0, 0, 0, 1, 0, F, F, NVME, NVME},
-        {"stage 3, bf16, optimizer on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, CPU, DEV},
+        {"stage 1, optimizer on cpu", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, CPU, DEV, 0},
+        {"stage 2, optimizer on nvme", 2, 2, 1000, 0, 0, 0, 1, 0, F, F, NVME, DEV, 0},
+        {"stage 3, optimizer and params on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, F, F, CPU, CPU, 0},
+        {"stage 3, optimizer and params on nvme", 3, 2, 1000, 0, 0, 0, 1, 0, F, F, NVME, NVME, 0},
+        {"stage 3, bf16, optimizer on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, CPU, DEV, 0},
+        // a partial offload: the first tensors' optimizer on the device, the rest on the CPU
+        {"stage 1, half the optimizer on cpu", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, CPU, DEV, 0.5},
+        {"stage 2, half the optimizer on cpu", 2, 2, 1000, 0, 0, 0, 1, 0, BF, BF, CPU, DEV, 0.5},
+        {"stage 3, bf16, half the optimizer on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, CPU, DEV, 0.5},
     };
     const int nv = (int)(sizeof variants / sizeof variants[0]);
     snprintf(nvme_dir, sizeof nvme_dir, "/tmp/zero_toy_nvme.%d.%d", (int)getpid(), comm->rank);

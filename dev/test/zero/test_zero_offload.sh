@@ -13,13 +13,17 @@
 #     their first unit's partial gradient in the offload tier (NVMe, or host memory) and
 #     get it back at the second unit's backward: the same bits at stages 2 and 3, with
 #     jitter, and a gradient pool that holds no whole tied tensor
+#   - a partial optimizer offload (--offload-optimizer-ratio): the first tensors keep their
+#     optimizer on the device, the rest go to host memory: the same bits at stages 1-3, 1 and
+#     2 ranks, with jitter; the report splits the states between the two; its checkpoint
+#     resumes onto the whole offload and onto none; what it does not combine with is refused
 #   - errors: a missing or non-folder --nvme-path, and a swap file the disk cannot hold
 #     (ulimit -f), end the run with a message naming the folder; a checkpoint saved before
 #     stays intact and resumes
-# Arguments pick parts (default all): matrix report tied jitter resume errors.
+# Arguments pick parts (default all): matrix report tied jitter resume ratio errors.
 set -u
 cd "$(dirname "$0")/../../.."
-parts=" ${*:-matrix report tied jitter resume errors} "
+parts=" ${*:-matrix report tied jitter resume ratio errors} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=1
@@ -163,6 +167,48 @@ want resume && for stage in 2 3; do
     done
 done
 want resume && echo "resume of offloaded checkpoints (stages 2, 3) onto offload and onto none: same bits"
+
+# a partial optimizer offload; d2c64's wte is 97% of the model, so a ratio of 0.01 keeps wte
+# and most blocks' optimizer states on the device and offloads the last tensors'
+if want ratio; then
+    ratio=(--offload-optimizer cpu --offload-optimizer-ratio 0.01)
+    for np in 1 2; do
+        for stage in 1 2 3; do
+            [ -d "$tmp/n${np}z$stage" ] || train $np "$tmp/n${np}z$stage" -z $stage
+            train $np "$tmp/ratio$np$stage" -z $stage "${ratio[@]}"
+            same "$tmp/n${np}z$stage" "$tmp/ratio$np$stage" "np $np stage $stage ${ratio[*]}"
+        done
+    done
+    grep -q "partial optimizer offload: tensors wte\.\." "$tmp/ratio22.txt" || fail "no report line names the tensors kept on the device"
+    ZERO_HOST_JITTER=2 train 2 "$tmp/ratioj" -z 2 "${ratio[@]}"
+    same "$tmp/n2z2" "$tmp/ratioj" "jitter 2, stage 2 ${ratio[*]}"
+    python3 - "$tmp/n2z2/zero_report.json" "$tmp/ratio22/zero_report.json" "$tmp/ratio23/zero_report.json" "$tmp/n2z3/zero_report.json" \
+        << 'EOF' || fail "the report of a partial optimizer offload"
+import json, sys
+none, part, part3, none3 = (json.load(open(p)) for p in sys.argv[1:])
+d0, d, h = none["ranks"][0]["device"], part["ranks"][0]["device"], part["ranks"][0]["host"]
+kept = part["optimizer_device_shard"]
+# master, m, v: 12 bytes an element, split between the device's prefix and host memory
+assert 0 < kept < none["optimizer_device_shard"], (kept, none["optimizer_device_shard"])
+assert d["optimizer_states"] == 12 * kept and 0 < h["optimizer_states"], (d, h, kept)
+assert d["optimizer_states"] + h["optimizer_states"] == d0["optimizer_states"], (d, h, d0)
+# stage 3: a working shard only for the offloaded tensors, beside the device's
+extra = part3["ranks"][0]["device"]["parameters"] - none3["ranks"][0]["device"]["parameters"]
+assert 0 < extra < 2 * none3["ranks"][0]["device"]["parameters"], extra
+print(f"partial offload: {kept} of {none['optimizer_device_shard']} shard elements' optimizer states stay on the device")
+EOF
+    ck="$tmp/ratiock"
+    train 2 "$ck" -z 2 -n 2 "${ratio[@]}"
+    for onto in "--offload-optimizer cpu" ""; do
+        out="$tmp/ratior${onto:+o}"
+        mkdir -p "$out" && cp -r "$ck/zero_2" "$out/" && echo 2 > "$out/latest_zero"
+        train 2 "$out" -z 2 -y 1 $onto
+        grep -qi "resum" "$out.txt" || fail "a partial offload's checkpoint onto '${onto:-none}': did not resume"
+        cmp -s "$tmp/n2z2/model_final.bin" "$out/model_final.bin" \
+            || fail "resuming a partial offload's checkpoint onto '${onto:-none}' changed the parameters"
+    done
+    echo "a partial optimizer offload (ratio 0.01; stages 1-3, 1 and 2 ranks, jitter, resumed onto cpu and none): same bits"
+fi
 if want errors; then
     refused() {   # refused WHAT PATTERN ARGS...: the run must fail, printing PATTERN
         local what=$1 pat=$2
@@ -171,6 +217,10 @@ if want errors; then
         grep -q "$pat" "$tmp/err.txt" || { tail -3 "$tmp/err.txt"; fail "$what: no message matching '$pat'"; }
         echo "$what: $(tail -1 "$tmp/err.txt")"
     }
+    refused "a ratio of 0" "offloads nothing" --offload-optimizer cpu --offload-optimizer-ratio 0
+    refused "a ratio with nvme" "needs --offload-optimizer cpu" --offload-optimizer nvme --nvme-path "$nv" --offload-optimizer-ratio 0.5
+    refused "a ratio with --offload-param" "offload-param cpu is not supported" --offload-optimizer cpu --offload-param cpu \
+        --offload-optimizer-ratio 0.5
     refused "a missing --nvme-path" "$tmp/none.*does not exist" --offload-optimizer nvme --nvme-path "$tmp/none"
     refused "a file as --nvme-path" "is not a folder" --offload-optimizer nvme --nvme-path "$tmp/n2z2/main.log"
     # a checkpoint at step 2, then a resume whose swap file the "disk" cannot hold
