@@ -51,22 +51,24 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
         mainjob-short) ./scripts/train.sh -x 8 -o /tmp/mainjob ;;
         toy) bash dev/test/zero/gpu_zero.sh ;;
         sanitize) LOGDIR=/tmp/gm_sanitize bash dev/gpu/sanitize.sh ;;
-        offload-max) LOGDIR=/tmp/gm_offload-max OUT_MD=$GPU_LOGDIR/offload_max.md bash dev/gpu/offload_max.sh ;;
+        offload-max) DEADLINE=$((LANE_LEFT - 5)) LOGDIR=/tmp/gm_offload-max OUT_MD=$GPU_LOGDIR/offload_max.md \
+                         bash dev/gpu/offload_max.sh ;;
         bench) ./bench_gpt2cu; bash dev/bench/bench_zero.sh ;;
         vsllmc) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL vsllmc: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
-                LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 20)) \
+                LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 20 - SOLO_AFTER)) \
                     LOGDIR=/tmp/gm_vsllmc OUT_MD=$GPU_LOGDIR/bench_vs_llmc.md bash dev/bench/bench_vs_llmc.sh ;;
     esac
 }
 t0=$(date +%s)
-run_lane() {   # run_lane LANE END: LANE's parts one after the other, each until END s after t0
+run_lane() {   # run_lane LANE END AFTER: LANE's parts one after the other, each until END s after t0;
+               # AFTER: seconds the solo lanes after it need (vsllmc leaves them)
     local p left
     for p in ${1//+/ }; do
         left=$(( $2 - ($(date +%s) - t0) ))
         [ "$left" -gt 5 ] || { echo "lane $p: not started (deadline)" >> "$log/lanes.txt"; continue; }
         mkdir -p "/tmp/gm_$p"
-        if [ -n "${LANE_CMD:-}" ]; then LANE_LEFT=$left timeout -k 10 "$left" $LANE_CMD "$p" > "$log/$p.txt" 2>&1
-        else LANE_LEFT=$left timeout -k 10 "$left" bash -c "$(declare -f lane); lane $p" > "$log/$p.txt" 2>&1; fi
+        if [ -n "${LANE_CMD:-}" ]; then SOLO_AFTER=$3 LANE_LEFT=$left timeout -k 10 "$left" $LANE_CMD "$p" > "$log/$p.txt" 2>&1
+        else SOLO_AFTER=$3 LANE_LEFT=$left timeout -k 10 "$left" bash -c "$(declare -f lane); lane $p" > "$log/$p.txt" 2>&1; fi
         echo "lane $p: exit $? after $(( $(date +%s) - t0 )) s" >> "$log/lanes.txt"
     done
 }
@@ -75,8 +77,13 @@ for l in $lanes; do case ${l%%+*} in bench|vsllmc|offload-max) solo+=("$l") ;; *
 bench_end=$deadline
 [ ${#shared[@]} -gt 0 ] && bench_end=${BENCH_DEADLINE:-$((deadline / 2))}
 # the benchmark lanes alone on the GPU, one after the other; then the rest at once
-for l in "${solo[@]}"; do run_lane "$l" "$bench_end"; done
-for l in "${shared[@]}"; do run_lane "$l" "$deadline" & done
+# offload-max needs OFFLOAD_MAX_S (default 150: the dry run, the 10 B model's init, 3 steps)
+for i in "${!solo[@]}"; do
+    after=0
+    for l in "${solo[@]:$((i + 1))}"; do [[ $l == *offload-max* ]] && after=$((after + ${OFFLOAD_MAX_S:-150})); done
+    run_lane "${solo[$i]}" "$bench_end" "$after"
+done
+for l in "${shared[@]}"; do run_lane "$l" "$deadline" 0 & done
 wait
 { cat "$log/lanes.txt"; for t in bench_vs_llmc offload_max; do [ -f "$log/$t.md" ] && cat "$log/$t.md"; done; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v -e "^$log/env.txt" -e "^$log/summary.txt" | cut -c1-300; } >> "$log/summary.txt"
 # the runs' own logs (main.log, run.json, reports), without model and checkpoint files
