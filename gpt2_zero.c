@@ -185,7 +185,7 @@ int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dt
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     printf("model %s: %zu parameters\n", cfg->model, gpt2_param_sizes(&mc, sizes));
     ZeroDryRunModel model = {act_device, act_host, (size_t)cfg->gpu_mem, runtime_bytes != NULL,
-                             runtime_bytes ? runtime_bytes(cfg) : 0};
+                             runtime_bytes ? runtime_bytes(cfg) : 0, (size_t)cfg->host_mem};
     int rc = zero_dry_run(tensors, g.num_slices, gpt2_num_units_tiled(&mc, g.tiles, g.vocab_tiles), &zc, cfg->dry_run_world,
                           grad_accum, &model, path);
     if (rc < 0) die("dry run failed (see above)");

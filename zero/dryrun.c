@@ -270,6 +270,7 @@ static int predict_write(const char *path_json, const ZeroTensor *tensors, int n
         info.device_budget = model->device_budget;
         info.device_is_host = model->device_is_host;
         info.runtime_bytes = model->runtime_bytes;
+        info.host_budget = model->host_budget;
     }
     char err[512];
     char *text = rc == 0 ? zero_report_json(&info, "dry_run", per_rank, extra_json_fields, err, sizeof err) : NULL;
@@ -291,18 +292,25 @@ int zero_predict_write(const char *path_json, const ZeroTensor *tensors, int n, 
 #define DRY_GiB 1073741824.0
 #define DRY_MAX_GROUPS 16   // lines of the budget table; the JSON has every rank
 
-// Ranks in runs of equal totals (zero_budget_total), each run with its verdict, then the
-// summary line. Returns how many ranks do not fit.
-static int print_budget(const ZeroPrediction *pred, int world, const ZeroReportInfo *in) {
-    const size_t budget = in->device_budget;
-    printf("%s budget %.2f GiB (%zu bytes) per rank%s:\n", in->device_is_host ? "memory" : "device", budget / DRY_GiB,
-           budget, in->device_is_host ? " (device and host tiers, activations and the process's runtime)" : "");
+// What a budget counts of a rank: its device total (zero_budget_total), or its host total.
+static uint64_t counted(const ZeroReportInfo *in, const ZeroPrediction *p, int host) {
+    return host ? zero_figures_host_total(p) : zero_budget_total(in, p);
+}
+
+// Ranks in runs of equal totals, each run with its verdict, then the summary line; host:
+// the host budget, else the device's. Returns how many ranks do not fit.
+static int print_budget(const ZeroPrediction *pred, int world, const ZeroReportInfo *in, int host) {
+    const size_t budget = host ? in->host_budget : in->device_budget;
+    printf("%s budget %.2f GiB (%zu bytes) per rank%s:\n", host ? "host" : in->device_is_host ? "memory" : "device",
+           budget / DRY_GiB, budget,
+           host ? " (offload's host tier, pinned buffers and host activations; not the process's runtime)"
+                : in->device_is_host ? " (device and host tiers, activations and the process's runtime)" : "");
     int over = 0, worst = 0, groups = 0;
     for (int r0 = 0, r1; r0 < world; r0 = r1) {
-        uint64_t total = zero_budget_total(in, &pred[r0]);
-        for (r1 = r0 + 1; r1 < world && zero_budget_total(in, &pred[r1]) == total; r1++) {}
+        uint64_t total = counted(in, &pred[r0], host);
+        for (r1 = r0 + 1; r1 < world && counted(in, &pred[r1], host) == total; r1++) {}
         if (total > budget) over += r1 - r0;
-        if (total > zero_budget_total(in, &pred[worst])) worst = r0;
+        if (total > counted(in, &pred[worst], host)) worst = r0;
         if (++groups > DRY_MAX_GROUPS) continue;
         char ranks[48];
         if (r1 - r0 == 1) snprintf(ranks, sizeof ranks, "rank %d", r0);
@@ -313,7 +321,7 @@ static int print_budget(const ZeroPrediction *pred, int world, const ZeroReportI
             printf("  %-18s %8.2f GiB: does not fit (%.2f GiB over)\n", ranks, total / DRY_GiB, (total - budget) / DRY_GiB);
     }
     if (groups > DRY_MAX_GROUPS) printf("  ... %d more groups of ranks (the JSON has every rank)\n", groups - DRY_MAX_GROUPS);
-    uint64_t most = zero_budget_total(in, &pred[worst]);
+    uint64_t most = counted(in, &pred[worst], host);
     if (over == 0)
         printf("fits: all %d ranks fit in %.2f GiB (the largest, rank %d, needs %.2f GiB)\n", world, budget / DRY_GiB,
                worst, most / DRY_GiB);
@@ -321,6 +329,39 @@ static int print_budget(const ZeroPrediction *pred, int world, const ZeroReportI
         printf("does not fit: %d of %d ranks need more than %.2f GiB (rank %d needs %.2f GiB, %.2f GiB over)\n", over,
                world, budget / DRY_GiB, worst, most / DRY_GiB, (most - budget) / DRY_GiB);
     return over;
+}
+
+// Both budgets given, the optimizer in host memory and a rank over one of them: the largest
+// optimizer_ratio, in steps of 0.05, at which every rank fits both (the least device memory
+// that the host allows), each predicted as the run would be. Lower ratios hold more on the
+// device and less on the host, so the first ratio that fits the host decides.
+static void suggest_ratio(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
+                          int grad_accum, const ZeroDryRunModel *model, const ZeroReportInfo *in) {
+    ZeroPrediction *p = calloc((size_t)world, sizeof(ZeroPrediction));
+    if (!p) return;
+    ZeroConfig c = *cfg;
+    for (int k = 20; k >= 1; k--) {
+        c.optimizer_ratio = k / 20.0;
+        if (zero_predict(tensors, n, num_units, &c, world, grad_accum, 1, p) != 0) break;
+        uint64_t dev = 0, host = 0;
+        for (int r = 0; r < world; r++) {
+            p[r].act_device = model->act_device;
+            p[r].act_host = model->act_host;
+            if (zero_budget_total(in, &p[r]) > dev) dev = zero_budget_total(in, &p[r]);
+            if (zero_figures_host_total(&p[r]) > host) host = zero_figures_host_total(&p[r]);
+        }
+        if (host > in->host_budget) continue;
+        if (dev <= in->device_budget)
+            printf("a partial optimizer offload fits both: --offload-optimizer-ratio %.2f (at most %.2f GiB on the device "
+                   "and %.2f GiB of host memory per rank)\n", c.optimizer_ratio, dev / DRY_GiB, host / DRY_GiB);
+        else
+            printf("no optimizer ratio fits both: at %.2f, the largest whose host side fits, the device needs %.2f GiB\n",
+                   c.optimizer_ratio, dev / DRY_GiB);
+        free(p);
+        return;
+    }
+    printf("no optimizer ratio fits both: the host side is over its budget at every ratio down to 0.05\n");
+    free(p);
 }
 
 // The swap files of the ranks that share a machine against the free space under the NVMe
@@ -350,7 +391,7 @@ static int print_disk(const ZeroPrediction *pred, int world, const ZeroConfig *c
 
 int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
                  int grad_accum, const ZeroDryRunModel *model, const char *path_json) {
-    ZeroDryRunModel none = {0, 0, 0, 0, 0};
+    ZeroDryRunModel none = {0, 0, 0, 0, 0, 0};
     if (!model) model = &none;
     ZeroPrediction *pred = calloc((size_t)world, sizeof(ZeroPrediction));
     if (pred == NULL) {
@@ -388,11 +429,22 @@ int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConf
         in.device_budget = model->device_budget;
         in.device_is_host = model->device_is_host;
         in.runtime_bytes = model->runtime_bytes;
+        in.host_budget = model->host_budget;
         if (model->device_is_host)
             printf("rank 0 process peak (predicted): %.2f MiB = the device and host totals + %.2f MiB of runtime "
                    "(code, libraries, MPI, the data)\n", zero_budget_total(&in, p) / MiB, model->runtime_bytes / MiB);
         printf("wrote %s\n", path_json);
-        if (model->device_budget && print_budget(pred, world, &in) > 0) rc = 1;
+        if (cfg->optimizer_tier == ZERO_TIER_HOST && cfg->optimizer_ratio > 0.0 && cfg->optimizer_ratio < 1.0 &&
+            p->device[ZERO_USE_MASTER] == 0)
+            printf("note: optimizer ratio %g keeps nothing on the device: the model's first tensor alone is more than "
+                   "1 - %g of it (a smaller ratio keeps it there)\n", cfg->optimizer_ratio, cfg->optimizer_ratio);
+        int over = 0;
+        if (model->device_budget) over += print_budget(pred, world, &in, 0);
+        if (model->host_budget) over += print_budget(pred, world, &in, 1);
+        if (over > 0) rc = 1;
+        if (over > 0 && model->device_budget && model->host_budget && cfg->optimizer_tier == ZERO_TIER_HOST &&
+            !(cfg->stage == 3 && cfg->param_tier != ZERO_TIER_DEVICE))   // a partial offload keeps those on the device
+            suggest_ratio(tensors, n, num_units, cfg, world, grad_accum, model, &in);
         if (print_disk(pred, world, cfg)) rc = 1;
     }
     free(pred);

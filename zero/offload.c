@@ -30,6 +30,7 @@
 
 #include "kernels/host_kernels.h"
 
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,12 @@ void zero_offload_plan(Zero *z) {
     while (k < z->num_tensors - 1 && (double)(kept + z->t[k].lay->split.padded) <= keep) kept += z->t[k++].lay->split.padded;
     o->opt_first = k;
     o->opt_base = z->t[k].lay->shard_off;
+    if (k == 0 && z->rank == 0 && !z->b->counts_only) {   // not what was asked: say so (the dry run says it too)
+        const double first = (double)z->t[0].lay->split.padded / (double)z->layout.padded_total;
+        printf("zero: note: optimizer ratio %g keeps nothing on the device: the first tensor, %s, is %.1f%% of the model "
+               "by itself; a ratio of at most %.2f keeps it there\n", r, z->t[0].name, 100.0 * first,
+               floor((1.0 - first) * 100.0) / 100.0);
+    }
 }
 
 static int counts_only(const Zero *z) { return z->b->counts_only; }
@@ -105,7 +112,7 @@ int zero_offload_validate(const ZeroConfig *c, int rank) {
                 "on every rank", zero_tier_name(c->param_tier));
     }
     if (!(c->optimizer_ratio >= 0.0 && c->optimizer_ratio <= 1.0)) {
-        return zero_refuse(rank, "optimizer ratio %g: the fraction of the optimizer states offloaded is in (0, 1]",
+        return zero_refuse(rank, "optimizer ratio %g: the fraction of the optimizer states offloaded is in [0, 1] (0 or 1: all)",
                 c->optimizer_ratio);
     }
     if (c->optimizer_ratio > 0.0 && c->optimizer_ratio < 1.0) {   // a partial offload
@@ -746,13 +753,19 @@ static void catch_up(Zero *z, int ti, void *dst) {
     o->stale[ti] = 0;
 }
 
-void zero_offload_flush(Zero *z) {
+// Every deferred update that still waits, run, and the main engine's writes drained: no
+// byte of the swap file is stale or being written after it (on the host stream, or with it idle).
+static void catch_up_all(Zero *z) {
     ZeroOffload *o = &z->off;
-    if (!o->defer) return;
-    zero_offload_wait(z);
     for (int i = 0; i < z->num_tensors; i++) catch_up(z, i, NULL);
     nvme_check(z, zero_nvme_drain(o->nvme), "the deferred update's writes", -1);
-    memset(o->state_write, 0, (size_t)z->num_tensors * sizeof(uint64_t));
+    if (o->state_write) memset(o->state_write, 0, (size_t)z->num_tensors * sizeof(uint64_t));
+}
+
+void zero_offload_flush(Zero *z) {
+    if (!z->off.defer) return;
+    zero_offload_wait(z);
+    catch_up_all(z);
 }
 
 // The optimizer on the device, stage 3's parameters offloaded: the new working shard is
@@ -839,11 +852,8 @@ static void read_params(void *arg) {
 // both streams), so the two streams' engines need no ordering with each other.
 static void settle(void *arg) {
     Zero *z = arg;
-    ZeroOffload *o = &z->off;
     const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
-    for (int i = 0; i < z->num_tensors; i++) catch_up(z, i, NULL);
-    nvme_check(z, zero_nvme_drain(o->nvme), "the deferred update's writes", -1);
-    if (o->state_write) memset(o->state_write, 0, (size_t)z->num_tensors * sizeof(uint64_t));
+    catch_up_all(z);
     if (zero_trace_on) zero_trace_span("settle (before the read stream's reads)", "", n0, zero_trace_now());
 }
 

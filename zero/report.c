@@ -135,8 +135,9 @@ void zero_formula(const ZeroReportInfo *in, const ZeroFigures *f, ZeroFormula *o
         out->pools = (uint64_t)ges * f->grad_pool_elems + (uint64_t)pes * (f->param_pool_elems + in->persist_padded) +
                      in->qwz_bytes + in->secondary_bytes;
         // offloaded, the gathers read a working shard kept apart from the master (unless fp32
-        // in the master's tier: then the master is it); a partial offload's, its tensors'
-        if (in->shard) out->sharded += pes * (double)in->work_shard / (double)in->shard;
+        // in the master's tier: then the master is it); a partial offload's, of its tensors
+        if (in->work_shard == in->shard) out->sharded += pes;
+        else out->pools += (uint64_t)pes * in->work_shard;
         break;
     }
     out->pools += in->parked_bytes;   // tied partial gradients, parked off the device (offload)
@@ -160,6 +161,8 @@ static uint64_t kinds_total(const size_t *use, size_t act) {
 }
 
 uint64_t zero_figures_device_total(const ZeroFigures *f) { return kinds_total(f->device, f->act_device); }
+
+uint64_t zero_figures_host_total(const ZeroFigures *f) { return kinds_total(f->host, f->act_host); }
 
 uint64_t zero_budget_total(const ZeroReportInfo *in, const ZeroFigures *f) {
     uint64_t t = zero_figures_device_total(f);
@@ -221,7 +224,8 @@ static void add_run(cJSON *root, const ZeroReportInfo *in, const char *source, c
         add_num(pp, "qgz_block", in->qgz_block);
     }
     cJSON_AddBoolToObject(root, "params_stored_as_master", in->param_is_master);   // offload, fp32: one copy
-    add_num(root, "optimizer_device_shard", (double)in->opt_device_shard);        // offload: the rest off the device
+    if (in->optimizer_tier != ZERO_TIER_DEVICE)   // offload: the shard's elements whose states stay on the device
+        add_num(root, "optimizer_device_shard", (double)in->opt_device_shard);
     add_num(root, "parked_tied_gradient_bytes", (double)in->parked_bytes);          // offload: off the device
     add_num(root, "psi", (double)in->numel);
     add_num(root, "psi_padded", (double)in->padded);
@@ -243,6 +247,12 @@ static void add_run(cJSON *root, const ZeroReportInfo *in, const char *source, c
         for (int r = 0; r < in->world; r++) over += zero_budget_total(in, &ranks[r]) > in->device_budget;
         add_num(root, "device_budget_bytes", (double)in->device_budget);
         add_num(root, "ranks_over_device_budget", over);
+    }
+    if (in->host_budget) {
+        int over = 0;
+        for (int r = 0; r < in->world; r++) over += zero_figures_host_total(&ranks[r]) > in->host_budget;
+        add_num(root, "host_budget_bytes", (double)in->host_budget);
+        add_num(root, "ranks_over_host_budget", over);
     }
 }
 
@@ -307,6 +317,13 @@ static void add_rank(cJSON *e, const ZeroReportInfo *in, const ZeroFigures *f, i
         uint64_t total = zero_budget_total(in, f);
         if (b) cJSON_AddBoolToObject(b, "fits", total <= in->device_budget);
         add_num(b, "headroom_bytes", (double)in->device_budget - (double)total);
+        add_num(b, "counted_bytes", (double)total);
+    }
+    if (in->host_budget) {
+        cJSON *b = add_obj(e, "host_budget");
+        uint64_t total = zero_figures_host_total(f);
+        if (b) cJSON_AddBoolToObject(b, "fits", total <= in->host_budget);
+        add_num(b, "headroom_bytes", (double)in->host_budget - (double)total);
         add_num(b, "counted_bytes", (double)total);
     }
     cJSON *os = add_obj(e, "optimizer_states_split");

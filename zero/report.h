@@ -20,6 +20,7 @@ typedef struct {
     size_t device_budget;            // dry run: device bytes a rank has (0: not checked)
     int device_is_host;              // dry run: the budget covers the host tier and runtime_bytes too
     size_t runtime_bytes;            // dry run: the process's own bytes besides the plugin's and the model's
+    size_t host_budget;              // dry run, a GPU: host bytes a rank has for the host side (0: not checked)
     ZeroTier optimizer_tier, param_tier;   // where offload keeps them (device: not offloaded)
     int qwz, hpz, qgz, hier_reduce, qwz_block, qgz_block;   // ZeRO++ switches as used
     size_t qwz_bytes, secondary_bytes;     // qwZ's int8 records of the shard, hpZ's secondary partition
@@ -50,6 +51,9 @@ uint64_t zero_figures_device_total(const ZeroFigures *f);
 // What a device budget is checked against: the device total, and where device memory is
 // host memory (in->device_is_host) the host tier and the process's runtime too.
 uint64_t zero_budget_total(const ZeroReportInfo *in, const ZeroFigures *f);
+// Everything a rank holds in host memory besides the process's runtime: offload's host tier,
+// pinned buffers and host activations (what a host budget is checked against).
+uint64_t zero_figures_host_total(const ZeroFigures *f);
 // The report as JSON text (malloc'd), or NULL with the reason in err.
 char *zero_report_json(const ZeroReportInfo *info, const char *source, const ZeroFigures *ranks,
                        const char *extra_json_fields, char *err, size_t errlen);

@@ -357,12 +357,17 @@ typedef struct {
                                    //   the budget then covers the host tier too, and the process
     size_t runtime_bytes;          // with device_is_host: what the process holds besides the plugin's
                                    //   buffers and the activations (code, libraries, MPI, the data)
+    size_t host_budget;            // a GPU's dry run: host bytes per rank for offload's host tier, the
+                                   //   pinned buffers and host activations; 0: no check
 } ZeroDryRunModel;
 // The whole dry run: predicts, writes the report JSON to path_json, prints a summary. With
 // a budget, each rank's device total (model states, buffers and activations; with
 // device_is_host also the host tier and runtime_bytes: the process's peak) is compared
 // with it: printed per group of ranks alike, and in the JSON ("device_budget_bytes", per
 // rank "device_budget": fits, headroom and the bytes counted; "process_peak_bytes").
+// With a host budget, each rank's host total likewise ("host_budget_bytes", per rank
+// "host_budget"); with both budgets and the optimizer in host memory, when a rank does not
+// fit, the largest optimizer_ratio (in steps of 0.05) that fits both is printed, or that none does.
 // When anything lives on NVMe, the swap files of the ranks that share a machine are
 // compared with the free space under cfg->nvme_path (where that folder exists here).
 // model may be NULL (no activations, no budget).

@@ -4,7 +4,8 @@
 # memory (all of them, or with RATIO < 1 the states of that fraction of the parameters: the
 # rest stay on the GPU and are updated there), on the largest GPT-2-shaped model they fit,
 # predicted first and then measured.
-#   1. the dry run (--dry-run --gpu-mem GPU_MEM): device and host bytes, "fits" or not
+#   1. the dry run (--dry-run --gpu-mem GPU_MEM --host-mem HOST_MEM): device and host bytes,
+#      "fits" or not on each side (and when not, the ratio that would)
 #   2. STEPS steps: tok/s and MFU (medians of the steps after the first), TFLOP/s (MFU x the
 #      peak the trainer prints), peak GPU memory (nvidia-smi, polled) and peak host memory
 #      (the trainer's VmHWM, polled), against the prediction
@@ -20,6 +21,8 @@
 #   B, T, ACCUM, STEPS [8, 1024, 8, 3]: micro-steps of B x T, ACCUM of them a step, so that
 #              the CPU's optimizer step is spread over more GPU work
 #   STAGE [2]    OFFLOAD [cpu]    GPU_MEM [139G]
+#   HOST_MEM   [100G: of the lent machine's 128 GiB, 28 GiB left to the system and the
+#              process's own runtime (the CUDA context, libraries, the data)]
 #   DEADLINE   [none]: seconds for the whole script; the trainer is stopped 10 s before, and
 #              the table has the steps it ran
 #   TRAINER    [./train_gpt2_zero]    LOGDIR [/tmp/offload_max]    OUT_MD [LOGDIR/offload_max.md]
@@ -27,12 +30,12 @@ set -u
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
 model=${MODEL:-d50c4096h32} B=${B:-8} T=${T:-1024} accum=${ACCUM:-8} steps=${STEPS:-3} stage=${STAGE:-2} ratio=${RATIO:-0.6}
-off=${OFFLOAD:-cpu} gmem=${GPU_MEM:-139G} trainer=${TRAINER:-./train_gpt2_zero}
+off=${OFFLOAD:-cpu} gmem=${GPU_MEM:-139G} hmem=${HOST_MEM:-100G} trainer=${TRAINER:-./train_gpt2_zero}
 log=${LOGDIR:-/tmp/offload_max}; mkdir -p "$log"; md=${OUT_MD:-$log/offload_max.md}
 export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 NO_MPI=1
 args=(-e "$model" -b "$B" -t "$T" -d $((B * T * accum)) -z "$stage" --offload-optimizer "$off" -v 0 -s 0 -n 0)
 part=; [ "$ratio" = 1 ] || { args+=(--offload-optimizer-ratio "$ratio"); part=" --offload-optimizer-ratio $ratio"; }
-"$trainer" "${args[@]}" --dry-run --world 1 --gpu-mem "$gmem" -o "$log/dry" > "$log/dry.txt" 2>&1
+"$trainer" "${args[@]}" --dry-run --world 1 --gpu-mem "$gmem" --host-mem "$hmem" -o "$log/dry" > "$log/dry.txt" 2>&1
 dry_rc=$?
 mib() { sed -n "s/^rank 0 $1 bytes: .*total \([0-9.]*\) MiB.*/\1/p" "$log/dry.txt" | head -n 1; }
 pdev=$(mib device) phost=$(mib host)

@@ -85,6 +85,7 @@ static void defaults(TrainConfig *c, int cuda) {
     c->dry_run = 0;
     c->dry_run_world = 1;
     c->gpu_mem = 0;
+    c->host_mem = 0;
     c->offload_optimizer = TRAIN_OFFLOAD_NONE;
     c->offload_ratio = 1.0f;
     c->offload_param = TRAIN_OFFLOAD_NONE;
@@ -316,11 +317,12 @@ static void read_nan_skip_limit(Parse *p) {
     p->nan_skip_limit_given = 1;
 }
 
-static void read_gpu_mem(Parse *p) {
-    if (train_config_parse_bytes(p->arg, &p->c->gpu_mem) != 0)
-        refuse("--gpu-mem expects a size from 1 byte to 2^60 bytes such as 80G, 80GiB, 80GB or 85899345920, got "
-               "'%s'\n", p->arg);
+static void read_mem(const char *flag, const char *arg, uint64_t *out) {
+    if (train_config_parse_bytes(arg, out) != 0)
+        refuse("%s expects a size from 1 byte to 2^60 bytes such as 80G, 80GiB, 80GB or 85899345920, got '%s'\n", flag, arg);
 }
+static void read_gpu_mem(Parse *p) { read_mem("--gpu-mem", p->arg, &p->c->gpu_mem); }
+static void read_host_mem(Parse *p) { read_mem("--host-mem", p->arg, &p->c->host_mem); }
 
 static void read_act_offload(Parse *p) {
     p->c->act_offload = strcmp(p->arg, "nvme") == 0 ? TRAIN_ACT_OFFLOAD_NVME : (int)int_value(p);
@@ -567,6 +569,12 @@ static const Flag flags[] = {
      "and exits with status 2 when one does not, or when the swap files do not\n"
      "fit the free space under --nvme-path. SIZE: 80G = 80GiB = 80 x 2^30\n"
      "bytes, 80GB = 80 x 10^9; K M T alike, fractions allowed (79.5G), B = bytes", read_gpu_mem},
+    {"--host-mem", NULL, "SIZE", V_INT, NO_FIELD, 0, 0, -1, FOR_CU_ZERO, 1,
+     "with --dry-run: host memory a rank has for offload's host tier, the pinned\n"
+     "buffers and host activations (the process's own runtime is not counted):\n"
+     "prints per rank whether that fits, and exits with status 2 when one does\n"
+     "not. With --gpu-mem and --offload-optimizer cpu, when either does not fit,\n"
+     "prints the largest --offload-optimizer-ratio that fits both. SIZE as --gpu-mem", read_host_mem},
     {"--offload-optimizer", NULL, "none|cpu|nvme", V_OFFLOAD, AT(offload_optimizer), 0, 0, TRAIN_FLAG_OFFLOAD_OPTIMIZER,
      FOR_ZERO, 1,
      "stages 1-3 (ZeRO-Offload, ZeRO-Infinity): the fp32 master, AdamW m and v\n"
@@ -851,8 +859,14 @@ void train_config_check(TrainConfig *c, const char *flavour) {
                 "--act-checkpoint 1 too\n");
         exit(1);
     }
-    if (c->gpu_mem && !c->dry_run) {
-        fprintf(stderr, "error: --gpu-mem checks a prediction: give --dry-run (and -z STAGE, --world N)\n");
+    if ((c->gpu_mem || c->host_mem) && !c->dry_run) {
+        fprintf(stderr, "error: %s checks a prediction: give --dry-run (and -z STAGE, --world N)\n",
+                c->gpu_mem ? "--gpu-mem" : "--host-mem");
+        exit(1);
+    }
+    if (c->host_mem && !flavour_cuda(flavour)) {
+        fprintf(stderr, "error: --host-mem is for train_gpt2_zero: here --gpu-mem counts the whole process (the CPU "
+                "trainer's device is host memory)\n");
         exit(1);
     }
     if (c->dry_run && c->zero_stage < 0 && flavour_cuda(flavour)) {

@@ -90,6 +90,7 @@ typedef struct {
     int dry_run;                // --dry-run: predict ZeRO memory and traffic, do not train
     int dry_run_world;          // --world N: ranks to predict for
     uint64_t gpu_mem;           // --gpu-mem BYTES: the dry run checks each rank against it (0: no check)
+    uint64_t host_mem;          // --host-mem BYTES: train_gpt2_zero's dry run checks each rank's host side too
     // ZeRO-Offload / ZeRO-Infinity: where the optimizer states (stages 1-3) and the working
     // parameter shard (stage 3) live: TRAIN_OFFLOAD_NONE (the device), _CPU or _NVME
     int offload_optimizer;      // --offload-optimizer none|cpu|nvme

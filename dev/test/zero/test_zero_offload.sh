@@ -180,6 +180,11 @@ if want ratio; then
         done
     done
     grep -q "partial optimizer offload: tensors wte\.\." "$tmp/ratio22.txt" || fail "no report line names the tensors kept on the device"
+    # a ratio whose device part would not hold the first tensor (wte): all offloaded, and said
+    train 1 "$tmp/ratiowte" -z 2 --offload-optimizer cpu --offload-optimizer-ratio 0.5
+    same "$tmp/n1z2" "$tmp/ratiowte" "np 1 stage 2 --offload-optimizer-ratio 0.5 (all offloaded)"
+    grep -q "optimizer ratio 0.5 keeps nothing on the device: the first tensor, wte, is" "$tmp/ratiowte.txt" \
+        || fail "a ratio that keeps nothing on the device: no note says so"
     ZERO_HOST_JITTER=2 train 2 "$tmp/ratioj" -z 2 "${ratio[@]}"
     same "$tmp/n2z2" "$tmp/ratioj" "jitter 2, stage 2 ${ratio[*]}"
     python3 - "$tmp/n2z2/zero_report.json" "$tmp/ratio22/zero_report.json" "$tmp/ratio23/zero_report.json" "$tmp/n2z3/zero_report.json" \
@@ -189,13 +194,14 @@ none, part, part3, none3 = (json.load(open(p)) for p in sys.argv[1:])
 d0, d, h = none["ranks"][0]["device"], part["ranks"][0]["device"], part["ranks"][0]["host"]
 kept = part["optimizer_device_shard"]
 # master, m, v: 12 bytes an element, split between the device's prefix and host memory
-assert 0 < kept < none["optimizer_device_shard"], (kept, none["optimizer_device_shard"])
+assert "optimizer_device_shard" not in none, none.keys()
+assert 0 < kept < part["shard_elems"], (kept, part["shard_elems"])
 assert d["optimizer_states"] == 12 * kept and 0 < h["optimizer_states"], (d, h, kept)
 assert d["optimizer_states"] + h["optimizer_states"] == d0["optimizer_states"], (d, h, d0)
 # stage 3: a working shard only for the offloaded tensors, beside the device's
 extra = part3["ranks"][0]["device"]["parameters"] - none3["ranks"][0]["device"]["parameters"]
 assert 0 < extra < 2 * none3["ranks"][0]["device"]["parameters"], extra
-print(f"partial offload: {kept} of {none['optimizer_device_shard']} shard elements' optimizer states stay on the device")
+print(f"partial offload: {kept} of {part['shard_elems']} shard elements' optimizer states stay on the device")
 EOF
     ck="$tmp/ratiock"
     train 2 "$ck" -z 2 -n 2 "${ratio[@]}"
