@@ -27,11 +27,11 @@ if [ $rc -ne 0 ] && grep -q "FAIL offload_max: the dry run says it does not fit"
 then ok "a GPU of 10 MiB: stopped after the dry run, which says it does not fit"
 else bad "a GPU of 10 MiB: exit $rc"; cat "$tmp/small.txt"; fi
 # a deadline inside the run: the trainer is stopped and the row says after how many steps
-env "${small[@]}" STEPS=200 DEADLINE=25 GPU_MEM=1G LOGDIR="$tmp/late" bash dev/gpu/offload_max.sh > "$tmp/late.txt" 2>&1
+env "${small[@]}" STEPS=200 DEADLINE=14 GPU_MEM=1G LOGDIR="$tmp/late" bash dev/gpu/offload_max.sh > "$tmp/late.txt" 2>&1
 rc=$?
 row=$(grep "^| d2c64h1t64" "$tmp/late/offload_max.md")
 if [ $rc -ne 0 ] && [[ $row == *"stopped at the deadline after "*" of 200 steps"* ]] && ! pgrep -f "$tmp/late/run" > /dev/null
-then ok "a deadline of 25 s: the trainer stopped, the row says so"
-else bad "a deadline of 25 s: exit $rc, row: $row"; cat "$tmp/late.txt"; fi
+then ok "a deadline of 14 s: the trainer stopped, the row says so"
+else bad "a deadline of 14 s: exit $rc, row: $row"; cat "$tmp/late.txt"; fi
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
