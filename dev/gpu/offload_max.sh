@@ -8,7 +8,9 @@
 #      "fits" or not on each side (and when not, the ratio that would)
 #   2. STEPS steps: tok/s and MFU (medians of the steps after the first), TFLOP/s (MFU x the
 #      peak the trainer prints), peak GPU memory (nvidia-smi, polled) and peak host memory
-#      (the trainer's VmHWM, polled), against the prediction
+#      (the trainer's VmHWM, polled), against the prediction; and from the report of the
+#      first step (zero_report.json), the seconds of zero_step and of the CPU's AdamW in it:
+#      the optimizer's time the GPU waits for
 # Prints a markdown table (also to OUT_MD) and exits 0 when the run trained its steps. The
 # trainer is stopped once its last step's line is out: the model export after it (41 GB at
 # the default model) measures the disk, not the offload.
@@ -77,11 +79,13 @@ peak_tf=$(sed -n 's/^GPU: .*peak bf16 \([0-9.]*\) TFLOP\/s.*/\1/p' "$log/run.txt
 tflops=$(awk -v m="$mfu" -v p="${peak_tf:-0}" 'BEGIN { if (m != "?" && p > 0) printf "%.1f", m * p / 100; else print "?" }')
 gpu_peak=$( [ -s "$log/gpu.mem" ] && sort -n "$log/gpu.mem" | tail -n 1 || echo "?")
 host_peak=$(awk -v k="$hwm" 'BEGIN { printf "%.0f", k / 1024 }')
+opt=$(python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["ranks"][0]["seconds_per_step"]
+print("%.2f, %.2f" % (t["in_zero_step"], t["optimizer_compute"]))' "$log/run/zero_report.json" 2> /dev/null || echo "?")
 status=ok; [ "$stopped" = "at the deadline" ] && status="stopped at the deadline after $ran of $steps steps"
 [ "$rc" -ne 0 ] && [ -z "$stopped" ] && status="exit $rc: $(grep -v '^\s*$' "$log/run.txt" | tail -n 1 | cut -c1-80 | tr '|' '/')"
 {
-    echo "| model | parameters | B x T x micro-steps | status | s (all) | tok/s | MFU | TFLOP/s | GPU MiB: predicted, peak | host MiB: predicted, peak |"
-    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-    echo "| $model, -z $stage --offload-optimizer $off$part | ${params:-?} | $B x $T x $accum | $status | $secs | $tok | $mfu% | $tflops | ${pdev:-?}, $gpu_peak | ${phost:-?}, $host_peak |"
+    echo "| model | parameters | B x T x micro-steps | status | s (all) | tok/s | MFU | TFLOP/s | GPU MiB: predicted, peak | host MiB: predicted, peak | s in zero_step, CPU AdamW (step 1) |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    echo "| $model, -z $stage --offload-optimizer $off$part | ${params:-?} | $B x $T x $accum | $status | $secs | $tok | $mfu% | $tflops | ${pdev:-?}, $gpu_peak | ${phost:-?}, $host_peak | $opt |"
 } | tee "$md"
 [ "$rc" -eq 0 ]

@@ -14,12 +14,12 @@ env "${small[@]}" GPU_MEM=1G LOGDIR="$tmp/ok" bash dev/gpu/offload_max.sh > "$tm
 rc=$?
 row=$(grep "^| d2c64h1t64" "$tmp/ok/offload_max.md")
 trim() { echo "$1" | sed 's/^ *//; s/ *$//'; }
-IFS='|' read -r _ _ params _ status _ tok mfu _ gpu host _ <<< "$row"
-params=$(trim "$params") status=$(trim "$status") tok=$(trim "$tok") gpu=$(trim "$gpu") host=$(trim "$host")
+IFS='|' read -r _ _ params _ status _ tok mfu _ gpu host opt _ <<< "$row"
+params=$(trim "$params") status=$(trim "$status") tok=$(trim "$tok") gpu=$(trim "$gpu") host=$(trim "$host") opt=$(trim "$opt")
 gpu_re='^[0-9.]+, ' host_re='^[0-9.]+, [1-9][0-9]*$'
 if [ $rc -eq 0 ] && [ "$status" = ok ] && [ "${params:-0}" -gt 3000000 ] && awk -v t="$tok" 'BEGIN { exit !(t + 0 > 0) }' &&
-   [[ $gpu =~ $gpu_re ]] && [[ $host =~ $host_re ]]
-then ok "a run (a partial optimizer offload, ratio 0.01): $params parameters, $tok tok/s, GPU MiB (predicted, peak) $gpu, host MiB $host"
+   [[ $gpu =~ $gpu_re ]] && [[ $host =~ $host_re ]] && [[ $opt =~ ^[0-9.]+,\ [0-9.]+$ ]]
+then ok "a run (a partial optimizer offload, ratio 0.01): $params parameters, $tok tok/s, GPU MiB (predicted, peak) $gpu, host MiB $host, zero_step and CPU AdamW s $opt"
 else bad "exit $rc, row: $row"; cat "$tmp/ok.txt"; fi
 env "${small[@]}" GPU_MEM=10M LOGDIR="$tmp/small" bash dev/gpu/offload_max.sh > "$tmp/small.txt" 2>&1
 rc=$?
