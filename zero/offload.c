@@ -121,8 +121,8 @@ int zero_offload_validate(const ZeroConfig *c, int rank) {
                     "needs --offload-optimizer cpu (got %s)", c->optimizer_ratio, zero_tier_name(c->optimizer_tier));
         }
         if (c->stage == 3 && c->param_tier != ZERO_TIER_DEVICE) {
-            return zero_refuse(rank, "an optimizer ratio of %g with --offload-param %s is not supported: the parameters "
-                    "of the tensors whose optimizer stays on the device would have no way there", c->optimizer_ratio,
+            return zero_refuse(rank, "an optimizer ratio of %g with --offload-param %s is not supported: the tensors "
+                    "updated on the device keep their working parameters there", c->optimizer_ratio,
                     zero_tier_name(c->param_tier));
         }
     }
