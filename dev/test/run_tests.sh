@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test program and prints one closing line "N passed, N failed, N skipped".
-# Before each program it prints "=== k/N name", N being every program this run will start.
+# Before each program it prints "=== k/N name", N being every program this run will start;
+# before the closing line, the slowest programs with their seconds.
 # EMU_DIR (set by make test when the CUDA toolkit is there): the emulated programs' folder.
 # SHELL_TESTS: the shell tests to run (default every dev/test/*/test_*.sh; "" runs none).
 # GPU_PROGS: the GPU programs to run (default those built of the five below; "" runs none).
@@ -37,7 +38,9 @@ n_sh=0
 for sh in "${shell_tests[@]}"; do [ -e "$sh" ] && n_sh=$((n_sh + 1)); done
 total=$(($# + n_sh + ${#gpu_progs[@]} + ${#emu_progs[@]}))
 k=0
-next() { k=$((k + 1)); echo "=== $k/$total $*"; }
+laps=() cur= start=0   # each program's seconds, for the slowest-first list at the end
+lap() { [ -n "$cur" ] && laps+=("$((SECONDS - start)) $cur"); cur=; }
+next() { lap; k=$((k + 1)); echo "=== $k/$total $*"; cur="$*" start=$SECONDS; }
 
 # A cmocka program: its "[  PASSED  ] N test(s)" and "[  FAILED  ] N test(s)" lines count.
 for bin in "$@"; do
@@ -85,6 +88,11 @@ if [ ${#emu_progs[@]} -gt 0 ]; then
         if [ -x "$EMU_DIR/$1" ]; then run_counted "$EMU_DIR/$1" "${@:2}"
         else next "$EMU_DIR/$1"; echo "$EMU_DIR/$1: not built"; failed=$((failed + 1)); failed_names+=("$EMU_DIR/$1"); fi
     done
+fi
+lap
+if [ ${#laps[@]} -gt 0 ]; then
+    echo "the slowest programs (seconds):"
+    printf '%s\n' "${laps[@]}" | sort -rn | head -n 12 | sed 's/^/  /'
 fi
 [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ] && { echo "no test passed or failed"; failed=1; }
 [ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"

@@ -100,7 +100,6 @@ offload=("1 opt_cpu --offload-optimizer cpu"
          "3 both_cpu --offload-optimizer cpu --offload-param cpu"
          "3 both_nvme --offload-optimizer nvme --offload-param nvme --nvme-path $tmp/nvme"
          "3 param_nvme --offload-param nvme --nvme-path $tmp/nvme"
-         "1 ratio --offload-optimizer cpu --offload-optimizer-ratio 0.01"
          "3 ratio --offload-optimizer cpu --offload-optimizer-ratio 0.01")
 for v in "${offload[@]}"; do
     set -- $v
