@@ -67,6 +67,26 @@ extern "C" {
 typedef struct ZeroStream ZeroStream;   // backend-defined; opaque to zero.c
 typedef struct ZeroEvent ZeroEvent;
 
+// One range of a many-range kernel call (the fields are the one-range kernel's arguments).
+typedef struct {
+    float *param;
+    const float *grad;
+    float *m, *v;
+    size_t n;
+    int decay;
+} ZeroAdamwPart;
+typedef struct {
+    void *dst;
+    const float *master;
+    size_t n;
+    uint64_t gidx0;
+} ZeroRefreshPart;
+typedef struct {
+    const float *x;
+    size_t n;
+    double *out;
+} ZeroSumsqPart;
+
 typedef enum {
     ZERO_MEM_DEVICE = 0,   // where the model computes (host memory for the host backend)
     ZERO_MEM_HOST = 1,     // host memory the device can reach quickly (pinned under CUDA)
@@ -138,6 +158,15 @@ struct ZeroBackend {
                     uint64_t seed, int t, uint64_t gidx0, ZeroStream *s);
     // *out (host) = sum of x[i]^2 in the fixed order above; valid after stream_sync(s).
     void (*sum_squares)(const ZeroBackend *b, const float *x, size_t n, double *out, ZeroStream *s);
+    // Optional (NULL: zero_adamw_parts and its siblings below call the one-range kernel
+    // per part): the same kernels over many ranges in one call, the same bits, so that a
+    // step costs a device a few launches instead of several per tensor. Parts may come in
+    // any order and must not overlap.
+    void (*adamw_parts)(const ZeroBackend *b, const ZeroAdamwPart *parts, int nparts, const AdamWParams *p,
+                        ZeroStream *s);
+    void (*refresh_parts)(const ZeroBackend *b, const ZeroRefreshPart *parts, int nparts, ZeroDType dt,
+                          uint64_t seed, int t, ZeroStream *s);
+    void (*sum_squares_parts)(const ZeroBackend *b, const ZeroSumsqPart *parts, int nparts, ZeroStream *s);
     // ZeRO++ wire kernels (wire.h: the record layout and the rules; the host versions are
     // wire.c's, the CUDA ones wire_cuda.cu's, the same bits), enqueued on s. A record holds
     // one slice of slice_n values in format w (ZERO_WIRE_RAW: the values in dtype dt). The
@@ -173,6 +202,24 @@ struct ZeroBackend {
     int (*trace_begin)(const ZeroBackend *b, ZeroStream *s);
     void (*trace_end)(const ZeroBackend *b, ZeroStream *s, int span, const char *name, const char *label);
 };
+
+// The many-range kernels through the backend's own, or one call per part.
+static inline void zero_adamw_parts(const ZeroBackend *b, const ZeroAdamwPart *parts, int nparts,
+                                    const AdamWParams *p, ZeroStream *s) {
+    if (b->adamw_parts) return b->adamw_parts(b, parts, nparts, p, s);
+    for (int i = 0; i < nparts; i++)
+        b->adamw(b, parts[i].param, parts[i].grad, parts[i].m, parts[i].v, parts[i].n, p, parts[i].decay, s);
+}
+static inline void zero_refresh_parts(const ZeroBackend *b, const ZeroRefreshPart *parts, int nparts, ZeroDType dt,
+                                      uint64_t seed, int t, ZeroStream *s) {
+    if (b->refresh_parts) return b->refresh_parts(b, parts, nparts, dt, seed, t, s);
+    for (int i = 0; i < nparts; i++) b->refresh(b, parts[i].dst, dt, parts[i].master, parts[i].n, seed, t, parts[i].gidx0, s);
+}
+static inline void zero_sum_squares_parts(const ZeroBackend *b, const ZeroSumsqPart *parts, int nparts,
+                                          ZeroStream *s) {
+    if (b->sum_squares_parts) return b->sum_squares_parts(b, parts, nparts, s);
+    for (int i = 0; i < nparts; i++) b->sum_squares(b, parts[i].x, parts[i].n, parts[i].out, s);
+}
 
 #ifdef __cplusplus
 }

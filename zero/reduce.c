@@ -125,13 +125,15 @@ static void reduce_two_hops(Zero *z, const int *list, int n, const char *what) {
 
 // One all-to-all of every rank's slices for tensors list[0..n), then each rank's N slices
 // summed in rank order into its shard gradient (or handed to the offloaded optimizer).
+// A world of one receives in place (the all-to-all copies nothing) and sums from the pool.
 static void reduce_flat(Zero *z, const int *list, int n, const char *what) {
     const ZeroBackend *b = z->b;
+    const int in_place = z->world == 1 && !zero_offload_optimizer(z);
     size_t off = 0;
     for (int k = 0; k < n; k++) {
         ZeroTensorState *t = &z->t[list[k]];
         z->parts[k].send = t->grad;
-        z->parts[k].recv = byte_at(z->reduce.staging, off, z->grad_size);
+        z->parts[k].recv = in_place ? t->grad : byte_at(z->reduce.staging, off, z->grad_size);
         z->parts[k].count = t->lay->split.shard;
         zero_flow_add(z, ZERO_FLOW_GRAD, ZERO_GROUP_WORLD, t->lay->split.shard * z->grad_size);
         off += t->lay->split.padded;
@@ -139,12 +141,11 @@ static void reduce_flat(Zero *z, const int *list, int n, const char *what) {
     b->all_to_all(b, z->comm, ZERO_GROUP_WORLD, z->parts, n, z->cfg.grad_dtype, z->reduce.stream, what);
     // the sums of offloaded tensors go to the host (or NVMe), where the optimizer accumulates them
     if (zero_offload_optimizer(z)) zero_offload_reduce(z, list, n, z->reduce.staging);
-    off = 0;
-    for (int k = 0; k < n; off += z->t[list[k]].lay->split.padded, k++) {
+    for (int k = 0; k < n; k++) {
         const ZeroTensorLayout *l = z->t[list[k]].lay;
         if (zero_offload_holds(z, list[k])) continue;
-        b->reduce_slices(b, z->step.shard_grad + l->shard_off, byte_at(z->reduce.staging, off, z->grad_size), l->split.shard, z->world,
-                         l->own_count, z->cfg.grad_dtype, z->reduce.stream);
+        b->reduce_slices(b, z->step.shard_grad + l->shard_off, z->parts[k].recv, l->split.shard, z->world, l->own_count,
+                         z->cfg.grad_dtype, z->reduce.stream);
     }
 }
 

@@ -253,6 +253,10 @@ typedef struct {
     void *reduced_bf16;        // stage 0 with fast_reduce: the bf16 sums, this rank's slices reduced
                                //   into place, then gathered (an all-reduce in its two halves)
     double *sumsq;             // num_tensors per-tensor sums of squares of the shard's gradient
+    // num_tensors each: the step's many-range kernel calls (backend.h), filled per call
+    ZeroAdamwPart *adamw_parts;
+    ZeroRefreshPart *refresh_parts;
+    ZeroSumsqPart *sumsq_parts;
     int open, grad_accum;      // inside zero_begin_step .. zero_step, and its micro-steps
     int last_t;                // t of the last applied zero_step (0 after init): keys bf16 rounding
     uint64_t done;             // steps taken

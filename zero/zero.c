@@ -144,23 +144,24 @@ static void gather_working(Zero *z, int t_step) {
 // Stages 1-2: this rank's slot of each tensor whose master is on the device (all of them
 // without offload, the first ones with a partial offload), rounded from it.
 static void refresh_device(Zero *z, int t_step) {
-    const ZeroBackend *b = z->b;
+    ZeroRefreshPart *parts = z->step.refresh_parts;
+    int n = 0;
     for (int i = 0; i < z->num_tensors && z->stage <= 2 && !zero_offload_holds(z, i); i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
         void *mine = byte_at(z->t[i].work, (size_t)z->rank * l->split.shard, z->param_size);
-        b->refresh(b, mine, z->cfg.param_dtype, z->step.master + l->shard_off, l->own_count, z->cfg.seed, t_step,
-                   l->global_off + l->own_begin, z->main);
+        parts[n++] = (ZeroRefreshPart){mine, z->step.master + l->shard_off, l->own_count, l->global_off + l->own_begin};
     }
+    zero_refresh_parts(z->b, parts, n, z->cfg.param_dtype, z->cfg.seed, t_step, z->main);
 }
 
 static void refresh_working(Zero *z, int t_step) {
-    const ZeroBackend *b = z->b;
     if (z->stage == 0) {
+        ZeroRefreshPart *parts = z->step.refresh_parts;
         for (int i = 0; i < z->num_tensors; i++) {
             const ZeroTensorLayout *l = z->t[i].lay;
-            b->refresh(b, z->t[i].work, z->cfg.param_dtype, z->step.master + l->full_off, l->split.numel,
-                       z->cfg.seed, t_step, l->global_off, z->main);
+            parts[i] = (ZeroRefreshPart){z->t[i].work, z->step.master + l->full_off, l->split.numel, l->global_off};
         }
+        zero_refresh_parts(z->b, parts, z->num_tensors, z->cfg.param_dtype, z->cfg.seed, t_step, z->main);
         return;
     }
     refresh_device(z, t_step);
@@ -376,6 +377,9 @@ static void step_init(Zero *z) {
     if (z->stage == 0 && z->cfg.fast_reduce)
         s->reduced_bf16 = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_GRADS, P * 2, "bf16 reduced gradients");
     s->sumsq = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(double), "norm partials");
+    s->adamw_parts = zero_host_alloc(z, (size_t)z->num_tensors * sizeof *s->adamw_parts, "kernel parts");
+    s->refresh_parts = zero_host_alloc(z, (size_t)z->num_tensors * sizeof *s->refresh_parts, "kernel parts");
+    s->sumsq_parts = zero_host_alloc(z, (size_t)z->num_tensors * sizeof *s->sumsq_parts, "kernel parts");
 }
 
 // Partition at init: this rank initializes only the elements it owns (an offloaded master
@@ -444,6 +448,9 @@ void zero_free(Zero *z) {
     zero_gather_free(z);
     zero_reduce_free(z);
     free(z->step.sumsq);
+    free(z->step.adamw_parts);
+    free(z->step.refresh_parts);
+    free(z->step.sumsq_parts);
     if (z->main_mark) z->b->event_destroy(z->b, z->main_mark);
     if (z->t)
         for (int i = 0; i < z->num_tensors; i++) free(z->t[i].name);
@@ -614,11 +621,14 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     // took its tensors' as the last micro-step's gradients landed on the host.
     const int offloaded = zero_offload_optimizer(z);
     if (offloaded) zero_offload_wait(z);
-    for (int i = 0; i < z->num_tensors && !zero_offload_holds(z, i); i++) {
+    int ndev = 0;   // the tensors whose optimizer is on the device: a prefix
+    while (ndev < z->num_tensors && !zero_offload_holds(z, ndev)) ndev++;
+    for (int i = 0; i < ndev; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
-        b->sum_squares(b, z->step.shard_grad + l->shard_off, l->own_count, &z->step.sumsq[i], z->main);
+        z->step.sumsq_parts[i] = (ZeroSumsqPart){z->step.shard_grad + l->shard_off, l->own_count, &z->step.sumsq[i]};
     }
-    if (!zero_offload_holds(z, 0)) b->stream_sync(b, z->main);
+    zero_sum_squares_parts(b, z->step.sumsq_parts, ndev, z->main);
+    if (ndev > 0) b->stream_sync(b, z->main);
     double total = 0.0;
     for (int i = 0; i < z->num_tensors; i++) total += z->step.sumsq[i];
     b->allreduce_sum_f64(b, z->comm, &total, 1, "gradient norm");
@@ -629,15 +639,16 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     // skip_anyway be; a non-finite update would poison the weights for good
     const int skip = skip_anyway || !isfinite(norm) || (veto && veto(norm, ctx));
 
-    for (int i = 0; i < z->num_tensors && !skip && !zero_offload_holds(z, i); i++) {
+    for (int i = 0; i < ndev && !skip; i++) {
         const ZeroTensorLayout *l = z->t[i].lay;
-        if (z->stage == 0)
-            b->adamw(b, z->step.master + l->full_off, z->step.reduced_full + l->full_off, z->step.m + l->full_off, z->step.v + l->full_off,
-                     l->split.numel, &p, z->t[i].decay, z->main);
-        else
-            b->adamw(b, z->step.master + l->shard_off, z->step.shard_grad + l->shard_off, z->step.m + l->shard_off,
-                     z->step.v + l->shard_off, l->own_count, &p, z->t[i].decay, z->main);
+        const int d = z->t[i].decay;
+        z->step.adamw_parts[i] = z->stage == 0
+            ? (ZeroAdamwPart){z->step.master + l->full_off, z->step.reduced_full + l->full_off, z->step.m + l->full_off,
+                              z->step.v + l->full_off, l->split.numel, d}
+            : (ZeroAdamwPart){z->step.master + l->shard_off, z->step.shard_grad + l->shard_off, z->step.m + l->shard_off,
+                              z->step.v + l->shard_off, l->own_count, d};
     }
+    if (!skip) zero_adamw_parts(b, z->step.adamw_parts, ndev, &p, z->main);
     if (z->stage == 3 && !skip) zero_gather_reset(z);   // gathered copies are stale now
     if (!skip && offloaded) {   // AdamW on the CPU, then the refreshed parameters go up
         refresh_device(z, a->t);   // a partial offload's tensors on the device

@@ -237,6 +237,147 @@ __global__ void sumsq_total_kernel(const double *partials, size_t np, double *to
     }
 }
 
+// Many-range kernels (backend.h's *_parts): a launch takes up to PART_BATCH ranges in its
+// parameters (under CUDA's 4 KB), so the step's hundred-odd tensors cost a few launches and
+// no table in device memory. Range k owns blocks [first[k], first[k+1]); a block finds its
+// range by binary search. Each block covers PART_ELEMS elements of its range, four per
+// thread: a float4 at 4 * thread where the range's pointers allow, else elements
+// thread + j * THREADS. The per-element work is the one-range kernels', so the bits are too.
+#define PART_BATCH 48
+#define PART_ELEMS (THREADS * 4)
+#define PART_VEC 2           // flags: bit 0 decay, bit 1 the vector path
+
+struct AdamwBatch {
+    int n;
+    unsigned first[PART_BATCH + 1];
+    float *p[PART_BATCH], *m[PART_BATCH], *v[PART_BATCH];
+    const float *g[PART_BATCH];
+    size_t len[PART_BATCH];
+    unsigned char flags[PART_BATCH];
+};
+
+struct RefreshBatch {
+    int n;
+    unsigned first[PART_BATCH + 1];
+    uint16_t *dst[PART_BATCH];
+    const float *master[PART_BATCH];
+    size_t len[PART_BATCH];
+    uint64_t gidx0[PART_BATCH];
+    unsigned char flags[PART_BATCH];
+};
+
+// first[k]: norm blocks (ZERO_SUMSQ_BLOCK elements) before range k; the partials scratch
+// holds them all (at most SQ_PASS a launch).
+struct SumsqBatch {
+    int n, slot0;
+    unsigned first[PART_BATCH + 1];
+    const float *x[PART_BATCH];
+    size_t len[PART_BATCH];
+};
+
+// The range that owns block blk: the last k with first[k] <= blk (ranges are never empty).
+__device__ __forceinline__ int part_of(const unsigned *first, int n, unsigned blk) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (first[mid] <= blk) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+__global__ void __launch_bounds__(THREADS) adamw_parts_kernel(AdamwBatch bt, AdamWParams a) {
+    const int k = part_of(bt.first, bt.n, blockIdx.x), decay = bt.flags[k] & 1;
+    const size_t base = (size_t)(blockIdx.x - bt.first[k]) * PART_ELEMS, len = bt.len[k];
+    float *p = bt.p[k], *m = bt.m[k], *v = bt.v[k];
+    const float *g = bt.g[k];
+    if (bt.flags[k] & PART_VEC) {
+        const size_t i = base + 4 * threadIdx.x;
+        if (i + 4 <= len) {
+            float4 pp = *(float4 *)(p + i), gg = *(const float4 *)(g + i), mm = *(float4 *)(m + i), vv = *(float4 *)(v + i);
+            pp.x = adamw_element(pp.x, gg.x, &mm.x, &vv.x, &a, decay);
+            pp.y = adamw_element(pp.y, gg.y, &mm.y, &vv.y, &a, decay);
+            pp.z = adamw_element(pp.z, gg.z, &mm.z, &vv.z, &a, decay);
+            pp.w = adamw_element(pp.w, gg.w, &mm.w, &vv.w, &a, decay);
+            *(float4 *)(p + i) = pp;
+            *(float4 *)(m + i) = mm;
+            *(float4 *)(v + i) = vv;
+            return;
+        }
+        for (size_t e = i; e < len && e < i + 4; e++) {   // the range's last, partial group
+            float mi = m[e], vi = v[e];
+            p[e] = adamw_element(p[e], g[e], &mi, &vi, &a, decay);
+            m[e] = mi;
+            v[e] = vi;
+        }
+        return;
+    }
+    for (int j = 0; j < 4; j++) {
+        const size_t e = base + threadIdx.x + (size_t)j * THREADS;
+        if (e >= len) break;
+        float mi = m[e], vi = v[e];
+        p[e] = adamw_element(p[e], g[e], &mi, &vi, &a, decay);
+        m[e] = mi;
+        v[e] = vi;
+    }
+}
+
+__global__ void __launch_bounds__(THREADS) refresh_parts_kernel(RefreshBatch bt, uint64_t seed, int t) {
+    const int k = part_of(bt.first, bt.n, blockIdx.x);
+    const size_t base = (size_t)(blockIdx.x - bt.first[k]) * PART_ELEMS, len = bt.len[k];
+    uint16_t *dst = bt.dst[k];
+    const float *master = bt.master[k];
+    const uint64_t g0 = bt.gidx0[k];
+    if (bt.flags[k] & PART_VEC) {
+        const size_t i = base + 4 * threadIdx.x;
+        if (i + 4 <= len) {
+            const float4 x = *(const float4 *)(master + i);
+            const uint32_t r0 = adamw_round_bf16_at(x.x, seed, (uint64_t)t, g0 + i);
+            const uint32_t r1 = adamw_round_bf16_at(x.y, seed, (uint64_t)t, g0 + i + 1);
+            const uint32_t r2 = adamw_round_bf16_at(x.z, seed, (uint64_t)t, g0 + i + 2);
+            const uint32_t r3 = adamw_round_bf16_at(x.w, seed, (uint64_t)t, g0 + i + 3);
+            *(uint2 *)(dst + i) = make_uint2(r0 | (r1 << 16), r2 | (r3 << 16));
+            return;
+        }
+        for (size_t e = i; e < len && e < i + 4; e++) dst[e] = adamw_round_bf16_at(master[e], seed, (uint64_t)t, g0 + e);
+        return;
+    }
+    for (int j = 0; j < 4; j++) {
+        const size_t e = base + threadIdx.x + (size_t)j * THREADS;
+        if (e >= len) break;
+        dst[e] = adamw_round_bf16_at(master[e], seed, (uint64_t)t, g0 + e);
+    }
+}
+
+// sumsq_blocks_kernel over the batch's norm blocks, a lane per block
+__global__ void __launch_bounds__(SQ_WARPS * 32) sumsq_parts_blocks_kernel(SumsqBatch bt, double *partials) {
+    __shared__ AdamWSumsqTile tiles[SQ_WARPS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const unsigned total = bt.first[bt.n];
+    const unsigned first = (blockIdx.x * SQ_WARPS + warp) * 32;
+    if (first >= total) return;   // uniform per warp; no block-wide barrier follows
+    const unsigned blk = first + lane;
+    const float *row = NULL;
+    int len = 0;
+    if (blk < total) {
+        const int k = part_of(bt.first, bt.n, blk);
+        const size_t lo = (size_t)(blk - bt.first[k]) * ZERO_SUMSQ_BLOCK;
+        row = bt.x[k] + lo;
+        len = bt.len[k] - lo < ZERO_SUMSQ_BLOCK ? (int)(bt.len[k] - lo) : ZERO_SUMSQ_BLOCK;
+    }
+    const double sum = adamw_sumsq_warp(row, len, &tiles[warp]);
+    if (blk < total) partials[blk] = sum;
+}
+
+// a thread per range: its block sums left to right from 0, as sumsq_total_kernel adds them
+__global__ void sumsq_parts_total_kernel(SumsqBatch bt, const double *partials, double *slots) {
+    const int k = threadIdx.x;
+    if (k >= bt.n) return;
+    double acc = 0.0;
+    for (unsigned b = bt.first[k]; b < bt.first[k + 1]; b++) acc = __dadd_rn(acc, partials[b]);
+    slots[bt.slot0 + k] = acc;
+}
+
 // Subnormal results and inputs, as a flush-to-zero build would lose them.
 __global__ void ftz_probe_kernel(float normal_min, float half, float subnormal, double *out) {
     out[0] = (double)__fmul_rn(normal_min, half);
@@ -692,6 +833,129 @@ static void c_sum_squares(const ZeroBackend *b, const float *xv, size_t n, doubl
     s->npending++;
 }
 
+// Blocks a range of n elements takes in a many-range launch (a launch's grid stays under
+// 2^31 blocks: 2^41 elements; a range past that is not a model's).
+static unsigned part_blocks(const Ctx *x, size_t n, size_t per_block) {
+    const size_t blocks = (n + per_block - 1) / per_block;
+    if (blocks > 0x7fffffffu) {
+        fprintf(stderr, "zero: rank %d: a kernel range of %zu elements needs %zu blocks: past CUDA's grid\n",
+                x->c->rank, n, blocks);
+        zero_comm_abort(x->c, 1);
+    }
+    return (unsigned)blocks;
+}
+
+// Adds a range of n elements to batch bt, launching what bt holds first when it is full;
+// returns the range's index in bt, or -1 for an empty range (nothing to do).
+template <class Batch, class Launch>
+static int batch_add(const Ctx *x, Batch &bt, size_t n, Launch launch) {
+    if (n == 0) return -1;
+    const unsigned nb = part_blocks(x, n, PART_ELEMS);
+    if (bt.n == PART_BATCH || nb > 0x7fffffffu - bt.first[bt.n]) {
+        launch();
+        bt.n = 0;
+    }
+    const int k = bt.n++;
+    bt.first[k + 1] = bt.first[k] + nb;
+    return k;
+}
+
+static void c_adamw_parts(const ZeroBackend *b, const ZeroAdamwPart *parts, int nparts, const AdamWParams *p,
+                          ZeroStream *s) {
+    Ctx *x = ctx_of(b);
+    if (s->host) {
+        for (int i = 0; i < nparts; i++) c_adamw(b, parts[i].param, parts[i].grad, parts[i].m, parts[i].v, parts[i].n, p, parts[i].decay, s);
+        return;
+    }
+    GPU_SPAN(s, "adamw", "parts");
+    AdamwBatch bt;
+    bt.n = 0;
+    bt.first[0] = 0;
+    auto launch = [&] {
+        adamw_parts_kernel<<<bt.first[bt.n], THREADS, 0, s->s>>>(bt, *p);
+        LAUNCHED(x, "adamw of %d ranges (%u blocks)", bt.n, bt.first[bt.n]);
+    };
+    for (int i = 0; i < nparts; i++) {
+        const ZeroAdamwPart *q = &parts[i];
+        const int k = batch_add(x, bt, q->n, launch);
+        if (k < 0) continue;
+        bt.p[k] = q->param; bt.g[k] = q->grad; bt.m[k] = q->m; bt.v[k] = q->v;
+        bt.len[k] = q->n;
+        const int vec = aligned(q->param, 16) && aligned(q->grad, 16) && aligned(q->m, 16) && aligned(q->v, 16);
+        bt.flags[k] = (unsigned char)((q->decay ? 1 : 0) | (vec ? PART_VEC : 0));
+    }
+    if (bt.n > 0) launch();
+}
+
+static void c_refresh_parts(const ZeroBackend *b, const ZeroRefreshPart *parts, int nparts, ZeroDType dt,
+                            uint64_t seed, int t, ZeroStream *s) {
+    Ctx *x = ctx_of(b);
+    if (s->host || dt == ZERO_F32) {   // fp32: copies, one per range
+        for (int i = 0; i < nparts; i++) c_refresh(b, parts[i].dst, dt, parts[i].master, parts[i].n, seed, t, parts[i].gidx0, s);
+        return;
+    }
+    GPU_SPAN(s, "refresh", "parts");
+    RefreshBatch bt;
+    bt.n = 0;
+    bt.first[0] = 0;
+    auto launch = [&] {
+        refresh_parts_kernel<<<bt.first[bt.n], THREADS, 0, s->s>>>(bt, seed, t);
+        LAUNCHED(x, "refresh of %d bf16 ranges (%u blocks)", bt.n, bt.first[bt.n]);
+    };
+    for (int i = 0; i < nparts; i++) {
+        const ZeroRefreshPart *q = &parts[i];
+        const int k = batch_add(x, bt, q->n, launch);
+        if (k < 0) continue;
+        bt.dst[k] = (uint16_t *)q->dst;
+        bt.master[k] = q->master;
+        bt.len[k] = q->n;
+        bt.gidx0[k] = q->gidx0;
+        bt.flags[k] = aligned(q->dst, 8) && aligned(q->master, 16) ? PART_VEC : 0;
+    }
+    if (bt.n > 0) launch();
+}
+
+static void launch_sumsq_parts(const ZeroBackend *b, SumsqBatch *bt, const ZeroSumsqPart *const *outs, ZeroStream *s) {
+    Ctx *x = ctx_of(b);
+    if (s->npending + bt->n > SLOTS) c_stream_sync(b, s);
+    bt->slot0 = s->npending;
+    const unsigned blocks = (bt->first[bt->n] + 32 * SQ_WARPS - 1) / (32 * SQ_WARPS);
+    sumsq_parts_blocks_kernel<<<blocks, SQ_WARPS * 32, 0, s->s>>>(*bt, s->partials);
+    LAUNCHED(x, "sum_squares of %d ranges (%u norm blocks)", bt->n, bt->first[bt->n]);
+    sumsq_parts_total_kernel<<<1, PART_BATCH, 0, s->s>>>(*bt, s->partials, s->dslots);
+    LAUNCHED(x, "sum_squares of %d ranges (adding their block sums)", bt->n);
+    for (int k = 0; k < bt->n; k++) s->outs[s->npending++] = outs[k]->out;
+    bt->n = 0;
+}
+
+// Ranges of more than SQ_PASS norm blocks, and empty ones, take the one-range kernel.
+static void c_sum_squares_parts(const ZeroBackend *b, const ZeroSumsqPart *parts, int nparts, ZeroStream *s) {
+    if (s->host) {
+        for (int i = 0; i < nparts; i++) c_sum_squares(b, parts[i].x, parts[i].n, parts[i].out, s);
+        return;
+    }
+    GPU_SPAN(s, "sum_squares", "parts");
+    SumsqBatch bt;
+    const ZeroSumsqPart *outs[PART_BATCH];
+    bt.n = 0;
+    bt.first[0] = 0;
+    for (int i = 0; i < nparts; i++) {
+        const ZeroSumsqPart *q = &parts[i];
+        const size_t nb = (q->n + ZERO_SUMSQ_BLOCK - 1) / ZERO_SUMSQ_BLOCK;
+        if (nb == 0 || nb > SQ_PASS) {
+            c_sum_squares(b, q->x, q->n, q->out, s);
+            continue;
+        }
+        if (bt.n == PART_BATCH || bt.first[bt.n] + nb > SQ_PASS) launch_sumsq_parts(b, &bt, outs, s);
+        outs[bt.n] = q;
+        bt.x[bt.n] = q->x;
+        bt.len[bt.n] = q->n;
+        bt.first[bt.n + 1] = bt.first[bt.n] + (unsigned)nb;
+        bt.n++;
+    }
+    if (bt.n > 0) launch_sumsq_parts(b, &bt, outs, s);
+}
+
 // ZeRO++ wire kernels: wire_cuda.cu's on a device stream, the host backend's (wire.c) on a
 // host stream. A refusal or launch error is printed by the kernel's launcher, then fatal.
 static void wire_done(const Ctx *x, int rc, const char *what, int records, size_t slice_n) {
@@ -806,6 +1070,9 @@ const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
     t->adamw = c_adamw;
     t->refresh = c_refresh;
     t->sum_squares = c_sum_squares;
+    t->adamw_parts = c_adamw_parts;
+    t->refresh_parts = c_refresh_parts;
+    t->sum_squares_parts = c_sum_squares_parts;
     t->wire_pack = c_wire_pack;
     t->wire_unpack = c_wire_unpack;
     t->wire_reduce_pack = c_wire_reduce_pack;

@@ -9,7 +9,8 @@ on every backend; a NaN must meet a NaN, whatever its payload, since the GPU mak
 canonical NaNs).
 
 Kernels: memset0, copy, reduce_slices, sum_slices, adamw, refresh (bf16 stochastic and
-fp32), sum_squares, wire_pack, wire_unpack, wire_reduce_pack, wire_reduce. Inputs reach a
+fp32), sum_squares, their many-range forms (adamw_parts, refresh_parts, sum_squares_parts:
+the host backend through zero_adamw_parts' one-range loop), wire_pack, wire_unpack, wire_reduce_pack, wire_reduce. Inputs reach a
 backend through its own alloc and copy (device memory, staged in its ZERO_MEM_HOST
 memory) at byte offsets that break vector alignment, so both the vector and the scalar
 paths run.
@@ -66,8 +67,9 @@ typedef struct {
     size_t n, stride, slice_n, m;
     uint64_t seed, gidx0;
     AdamWParams steps[3];
-    // sum_squares: nres results, result j over x[start[j], start[j] + len[j])
-    int nres, large;
+    // sum_squares: nres results, result j over x[start[j], start[j] + len[j]); the *_parts
+    // kernels: nparts ranges [start[j], start[j] + len[j])
+    int nres, nparts, large;
     size_t *start, *len;
     double *res_want;
 } Case;
@@ -207,18 +209,13 @@ static void call_sum_slices(const ZeroBackend *b, const Case *k, void *const *d,
 
 // ---------------------------------------------------------------- adamw
 
-// lens x offsets: three steps with three parameter sets; decay alternates
-static void gen_adamw(int c, Case *k) {
-    const int off = c % 2, li = c / 2;
-    const size_t n = lens[li];
-    k->n = n;
-    k->decay = (li + off) & 1;
-    k->seed = 10 + (uint64_t)li;
+// AdamW's inputs of n elements at float offset off (both forms), and three steps with
+// three parameter sets
+static void adamw_inputs(Case *k, size_t n, int off) {
     k->nsteps = 3;
     k->steps[0] = adamw_params(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1);
     k->steps[1] = adamw_params(3e-4f, 0.9f, 0.999f, 1e-6f, 0.01f, 0.37f, 1000);
     k->steps[2] = adamw_params(1.0f, 0.5f, 0.5f, 1e-30f, 0.0f, 3.0f, 7);
-    snprintf(k->label, sizeof k->label, "n %zu, offset %d, decay %d, 3 steps", n, off, k->decay);
     float *p = arg(k, n * 4, (size_t)off * 4, CMP_F32), *g = arg(k, n * 4, (size_t)off * 4, CMP_BYTES);
     float *m = arg(k, n * 4, (size_t)off * 4, CMP_F32), *v = arg(k, n * 4, (size_t)off * 4, CMP_F32);
     for (size_t i = 0; i < n; i++) {
@@ -227,6 +224,17 @@ static void gen_adamw(int c, Case *k) {
         m[i] = rng_normal(k->seed, 2, i) * 1e-3f;
         v[i] = rng_uniform(k->seed, 3, i) * 1e-4f;
     }
+}
+
+// lens x offsets: three steps with three parameter sets; decay alternates
+static void gen_adamw(int c, Case *k) {
+    const int off = c % 2, li = c / 2;
+    const size_t n = lens[li];
+    k->n = n;
+    k->decay = (li + off) & 1;
+    k->seed = 10 + (uint64_t)li;
+    snprintf(k->label, sizeof k->label, "n %zu, offset %d, decay %d, 3 steps", n, off, k->decay);
+    adamw_inputs(k, n, off);
 }
 static void ref_adamw(Case *k) {
     float *p = want(k, 0), *m = want(k, 2), *v = want(k, 3);
@@ -259,6 +267,12 @@ static void gen_refresh(int c, Case *k) {
     for (size_t i = 0; i < k->n; i++) x[i] = i % 97 < 8 ? specials[i % 97] : odd_float(k->seed, i);
     if (!k->inplace) arg(k, k->n * ref_esz(k->dt), (size_t)off * ref_esz(k->dt), k->dt == ZERO_BF16 ? CMP_BF16 : CMP_BYTES);
 }
+static uint16_t ref_round_bf16(float x, uint64_t seed, int t, uint64_t gidx) {
+    const uint32_t u = ref_bits(x);
+    const uint32_t bits = rng_u32(seed, RNG_STREAM_ROUNDING, (uint64_t)t << 40 | gidx);
+    return (u & 0x7f800000u) == 0x7f800000u ? (uint16_t)((u >> 16) | ((u & 0x7fffffu) ? 0x40 : 0))
+                                            : (uint16_t)((u + (bits & 0xffffu)) >> 16);
+}
 // bf16: (u + (bits & 0xFFFF)) >> 16 with bits = rng_u32(seed, ROUNDING, t << 40 | gidx), NaN
 // and infinity truncated (NaN stays NaN); fp32: a copy (in place: nothing changes)
 static void ref_refresh(Case *k) {
@@ -266,11 +280,8 @@ static void ref_refresh(Case *k) {
     if (k->inplace) { want(k, 0); return; }
     void *out = want(k, 1);
     for (size_t i = 0; i < k->n; i++) {
-        if (k->dt == ZERO_F32) { ((float *)out)[i] = x[i]; continue; }
-        const uint32_t u = ref_bits(x[i]);
-        const uint32_t bits = rng_u32(k->seed, RNG_STREAM_ROUNDING, (uint64_t)k->t << 40 | (k->gidx0 + i));
-        ((uint16_t *)out)[i] = (u & 0x7f800000u) == 0x7f800000u ? (uint16_t)((u >> 16) | ((u & 0x7fffffu) ? 0x40 : 0))
-                                                                : (uint16_t)((u + (bits & 0xffffu)) >> 16);
+        if (k->dt == ZERO_F32) ((float *)out)[i] = x[i];
+        else ((uint16_t *)out)[i] = ref_round_bf16(x[i], k->seed, k->t, k->gidx0 + i);
     }
 }
 static void call_refresh(const ZeroBackend *b, const Case *k, void *const *d, double *res, ZeroStream *s) {
@@ -330,6 +341,105 @@ static void ref_sumsq(Case *k) {
 }
 static void call_sumsq(const ZeroBackend *b, const Case *k, void *const *d, double *res, ZeroStream *s) {
     for (int j = 0; j < k->nres; j++) b->sum_squares(b, (const float *)d[0] + k->start[j], k->len[j], &res[j], s);
+}
+
+// ---------------------------------------------------------------- many ranges (*_parts)
+
+// Ranges of one buffer, in the order of the call: lengths around the vector width, a
+// block of the norm, empty ones, gaps of 0-3 elements (so their alignments vary), handed
+// over out of order; layout 1 has more ranges than one CUDA launch takes (48), layout 2 a
+// range of many blocks among them. Returns the buffer's length.
+static const size_t part_lens[] = {1, 3, 4, 5, 0, 7, 1023, 1024, 1025, 4096 + 5, 12, 2, 33};
+#define NPART_LENS ((int)(sizeof part_lens / sizeof part_lens[0]))
+static size_t gen_ranges(Case *k, int layout) {
+    const int np = layout == 0 ? 5 : layout == 1 ? 130 : 60;
+    k->nparts = np;
+    k->start = calloc((size_t)np, sizeof *k->start);
+    k->len = calloc((size_t)np, sizeof *k->len);
+    if (!k->start || !k->len) { fprintf(stderr, "test_backend_ops: out of memory\n"); exit(1); }
+    size_t pos = 0;
+    for (int j = 0; j < np; j++) {
+        const int r = (j * 37) % np;   // 37 is prime to every np: a permutation
+        pos += (size_t)(j % 4);
+        k->start[r] = pos;
+        k->len[r] = layout == 2 && j == 17 ? 300001 : part_lens[(j * 7 + layout) % NPART_LENS];
+        pos += k->len[r];
+    }
+    return pos + 3;
+}
+static int part_decay(const Case *k, int j) { return ((uint64_t)j * 5 + k->seed) % 3 != 0; }
+static uint64_t part_gidx0(int j) { return ((uint64_t)j << 33) + 12345u * (uint64_t)j; }
+
+// layouts x offsets {0, 1}: three steps as adamw's cases
+static void gen_adamw_parts(int c, Case *k) {
+    const int off = c % 2, layout = c / 2;
+    k->seed = 40 + (uint64_t)c;
+    const size_t n = gen_ranges(k, layout);
+    k->n = n;
+    snprintf(k->label, sizeof k->label, "%d ranges over %zu, offset %d, 3 steps", k->nparts, n, off);
+    adamw_inputs(k, n, off);
+}
+// each range as adamw's reference with its own decay; the gaps untouched
+static void ref_adamw_parts(Case *k) {
+    float *p = want(k, 0), *m = want(k, 2), *v = want(k, 3);
+    const float *g = k->a[1].h;
+    for (int t = 0; t < k->nsteps; t++)
+        for (int j = 0; j < k->nparts; j++)
+            for (size_t i = k->start[j]; i < k->start[j] + k->len[j]; i++)
+                p[i] = adamw_element(p[i], g[i], &m[i], &v[i], &k->steps[t], part_decay(k, j));
+}
+static void call_adamw_parts(const ZeroBackend *b, const Case *k, void *const *d, double *res, ZeroStream *s) {
+    (void)res;
+    const int np = k->nparts;
+    ZeroAdamwPart *parts = xmalloc((size_t)np * sizeof *parts);
+    for (int j = 0; j < np; j++) {
+        const size_t o = k->start[j];
+        parts[j] = (ZeroAdamwPart){(float *)d[0] + o, (const float *)d[1] + o, (float *)d[2] + o, (float *)d[3] + o,
+                                   k->len[j], part_decay(k, j)};
+    }
+    for (int t = 0; t < k->nsteps; t++) zero_adamw_parts(b, parts, np, &k->steps[t], s);
+    free(parts);
+}
+
+// layouts x offsets {0, 1} in bf16, then each layout's fp32 copy
+static void gen_refresh_parts(int c, Case *k) {
+    const int off = c < 6 ? c % 2 : 1, layout = c < 6 ? c / 2 : c - 6;
+    k->dt = c < 6 ? ZERO_BF16 : ZERO_F32;
+    k->seed = 50 + (uint64_t)c;
+    k->t = 1000 * c + 3;
+    const size_t n = gen_ranges(k, layout);
+    k->n = n;
+    snprintf(k->label, sizeof k->label, "%s, %d ranges over %zu, offset %d, t %d", dt_name(k->dt), k->nparts, n, off, k->t);
+    float *x = arg(k, n * 4, (size_t)off * 4, CMP_BYTES);
+    for (size_t i = 0; i < n; i++) x[i] = odd_float(k->seed, i);
+    arg(k, n * ref_esz(k->dt), (size_t)off * ref_esz(k->dt), k->dt == ZERO_BF16 ? CMP_BF16 : CMP_BYTES);
+}
+static void ref_refresh_parts(Case *k) {
+    const float *x = k->a[0].h;
+    void *out = want(k, 1);
+    for (int j = 0; j < k->nparts; j++)
+        for (size_t i = k->start[j]; i < k->start[j] + k->len[j]; i++) {
+            if (k->dt == ZERO_F32) ((float *)out)[i] = x[i];
+            else ((uint16_t *)out)[i] = ref_round_bf16(x[i], k->seed, k->t, part_gidx0(j) + (i - k->start[j]));
+        }
+}
+static void call_refresh_parts(const ZeroBackend *b, const Case *k, void *const *d, double *res, ZeroStream *s) {
+    (void)res;
+    const int np = k->nparts;
+    ZeroRefreshPart *parts = xmalloc((size_t)np * sizeof *parts);
+    for (int j = 0; j < np; j++)
+        parts[j] = (ZeroRefreshPart){(char *)d[1] + k->start[j] * ref_esz(k->dt), (const float *)d[0] + k->start[j],
+                                     k->len[j], part_gidx0(j)};
+    zero_refresh_parts(b, parts, np, k->dt, k->seed, k->t, s);
+    free(parts);
+}
+
+// sum_squares's cases, each range's result from one many-range call
+static void call_sumsq_parts(const ZeroBackend *b, const Case *k, void *const *d, double *res, ZeroStream *s) {
+    ZeroSumsqPart *parts = xmalloc((size_t)(k->nres ? k->nres : 1) * sizeof *parts);
+    for (int j = 0; j < k->nres; j++) parts[j] = (ZeroSumsqPart){(const float *)d[0] + k->start[j], k->len[j], &res[j]};
+    zero_sum_squares_parts(b, parts, k->nres, s);
+    free(parts);
 }
 
 // ---------------------------------------------------------------- wire kernels
@@ -502,6 +612,9 @@ static const Op ops[] = {
     {"adamw", NLENS * 2, gen_adamw, ref_adamw, call_adamw, 0},
     {"refresh", REFRESH_GRID + 2, gen_refresh, ref_refresh, call_refresh, 0},
     {"sum_squares", 2 * NSUMSQ_LENS + 4, gen_sumsq, ref_sumsq, call_sumsq, 0},
+    {"adamw_parts", 6, gen_adamw_parts, ref_adamw_parts, call_adamw_parts, 0},
+    {"refresh_parts", 9, gen_refresh_parts, ref_refresh_parts, call_refresh_parts, 0},
+    {"sum_squares_parts", 2 * NSUMSQ_LENS + 4, gen_sumsq, ref_sumsq, call_sumsq_parts, 0},
     {"wire_pack", WIRE_SHAPES * (NGROUPINGS + 1), gen_wire_pack, ref_wire_pack, call_wire_pack, 0},
     {"wire_unpack", WIRE_SHAPES * 3, gen_wire_unpack, ref_wire_unpack, call_wire_unpack, 0},
     {"wire_reduce_pack", WIRE_SHAPES * NRUNS, gen_wire_reduce_pack, ref_wire_reduce_pack, call_wire_reduce_pack, 0},
