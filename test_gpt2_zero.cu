@@ -292,63 +292,133 @@ static uint64_t *slice_order_keys(const GPT2Config *c, size_t n) {
     return key;
 }
 
-// AdamW kernel against adamw_element on the host: fp32 results must match bit for bit.
-// misalign = 1 shifts every pointer by one element (the scalar path).
-static void test_adamw(int misalign, int decay) {
-    const size_t n = 10007;
-    const uint64_t offset = 123457, seed = 4242;
+// The AdamW step, then the bf16 refresh alone, over slice table sl (ns slices within n
+// elements), against adamw_element and host_round_stochastic bit for bit: slice k's element
+// i is keyed by the numel of slices 0..k-1 plus i, and elements no slice covers keep their
+// values. misalign = 1 shifts every base pointer by one element (the scalar path).
+static void adamw_case(const char *what, const GPT2Slice *sl, int ns, size_t n, int misalign) {
+    const uint64_t seed = 4242;
     const int step = 7;
-    float *p = host_normal(n + 1, 0.05f, 0.0f, 20, 0), *g = host_normal(n + 1, 0.01f, 0.0f, 21, 0);
-    float *m = host_normal(n + 1, 0.001f, 0.0f, 22, 0), *v = host_normal(n + 1, 1e-5f, 0.0f, 23, 0);
-    for (size_t i = 0; i < n + 1; i++) v[i] = v[i] * v[i];
+    const size_t len = n + misalign;
+    uint64_t *key = (uint64_t *)malloc(len * sizeof(uint64_t));   // UINT64_MAX: no slice's
+    int *decay = (int *)malloc(len * sizeof(int));
+    for (size_t j = 0; j < len; j++) key[j] = UINT64_MAX;
+    uint64_t next = 0;
+    for (int k = 0; k < ns; k++)
+        for (size_t i = 0; i < sl[k].numel; i++) {
+            key[misalign + sl[k].offset + i] = next++;
+            decay[misalign + sl[k].offset + i] = sl[k].decay;
+        }
+    float *p = host_normal(len, 0.05f, 0.0f, 20, 0), *g = host_normal(len, 0.01f, 0.0f, 21, 0);
+    float *m = host_normal(len, 0.001f, 0.0f, 22, 0), *v = host_normal(len, 1e-5f, 0.0f, 23, 0);
+    for (size_t j = 0; j < len; j++) v[j] = v[j] * v[j];
+    uint16_t *b0 = (uint16_t *)malloc(len * 2), *gb = (uint16_t *)malloc(len * 2);
+    for (size_t j = 0; j < len; j++) b0[j] = (uint16_t)(rng_u32(24, 77, j) | 1);
     const float scale = 0.75f;
     AdamWParams hp = adamw_params(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, step);
-    float *d_p = dev_f32(p, n + 1), *d_g = dev_f32(g, n + 1), *d_m = dev_f32(m, n + 1), *d_v = dev_f32(v, n + 1);
+    float *d_p = dev_f32(p, len), *d_g = dev_f32(g, len), *d_m = dev_f32(m, len), *d_v = dev_f32(v, len);
     float *d_scale = dev_f32(&scale, 1);
     bf16 *d_b;
-    CUDA_CHECK(cudaMalloc(&d_b, (n + 1) * sizeof(bf16)));
-    adamw_update(d_p + misalign, d_b + misalign, d_g + misalign, d_m + misalign, d_v + misalign, n, offset, hp, decay,
-                 d_scale, seed, step, 0);
-    float *gp = (float *)malloc((n + 1) * 4), *gm = (float *)malloc((n + 1) * 4), *gv = (float *)malloc((n + 1) * 4);
-    uint16_t *gb = (uint16_t *)malloc((n + 1) * 2);
-    get_f32(gp, d_p, n + 1);
-    get_f32(gm, d_m, n + 1);
-    get_f32(gv, d_v, n + 1);
-    CUDA_CHECK(cudaMemcpy(gb, d_b, (n + 1) * 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMalloc(&d_b, len * sizeof(bf16)));
+    CUDA_CHECK(cudaMemcpy(d_b, b0, len * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    adamw_update_slices(d_p + misalign, d_b + misalign, d_g + misalign, d_m + misalign, d_v + misalign, sl, ns, hp,
+                        d_scale, seed, step, 0);
+    float *gp = (float *)malloc(len * 4), *gm = (float *)malloc(len * 4), *gv = (float *)malloc(len * 4);
+    get_f32(gp, d_p, len);
+    get_f32(gm, d_m, len);
+    get_f32(gv, d_v, len);
+    CUDA_CHECK(cudaMemcpy(gb, d_b, len * 2, cudaMemcpyDeviceToHost));
 
     AdamWParams h = hp;
     h.grad_scale = scale;
-    size_t bad_p = 0, bad_mv = 0, bad_b = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = i + misalign;
-        float mi = m[j], vi = v[j];
-        float pi = adamw_element(p[j], g[j], &mi, &vi, &h, decay);
-        if (memcmp(&pi, &gp[j], 4) != 0) bad_p++;
-        if (memcmp(&mi, &gm[j], 4) != 0 || memcmp(&vi, &gv[j], 4) != 0) bad_mv++;
-        if (host_round_stochastic(pi, seed, step, offset + i) != gb[j]) bad_b++;
+    size_t bad_p = 0, bad_b = 0, bad_gap = 0, covered = 0;
+    for (size_t j = 0; j < len; j++) {
+        if (key[j] == UINT64_MAX) {
+            bad_gap += memcmp(&p[j], &gp[j], 4) != 0 || memcmp(&m[j], &gm[j], 4) != 0 ||
+                       memcmp(&v[j], &gv[j], 4) != 0 || gb[j] != b0[j];
+            continue;
+        }
+        float mj = m[j], vj = v[j];
+        p[j] = adamw_element(p[j], g[j], &mj, &vj, &h, decay[j]);
+        bad_p += memcmp(&p[j], &gp[j], 4) != 0 || memcmp(&mj, &gm[j], 4) != 0 || memcmp(&vj, &gv[j], 4) != 0;
+        bad_b += host_round_stochastic(p[j], seed, step, key[j]) != gb[j];
+        covered++;
     }
-    char name[64];
-    snprintf(name, sizeof(name), "adamw bit-exact (%s, decay %d)", misalign ? "scalar path" : "vector path", decay);
-    report(bad_p == 0 && bad_mv == 0, name, "%zu/%zu params, %zu moments differ", bad_p, n, bad_mv);
-    snprintf(name, sizeof(name), "adamw stochastic rounding (%s)", misalign ? "scalar path" : "vector path");
-    report(bad_b == 0, name, "%zu/%zu bf16 values differ from the host rule", bad_b, n);
+    char name[160];
+    snprintf(name, sizeof(name), "adamw bit-exact (%s)", what);
+    report(bad_p == 0 && bad_b == 0 && bad_gap == 0, name,
+           "%d slices, %zu elements: %zu master/m/v and %zu bf16 differ from the host, %zu outside changed", ns,
+           covered, bad_p, bad_b, bad_gap);
 
-    // The rounding is unbiased: the mean of many roundings of one value approaches it.
-    if (!misalign && decay) {
-        const float x = 1.0f + 1.0f / 3.0f * (1.0f / 128.0f); // a third of the way between two bf16s
-        double acc = 0;
-        const int trials = 20000;
-        for (int i = 0; i < trials; i++) acc += gpt2_bf16_to_f32(host_round_stochastic(x, seed, 1, i));
-        double bias = acc / trials - x;
-        report(fabs(bias) < 2e-4, "stochastic rounding unbiased (host rule)", "mean - x = %.2e", bias);
+    // the refresh alone, from the updated master, with step 0's keys
+    round_stochastic_slices(d_b + misalign, d_p + misalign, sl, ns, seed, 0, 0);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(gb, d_b, len * 2, cudaMemcpyDeviceToHost));
+    bad_b = bad_gap = 0;
+    for (size_t j = 0; j < len; j++) {
+        if (key[j] == UINT64_MAX) bad_gap += gb[j] != b0[j];
+        else bad_b += host_round_stochastic(gp[j], seed, 0, key[j]) != gb[j];
     }
+    snprintf(name, sizeof(name), "stochastic rounding (%s)", what);
+    report(bad_b == 0 && bad_gap == 0, name, "%zu/%zu bf16 differ from the host rule, %zu outside changed", bad_b,
+           covered, bad_gap);
     CUDA_CHECK(cudaFree(d_p));
     CUDA_CHECK(cudaFree(d_g));
     CUDA_CHECK(cudaFree(d_m));
     CUDA_CHECK(cudaFree(d_v));
     CUDA_CHECK(cudaFree(d_b));
     CUDA_CHECK(cudaFree(d_scale));
-    free(p); free(g); free(m); free(v); free(gp); free(gm); free(gv); free(gb);
+    free(p); free(g); free(m); free(v); free(gp); free(gm); free(gv); free(gb); free(b0); free(key); free(decay);
+}
+
+// One slice of 10007 elements on the vector or the scalar path.
+static void test_adamw(int misalign, int decay) {
+    GPT2Slice sl;
+    memset(&sl, 0, sizeof(sl));
+    sl.numel = 10007;
+    sl.decay = decay;
+    char what[64];
+    snprintf(what, sizeof(what), "one slice, %s path, decay %d", misalign ? "scalar" : "vector", decay);
+    adamw_case(what, &sl, 1, sl.numel, misalign);
+
+    // The rounding is unbiased: the mean of many roundings of one value approaches it.
+    if (!misalign && decay) {
+        const float x = 1.0f + 1.0f / 3.0f * (1.0f / 128.0f); // a third of the way between two bf16s
+        double acc = 0;
+        const int trials = 20000;
+        for (int i = 0; i < trials; i++) acc += gpt2_bf16_to_f32(host_round_stochastic(x, 4242, 1, i));
+        double bias = acc / trials - x;
+        report(fabs(bias) < 2e-4, "stochastic rounding unbiased (host rule)", "mean - x = %.2e", bias);
+    }
+}
+
+// A table as the model's: more slices than one launch takes (128), laid out in a shuffled
+// offset order with gaps of 0-2 elements (odd offsets take the scalar path), sizes 1, 3, 5
+// and past one block (1024 elements), both decay flags.
+static void test_adamw_slices(void) {
+    enum { NS = 300 };
+    const size_t sizes[] = {1, 3, 5, 4, 8, 2, 7, 12, 1025, 16, 33, 64, 100, 2500, 1, 1024, 3, 4099, 5, 640};
+    const int nsizes = (int)(sizeof(sizes) / sizeof(sizes[0]));
+    GPT2Slice sl[NS];
+    int order[NS];
+    for (int k = 0; k < NS; k++) order[k] = k;
+    for (int k = NS - 1; k > 0; k--) {
+        const int j = (int)rng_below(50, 77, k, k + 1), t = order[k];
+        order[k] = order[j];
+        order[j] = t;
+    }
+    size_t n = 0;
+    for (int r = 0; r < NS; r++) {
+        GPT2Slice *s = &sl[order[r]];
+        memset(s, 0, sizeof(*s));
+        n += rng_below(51, 77, r, 3);
+        s->offset = n;
+        s->numel = sizes[order[r] % nsizes];
+        s->decay = (int)rng_below(52, 77, order[r], 2);
+        n += s->numel;
+    }
+    adamw_case("300 slices out of offset order", sl, NS, n + 1, 0);
 }
 
 // Device norm and clip scale against the host version (llmc/model/grad_norm.h, the order zero/
@@ -1300,6 +1370,7 @@ int main(int argc, char **argv) {
         test_classifier();
         test_adamw(0, 1);
         test_adamw(1, 0);
+        test_adamw_slices();
         test_grad_norm();
         test_matmul(1);
         test_matmul(0);

@@ -5,23 +5,26 @@
 #ifndef LLMC_ADAMW_CUDA_CUH
 #define LLMC_ADAMW_CUDA_CUH
 
+#include "../model/gpt2_config.h"
 #include "../numerics/adamw.h"
 #include "cuda_utils.cuh"
 
-// Updates elements [0, n) of master, m, v from grads; these are elements
-// [global_offset, global_offset + n) of the model's parameter vector as the caller numbers
-// it, which is what the rounding noise is keyed on: bf16 element i after step t is
-// adamw_round_bf16_at(master[i], seed, t, global_offset + i) (llmc/numerics/adamw.h, the rule zero/'s
-// refresh uses too), so it does not depend on how the vector is split (ZeRO shards).
+// The AdamW step over a table of slices (gpt2_slices: a model's tensors, in any offset
+// order): slice k is elements [offset, offset + numel) of master, m, v, grads and params,
+// with its decay flag. Rounding noise is keyed on each element's position when the slices
+// are laid end to end in table order: bf16 element i of slice k after step t is
+// adamw_round_bf16_at(master[offset + i], seed, t, key + i), key = the numel of slices 0..k-1
+// (llmc/numerics/adamw.h, the rule zero/'s refresh uses too), so it does not depend on how
+// the vector is split (ZeRO shards). A few launches for any table, no host sync.
 // grad_scale: device pointer to the clip scale (overrides hp.grad_scale), or NULL.
 // params: the bf16 copy to refresh, or NULL.
-void adamw_update(float *master, bf16 *params, const float *grads, float *m, float *v, size_t n,
-                  uint64_t global_offset, AdamWParams hp, int decay, const float *grad_scale, uint64_t seed,
-                  int step, cudaStream_t stream);
+void adamw_update_slices(float *master, bf16 *params, const float *grads, float *m, float *v,
+                         const GPT2Slice *slices, int n, AdamWParams hp, const float *grad_scale, uint64_t seed,
+                         int step, cudaStream_t stream);
 
-// params (bf16) = stochastic rounding of master with the noise adamw_update() uses at `step`
-// (step 0: the initial copy).
-void round_stochastic(bf16 *params, const float *master, size_t n, uint64_t global_offset, uint64_t seed,
-                      int step, cudaStream_t stream);
+// params (bf16) = stochastic rounding of master over the same table, with the noise
+// adamw_update_slices() uses at `step` (step 0: the initial copy).
+void round_stochastic_slices(bf16 *params, const float *master, const GPT2Slice *slices, int n, uint64_t seed,
+                             int step, cudaStream_t stream);
 
 #endif

@@ -148,12 +148,7 @@ static void check_shape(const GPT2Config *c, int B, int T) {
 // tensor table is that slice list), so train_gpt2cu and train_gpt2_zero draw the same
 // random bits for the same element and step.
 static void refresh_bf16(GPT2Cuda *m, int t, cudaStream_t s) {
-    uint64_t key = 0;
-    for (int k = 0; k < m->num_slices; k++) {
-        const GPT2Slice *sl = &m->slices[k];
-        round_stochastic(m->params + sl->offset, m->master + sl->offset, sl->numel, key, m->opt.seed, t, s);
-        key += sl->numel;
-    }
+    round_stochastic_slices(m->params, m->master, m->slices, m->num_slices, m->opt.seed, t, s);
 }
 
 static void free_device(GPT2Cuda *m) {
@@ -776,15 +771,9 @@ void gpt2_cuda_update(GPT2Cuda *m, float lr, float beta1, float beta2, float eps
     cudaStream_t s = m->stream;
     if (!m->norm_current || m->norm_current_clip != grad_clip) gpt2_cuda_grad_norm(m, grad_clip);
     AdamWParams hp = adamw_params(lr, beta1, beta2, eps, weight_decay, 1.0f, t);
-    // One launch per slice, so the rounding is keyed in slice order (see refresh_bf16).
-    uint64_t key = 0;
-    for (int k = 0; k < m->num_slices; k++) {
-        const GPT2Slice *sl = &m->slices[k];
-        const size_t off = sl->offset;
-        adamw_update(m->master + off, m->params + off, m->grads + off, m->m + off, m->v + off, sl->numel, key, hp,
-                     sl->decay, m->norm_clip + 1, m->opt.seed, t, s);
-        key += sl->numel;
-    }
+    // Over the slice table, so the rounding is keyed in slice order (see refresh_bf16).
+    adamw_update_slices(m->master, m->params, m->grads, m->m, m->v, m->slices, m->num_slices, hp, m->norm_clip + 1,
+                        m->opt.seed, t, s);
 }
 
 void gpt2_cuda_grad_norm(GPT2Cuda *m, float grad_clip) {
