@@ -86,6 +86,11 @@ typedef struct {
     size_t n;
     double *out;
 } ZeroSumsqPart;
+typedef struct {
+    float *acc;
+    const void *src;
+    size_t stride, n;
+} ZeroReducePart;
 
 typedef enum {
     ZERO_MEM_DEVICE = 0,   // where the model computes (host memory for the host backend)
@@ -167,6 +172,8 @@ struct ZeroBackend {
     void (*refresh_parts)(const ZeroBackend *b, const ZeroRefreshPart *parts, int nparts, ZeroDType dt,
                           uint64_t seed, int t, ZeroStream *s);
     void (*sum_squares_parts)(const ZeroBackend *b, const ZeroSumsqPart *parts, int nparts, ZeroStream *s);
+    void (*reduce_slices_parts)(const ZeroBackend *b, const ZeroReducePart *parts, int nparts, int nslices,
+                                ZeroDType dt, ZeroStream *s);
     // ZeRO++ wire kernels (wire.h: the record layout and the rules; the host versions are
     // wire.c's, the CUDA ones wire_cuda.cu's, the same bits), enqueued on s. A record holds
     // one slice of slice_n values in format w (ZERO_WIRE_RAW: the values in dtype dt). The
@@ -219,6 +226,12 @@ static inline void zero_sum_squares_parts(const ZeroBackend *b, const ZeroSumsqP
                                           ZeroStream *s) {
     if (b->sum_squares_parts) return b->sum_squares_parts(b, parts, nparts, s);
     for (int i = 0; i < nparts; i++) b->sum_squares(b, parts[i].x, parts[i].n, parts[i].out, s);
+}
+static inline void zero_reduce_slices_parts(const ZeroBackend *b, const ZeroReducePart *parts, int nparts, int nslices,
+                                            ZeroDType dt, ZeroStream *s) {
+    if (b->reduce_slices_parts) return b->reduce_slices_parts(b, parts, nparts, nslices, dt, s);
+    for (int i = 0; i < nparts; i++)
+        b->reduce_slices(b, parts[i].acc, parts[i].src, parts[i].stride, nslices, parts[i].n, dt, s);
 }
 
 #ifdef __cplusplus

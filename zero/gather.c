@@ -35,23 +35,32 @@ static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base 
 
 // This rank's working shard of tensor ti (S values, padding zero): where offload keeps it
 // (brought into `mine`), the fp32 master itself, or (bf16) rounded from the master into
-// `mine` on stream s with step t_step's rounding.
-static void *work_shard(Zero *z, int ti, char *mine, int t_step, ZeroStream *s, int bwd) {
+// `mine` on stream s with step t_step's rounding, once the caller issues the roundings
+// queued (issue_roundings: one kernel call for a gather's tensors).
+static void *work_shard(Zero *z, int ti, char *mine, ZeroStream *s, int bwd) {
     void *offloaded = zero_offload_shard(z, ti, mine, bwd);   // host, NVMe, or the uploaded shard
     if (offloaded) return offloaded;
     const ZeroTensorLayout *l = z->t[ti].lay;
     if (z->cfg.param_dtype == ZERO_F32) return z->step.master + l->shard_off;
-    z->b->refresh(z->b, mine, z->cfg.param_dtype, z->step.master + l->shard_off, l->own_count, z->cfg.seed, t_step,
-                  l->global_off + l->own_begin, s);
+    z->gather.roundings[z->gather.nroundings++] =
+        (ZeroRefreshPart){mine, z->step.master + l->shard_off, l->own_count, l->global_off + l->own_begin};
     if (l->split.shard > l->own_count)   // a recycled block's padding: zero like everywhere else
         z->b->memset0(z->b, byte_at(mine, l->own_count, z->param_size), (l->split.shard - l->own_count) * z->param_size, s);
     return mine;
 }
 
-void *zero_gather_src(Zero *z, int ti, void *full, int t_step, ZeroStream *s, int bwd) {
-    // into this rank's slot of the destination, then gathered in place (no bf16 copy of the
-    // shard is kept between steps)
-    return work_shard(z, ti, byte_at(full, (size_t)z->rank * z->t[ti].lay->split.shard, z->param_size), t_step, s, bwd);
+static void issue_roundings(Zero *z, int t_step, ZeroStream *s) {
+    if (z->gather.nroundings == 0) return;
+    zero_refresh_parts(z->b, z->gather.roundings, z->gather.nroundings, z->cfg.param_dtype, z->cfg.seed, t_step, s);
+    z->gather.nroundings = 0;
+}
+
+// What this rank sends in the all-gather of tensor ti into `full` (its padded working
+// tensor): the fp32 master shard, or (bf16) its slot of `full`, rounded there (gathered in
+// place: no bf16 copy of the shard is kept between steps); issue_roundings before the gather.
+// bwd: the gather is for a backward use.
+static void *gather_src(Zero *z, int ti, void *full, ZeroStream *s, int bwd) {
+    return work_shard(z, ti, byte_at(full, (size_t)z->rank * z->t[ti].lay->split.shard, z->param_size), s, bwd);
 }
 
 // ---------------------------------------------------------------- ZeRO++: qwZ and hpZ
@@ -102,7 +111,8 @@ static void qwz_refresh(Zero *z, int t_step) {
     for (int i = 0; i < z->num_tensors; i++) {
         ZeroTensorState *t = &z->t[i];
         if (!in_pool(t)) continue;
-        const void *src = work_shard(z, i, z->gather.qwz_land, t_step, z->gather.stream, 0);
+        const void *src = work_shard(z, i, z->gather.qwz_land, z->gather.stream, 0);
+        issue_roundings(z, t_step, z->gather.stream);   // the landing buffer is reused by the next tensor
         z->b->wire_pack(z->b, ZERO_WIRE_INT8, z->gather.qwz_block, src, z->cfg.param_dtype, t->lay->split.shard, 1, 1,
                         byte_at(z->gather.qwz_own, t->gather.qrec_off, 1), z->gather.stream);
     }
@@ -114,11 +124,12 @@ void zero_gather_persistent(Zero *z, int t_step) {
     zero_stream_waits_main(z, z->gather.stream);
     for (int i = 0; i < z->num_tensors; i++) {
         if (!z->t[i].persistent) continue;
-        z->parts[np].send = zero_gather_src(z, i, z->t[i].work, t_step, z->gather.stream, 0);
+        z->parts[np].send = gather_src(z, i, z->t[i].work, z->gather.stream, 0);
         z->parts[np].recv = z->t[i].work;
         z->parts[np].count = z->t[i].lay->split.shard;
         z->gather.batch[np++] = i;
     }
+    issue_roundings(z, t_step, z->gather.stream);
     if (np) {
         b->all_gather(b, z->comm, ZERO_GROUP_WORLD, z->parts, np, z->cfg.param_dtype, z->gather.stream,
                       zero_label(z, "persistent params:", z->gather.batch, np));
@@ -283,13 +294,14 @@ static void gather_batch(Zero *z, int kind, const int *coded, int n, const char 
             p->recv = t->work;
             p->count = sec_count(z, t);
         } else {
-            p->send = zero_gather_src(z, ti, t->work, z->step.last_t, z->gather.stream, bwd);
+            p->send = gather_src(z, ti, t->work, z->gather.stream, bwd);
             p->recv = t->work;
             p->count = t->lay->split.shard;
         }
         zero_flow_add(z, bwd ? ZERO_FLOW_BWD_GATHER : ZERO_FLOW_FWD_GATHER, g,
                       p->count * (kind == GK_QWZ ? 1 : z->param_size));
     }
+    issue_roundings(z, z->step.last_t, z->gather.stream);
     b->all_gather(b, z->comm, g, z->parts, n, kind == GK_QWZ ? ZERO_U8 : z->cfg.param_dtype, z->gather.stream,
                   zero_label(z, why, z->gather.tensors, n));
     uint64_t id = ++z->gather.issued;
@@ -503,6 +515,7 @@ void zero_gather_init(Zero *z, size_t pool_elems) {
     if (z->b->stream_name) z->b->stream_name(z->b, g->stream, "gather stream");
     g->mark = zero_new_event(z, "gather-stream hand-offs");
     g->batch = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(int), "gather lists");
+    g->roundings = zero_host_alloc(z, (size_t)z->num_tensors * sizeof *g->roundings, "gather lists");
     for (int i = 0; i < z->num_tensors; i++) z->t[i].gather.block = ZERO_ARENA_FULL;
     g->qwz_block = z->cfg.qwz_block ? z->cfg.qwz_block : QUANT_BLOCK_DEFAULT;
     if (z->stage != 3) return;
@@ -538,6 +551,7 @@ void zero_gather_free(Zero *z) {
     if (g->stream) b->stream_destroy(b, g->stream);
     zero_arena_free_all(&g->arena);
     free(g->batch);
+    free(g->roundings);
     free(g->by_kind);
     free(g->tensors);
     free(g->order);

@@ -20,9 +20,5 @@ void zero_gather_free(Zero *z);
 // Stage 3, after each update: the persistent tensors gathered, qwZ's int8 records of the
 // new working shard packed.
 void zero_gather_persistent(Zero *z, int t_step);
-// What this rank sends in the all-gather of tensor ti into `full` (its padded working
-// tensor): the fp32 master shard, or (bf16) its slot of `full`, rounded there on stream s
-// with step t_step's rounding. bwd: the gather is for a backward use.
-void *zero_gather_src(Zero *z, int ti, void *full, int t_step, ZeroStream *s, int bwd);
 
 #endif

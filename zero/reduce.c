@@ -141,12 +141,13 @@ static void reduce_flat(Zero *z, const int *list, int n, const char *what) {
     b->all_to_all(b, z->comm, ZERO_GROUP_WORLD, z->parts, n, z->cfg.grad_dtype, z->reduce.stream, what);
     // the sums of offloaded tensors go to the host (or NVMe), where the optimizer accumulates them
     if (zero_offload_optimizer(z)) zero_offload_reduce(z, list, n, z->reduce.staging);
+    int ns = 0;
     for (int k = 0; k < n; k++) {
         const ZeroTensorLayout *l = z->t[list[k]].lay;
         if (zero_offload_holds(z, list[k])) continue;
-        b->reduce_slices(b, z->step.shard_grad + l->shard_off, z->parts[k].recv, l->split.shard, z->world, l->own_count,
-                         z->cfg.grad_dtype, z->reduce.stream);
+        z->reduce.sums[ns++] = (ZeroReducePart){z->step.shard_grad + l->shard_off, z->parts[k].recv, l->split.shard, l->own_count};
     }
+    zero_reduce_slices_parts(b, z->reduce.sums, ns, z->world, z->cfg.grad_dtype, z->reduce.stream);
 }
 
 // --fast-reduce: the bf16 copies (stochastic rounding, unbiased: refresh's rule under a key
@@ -180,9 +181,9 @@ static void reduce_fast(Zero *z, const int *list, int n, const char *what) {
     b->reduce_scatter(b, z->comm, ZERO_GROUP_WORLD, z->parts, n, ZERO_BF16, z->reduce.stream, what);
     for (int k = 0; k < n; k++) {
         const ZeroTensorLayout *l = z->t[list[k]].lay;
-        b->reduce_slices(b, z->step.shard_grad + l->shard_off, z->parts[k].recv, l->split.shard, 1, l->own_count, ZERO_BF16,
-                         z->reduce.stream);
+        z->reduce.sums[k] = (ZeroReducePart){z->step.shard_grad + l->shard_off, z->parts[k].recv, l->split.shard, l->own_count};
     }
+    zero_reduce_slices_parts(b, z->reduce.sums, n, 1, ZERO_BF16, z->reduce.stream);
 }
 
 // Reduces tensors list[0..n) (their gradients live at z->t[i].grad) in groups that fit
@@ -276,9 +277,17 @@ void zero_grad_acquire(Zero *z, int ti) {
     if (t->reduce.parked) {   // its first unit's partial sum, back from the park: the model adds to it
         zero_offload_unpark(z, ti, t->grad);
         t->reduce.parked = 0;
-    } else {
-        z->b->memset0(z->b, t->grad, size * z->grad_size, z->main);   // the model accumulates (+=)
+    } else {   // the model accumulates (+=): zeroed, with the unit's next blocks when they follow on
+        char *at = (char *)t->grad;
+        if (z->reduce.clear_bytes && at != (char *)z->reduce.clear_at + z->reduce.clear_bytes) zero_grads_clear(z);
+        if (!z->reduce.clear_bytes) z->reduce.clear_at = at;
+        z->reduce.clear_bytes += size * z->grad_size;
     }
+}
+
+void zero_grads_clear(Zero *z) {
+    if (z->reduce.clear_bytes) z->b->memset0(z->b, z->reduce.clear_at, z->reduce.clear_bytes, z->main);
+    z->reduce.clear_bytes = 0;
 }
 
 // A tied tensor whose first unit is done and whose other unit does not hold it: its
@@ -361,6 +370,7 @@ void zero_reduce_init(Zero *z, size_t pool_elems) {
     r->staging = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, staging_bytes, "collective staging buffer");
     r->hop_bytes = staging_bytes;   // the most the two-hop path may use (init_pp)
     r->pending = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(int), "bucket lists");
+    r->sums = zero_host_alloc(z, (size_t)z->num_tensors * sizeof *r->sums, "bucket lists");
     r->deferred_cap = 2 * z->num_tensors;
     r->deferred = zero_host_alloc(z, (size_t)r->deferred_cap * sizeof(ZeroDeferredBlock), "deferred frees");
     if (r->two_hops) init_pp(z);
@@ -377,5 +387,6 @@ void zero_reduce_free(Zero *z) {
     if (r->stream) b->stream_destroy(b, r->stream);
     zero_arena_free_all(&r->arena);
     free(r->pending);
+    free(r->sums);
     free(r->deferred);
 }

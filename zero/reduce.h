@@ -12,7 +12,8 @@ A phase: zero.c calls it; it calls state.c and offload.c, never gather.c.
 void zero_reduce_init(Zero *z, size_t pool_elems);
 void zero_reduce_free(Zero *z);
 void zero_reduce_begin_step(Zero *z);        // no micro-step done, no unit ready
-void zero_grad_acquire(Zero *z, int ti);     // stage 2/3: a zeroed pool buffer for tensor ti
+void zero_grad_acquire(Zero *z, int ti);     // stage 2/3: a pool buffer for tensor ti, zeroed by
+void zero_grads_clear(Zero *z);              //   this (one memset for buffers side by side)
 void zero_grads_flush(Zero *z);              // reduce the pending tensors now
 int zero_grads_release_oldest(Zero *z);      // oldest bucket in flight: wait, return its blocks (0: none)
 void zero_grads_drain(Zero *z);              // every bucket: the main stream waits for all reductions

@@ -194,6 +194,8 @@ typedef struct {
     void *pool;                // the gather pool
     ZeroArena arena;           // its blocks
     uint64_t issued;           // all-gathers enqueued (ZeroTensorState.gather_id)
+    ZeroRefreshPart *roundings;// num_tensors: the bf16 roundings of shards a gather sends, queued
+    int nroundings;            //   by work_shard, issued as one call before the gather
     int *batch;                // num_tensors entries each: tensors to gather (tensor << 1 | backward),
     int *by_kind, *tensors;    //   those of one kind, and the bare tensors of one all-gather
     // the order of fetches (unit << 1 | backward), recorded during the first micro-step
@@ -228,6 +230,9 @@ typedef struct {
     void *staging;             // all-to-all receive buffer; zero_gather_master's landing buffer
     size_t staging_elems;      // in gradient elements
     int *pending, num_pending; // tensors complete this micro-step, not yet reduced
+    ZeroReducePart *sums;      // num_tensors: a bucket's reduce_slices ranges (backend.h)
+    void *clear_at;            // acquired pool buffers not zeroed yet: one run of clear_bytes
+    size_t clear_bytes;
     size_t pending_elems;
     ZeroDeferredBlock *deferred;   // stages 2-3: reduced gradient blocks not yet back in the pool
     int num_deferred, deferred_cap;

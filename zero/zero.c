@@ -505,6 +505,7 @@ static const ZeroUnitView *fetch_unit(Zero *z, int unit, int is_backward) {
         if (z->stage >= 2) zero_grad_acquire(z, U->tensors[i]);
         U->grads[i] = t->grad;
     }
+    if (is_backward && z->stage >= 2) zero_grads_clear(z);
     U->fetched = is_backward ? 1 : 0;
     return &U->view;
 }

@@ -138,69 +138,89 @@ __device__ __forceinline__ void elem4(const uint16_t *p, float r[4]) {
 
 // acc[i] += ((s_0 + s_1) + s_2) + ...: the host's order, one element per thread (ACC
 // false: acc[i] = the sum, sum_slices).
+
+// Elements i..i+3 of that, with vector loads (acc, src and stride aligned).
+template <typename T, bool ACC>
+__device__ __forceinline__ void reduce_four(float *acc, const T *src, size_t stride, int nslices, size_t i) {
+    float s[4], y[4];
+    elem4(src + i, s);
+    for (int q = 1; q < nslices; q++) {
+        elem4(src + (size_t)q * stride + i, y);
+        for (int k = 0; k < 4; k++) s[k] = __fadd_rn(s[k], y[k]);
+    }
+    float4 a = ACC ? *reinterpret_cast<float4 *>(acc + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    a.x = ACC ? __fadd_rn(a.x, s[0]) : s[0]; a.y = ACC ? __fadd_rn(a.y, s[1]) : s[1];
+    a.z = ACC ? __fadd_rn(a.z, s[2]) : s[2]; a.w = ACC ? __fadd_rn(a.w, s[3]) : s[3];
+    *reinterpret_cast<float4 *>(acc + i) = a;
+}
+
+// Element i of reduce_slices (ACC: added to the accumulator).
+template <typename T, bool ACC>
+__device__ __forceinline__ void reduce_one(float *acc, const T *src, size_t stride, int nslices, size_t i) {
+    float sum = elem(src, i);
+    for (int q = 1; q < nslices; q++) sum = __fadd_rn(sum, elem(src, (size_t)q * stride + i));
+    acc[i] = ACC ? __fadd_rn(acc[i], sum) : sum;
+}
+
 template <typename T, bool ACC>
 __global__ void reduce_slices_kernel(float *acc, const T *src, size_t stride, int nslices, size_t n) {
-    GRID_LOOP(i, n) {
-        float sum = elem(src, i);
-        for (int q = 1; q < nslices; q++) sum = __fadd_rn(sum, elem(src, (size_t)q * stride + i));
-        acc[i] = ACC ? __fadd_rn(acc[i], sum) : sum;
-    }
+    GRID_LOOP(i, n) reduce_one<T, ACC>(acc, src, stride, nslices, i);
 }
 
 // The same, four elements per thread with vector loads (acc, src and stride aligned).
 template <typename T, bool ACC>
 __global__ void reduce_slices_vec4(float *acc, const T *src, size_t stride, int nslices, size_t n4) {
-    GRID_LOOP(g, n4) {
-        size_t i = 4 * g;
-        float s[4], y[4];
-        elem4(src + i, s);
-        for (int q = 1; q < nslices; q++) {
-            elem4(src + (size_t)q * stride + i, y);
-            for (int k = 0; k < 4; k++) s[k] = __fadd_rn(s[k], y[k]);
-        }
-        float4 a = ACC ? *reinterpret_cast<float4 *>(acc + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        a.x = ACC ? __fadd_rn(a.x, s[0]) : s[0]; a.y = ACC ? __fadd_rn(a.y, s[1]) : s[1];
-        a.z = ACC ? __fadd_rn(a.z, s[2]) : s[2]; a.w = ACC ? __fadd_rn(a.w, s[3]) : s[3];
-        *reinterpret_cast<float4 *>(acc + i) = a;
-    }
+    GRID_LOOP(g, n4) reduce_four<T, ACC>(acc, src, stride, nslices, 4 * g);
+}
+
+__device__ __forceinline__ void adamw_one(float *p, const float *g, float *m, float *v, size_t i, const AdamWParams *a,
+                                          int decay) {
+    float mi = m[i], vi = v[i];
+    p[i] = adamw_element(p[i], g[i], &mi, &vi, a, decay);
+    m[i] = mi;
+    v[i] = vi;
+}
+
+// Elements i..i+3, with vector loads and stores (the four arrays 16-byte aligned, i % 4 == 0).
+__device__ __forceinline__ void adamw_four(float *p, const float *g, float *m, float *v, size_t i, const AdamWParams *a,
+                                           int decay) {
+    float4 pp = *(float4 *)(p + i), gg = *(const float4 *)(g + i), mm = *(float4 *)(m + i), vv = *(float4 *)(v + i);
+    pp.x = adamw_element(pp.x, gg.x, &mm.x, &vv.x, a, decay);
+    pp.y = adamw_element(pp.y, gg.y, &mm.y, &vv.y, a, decay);
+    pp.z = adamw_element(pp.z, gg.z, &mm.z, &vv.z, a, decay);
+    pp.w = adamw_element(pp.w, gg.w, &mm.w, &vv.w, a, decay);
+    *(float4 *)(p + i) = pp;
+    *(float4 *)(m + i) = mm;
+    *(float4 *)(v + i) = vv;
 }
 
 __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, AdamWParams a, int decay) {
-    GRID_LOOP(i, n) {
-        float mi = m[i], vi = v[i];
-        p[i] = adamw_element(p[i], g[i], &mi, &vi, &a, decay);
-        m[i] = mi;
-        v[i] = vi;
-    }
+    GRID_LOOP(i, n) adamw_one(p, g, m, v, i, &a, decay);
 }
 
-__global__ void adamw_vec4(float4 *p, const float4 *g, float4 *m, float4 *v, size_t n4, AdamWParams a, int decay) {
-    GRID_LOOP(k, n4) {
-        float4 pp = p[k], gg = g[k], mm = m[k], vv = v[k];
-        pp.x = adamw_element(pp.x, gg.x, &mm.x, &vv.x, &a, decay);
-        pp.y = adamw_element(pp.y, gg.y, &mm.y, &vv.y, &a, decay);
-        pp.z = adamw_element(pp.z, gg.z, &mm.z, &vv.z, &a, decay);
-        pp.w = adamw_element(pp.w, gg.w, &mm.w, &vv.w, &a, decay);
-        p[k] = pp;
-        m[k] = mm;
-        v[k] = vv;
-    }
+__global__ void adamw_vec4(float *p, const float *g, float *m, float *v, size_t n4, AdamWParams a, int decay) {
+    GRID_LOOP(k, n4) adamw_four(p, g, m, v, 4 * k, &a, decay);
+}
+
+// Elements i..i+3 of the bf16 refresh (dst 8-byte and master 16-byte aligned, i % 4 == 0);
+// element j is element gidx0 + j of the model.
+__device__ __forceinline__ void refresh_four(uint16_t *dst, const float *master, size_t i, uint64_t seed, int t,
+                                             uint64_t gidx0) {
+    const float4 x = *(const float4 *)(master + i);
+    const uint64_t g = gidx0 + i;
+    const uint32_t r0 = adamw_round_bf16_at(x.x, seed, (uint64_t)t, g);
+    const uint32_t r1 = adamw_round_bf16_at(x.y, seed, (uint64_t)t, g + 1);
+    const uint32_t r2 = adamw_round_bf16_at(x.z, seed, (uint64_t)t, g + 2);
+    const uint32_t r3 = adamw_round_bf16_at(x.w, seed, (uint64_t)t, g + 3);
+    *(uint2 *)(dst + i) = make_uint2(r0 | (r1 << 16), r2 | (r3 << 16));
 }
 
 __global__ void refresh_bf16_kernel(uint16_t *dst, const float *master, size_t n, uint64_t seed, int t, uint64_t gidx0) {
     GRID_LOOP(i, n) dst[i] = adamw_round_bf16_at(master[i], seed, (uint64_t)t, gidx0 + i);
 }
 
-__global__ void refresh_bf16_vec4(uint2 *dst, const float4 *master, size_t n4, uint64_t seed, int t, uint64_t gidx0) {
-    GRID_LOOP(k, n4) {
-        float4 x = master[k];
-        uint64_t g = gidx0 + 4 * k;
-        uint32_t r0 = adamw_round_bf16_at(x.x, seed, (uint64_t)t, g);
-        uint32_t r1 = adamw_round_bf16_at(x.y, seed, (uint64_t)t, g + 1);
-        uint32_t r2 = adamw_round_bf16_at(x.z, seed, (uint64_t)t, g + 2);
-        uint32_t r3 = adamw_round_bf16_at(x.w, seed, (uint64_t)t, g + 3);
-        dst[k] = make_uint2(r0 | (r1 << 16), r2 | (r3 << 16));
-    }
+__global__ void refresh_bf16_vec4(uint16_t *dst, const float *master, size_t n4, uint64_t seed, int t, uint64_t gidx0) {
+    GRID_LOOP(k, n4) refresh_four(dst, master, 4 * k, seed, t, gidx0);
 }
 
 // Norm blocks [blk0, blk0 + nblk) of x: lane l of a warp sums block first + l left to
@@ -256,6 +276,15 @@ struct AdamwBatch {
     unsigned char flags[PART_BATCH];
 };
 
+struct ReduceBatch {
+    int n;
+    unsigned first[PART_BATCH + 1];
+    float *acc[PART_BATCH];
+    const void *src[PART_BATCH];
+    size_t stride[PART_BATCH], len[PART_BATCH];
+    unsigned char flags[PART_BATCH];
+};
+
 struct RefreshBatch {
     int n;
     unsigned first[PART_BATCH + 1];
@@ -293,32 +322,33 @@ __global__ void __launch_bounds__(THREADS) adamw_parts_kernel(AdamwBatch bt, Ada
     const float *g = bt.g[k];
     if (bt.flags[k] & PART_VEC) {
         const size_t i = base + 4 * threadIdx.x;
-        if (i + 4 <= len) {
-            float4 pp = *(float4 *)(p + i), gg = *(const float4 *)(g + i), mm = *(float4 *)(m + i), vv = *(float4 *)(v + i);
-            pp.x = adamw_element(pp.x, gg.x, &mm.x, &vv.x, &a, decay);
-            pp.y = adamw_element(pp.y, gg.y, &mm.y, &vv.y, &a, decay);
-            pp.z = adamw_element(pp.z, gg.z, &mm.z, &vv.z, &a, decay);
-            pp.w = adamw_element(pp.w, gg.w, &mm.w, &vv.w, &a, decay);
-            *(float4 *)(p + i) = pp;
-            *(float4 *)(m + i) = mm;
-            *(float4 *)(v + i) = vv;
-            return;
-        }
-        for (size_t e = i; e < len && e < i + 4; e++) {   // the range's last, partial group
-            float mi = m[e], vi = v[e];
-            p[e] = adamw_element(p[e], g[e], &mi, &vi, &a, decay);
-            m[e] = mi;
-            v[e] = vi;
-        }
+        if (i + 4 <= len) adamw_four(p, g, m, v, i, &a, decay);
+        else
+            for (size_t e = i; e < len; e++) adamw_one(p, g, m, v, e, &a, decay);   // the range's partial last four
         return;
     }
     for (int j = 0; j < 4; j++) {
         const size_t e = base + threadIdx.x + (size_t)j * THREADS;
-        if (e >= len) break;
-        float mi = m[e], vi = v[e];
-        p[e] = adamw_element(p[e], g[e], &mi, &vi, &a, decay);
-        m[e] = mi;
-        v[e] = vi;
+        if (e < len) adamw_one(p, g, m, v, e, &a, decay);
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(THREADS) reduce_parts_kernel(ReduceBatch bt, int nslices) {
+    const int k = part_of(bt.first, bt.n, blockIdx.x);
+    const size_t base = (size_t)(blockIdx.x - bt.first[k]) * PART_ELEMS, len = bt.len[k], stride = bt.stride[k];
+    float *acc = bt.acc[k];
+    const T *src = (const T *)bt.src[k];
+    if (bt.flags[k] & PART_VEC) {
+        const size_t i = base + 4 * threadIdx.x;
+        if (i + 4 <= len) reduce_four<T, true>(acc, src, stride, nslices, i);
+        else
+            for (size_t e = i; e < len; e++) reduce_one<T, true>(acc, src, stride, nslices, e);
+        return;
+    }
+    for (int j = 0; j < 4; j++) {
+        const size_t e = base + threadIdx.x + (size_t)j * THREADS;
+        if (e < len) reduce_one<T, true>(acc, src, stride, nslices, e);
     }
 }
 
@@ -330,22 +360,14 @@ __global__ void __launch_bounds__(THREADS) refresh_parts_kernel(RefreshBatch bt,
     const uint64_t g0 = bt.gidx0[k];
     if (bt.flags[k] & PART_VEC) {
         const size_t i = base + 4 * threadIdx.x;
-        if (i + 4 <= len) {
-            const float4 x = *(const float4 *)(master + i);
-            const uint32_t r0 = adamw_round_bf16_at(x.x, seed, (uint64_t)t, g0 + i);
-            const uint32_t r1 = adamw_round_bf16_at(x.y, seed, (uint64_t)t, g0 + i + 1);
-            const uint32_t r2 = adamw_round_bf16_at(x.z, seed, (uint64_t)t, g0 + i + 2);
-            const uint32_t r3 = adamw_round_bf16_at(x.w, seed, (uint64_t)t, g0 + i + 3);
-            *(uint2 *)(dst + i) = make_uint2(r0 | (r1 << 16), r2 | (r3 << 16));
-            return;
-        }
-        for (size_t e = i; e < len && e < i + 4; e++) dst[e] = adamw_round_bf16_at(master[e], seed, (uint64_t)t, g0 + e);
+        if (i + 4 <= len) refresh_four(dst, master, i, seed, t, g0);
+        else
+            for (size_t e = i; e < len; e++) dst[e] = adamw_round_bf16_at(master[e], seed, (uint64_t)t, g0 + e);
         return;
     }
     for (int j = 0; j < 4; j++) {
         const size_t e = base + threadIdx.x + (size_t)j * THREADS;
-        if (e >= len) break;
-        dst[e] = adamw_round_bf16_at(master[e], seed, (uint64_t)t, g0 + e);
+        if (e < len) dst[e] = adamw_round_bf16_at(master[e], seed, (uint64_t)t, g0 + e);
     }
 }
 
@@ -766,8 +788,7 @@ static void c_adamw(const ZeroBackend *b, float *param, const float *grad, float
     if (aligned(param, 16) && aligned(grad, 16) && aligned(m, 16) && aligned(v, 16)) {
         size_t n4 = n / 4;
         if (n4) {
-            adamw_vec4<<<grid_for(n4), THREADS, 0, s->s>>>((float4 *)param, (const float4 *)grad, (float4 *)m,
-                                                           (float4 *)v, n4, *p, decay);
+            adamw_vec4<<<grid_for(n4), THREADS, 0, s->s>>>(param, grad, m, v, n4, *p, decay);
             LAUNCHED(x, "adamw on %zu elements", n);
         }
         done = 4 * n4;
@@ -796,7 +817,7 @@ static void c_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float
     if (aligned(out, 8) && aligned(master, 16)) {
         size_t n4 = n / 4;
         if (n4) {
-            refresh_bf16_vec4<<<grid_for(n4), THREADS, 0, s->s>>>((uint2 *)out, (const float4 *)master, n4, seed, t, gidx0);
+            refresh_bf16_vec4<<<grid_for(n4), THREADS, 0, s->s>>>(out, master, n4, seed, t, gidx0);
             LAUNCHED(x, "refresh of %zu bf16 elements", n);
         }
         done = 4 * n4;
@@ -911,6 +932,36 @@ static void c_refresh_parts(const ZeroBackend *b, const ZeroRefreshPart *parts, 
         bt.len[k] = q->n;
         bt.gidx0[k] = q->gidx0;
         bt.flags[k] = aligned(q->dst, 8) && aligned(q->master, 16) ? PART_VEC : 0;
+    }
+    if (bt.n > 0) launch();
+}
+
+static void c_reduce_slices_parts(const ZeroBackend *b, const ZeroReducePart *parts, int nparts, int nslices,
+                                  ZeroDType dt, ZeroStream *s) {
+    Ctx *x = ctx_of(b);
+    if (s->host || nslices <= 0) {
+        for (int i = 0; i < nparts; i++) c_reduce_slices(b, parts[i].acc, parts[i].src, parts[i].stride, nslices, parts[i].n, dt, s);
+        return;
+    }
+    GPU_SPAN(s, "reduce", "parts");
+    ReduceBatch bt;
+    bt.n = 0;
+    bt.first[0] = 0;
+    auto launch = [&] {
+        if (dt == ZERO_F32) reduce_parts_kernel<float><<<bt.first[bt.n], THREADS, 0, s->s>>>(bt, nslices);
+        else reduce_parts_kernel<uint16_t><<<bt.first[bt.n], THREADS, 0, s->s>>>(bt, nslices);
+        LAUNCHED(x, "reduce_slices of %d ranges x %d slices (%u blocks)", bt.n, nslices, bt.first[bt.n]);
+    };
+    const size_t es = dt == ZERO_F32 ? 4 : 2;
+    for (int i = 0; i < nparts; i++) {
+        const ZeroReducePart *q = &parts[i];
+        const int k = batch_add(x, bt, q->n, launch);
+        if (k < 0) continue;
+        bt.acc[k] = q->acc;
+        bt.src[k] = q->src;
+        bt.stride[k] = q->stride;
+        bt.len[k] = q->n;
+        bt.flags[k] = aligned(q->acc, 16) && aligned(q->src, 4 * es) && q->stride % 4 == 0 ? PART_VEC : 0;
     }
     if (bt.n > 0) launch();
 }
@@ -1073,6 +1124,7 @@ const ZeroBackend *zero_backend_cuda(ZeroComm *comm, cudaStream_t main_stream) {
     t->adamw_parts = c_adamw_parts;
     t->refresh_parts = c_refresh_parts;
     t->sum_squares_parts = c_sum_squares_parts;
+    t->reduce_slices_parts = c_reduce_slices_parts;
     t->wire_pack = c_wire_pack;
     t->wire_unpack = c_wire_unpack;
     t->wire_reduce_pack = c_wire_reduce_pack;

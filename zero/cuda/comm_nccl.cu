@@ -547,26 +547,38 @@ static ncclComm_t begin_parts(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *part
     return comm;
 }
 
+// A group of one: each part's count elements go from send to recv (this rank's slot), parts
+// adjacent on both sides in one copy (a step's tensors lie side by side: one copy, not one each).
+static void copy_alone(ZeroNccl *n, const ZeroCollPart *parts, int nparts, size_t es, cudaStream_t s, const char *op,
+                       const char *what, const char *gn) {
+    for (int i = 0; i < nparts;) {
+        const char *src = (const char *)parts[i].send;
+        char *dst = (char *)parts[i].recv;
+        size_t bytes = parts[i].count * es;
+        int j = i + 1;
+        while (j < nparts && (const char *)parts[j].send == src + bytes && (char *)parts[j].recv == dst + bytes)
+            bytes += parts[j++].count * es;
+        if (bytes && src != dst)
+            CUDA_OK(n->c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), "%s of %s in the %s group (parts %d..%d, %zu bytes)",
+                    op, what, gn, i, j - 1, bytes);
+        i = j;
+    }
+}
+
 void zero_nccl_all_gather(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *parts, int nparts, ZeroDType dt, cudaStream_t s,
                           const char *what) {
     ZeroComm *c = n->c;
     size_t es = zero_dtype_size(dt);
     uint64_t per_peer;
-    const int size = zero_group_size(c, g), index = zero_group_index(c, g);
+    const int size = zero_group_size(c, g);
     const char *gn = zero_group_name(g);
     ncclComm_t comm = begin_parts(n, g, parts, nparts, es, ZERO_COLL_ALL_GATHER, s, what, &per_peer);
     int in_group = 0;
-    for (int i = 0; i < nparts; i++) {
+    if (size == 1) copy_alone(n, parts, nparts, es, s, "all_gather", what, gn);   // index 0: the slot is recv
+    for (int i = 0; i < nparts && size > 1; i++) {
         const ZeroCollPart *p = &parts[i];
         size_t cb = p->count * es;
         if (cb == 0) continue;
-        char *mine = (char *)p->recv + (size_t)index * cb;
-        if (size == 1) {
-            if (p->send != mine)
-                CUDA_OK(c, cudaMemcpyAsync(mine, p->send, cb, cudaMemcpyDefault, s),
-                        "all_gather of %s in the %s group (part %d, %zu bytes)", what, gn, i, cb);
-            continue;
-        }
         if (in_group == 0) NCCL_OK(n, ncclGroupStart(), "all_gather of %s in the %s group", what, gn);
         // bytes: no arithmetic happens, and bf16 needs no NCCL type of its own
         NCCL_OK(n, ncclAllGather(p->send, p->recv, cb, ncclUint8, comm, s),
@@ -649,16 +661,11 @@ void zero_nccl_reduce_scatter(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *part
     const char *gn = zero_group_name(g);
     ncclComm_t comm = begin_parts(n, g, parts, nparts, es, ZERO_COLL_REDUCE_SCATTER, s, what, &per_peer);
     int in_group = 0;
-    for (int i = 0; i < nparts; i++) {
+    if (size == 1) copy_alone(n, parts, nparts, es, s, "reduce_scatter", what, gn);
+    for (int i = 0; i < nparts && size > 1; i++) {
         const ZeroCollPart *p = &parts[i];
         size_t cb = p->count * es;
         if (cb == 0) continue;
-        if (size == 1) {
-            if (p->send != p->recv)
-                CUDA_OK(c, cudaMemcpyAsync(p->recv, p->send, cb, cudaMemcpyDefault, s),
-                        "reduce_scatter of %s in the %s group (part %d, %zu bytes)", what, gn, i, cb);
-            continue;
-        }
         if (in_group == 0) NCCL_OK(n, ncclGroupStart(), "reduce_scatter of %s in the %s group", what, gn);
         NCCL_OK(n, ncclReduceScatter(p->send, p->recv, p->count, dt == ZERO_BF16 ? ncclBfloat16 : ncclFloat32, ncclSum, comm, s),
                 "reduce_scatter of %s in the %s group (part %d of %d, %zu bytes per slice, %d ranks)", what, gn, i, nparts,

@@ -9,7 +9,7 @@ on every backend; a NaN must meet a NaN, whatever its payload, since the GPU mak
 canonical NaNs).
 
 Kernels: memset0, copy, reduce_slices, sum_slices, adamw, refresh (bf16 stochastic and
-fp32), sum_squares, their many-range forms (adamw_parts, refresh_parts, sum_squares_parts:
+fp32), sum_squares, their many-range forms (adamw_parts, refresh_parts, sum_squares_parts, reduce_slices_parts:
 the host backend through zero_adamw_parts' one-range loop), wire_pack, wire_unpack, wire_reduce_pack, wire_reduce. Inputs reach a
 backend through its own alloc and copy (device memory, staged in its ZERO_MEM_HOST
 memory) at byte offsets that break vector alignment, so both the vector and the scalar
@@ -434,6 +434,59 @@ static void call_refresh_parts(const ZeroBackend *b, const Case *k, void *const 
     free(parts);
 }
 
+// layouts x offsets x {fp32, bf16} x {1, 3 slices} x {stride padded to 16, odd stride}
+static void gen_reduce_parts(int c, Case *k) {
+    const int off = c % 2, dti = c / 2 % 2, qi = c / 4 % 2, odd = c / 8 % 2, layout = c / 16;
+    const size_t es = dti ? 2 : 4;
+    k->dt = dti ? ZERO_BF16 : ZERO_F32;
+    k->nslices = 1 + 2 * qi;
+    k->seed = 60 + (uint64_t)c;
+    const size_t n = gen_ranges(k, layout);
+    k->n = n;
+    k->stride = odd ? n + 3 - (size_t)dti * 2 : (n + 15) / 16 * 16;
+    snprintf(k->label, sizeof k->label, "%s, %d ranges over %zu, %d slices, stride %zu, offset %d", dt_name(k->dt),
+             k->nparts, n, k->nslices, k->stride, off);
+    const size_t srcn = (size_t)k->nslices * k->stride;
+    uint8_t *src = arg(k, srcn * es, (size_t)off * es, CMP_BYTES);
+    for (size_t i = 0; i < srcn; i++) {
+        float v = (i % 5 == 0 ? 1e8f : 1.0f) * (rng_normal(k->seed, 4, i) + 0.5f);
+        if (dti) ((uint16_t *)(void *)src)[i] = to_bf16(v);
+        else ((float *)(void *)src)[i] = v;
+    }
+    float *acc = arg(k, n * 4, (size_t)off * 4, CMP_F32);
+    for (size_t i = 0; i < n; i++) acc[i] = rng_normal(k->seed, 5, i);
+}
+// each range's elements as reduce_slices's reference; the gaps untouched
+static void ref_reduce_parts(Case *k) {
+    float *out = want(k, 1);
+    for (int j = 0; j < k->nparts; j++)
+        for (size_t i = k->start[j]; i < k->start[j] + k->len[j]; i++) {
+            float sum = 0.0f;
+            for (int q = 0; q < k->nslices; q++) {
+                const size_t e = (size_t)q * k->stride + i;
+                const float v = k->dt == ZERO_BF16 ? bf16f(((const uint16_t *)k->a[0].h)[e]) : ((const float *)k->a[0].h)[e];
+                sum = q == 0 ? v : sum + v;
+            }
+            out[i] += sum;
+        }
+}
+static void call_reduce_parts(const ZeroBackend *b, const Case *k, void *const *d, double *res, ZeroStream *s) {
+    (void)res;
+    ZeroReducePart *parts = xmalloc((size_t)k->nparts * sizeof *parts);
+    for (int j = 0; j < k->nparts; j++)
+        parts[j] = (ZeroReducePart){(float *)d[1] + k->start[j], (const char *)d[0] + k->start[j] * ref_esz(k->dt),
+                                    k->stride, k->len[j]};
+    zero_reduce_slices_parts(b, parts, k->nparts, k->nslices, k->dt, s);
+    free(parts);
+}
+
+// sum_squares's cases that differ for many ranges (one range: odd offsets, a norm block and
+// one over, several passes of the warp's tiles, non-finite values; 5000 ranges: many
+// launches and more results than a stream holds), each range's result from one call
+static void gen_sumsq_parts(int c, Case *k) {
+    static const int picks[] = {3, 13, 17, 19, 2 * NSUMSQ_LENS, 2 * NSUMSQ_LENS + 1, 2 * NSUMSQ_LENS + 2};
+    gen_sumsq(picks[c], k);
+}
 // sum_squares's cases, each range's result from one many-range call
 static void call_sumsq_parts(const ZeroBackend *b, const Case *k, void *const *d, double *res, ZeroStream *s) {
     ZeroSumsqPart *parts = xmalloc((size_t)(k->nres ? k->nres : 1) * sizeof *parts);
@@ -614,7 +667,8 @@ static const Op ops[] = {
     {"sum_squares", 2 * NSUMSQ_LENS + 4, gen_sumsq, ref_sumsq, call_sumsq, 0},
     {"adamw_parts", 6, gen_adamw_parts, ref_adamw_parts, call_adamw_parts, 0},
     {"refresh_parts", 9, gen_refresh_parts, ref_refresh_parts, call_refresh_parts, 0},
-    {"sum_squares_parts", 2 * NSUMSQ_LENS + 4, gen_sumsq, ref_sumsq, call_sumsq_parts, 0},
+    {"sum_squares_parts", 7, gen_sumsq_parts, ref_sumsq, call_sumsq_parts, 0},
+    {"reduce_slices_parts", 48, gen_reduce_parts, ref_reduce_parts, call_reduce_parts, 0},
     {"wire_pack", WIRE_SHAPES * (NGROUPINGS + 1), gen_wire_pack, ref_wire_pack, call_wire_pack, 0},
     {"wire_unpack", WIRE_SHAPES * 3, gen_wire_unpack, ref_wire_unpack, call_wire_unpack, 0},
     {"wire_reduce_pack", WIRE_SHAPES * NRUNS, gen_wire_reduce_pack, ref_wire_reduce_pack, call_wire_reduce_pack, 0},

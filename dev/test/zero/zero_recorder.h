@@ -282,6 +282,7 @@ static inline const ZeroBackend *rec_init(Recorder *r, const ZeroBackend *inner)
     r->table.adamw_parts = NULL;
     r->table.refresh_parts = NULL;
     r->table.sum_squares_parts = NULL;
+    r->table.reduce_slices_parts = NULL;
     r->table.wire_pack = rec_wire_pack;
     r->table.wire_unpack = rec_wire_unpack;
     r->table.wire_reduce_pack = rec_wire_reduce_pack;
