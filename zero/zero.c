@@ -658,7 +658,14 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     } else if (!skip) {
         refresh_working(z, a->t);
     }
-    zero_sync_streams(z);
+    // What comes next on any stream follows the update by a device wait; the host waits only
+    // for what it reads itself: offload's host buffers and the NVMe engine's counts.
+    if (offloaded || z->off.param != ZERO_TIER_DEVICE || z->off.park != ZERO_TIER_DEVICE) {
+        zero_sync_streams(z);
+    } else {
+        zero_stream_waits_main(z, z->gather.stream);
+        zero_stream_waits_main(z, z->reduce.stream);
+    }
     zero_offload_step_end(z);
     z->step.open = 0;
     if (!skip) z->step.last_t = a->t;   // a skipped step leaves the weights of the last applied one

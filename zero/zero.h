@@ -173,7 +173,9 @@ typedef struct {
 // A NaN or infinite norm skips the step: nothing is applied (master weights, AdamW m and
 // v, the working parameters and the t a later save records stay as before it), on every
 // rank alike since the norm is the same bits everywhere. The caller sees the non-finite
-// norm and decides whether to go on.
+// norm and decides whether to go on. The host waits inside it only for the norm (and, with
+// offload, for the host's part of the step); the update runs on after it returns, ahead of
+// whatever the caller queues next on the main stream (the plugin's own streams wait for it).
 float zero_step(Zero *z, const ZeroStepArgs *args);
 // zero_step that skips whatever the norm (returned all the same): for a step the trainer
 // rejects for another reason, e.g. a non-finite loss. `skip` must be the same on every

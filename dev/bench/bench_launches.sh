@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # bench_launches.sh: what one training step asks of the device, counted on the emulated
-# device (make emu): kernel launches, library calls (cuBLASLt, cuDNN, NCCL), copies and
-# memsets per step of train_gpt2cu and of
-# train_gpt2_zero at stages 0-3 (1 rank), at d12's parameter table (148 slices: 12 layers)
-# with a tiny width. The count is the code's, not the emulator's: a GPU runs the same
-# launches. On a GPU each launch costs the host a few microseconds, which the step's
-# fixed cost is made of at small batches.
+# device (make emu): kernel launches, library calls (cuBLASLt, cuDNN, NCCL), copies,
+# memsets and the host's waits for the device (stream, event or device synchronizations)
+# per step of train_gpt2cu and of train_gpt2_zero at stages 0-3 (1 rank), at d12's
+# parameter table (148 slices: 12 layers) with a tiny width. The count is the code's, not
+# the emulator's: a GPU runs the same launches and waits. On a GPU each launch costs the
+# host a few microseconds, and each wait drains the device's queue.
 #   EMU=build/emu      the emulated binaries to count (another checkout's, to compare)
 #   STEPS=3            steps of the longer run; a step's count is STEPS minus STEPS-1
 #   KERNELS=1          also each kernel's launches a step
@@ -32,8 +32,8 @@ ops() {
         tail -n 5 "$tmp/$name.log" >&2
         exit 1
     fi
-    # "cuda_emu: stream N: kernel NAME" / "cudaMemcpyAsync of ..." / "cudaMemsetAsync ..."
-    sed -n 's/^cuda_emu: stream [0-9]*: //p' "$tmp/$name.log" |
+    # "cuda_emu: stream N: kernel NAME" / "cudaMemcpyAsync of ..." / ...; "cuda_emu: host: waits ..."
+    sed -n -e 's/^cuda_emu: stream [0-9]*: //p' -e 's/^cuda_emu: host: waits.*/host_wait/p' "$tmp/$name.log" |
         awk '$1 == "kernel" { print "kernel", $2; next } { print "op", $1 }' | sort | uniq -c
 }
 
@@ -45,16 +45,17 @@ per_step() {
     # a step = the longer run minus the shorter, per operation
     awk 'NR == FNR { n[$2 " " $3] += $1; next } { n[$2 " " $3] -= $1 }
          END { for (k in n) if (n[k] != 0) print n[k], k }' "$tmp/a" "$tmp/b" | sort -rn > "$tmp/step"
-    local kernels library copies memsets
+    local kernels library copies memsets waits
     kernels=$(awk '$2 == "kernel" { s += $1 } END { print s + 0 }' "$tmp/step")
     library=$(awk '$3 ~ /^(cublasLt|cudnn|nccl)/ { s += $1 } END { print s + 0 }' "$tmp/step")
     copies=$(awk '$3 ~ /Memcpy/ { s += $1 } END { print s + 0 }' "$tmp/step")
     memsets=$(awk '$3 ~ /Memset/ { s += $1 } END { print s + 0 }' "$tmp/step")
-    printf '%-24s %8s %8s %8s %8s\n' "$label" "$kernels" "$library" "$copies" "$memsets"
+    waits=$(awk '$3 == "host_wait" { s += $1 } END { print s + 0 }' "$tmp/step")
+    printf '%-24s %8s %8s %8s %8s %8s\n' "$label" "$kernels" "$library" "$copies" "$memsets" "$waits"
     if [ "${KERNELS:-0}" = 1 ]; then awk '$2 == "kernel" { printf "    %6d %s\n", $1, $3 }' "$tmp/step"; fi
 }
 
 echo "bench_launches: $EMU, d12's 148 slices at width 64, B=2 T=64, one step (1 rank)"
-printf '%-24s %8s %8s %8s %8s\n' trainer kernels library copies memsets
+printf '%-24s %8s %8s %8s %8s %8s\n' trainer kernels library copies memsets waits
 per_step "train_gpt2cu" "$EMU/train_gpt2cu"
 for z in 0 1 2 3; do per_step "train_gpt2_zero -z $z" "$EMU/train_gpt2_zero" -z "$z"; done

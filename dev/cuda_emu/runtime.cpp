@@ -39,7 +39,7 @@ static uint64_t g_slow_seed = 0;
 static int g_arch = 90;
 static size_t g_mem_cap = (size_t)80 << 30;
 static double g_hang_s = 120.0;
-static int g_trace = 0;   // CUDA_EMU_TRACE=1: every stream operation as it runs
+static int g_trace = 0;   // CUDA_EMU_TRACE=1: every stream operation as it runs, every host wait
 
 void say(const char *fmt, ...) {
     char msg[2048];
@@ -781,6 +781,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
 cudaError_t cudaDeviceSynchronize(void) {
     API_ENTRY();
     std::unique_lock<std::mutex> lk(g_mu);
+    if (g_trace) say("host: waits for the device");
     sync_all(lk);
     int st = g_sticky.load();
     return st != cudaSuccess ? ret((cudaError_t)st) : cudaSuccess;
@@ -1065,6 +1066,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t h) {
     std::unique_lock<std::mutex> lk(g_mu);
     Stream *s = stream_of(h);
     if (!s) return ret(cudaErrorInvalidResourceHandle);
+    if (g_trace) say("host: waits for stream %d", s->id);
     sync_stream(lk, s);
     int st = g_sticky.load();
     return st != cudaSuccess ? ret((cudaError_t)st) : cudaSuccess;
@@ -1160,6 +1162,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
     Event *e = (Event *)ev;
     if (!e || e->destroyed) return ret(cudaErrorInvalidResourceHandle);
     RecordP r = e->latest;   // the record current now
+    if (g_trace) say("host: waits for an event");
     if (r) {
         host_wait(lk, [&r] { return r->done; });
         join(t_host_vc, r->vc);
