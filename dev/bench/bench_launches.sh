@@ -9,10 +9,11 @@
 #   EMU=build/emu      the emulated binaries to count (another checkout's, to compare)
 #   STEPS=3            steps of the longer run; a step's count is STEPS minus STEPS-1
 #   KERNELS=1          also each kernel's launches a step
+#   STAGES="0 1 2 3"   the train_gpt2_zero stages to count
 # Usage: dev/bench/bench_launches.sh [-h]
 set -u
 cd "$(dirname "$0")/../.."
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 EMU=${EMU:-build/emu}
 STEPS=${STEPS:-3}
 for b in train_gpt2cu train_gpt2_zero; do
@@ -58,4 +59,4 @@ per_step() {
 echo "bench_launches: $EMU, d12's 148 slices at width 64, B=2 T=64, one step (1 rank)"
 printf '%-24s %8s %8s %8s %8s %8s\n' trainer kernels library copies memsets waits
 per_step "train_gpt2cu" "$EMU/train_gpt2cu"
-for z in 0 1 2 3; do per_step "train_gpt2_zero -z $z" "$EMU/train_gpt2_zero" -z "$z"; done
+for z in ${STAGES-0 1 2 3}; do per_step "train_gpt2_zero -z $z" "$EMU/train_gpt2_zero" -z "$z"; done
