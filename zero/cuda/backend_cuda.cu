@@ -194,14 +194,6 @@ __device__ __forceinline__ void adamw_four(float *p, const float *g, float *m, f
     *(float4 *)(v + i) = vv;
 }
 
-__global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, AdamWParams a, int decay) {
-    GRID_LOOP(i, n) adamw_one(p, g, m, v, i, &a, decay);
-}
-
-__global__ void adamw_vec4(float *p, const float *g, float *m, float *v, size_t n4, AdamWParams a, int decay) {
-    GRID_LOOP(k, n4) adamw_four(p, g, m, v, 4 * k, &a, decay);
-}
-
 // Elements i..i+3 of the bf16 refresh (dst 8-byte and master 16-byte aligned, i % 4 == 0);
 // element j is element gidx0 + j of the model.
 __device__ __forceinline__ void refresh_four(uint16_t *dst, const float *master, size_t i, uint64_t seed, int t,
@@ -215,13 +207,6 @@ __device__ __forceinline__ void refresh_four(uint16_t *dst, const float *master,
     *(uint2 *)(dst + i) = make_uint2(r0 | (r1 << 16), r2 | (r3 << 16));
 }
 
-__global__ void refresh_bf16_kernel(uint16_t *dst, const float *master, size_t n, uint64_t seed, int t, uint64_t gidx0) {
-    GRID_LOOP(i, n) dst[i] = adamw_round_bf16_at(master[i], seed, (uint64_t)t, gidx0 + i);
-}
-
-__global__ void refresh_bf16_vec4(uint16_t *dst, const float *master, size_t n4, uint64_t seed, int t, uint64_t gidx0) {
-    GRID_LOOP(k, n4) refresh_four(dst, master, 4 * k, seed, t, gidx0);
-}
 
 // Norm blocks [blk0, blk0 + nblk) of x: lane l of a warp sums block first + l left to
 // right (llmc/numerics/adamw.h's adamw_sumsq_warp, the routine train_gpt2cu's norm runs too).
@@ -778,26 +763,16 @@ static void c_sum_slices(const ZeroBackend *b, float *out, const void *src, size
     else launch_reduce<uint16_t, false>(x, out, (const uint16_t *)src, stride, nslices, n, s->s);
 }
 
+// One range: the many-range kernel with one part (adamw_parts_kernel).
+static void c_adamw_parts(const ZeroBackend *b, const ZeroAdamwPart *parts, int nparts, const AdamWParams *p,
+                          ZeroStream *s);
+static void c_refresh_parts(const ZeroBackend *b, const ZeroRefreshPart *parts, int nparts, ZeroDType dt,
+                            uint64_t seed, int t, ZeroStream *s);
+
 static void c_adamw(const ZeroBackend *b, float *param, const float *grad, float *m, float *v, size_t n,
                     const AdamWParams *p, int decay, ZeroStream *s) {
-    Ctx *x = ctx_of(b);
-    if (s->host) return x->hostb->adamw(x->hostb, param, grad, m, v, n, p, decay, s->host);
-    if (n == 0) return;
-    GPU_SPAN(s, "adamw", "");
-    size_t done = 0;
-    if (aligned(param, 16) && aligned(grad, 16) && aligned(m, 16) && aligned(v, 16)) {
-        size_t n4 = n / 4;
-        if (n4) {
-            adamw_vec4<<<grid_for(n4), THREADS, 0, s->s>>>(param, grad, m, v, n4, *p, decay);
-            LAUNCHED(x, "adamw on %zu elements", n);
-        }
-        done = 4 * n4;
-    }
-    if (done < n) {
-        adamw_kernel<<<grid_for(n - done), THREADS, 0, s->s>>>(param + done, grad + done, m + done, v + done, n - done,
-                                                               *p, decay);
-        LAUNCHED(x, "adamw on %zu elements", n);
-    }
+    const ZeroAdamwPart one = {param, grad, m, v, n, decay};
+    c_adamw_parts(b, &one, 1, p, s);
 }
 
 static void c_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float *master, size_t n, uint64_t seed,
@@ -805,28 +780,15 @@ static void c_refresh(const ZeroBackend *b, void *dst, ZeroDType dt, const float
     Ctx *x = ctx_of(b);
     if (s->host) return x->hostb->refresh(x->hostb, dst, dt, master, n, seed, t, gidx0, s->host);
     if (n == 0) return;
-    GPU_SPAN(s, "refresh", "");
-    if (dt == ZERO_F32) {
+    if (dt == ZERO_F32) {   // a copy
+        GPU_SPAN(s, "refresh", "");
         if (dst != master)
             CK(x, cudaMemcpyAsync(dst, master, n * sizeof(float), cudaMemcpyDeviceToDevice, s->s),
                "refresh of %zu fp32 elements", n);
         return;
     }
-    uint16_t *out = (uint16_t *)dst;
-    size_t done = 0;
-    if (aligned(out, 8) && aligned(master, 16)) {
-        size_t n4 = n / 4;
-        if (n4) {
-            refresh_bf16_vec4<<<grid_for(n4), THREADS, 0, s->s>>>(out, master, n4, seed, t, gidx0);
-            LAUNCHED(x, "refresh of %zu bf16 elements", n);
-        }
-        done = 4 * n4;
-    }
-    if (done < n) {
-        refresh_bf16_kernel<<<grid_for(n - done), THREADS, 0, s->s>>>(out + done, master + done, n - done, seed, t,
-                                                                      gidx0 + done);
-        LAUNCHED(x, "refresh of %zu bf16 elements", n);
-    }
+    const ZeroRefreshPart one = {dst, master, n, gidx0};
+    c_refresh_parts(b, &one, 1, dt, seed, t, s);
 }
 
 static void c_sum_squares(const ZeroBackend *b, const float *xv, size_t n, double *out, ZeroStream *s) {
@@ -884,10 +846,7 @@ static int batch_add(const Ctx *x, Batch &bt, size_t n, Launch launch) {
 static void c_adamw_parts(const ZeroBackend *b, const ZeroAdamwPart *parts, int nparts, const AdamWParams *p,
                           ZeroStream *s) {
     Ctx *x = ctx_of(b);
-    if (s->host) {
-        for (int i = 0; i < nparts; i++) c_adamw(b, parts[i].param, parts[i].grad, parts[i].m, parts[i].v, parts[i].n, p, parts[i].decay, s);
-        return;
-    }
+    if (s->host) return zero_adamw_parts(x->hostb, parts, nparts, p, s->host);
     GPU_SPAN(s, "adamw", "parts");
     AdamwBatch bt;
     bt.n = 0;
@@ -911,7 +870,8 @@ static void c_adamw_parts(const ZeroBackend *b, const ZeroAdamwPart *parts, int 
 static void c_refresh_parts(const ZeroBackend *b, const ZeroRefreshPart *parts, int nparts, ZeroDType dt,
                             uint64_t seed, int t, ZeroStream *s) {
     Ctx *x = ctx_of(b);
-    if (s->host || dt == ZERO_F32) {   // fp32: copies, one per range
+    if (s->host) return zero_refresh_parts(x->hostb, parts, nparts, dt, seed, t, s->host);
+    if (dt == ZERO_F32) {   // copies, one per range
         for (int i = 0; i < nparts; i++) c_refresh(b, parts[i].dst, dt, parts[i].master, parts[i].n, seed, t, parts[i].gidx0, s);
         return;
     }
