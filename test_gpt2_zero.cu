@@ -18,6 +18,7 @@
 #include "llmc/cuda/attention_cudnn.h"
 #include "llmc/cuda/attention_cudnn_version.h"
 #include "llmc/cuda/attention_fallback.cuh"
+#include "llmc/cuda/bias_grad.cuh"
 #include "llmc/cuda/classifier.cuh"
 #include "llmc/cuda/cuda_utils.cuh"
 #include "llmc/cuda/elementwise.cuh"
@@ -476,6 +477,35 @@ static void test_grad_norm(void) {
     g[n / 2] = NAN;
     grad_norm_case("a NaN", g, n, sl, ns);
     free(g);
+}
+
+// bias_grad over many chunks of rows (every second pass row strides over several) and a
+// row pitch wider than the columns, against a double reference.
+static void test_bias_grad(int rows, int cols, int ld) {
+    char name[64];
+    const float alpha = 0.5f;
+    float *dout = host_normal((size_t)rows * ld, 1.0f, 0.25f, 48, 1), *db0 = host_normal(cols, 1.0f, 0.0f, 49, 0);
+    bf16 *d_dout = dev_bf16(dout, (size_t)rows * ld);
+    float *d_db = dev_f32(db0, cols), *d_scratch = dev_f32(NULL, bias_grad_scratch_floats(rows, cols));
+    bias_grad(d_db, d_dout, rows, cols, ld, alpha, d_scratch, 0);
+    float *db = (float *)malloc(cols * sizeof(float));
+    get_f32(db, d_db, cols);
+    double *ref = (double *)calloc(cols, sizeof(double));
+    for (int c = 0; c < cols; c++) {
+        double t = 0;
+        for (int r = 0; r < rows; r++) t += dout[(size_t)r * ld + c];
+        ref[c] = db0[c] + alpha * t;
+    }
+    double e = rel_l2_d(db, ref, cols);
+    snprintf(name, sizeof(name), "bias_grad rows=%d cols=%d ld=%d", rows, cols, ld);
+    report(e < 1e-5, name, "rel L2 %.2e", e);
+    CUDA_CHECK(cudaFree(d_dout));
+    CUDA_CHECK(cudaFree(d_db));
+    CUDA_CHECK(cudaFree(d_scratch));
+    free(dout);
+    free(db0);
+    free(db);
+    free(ref);
 }
 
 // The linear-layer helpers against double references, with fused epilogues on and off.
@@ -1367,6 +1397,8 @@ int main(int argc, char **argv) {
         test_layernorm(300, 768);
         test_layernorm(70, 2040);   // the widest rows: MAXV 8 with a partial last vector, and 16
         test_layernorm(70, 4096);
+        test_layernorm(5000, 64);    // 20 rows a block (cuda_kernel_sizes.h): 250 partials
+        test_layernorm(20000, 136);  // the most rows a block, a partial first vector
         test_classifier();
         test_adamw(0, 1);
         test_adamw(1, 0);
@@ -1374,6 +1406,7 @@ int main(int argc, char **argv) {
         test_grad_norm();
         test_matmul(1);
         test_matmul(0);
+        test_bias_grad(9000, 136, 144);   // 36 chunks of BIAS_GRAD_ROWS
         test_encoder();
         test_gelu(6149);   // 768 vectors of 8, then 5 elements
         test_attention(0, 2, 128, 2, 64);

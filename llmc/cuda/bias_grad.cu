@@ -2,7 +2,8 @@
 //
 // Pass 1: block (x, y) covers 256 columns (8 per lane, one 16-byte load) and a chunk of
 // BG_ROWS rows; its 4 warps stride over the chunk's rows, and the warps' sums are added
-// in warp order. Pass 2: one thread per column adds the chunks' partial sums in chunk order.
+// in warp order. Pass 2 (sum_partials): 16 threads per column add the chunks' partial sums,
+// each every 16th chunk, then the 16 sums in order.
 #include "bias_grad.cuh"
 #include "../utils.h"
 
@@ -34,13 +35,11 @@ bias_grad_partial_kernel(float *partial, const bf16 *dout, int rows, int cols, i
     }
 }
 
-__global__ void bias_grad_final_kernel(float *dbias, const float *partial, int chunks, int cols,
-                                       float alpha) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    float s = 0.0f;
-    for (int i = 0; i < chunks; i++) s += partial[(size_t)i * cols + c];
-    dbias[c] += alpha * s;
+__global__ void __launch_bounds__(32 * PARTIAL_ROWS)
+bias_grad_final_kernel(float *dbias, const float *partial, int chunks, int cols, float alpha) {
+    const float s = sum_partials(partial, chunks, cols);
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    if (threadIdx.x < 32 && c < cols) dbias[c] += alpha * s;
 }
 
 void bias_grad(float *dbias, const bf16 *dout, int rows, int cols, int ld, float alpha, float *scratch,
@@ -54,7 +53,7 @@ void bias_grad(float *dbias, const bf16 *dout, int rows, int cols, int ld, float
     dim3 grid((unsigned)ceil_div(cols, 256), (unsigned)chunks);
     bias_grad_partial_kernel<<<grid, 32 * BG_WARPS, 0, stream>>>(scratch, dout, rows, cols, ld);
     CUDA_LAUNCH_CHECK();
-    bias_grad_final_kernel<<<(unsigned)ceil_div(cols, 256), 256, 0, stream>>>(dbias, scratch, chunks,
-                                                                              cols, alpha);
+    bias_grad_final_kernel<<<(unsigned)ceil_div(cols, 32), 32 * PARTIAL_ROWS, 0, stream>>>(dbias, scratch, chunks,
+                                                                                      cols, alpha);
     CUDA_LAUNCH_CHECK();
 }

@@ -110,4 +110,23 @@ __device__ __forceinline__ float block_sum(float x, float *shared) {
     return y;
 }
 
+// The second pass of a two-pass column sum: partials (blocks, width) fp32, summed over the
+// blocks for column j = 32 blockIdx.x + threadIdx.x % 32, in a fixed order. The block is
+// 32 x PARTIAL_ROWS threads: row y adds partials y, y + PARTIAL_ROWS, ..., then row 0 adds
+// the rows in order. Returns the column's sum in row 0 (its j < width), 0 elsewhere.
+#define PARTIAL_ROWS 16
+__device__ __forceinline__ float sum_partials(const float *partial, int blocks, int width) {
+    __shared__ float rows[PARTIAL_ROWS][33];
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    const int j = blockIdx.x * 32 + tx;
+    float t = 0.0f;
+    if (j < width)
+        for (int b = ty; b < blocks; b += PARTIAL_ROWS) t += partial[(size_t)b * width + j];
+    rows[ty][tx] = t;
+    __syncthreads();
+    if (ty != 0) return 0.0f;
+    for (int y = 1; y < PARTIAL_ROWS; y++) t += rows[y][tx];
+    return t;
+}
+
 #endif // LLMC_CUDA_UTILS_CUH

@@ -10,8 +10,7 @@
 #include "../utils.h"
 
 #define LN_FWD_WARPS 4
-#define LNB_WARPS 4
-#define LNB_ROWS LAYERNORM_BWD_ROWS // cuda_kernel_sizes.h: one partial weight/bias gradient per block
+#define LNB_WARPS LAYERNORM_BWD_WARPS // cuda_kernel_sizes.h: rows per block and the scratch follow from it
 
 static void layernorm_check(int C, const void *a, const void *b, const char *who) {
     if (C % 8 != 0 || C > LAYERNORM_MAX_C || ((uintptr_t)a & 15) || ((uintptr_t)b & 15)) {
@@ -91,20 +90,25 @@ void layernorm_forward(bf16 *out, float *mean, float *rstd, const bf16 *inp, con
 // Backward. With xhat = (x - mean) * rstd and g = dout * weight:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
 //   dweight += sum over rows of dout * xhat,  dbias += sum over rows of dout.
-// Each warp adds its rows' dweight/dbias terms into its own shared-memory slice (lanes
-// own disjoint columns, so no atomics); the block then sums its warps in order into one
-// partial per block, and a second kernel sums the partials in block order.
+// Each warp adds its rows' dweight/dbias terms into its own shared-memory slice (lanes own
+// disjoint columns, so no atomics). The slice is laid out by slot, not column: lane l's
+// k-th column of vector i sits at slot 256 i + 32 k + l, so the 32 lanes of one update hit
+// 32 consecutive words (one per bank) where column order would put 8 lanes on each bank.
+// The block sums its warps in order into one partial per block, still by slot; a second
+// kernel sums the partials in a fixed order (sum_partials) and writes each slot to its column.
+
+#define LNB_SLOTS(MAXV) (2 * (MAXV) * 256) // a partial: weight terms, then bias terms
 
 template <int MAXV>
 __global__ void __launch_bounds__(32 * LNB_WARPS)
 layernorm_backward_kernel(bf16 *dinp, float *partial, const bf16 *dout, const bf16 *inp,
                           const float *mean, const float *rstd, const bf16 *weight, int N, int C,
-                          int accumulate) {
-    extern __shared__ float shared[]; // [LNB_WARPS][2][C]: dweight then dbias terms
+                          int rows_per_block, int accumulate) {
+    extern __shared__ float shared[]; // [LNB_WARPS][LNB_SLOTS(MAXV)]
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    float *my_dw = shared + (size_t)warp * 2 * C;
-    float *my_db = my_dw + C;
-    for (int c = lane; c < 2 * C; c += 32) my_dw[c] = 0.0f;
+    float *my_dw = shared + (size_t)warp * LNB_SLOTS(MAXV) + lane; // + 256 i + 32 k
+    float *my_db = my_dw + MAXV * 256;
+    for (int j = lane; j < LNB_SLOTS(MAXV); j += 32) shared[(size_t)warp * LNB_SLOTS(MAXV) + j] = 0.0f;
     __syncwarp();
 
     bf16x8 wv[MAXV];
@@ -113,8 +117,8 @@ layernorm_backward_kernel(bf16 *dinp, float *partial, const bf16 *dout, const bf
         int c = (i * 32 + lane) * 8;
         if (c < C) wv[i] = load16(weight + c);
     }
-    const int row0 = blockIdx.x * LNB_ROWS;
-    const int row1 = min(row0 + LNB_ROWS, N);
+    const int row0 = blockIdx.x * rows_per_block;
+    const int row1 = min(row0 + rows_per_block, N);
     for (int row = row0 + warp; row < row1; row += LNB_WARPS) {
         const bf16 *x = inp + (size_t)row * C;
         const bf16 *dy = dout + (size_t)row * C;
@@ -150,30 +154,34 @@ layernorm_backward_kernel(bf16 *dinp, float *partial, const bf16 *dout, const bf
                     float v = s * (g - mean_g - xhat * mean_gx);
                     if (accumulate) v += bf2f(old.v[k]);
                     res.v[k] = f2bf(v);
-                    my_dw[c + k] += d * xhat;
-                    my_db[c + k] += d;
+                    my_dw[i * 256 + k * 32] += d * xhat;
+                    my_db[i * 256 + k * 32] += d;
                 }
                 store16(dx + c, res);
             }
         }
     }
     __syncthreads();
-    float *out = partial + (size_t)blockIdx.x * 2 * C;
-    for (int j = threadIdx.x; j < 2 * C; j += blockDim.x) {
+    float *out = partial + (size_t)blockIdx.x * LNB_SLOTS(MAXV);
+    for (int j = threadIdx.x; j < LNB_SLOTS(MAXV); j += blockDim.x) {
         float t = 0.0f;
-        for (int w = 0; w < LNB_WARPS; w++) t += shared[(size_t)w * 2 * C + j];
+        for (int w = 0; w < LNB_WARPS; w++) t += shared[(size_t)w * LNB_SLOTS(MAXV) + j];
         out[j] = t;
     }
 }
 
-__global__ void layernorm_backward_final_kernel(float *dweight, float *dbias, const float *partial,
-                                                int blocks, int C) {
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= 2 * C) return;
-    float t = 0.0f;
-    for (int b = 0; b < blocks; b++) t += partial[(size_t)b * 2 * C + j];
-    if (j < C) dweight[j] += t;
-    else dbias[j - C] += t;
+// Each slot's sum over the partials (sum_partials), written to its column.
+__global__ void __launch_bounds__(32 * PARTIAL_ROWS)
+layernorm_backward_final_kernel(float *dweight, float *dbias, const float *partial, int blocks, int slots,
+                                int C) {
+    const float t = sum_partials(partial, blocks, slots);
+    const int j = blockIdx.x * 32 + threadIdx.x;
+    if (threadIdx.x >= 32 || j >= slots) return;
+    const int half = slots / 2, q = j % half;       // q = 256 i + 32 k + lane
+    const int col = (q / 256 * 32 + q % 32) * 8 + q % 256 / 32;
+    if (col >= C) return;
+    if (j < half) dweight[col] += t;
+    else dbias[col] += t;
 }
 
 void layernorm_backward(bf16 *dinp, float *dweight, float *dbias, const bf16 *dout, const bf16 *inp,
@@ -182,9 +190,11 @@ void layernorm_backward(bf16 *dinp, float *dweight, float *dbias, const bf16 *do
     layernorm_check(C, dinp, dout, "layernorm_backward");
     layernorm_check(C, inp, weight, "layernorm_backward");
     if (N <= 0) return;
-    int blocks = (int)ceil_div(N, LNB_ROWS);
-    size_t smem = (size_t)LNB_WARPS * 2 * C * sizeof(float);
-    switch (ceil_div(C, 256)) {
+    const int rows = (int)layernorm_backward_rows(N);
+    const int blocks = (int)ceil_div(N, rows);
+    const int maxv = (int)ceil_div(C, 256), slots = 2 * maxv * 256;
+    size_t smem = (size_t)LNB_WARPS * slots * sizeof(float);
+    switch (maxv) {
 #define LN_BWD_CASE(V)                                                                                   \
     case V:                                                                                              \
         if (smem > 48 * 1024)                                                                            \
@@ -192,7 +202,7 @@ void layernorm_backward(bf16 *dinp, float *dweight, float *dbias, const bf16 *do
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));    \
         layernorm_backward_kernel<V><<<blocks, 32 * LNB_WARPS, smem, stream>>>(dinp, scratch, dout, inp,  \
                                                                                mean, rstd, weight, N, C, \
-                                                                               accumulate);              \
+                                                                               rows, accumulate);        \
         break;
         LN_BWD_CASE(1) LN_BWD_CASE(2) LN_BWD_CASE(3) LN_BWD_CASE(4)
         LN_BWD_CASE(5) LN_BWD_CASE(6) LN_BWD_CASE(7) LN_BWD_CASE(8)
@@ -201,7 +211,7 @@ void layernorm_backward(bf16 *dinp, float *dweight, float *dbias, const bf16 *do
 #undef LN_BWD_CASE
     }
     CUDA_LAUNCH_CHECK();
-    layernorm_backward_final_kernel<<<(unsigned)ceil_div(2 * C, 256), 256, 0, stream>>>(dweight, dbias, scratch,
-                                                                                      blocks, C);
+    layernorm_backward_final_kernel<<<(unsigned)ceil_div(slots, 32), 32 * PARTIAL_ROWS, 0, stream>>>(dweight, dbias, scratch,
+                                                                                           blocks, slots, C);
     CUDA_LAUNCH_CHECK();
 }

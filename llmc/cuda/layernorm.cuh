@@ -1,5 +1,5 @@
 // layernorm.cuh: LayerNorm over the last dimension (eps 1e-5), bf16 data with fp32
-// statistics. One warp per row; C must be a multiple of 8 and at most 2048.
+// statistics. One warp per row; C must be a multiple of 8 and at most LAYERNORM_MAX_C.
 #ifndef LLMC_LAYERNORM_CUH
 #define LLMC_LAYERNORM_CUH
 

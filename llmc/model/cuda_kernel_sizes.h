@@ -10,7 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LAYERNORM_BWD_ROWS 64     // layernorm.cu: rows per backward block, one partial dweight/dbias each
+// layernorm.cu's backward: each block sums its rows' weight and bias gradients into one
+// partial; it takes LAYERNORM_BWD_ROWS rows, or fewer (down to LAYERNORM_BWD_MIN_ROWS) so
+// that a small batch still gives LAYERNORM_BWD_BLOCKS blocks to fill the multiprocessors.
+// The count depends on N alone, never on the GPU, so the sums' order is the same everywhere.
+#define LAYERNORM_BWD_ROWS 64
+#define LAYERNORM_BWD_MIN_ROWS 16
+#define LAYERNORM_BWD_BLOCKS 256
+#define LAYERNORM_BWD_WARPS 4     // warps per block; a block's row count is a multiple of it
 #define LAYERNORM_MAX_C 4096      // layernorm.cu: widest row a warp keeps in registers
 #define BIAS_GRAD_ROWS 256        // bias_grad.cu: rows per chunk, one partial column sum each
 // cuBLASLt's one workspace (matmul_init): what cuBLAS recommends for Hopper, enough for any
@@ -21,9 +28,15 @@
 static inline size_t kernel_ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static inline size_t kernel_round_up(size_t a, size_t b) { return kernel_ceil_div(a, b) * b; }
 
-// Floats of scratch layernorm_backward() needs for N rows of C.
+// Rows per layernorm_backward() block for N rows.
+static inline size_t layernorm_backward_rows(int N) {
+    size_t r = kernel_round_up(kernel_ceil_div((size_t)N, LAYERNORM_BWD_BLOCKS), LAYERNORM_BWD_WARPS);
+    return r < LAYERNORM_BWD_MIN_ROWS ? LAYERNORM_BWD_MIN_ROWS : r > LAYERNORM_BWD_ROWS ? LAYERNORM_BWD_ROWS : r;
+}
+// Floats of scratch layernorm_backward() needs for N rows of C: per block, the weight and
+// bias partials of C rounded up to a whole 256 columns (a warp's 16-byte vectors).
 static inline size_t layernorm_backward_scratch_floats(int N, int C) {
-    return kernel_ceil_div((size_t)N, LAYERNORM_BWD_ROWS) * 2 * (size_t)C;
+    return kernel_ceil_div((size_t)N, layernorm_backward_rows(N)) * 2 * kernel_round_up((size_t)C, 256);
 }
 // Floats of scratch bias_grad() needs for (rows, cols).
 static inline size_t bias_grad_scratch_floats(int rows, int cols) {
