@@ -3,8 +3,13 @@
 // C=1024, NH=16) at T=1024, with and without recompute, cuDNN attention. A step is
 // zero_grad, forward, backward, AdamW update and the stats sync, as in training; warmup
 // steps are not timed. B starts at 64 and halves until the model fits.
+// -e on|off|both: cuBLASLt's fused epilogues (GELU, DGELU, bias gradient) on [default], off,
+// or each in turn. -k: after each configuration, one more step timed by phase (forward,
+// backward, update) on the GPU, and the LayerNorm kernels alone at the model's shapes, with
+// the bytes they move per second against a device-to-device copy of the same size.
 //
 //   ./bench_gpt2cu [-B batch] [-T seq] [-s timed steps] [-w warmup steps] [-m d12,d24c1024h16]
+//                  [-e on|off|both] [-k]
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +18,7 @@
 #include "../../llmc/cuda/cuda_utils.cuh"
 #include "../../llmc/model/gpt2_config.h"
 #include "../../llmc/cuda/gpt2_cuda.h"
+#include "../../llmc/cuda/layernorm.cuh"
 #include "../../llmc/cuda/mfu.h"
 #include "../../llmc/numerics/rand.h"
 
@@ -23,11 +29,103 @@ static double now_seconds(void) {
 }
 
 static void usage(const char *argv0) {
-    fprintf(stderr, "usage: %s [-B batch] [-T seq] [-s timed steps] [-w warmup steps] [-m model[,model...]]\n", argv0);
+    fprintf(stderr, "usage: %s [-B batch] [-T seq] [-s timed steps] [-w warmup steps] [-m model[,model...]] "
+                    "[-e on|off|both] [-k]\n", argv0);
     exit(EXIT_FAILURE);
 }
 
-static void bench(const char *desc, int B0, int T, int recompute, int steps, int warmup, double peak) {
+// Milliseconds of the work launch() queues on stream, averaged over reps after one untimed run.
+template <typename F> static float time_ms(cudaStream_t stream, int reps, F launch) {
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    launch();
+    CUDA_CHECK(cudaEventRecord(a, stream));
+    for (int i = 0; i < reps; i++) launch();
+    CUDA_CHECK(cudaEventRecord(b, stream));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    CUDA_CHECK(cudaEventDestroy(a));
+    CUDA_CHECK(cudaEventDestroy(b));
+    return ms / reps;
+}
+
+static void print_kernel(const char *what, float ms, double bytes, double copy_gbs) {
+    double gbs = bytes / (ms * 1e-3) / 1e9;
+    printf("  %-34s %9.1f us %8.1f GB/s %5.0f%% of the copy\n", what, 1000.0 * ms, gbs,
+           copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 0.0);
+}
+
+// The phases of one training step, each timed on the model's stream, then the LayerNorm
+// kernels at (B*T, C) against a device-to-device copy that reads and writes as many bytes.
+static void bench_parts(GPT2Cuda *m, const int *inputs, const int *targets, int B, int T, int step) {
+    cudaEvent_t ev[4];
+    for (int i = 0; i < 4; i++) CUDA_CHECK(cudaEventCreate(&ev[i]));
+    gpt2_cuda_zero_grad(m);
+    CUDA_CHECK(cudaEventRecord(ev[0], m->stream));
+    gpt2_cuda_forward(m, inputs, targets, B, T);
+    CUDA_CHECK(cudaEventRecord(ev[1], m->stream));
+    gpt2_cuda_backward(m, 1.0f / (B * T));
+    CUDA_CHECK(cudaEventRecord(ev[2], m->stream));
+    gpt2_cuda_update(m, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, step);
+    CUDA_CHECK(cudaEventRecord(ev[3], m->stream));
+    CUDA_CHECK(cudaEventSynchronize(ev[3]));
+    float f = 0, b = 0, u = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&f, ev[0], ev[1]));
+    CUDA_CHECK(cudaEventElapsedTime(&b, ev[1], ev[2]));
+    CUDA_CHECK(cudaEventElapsedTime(&u, ev[2], ev[3]));
+    printf("  phases: forward %.2f ms, backward %.2f ms, update %.2f ms\n", f, b, u);
+    for (int i = 0; i < 4; i++) CUDA_CHECK(cudaEventDestroy(ev[i]));
+
+    const int N = B * T, C = m->config.channels, reps = 20;
+    const size_t nc = (size_t)N * C;
+    bf16 *x, *y, *dout, *dinp, *w, *bias;
+    float *mean, *rstd, *dw, *db, *scratch;
+    CUDA_CHECK(cudaMalloc(&x, nc * sizeof(bf16)));
+    CUDA_CHECK(cudaMalloc(&y, nc * sizeof(bf16)));
+    CUDA_CHECK(cudaMalloc(&dout, nc * sizeof(bf16)));
+    CUDA_CHECK(cudaMalloc(&dinp, nc * sizeof(bf16)));
+    CUDA_CHECK(cudaMalloc(&w, C * sizeof(bf16)));
+    CUDA_CHECK(cudaMalloc(&bias, C * sizeof(bf16)));
+    CUDA_CHECK(cudaMalloc(&mean, N * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&rstd, N * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&dw, C * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&db, C * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&scratch, layernorm_backward_scratch_floats(N, C) * sizeof(float)));
+    // the model's own bf16 parameters and activations as data: finite values of a real scale
+    CUDA_CHECK(cudaMemcpy(x, m->acts.residual, nc * sizeof(bf16), cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaMemcpy(dout, m->acts.residual, nc * sizeof(bf16), cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaMemset(dinp, 0, nc * sizeof(bf16)));
+    CUDA_CHECK(cudaMemcpy(w, m->w[GPT2_LN1W][0], C * sizeof(bf16), cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaMemcpy(bias, m->w[GPT2_LN1B][0], C * sizeof(bf16), cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaMemset(dw, 0, C * sizeof(float)));
+    CUDA_CHECK(cudaMemset(db, 0, C * sizeof(float)));
+    cudaStream_t s = m->stream;
+    const double row_bytes = (double)nc * sizeof(bf16);
+    float copy = time_ms(s, reps, [&] {
+        CUDA_CHECK(cudaMemcpyAsync(y, x, nc * sizeof(bf16), cudaMemcpyDeviceToDevice, s));
+    });
+    const double copy_gbs = 2 * row_bytes / (copy * 1e-3) / 1e9;
+    printf("  kernels at N=%d rows of C=%d (mean of %d runs):\n", N, C, reps);
+    print_kernel("device-to-device copy", copy, 2 * row_bytes, copy_gbs);
+    float fwd = time_ms(s, reps, [&] { layernorm_forward(y, mean, rstd, x, w, bias, N, C, s); });
+    print_kernel("layernorm_forward", fwd, 2 * row_bytes + 8.0 * N, copy_gbs);
+    for (int acc = 0; acc <= 1; acc++) {
+        float bwd = time_ms(s, reps, [&] {
+            layernorm_backward(dinp, dw, db, dout, x, mean, rstd, w, N, C, acc, scratch, s);
+        });
+        // x, dout (and dinp when accumulating) read, dinp written; partials written and read
+        const double partials = 2.0 * sizeof(float) * layernorm_backward_scratch_floats(N, C);
+        print_kernel(acc ? "layernorm_backward (accumulate)" : "layernorm_backward", bwd,
+                     (3 + acc) * row_bytes + 8.0 * N + partials, copy_gbs);
+    }
+    void *bufs[] = {x, y, dout, dinp, w, bias, mean, rstd, dw, db, scratch};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) CUDA_CHECK(cudaFree(bufs[i]));
+}
+
+static void bench(const char *desc, int B0, int T, int recompute, int fused, int parts, int steps, int warmup,
+                  double peak) {
     GPT2Config c;
     char err[256];
     if (gpt2_config_from_descriptor(desc, &c, err, sizeof(err)) != 0) {
@@ -58,6 +156,7 @@ static void bench(const char *desc, int B0, int T, int recompute, int steps, int
         B /= 2;
     }
     free(params);
+    m.matmul_fused = fused;
 
     const int BT = B * T;
     int *inputs = (int *)malloc(BT * sizeof(int)), *targets = (int *)malloc(BT * sizeof(int));
@@ -83,11 +182,13 @@ static void bench(const char *desc, int B0, int T, int recompute, int steps, int
     char mfu_text[32];
     if (peak > 0) snprintf(mfu_text, sizeof(mfu_text), "%.1f%%", 100.0 * u);
     else snprintf(mfu_text, sizeof(mfu_text), "unknown (GPU not in table)");
-    printf("%-12s L=%-2d C=%-4d B=%-3d T=%d recompute %d attention %-8s | %8.1f ms/step %10.0f tok/s  MFU %s | "
+    printf("%-12s L=%-2d C=%-4d B=%-3d T=%d recompute %d attention %-8s epilogues %-5s | %8.1f ms/step %10.0f tok/s  MFU %s | "
            "model %.2f GiB, peak device in use %.2f GiB of %.2f | loss %.4f norm %.3f\n",
-           desc, c.num_layers, c.channels, B, T, recompute, m.use_cudnn ? "cuDNN" : "fallback", 1000.0 * elapsed / steps,
+           desc, c.num_layers, c.channels, B, T, recompute, m.use_cudnn ? "cuDNN" : "fallback",
+           fused ? "fused" : "apart", 1000.0 * elapsed / steps,
            tok_s, mfu_text, m.device_bytes / 1073741824.0, (total_b - free_b) / 1073741824.0, total_b / 1073741824.0, loss,
            norm);
+    if (parts) bench_parts(&m, inputs, targets, B, T, warmup + steps + 1);
     fflush(stdout);
     gpt2_cuda_free(&m);
     free(inputs);
@@ -95,15 +196,26 @@ static void bench(const char *desc, int B0, int T, int recompute, int steps, int
 }
 
 int main(int argc, char **argv) {
-    int B = 64, T = 1024, steps = 10, warmup = 3;
+    int B = 64, T = 1024, steps = 10, warmup = 3, parts = 0, fused_from = 1, fused_to = 1;
     char models[256] = "d12,d24c1024h16";
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-k")) {
+            parts = 1;
+            continue;
+        }
         if (i + 1 >= argc) usage(argv[0]);
         if (!strcmp(argv[i], "-B")) B = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-T")) T = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-s")) steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-w")) warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-m")) snprintf(models, sizeof(models), "%s", argv[++i]);
+        else if (!strcmp(argv[i], "-e")) {
+            const char *e = argv[++i];
+            if (!strcmp(e, "on")) fused_from = fused_to = 1;
+            else if (!strcmp(e, "off")) fused_from = fused_to = 0;
+            else if (!strcmp(e, "both")) fused_from = 1, fused_to = 0;
+            else usage(argv[0]);
+        }
         else usage(argv[0]);
     }
     if (B <= 0 || T <= 0 || steps <= 0 || warmup < 0) usage(argv[0]);
@@ -120,6 +232,8 @@ int main(int argc, char **argv) {
     printf("timed steps %d after %d warmup steps; random tokens\n", steps, warmup);
 
     for (char *tok = strtok(models, ","); tok; tok = strtok(NULL, ","))
-        for (int recompute = 0; recompute <= 2; recompute += 2) bench(tok, B, T, recompute, steps, warmup, peak);
+        for (int recompute = 0; recompute <= 2; recompute += 2)
+            for (int fused = fused_from; fused >= fused_to; fused--)
+                bench(tok, B, T, recompute, fused, parts, steps, warmup, peak);
     return 0;
 }

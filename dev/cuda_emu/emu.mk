@@ -25,13 +25,13 @@ EMU_CXXFLAGS := -std=c++17 -O3 -march=native -g -fopenmp -ffp-contract=off -fno-
 # 16-byte vector copy (int4, float4 through __ldcs and the like) into 4-byte accesses before
 # instrumenting them, and their checks would pass a vector a GPU faults on as misaligned.
 EMU_CHECKS := $(if $(EMU_SAN),,-fsanitize=thread --param tsan-instrument-func-entry-exit=0 -Wno-tsan -fno-tree-sra)
-EMU_HOST_CU := train_gpt2.cu train_gpt2_zero.cu test_gpt2_zero.cu dev/test/cuda/gpu_attention_cudnn.cu
+EMU_HOST_CU := train_gpt2.cu train_gpt2_zero.cu test_gpt2_zero.cu dev/test/cuda/gpu_attention_cudnn.cu dev/bench/bench_gpt2cu.cu
 $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(EMU_HOST_CU)): EMU_CHECKS :=
 EMU_LDLIBS = -rdynamic $(MPI_LDFLAGS) -lm -lz -lpcre2-8 -lcjson $(URING_LIBS) $(CRYPTO_LIBS) -lgomp -lpthread -ldl $(EMU_SAN)
 
 # every CUDA source of the project, as nvcc sees them
 EMU_CU := $(wildcard llmc/cuda/*.cu zero/cuda/*.cu) train_gpt2.cu train_gpt2_zero.cu test_gpt2_zero.cu \
-          dev/test/cuda/gpu_attention_cudnn.cu dev/cuda_emu/test/emu_selftest.cu
+          dev/test/cuda/gpu_attention_cudnn.cu dev/cuda_emu/test/emu_selftest.cu dev/bench/bench_gpt2cu.cu
 # The sources nvcc builds with --use_fast_math (NVCCFLAGS: all but zero/cuda/, whose rule
 # leaves it out, and the emulator's own test): their approximate intrinsics flush
 # subnormals (cuda_emu.h).
@@ -82,7 +82,7 @@ $(EMU)/libcudaemu.a: $(EMU_RUNTIME_OBJ)
 EMU_LLMC_OBJ := $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard llmc/cuda/*.cu))
 EMU_ZERO_OBJ := $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard zero/cuda/*.cu)) $(patsubst %.c,$(BUILD)/%.o,$(wildcard zero/cuda/*.c))
 EMU_PROGRAMS := $(EMU)/gpu_zero_quant $(EMU)/gpu_backend_ops $(EMU)/emu_selftest $(EMU)/gpu_zero_toy $(EMU)/test_gpt2_zero \
-                $(EMU)/gpu_attention_cudnn $(EMU)/train_gpt2cu $(EMU)/train_gpt2_zero
+                $(EMU)/gpu_attention_cudnn $(EMU)/train_gpt2cu $(EMU)/train_gpt2_zero $(EMU)/bench_gpt2cu
 
 $(EMU)/gpu_zero_quant: dev/test/zero/gpu_zero_quant.c dev/test/zero/quant_cases.h $(EMU_ZERO_OBJ) $(BUILD)/libzero.a $(EMU)/libcudaemu.a
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $(EMU)/gpu_zero_quant.o
@@ -116,6 +116,8 @@ $(EMU)/test_gpt2_zero: $(EMU)/obj/test_gpt2_zero.cu.o $(EMU_LLMC_OBJ) $(BUILD)/l
 	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)
 $(EMU)/gpu_attention_cudnn: $(EMU)/obj/dev/test/cuda/gpu_attention_cudnn.cu.o $(EMU)/obj/llmc/cuda/attention_cudnn.cu.o \
                             $(BUILD)/libllmc.a $(EMU)/libcudaemu.a
+	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)
+$(EMU)/bench_gpt2cu: $(EMU)/obj/dev/bench/bench_gpt2cu.cu.o $(EMU_LLMC_OBJ) $(BUILD)/libllmc.a $(EMU)/libcudaemu.a
 	$(EMU_CXX) -o $@ $^ $(EMU_LDLIBS)
 $(EMU)/train_gpt2cu: $(EMU)/obj/train_gpt2.cu.o $(EMU_LLMC_OBJ) $(BUILD)/zero/trace.o $(EMU)/obj/zero/cuda/trace_gpu.cu.o \
                      $(BUILD)/libllmc.a $(EMU)/libcudaemu.a

@@ -5,14 +5,17 @@
 # each under DEADLINE seconds (default 300), and writes LOGDIR (default /tmp/gpu_logs) with
 # summary.txt (every PASS/FAIL line and each lane's verdict) and, when OUT is set, copies
 # summary.txt and logs.tgz (every text log; model files left out) there.
-# Lanes (default all but bench, vsllmc, offload-max and sanitize): units bitwise matrix offload
-# zeropp mainjob toy bench vsllmc offload-max (dev/gpu/offload_max.sh: ZeRO-Offload's largest
-# model on the GPU, alone like the benchmarks) sanitize (dev/gpu/sanitize.sh: compute-sanitizer's
-# four tools); smaller ones: quant matrix4 offload-param-nvme mainjob-short; A+B runs A then
-# B in one lane. The benchmark lanes (bench, vsllmc: dev/bench/bench_vs_llmc.sh with the
-# bundle's llm.c binary, its table in LOGDIR/bench_vs_llmc.md and OUT) run first, alone on
-# the GPU, one after the other, until BENCH_DEADLINE seconds (default DEADLINE/2 when other
-# lanes follow, else DEADLINE); then the other lanes run at once, for correctness only.
+# Lanes (default all but bench, vsllmc, kernels, offload-max and sanitize): units bitwise matrix
+# offload zeropp mainjob toy bench vsllmc kernels (bench_gpt2cu -k -e both on d12: the step's
+# phases, the LayerNorm kernels' bytes per second, the epilogues on and off) offload-max
+# (dev/gpu/offload_max.sh: ZeRO-Offload's largest model on the GPU) sanitize
+# (dev/gpu/sanitize.sh: compute-sanitizer's four tools); smaller ones: quant matrix4
+# offload-param-nvme mainjob-short; A+B runs A then B in one lane. The benchmark lanes (bench,
+# vsllmc: dev/bench/bench_vs_llmc.sh with the bundle's llm.c binary, its table in
+# LOGDIR/bench_vs_llmc.md and OUT; kernels; offload-max) run first, alone on the GPU, one after
+# the other, until BENCH_DEADLINE seconds (default DEADLINE/2 when other lanes follow, else
+# DEADLINE); vsllmc leaves the lanes after it their seconds (KERNELS_S, default 40;
+# OFFLOAD_MAX_S, default 150). Then the other lanes run at once, for correctness only.
 # LANE_CMD (for tests): a command run as `LANE_CMD PART` in place of each part's commands.
 # It copies the bundle's programs over this checkout's (meant for the lent machine's copy of
 # the tree) and puts stand-ins for make and apt-get first on the PATH.
@@ -53,7 +56,8 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
         sanitize) LOGDIR=/tmp/gm_sanitize bash dev/gpu/sanitize.sh ;;
         offload-max) DEADLINE=$((LANE_LEFT - 5)) LOGDIR=/tmp/gm_offload-max OUT_MD=$GPU_LOGDIR/offload_max.md \
                          bash dev/gpu/offload_max.sh ;;
-        bench) ./bench_gpt2cu; bash dev/bench/bench_zero.sh ;;
+        bench) ./bench_gpt2cu -e both -k; bash dev/bench/bench_zero.sh ;;
+        kernels) ./bench_gpt2cu -m d12 -e both -k -s 5 -w 2 ;;
         vsllmc) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL vsllmc: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
                 LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 20 - SOLO_AFTER)) \
                     LOGDIR=/tmp/gm_vsllmc OUT_MD=$GPU_LOGDIR/bench_vs_llmc.md bash dev/bench/bench_vs_llmc.sh ;;
@@ -73,14 +77,18 @@ run_lane() {   # run_lane LANE END AFTER: LANE's parts one after the other, each
     done
 }
 solo=(); shared=()
-for l in $lanes; do case ${l%%+*} in bench|vsllmc|offload-max) solo+=("$l") ;; *) shared+=("$l") ;; esac; done
+for l in $lanes; do case ${l%%+*} in bench|vsllmc|kernels|offload-max) solo+=("$l") ;; *) shared+=("$l") ;; esac; done
 bench_end=$deadline
 [ ${#shared[@]} -gt 0 ] && bench_end=${BENCH_DEADLINE:-$((deadline / 2))}
 # the benchmark lanes alone on the GPU, one after the other; then the rest at once
-# offload-max needs OFFLOAD_MAX_S (default 150: the dry run, the 10 B model's init, 3 steps)
+# offload-max needs OFFLOAD_MAX_S (default 150: the dry run, the 10 B model's init, 3 steps);
+# kernels KERNELS_S (default 40: d12 built 4 times, 7 steps each, the kernel table)
 for i in "${!solo[@]}"; do
     after=0
-    for l in "${solo[@]:$((i + 1))}"; do [[ $l == *offload-max* ]] && after=$((after + ${OFFLOAD_MAX_S:-150})); done
+    for l in "${solo[@]:$((i + 1))}"; do
+        [[ $l == *offload-max* ]] && after=$((after + ${OFFLOAD_MAX_S:-150}))
+        [[ $l == *kernels* ]] && after=$((after + ${KERNELS_S:-40}))
+    done
     run_lane "${solo[$i]}" "$bench_end" "$after"
 done
 for l in "${shared[@]}"; do run_lane "$l" "$deadline" 0 & done

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# bench_gpt2cu's logic on the emulated device (its figures there are the emulator's, never a
+# GPU's): -e both runs each configuration with cuBLASLt's fused epilogues and without them,
+# and the two must train the same (losses within bf16 noise) while only the unfused run
+# launches the separate GELU and bias-gradient kernels; -k adds the step's phases and the
+# LayerNorm kernels' table, every time positive and finite.
+set -u
+cd "$(dirname "$0")/../../.."
+source dev/test/emu/emu_common.sh
+need_emu bench_gpt2cu
+# one block at a time, no forced switches: this tests the benchmark, not the kernels
+export CUDA_EMU_QUIET=1 CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0 LLMC_CUDNN_DETERMINISTIC=1
+args=(-m d2c64h2 -B 2 -T 32 -s 1 -w 1)
+if ! "$EMU/bench_gpt2cu" "${args[@]}" -e both -k > "$tmp/both" 2>&1; then
+    cat "$tmp/both"; bad "bench_gpt2cu -e both -k failed"; echo "$pass passed, $failn failed"; exit 1
+fi
+cat "$tmp/both"
+for rc in 0 2; do
+    for e in fused apart; do
+        n=$(grep -c "recompute $rc attention .* epilogues $e " "$tmp/both")
+        [ "$n" = 1 ] && ok "recompute $rc, epilogues $e: one result line" || bad "recompute $rc, epilogues $e: $n result lines"
+    done
+    f=$(grep "recompute $rc attention .* epilogues fused " "$tmp/both" | sed -E 's/.*loss ([0-9.]+).*/\1/')
+    a=$(grep "recompute $rc attention .* epilogues apart " "$tmp/both" | sed -E 's/.*loss ([0-9.]+).*/\1/')
+    if awk -v f="${f:-x}" -v a="${a:-y}" 'BEGIN { d = f - a; if (d < 0) d = -d; exit !(f + 0 > 0 && d <= 0.01 * f) }'; then
+        ok "recompute $rc: the losses fused ($f) and apart ($a) agree within 1%"
+    else bad "recompute $rc: the losses fused (${f:-?}) and apart (${a:-?}) differ by more than 1%"; fi
+done
+n=$(grep -cE "^  phases: forward [0-9.]+ ms, backward [0-9.]+ ms, update [0-9.]+ ms$" "$tmp/both")
+[ "$n" = 4 ] && ok "a phases line for each of the 4 configurations" || bad "$n phases lines for 4 configurations"
+for k in "device-to-device copy" "layernorm_forward" "layernorm_backward" "layernorm_backward (accumulate)"; do
+    n=$(grep -E "^  ${k//[()]/.} +[0-9]" "$tmp/both" | awk '$0 ~ / us / { for (i = 1; i < NF; i++) if ($(i + 1) == "us" && $i + 0 > 0) c++ } END { print c + 0 }')
+    [ "$n" = 4 ] && ok "kernel table: $k timed in all 4 configurations" || bad "kernel table: $k timed in $n of 4 configurations"
+done
+# the unfused path's own kernels: only where the epilogues are off (the GELU forward also
+# runs in the recompute, with or without them)
+for e in on off; do
+    CUDA_EMU_TRACE=1 "$EMU/bench_gpt2cu" "${args[@]}" -e "$e" > "$tmp/trace_$e" 2>&1 || bad "bench_gpt2cu -e $e failed"
+done
+for kern in gelu_backward_inplace_kernel bias_grad_partial_kernel; do
+    on=$(grep -c "kernel $kern\$" "$tmp/trace_on") off=$(grep -c "kernel $kern\$" "$tmp/trace_off")
+    [ "$on" = 0 ] && [ "$off" -gt 0 ] && ok "$kern: $off launches with -e off, none with -e on" ||
+        bad "$kern: $off launches with -e off, $on with -e on (expected some, then none)"
+done
+"$EMU/bench_gpt2cu" "${args[@]}" -e sideways > "$tmp/bad" 2>&1 && bad "-e sideways accepted" ||
+    { grep -q "usage:" "$tmp/bad" && ok "-e sideways refused with the usage" || bad "-e sideways refused without the usage"; }
+echo "$pass passed, $failn failed"
+[ "$failn" -eq 0 ]
