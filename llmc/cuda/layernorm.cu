@@ -3,9 +3,10 @@
 // Each warp owns a row and keeps it in registers as 16-byte vectors: lane l holds
 // columns [8(l + 32i), 8(l + 32i) + 8) for i < MAXV, so a row is read from memory once.
 // MAXV = ceil(C / 256) is a template parameter so registers match the width. Up to C = 4096
-// (MAXV 16): from MAXV 14 the backward's three rows of vectors exceed the 255 registers a
-// thread has and spill to local memory (at 16, 148 bytes stored and 436 loaded a thread on
-// sm_80; slower, the same bits), and its shared memory is 128 KiB a block.
+// (MAXV 16): for wide rows the backward's three rows of vectors exceed the 255 registers a
+// thread has and spill to local memory (from MAXV 14 on sm_80, 144 bytes stored and 432
+// loaded a thread at 16; from MAXV 10 on sm_90, 570 and 1768 at 16; slower, the same bits),
+// and its shared memory is 128 KiB a block.
 #include "layernorm.cuh"
 #include "../utils.h"
 
