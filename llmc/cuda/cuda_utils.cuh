@@ -113,7 +113,9 @@ __device__ __forceinline__ float block_sum(float x, float *shared) {
 // The second pass of a two-pass column sum: partials (blocks, width) fp32, summed over the
 // blocks for column j = 32 blockIdx.x + threadIdx.x % 32, in a fixed order. The block is
 // 32 x PARTIAL_ROWS threads: row y adds partials y, y + PARTIAL_ROWS, ..., then row 0 adds
-// the rows in order. Returns the column's sum in row 0 (its j < width), 0 elsewhere.
+// the rows in order. Returns the column's sum in row 0 (its j < width), 0 elsewhere. Every
+// thread of a block of exactly 32 x PARTIAL_ROWS must call it, once per kernel (its shared
+// rows have no barrier after their last read).
 #define PARTIAL_ROWS 16
 __device__ __forceinline__ float sum_partials(const float *partial, int blocks, int width) {
     __shared__ float rows[PARTIAL_ROWS][33];

@@ -12,7 +12,7 @@
 
 // layernorm.cu's backward: each block sums its rows' weight and bias gradients into one
 // partial; it takes LAYERNORM_BWD_ROWS rows, or fewer (down to LAYERNORM_BWD_MIN_ROWS) so
-// that a small batch still gives LAYERNORM_BWD_BLOCKS blocks to fill the multiprocessors.
+// that a small batch gives up to LAYERNORM_BWD_BLOCKS blocks to fill the multiprocessors.
 // The count depends on N alone, never on the GPU, so the sums' order is the same everywhere.
 #define LAYERNORM_BWD_ROWS 64
 #define LAYERNORM_BWD_MIN_ROWS 16
@@ -33,10 +33,17 @@ static inline size_t layernorm_backward_rows(int N) {
     size_t r = kernel_round_up(kernel_ceil_div((size_t)N, LAYERNORM_BWD_BLOCKS), LAYERNORM_BWD_WARPS);
     return r < LAYERNORM_BWD_MIN_ROWS ? LAYERNORM_BWD_MIN_ROWS : r > LAYERNORM_BWD_ROWS ? LAYERNORM_BWD_ROWS : r;
 }
-// Floats of scratch layernorm_backward() needs for N rows of C: per block, the weight and
-// bias partials of C rounded up to a whole 256 columns (a warp's 16-byte vectors).
+// Floats of scratch layernorm_backward() needs for any N' <= N rows of C (a model built for
+// N runs smaller batches in the same scratch): per block, the weight and bias partials of
+// C rounded up to a whole 256 columns (a warp's 16-byte vectors). The block count is not
+// monotone in N (4096 rows make 256 blocks of 16, 4097 make 205 of 20), so the most
+// blocks of any N' <= N: min(ceil(N / MIN_ROWS), BLOCKS) covers every N' in the range where
+// rows grow past MIN_ROWS, ceil(N / rows(N)) the rest.
 static inline size_t layernorm_backward_scratch_floats(int N, int C) {
-    return kernel_ceil_div((size_t)N, layernorm_backward_rows(N)) * 2 * kernel_round_up((size_t)C, 256);
+    size_t blocks = kernel_ceil_div((size_t)N, layernorm_backward_rows(N));
+    size_t small = kernel_ceil_div((size_t)N, LAYERNORM_BWD_MIN_ROWS);
+    if (small > LAYERNORM_BWD_BLOCKS) small = LAYERNORM_BWD_BLOCKS;
+    return (blocks > small ? blocks : small) * 2 * kernel_round_up((size_t)C, 256);
 }
 // Floats of scratch bias_grad() needs for (rows, cols).
 static inline size_t bias_grad_scratch_floats(int rows, int cols) {

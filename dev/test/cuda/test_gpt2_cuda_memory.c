@@ -201,6 +201,29 @@ static void huge_acts(void *arg) {
     gpt2_cuda_act_bytes(&c, 1 << 20, 1 << 20, &(GPT2CudaOptions){0, 1, 1, 0, 0, 0, 0, 0, 0}, 1, bytes);
 }
 
+// layernorm_backward's scratch, sized for the built rows N, holds the partials of every
+// smaller batch the model may run (N' <= N): counted here launch by launch, block by block,
+// as the kernel lays them out (one partial of 2 * ceil(C / 256) * 256 floats per block).
+static void test_layernorm_scratch_covers_smaller_batches(void **state) {
+    (void)state;
+    const int widths[] = {64, 200, 768, 1600};
+    for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); w++) {
+        const int C = widths[w];
+        const size_t partial = 2 * (size_t)((C + 255) / 256) * 256;
+        size_t most = 0;
+        for (int N = 1; N <= 70000; N++) {
+            const size_t rows = layernorm_backward_rows(N);
+            assert_true(rows >= 4 && rows <= 64 && rows % 4 == 0);   // whole warps of a 4-warp block
+            const size_t blocks = ((size_t)N + rows - 1) / rows;
+            if (blocks * partial > most) most = blocks * partial;
+            if (layernorm_backward_scratch_floats(N, C) < most) {
+                fail_msg("C=%d N=%d: scratch %zu floats, a batch of at most N rows needs %zu", C, N,
+                         layernorm_backward_scratch_floats(N, C), most);
+            }
+        }
+    }
+}
+
 static void test_overflow_dies(void **state) {
     (void)state;
     expect_death(huge_acts, NULL, DEATH_ANY_STATUS, "GPT-2 CUDA buffer sizes", NULL);
@@ -210,6 +233,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_regions_match_documented_shapes),
         cmocka_unit_test(test_recompute_savings),
+        cmocka_unit_test(test_layernorm_scratch_covers_smaller_batches),
         cmocka_unit_test(test_options_refused),
         cmocka_unit_test(test_cudnn_workspace_estimate),
         cmocka_unit_test(test_shape_checks),
