@@ -14,8 +14,8 @@
 # vsllmc: dev/bench/bench_vs_llmc.sh with the bundle's llm.c binary, its table in
 # LOGDIR/bench_vs_llmc.md and OUT; kernels; offload-max) run first, alone on the GPU, one after
 # the other, until BENCH_DEADLINE seconds (default DEADLINE/2 when other lanes follow, else
-# DEADLINE); vsllmc leaves the lanes after it their seconds (KERNELS_S, default 40;
-# OFFLOAD_MAX_S, default 150). Then the other lanes run at once, for correctness only.
+# DEADLINE); each ends in time to leave the solo lanes after it their seconds (KERNELS_S,
+# default 40; OFFLOAD_MAX_S, default 150). Then the other lanes run at once, for correctness only.
 # LANE_CMD (for tests): a command run as `LANE_CMD PART` in place of each part's commands.
 # It copies the bundle's programs over this checkout's (meant for the lent machine's copy of
 # the tree) and puts stand-ins for make and apt-get first on the PATH.
@@ -59,16 +59,16 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
         bench) ./bench_gpt2cu -e both -k; bash dev/bench/bench_zero.sh ;;
         kernels) ./bench_gpt2cu -m d12 -e both -k -s 5 -w 2 ;;
         vsllmc) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL vsllmc: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
-                LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 20 - SOLO_AFTER)) \
+                LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 20)) \
                     LOGDIR=/tmp/gm_vsllmc OUT_MD=$GPU_LOGDIR/bench_vs_llmc.md bash dev/bench/bench_vs_llmc.sh ;;
     esac
 }
 t0=$(date +%s)
-run_lane() {   # run_lane LANE END AFTER: LANE's parts one after the other, each until END s after t0;
-               # AFTER: seconds the solo lanes after it need (vsllmc leaves them)
+run_lane() {   # run_lane LANE END AFTER: LANE's parts one after the other, each until AFTER s before
+               # END s after t0; AFTER: seconds the solo lanes after it need (SOLO_AFTER to the lane)
     local p left
     for p in ${1//+/ }; do
-        left=$(( $2 - ($(date +%s) - t0) ))
+        left=$(( $2 - $3 - ($(date +%s) - t0) ))
         [ "$left" -gt 5 ] || { echo "lane $p: not started (deadline)" >> "$log/lanes.txt"; continue; }
         mkdir -p "/tmp/gm_$p"
         if [ -n "${LANE_CMD:-}" ]; then SOLO_AFTER=$3 LANE_LEFT=$left timeout -k 10 "$left" $LANE_CMD "$p" > "$log/$p.txt" 2>&1
@@ -82,7 +82,7 @@ bench_end=$deadline
 [ ${#shared[@]} -gt 0 ] && bench_end=${BENCH_DEADLINE:-$((deadline / 2))}
 # the benchmark lanes alone on the GPU, one after the other; then the rest at once
 # offload-max needs OFFLOAD_MAX_S (default 150: the dry run, the 10 B model's init, 3 steps);
-# kernels KERNELS_S (default 40: d12 built 4 times, 7 steps each, the kernel table)
+# kernels KERNELS_S (default 40: d12 built 4 times, 8 steps each, the kernel table)
 for i in "${!solo[@]}"; do
     after=0
     for l in "${solo[@]:$((i + 1))}"; do

@@ -11,8 +11,9 @@
 #     with the default's, its tok/s set over the default's).
 #  2. dev/gpu/lent_machine.sh's order, in a scratch copy of it with LANE_CMD recording each
 #     part's start and end: the benchmark lane (vsllmc) runs alone before the correctness
-#     lanes, which then run at once; kernels and then offload-max run alone after it, vsllmc
-#     leaving them their time; the table lands in LOGDIR and OUT.
+#     lanes, which then run at once; kernels and then offload-max run alone after it, each
+#     lane ended in time to leave the ones after it their seconds (kernels, made to overrun,
+#     is stopped and offload-max still runs); the table lands in LOGDIR and OUT.
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
@@ -84,29 +85,34 @@ cat > "$tmp/lane" <<EOF
 #!/usr/bin/env bash
 echo "\$1 start \$(date +%s.%N) \$SOLO_AFTER" >> "$tmp/order"
 [ "\$1" = vsllmc ] && echo "| stand-in table |" > "\$GPU_LOGDIR/bench_vs_llmc.md"
+[ "\$1" = kernels ] && sleep 60   # overruns: its deadline must end it in time for offload-max
 sleep 1
 echo "\$1 end \$(date +%s.%N)" >> "$tmp/order"
 EOF
 chmod +x "$tmp/lane"
-LANE_CMD=$tmp/lane LOGDIR=$tmp/lm DEADLINE=60 OUT=$tmp/out bash "$tmp/tree/dev/gpu/lent_machine.sh" units vsllmc kernels offload-max bitwise > "$tmp/lm.log" 2>&1
+LANE_CMD=$tmp/lane LOGDIR=$tmp/lm DEADLINE=40 BENCH_DEADLINE=20 KERNELS_S=3 OFFLOAD_MAX_S=8 OUT=$tmp/out bash "$tmp/tree/dev/gpu/lent_machine.sh" units vsllmc kernels offload-max bitwise > "$tmp/lm.log" 2>&1
 at() { awk -v p="$1" -v e="$2" '$1 == p && $2 == e { print $3 }' "$tmp/order"; }
 if [ -n "$(at vsllmc end)" ] && [ -n "$(at units start)" ] && [ -n "$(at bitwise start)" ] &&
    awk -v v="$(at vsllmc end)" -v u="$(at units start)" -v b="$(at bitwise start)" 'BEGIN { exit !(v <= u && v <= b) }'
 then ok "lent_machine.sh: the benchmark lane ran alone, before the correctness lanes"
 else bad "lent_machine.sh: order $(tr '\n' ';' < "$tmp/order" 2> /dev/null)"; fi
-# kernels, then offload-max after vsllmc, alone too; vsllmc was told to leave them 40 + 150 s
-if [ "$(awk '$1 == "vsllmc" && $2 == "start" { print $4 }' "$tmp/order")" = 190 ] &&
-   [ "$(awk '$1 == "kernels" && $2 == "start" { print $4 }' "$tmp/order")" = 150 ] &&
-   awk -v v="$(at vsllmc end)" -v k0="$(at kernels start)" -v k1="$(at kernels end)" -v o0="$(at offload-max start)" \
-       -v o1="$(at offload-max end)" -v u="$(at units start)" 'BEGIN { exit !(k0 != "" && o0 != "" && v <= k0 && k1 <= o0 && o1 <= u) }'
-then ok "lent_machine.sh: kernels, then offload-max alone after vsllmc, which leaves them 40 + 150 s"
+# kernels, then offload-max after vsllmc, alone too; vsllmc was told to leave them 3 + 8 s, and
+# kernels, which overran, was ended in time to leave offload-max its 8 s
+if [ "$(awk '$1 == "vsllmc" && $2 == "start" { print $4 }' "$tmp/order")" = 11 ] &&
+   [ "$(awk '$1 == "kernels" && $2 == "start" { print $4 }' "$tmp/order")" = 8 ] &&
+   awk -v v="$(at vsllmc end)" -v k0="$(at kernels start)" -v o0="$(at offload-max start)" \
+       -v o1="$(at offload-max end)" -v u="$(at units start)" 'BEGIN { exit !(k0 != "" && o0 != "" && v <= k0 && k0 < o0 && o1 <= u) }'
+then ok "lent_machine.sh: kernels, then offload-max alone after vsllmc, which leaves them 3 + 8 s"
 else bad "lent_machine.sh: order $(tr '\n' ';' < "$tmp/order" 2> /dev/null)"; fi
+grep -q "^lane kernels: exit 124" "$tmp/lm/summary.txt" && [ -n "$(at offload-max end)" ] &&
+    ok "lent_machine.sh: the overrunning kernels lane was stopped, and offload-max still ran" ||
+    bad "lent_machine.sh: kernels $(grep "^lane kernels" "$tmp/lm/summary.txt"), offload-max end $(at offload-max end)"
 if awk -v u0="$(at units start)" -v u1="$(at units end)" -v b0="$(at bitwise start)" -v b1="$(at bitwise end)" \
        'BEGIN { exit !(u0 != "" && b0 != "" && u0 < b1 && b0 < u1) }'
 then ok "lent_machine.sh: the correctness lanes ran at once"
 else bad "lent_machine.sh: the correctness lanes did not overlap"; fi
-if grep -q "stand-in table" "$tmp/lm/summary.txt" && [ -f "$tmp/out/bench_vs_llmc.md" ] && [ "$(grep -c "^lane .*: exit 0" "$tmp/lm/summary.txt")" -eq 5 ]
-then ok "lent_machine.sh: five lanes exit 0; the table in summary.txt and OUT"
+if grep -q "stand-in table" "$tmp/lm/summary.txt" && [ -f "$tmp/out/bench_vs_llmc.md" ] && [ "$(grep -c "^lane .*: exit 0" "$tmp/lm/summary.txt")" -eq 4 ]
+then ok "lent_machine.sh: the four other lanes exit 0; the table in summary.txt and OUT"
 else bad "lent_machine.sh: summary or OUT incomplete"; tail -n 5 "$tmp/lm.log"; fi
 
 echo "$pass passed, $failn failed"
