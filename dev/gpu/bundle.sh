@@ -4,19 +4,29 @@
 # gpubundle/), for dev/gpu/lent_machine.sh to run on a lent GPU machine that has NVIDIA's
 # libraries but none of this project's build dependencies (no MPI, cJSON, liburing headers).
 # Builds in a copy of the working tree (BUNDLE_SRC, default /tmp/zero_bundle_src; kept, so a
-# second bundle rebuilds only what changed) so this checkout's binaries are untouched, and
+# second bundle rebuilds only what changed: a file is copied, with a new time, only when its
+# bytes differ, since a tree's times can run backwards from one checkout to another and make
+# would keep an object built from other bytes) so this checkout's binaries are untouched, and
 # against zero/comm/mpi_stub (ranks start from RANK/WORLD_SIZE with the bootstrap file).
 # LLMC_DIR (an llm.c checkout): llm.c's train_gpt2cu built there by
 # dev/bench/bench_vs_llmc.sh --build-only goes in as bin/llmc_train_gpt2cu, for the lane
 # vsllmc. BUILD_INFO records the commit and the toolkit's versions.
+# bundle.sh --sync-only: brings BUNDLE_SRC up to date with the working tree and stops.
 set -eu
 llmc=${LLMC_DIR:+$(realpath -m "$LLMC_DIR")}
 cd "$(dirname "$0")/../.."
+sync_only=0
+[ "${1:-}" = --sync-only ] && { sync_only=1; shift; }
 dir=$(realpath -m "${1:-gpubundle}")
 commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo "+uncommitted changes")
 src=${BUNDLE_SRC:-/tmp/zero_bundle_src}
 mkdir -p "$src"
-git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xpf - -C "$src"
+stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
+git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$stage"
+(cd "$stage" && find . -type f -print0) | while IFS= read -r -d '' f; do
+    cmp -s "$stage/$f" "$src/$f" || { mkdir -p "$(dirname "$src/$f")" && cp --preserve=mode "$stage/$f" "$src/$f"; }
+done
+[ "$sync_only" = 1 ] && { echo "bundle.sh: $src is up to date with the working tree"; exit 0; }
 cd "$src"
 b=build
 # -march=x86-64-v3: the lent machine's processor is not this one (-march=native could fault)
