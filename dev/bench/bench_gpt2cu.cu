@@ -188,6 +188,7 @@ static void bench(const char *desc, int B0, int T, int recompute, int fused, int
            fused ? "fused" : "apart", 1000.0 * elapsed / steps,
            tok_s, mfu_text, m.device_bytes / 1073741824.0, (total_b - free_b) / 1073741824.0, total_b / 1073741824.0, loss,
            norm);
+    fflush(stdout);   // the result line stays when a deadline stops the parts below
     if (parts) bench_parts(&m, inputs, targets, B, T, warmup + steps + 1);
     fflush(stdout);
     gpt2_cuda_free(&m);

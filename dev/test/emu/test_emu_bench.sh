@@ -3,7 +3,7 @@
 # GPU's): -e both runs each configuration with cuBLASLt's fused epilogues and without them,
 # and the two must train the same (losses within bf16 noise) while only the unfused run
 # launches the separate GELU and bias-gradient kernels; -k adds the step's phases and the
-# LayerNorm kernels' table, every time positive and finite.
+# LayerNorm kernels' table, every kernel time positive.
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
