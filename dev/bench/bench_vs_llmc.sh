@@ -6,8 +6,8 @@
 set -u
 usage() {
     cat <<'USAGE'
-usage: dev/bench/bench_vs_llmc.sh [--build-only DEST] LLMC_DIR
-       LLMC_BIN=BINARY dev/bench/bench_vs_llmc.sh [LLMC_DIR]
+usage: dev/bench/bench_vs_llmc.sh [--build-only DEST | --profile] LLMC_DIR
+       LLMC_BIN=BINARY dev/bench/bench_vs_llmc.sh [--profile] [LLMC_DIR]
 
 Builds llm.c's train_gpt2cu in the llm.c checkout LLMC_DIR (its own Makefile, sm_90, bf16,
 no NCCL or MPI; cuDNN attention when cudnn-frontend's headers are found: CUDNN_FRONTEND_PATH,
@@ -33,6 +33,13 @@ loss difference against the reference run of the same model and B (llm.c's for
 train_gpt2cu, train_gpt2cu's for train_gpt2_zero): "agree" when it is at most LOSS_TOL.
 
   --build-only DEST   build llm.c's binary, copy it to DEST, write DEST.info, run nothing
+  --profile           in place of 1.-4.: where a step's GPU time goes, kernel by kernel. Each
+                      trainer (llm.c, train_gpt2cu, train_gpt2_zero -z each of PROFILE_STAGES)
+                      runs PROFILE_STEPS steps of the first model under Nsight Compute (NCU),
+                      which times every kernel alone; dev/bench/kernel_profile.py sums the last
+                      whole step's kernels by kind (matmul, attention, LayerNorm, ...) side by
+                      side and lists each trainer's heaviest kernels, into OUT_MD. ncu's CSVs
+                      stay in LOGDIR. Exit status 0 when llm.c's and train_gpt2cu's steps parsed.
 Environment (defaults in brackets):
   LLMC_BIN        llm.c's built binary, or any program that takes its flags: no build
   CU              our unsharded trainer [./train_gpt2cu]
@@ -53,13 +60,18 @@ Environment (defaults in brackets):
   OUT_MD          the table [LOGDIR/bench_vs_llmc.md]
   BUILD_INFO      a file whose lines join the table's header (dev/gpu/bundle.sh writes
                   gpubundle/BUILD_INFO) [gpubundle/BUILD_INFO when it exists]
+  NCU             --profile: Nsight Compute's command line [ncu on the PATH, else the toolkit's]
+  PROFILE_STEPS   --profile: steps each trainer runs [2]
+  PROFILE_STAGES  --profile: the -z stages of train_gpt2_zero profiled at 1 rank [3]
+  PROFILE_LAUNCHES --profile: kernels ncu times at most a run, from the start [5000]
 Prints the table at the end; exit status 0 when the first pair ran and agreed.
 USAGE
 }
-build_dest=
+build_dest=; profile=0
 case "${1:-}" in
     -h|--help) usage; exit 0 ;;
     --build-only) build_dest=${2:?--build-only DEST}; shift 2 ;;
+    --profile) profile=1; shift ;;
 esac
 [ $# -eq 1 ] || { [ $# -eq 0 ] && [ -n "${LLMC_BIN:-}" ] && [ -z "$build_dest" ]; } || { usage >&2; exit 2; }
 llmc_dir=${1:+$(realpath -m "$1")}
@@ -124,6 +136,7 @@ read -r -a ostages <<< "${OFFLOAD_STAGES-2}"
 read -r -a fstages <<< "${FAST_STAGES-2}"
 read -r -a zero_n <<< "${ZERO_RANKS:-scripts/launch_ranks.sh 2 ./train_gpt2_zero}"
 T=${T:-1024}; STEPS=${STEPS:-20}; R=${RECOMPUTE:-1}
+[ $profile = 1 ] && STEPS=${PROFILE_STEPS:-2}
 deadline=${DEADLINE:-1200}; min_left=${MIN_LEFT:-60}; tol=${LOSS_TOL:-0.02}
 log=${LOGDIR:-/tmp/bench_vs_llmc}; mkdir -p "$log"
 out_md=${OUT_MD:-$log/bench_vs_llmc.md}
@@ -227,9 +240,47 @@ row() {
     rows+=("| $label | $model | $b | $status | $n | $tk | ${ratio:-} | $mfu_t | $pk | ${first:-?} -> ${last:-?} | ${vs:-} |")
 }
 
+m0=${models[0]%%:*}; b0=${models[0]##*:}
+
+# --- --profile: each trainer's kernels under Nsight Compute --------------------------------------
+# ncu runs every kernel alone and reports its duration (one metric: a single pass, nothing
+# replayed); the clocks and caches are left as the run finds them.
+profile_kernels() {
+    local ncu=${NCU:-}
+    [ -z "$ncu" ] && ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -n 1)
+    [ -n "$ncu" ] || { echo "bench_vs_llmc: --profile needs Nsight Compute's ncu (set NCU)"; return 1; }
+    local mf; mf=$(init_model "$m0") || { echo "bench_vs_llmc: no model file for $m0"; return 1; }
+    local flags=(--csv --metrics gpu__time_duration.sum --clock-control none --cache-control none
+                 --launch-count "${PROFILE_LAUNCHES:-5000}")
+    local names=(llmc cu) labels=("llm.c" "train_gpt2cu") z
+    run prof_llmc "$b0" "$mf" "$ncu" "${flags[@]}" --log-file "$log/prof_llmc.csv" "$llmc_bin"
+    run prof_cu "$b0" "$mf" "$ncu" "${flags[@]}" --log-file "$log/prof_cu.csv" "$CU" --shuffle 0
+    for z in ${PROFILE_STAGES-3}; do
+        run "prof_zero-z$z" "$b0" "$mf" "$ncu" "${flags[@]}" --log-file "$log/prof_zero-z$z.csv" "${zero[@]}" -z "$z" --shuffle 0
+        names+=("zero-z$z"); labels+=("zero -z $z")
+    done
+    local args=() missing=() i err
+    for i in "${!names[@]}"; do
+        if err=$(python3 dev/bench/kernel_profile.py "x=$log/prof_${names[$i]}.csv" 2>&1 > /dev/null); then
+            args+=("${labels[$i]}=$log/prof_${names[$i]}.csv")
+        else missing+=("${labels[$i]}: ${err#kernel_profile: } (run: $(grep -v '^\s*$' "$log/prof_${names[$i]}.txt" 2> /dev/null | tail -n 1 | cut -c1-120))"); fi
+    done
+    {
+        if [ ${#args[@]} -gt 0 ]; then
+            python3 dev/bench/kernel_profile.py --title "Kernel time of one training step: $m0, B=$b0, T=$T ($(date -u +%Y-%m-%d))" "${args[@]}"
+        else echo "## Kernel time of one training step: $m0, B=$b0, T=$T"; fi
+        echo
+        echo "GPU: $gpu_name, driver $driver; $llmc_info; ncu: $("$ncu" --version 2> /dev/null | tail -n 1)."
+        echo "Each trainer ran $STEPS steps (${common[*]} -b $b0) under ncu ${flags[*]}."
+        for i in "${missing[@]}"; do echo "No profile: $i"; done
+    } > "$out_md"
+    cat "$out_md"
+    [ -f "$log/prof_llmc.csv" ] && [ -f "$log/prof_cu.csv" ] && ! printf '%s\n' "${missing[@]}" | grep -q -e "^llm.c:" -e "^train_gpt2cu:"
+}
+if [ $profile = 1 ]; then profile_kernels; exit; fi
+
 # --- the runs, in priority order ----------------------------------------------------------------
 first_ok=1
-m0=${models[0]%%:*}; b0=${models[0]##*:}
 mf0=$(init_model "$m0") || { echo "bench_vs_llmc: no model file for $m0"; exit 1; }
 run "llmc_${m0}_b$b0" "$b0" "$mf0" "$llmc_bin"
 run "cu_${m0}_b$b0" "$b0" "$mf0" "$CU" --shuffle 0

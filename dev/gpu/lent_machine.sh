@@ -5,17 +5,19 @@
 # each under DEADLINE seconds (default 300), and writes LOGDIR (default /tmp/gpu_logs) with
 # summary.txt (every PASS/FAIL line and each lane's verdict) and, when OUT is set, copies
 # summary.txt and logs.tgz (every text log; model files left out) there.
-# Lanes (default all but bench, vsllmc, kernels, offload-max and sanitize): units bitwise matrix
-# offload zeropp mainjob toy bench vsllmc kernels (bench_gpt2cu -k -e both on d12: the step's
-# phases, the LayerNorm kernels' bytes per second, the epilogues on and off) offload-max
+# Lanes (default all but bench, vsllmc, profile, kernels, offload-max and sanitize): units bitwise
+# matrix offload zeropp mainjob toy bench vsllmc profile (bench_vs_llmc.sh --profile: llm.c's and
+# our trainers' kernels timed by Nsight Compute, by kind, in LOGDIR/profile.md and OUT) kernels
+# (bench_gpt2cu -k -e both on d12: the step's phases, the LayerNorm kernels' bytes per second,
+# the epilogues on and off) offload-max
 # (dev/gpu/offload_max.sh: ZeRO-Offload's largest model on the GPU) sanitize
 # (dev/gpu/sanitize.sh: compute-sanitizer's four tools); smaller ones: quant matrix4
 # offload-param-nvme mainjob-short; A+B runs A then B in one lane. The benchmark lanes (bench,
 # vsllmc: dev/bench/bench_vs_llmc.sh with the bundle's llm.c binary, its table in
 # LOGDIR/bench_vs_llmc.md and OUT; kernels; offload-max) run first, alone on the GPU, one after
 # the other, until BENCH_DEADLINE seconds (default DEADLINE/2 when other lanes follow, else
-# DEADLINE); each ends in time to leave the solo lanes after it their seconds (KERNELS_S,
-# default 40; OFFLOAD_MAX_S, default 150). Then the other lanes run at once, for correctness only.
+# DEADLINE); each ends in time to leave the solo lanes after it their seconds (PROFILE_S,
+# default 90; KERNELS_S, default 40; OFFLOAD_MAX_S, default 150). Then the other lanes run at once, for correctness only.
 # LANE_CMD (for tests): a command run as `LANE_CMD PART` in place of each part's commands.
 # It copies the bundle's programs over this checkout's (meant for the lent machine's copy of
 # the tree) and puts stand-ins for make and apt-get first on the PATH.
@@ -61,6 +63,9 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
         vsllmc) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL vsllmc: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
                 LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 20)) \
                     LOGDIR=/tmp/gm_vsllmc OUT_MD=$GPU_LOGDIR/bench_vs_llmc.md bash dev/bench/bench_vs_llmc.sh ;;
+        profile) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL profile: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
+                 LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 5)) MIN_LEFT=15 \
+                     LOGDIR=/tmp/gm_profile OUT_MD=$GPU_LOGDIR/profile.md bash dev/bench/bench_vs_llmc.sh --profile ;;
     esac
 }
 t0=$(date +%s)
@@ -77,27 +82,29 @@ run_lane() {   # run_lane LANE END AFTER: LANE's parts one after the other, each
     done
 }
 solo=(); shared=()
-for l in $lanes; do case ${l%%+*} in bench|vsllmc|kernels|offload-max) solo+=("$l") ;; *) shared+=("$l") ;; esac; done
+for l in $lanes; do case ${l%%+*} in bench|vsllmc|profile|kernels|offload-max) solo+=("$l") ;; *) shared+=("$l") ;; esac; done
 bench_end=$deadline
 [ ${#shared[@]} -gt 0 ] && bench_end=${BENCH_DEADLINE:-$((deadline / 2))}
 # the benchmark lanes alone on the GPU, one after the other; then the rest at once
 # offload-max needs OFFLOAD_MAX_S (default 150: the dry run, the 10 B model's init, 3 steps);
-# kernels KERNELS_S (default 40: d12 built 4 times, 8 steps each, the kernel table)
+# kernels KERNELS_S (default 40: d12 built 4 times, 8 steps each, the kernel table); profile
+# PROFILE_S (default 90: three trainers' init and 2 steps each under ncu)
 for i in "${!solo[@]}"; do
     after=0
     for l in "${solo[@]:$((i + 1))}"; do
         [[ $l == *offload-max* ]] && after=$((after + ${OFFLOAD_MAX_S:-150}))
         [[ $l == *kernels* ]] && after=$((after + ${KERNELS_S:-40}))
+        [[ $l == *profile* ]] && after=$((after + ${PROFILE_S:-90}))
     done
     run_lane "${solo[$i]}" "$bench_end" "$after"
 done
 for l in "${shared[@]}"; do run_lane "$l" "$deadline" 0 & done
 wait
-{ cat "$log/lanes.txt"; for t in bench_vs_llmc offload_max; do [ -f "$log/$t.md" ] && cat "$log/$t.md"; done; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v -e "^$log/env.txt" -e "^$log/summary.txt" | cut -c1-300; } >> "$log/summary.txt"
+{ cat "$log/lanes.txt"; for t in bench_vs_llmc profile offload_max; do [ -f "$log/$t.md" ] && cat "$log/$t.md"; done; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v -e "^$log/env.txt" -e "^$log/summary.txt" | cut -c1-300; } >> "$log/summary.txt"
 # the runs' own logs (main.log, run.json, reports), without model and checkpoint files
 tar -czf "$log/runs.tgz" --exclude='*.bin' --exclude='*.zck*' --exclude='zero_*' /tmp/gm_* /tmp/mainjob 2> /dev/null
 if [ -n "${OUT:-}" ]; then
     tar -czf "$OUT/logs.tgz" -C "$log" . && cp "$log/summary.txt" "$OUT/"
-    for t in bench_vs_llmc offload_max; do [ -f "$log/$t.md" ] && cp "$log/$t.md" "$OUT/"; done
+    for t in bench_vs_llmc profile offload_max; do [ -f "$log/$t.md" ] && cp "$log/$t.md" "$OUT/"; done
 fi
 echo "lent_machine: $(grep -c '^.*:PASS' "$log/summary.txt") PASS lines, $(grep -c ':FAIL' "$log/summary.txt") FAIL lines; $log/summary.txt"

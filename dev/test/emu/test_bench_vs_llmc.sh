@@ -11,9 +11,16 @@
 #     with the default's, its tok/s set over the default's).
 #  2. dev/gpu/lent_machine.sh's order, in a scratch copy of it with LANE_CMD recording each
 #     part's start and end: the benchmark lane (vsllmc) runs alone before the correctness
-#     lanes, which then run at once; kernels and then offload-max run alone after it, each
-#     lane ended in time to leave the ones after it their seconds (kernels, made to overrun,
-#     is stopped and offload-max still runs); the table lands in LOGDIR and OUT.
+#     lanes, which then run at once; profile, kernels and then offload-max run alone after
+#     it, each lane ended in time to leave the ones after it their seconds (kernels, made to
+#     overrun, is stopped and offload-max still runs); the tables land in LOGDIR and OUT.
+#  3. bench_vs_llmc.sh --profile with a stand-in for Nsight Compute that writes ncu's CSV from
+#     the emulator's trace (a row per kernel launch, cuBLASLt call and cuDNN execution, 2 us
+#     each): the report's step must hold exactly one step's launches as the trace of a
+#     2-step run less a 1-step run counts them (all, matmuls, attention, LayerNorm, AdamW),
+#     for llm.c's stand-in, train_gpt2cu and train_gpt2_zero -z 3; and kernel_profile.py
+#     on ncu's two CSV layouts (details and raw, with units and thousands separators) and
+#     its refusals (no table, no whole step), each naming the file.
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
@@ -85,24 +92,27 @@ cat > "$tmp/lane" <<EOF
 #!/usr/bin/env bash
 echo "\$1 start \$(date +%s.%N) \$SOLO_AFTER" >> "$tmp/order"
 [ "\$1" = vsllmc ] && echo "| stand-in table |" > "\$GPU_LOGDIR/bench_vs_llmc.md"
+[ "\$1" = profile ] && echo "| stand-in kernel table |" > "\$GPU_LOGDIR/profile.md"
 [ "\$1" = kernels ] && sleep 60   # overruns: its deadline must end it in time for offload-max
 sleep 1
 echo "\$1 end \$(date +%s.%N)" >> "$tmp/order"
 EOF
 chmod +x "$tmp/lane"
-LANE_CMD=$tmp/lane LOGDIR=$tmp/lm DEADLINE=40 BENCH_DEADLINE=20 KERNELS_S=3 OFFLOAD_MAX_S=8 OUT=$tmp/out bash "$tmp/tree/dev/gpu/lent_machine.sh" units vsllmc kernels offload-max bitwise > "$tmp/lm.log" 2>&1
+LANE_CMD=$tmp/lane LOGDIR=$tmp/lm DEADLINE=40 BENCH_DEADLINE=20 PROFILE_S=2 KERNELS_S=3 OFFLOAD_MAX_S=8 OUT=$tmp/out \
+    bash "$tmp/tree/dev/gpu/lent_machine.sh" units vsllmc profile kernels offload-max bitwise > "$tmp/lm.log" 2>&1
 at() { awk -v p="$1" -v e="$2" '$1 == p && $2 == e { print $3 }' "$tmp/order"; }
 if [ -n "$(at vsllmc end)" ] && [ -n "$(at units start)" ] && [ -n "$(at bitwise start)" ] &&
    awk -v v="$(at vsllmc end)" -v u="$(at units start)" -v b="$(at bitwise start)" 'BEGIN { exit !(v <= u && v <= b) }'
 then ok "lent_machine.sh: the benchmark lane ran alone, before the correctness lanes"
 else bad "lent_machine.sh: order $(tr '\n' ';' < "$tmp/order" 2> /dev/null)"; fi
-# kernels, then offload-max after vsllmc, alone too; vsllmc was told to leave them 3 + 8 s, and
-# kernels, which overran, was ended in time to leave offload-max its 8 s
-if [ "$(awk '$1 == "vsllmc" && $2 == "start" { print $4 }' "$tmp/order")" = 11 ] &&
-   [ "$(awk '$1 == "kernels" && $2 == "start" { print $4 }' "$tmp/order")" = 8 ] &&
-   awk -v v="$(at vsllmc end)" -v k0="$(at kernels start)" -v o0="$(at offload-max start)" \
-       -v o1="$(at offload-max end)" -v u="$(at units start)" 'BEGIN { exit !(k0 != "" && o0 != "" && v <= k0 && k0 < o0 && o1 <= u) }'
-then ok "lent_machine.sh: kernels, then offload-max alone after vsllmc, which leaves them 3 + 8 s"
+# profile, kernels, then offload-max after vsllmc, alone too; vsllmc was told to leave them
+# 2 + 3 + 8 s, and kernels, which overran, was ended in time to leave offload-max its 8 s
+after() { awk -v p="$1" '$1 == p && $2 == "start" { print $4 }' "$tmp/order"; }
+if [ "$(after vsllmc)" = 13 ] && [ "$(after profile)" = 11 ] && [ "$(after kernels)" = 8 ] &&
+   awk -v v="$(at vsllmc end)" -v p0="$(at profile start)" -v p1="$(at profile end)" -v k0="$(at kernels start)" \
+       -v o0="$(at offload-max start)" -v o1="$(at offload-max end)" -v u="$(at units start)" \
+       'BEGIN { exit !(p0 != "" && k0 != "" && o0 != "" && v <= p0 && p1 <= k0 && k0 < o0 && o1 <= u) }'
+then ok "lent_machine.sh: profile, kernels, then offload-max alone after vsllmc, which leaves them 2 + 3 + 8 s"
 else bad "lent_machine.sh: order $(tr '\n' ';' < "$tmp/order" 2> /dev/null)"; fi
 grep -q "^lane kernels: exit 124" "$tmp/lm/summary.txt" && [ -n "$(at offload-max end)" ] &&
     ok "lent_machine.sh: the overrunning kernels lane was stopped, and offload-max still ran" ||
@@ -111,9 +121,105 @@ if awk -v u0="$(at units start)" -v u1="$(at units end)" -v b0="$(at bitwise sta
        'BEGIN { exit !(u0 != "" && b0 != "" && u0 < b1 && b0 < u1) }'
 then ok "lent_machine.sh: the correctness lanes ran at once"
 else bad "lent_machine.sh: the correctness lanes did not overlap"; fi
-if grep -q "stand-in table" "$tmp/lm/summary.txt" && [ -f "$tmp/out/bench_vs_llmc.md" ] && [ "$(grep -c "^lane .*: exit 0" "$tmp/lm/summary.txt")" -eq 4 ]
-then ok "lent_machine.sh: the four other lanes exit 0; the table in summary.txt and OUT"
+if grep -q "stand-in table" "$tmp/lm/summary.txt" && grep -q "stand-in kernel table" "$tmp/lm/summary.txt" &&
+   [ -f "$tmp/out/bench_vs_llmc.md" ] && [ -f "$tmp/out/profile.md" ] && [ "$(grep -c "^lane .*: exit 0" "$tmp/lm/summary.txt")" -eq 5 ]
+then ok "lent_machine.sh: the five other lanes exit 0; both tables in summary.txt and OUT"
 else bad "lent_machine.sh: summary or OUT incomplete"; tail -n 5 "$tmp/lm.log"; fi
+
+# 3. --profile, Nsight Compute standing in as the emulator's trace in ncu's CSV
+cat > "$tmp/ncu" <<'NCU'
+#!/usr/bin/env bash
+# ncu, as far as bench_vs_llmc.sh --profile can tell: each kernel launch, cuBLASLt call and
+# cuDNN execution of the program (the emulator's trace) a row of ncu's CSV, 2000 ns each
+[ "${1:-}" = --version ] && { echo "NVIDIA (R) Nsight Compute Command Line Profiler (stand-in)"; exit 0; }
+log=; count=1000000000
+while [ $# -gt 0 ]; do
+    case $1 in
+        --log-file) log=$2; shift 2 ;;
+        --launch-count|-c) count=$2; shift 2 ;;
+        --metrics|--clock-control|--cache-control) shift 2 ;;
+        --*) shift ;;
+        *) break ;;
+    esac
+done
+CUDA_EMU_TRACE=1 "$@" 2> "$log.trace"
+rc=$?
+grep -v "^cuda_emu: " "$log.trace" >&2
+{
+    echo "==PROF== Connected to process 1 ($1)"
+    echo '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
+    sed -n 's/^cuda_emu: stream [0-9]*: //p' "$log.trace" | awk -v max="$count" '
+        $1 == "kernel" { n = "void " $2 "(float*, int)" }
+        $1 == "cublasLtMatmul" { n = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_emulated" }
+        $1 == "cudnnBackendExecute" { n = "cudnn_generated_fort_native_sdpa_sm90_emulated" }
+        n != "" && id < max { printf "\"%d\",\"1\",\"p\",\"h\",\"%s\",\"1\",\"7\",\"(256, 1, 1)\",\"(1, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"nsecond\",\"2,000\"\n", id++, n }
+        { n = "" }'
+    echo "==PROF== Disconnected from process 1"
+} > "$log"
+exit $rc
+NCU
+chmod +x "$tmp/ncu"
+NCU=$tmp/ncu LLMC_BIN=$tmp/llmc CU=$EMU/train_gpt2cu ZERO=$EMU/train_gpt2_zero MODELS="d2c64h1t64:2" T=64 \
+    PROFILE_STEPS=2 PROFILE_STAGES=3 DEADLINE=300 LOGDIR=$tmp/prof OUT_MD=$tmp/profile.md \
+    bash dev/bench/bench_vs_llmc.sh --profile > "$tmp/prof.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok "bench_vs_llmc.sh --profile exits 0" || { bad "bench_vs_llmc.sh --profile exit $rc"; tail -n 20 "$tmp/prof.log"; }
+# a step's launches, per kind, as the trace counts them: a 2-step run less a 1-step run
+trace_counts() {   # trace_counts STEPS BIN ARGS...: "all matmul attention layernorm adamw" of a traced run
+    local s=$1; shift
+    CUDA_EMU_TRACE=1 "$@" -i "$train" -j "$train" -t 64 -x "$s" -l 3e-4 -u 0 -k constant -q 1.0 -c 0.0 -v 100000 -m 1 -s 0 -a 1 -r 1 \
+        -e "$tmp/prof/init_d2c64h1t64.bin" -b 2 --shuffle 0 -o "$tmp/tc" 2>&1 > /dev/null | sed -n 's/^cuda_emu: stream [0-9]*: //p' |
+        awk '$1 == "kernel" || $1 == "cublasLtMatmul" || $1 == "cudnnBackendExecute" { a++ } $1 == "cublasLtMatmul" { m++ }
+             $1 == "cudnnBackendExecute" { t++ } $1 == "kernel" && $2 ~ /layernorm/ { l++ } $1 == "kernel" && $2 ~ /adamw/ { w++ }
+             END { print a + 0, m + 0, t + 0, l + 0, w + 0 }'
+}
+train=$(ls data/kjv/kjv_train_*.bin | head -n 1)
+# field of the report's kind row: launches of trainer column K (1-based)
+launches() { awk -F'|' -v k="$1" -v c="$2" '{ t = $2; gsub(/^ +| +$/, "", t) } t == k { v = $(2 + 2 * c); gsub(/[ ,]/, "", v); print v; exit }' "$tmp/profile.md"; }
+micros() { awk -F'|' -v k="$1" -v c="$2" '{ t = $2; gsub(/^ +| +$/, "", t) } t == k { v = $(1 + 2 * c); gsub(/[ ,]/, "", v); print v; exit }' "$tmp/profile.md"; }
+# columns 1-3: llm.c's stand-in (the emulated train_gpt2cu: train_gpt2cu's count is its reference), train_gpt2cu, -z 3
+for who in "train_gpt2cu:$EMU/train_gpt2cu" "llm.c:" "zero -z 3:$EMU/train_gpt2_zero -z 3"; do
+    label=${who%%:*}; read -r -a cmd <<< "${who#*:}"
+    case $label in llm.c) col=1 ;; train_gpt2cu) col=2 ;; *) col=3 ;; esac
+    if [ -n "${cmd[*]}" ]; then
+        read -r a2 m2 t2 l2 w2 <<< "$(trace_counts 2 "${cmd[@]}")"
+        read -r a1 m1 t1 l1 w1 <<< "$(trace_counts 1 "${cmd[@]}")"
+    fi
+    want="$((a2 - a1)) $((m2 - m1)) $((t2 - t1)) $((l2 - l1)) $((w2 - w1))"
+    got="$(launches "all kernels" $col) $(launches matmul $col) $(launches attention $col) $(launches layernorm $col) $(launches adamw $col)"
+    if [ "$want" = "$got" ] && [ "$(micros "all kernels" $col)" = "$(awk -v n="$((a2 - a1))" 'BEGIN { printf "%.1f", 2 * n }')" ]
+    then ok "--profile, $label: one step's launches (all, matmul, attention, LayerNorm, AdamW: $got) as the trace counts them, 2 us each"
+    else bad "--profile, $label: launches '$got', want '$want' (trace 2 steps less 1); all kernels us '$(micros "all kernels" $col)'"; fi
+done
+grep -q "^GPU: .*ncu: NVIDIA (R) Nsight Compute" "$tmp/profile.md" && grep -q "heaviest kernels" "$tmp/profile.md" &&
+    ok "--profile: the report names the GPU and ncu, and lists the heaviest kernels" || bad "--profile: report header or kernel lists missing"
+
+# kernel_profile.py on ncu's raw page (a column per metric, its units in the next row) and its refusals
+kp=dev/bench/kernel_profile.py
+{
+    echo '==PROF== Connected to process 9 (/x/t)'
+    echo '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","gpu__time_duration.sum"'
+    echo '"","","","","","","","usecond"'
+    i=0
+    for k in adamw_kernel "void layernorm_forward_kernel<3>(float*)" "sm90_xmma_gemm_x" "ampere_bf16_s16816gemm" adamw_kernel adamw_kernel \
+             "void layernorm_forward_kernel<3>(float*)" "sm90_xmma_gemm_x" "ampere_bf16_s16816gemm" adamw_kernel adamw_kernel; do
+        echo "\"$i\",\"9\",\"t\",\"h\",\"$k\",\"1\",\"7\",\"1,$((i + 100)).5\""; i=$((i + 1))
+    done
+} > "$tmp/raw.csv"
+# the last whole step: IDs 6-10 (layernorm 1106.5, two gemms 1107.5 + 1108.5, adamw 1109.5 + 1110.5)
+out=$(python3 "$kp" r="$tmp/raw.csv")
+if grep -q "^| layernorm | 1,106.5 | 1 |$" <<< "$out" && grep -q "^| matmul | 2,216.0 | 2 |$" <<< "$out" &&
+   grep -q "^| adamw | 2,220.0 | 2 |$" <<< "$out" && grep -q "^| all kernels | 5,542.5 | 5 |$" <<< "$out" &&
+   grep -q "^- r: 5 kernels in step 3, the last whole one profiled (11 kernels profiled)" <<< "$out"
+then ok "kernel_profile.py: ncu's raw page (usecond, thousands separators), the last whole step, its kinds"
+else bad "kernel_profile.py on the raw page: $(tr '\n' ';' <<< "$out")"; fi
+head -n 3 "$tmp/raw.csv" > "$tmp/one.csv"; echo '"0","9","t","h","adamw_kernel","1","7","5"' >> "$tmp/one.csv"
+for c in "one.csv:no whole step" "prof.log:no ncu CSV table"; do
+    f=${c%%:*}; want=${c#*:}
+    if err=$(python3 "$kp" "x=$tmp/$f" 2>&1); then bad "kernel_profile.py accepted $f"
+    elif grep -q "$tmp/$f: .*$want" <<< "$err"; then ok "kernel_profile.py refuses $f, naming it: $err"
+    else bad "kernel_profile.py on $f: '$err'"; fi
+done
 
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""kernel_profile.py: where one training step's GPU time goes, kernel by kernel, for one or
+more trainers side by side, from Nsight Compute's per-kernel durations.
+
+Each input is the CSV that `ncu --csv --metrics gpu__time_duration.sum --log-file F`
+writes for a training run of a few steps: one row per profiled kernel launch, in launch
+order. A step ends with the optimizer's update (a run of AdamW kernels), so the last whole
+step profiled is the kernels after one update's last AdamW launch up to and including the
+next update's. The first step is left out when a later one is whole: it pays one-time
+costs (cuDNN plans, cuBLASLt's first calls).
+
+Prints a markdown report: per kind of kernel (matmul, attention, LayerNorm, ...) the
+microseconds and launches a step for each trainer, and the ratio of each trainer's time to
+the first's; then each trainer's heaviest kernels. Times are kernels alone, one after
+the other as ncu serializes them: launch gaps and host waits are not in them.
+
+usage: kernel_profile.py [--top N] [--title TEXT] LABEL=CSV [LABEL=CSV ...]
+"""
+import argparse
+import csv
+import io
+import re
+import sys
+
+# (kind, pattern) in order: the first that matches a kernel's lower-cased name wins.
+# The names are what each library and trainer call their kernels (cuBLASLt's sm90_xmma_*,
+# nvjet_*, cutlass_*; cuDNN's fused attention; llm.c's and ours).
+KINDS = [
+    ("attention", r"sdpa|flash|fmha|attention|attn|cudnn|fort_native|permute|causal_softmax|softmax_forward|softmax_autoregressive"),
+    ("bias gradient", r"bias|reduce_add_sum|bgrad"),
+    ("matmul", r"gemm|nvjet|cutlass|xmma|gemv|splitk|cublas|matmul"),
+    ("layernorm", r"layernorm|layer_norm|rmsnorm"),
+    ("residual", r"residual"),
+    ("gelu", r"gelu"),
+    ("classifier and loss", r"classifier|cross_?entropy|logits|loss"),
+    ("encoder", r"encoder|wte|wpe|embedding"),
+    ("adamw", r"adamw"),
+    ("gradient norm", r"norm|sumsq|grad_block_sums"),
+    ("casts, copies, sums", r"cast|copy|fill|accumulate|memset|zero"),
+    ("other", r""),
+]
+UPDATE = re.compile(r"adamw", re.I)
+UNITS_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9}
+
+
+def die(msg):
+    sys.exit("kernel_profile: " + msg)
+
+
+def short_name(name):
+    """A kernel's function name: no 'void ', no template arguments, no parameter list."""
+    n = name.strip()
+    if n.startswith("void "):
+        n = n[5:]
+    cut = n.find("(")
+    if cut > 0:
+        n = n[:cut]
+    out, depth = [], 0
+    for ch in n:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth > 0:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    n = "".join(out).strip()
+    return n.split("::")[-1] if "::" in n else n
+
+
+def kind_of(name):
+    low = name.lower()
+    for kind, pat in KINDS:
+        if re.search(pat, low):
+            return kind
+    return "other"
+
+
+def number(text):
+    return float(text.replace(",", "").strip())
+
+
+def read_launches(path):
+    """[(name, ns)] in launch order from ncu's CSV (the details page: a row per metric, or
+    the raw page: a column per metric, its units in the row after the header)."""
+    try:
+        with open(path, newline="", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        die(f"{path}: {e.strerror}")
+    # ncu's own lines (==PROF==, ==WARNING==) and the program's output come before the table
+    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
+    if start is None:
+        die(f"{path}: no ncu CSV table (no header line starting with \"ID\"); its last lines: "
+            + " / ".join(l[:100] for l in lines[-3:] if l.strip()))
+    rows = list(csv.reader(io.StringIO("\n".join(l for l in lines[start:] if l.startswith('"')))))
+    head = rows[0]
+    col = {h: i for i, h in enumerate(head)}
+    if "Kernel Name" not in col or "ID" not in col:
+        die(f"{path}: the header has no 'ID' or 'Kernel Name' column: {head}")
+    by_id = {}
+    if "Metric Name" in col and "Metric Value" in col:
+        for r in rows[1:]:
+            if len(r) != len(head) or r[col["Metric Name"]] != "gpu__time_duration.sum":
+                continue
+            unit = r[col["Metric Unit"]] if "Metric Unit" in col else "nsecond"
+            if unit not in UNITS_NS:
+                die(f"{path}: unknown unit '{unit}' for gpu__time_duration.sum")
+            by_id[int(number(r[col["ID"]]))] = (r[col["Kernel Name"]], number(r[col["Metric Value"]]) * UNITS_NS[unit])
+    elif "gpu__time_duration.sum" in col:
+        c = col["gpu__time_duration.sum"]
+        unit = "nsecond"
+        for r in rows[1:]:
+            if len(r) != len(head):
+                continue
+            if not r[col["ID"]].strip():  # the units row
+                unit = r[c] or unit
+                if unit not in UNITS_NS:
+                    die(f"{path}: unknown unit '{unit}' for gpu__time_duration.sum")
+                continue
+            by_id[int(number(r[col["ID"]]))] = (r[col["Kernel Name"]], number(r[c]) * UNITS_NS[unit])
+    else:
+        die(f"{path}: no gpu__time_duration.sum (neither a 'Metric Name' row nor a column): {head}")
+    if not by_id:
+        die(f"{path}: the table has no kernel with gpu__time_duration.sum")
+    return [(short_name(n), ns) for _, (n, ns) in sorted(by_id.items())]
+
+
+def last_step(launches, path):
+    """The last whole step: after one update's last AdamW kernel, through the next's.
+    An update is a run of AdamW launches with at most 2 other kernels between two of them."""
+    ends, prev = [], None
+    for i, (name, _) in enumerate(launches):
+        if UPDATE.search(name):
+            if prev is not None and i - prev <= 3 and ends and ends[-1] == prev:
+                ends[-1] = i
+            else:
+                ends.append(i)
+            prev = i
+    if len(ends) < 2:
+        die(f"{path}: {len(ends)} optimizer update(s) among {len(launches)} profiled kernels: no whole step "
+            "(profile more launches or steps)")
+    return launches[ends[-2] + 1:ends[-1] + 1], len(ends)
+
+
+def report(runs, top, title):
+    out = [f"## {title}", ""]
+    for label, (step, step_no, total) in runs.items():
+        us = sum(ns for _, ns in step) / 1e3
+        out.append(f"- {label}: {len(step)} kernels in step {step_no}, the last whole one profiled "
+                   f"({total} kernels profiled), {us:,.0f} us of kernel time")
+    out.append("")
+    labels = list(runs)
+    hdr = "| kind |" + "".join(f" {l} us | {l} launches |" for l in labels)
+    if len(labels) > 1:
+        hdr += "".join(f" {l} / {labels[0]} |" for l in labels[1:])
+    out += [hdr, "|" + " --- |" * (1 + 2 * len(labels) + max(0, len(labels) - 1))]
+    sums = {l: {} for l in labels}
+    for l in labels:
+        for name, ns in runs[l][0]:
+            k = kind_of(name)
+            t, n = sums[l].get(k, (0.0, 0))
+            sums[l][k] = (t + ns, n + 1)
+    kinds = [k for k, _ in KINDS if any(k in sums[l] for l in labels)]
+    for k in kinds + ["all kernels"]:
+        vals = [(sum(t for t, _ in sums[l].values()), sum(n for _, n in sums[l].values())) if k == "all kernels"
+                else sums[l].get(k, (0.0, 0)) for l in labels]
+        line = f"| {k} |" + "".join(f" {t / 1e3:,.1f} | {n} |" for t, n in vals)
+        for t, _ in vals[1:]:
+            line += f" {t / vals[0][0]:.2f} |" if vals[0][0] > 0 else " - |"
+        out.append(line)
+    for l in labels:
+        step = runs[l][0]
+        total = sum(ns for _, ns in step) or 1.0
+        per = {}
+        for name, ns in step:
+            t, n = per.get(name, (0.0, 0))
+            per[name] = (t + ns, n + 1)
+        out += ["", f"{l}: the {min(top, len(per))} heaviest kernels of the step", "",
+                "| kernel | kind | launches | us | share |", "| --- | --- | --- | --- | --- |"]
+        for name, (t, n) in sorted(per.items(), key=lambda kv: -kv[1][0])[:top]:
+            shown = name if len(name) <= 72 else name[:69] + "..."
+            out.append(f"| {shown} | {kind_of(name)} | {n} | {t / 1e3:,.1f} | {100 * t / total:.1f}% |")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", metavar="LABEL=CSV", help="a trainer's label and its ncu CSV log")
+    ap.add_argument("--top", type=int, default=12, help="heaviest kernels listed per trainer (12)")
+    ap.add_argument("--title", default="Kernel time of one training step (ncu)", help="the report's heading")
+    a = ap.parse_args()
+    runs = {}
+    for spec in a.runs:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or not path:
+            die(f"'{spec}': want LABEL=CSV")
+        launches = read_launches(path)
+        step, step_no = last_step(launches, path)
+        runs[label] = (step, step_no, len(launches))
+    sys.stdout.write(report(runs, a.top, a.title))
+
+
+if __name__ == "__main__":
+    main()
