@@ -29,12 +29,13 @@ KINDS = [
     ("attention", r"sdpa|flash|fmha|attention|attn|cudnn|fort_native|permute|causal_softmax|softmax_forward|softmax_autoregressive"),
     ("bias gradient", r"bias|reduce_add_sum|bgrad"),
     ("matmul", r"gemm|nvjet|cutlass|xmma|gemv|splitk|cublas|matmul"),
-    ("layernorm", r"layernorm|layer_norm|rmsnorm"),
+    ("layernorm", r"layernorm|layer_norm|rmsnorm|fused_residual"),  # llm.c's residual add + LayerNorm
     ("residual", r"residual"),
     ("gelu", r"gelu"),
     ("classifier and loss", r"classifier|cross_?entropy|logits|loss"),
     ("encoder", r"encoder|wte|wpe|embedding"),
     ("adamw", r"adamw"),
+    ("roundings, ZeRO's sums", r"round_stochastic|refresh|reduce_parts|reduce_slices|reduce_pack|quantize|dequant|pack_kernel"),
     ("gradient norm", r"norm|sumsq|grad_block_sums"),
     ("casts, copies, sums", r"cast|copy|fill|accumulate|memset|zero"),
     ("other", r""),
@@ -47,24 +48,22 @@ def die(msg):
     sys.exit("kernel_profile: " + msg)
 
 
-def short_name(name):
-    """A kernel's function name: no 'void ', no template arguments, no parameter list."""
+def base_name(name):
+    """A kernel's name without 'void ' and its parameter list: the first '(' outside the
+    template arguments (which may hold casts, as in kernel<(int)3>) starts that list.
+    Namespaces and template arguments stay: cutlass::Kernel2<...gemm...> is a matmul."""
     n = name.strip()
     if n.startswith("void "):
         n = n[5:]
-    cut = n.find("(")
-    if cut > 0:
-        n = n[:cut]
-    out, depth = [], 0
-    for ch in n:
+    depth = 0
+    for i, ch in enumerate(n):
         if ch == "<":
             depth += 1
         elif ch == ">" and depth > 0:
             depth -= 1
-        elif depth == 0:
-            out.append(ch)
-    n = "".join(out).strip()
-    return n.split("::")[-1] if "::" in n else n
+        elif ch == "(" and depth == 0 and i > 0:
+            return n[:i].strip()
+    return n
 
 
 def kind_of(name):
@@ -122,7 +121,7 @@ def read_launches(path):
         die(f"{path}: no gpu__time_duration.sum (neither a 'Metric Name' row nor a column): {head}")
     if not by_id:
         die(f"{path}: the table has no kernel with gpu__time_duration.sum")
-    return [(short_name(n), ns) for _, (n, ns) in sorted(by_id.items())]
+    return [(base_name(n), ns) for _, (n, ns) in sorted(by_id.items())]
 
 
 def last_step(launches, path):

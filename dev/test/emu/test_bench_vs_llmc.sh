@@ -201,17 +201,23 @@ kp=dev/bench/kernel_profile.py
     echo '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","gpu__time_duration.sum"'
     echo '"","","","","","","","usecond"'
     i=0
-    for k in adamw_kernel "void layernorm_forward_kernel<3>(float*)" "sm90_xmma_gemm_x" "ampere_bf16_s16816gemm" adamw_kernel adamw_kernel \
-             "void layernorm_forward_kernel<3>(float*)" "sm90_xmma_gemm_x" "ampere_bf16_s16816gemm" adamw_kernel adamw_kernel; do
+    # a step: a cast in template arguments, cuBLASLt's and CUTLASS's matmuls, a kernel whose
+    # parameter type names AdamW (no update), then the update's two AdamW launches
+    step=("void layernorm_forward_kernel<(int)3>(float*)" "sm90_xmma_gemm_x"
+          "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_tn_align8>(T1::Params)"
+          "void round_stochastic_kernel(__nv_bfloat16 *, const float *, AdamWBatch, unsigned long)" adamw_kernel adamw_kernel)
+    for k in adamw_kernel "${step[@]}" "${step[@]}"; do
         echo "\"$i\",\"9\",\"t\",\"h\",\"$k\",\"1\",\"7\",\"1,$((i + 100)).5\""; i=$((i + 1))
     done
 } > "$tmp/raw.csv"
-# the last whole step: IDs 6-10 (layernorm 1106.5, two gemms 1107.5 + 1108.5, adamw 1109.5 + 1110.5)
+# the last whole step: IDs 7-12 (layernorm 1107.5, the matmuls 1108.5 + 1109.5, the rounding
+# 1110.5, AdamW 1111.5 + 1112.5)
 out=$(python3 "$kp" r="$tmp/raw.csv")
-if grep -q "^| layernorm | 1,106.5 | 1 |$" <<< "$out" && grep -q "^| matmul | 2,216.0 | 2 |$" <<< "$out" &&
-   grep -q "^| adamw | 2,220.0 | 2 |$" <<< "$out" && grep -q "^| all kernels | 5,542.5 | 5 |$" <<< "$out" &&
-   grep -q "^- r: 5 kernels in step 3, the last whole one profiled (11 kernels profiled)" <<< "$out"
-then ok "kernel_profile.py: ncu's raw page (usecond, thousands separators), the last whole step, its kinds"
+if grep -q "^| layernorm | 1,107.5 | 1 |$" <<< "$out" && grep -q "^| matmul | 2,218.0 | 2 |$" <<< "$out" &&
+   grep -q "^| roundings, ZeRO's sums | 1,110.5 | 1 |$" <<< "$out" && grep -q "^| adamw | 2,224.0 | 2 |$" <<< "$out" &&
+   grep -q "^| all kernels | 6,660.0 | 6 |$" <<< "$out" &&
+   grep -q "^- r: 6 kernels in step 3, the last whole one profiled (13 kernels profiled)" <<< "$out"
+then ok "kernel_profile.py: ncu's raw page (usecond, thousands separators), templates and namespaces, the last whole step, its kinds"
 else bad "kernel_profile.py on the raw page: $(tr '\n' ';' <<< "$out")"; fi
 head -n 3 "$tmp/raw.csv" > "$tmp/one.csv"; echo '"0","9","t","h","adamw_kernel","1","7","5"' >> "$tmp/one.csv"
 for c in "one.csv:no whole step" "prof.log:no ncu CSV table"; do
