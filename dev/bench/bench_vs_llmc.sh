@@ -61,7 +61,7 @@ Environment (defaults in brackets):
   BUILD_INFO      a file whose lines join the table's header (dev/gpu/bundle.sh writes
                   gpubundle/BUILD_INFO) [gpubundle/BUILD_INFO when it exists]
   NCU             --profile: Nsight Compute's command line [ncu on the PATH, else the toolkit's]
-  PROFILE_STEPS   --profile: steps each trainer runs [2]
+  PROFILE_STEPS   --profile: steps each trainer runs, 2 or more (the first is left out) [2]
   PROFILE_STAGES  --profile: the -z stages of train_gpt2_zero profiled at 1 rank [3]
   PROFILE_LAUNCHES --profile: kernels ncu times at most a run, from the start [5000]
 Prints the table at the end; exit status 0 when the first pair ran and agreed.
@@ -253,17 +253,23 @@ profile_kernels() {
     local flags=(--csv --metrics gpu__time_duration.sum --clock-control none --cache-control none
                  --launch-count "${PROFILE_LAUNCHES:-5000}")
     local names=(llmc cu) labels=("llm.c" "train_gpt2cu") z
-    run prof_llmc "$b0" "$mf" "$ncu" "${flags[@]}" --log-file "$log/prof_llmc.csv" "$llmc_bin"
-    run prof_cu "$b0" "$mf" "$ncu" "${flags[@]}" --log-file "$log/prof_cu.csv" "$CU" --shuffle 0
+    rm -f "$log"/prof_*.csv "$log"/prof_*.rc
+    # LC_ALL=C: ncu's numbers as 1,234.5 whatever the machine's locale
+    run prof_llmc "$b0" "$mf" env LC_ALL=C "$ncu" "${flags[@]}" --log-file "$log/prof_llmc.csv" "$llmc_bin"
+    run prof_cu "$b0" "$mf" env LC_ALL=C "$ncu" "${flags[@]}" --log-file "$log/prof_cu.csv" "$CU" --shuffle 0
     for z in ${PROFILE_STAGES-3}; do
-        run "prof_zero-z$z" "$b0" "$mf" "$ncu" "${flags[@]}" --log-file "$log/prof_zero-z$z.csv" "${zero[@]}" -z "$z" --shuffle 0
+        run "prof_zero-z$z" "$b0" "$mf" env LC_ALL=C "$ncu" "${flags[@]}" --log-file "$log/prof_zero-z$z.csv" \
+            "${zero[@]}" -z "$z" --shuffle 0
         names+=("zero-z$z"); labels+=("zero -z $z")
     done
-    local args=() missing=() i err
+    local args=() missing=() runs=() i err rc
     for i in "${!names[@]}"; do
+        rc=$(cat "$log/prof_${names[$i]}.rc" 2> /dev/null || echo 99)
+        case $rc in 0) ;; 99) runs+=("${labels[$i]}: not run (deadline)") ;; 124) runs+=("${labels[$i]}: stopped at the deadline") ;;
+                    *) runs+=("${labels[$i]}: exit $rc: $(grep -v '^\s*$' "$log/prof_${names[$i]}.txt" | tail -n 1 | cut -c1-120)") ;; esac
         if err=$(python3 dev/bench/kernel_profile.py "x=$log/prof_${names[$i]}.csv" 2>&1 > /dev/null); then
             args+=("${labels[$i]}=$log/prof_${names[$i]}.csv")
-        else missing+=("${labels[$i]}: ${err#kernel_profile: } (run: $(grep -v '^\s*$' "$log/prof_${names[$i]}.txt" 2> /dev/null | tail -n 1 | cut -c1-120))"); fi
+        else missing+=("${labels[$i]}: ${err#kernel_profile: }"); fi
     done
     {
         if [ ${#args[@]} -gt 0 ]; then
@@ -272,6 +278,7 @@ profile_kernels() {
         echo
         echo "GPU: $gpu_name, driver $driver; $llmc_info; ncu: $("$ncu" --version 2> /dev/null | tail -n 1)."
         echo "Each trainer ran $STEPS steps (${common[*]} -b $b0) under ncu ${flags[*]}."
+        for i in "${runs[@]}"; do echo "Run: $i."; done
         for i in "${missing[@]}"; do echo "No profile: $i"; done
     } > "$out_md"
     cat "$out_md"

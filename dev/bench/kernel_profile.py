@@ -24,10 +24,11 @@ import sys
 
 # (kind, pattern) in order: the first that matches a kernel's lower-cased name wins.
 # The names are what each library and trainer call their kernels (cuBLASLt's sm90_xmma_*,
-# nvjet_*, cutlass_*; cuDNN's fused attention; llm.c's and ours).
+# nvjet_*, cutlass_*, whose fused epilogues put "bias" or "bgradb" in the name; cuDNN's
+# fused attention; llm.c's and ours).
 KINDS = [
     ("attention", r"sdpa|flash|fmha|attention|attn|cudnn|fort_native|permute|causal_softmax|softmax_forward|softmax_autoregressive"),
-    ("bias gradient", r"bias|reduce_add_sum|bgrad"),
+    ("bias gradient", r"matmul_backward_bias|bias_grad|reduce_add_sum"),
     ("matmul", r"gemm|nvjet|cutlass|xmma|gemv|splitk|cublas|matmul"),
     ("layernorm", r"layernorm|layer_norm|rmsnorm|fused_residual"),  # llm.c's residual add + LayerNorm
     ("residual", r"residual"),
@@ -40,7 +41,7 @@ KINDS = [
     ("casts, copies, sums", r"cast|copy|fill|accumulate|memset|zero"),
     ("other", r""),
 ]
-UPDATE = re.compile(r"adamw", re.I)
+UPDATE = re.compile(r"adamw", re.I)   # on the function's own name, not its template arguments
 UNITS_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9}
 
 
@@ -74,8 +75,13 @@ def kind_of(name):
     return "other"
 
 
-def number(text):
-    return float(text.replace(",", "").strip())
+def number(text, path):
+    """A value as ncu prints it: digits, thousands separated by ',' and a '.' before the
+    fraction. Anything else (a locale's '1.234,5') is refused, never misread."""
+    t = text.strip()
+    if not re.fullmatch(r"[0-9]{1,3}(,[0-9]{3})*(\.[0-9]+)?|[0-9]+(\.[0-9]+)?", t):
+        die(f"{path}: '{text}' is not a number as ncu writes them (1,234.5)")
+    return float(t.replace(",", ""))
 
 
 def read_launches(path):
@@ -98,13 +104,20 @@ def read_launches(path):
         die(f"{path}: the header has no 'ID' or 'Kernel Name' column: {head}")
     by_id = {}
     if "Metric Name" in col and "Metric Value" in col:
-        for r in rows[1:]:
-            if len(r) != len(head) or r[col["Metric Name"]] != "gpu__time_duration.sum":
+        # the metric by its name, or by its label ("Duration", ncu's --print-metric-name label)
+        body = [r for r in rows[1:] if len(r) == len(head)]
+        names = {r[col["Metric Name"]] for r in body}
+        want = next((m for m in ("gpu__time_duration.sum", "Duration") if m in names), None)
+        if want is None:
+            die(f"{path}: no gpu__time_duration.sum (or its label Duration) among the metrics {sorted(names)[:5]}")
+        for r in body:
+            if r[col["Metric Name"]] != want:
                 continue
             unit = r[col["Metric Unit"]] if "Metric Unit" in col else "nsecond"
             if unit not in UNITS_NS:
-                die(f"{path}: unknown unit '{unit}' for gpu__time_duration.sum")
-            by_id[int(number(r[col["ID"]]))] = (r[col["Kernel Name"]], number(r[col["Metric Value"]]) * UNITS_NS[unit])
+                die(f"{path}: unknown unit '{unit}' for {want}")
+            by_id[int(number(r[col["ID"]], path))] = (r[col["Kernel Name"]],
+                                                      number(r[col["Metric Value"]], path) * UNITS_NS[unit])
     elif "gpu__time_duration.sum" in col:
         c = col["gpu__time_duration.sum"]
         unit = "nsecond"
@@ -116,7 +129,7 @@ def read_launches(path):
                 if unit not in UNITS_NS:
                     die(f"{path}: unknown unit '{unit}' for gpu__time_duration.sum")
                 continue
-            by_id[int(number(r[col["ID"]]))] = (r[col["Kernel Name"]], number(r[c]) * UNITS_NS[unit])
+            by_id[int(number(r[col["ID"]], path))] = (r[col["Kernel Name"]], number(r[c], path) * UNITS_NS[unit])
     else:
         die(f"{path}: no gpu__time_duration.sum (neither a 'Metric Name' row nor a column): {head}")
     if not by_id:
@@ -126,15 +139,21 @@ def read_launches(path):
 
 def last_step(launches, path):
     """The last whole step: after one update's last AdamW kernel, through the next's.
-    An update is a run of AdamW launches with at most 2 other kernels between two of them."""
-    ends, prev = [], None
+    An update is a run of AdamW launches with at most 2 other kernels between two of them.
+    An update with fewer AdamW launches than the one before was cut off by ncu's
+    --launch-count, and is left out."""
+    ends, counts, prev = [], [], None
     for i, (name, _) in enumerate(launches):
-        if UPDATE.search(name):
-            if prev is not None and i - prev <= 3 and ends and ends[-1] == prev:
+        if UPDATE.search(name.split("<", 1)[0]):
+            if prev is not None and i - prev <= 3:
                 ends[-1] = i
+                counts[-1] += 1
             else:
                 ends.append(i)
+                counts.append(1)
             prev = i
+    if len(counts) >= 2 and counts[-1] < counts[-2]:
+        ends.pop()
     if len(ends) < 2:
         die(f"{path}: {len(ends)} optimizer update(s) among {len(launches)} profiled kernels: no whole step "
             "(profile more launches or steps)")
@@ -178,7 +197,7 @@ def report(runs, top, title):
                 "| kernel | kind | launches | us | share |", "| --- | --- | --- | --- | --- |"]
         for name, (t, n) in sorted(per.items(), key=lambda kv: -kv[1][0])[:top]:
             shown = name if len(name) <= 72 else name[:69] + "..."
-            out.append(f"| {shown} | {kind_of(name)} | {n} | {t / 1e3:,.1f} | {100 * t / total:.1f}% |")
+            out.append(f"| `{shown}` | {kind_of(name)} | {n} | {t / 1e3:,.1f} | {100 * t / total:.1f}% |")
     return "\n".join(out) + "\n"
 
 

@@ -17,7 +17,8 @@
 # LOGDIR/bench_vs_llmc.md and OUT; kernels; offload-max) run first, alone on the GPU, one after
 # the other, until BENCH_DEADLINE seconds (default DEADLINE/2 when other lanes follow, else
 # DEADLINE); each ends in time to leave the solo lanes after it their seconds (PROFILE_S,
-# default 90; KERNELS_S, default 40; OFFLOAD_MAX_S, default 150). Then the other lanes run at once, for correctness only.
+# default 120; KERNELS_S, default 40; OFFLOAD_MAX_S, default 150). Then the other lanes run
+# at once, for correctness only.
 # LANE_CMD (for tests): a command run as `LANE_CMD PART` in place of each part's commands.
 # It copies the bundle's programs over this checkout's (meant for the lent machine's copy of
 # the tree) and puts stand-ins for make and apt-get first on the PATH.
@@ -61,10 +62,10 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
         bench) ./bench_gpt2cu -e both -k; bash dev/bench/bench_zero.sh ;;
         kernels) ./bench_gpt2cu -m d12 -e both -k -s 5 -w 2 ;;
         vsllmc) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL vsllmc: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
-                LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 20)) \
+                LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 20)) MIN_LEFT=30 \
                     LOGDIR=/tmp/gm_vsllmc OUT_MD=$GPU_LOGDIR/bench_vs_llmc.md bash dev/bench/bench_vs_llmc.sh ;;
         profile) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL profile: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
-                 LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 5)) MIN_LEFT=15 \
+                 LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 25)) MIN_LEFT=30 \
                      LOGDIR=/tmp/gm_profile OUT_MD=$GPU_LOGDIR/profile.md bash dev/bench/bench_vs_llmc.sh --profile ;;
     esac
 }
@@ -88,13 +89,13 @@ bench_end=$deadline
 # the benchmark lanes alone on the GPU, one after the other; then the rest at once
 # offload-max needs OFFLOAD_MAX_S (default 150: the dry run, the 10 B model's init, 3 steps);
 # kernels KERNELS_S (default 40: d12 built 4 times, 8 steps each, the kernel table); profile
-# PROFILE_S (default 90: three trainers' init and 2 steps each under ncu)
+# PROFILE_S (default 120: three trainers' init and 2 steps each under ncu)
 for i in "${!solo[@]}"; do
     after=0
     for l in "${solo[@]:$((i + 1))}"; do
         [[ $l == *offload-max* ]] && after=$((after + ${OFFLOAD_MAX_S:-150}))
         [[ $l == *kernels* ]] && after=$((after + ${KERNELS_S:-40}))
-        [[ $l == *profile* ]] && after=$((after + ${PROFILE_S:-90}))
+        [[ $l == *profile* ]] && after=$((after + ${PROFILE_S:-120}))
     done
     run_lane "${solo[$i]}" "$bench_end" "$after"
 done

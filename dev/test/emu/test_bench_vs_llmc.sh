@@ -19,8 +19,9 @@
 #     each): the report's step must hold exactly one step's launches as the trace of a
 #     2-step run less a 1-step run counts them (all, matmuls, attention, LayerNorm, AdamW),
 #     for llm.c's stand-in, train_gpt2cu and train_gpt2_zero -z 3; and kernel_profile.py
-#     on ncu's two CSV layouts (details and raw, with units and thousands separators) and
-#     its refusals (no table, no whole step), each naming the file.
+#     on ncu's two CSV layouts (details and raw, with units and thousands separators, the
+#     metric by name or label, an update cut short), its kinds of kernel, and its refusals
+#     (no table, no whole step, a number in another locale's format), each naming the file.
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
@@ -219,8 +220,25 @@ if grep -q "^| layernorm | 1,107.5 | 1 |$" <<< "$out" && grep -q "^| matmul | 2,
    grep -q "^- r: 6 kernels in step 3, the last whole one profiled (13 kernels profiled)" <<< "$out"
 then ok "kernel_profile.py: ncu's raw page (usecond, thousands separators), templates and namespaces, the last whole step, its kinds"
 else bad "kernel_profile.py on the raw page: $(tr '\n' ';' <<< "$out")"; fi
+# the details page with the metric's label (Duration), cuBLASLt's fused-bias matmul, llm.c's
+# bias kernel, and a last update cut short by --launch-count (1 of its 2 AdamW launches)
+details() {   # details NAME:US...: ncu's details page, a row per kernel
+    echo '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name","Metric Name","Metric Unit","Metric Value"'
+    local i=0 k
+    for k in "$@"; do echo "\"$i\",\"9\",\"t\",\"h\",\"${k%:*}\",\"1\",\"7\",\"GPU Speed Of Light Throughput\",\"Duration\",\"usecond\",\"${k##*:}\""; i=$((i + 1)); done
+}
+step=("layernorm_forward_kernel3:2" "gelu_forward_kernel2:2" "fused_classifier_kernel5:2"
+      "nvjet_sm90_tst_192x208_64x4_2x1_v_bz_coopB_bias_TNT:10" "void matmul_backward_bias_kernel9<float, (bool)1>(float *):3"
+      "adamw_kernel3:1" "adamw_kernel3:1")
+details "adamw_kernel3:1" "${step[@]}" "${step[@]}" "${step[@]:0:6}" > "$tmp/label.csv"
+out=$(python3 "$kp" l="$tmp/label.csv")
+if grep -q "^| matmul | 10.0 | 1 |$" <<< "$out" && grep -q "^| bias gradient | 3.0 | 1 |$" <<< "$out" &&
+   grep -q "^| adamw | 2.0 | 2 |$" <<< "$out" && grep -q "^- l: 7 kernels in step 3, " <<< "$out"
+then ok "kernel_profile.py: the metric by its label, a fused-bias matmul as a matmul, and an update cut short left out"
+else bad "kernel_profile.py on the details page: $(tr '\n' ';' <<< "$out")"; fi
+details "adamw_kernel3:1" "nvjet_x:1.234,5" "adamw_kernel3:1" "nvjet_x:1" "adamw_kernel3:1" > "$tmp/locale.csv"
 head -n 3 "$tmp/raw.csv" > "$tmp/one.csv"; echo '"0","9","t","h","adamw_kernel","1","7","5"' >> "$tmp/one.csv"
-for c in "one.csv:no whole step" "prof.log:no ncu CSV table"; do
+for c in "one.csv:no whole step" "prof.log:no ncu CSV table" "locale.csv:'1.234,5' is not a number"; do
     f=${c%%:*}; want=${c#*:}
     if err=$(python3 "$kp" "x=$tmp/$f" 2>&1); then bad "kernel_profile.py accepted $f"
     elif grep -q "$tmp/$f: .*$want" <<< "$err"; then ok "kernel_profile.py refuses $f, naming it: $err"
