@@ -38,7 +38,8 @@ train_gpt2cu, train_gpt2cu's for train_gpt2_zero): "agree" when it is at most LO
                       runs PROFILE_STEPS steps of the first model under Nsight Compute (NCU),
                       which times every kernel alone; dev/bench/kernel_profile.py sums the last
                       whole step's kernels by kind (matmul, attention, LayerNorm, ...) side by
-                      side and lists each trainer's heaviest kernels, into OUT_MD. ncu's CSVs
+                      side, with the TFLOP/s the matmuls and attention reach, and lists each
+                      trainer's heaviest kernels, into OUT_MD. ncu's CSVs
                       stay in LOGDIR. Exit status 0 when llm.c's and train_gpt2cu's steps parsed.
 Environment (defaults in brackets):
   LLMC_BIN        llm.c's built binary, or any program that takes its flags: no build
@@ -195,9 +196,12 @@ peak_mib() {
     awk '/^device memory usage:/ { l = $4 } /^(memory|zero): +total / { gsub(",", "", $3); v = sprintf("%.0f", $3 / 1048576) }
          END { if (l != "") v = l; if (v != "") print v " (own)"; else print "?" }' "$log/$1.txt"
 }
-# flops per token of a model file: 6 N + 6 L C T, N without wpe (header: magic, version, maxT, V, L, NH, C, Vp)
+# header FILE: a model file's first 8 ints on one line (magic, version, maxT, V, L, NH, C, Vp);
+# od prints 4 a line unless told the width
+header() { od -An -t d4 -w32 -N 32 "$1"; }
+# flops per token of a model file: 6 N + 6 L C T, N without wpe
 flops_tok() {
-    od -An -t d4 -N 32 "$1" | awk -v T="$T" '{ maxT = $3; L = $5; C = $7; Vp = $8
+    header "$1" | awk -v T="$T" '{ L = $5; C = $7; Vp = $8
         N = Vp * C + L * (12 * C * C + 13 * C) + 2 * C; printf "%.0f", 6 * N + 6 * L * C * T }'
 }
 # init DESC: LOG/init_DESC.bin, train_gpt2cu's random init of DESC (one step at lr 0 leaves it
@@ -262,7 +266,7 @@ profile_kernels() {
             "${zero[@]}" -z "$z" --shuffle 0
         names+=("zero-z$z"); labels+=("zero -z $z")
     done
-    local args=() missing=() runs=() i err rc
+    local args=() missing=() runs=() i err rc dims
     for i in "${!names[@]}"; do
         rc=$(cat "$log/prof_${names[$i]}.rc" 2> /dev/null || echo 99)
         case $rc in 0) ;; 99) runs+=("${labels[$i]}: not run (deadline)") ;; 124) runs+=("${labels[$i]}: stopped at the deadline") ;;
@@ -273,7 +277,9 @@ profile_kernels() {
     done
     {
         if [ ${#args[@]} -gt 0 ]; then
-            python3 dev/bench/kernel_profile.py --title "Kernel time of one training step: $m0, B=$b0, T=$T ($(date -u +%Y-%m-%d))" "${args[@]}"
+            dims=$(header "$mf" | awk -v B="$b0" -v T="$T" '{ print $5 "," $7 "," $8 "," B "," T }')
+            python3 dev/bench/kernel_profile.py --title "Kernel time of one training step: $m0, B=$b0, T=$T ($(date -u +%Y-%m-%d))" \
+                --model "$dims" "${args[@]}"
         else echo "## Kernel time of one training step: $m0, B=$b0, T=$T"; fi
         echo
         echo "GPU: $gpu_name, driver $driver; $llmc_info; ncu: $("$ncu" --version 2> /dev/null | tail -n 1)."

@@ -11,10 +11,11 @@ costs (cuDNN plans, cuBLASLt's first calls).
 
 Prints a markdown report: per kind of kernel (matmul, attention, LayerNorm, ...) the
 microseconds and launches a step for each trainer, and the ratio of each trainer's time to
-the first's; then each trainer's heaviest kernels. Times are kernels alone, one after
+the first's; with --model, the rates the matmuls and attention reach; then each trainer's
+heaviest kernels. Times are kernels alone, one after
 the other as ncu serializes them: launch gaps and host waits are not in them.
 
-usage: kernel_profile.py [--top N] [--title TEXT] LABEL=CSV [LABEL=CSV ...]
+usage: kernel_profile.py [--top N] [--title TEXT] [--model L,C,Vp,B,T] LABEL=CSV [LABEL=CSV ...]
 """
 import argparse
 import csv
@@ -160,7 +161,16 @@ def last_step(launches, path):
     return launches[ends[-2] + 1:ends[-1] + 1], len(ends)
 
 
-def report(runs, top, title):
+def step_flops(L, C, Vp, B, T):
+    """A training step's matmul and attention FLOPs, forward and backward. The linears: 6 N
+    per token, N = 12 C^2 L + Vp C their weights (forward 2 N, backward 4 N: the input's and
+    the weights' gradients). Attention, counting the causal half that flash kernels compute:
+    forward QK^T and PV, 2 B T^2 C a layer; backward five such products (QK^T again, dV, dP,
+    dQ, dK), 5 B T^2 C."""
+    return 6 * (12 * C * C * L + Vp * C) * B * T, 7 * B * T * T * C * L
+
+
+def report(runs, top, title, model=None):
     out = [f"## {title}", ""]
     for label, (step, step_no, total) in runs.items():
         us = sum(ns for _, ns in step) / 1e3
@@ -186,6 +196,16 @@ def report(runs, top, title):
         for t, _ in vals[1:]:
             line += f" {t / vals[0][0]:.2f} |" if vals[0][0] > 0 else " - |"
         out.append(line)
+    if model:
+        L, C, Vp, B, T = model
+        fl = dict(zip(("matmul", "attention"), step_flops(L, C, Vp, B, T)))
+        out += ["", f"Rates (L={L}, C={C}, Vp={Vp}, B={B}, T={T}): a step's matmuls do {fl['matmul']:.3e} FLOP "
+                "(6 N B T, N = 12 C^2 L + Vp C), its attention {:.3e} (7 B T^2 C L, the causal half).".format(fl["attention"]),
+                "", "| trainer | matmul TFLOP/s | attention TFLOP/s |", "| --- | --- | --- |"]
+        for l in labels:
+            rate = [f"{fl[k] / (sums[l][k][0] * 1e-9) / 1e12:.3g}" if sums[l].get(k, (0, 0))[0] > 0 else "-"
+                    for k in ("matmul", "attention")]
+            out.append(f"| {l} | {rate[0]} | {rate[1]} |")
     for l in labels:
         step = runs[l][0]
         total = sum(ns for _, ns in step) or 1.0
@@ -207,7 +227,17 @@ def main():
     ap.add_argument("runs", nargs="+", metavar="LABEL=CSV", help="a trainer's label and its ncu CSV log")
     ap.add_argument("--top", type=int, default=12, help="heaviest kernels listed per trainer (12)")
     ap.add_argument("--title", default="Kernel time of one training step (ncu)", help="the report's heading")
+    ap.add_argument("--model", metavar="L,C,Vp,B,T", help="layers, channels, padded vocabulary, batch and sequence "
+                    "length: adds the matmuls' and attention's TFLOP/s")
     a = ap.parse_args()
+    model = None
+    if a.model:
+        try:
+            model = [int(x) for x in a.model.split(",")]
+        except ValueError:
+            model = []
+        if len(model) != 5 or min(model) <= 0:
+            die(f"--model '{a.model}': want five positive integers L,C,Vp,B,T")
     runs = {}
     for spec in a.runs:
         label, sep, path = spec.partition("=")
@@ -216,7 +246,7 @@ def main():
         launches = read_launches(path)
         step, step_no = last_step(launches, path)
         runs[label] = (step, step_no, len(launches))
-    sys.stdout.write(report(runs, a.top, a.title))
+    sys.stdout.write(report(runs, a.top, a.title, model))
 
 
 if __name__ == "__main__":

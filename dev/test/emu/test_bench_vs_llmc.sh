@@ -18,7 +18,8 @@
 #     the emulator's trace (a row per kernel launch, cuBLASLt call and cuDNN execution, 2 us
 #     each): the report's step must hold exactly one step's launches as the trace of a
 #     2-step run less a 1-step run counts them (all, matmuls, attention, LayerNorm, AdamW),
-#     for llm.c's stand-in, train_gpt2cu and train_gpt2_zero -z 3; and kernel_profile.py
+#     for llm.c's stand-in, train_gpt2cu and train_gpt2_zero -z 3, and the matmuls' TFLOP/s
+#     from the model file's shape (6 N B T over their time); and kernel_profile.py
 #     on ncu's two CSV layouts (details and raw, with units and thousands separators, the
 #     metric by name or label, an update cut short), its kinds of kernel, and its refusals
 #     (no table, no whole step, a number in another locale's format), each naming the file.
@@ -47,7 +48,7 @@ else ok "no LLMC_DIR and no LLMC_BIN: refused"; fi
 start=$(date +%s)
 LLMC_BIN=$tmp/llmc CU=$EMU/train_gpt2cu ZERO=$EMU/train_gpt2_zero MODELS="d2c64h1t64:2" BIG_B="4 6" \
     ZERO_RANKS="env NO_MPI=1 scripts/launch_ranks.sh 2 $EMU/train_gpt2_zero" FAST_STAGES=2 \
-    ZERO_STAGES=1 OFFLOAD_STAGES=2 T=64 STEPS=3 PEAK_TFLOPS=1 DEADLINE=600 LOGDIR=$tmp/vs \
+    ZERO_STAGES=1 OFFLOAD_STAGES=2 T=64 STEPS=3 PEAK_TFLOPS=0.01 DEADLINE=600 LOGDIR=$tmp/vs \
     OUT_MD=$tmp/table.md bash dev/bench/bench_vs_llmc.sh > "$tmp/bench.log" 2>&1
 rc=$?
 echo "bench_vs_llmc.sh (tiny, emulated): exit $rc after $(( $(date +%s) - start )) s"
@@ -80,6 +81,12 @@ else bad "row '--fast-reduce, 2 ranks': difference '$d', ratio '$r'"; fi
 [ "$(field "llm.c train_gpt2cu" 9)" = "123 (own)" ] && ok "llm.c's own memory print parsed (123 MiB)" || bad "llm.c's memory print: '$(field "llm.c train_gpt2cu" 9)'"
 r=$(field "train_gpt2cu" 7)
 awk -v r="$r" 'BEGIN { exit !(r > 0) }' && ok "train_gpt2cu's tok/s ratio to llm.c parsed ($r)" || bad "ratio '$r'"
+# MFU = tok/s x (6 N + 6 L C T) / peak, d2c64h1t64 (L=2, C=64, Vp=50304): N = Vp C + L (12 C^2 + 13 C) + 2 C
+mfu=$(field "train_gpt2cu" 8); tk=$(field "train_gpt2cu" 6)
+want=$(awk -v t="$tk" 'BEGIN { C = 64; L = 2; N = 50304 * C + L * (12 * C * C + 13 * C) + 2 * C
+                                printf "%.1f%%", 100 * t * (6 * N + 6 * L * C * 64) / 0.01e12 }')
+[ "$mfu" = "$want" ] && ok "train_gpt2cu's MFU from the model file's shape: $mfu at $tk tok/s against 0.01 TFLOP/s" ||
+    bad "train_gpt2cu's MFU '$mfu', want '$want' at $tk tok/s"
 if ! grep -q "llm.c train_gpt2cu, largest B" "$tmp/table.md" && [ -f "$tmp/vs/llmc_d2c64h1t64_b4.txt" ] && [ ! -f "$tmp/vs/llmc_d2c64h1t64_b6.txt" ]
 then ok "largest B: llm.c's search stopped at its first failure (B=4), no row for it"
 else bad "largest B: llm.c's search did not stop at B=4"; fi
@@ -192,6 +199,12 @@ for who in "train_gpt2cu:$EMU/train_gpt2cu" "llm.c:" "zero -z 3:$EMU/train_gpt2_
     then ok "--profile, $label: one step's launches (all, matmul, attention, LayerNorm, AdamW: $got) as the trace counts them, 2 us each"
     else bad "--profile, $label: launches '$got', want '$want' (trace 2 steps less 1); all kernels us '$(micros "all kernels" $col)'"; fi
 done
+# the matmuls' rate from the model file's shape (d2c64h1t64: L=2, C=64, Vp=50304) at B=2, T=64:
+# 6 (12 C^2 L + Vp C) B T FLOP over their 2 us launches
+want=$(awk -v n="$(launches matmul 2)" 'BEGIN { printf "%.3g", 6 * (12 * 64 * 64 * 2 + 50304 * 64) * 2 * 64 / (2e-6 * n) / 1e12 }')
+got=$(awk -F'|' '$2 ~ /^ train_gpt2cu $/ { gsub(/ /, "", $3); print $3 }' "$tmp/profile.md")
+[ -n "$got" ] && [ "$got" = "$want" ] && ok "--profile: train_gpt2cu's matmul rate from the model's shape, $got TFLOP/s" ||
+    bad "--profile: matmul TFLOP/s '$got', want '$want'"
 grep -q "^GPU: .*ncu: NVIDIA (R) Nsight Compute" "$tmp/profile.md" && grep -q "heaviest kernels" "$tmp/profile.md" &&
     ok "--profile: the report names the GPU and ncu, and lists the heaviest kernels" || bad "--profile: report header or kernel lists missing"
 
