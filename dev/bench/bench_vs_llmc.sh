@@ -162,7 +162,10 @@ skipped=()
 run() {
     local name=$1 b=$2 mf=$3; shift 3
     local l; l=$(left)
-    if [ "$l" -lt "$min_left" ]; then skipped+=("$name"); echo "bench_vs_llmc: $name not run ($l s left)"; return 99; fi
+    rm -f "$log/$name.txt" "$log/$name.rc" "$log/$name.mem"   # an earlier invocation's, in the same LOGDIR
+    if [ "$l" -lt "$min_left" ]; then
+        skipped+=("$name"); echo 99 > "$log/$name.rc"; echo "bench_vs_llmc: $name not run ($l s left)"; return 99
+    fi
     local smi=
     if [ $have_smi = 1 ]; then
         nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$log/$name.mem" 2> /dev/null &
@@ -186,7 +189,7 @@ toks() {
     awk -v bt=$(( $2 * T )) '/^step +[0-9]+\/[0-9]+ \|/ { split($2, s, "/"); n = s[2]
             for (i = 2; i <= NF; i++) if ($i == "ms") { ms[s[1]] = $(i - 1); break } }
         END { k = 0; for (st in ms) if (st + 0 > n / 2 && ms[st] > 0) v[++k] = bt * 1000 / ms[st]
-              if (k == 0) { print 0; exit }
+              if (k == 0) { print "?"; exit }   # stopped before the second half: no figure, not 0
               for (i = 2; i <= k; i++) { x = v[i]; j = i - 1; while (j > 0 && v[j] > x) { v[j + 1] = v[j]; j-- } v[j + 1] = x }
               printf "%.0f", (k % 2) ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2 }' "$log/$1.txt"
 }
@@ -217,9 +220,11 @@ init_model() {
 }
 
 rows=()
-# row NAME LABEL MODEL B MODEL_FILE REF_NAME RATIO_TO [RATIO_B]: one table row from run NAME's log
+# row NAME LABEL MODEL B MODEL_FILE REF_NAME RATIO_TO [RATIO_B [RANKS]]: one table row from run
+# NAME's log; RANKS (default 1) ranks share the GPU, each printing its own tok/s: the GPU's MFU
+# counts them all
 row() {
-    local name=$1 label=$2 model=$3 b=$4 mf=$5 ref=$6 ratio_to=$7 ratio_b=${8:-$4}
+    local name=$1 label=$2 model=$3 b=$4 mf=$5 ref=$6 ratio_to=$7 ratio_b=${8:-$4} ranks=${9:-1}
     local rc; rc=$(cat "$log/$name.rc" 2> /dev/null || echo 99)
     if [ "$rc" = 99 ]; then rows+=("| $label | $model | $b | not run (deadline) | | | | | | | |"); return; fi
     local tk mfu_t pk first last n
@@ -227,19 +232,22 @@ row() {
     n=$(losses "$name" | wc -l)
     first=$(losses "$name" | head -n 1 | cut -d' ' -f2); last=$(losses "$name" | tail -n 1 | cut -d' ' -f2)
     mfu_t="n/a"
-    [ -n "$peak" ] && mfu_t=$(awk -v t="$tk" -v f="$(flops_tok "$mf")" -v p="$peak" 'BEGIN { printf "%.1f%%", 100 * t * f / (p * 1e12) }')
+    [ -n "$peak" ] && [ "$tk" != "?" ] && mfu_t=$(awk -v t="$tk" -v f="$(flops_tok "$mf")" -v p="$peak" -v r="$ranks" 'BEGIN { printf "%.1f%%", 100 * r * t * f / (p * 1e12) }')
     local status="ok"
     [ "$rc" = 124 ] && status="stopped at the deadline"
     [ "$rc" != 0 ] && [ "$rc" != 124 ] && status="exit $rc: $(grep -v '^\s*$' "$log/$name.txt" | tail -n 1 | cut -c1-80 | tr '|' '/')"
     local ratio="" vs=""
     if [ -n "$ratio_to" ] && [ -f "$log/$ratio_to.txt" ]; then
         local rt; rt=$(toks "$ratio_to" "$ratio_b")
-        ratio=$(awk -v a="$tk" -v r="$rt" 'BEGIN { if (r > 0) printf "%.3f", a / r }')
+        ratio=$(awk -v a="$tk" -v r="$rt" 'BEGIN { if (r + 0 > 0 && a + 0 > 0) printf "%.3f", a / r }')
     fi
     if [ -n "$ref" ] && [ -f "$log/$ref.txt" ]; then
         vs=$(join <(losses "$ref" | sort -k1,1) <(losses "$name" | sort -k1,1) |
-             awk -v tol="$tol" '{ d = $3 - $2; if (d < 0) d = -d; r = d / ($2 > 0 ? $2 : 1); if (!n || r > m) { m = r; s = $1 } n++ }
-                 END { if (!n) { print "no common steps"; exit } printf "%.2e at step %d of %d: %s", m, s, n, (m <= tol ? "agree" : "DIFFER") }')
+             awk -v tol="$tol" 'tolower($2 $3) ~ /nan|inf/ { if (!bad) bad = $1 }
+                 { d = $3 - $2; if (d < 0) d = -d; r = d / ($2 > 0 ? $2 : 1); if (!n || r > m) { m = r; s = $1 } n++ }
+                 END { if (!n) { print "no common steps"; exit }
+                       if (bad) { printf "a loss not finite at step %d of %d: DIFFER", bad, n; exit }
+                       printf "%.2e at step %d of %d: %s", m, s, n, (m <= tol ? "agree" : "DIFFER") }')
     fi
     rows+=("| $label | $model | $b | $status | $n | $tk | ${ratio:-} | $mfu_t | $pk | ${first:-?} -> ${last:-?} | ${vs:-} |")
 }
@@ -313,8 +321,8 @@ done
 for z in "${fstages[@]}"; do
     run "zero2-z${z}_${m0}_b$b0" "$b0" "$mf0" "${zero_n[@]}" -z "$z" --shuffle 0
     run "zero2-z${z}_fast_${m0}_b$b0" "$b0" "$mf0" "${zero_n[@]}" -z "$z" --fast-reduce --shuffle 0
-    row "zero2-z${z}_${m0}_b$b0" "train_gpt2_zero -z $z, 2 ranks (per-rank tok/s)" "$m0" "$b0" "$mf0" "" ""
-    row "zero2-z${z}_fast_${m0}_b$b0" "train_gpt2_zero -z $z --fast-reduce, 2 ranks" "$m0" "$b0" "$mf0" "zero2-z${z}_${m0}_b$b0" "zero2-z${z}_${m0}_b$b0"
+    row "zero2-z${z}_${m0}_b$b0" "train_gpt2_zero -z $z, 2 ranks (per-rank tok/s)" "$m0" "$b0" "$mf0" "" "" "$b0" 2
+    row "zero2-z${z}_fast_${m0}_b$b0" "train_gpt2_zero -z $z --fast-reduce, 2 ranks" "$m0" "$b0" "$mf0" "zero2-z${z}_${m0}_b$b0" "zero2-z${z}_${m0}_b$b0" "$b0" 2
 done
 # the largest B of BIG_B each trainer fits: ascending, stopping at the first that fails
 rc=0
@@ -345,7 +353,8 @@ done
 
 # --- the table ----------------------------------------------------------------------------------
 ours_commit=$(git rev-parse --short HEAD 2> /dev/null || sed -n 's/^gpt2-zero commit \([^ ,]*\).*/\1/p' "$binfo" 2> /dev/null)
-cudnn_seen=$(grep -o -m 1 'cuDNN [0-9]*' "$log/cu_${m0}_b$b0.txt" 2> /dev/null || true)
+# the fused attention's own line ("...: cuDNN 91400 fused attention ready"), not the fallback's notice
+cudnn_seen=$(grep -o -m 1 'cuDNN [0-9]* fused attention ready' "$log/cu_${m0}_b$b0.txt" 2> /dev/null | cut -d' ' -f1-2 || true)
 {
     echo "## train_gpt2cu against llm.c's train_gpt2cu ($(date -u +%Y-%m-%d))"
     echo

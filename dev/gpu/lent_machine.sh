@@ -27,6 +27,8 @@ cd "$(dirname "$0")/../.."
 lanes=${*:-units bitwise matrix offload zeropp mainjob toy}
 B=${BUNDLE:-gpubundle}
 log=${LOGDIR:-/tmp/gpu_logs}; mkdir -p "$log"
+# a rerun on a warm machine: this run's summary, lanes and tables only
+rm -f "$log"/*.txt "$log"/*.md "$log"/runs.tgz
 export GPU_BUNDLE=$PWD/$B GPU_LOGDIR=$log   # for the lanes (each runs in a bash of its own)
 deadline=${DEADLINE:-300}
 cp -p "$B"/bin/* . && mkdir -p build && cp -p "$B"/build/* build/ || { echo "no bundle in $B"; exit 1; }
@@ -108,4 +110,7 @@ if [ -n "${OUT:-}" ]; then
     tar -czf "$OUT/logs.tgz" -C "$log" . && cp "$log/summary.txt" "$OUT/"
     for t in bench_vs_llmc profile offload_max; do [ -f "$log/$t.md" ] && cp "$log/$t.md" "$OUT/"; done
 fi
-echo "lent_machine: $(grep -c '^.*:PASS' "$log/summary.txt") PASS lines, $(grep -c ':FAIL' "$log/summary.txt") FAIL lines; $log/summary.txt"
+# exit 0 only when every lane exited 0 and no line says FAIL
+nfail=$(grep -c ':FAIL' "$log/summary.txt"); nlane=$(grep -c -e '^lane .*: exit [1-9]' -e '^lane .*: not started' "$log/lanes.txt")
+echo "lent_machine: $(grep -c '^.*:PASS' "$log/summary.txt") PASS lines, $nfail FAIL lines, $nlane lanes not exit 0; $log/summary.txt"
+[ "$nfail" -eq 0 ] && [ "$nlane" -eq 0 ]

@@ -8,9 +8,10 @@
 #      "fits" or not on each side (and when not, the ratio that would)
 #   2. STEPS steps: tok/s and MFU (medians of the steps after the first), TFLOP/s (MFU x the
 #      peak the trainer prints), peak GPU memory (nvidia-smi, polled) and peak host memory
-#      (the trainer's VmHWM, polled), against the prediction; and from the report of the
-#      first step (zero_report.json), the seconds of zero_step and of the CPU's AdamW in it:
-#      the optimizer's time the GPU waits for
+#      (the trainer's VmHWM, polled), against the prediction; and from the plugin's report
+#      (zero_report.json: the mean a step over the steps it covers, the first's warm-up
+#      among them), the seconds of zero_step and of the CPU's AdamW: the optimizer's time
+#      the GPU waits for
 # Prints a markdown table (also to OUT_MD) and exits 0 when the run trained its steps. The
 # trainer is stopped once its last step's line is out: the model export after it (41 GB at
 # the default model) measures the disk, not the offload.
@@ -70,7 +71,7 @@ secs=$(( $(date +%s) - t0 ))
 # medians over the steps after the first: tok/s and MFU from "| X ms | Y tok/s | MFU Z% |"
 med() {
     awk -v f="$1" '/^step +[0-9]+\// { split($2, s, "/"); if (s[1] + 0 < 2) next
-            for (i = 2; i <= NF; i++) if ($i == f) { v = $(i - 1); if (f == "MFU") v = $(i + 1); gsub("%", "", v); x[++n] = v } }
+            for (i = 2; i <= NF; i++) if ($i == f) { v = $(i - 1); if (f == "MFU") v = $(i + 1); gsub("%", "", v); x[++n] = v + 0 } }
         END { if (!n) { print "?"; exit } for (i = 2; i <= n; i++) { t = x[i]; j = i - 1; while (j > 0 && x[j] > t) { x[j + 1] = x[j]; j-- } x[j + 1] = t }
               print (n % 2) ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2 }' "$log/run.txt"
 }
@@ -84,7 +85,7 @@ print("%.2f, %.2f" % (t["in_zero_step"], t["optimizer_compute"]))' "$log/run/zer
 status=ok; [ "$stopped" = "at the deadline" ] && status="stopped at the deadline after $ran of $steps steps"
 [ "$rc" -ne 0 ] && [ -z "$stopped" ] && status="exit $rc: $(grep -v '^\s*$' "$log/run.txt" | tail -n 1 | cut -c1-80 | tr '|' '/')"
 {
-    echo "| model | parameters | B x T x micro-steps | status | s (all) | tok/s | MFU | TFLOP/s | GPU MiB: predicted, peak | host MiB: predicted, peak | s in zero_step, CPU AdamW (step 1) |"
+    echo "| model | parameters | B x T x micro-steps | status | s (all) | tok/s | MFU | TFLOP/s | GPU MiB: predicted, peak | host MiB: predicted, peak | s a step in zero_step, CPU AdamW (report's mean) |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     echo "| $model, -z $stage --offload-optimizer $off$part | ${params:-?} | $B x $T x $accum | $status | $secs | $tok | $mfu% | $tflops | ${pdev:-?}, $gpu_peak | ${phost:-?}, $host_peak | $opt |"
 } | tee "$md"

@@ -81,12 +81,28 @@ else bad "row '--fast-reduce, 2 ranks': difference '$d', ratio '$r'"; fi
 [ "$(field "llm.c train_gpt2cu" 9)" = "123 (own)" ] && ok "llm.c's own memory print parsed (123 MiB)" || bad "llm.c's memory print: '$(field "llm.c train_gpt2cu" 9)'"
 r=$(field "train_gpt2cu" 7)
 awk -v r="$r" 'BEGIN { exit !(r > 0) }' && ok "train_gpt2cu's tok/s ratio to llm.c parsed ($r)" || bad "ratio '$r'"
-# MFU = tok/s x (6 N + 6 L C T) / peak, d2c64h1t64 (L=2, C=64, Vp=50304): N = Vp C + L (12 C^2 + 13 C) + 2 C
-mfu=$(field "train_gpt2cu" 8); tk=$(field "train_gpt2cu" 6)
-want=$(awk -v t="$tk" 'BEGIN { C = 64; L = 2; N = 50304 * C + L * (12 * C * C + 13 * C) + 2 * C
-                                printf "%.1f%%", 100 * t * (6 * N + 6 * L * C * 64) / 0.01e12 }')
-[ "$mfu" = "$want" ] && ok "train_gpt2cu's MFU from the model file's shape: $mfu at $tk tok/s against 0.01 TFLOP/s" ||
-    bad "train_gpt2cu's MFU '$mfu', want '$want' at $tk tok/s"
+# MFU = ranks on the GPU x tok/s x (6 N + 6 L C T) / peak, d2c64h1t64 (L=2, C=64, Vp=50304):
+# N = Vp C + L (12 C^2 + 13 C) + 2 C
+for c in "train_gpt2cu:1" "train_gpt2_zero -z 2, 2 ranks (per-rank tok/s):2"; do
+    l=${c%:*}; mfu=$(field "$l" 8); tk=$(field "$l" 6)
+    want=$(awk -v t="$tk" -v r="${c##*:}" 'BEGIN { C = 64; L = 2; N = 50304 * C + L * (12 * C * C + 13 * C) + 2 * C
+                                                   printf "%.1f%%", 100 * r * t * (6 * N + 6 * L * C * 64) / 0.01e12 }')
+    [ "$mfu" = "$want" ] && ok "row '$l': MFU from the model file's shape, $mfu at $tk tok/s a rank, ${c##*:} rank(s) on the GPU" ||
+        bad "row '$l': MFU '$mfu', want '$want' at $tk tok/s"
+done
+# a loss that is not finite never agrees: llm.c's stand-in prints nan at step 2
+cat > "$tmp/llmc_nan" <<EOF
+#!/usr/bin/env bash
+set -o pipefail
+"$tmp/llmc" "\$@" | sed 's/^\(step *2\/2 | loss \)[^ ]*/\1-nan/'
+EOF
+chmod +x "$tmp/llmc_nan"
+LLMC_BIN=$tmp/llmc_nan CU=$EMU/train_gpt2cu MODELS="d2c64h1t64:2" BIG_B= ZERO_STAGES= OFFLOAD_STAGES= FAST_STAGES= \
+    T=64 STEPS=2 DEADLINE=600 LOGDIR=$tmp/vsnan OUT_MD=$tmp/nan.md bash dev/bench/bench_vs_llmc.sh > "$tmp/nan.log" 2>&1
+rc=$?
+d=$(awk -F'|' '{ t = $2; gsub(/^ +| +$/, "", t) } t == "train_gpt2cu" { v = $12; gsub(/^ +| +$/, "", v); print v }' "$tmp/nan.md")
+[ $rc -ne 0 ] && [ "$d" = "a loss not finite at step 2 of 2: DIFFER" ] && ok "llm.c's loss -nan at step 2: '$d', exit $rc" ||
+    bad "llm.c's loss -nan: difference '$d', exit $rc"
 if ! grep -q "llm.c train_gpt2cu, largest B" "$tmp/table.md" && [ -f "$tmp/vs/llmc_d2c64h1t64_b4.txt" ] && [ ! -f "$tmp/vs/llmc_d2c64h1t64_b6.txt" ]
 then ok "largest B: llm.c's search stopped at its first failure (B=4), no row for it"
 else bad "largest B: llm.c's search did not stop at B=4"; fi

@@ -3,7 +3,8 @@
 # emulated train_gpt2_zero standing in, on a tiny model: the dry run's device and host bytes
 # and the run's tok/s, MFU and peak host memory land in one table row; a GPU too small for
 # the prediction stops it before the run, naming the dry run's verdict; a deadline inside the
-# run stops the trainer, and the row says after how many steps.
+# run stops the trainer, and the row says after how many steps; the medians of tok/s and MFU
+# over the steps after the first are taken as numbers, and TFLOP/s is MFU x the peak.
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
@@ -33,5 +34,25 @@ row=$(grep "^| d2c64h1t64" "$tmp/late/offload_max.md")
 if [ $rc -ne 0 ] && [[ $row == *"stopped at the deadline after "*" of 200 steps"* ]] && ! pgrep -f "$tmp/late/run" > /dev/null
 then ok "a deadline of 14 s: the trainer stopped, the row says so"
 else bad "a deadline of 14 s: exit $rc, row: $row"; cat "$tmp/late.txt"; fi
+# the medians and TFLOP/s, numerically: a stand-in whose run prints a peak and five steps with
+# MFU 9.5, 10.1, 10.3 and 9.9 after the first (as text, "10.3" < "9.5"); its dry run is the
+# emulated trainer's
+cat > "$tmp/trainer" <<EOF
+#!/usr/bin/env bash
+case " \$* " in *" --dry-run "*) exec "$EMU/train_gpt2_zero" "\$@" ;; esac
+echo "GPU: NVIDIA H200, peak bf16 989 TFLOP/s"
+i=0
+for m in 50.0:7.0 9.5:1000 10.1:1200 10.3:1100 9.9:900; do
+    i=\$((i + 1)); echo "step \$i/5 | loss 10.0 | norm 1.0 | lr 1e-4 | 1.0 ms | \${m#*:} tok/s | MFU \${m%:*}% | ok"
+done
+sleep 5
+EOF
+chmod +x "$tmp/trainer"
+env "${small[@]}" TRAINER="$tmp/trainer" STEPS=5 GPU_MEM=1G LOGDIR="$tmp/med" bash dev/gpu/offload_max.sh > "$tmp/med.txt" 2>&1
+IFS='|' read -r _ _ _ _ _ _ tok mfu tf _ <<< "$(grep "^| d2c64h1t64" "$tmp/med/offload_max.md")"
+tok=$(trim "$tok") mfu=$(trim "$mfu") tf=$(trim "$tf")
+[ "$tok" = 1050 ] && [ "$mfu" = "10%" ] && [ "$tf" = 98.9 ] &&
+    ok "steps 2-5: median tok/s $tok, MFU $mfu (numbers, not text), $tf TFLOP/s at 989" ||
+    bad "medians: tok/s '$tok' (want 1050), MFU '$mfu' (want 10%), TFLOP/s '$tf' (want 98.9)"
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
