@@ -219,23 +219,32 @@ init_model() {
     echo "$f"
 }
 
+# run_status NAME [WIDTH]: how run NAME ended: ok, not run (deadline), stopped at the
+# deadline, or its exit status with the last line of its log (WIDTH characters, default 80)
+run_status() {
+    local rc; rc=$(cat "$log/$1.rc" 2> /dev/null || echo 99)
+    case $rc in
+        0) echo ok ;;
+        99) echo "not run (deadline)" ;;
+        124) echo "stopped at the deadline" ;;
+        *) echo "exit $rc: $(grep -v '^\s*$' "$log/$1.txt" | tail -n 1 | cut -c1-"${2:-80}")" ;;
+    esac
+}
+
 rows=()
 # row NAME LABEL MODEL B MODEL_FILE REF_NAME RATIO_TO [RATIO_B [RANKS]]: one table row from run
 # NAME's log; RANKS (default 1) ranks share the GPU, each printing its own tok/s: the GPU's MFU
 # counts them all
 row() {
     local name=$1 label=$2 model=$3 b=$4 mf=$5 ref=$6 ratio_to=$7 ratio_b=${8:-$4} ranks=${9:-1}
-    local rc; rc=$(cat "$log/$name.rc" 2> /dev/null || echo 99)
-    if [ "$rc" = 99 ]; then rows+=("| $label | $model | $b | not run (deadline) | | | | | | | |"); return; fi
+    local status; status=$(run_status "$name" | tr '|' '/')
+    if [ "$status" = "not run (deadline)" ]; then rows+=("| $label | $model | $b | $status | | | | | | | |"); return; fi
     local tk mfu_t pk first last n
     tk=$(toks "$name" "$b"); pk=$(peak_mib "$name")
     n=$(losses "$name" | wc -l)
     first=$(losses "$name" | head -n 1 | cut -d' ' -f2); last=$(losses "$name" | tail -n 1 | cut -d' ' -f2)
     mfu_t="n/a"
     [ -n "$peak" ] && [ "$tk" != "?" ] && mfu_t=$(awk -v t="$tk" -v f="$(flops_tok "$mf")" -v p="$peak" -v r="$ranks" 'BEGIN { printf "%.1f%%", 100 * r * t * f / (p * 1e12) }')
-    local status="ok"
-    [ "$rc" = 124 ] && status="stopped at the deadline"
-    [ "$rc" != 0 ] && [ "$rc" != 124 ] && status="exit $rc: $(grep -v '^\s*$' "$log/$name.txt" | tail -n 1 | cut -c1-80 | tr '|' '/')"
     local ratio="" vs=""
     if [ -n "$ratio_to" ] && [ -f "$log/$ratio_to.txt" ]; then
         local rt; rt=$(toks "$ratio_to" "$ratio_b")
@@ -274,29 +283,25 @@ profile_kernels() {
             "${zero[@]}" -z "$z" --shuffle 0
         names+=("zero-z$z"); labels+=("zero -z $z")
     done
-    local args=() missing=() runs=() i err rc dims
+    local args=() optional=() runs=() i st dims rc
     for i in "${!names[@]}"; do
-        rc=$(cat "$log/prof_${names[$i]}.rc" 2> /dev/null || echo 99)
-        case $rc in 0) ;; 99) runs+=("${labels[$i]}: not run (deadline)") ;; 124) runs+=("${labels[$i]}: stopped at the deadline") ;;
-                    *) runs+=("${labels[$i]}: exit $rc: $(grep -v '^\s*$' "$log/prof_${names[$i]}.txt" | tail -n 1 | cut -c1-120)") ;; esac
-        if err=$(python3 dev/bench/kernel_profile.py "x=$log/prof_${names[$i]}.csv" 2>&1 > /dev/null); then
-            args+=("${labels[$i]}=$log/prof_${names[$i]}.csv")
-        else missing+=("${labels[$i]}: ${err#kernel_profile: }"); fi
+        st=$(run_status "prof_${names[$i]}" 120)
+        [ "$st" = ok ] || runs+=("${labels[$i]}: $st")
+        args+=("${labels[$i]}=$log/prof_${names[$i]}.csv")
+        [ "$i" -ge 2 ] && optional+=("${labels[$i]}")   # train_gpt2_zero's: the report without them still answers
     done
+    dims=$(header "$mf" | awk -v B="$b0" -v T="$T" '{ print $5 "," $7 "," $8 "," B "," T }')
     {
-        if [ ${#args[@]} -gt 0 ]; then
-            dims=$(header "$mf" | awk -v B="$b0" -v T="$T" '{ print $5 "," $7 "," $8 "," B "," T }')
-            python3 dev/bench/kernel_profile.py --title "Kernel time of one training step: $m0, B=$b0, T=$T ($(date -u +%Y-%m-%d))" \
-                --model "$dims" "${args[@]}"
-        else echo "## Kernel time of one training step: $m0, B=$b0, T=$T"; fi
+        python3 dev/bench/kernel_profile.py --title "Kernel time of one training step: $m0, B=$b0, T=$T ($(date -u +%Y-%m-%d))" \
+            --model "$dims" --optional "$(IFS=,; echo "${optional[*]}")" "${args[@]}"
+        rc=$?
         echo
         echo "GPU: $gpu_name, driver $driver; $llmc_info; ncu: $("$ncu" --version 2> /dev/null | tail -n 1)."
         echo "Each trainer ran $STEPS steps (${common[*]} -b $b0) under ncu ${flags[*]}."
         for i in "${runs[@]}"; do echo "Run: $i."; done
-        for i in "${missing[@]}"; do echo "No profile: $i"; done
     } > "$out_md"
     cat "$out_md"
-    [ -f "$log/prof_llmc.csv" ] && [ -f "$log/prof_cu.csv" ] && ! printf '%s\n' "${missing[@]}" | grep -q -e "^llm.c:" -e "^train_gpt2cu:"
+    return $rc
 }
 if [ $profile = 1 ]; then profile_kernels; exit; fi
 
@@ -370,6 +375,7 @@ cudnn_seen=$(grep -o -m 1 'cuDNN [0-9]* fused attention ready' "$log/cu_${m0}_b$
     printf '%s\n' "${rows[@]}"
     echo
     echo "ratio: train_gpt2cu / llm.c at the same B; train_gpt2_zero / train_gpt2cu. Loss difference against: llm.c for train_gpt2cu, train_gpt2cu for train_gpt2_zero."
+    echo "2 ranks share the one GPU: their rows' tok/s is one rank's, their MFU the GPU's (both ranks' tokens)."
     [ ${#skipped[@]} -gt 0 ] && echo "Not run (deadline ${deadline} s): ${skipped[*]}."
 } > "$out_md"
 cat "$out_md"

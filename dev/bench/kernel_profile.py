@@ -15,7 +15,12 @@ the first's; with --model, the rates the matmuls and attention reach; then each 
 heaviest kernels. Times are kernels alone, one after
 the other as ncu serializes them: launch gaps and host waits are not in them.
 
-usage: kernel_profile.py [--top N] [--title TEXT] [--model L,C,Vp,B,T] LABEL=CSV [LABEL=CSV ...]
+An input that cannot be read (no file, no ncu table, no whole step) is named in the report
+and on stderr, and the others are reported. Exit status 1 when one of them is not
+--optional, else 0.
+
+usage: kernel_profile.py [--top N] [--title TEXT] [--model L,C,Vp,B,T] [--optional LABEL,...]
+                         LABEL=CSV [LABEL=CSV ...]
 """
 import argparse
 import csv
@@ -46,8 +51,12 @@ UPDATE = re.compile(r"adamw", re.I)   # on the function's own name, not its temp
 UNITS_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9}
 
 
+class Unreadable(Exception):
+    """An input that gives no step: the file, and what is wrong with it."""
+
+
 def die(msg):
-    sys.exit("kernel_profile: " + msg)
+    raise Unreadable(msg)
 
 
 def base_name(name):
@@ -170,8 +179,11 @@ def step_flops(L, C, Vp, B, T):
     return 6 * (12 * C * C * L + Vp * C) * B * T, 7 * B * T * T * C * L
 
 
-def report(runs, top, title, model=None):
+def report(runs, top, title, model=None, unreadable=()):
     out = [f"## {title}", ""]
+    out += [f"- No profile: {label}: {why}" for label, why in unreadable]
+    if not runs:
+        return "\n".join(out) + "\n"
     for label, (step, step_no, total) in runs.items():
         us = sum(ns for _, ns in step) / 1e3
         out.append(f"- {label}: {len(step)} kernels in step {step_no}, the last whole one profiled "
@@ -229,6 +241,8 @@ def main():
     ap.add_argument("--title", default="Kernel time of one training step (ncu)", help="the report's heading")
     ap.add_argument("--model", metavar="L,C,Vp,B,T", help="layers, channels, padded vocabulary, batch and sequence "
                     "length: adds the matmuls' and attention's TFLOP/s")
+    ap.add_argument("--optional", default="", metavar="LABEL,...", help="inputs whose absence leaves the exit "
+                    "status 0 (each is still named in the report)")
     a = ap.parse_args()
     model = None
     if a.model:
@@ -237,16 +251,24 @@ def main():
         except ValueError:
             model = []
         if len(model) != 5 or min(model) <= 0:
-            die(f"--model '{a.model}': want five positive integers L,C,Vp,B,T")
-    runs = {}
-    for spec in a.runs:
-        label, sep, path = spec.partition("=")
+            sys.exit(f"kernel_profile: --model '{a.model}': want five positive integers L,C,Vp,B,T")
+    specs = [spec.partition("=") for spec in a.runs]
+    for label, sep, path in specs:
         if not sep or not label or not path:
-            die(f"'{spec}': want LABEL=CSV")
-        launches = read_launches(path)
-        step, step_no = last_step(launches, path)
+            sys.exit(f"kernel_profile: '{label}{sep}{path}': want LABEL=CSV")
+    runs, unreadable = {}, []
+    for label, _, path in specs:
+        try:
+            launches = read_launches(path)
+            step, step_no = last_step(launches, path)
+        except Unreadable as e:
+            unreadable.append((label, str(e)))
+            print(f"kernel_profile: {e}", file=sys.stderr)
+            continue
         runs[label] = (step, step_no, len(launches))
-    sys.stdout.write(report(runs, a.top, a.title, model))
+    sys.stdout.write(report(runs, a.top, a.title, model, unreadable))
+    optional = set(a.optional.split(","))
+    sys.exit(1 if any(label not in optional for label, _ in unreadable) else 0)
 
 
 if __name__ == "__main__":

@@ -63,12 +63,11 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
                          bash dev/gpu/offload_max.sh ;;
         bench) ./bench_gpt2cu -e both -k; bash dev/bench/bench_zero.sh ;;
         kernels) ./bench_gpt2cu -m d12 -e both -k -s 5 -w 2 ;;
-        vsllmc) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL vsllmc: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
-                LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 20)) MIN_LEFT=30 \
-                    LOGDIR=/tmp/gm_vsllmc OUT_MD=$GPU_LOGDIR/bench_vs_llmc.md bash dev/bench/bench_vs_llmc.sh ;;
-        profile) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL profile: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
-                 LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - 25)) MIN_LEFT=30 \
-                     LOGDIR=/tmp/gm_profile OUT_MD=$GPU_LOGDIR/profile.md bash dev/bench/bench_vs_llmc.sh --profile ;;
+        vsllmc|profile) [ -x "$GPU_BUNDLE/bin/llmc_train_gpt2cu" ] || { echo "FAIL $1: no llm.c binary in the bundle (bundle.sh with LLMC_DIR)"; return 1; }
+                local flag= md=bench_vs_llmc margin=20
+                [ "$1" = profile ] && flag=--profile md=profile margin=25
+                LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - margin)) MIN_LEFT=30 \
+                    LOGDIR=/tmp/gm_$1 OUT_MD=$GPU_LOGDIR/$md.md bash dev/bench/bench_vs_llmc.sh $flag ;;
     esac
 }
 t0=$(date +%s)

@@ -22,7 +22,10 @@
 #     from the model file's shape (6 N B T over their time); and kernel_profile.py
 #     on ncu's two CSV layouts (details and raw, with units and thousands separators, the
 #     metric by name or label, an update cut short), its kinds of kernel, and its refusals
-#     (no table, no whole step, a number in another locale's format), each naming the file.
+#     (no table, no whole step, a number in another locale's format), each naming the file;
+#     an unreadable input beside readable ones named in the report (a -z 9 run that fails at
+#     its start, too), and the exit status 1 unless it is --optional.
+#  4. lent_machine.sh's own vsllmc and profile lanes without llm.c's binary: each fails by name.
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
@@ -184,7 +187,7 @@ exit $rc
 NCU
 chmod +x "$tmp/ncu"
 NCU=$tmp/ncu LLMC_BIN=$tmp/llmc CU=$EMU/train_gpt2cu ZERO=$EMU/train_gpt2_zero MODELS="d2c64h1t64:2" T=64 \
-    PROFILE_STEPS=2 PROFILE_STAGES=3 DEADLINE=300 LOGDIR=$tmp/prof OUT_MD=$tmp/profile.md \
+    PROFILE_STEPS=2 PROFILE_STAGES="3 9" DEADLINE=300 LOGDIR=$tmp/prof OUT_MD=$tmp/profile.md \
     bash dev/bench/bench_vs_llmc.sh --profile > "$tmp/prof.log" 2>&1
 rc=$?
 [ $rc -eq 0 ] && ok "bench_vs_llmc.sh --profile exits 0" || { bad "bench_vs_llmc.sh --profile exit $rc"; tail -n 20 "$tmp/prof.log"; }
@@ -223,6 +226,11 @@ got=$(awk -F'|' '$2 ~ /^ train_gpt2cu $/ { gsub(/ /, "", $3); print $3 }' "$tmp/
     bad "--profile: matmul TFLOP/s '$got', want '$want'"
 grep -q "^GPU: .*ncu: NVIDIA (R) Nsight Compute" "$tmp/profile.md" && grep -q "heaviest kernels" "$tmp/profile.md" &&
     ok "--profile: the report names the GPU and ncu, and lists the heaviest kernels" || bad "--profile: report header or kernel lists missing"
+# -z 9 is refused at its start: its run and its missing profile are named, and the exit stays 0
+grep -q "^Run: zero -z 9: exit [1-9][0-9]*: .*" "$tmp/profile.md" && grep -q "^- No profile: zero -z 9: .*prof_zero-z9.csv: " "$tmp/profile.md" &&
+    ! grep -q -e "^Run: zero -z 3" -e "^Run: train_gpt2cu" -e "No profile: zero -z 3" "$tmp/profile.md" &&
+    ok "--profile: a run that failed (-z 9) is named, with no profile, and the others reported" ||
+    bad "--profile: -z 9's failure not named: $(grep -e "^Run" -e "No profile" "$tmp/profile.md" | tr '\n' ';')"
 
 # kernel_profile.py on ncu's raw page (a column per metric, its units in the next row) and its refusals
 kp=dev/bench/kernel_profile.py
@@ -269,10 +277,27 @@ details "adamw_kernel3:1" "nvjet_x:1.234,5" "adamw_kernel3:1" "nvjet_x:1" "adamw
 head -n 3 "$tmp/raw.csv" > "$tmp/one.csv"; echo '"0","9","t","h","adamw_kernel","1","7","5"' >> "$tmp/one.csv"
 for c in "one.csv:no whole step" "prof.log:no ncu CSV table" "locale.csv:'1.234,5' is not a number"; do
     f=${c%%:*}; want=${c#*:}
-    if err=$(python3 "$kp" "x=$tmp/$f" 2>&1); then bad "kernel_profile.py accepted $f"
+    if err=$(python3 "$kp" "x=$tmp/$f" 2>&1 > /dev/null); then bad "kernel_profile.py accepted $f"
     elif grep -q "$tmp/$f: .*$want" <<< "$err"; then ok "kernel_profile.py refuses $f, naming it: $err"
     else bad "kernel_profile.py on $f: '$err'"; fi
 done
+# an unreadable input among readable ones: named in the report, the others reported; the exit
+# status 1 unless it is --optional
+out=$(python3 "$kp" r="$tmp/raw.csv" x="$tmp/one.csv" 2> /dev/null); rc=$?
+out_opt=$(python3 "$kp" --optional x,y r="$tmp/raw.csv" x="$tmp/one.csv" 2> /dev/null); rc_opt=$?
+if [ $rc = 1 ] && [ $rc_opt = 0 ] && grep -q "^- No profile: x: $tmp/one.csv: .*no whole step" <<< "$out" &&
+   grep -q "^| all kernels | 6,660.0 | 6 |$" <<< "$out" && [ "$out" = "$out_opt" ]
+then ok "kernel_profile.py: an unreadable input is named and the others reported; exit 1, or 0 when --optional"
+else bad "kernel_profile.py with an unreadable input: exit $rc (--optional: $rc_opt): $(tr '\n' ';' <<< "$out")"; fi
+
+# lent_machine.sh's own vsllmc and profile lanes with a bundle that has no llm.c binary
+rm -f "$tmp/tree/gpubundle/bin/llmc_train_gpt2cu"
+LOGDIR=$tmp/lm2 DEADLINE=60 PROFILE_S=5 bash "$tmp/tree/dev/gpu/lent_machine.sh" vsllmc profile > "$tmp/lm2.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "FAIL vsllmc: no llm.c binary in the bundle" "$tmp/lm2/summary.txt" &&
+    grep -q "FAIL profile: no llm.c binary in the bundle" "$tmp/lm2/summary.txt" &&
+    ok "lent_machine.sh: vsllmc and profile each fail by name without llm.c's binary (exit $rc)" ||
+    bad "lent_machine.sh without llm.c's binary: exit $rc, $(grep FAIL "$tmp/lm2/summary.txt" | tr '\n' ';')"
 
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
