@@ -4,9 +4,10 @@
 # dev/gpu/bundle.sh built elsewhere (BUNDLE, default gpubundle/). Runs the lanes at once,
 # each under DEADLINE seconds (default 300), and writes LOGDIR (default /tmp/gpu_logs) with
 # summary.txt (every PASS/FAIL line and each lane's verdict) and, when OUT is set, copies
-# summary.txt and logs.tgz (every text log; model files left out) there.
+# summary.txt, the tables and logs.tgz (the runs' files under 8 MB; model files and checkpoints left out) there.
 # Lanes (default all but bench, vsllmc, profile, kernels, offload-max and sanitize): units bitwise
-# matrix offload zeropp mainjob toy bench vsllmc profile (bench_vs_llmc.sh --profile: llm.c's and
+# matrix offload zeropp mainjob toy (gpu_zero.sh's 2- and 4-rank, launch, refusal, bootstrap
+# and death cases with the bundle's programs) bench vsllmc profile (bench_vs_llmc.sh --profile: llm.c's and
 # our trainers' kernels timed by Nsight Compute, by kind, in LOGDIR/profile.md and OUT) kernels
 # (bench_gpt2cu -k -e both on d12: the step's phases, the LayerNorm kernels' bytes per second,
 # the epilogues on and off) offload-max
@@ -18,11 +19,13 @@
 # the other, until BENCH_DEADLINE seconds (default DEADLINE/2 when other lanes follow, else
 # DEADLINE); each ends in time to leave the solo lanes after it their seconds (PROFILE_S,
 # default 120; KERNELS_S, default 40; OFFLOAD_MAX_S, default 150). Then the other lanes run
-# at once, for correctness only.
+# at once, for correctness only. Each lane runs in a session of its own, and what it leaves
+# running (a nested timeout's ranks, in process groups of their own) is killed with it.
 # LANE_CMD (for tests): a command run as `LANE_CMD PART` in place of each part's commands.
 # It copies the bundle's programs over this checkout's (meant for the lent machine's copy of
 # the tree) and puts stand-ins for make and apt-get first on the PATH.
 set -u
+t0=$(date +%s)   # DEADLINE counts from here: the setup below is in it
 cd "$(dirname "$0")/../.."
 lanes=${*:-units bitwise matrix offload zeropp mainjob toy}
 B=${BUNDLE:-gpubundle}
@@ -34,8 +37,10 @@ deadline=${DEADLINE:-300}
 cp -p "$B"/bin/* . && mkdir -p build && cp -p "$B"/build/* build/ || { echo "no bundle in $B"; exit 1; }
 # NVIDIA's libraries from wherever this image keeps them (the toolkit, Python wheels)
 libdirs=$PWD/$B/lib
-for n in libnccl.so.2 libcudnn.so.9 libcublasLt.so.13 libcublas.so.13 libnvrtc.so.13; do   # NVRTC: llm.c's cudnn-frontend
-    d=$(find /usr/local /usr/lib /opt -name "$n" 2> /dev/null | head -n 1)
+libs=(libnccl.so.2 libcudnn.so.9 libcublasLt.so.13 libcublas.so.13 libnvrtc.so.13)   # NVRTC: llm.c's cudnn-frontend
+found=$(find /usr/local /usr/lib /opt \( -name "${libs[0]}" $(printf -- '-o -name %s ' "${libs[@]:1}") \) 2> /dev/null)
+for n in "${libs[@]}"; do
+    d=$(grep -m 1 "/$n\$" <<< "$found")
     if [ -n "$d" ]; then libdirs=$libdirs:$(dirname "$d"); else echo "lent_machine: $n not found" | tee -a "$log/summary.txt"; fi
 done
 export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -50,15 +55,20 @@ mkdir -p /tmp/fakebin && printf '#!/bin/sh\nexit 0\n' > /tmp/fakebin/make && cp 
 grep "not found" "$log/env.txt" | sort -u | sed 's/^/lent_machine: missing /' | tee -a "$log/summary.txt"
 lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
     case $1 in
-        units) ./test_gpt2_zero; ./build/gpu_attention_cudnn; ./build/gpu_zero_quant; ./build/gpu_backend_ops; ./bench_wire_cuda ;;
+        units) local c rc=0   # each program's failure named: a crash prints no FAIL line of its own
+               for c in ./test_gpt2_zero ./build/gpu_attention_cudnn ./build/gpu_zero_quant ./build/gpu_backend_ops ./bench_wire_cuda; do
+                   $c || { echo "FAIL units: $c exit $?"; rc=1; }
+               done
+               return $rc ;;
         bitwise|matrix|offload|zeropp) KEEP_DIR=/tmp/gm_$1 NCCL_DEBUG=VERSION bash dev/test/cuda/gpu_train_matrix.sh "$1" ;;
         matrix4) KEEP_DIR=/tmp/gm_$1 NPS=4 bash dev/test/cuda/gpu_train_matrix.sh matrix ;;
         offload-param-nvme) KEEP_DIR=/tmp/gm_$1 NPS=1 OFFLOAD_MATCH="param nvme" bash dev/test/cuda/gpu_train_matrix.sh offload ;;
         quant) ./build/gpu_zero_quant ;;
         mainjob) ./scripts/train.sh -o /tmp/mainjob ;;
         mainjob-short) ./scripts/train.sh -x 8 -o /tmp/mainjob ;;
-        toy) bash dev/test/zero/gpu_zero.sh ;;
-        sanitize) LOGDIR=/tmp/gm_sanitize bash dev/gpu/sanitize.sh ;;
+        # the bundle's builds; 1 rank and the kernels passed on an H200 (dev/gpu/README.md)
+        toy) PREBUILT=build LIMIT=90 KEEP=1 TMPDIR=/tmp/gm_toy bash dev/test/zero/gpu_zero.sh np2 np4 env errors bootstrap deaths ;;
+        sanitize) LANE_LEFT=$((LANE_LEFT - 15)) LOGDIR=/tmp/gm_sanitize bash dev/gpu/sanitize.sh ;;
         offload-max) DEADLINE=$((LANE_LEFT - 5)) LOGDIR=/tmp/gm_offload-max OUT_MD=$GPU_LOGDIR/offload_max.md \
                          bash dev/gpu/offload_max.sh ;;
         bench) ./bench_gpt2cu -e both -k; bash dev/bench/bench_zero.sh ;;
@@ -70,17 +80,29 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
                     LOGDIR=/tmp/gm_$1 OUT_MD=$GPU_LOGDIR/$md.md bash dev/bench/bench_vs_llmc.sh $flag ;;
     esac
 }
-t0=$(date +%s)
+# kill_session SID: whatever a lane left running (a nested timeout's ranks are in process
+# groups of their own, out of reach of the lane's timeout, but in the lane's session)
+kill_session() {
+    local p sid
+    for p in /proc/[0-9]*; do
+        sid=$(sed 's/.*) //' "$p/stat" 2> /dev/null | cut -d' ' -f4)
+        [ "$sid" = "$1" ] && kill -KILL "${p#/proc/}" 2> /dev/null
+    done
+}
 run_lane() {   # run_lane LANE END AFTER: LANE's parts one after the other, each until AFTER s before
                # END s after t0; AFTER: seconds the solo lanes after it need (SOLO_AFTER to the lane)
     local p left
     for p in ${1//+/ }; do
         left=$(( $2 - $3 - ($(date +%s) - t0) ))
         [ "$left" -gt 5 ] || { echo "lane $p: not started (deadline)" >> "$log/lanes.txt"; continue; }
-        mkdir -p "/tmp/gm_$p"
-        if [ -n "${LANE_CMD:-}" ]; then SOLO_AFTER=$3 LANE_LEFT=$left timeout -k 10 "$left" $LANE_CMD "$p" > "$log/$p.txt" 2>&1
-        else SOLO_AFTER=$3 LANE_LEFT=$left timeout -k 10 "$left" bash -c "$(declare -f lane); lane $p" > "$log/$p.txt" 2>&1; fi
+        rm -rf "/tmp/gm_$p"; mkdir -p "/tmp/gm_$p"   # a rerun's lane sees none of the last run's files
+        # in a session of its own (setsid from a background job: no fork, so $! is the session)
+        if [ -n "${LANE_CMD:-}" ]; then SOLO_AFTER=$3 LANE_LEFT=$left setsid timeout -k 10 "$left" $LANE_CMD "$p" > "$log/$p.txt" 2>&1 &
+        else SOLO_AFTER=$3 LANE_LEFT=$left setsid timeout -k 10 "$left" bash -c "$(declare -f lane); lane $p" > "$log/$p.txt" 2>&1 & fi
+        local sid=$!
+        wait "$sid"
         echo "lane $p: exit $? after $(( $(date +%s) - t0 )) s" >> "$log/lanes.txt"
+        kill_session "$sid"
     done
 }
 solo=(); shared=()
@@ -103,13 +125,20 @@ done
 for l in "${shared[@]}"; do run_lane "$l" "$deadline" 0 & done
 wait
 { cat "$log/lanes.txt"; for t in bench_vs_llmc profile offload_max; do [ -f "$log/$t.md" ] && cat "$log/$t.md"; done; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v -e "^$log/env.txt" -e "^$log/summary.txt" | cut -c1-300; } >> "$log/summary.txt"
-# the runs' own logs (main.log, run.json, reports), without model and checkpoint files
-tar -czf "$log/runs.tgz" --exclude='*.bin' --exclude='*.zck*' --exclude='zero_*' /tmp/gm_* /tmp/mainjob 2> /dev/null
+# exit 0 only when every lane exited 0 and no log line but a PASS line says FAIL
+nfail=$(grep "^$log/[^/]*\.txt:" "$log/summary.txt" | grep -v "^$log/[^/]*\.txt:PASS" | grep -c FAIL)
+nlane=$(grep -c -e '^lane .*: exit [1-9]' -e '^lane .*: not started' "$log/lanes.txt")
+verdict="lent_machine: $(grep -c "^$log/[^/]*\.txt:PASS" "$log/summary.txt") PASS lines, $nfail FAIL lines, $nlane lanes not exit 0"
+echo "$verdict" >> "$log/summary.txt"
+# the summary and tables first: they come back even when the archives below do not
 if [ -n "${OUT:-}" ]; then
-    tar -czf "$OUT/logs.tgz" -C "$log" . && cp "$log/summary.txt" "$OUT/"
+    cp "$log/summary.txt" "$OUT/"
     for t in bench_vs_llmc profile offload_max; do [ -f "$log/$t.md" ] && cp "$log/$t.md" "$OUT/"; done
 fi
-# exit 0 only when every lane exited 0 and no line says FAIL
-nfail=$(grep -c ':FAIL' "$log/summary.txt"); nlane=$(grep -c -e '^lane .*: exit [1-9]' -e '^lane .*: not started' "$log/lanes.txt")
-echo "lent_machine: $(grep -c '^.*:PASS' "$log/summary.txt") PASS lines, $nfail FAIL lines, $nlane lanes not exit 0; $log/summary.txt"
+# the runs' own logs (main.log, run.json, reports, ncu's CSVs): files under 8 MB, without
+# model files, checkpoints and a killed export's temporary file
+find /tmp/gm_* /tmp/mainjob -type f -size -8M ! -name '*.bin' ! -name '*.zck*' ! -name '*.tmp.*' ! -path '*/zero_[0-9]*/*' 2> /dev/null |
+    tar -czf "$log/runs.tgz" -T - 2> /dev/null
+[ -n "${OUT:-}" ] && tar -czf "$OUT/logs.tgz" -C "$log" .
+echo "$verdict; $log/summary.txt"
 [ "$nfail" -eq 0 ] && [ "$nlane" -eq 0 ]

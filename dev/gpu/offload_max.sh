@@ -65,7 +65,9 @@ done
 wait "$pid"; rc=$?
 ran=$(grep -c "^step \+[0-9]*/" "$log/run.txt")
 [ "$stopped" = "after its last step" ] && rc=0
-rm -f "$log/run"/*.bin   # the final model (41 GB at 10.28 B parameters): no use here
+# the final model (41 GB at 10.28 B parameters), or the export the kill cut short (its
+# temporary file): no use here, and too big for the logs
+rm -f "$log/run"/*.bin "$log/run"/*.tmp.*
 [ -n "$smi" ] && { kill "$smi" 2> /dev/null; wait "$smi" 2> /dev/null; }
 secs=$(( $(date +%s) - t0 ))
 # medians over the steps after the first: tok/s and MFU from "| X ms | Y tok/s | MFU Z% |"

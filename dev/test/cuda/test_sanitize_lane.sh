@@ -3,7 +3,9 @@
 # test_gpt2_zero on a GPU), with a stand-in for compute-sanitizer that runs nothing and
 # prints what the real one prints: a clean run passes, a race report fails naming the tool,
 # the program and the log and shows the report's lines, the deadline skips what is left, a
-# device the tools refuse and a missing compute-sanitizer skip with a message.
+# device the tools refuse and a missing compute-sanitizer skip with a message; every tool
+# runs over the trainers (at T=128, where cuDNN's fused attention runs) before any tool
+# over test_gpt2_zero, the longest run.
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -15,6 +17,7 @@ cat > "$tmp/san" << 'SAN'
 #!/usr/bin/env bash
 # --tool T --error-exitcode E --print-limit N PROGRAM ARGS...
 tool=$2 prog=$7
+[ -n "${ORDER:-}" ] && echo "$tool ${prog##*/} $*" >> "$ORDER"
 case "$MODE:$tool:$prog" in
     unsupported:*) echo "========= Error: Device not supported"; exit 1 ;;
     race:racecheck:*test_gpt2_zero)
@@ -29,11 +32,17 @@ esac
 echo "========= ERROR SUMMARY: 0 errors"
 SAN
 chmod +x "$tmp/san"
-MODE=race SANITIZER=$tmp/san LOGDIR=$tmp/log bash dev/gpu/sanitize.sh > "$tmp/out.txt" 2>&1
+ORDER=$tmp/order MODE=race SANITIZER=$tmp/san LOGDIR=$tmp/log bash dev/gpu/sanitize.sh > "$tmp/out.txt" 2>&1
 rc=$?
 np=$(grep -c "^PASS sanitize" "$tmp/out.txt"); nf=$(grep -c "^FAIL sanitize" "$tmp/out.txt")
 if [ $rc -eq 1 ] && [ "$np" -eq 14 ] && [ "$nf" -eq 2 ]; then ok "four tools over four programs: 14 clean, 2 reported, exit 1"
 else bad "exit $rc, $np PASS and $nf FAIL lines (want 1, 14, 2)"; cat "$tmp/out.txt"; fi
+want="memcheck racecheck synccheck initcheck"
+got_trainers=$(head -n 12 "$tmp/order" | awk '$2 != "test_gpt2_zero" && / -t 128 / { print $1 }' | uniq | tr '\n' ' ')
+got_tests=$(tail -n 4 "$tmp/order" | awk '$2 == "test_gpt2_zero" { print $1 }' | tr '\n' ' ')
+[ "$(wc -l < "$tmp/order")" -eq 16 ] && [ "$got_trainers" = "$want " ] && [ "$got_tests" = "$want " ] &&
+    ok "the order: each tool over the three trainers at T=128, then each over test_gpt2_zero" ||
+    { bad "the order of runs"; cut -c1-60 "$tmp/order"; }
 grep -q "^FAIL sanitize racecheck test_gpt2_zero: 1 errors, exit 86 ($tmp/log/racecheck_test_gpt2_zero.txt)" "$tmp/out.txt" &&
     grep -q "Race reported between Write access at layernorm_backward" "$tmp/out.txt" &&
     ok "a race report: the tool, the program, the count from RACECHECK SUMMARY, the log and the report's lines" ||

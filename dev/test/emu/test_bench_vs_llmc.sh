@@ -25,7 +25,9 @@
 #     (no table, no whole step, a number in another locale's format), each naming the file;
 #     an unreadable input beside readable ones named in the report (a -z 9 run that fails at
 #     its start, too), and the exit status 1 unless it is --optional.
-#  4. lent_machine.sh's own vsllmc and profile lanes without llm.c's binary: each fails by name.
+#  4. lent_machine.sh's own lanes with a bundle that has no programs: vsllmc and profile fail
+#     by name without llm.c's binary, units names each of its programs; and a process a lane
+#     leaves in a process group of its own is ended with the lane.
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
@@ -121,6 +123,8 @@ echo "\$1 start \$(date +%s.%N) \$SOLO_AFTER" >> "$tmp/order"
 [ "\$1" = vsllmc ] && echo "| stand-in table |" > "\$GPU_LOGDIR/bench_vs_llmc.md"
 [ "\$1" = profile ] && echo "| stand-in kernel table |" > "\$GPU_LOGDIR/profile.md"
 [ "\$1" = kernels ] && sleep 60   # overruns: its deadline must end it in time for offload-max
+# a straggler, as a nested timeout's ranks are: a process group of its own that outlives the lane
+[ "\$1" = units ] && { timeout 300 sleep 299 & echo \$! > "$tmp/straggler"; }
 sleep 1
 echo "\$1 end \$(date +%s.%N)" >> "$tmp/order"
 EOF
@@ -148,6 +152,11 @@ if awk -v u0="$(at units start)" -v u1="$(at units end)" -v b0="$(at bitwise sta
        'BEGIN { exit !(u0 != "" && b0 != "" && u0 < b1 && b0 < u1) }'
 then ok "lent_machine.sh: the correctness lanes ran at once"
 else bad "lent_machine.sh: the correctness lanes did not overlap"; fi
+# running: in /proc and not a zombie (PID 1 of a container may never reap an orphan)
+running() { local st; st=$(sed 's/.*) //' "/proc/$1/stat" 2> /dev/null | cut -d' ' -f1); [ -n "$st" ] && [ "$st" != Z ]; }
+[ -s "$tmp/straggler" ] && ! running "$(cat "$tmp/straggler")" &&
+    ok "lent_machine.sh: a process the units lane left in a process group of its own was ended with the lane" ||
+    { bad "lent_machine.sh: the straggler $(cat "$tmp/straggler" 2>&1) lives on"; kill "$(cat "$tmp/straggler")" 2> /dev/null; }
 if grep -q "stand-in table" "$tmp/lm/summary.txt" && grep -q "stand-in kernel table" "$tmp/lm/summary.txt" &&
    [ -f "$tmp/out/bench_vs_llmc.md" ] && [ -f "$tmp/out/profile.md" ] && [ "$(grep -c "^lane .*: exit 0" "$tmp/lm/summary.txt")" -eq 5 ]
 then ok "lent_machine.sh: the five other lanes exit 0; both tables in summary.txt and OUT"
@@ -290,14 +299,20 @@ if [ $rc = 1 ] && [ $rc_opt = 0 ] && grep -q "^- No profile: x: $tmp/one.csv: .*
 then ok "kernel_profile.py: an unreadable input is named and the others reported; exit 1, or 0 when --optional"
 else bad "kernel_profile.py with an unreadable input: exit $rc (--optional: $rc_opt): $(tr '\n' ';' <<< "$out")"; fi
 
-# lent_machine.sh's own vsllmc and profile lanes with a bundle that has no llm.c binary
+# lent_machine.sh's own lanes with a bundle that has no programs: vsllmc and profile without
+# llm.c's binary, units without any of its five programs, each failure named
 rm -f "$tmp/tree/gpubundle/bin/llmc_train_gpt2cu"
-LOGDIR=$tmp/lm2 DEADLINE=60 PROFILE_S=5 bash "$tmp/tree/dev/gpu/lent_machine.sh" vsllmc profile > "$tmp/lm2.log" 2>&1
+LOGDIR=$tmp/lm2 DEADLINE=60 PROFILE_S=5 bash "$tmp/tree/dev/gpu/lent_machine.sh" vsllmc profile units > "$tmp/lm2.log" 2>&1
 rc=$?
+nu=0
+for prog in ./test_gpt2_zero ./build/gpu_attention_cudnn ./build/gpu_zero_quant ./build/gpu_backend_ops ./bench_wire_cuda; do
+    grep -q "units.txt:FAIL units: $prog exit 127$" "$tmp/lm2/summary.txt" && nu=$((nu + 1))
+done
 [ $rc -ne 0 ] && grep -q "FAIL vsllmc: no llm.c binary in the bundle" "$tmp/lm2/summary.txt" &&
-    grep -q "FAIL profile: no llm.c binary in the bundle" "$tmp/lm2/summary.txt" &&
-    ok "lent_machine.sh: vsllmc and profile each fail by name without llm.c's binary (exit $rc)" ||
-    bad "lent_machine.sh without llm.c's binary: exit $rc, $(grep FAIL "$tmp/lm2/summary.txt" | tr '\n' ';')"
+    grep -q "FAIL profile: no llm.c binary in the bundle" "$tmp/lm2/summary.txt" && [ $nu = 5 ] &&
+    grep -q "^lane units: exit 1 " "$tmp/lm2/summary.txt" && grep -q "^lent_machine: 0 PASS lines, 7 FAIL lines, 3 lanes not exit 0" "$tmp/lm2/summary.txt" &&
+    ok "lent_machine.sh: vsllmc and profile fail by name without llm.c's binary, units names each of its 5 programs (exit $rc)" ||
+    bad "lent_machine.sh without programs: exit $rc, $nu of 5 units programs named, $(grep -e FAIL -e '^lane' "$tmp/lm2/summary.txt" | tr '\n' ';')"
 
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]

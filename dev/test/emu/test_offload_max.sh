@@ -4,7 +4,8 @@
 # and the run's tok/s, MFU and peak host memory land in one table row; a GPU too small for
 # the prediction stops it before the run, naming the dry run's verdict; a deadline inside the
 # run stops the trainer, and the row says after how many steps; the medians of tok/s and MFU
-# over the steps after the first are taken as numbers, and TFLOP/s is MFU x the peak.
+# over the steps after the first are taken as numbers, and TFLOP/s is MFU x the peak; a
+# model export cut short by the stop leaves no temporary file behind.
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
@@ -36,10 +37,13 @@ then ok "a deadline of 14 s: the trainer stopped, the row says so"
 else bad "a deadline of 14 s: exit $rc, row: $row"; cat "$tmp/late.txt"; fi
 # the medians and TFLOP/s, numerically: a stand-in whose run prints a peak and five steps with
 # MFU 9.5, 10.1, 10.3 and 9.9 after the first (as text, "10.3" < "9.5"); its dry run is the
-# emulated trainer's
+# emulated trainer's; it leaves a model export's temporary file, as a kill inside the
+# export does, which must not stay (it would be tens of GB in the lane's logs)
 cat > "$tmp/trainer" <<EOF
 #!/usr/bin/env bash
 case " \$* " in *" --dry-run "*) exec "$EMU/train_gpt2_zero" "\$@" ;; esac
+out=; prev=; for a in "\$@"; do [ "\$prev" = -o ] && out=\$a; prev=\$a; done
+mkdir -p "\$out" && : > "\$out/model_final.bin.tmp.4242"
 echo "GPU: NVIDIA H200, peak bf16 989 TFLOP/s"
 i=0
 for m in 50.0:7.0 9.5:1000 10.1:1200 10.3:1100 9.9:900; do
@@ -54,5 +58,7 @@ tok=$(trim "$tok") mfu=$(trim "$mfu") tf=$(trim "$tf")
 [ "$tok" = 1050 ] && [ "$mfu" = "10%" ] && [ "$tf" = 98.9 ] &&
     ok "steps 2-5: median tok/s $tok, MFU $mfu (numbers, not text), $tf TFLOP/s at 989" ||
     bad "medians: tok/s '$tok' (want 1050), MFU '$mfu' (want 10%), TFLOP/s '$tf' (want 98.9)"
+[ -d "$tmp/med/run" ] && [ -z "$(ls "$tmp/med/run" | grep -e '\.bin$' -e '\.tmp\.')" ] &&
+    ok "no model file or cut-off export left in the run's folder" || bad "left in $tmp/med/run: $(ls "$tmp/med/run" 2>&1)"
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]

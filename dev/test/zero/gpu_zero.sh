@@ -12,7 +12,8 @@
 # Run from anywhere; prints PASS/FAIL per case; exit 0 only if all pass, or after
 # "SKIP: no CUDA device". Arguments pick cases (default all of them): kernels np1 np2 np4
 # env errors bootstrap deaths. Knobs: NVCC, NCCL_HOME, CUDA_ARCHS, LIMIT (seconds per
-# launch, default 400), KEEP=1 (keep the build dir and logs).
+# launch, default 400), KEEP=1 (keep the build dir and logs), PREBUILT=DIR (run DIR's
+# gpu_zero_toy and gpu_backend_ops, as dev/gpu/bundle.sh built them, and build nothing).
 set -u
 cd "$(dirname "$0")/../../.."
 cases=" ${*:-kernels np1 np2 np4 env errors bootstrap deaths} "
@@ -22,104 +23,112 @@ fail=0
 pass() { echo "PASS: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
 
-nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-[ -x "$nvcc" ] || { echo "FAIL: nvcc not found (set NVCC)"; exit 1; }
-cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
-
-# NCCL: header and library from the same installation
-find_nccl() {
-    local cands=() d l lib py
-    [ -n "${NCCL_HOME:-}" ] && cands+=("$NCCL_HOME")
-    cands+=("$cuda_home" /usr/local/cuda /usr /usr/local)
-    for py in python3 /opt/*/.venv/bin/python3; do
-        d=$("$py" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null) && cands+=("$d")
-    done
-    cands+=(/usr/local/lib/python3*/*-packages/nvidia/nccl /usr/lib/python3/dist-packages/nvidia/nccl)
-    for d in "${cands[@]}"; do
-        [ -f "$d/include/nccl.h" ] || continue
-        for l in "$d/lib" "$d/lib64" "$d/lib/x86_64-linux-gnu" /usr/lib/x86_64-linux-gnu; do
-            lib=$(ls "$l"/libnccl.so "$l"/libnccl.so.2 2>/dev/null | head -n 1)
-            [ -n "$lib" ] && { echo "$d/include|$l|$lib"; return 0; }
-        done
-    done
-    return 1
-}
-nccl=$(find_nccl) || { echo "FAIL: NCCL (nccl.h + libnccl.so) not found (set NCCL_HOME)"; exit 1; }
-IFS='|' read -r nccl_inc nccl_lib nccl_so <<< "$nccl"
-
 tmp=$(mktemp -d)
 if [ "${KEEP:-0}" = 1 ]; then echo "build and logs in $tmp"; else trap 'rm -rf "$tmp"' EXIT; fi
 
-# MPI for comm_mpi.c: the real one when there is one, else the stub
-mpi_link=()
-if command -v mpicc > /dev/null; then
-    cc=mpicc
-    link_flags=$(mpicc --showme:link 2>/dev/null || mpicc -link_info 2>/dev/null | cut -d' ' -f2-)
-    for tok in $link_flags; do
-        case $tok in
-            -L*|-l*) mpi_link+=("$tok") ;;
-            -Wl,*) mpi_link+=(-Xlinker "${tok#-Wl,}") ;;
-            -pthread) mpi_link+=(-lpthread) ;;
-            *) mpi_link+=(-Xcompiler "$tok") ;;
-        esac
-    done
-    mpi_inc=()
+if [ -n "${PREBUILT:-}" ]; then
+    bin=$PREBUILT/gpu_zero_toy ops=$PREBUILT/gpu_backend_ops
+    [ -x "$bin" ] && [ -x "$ops" ] || { echo "FAIL: PREBUILT=$PREBUILT has no gpu_zero_toy and gpu_backend_ops"; exit 1; }
+    have_mpirun=0   # ranks under mpirun only when the build has MPI (not the stub)
+    command -v mpirun > /dev/null && ldd "$bin" 2> /dev/null | grep -q libmpi && have_mpirun=1
+    echo "prebuilt: $bin and $ops"
 else
-    cc=${CC:-gcc}
-    mpi_inc=(-Izero/comm/mpi_stub)
-    echo "note: no mpicc: building comm_mpi.c against zero/comm/mpi_stub (launches without MPI only)"
-fi
-have_mpirun=0
-command -v mpirun > /dev/null && [ "$cc" = mpicc ] && have_mpirun=1
+    nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+    [ -x "$nvcc" ] || { echo "FAIL: nvcc not found (set NVCC)"; exit 1; }
+    cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
 
-echo "build: $nvcc, NCCL from $nccl_inc and $nccl_so, C compiler $cc"
-cflags=(-std=c11 -D_GNU_SOURCE -O2 -fopenmp -ffp-contract=off -Wall -Wextra -Werror "${mpi_inc[@]}"
-        -I"$cuda_home/include" -I"$nccl_inc")
-# no --use_fast_math / -ftz=true: the kernels must keep subnormals to match the host's bits
-archs=${CUDA_ARCHS:--gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90}
-nvflags=(-O3 -std=c++17 $archs -I. -I"$nccl_inc" -Xcompiler -Wall,-Wextra)
-# zero/io/nvme.c uses liburing when its header is there (as the Makefile decides)
-uring=$(printf '#include <liburing.h>\n' | $cc -E -x c - > /dev/null 2>&1 && echo -luring)
-# the checkpoint files that build here (their headers present) need their libraries too
-ckpt_libs=$(printf '#include <zlib.h>\n' | $cc -E -x c - > /dev/null 2>&1 && echo -lz)
-printf '#include <cjson/cJSON.h>\n' | $cc -E -x c - > /dev/null 2>&1 && ckpt_libs="$ckpt_libs -lcjson"
-objs=()
-build_ok=1
-source dev/test/zero/zero_sources.sh
-for f in "${ZERO_HOST_SRC[@]}" zero/cuda/*.c; do
-    o="$tmp/$(basename "$f" .c).o"
-    if $cc "${cflags[@]}" -c "$f" -o "$o" 2> "$tmp/cc.log"; then
-        objs+=("$o")
+    # NCCL: header and library from the same installation
+    find_nccl() {
+        local cands=() d l lib py
+        [ -n "${NCCL_HOME:-}" ] && cands+=("$NCCL_HOME")
+        cands+=("$cuda_home" /usr/local/cuda /usr /usr/local)
+        for py in python3 /opt/*/.venv/bin/python3; do
+            d=$("$py" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null) && cands+=("$d")
+        done
+        cands+=(/usr/local/lib/python3*/*-packages/nvidia/nccl /usr/lib/python3/dist-packages/nvidia/nccl)
+        for d in "${cands[@]}"; do
+            [ -f "$d/include/nccl.h" ] || continue
+            for l in "$d/lib" "$d/lib64" "$d/lib/x86_64-linux-gnu" /usr/lib/x86_64-linux-gnu; do
+                lib=$(ls "$l"/libnccl.so "$l"/libnccl.so.2 2>/dev/null | head -n 1)
+                [ -n "$lib" ] && { echo "$d/include|$l|$lib"; return 0; }
+            done
+        done
+        return 1
+    }
+    nccl=$(find_nccl) || { echo "FAIL: NCCL (nccl.h + libnccl.so) not found (set NCCL_HOME)"; exit 1; }
+    IFS='|' read -r nccl_inc nccl_lib nccl_so <<< "$nccl"
+
+    # MPI for comm_mpi.c: the real one when there is one, else the stub
+    mpi_link=()
+    if command -v mpicc > /dev/null; then
+        cc=mpicc
+        link_flags=$(mpicc --showme:link 2>/dev/null || mpicc -link_info 2>/dev/null | cut -d' ' -f2-)
+        for tok in $link_flags; do
+            case $tok in
+                -L*|-l*) mpi_link+=("$tok") ;;
+                -Wl,*) mpi_link+=(-Xlinker "${tok#-Wl,}") ;;
+                -pthread) mpi_link+=(-lpthread) ;;
+                *) mpi_link+=(-Xcompiler "$tok") ;;
+            esac
+        done
+        mpi_inc=()
     else
-        case $(basename "$f") in
-            # zckpt.c too: zero/state.c names each run with its run id (cJSON's header needed)
-            arena.c|backend_host.c|bootstrap_tcp.c|comm_mpi.c|gather.c|partition.c|reduce.c|state.c|watchdog.c|zckpt.c|zero.c)
-                cat "$tmp/cc.log"; build_ok=0 ;;
-            # the report and consolidation files need cJSON and zlib headers; the test does not use them
-            *) echo "note: skipping $f here: $(grep -m1 -E 'error' "$tmp/cc.log")" ;;
-        esac
+        cc=${CC:-gcc}
+        mpi_inc=(-Izero/comm/mpi_stub)
+        echo "note: no mpicc: building comm_mpi.c against zero/comm/mpi_stub (launches without MPI only)"
     fi
-done
-[ ${#mpi_inc[@]} -gt 0 ] && {
-    $cc -std=c11 -O2 -Wall -Wextra -Werror -c zero/comm/mpi_stub/mpi_stub.c -o "$tmp/mpi_stub.o" || build_ok=0
-    objs+=("$tmp/mpi_stub.o")
-}
-$cc "${cflags[@]}" -c dev/test/zero/gpu_zero_toy.c -o "$tmp/gpu_zero_toy.o" || build_ok=0
-$cc "${cflags[@]}" -DZERO_TEST_CUDA -c dev/test/zero/test_backend_ops.c -o "$tmp/gpu_backend_ops.o" || build_ok=0
-ar rcs "$tmp/libzero.a" "${objs[@]}" || build_ok=0
-cuda_objs=()
-for f in zero/cuda/*.cu; do
-    cuda_objs+=("$tmp/$(basename "$f" .cu).cu.o")
-    "$nvcc" "${nvflags[@]}" -c "$f" -o "$tmp/$(basename "$f" .cu).cu.o" 2> "$tmp/nvcc.log" || { cat "$tmp/nvcc.log"; build_ok=0; }
-    if grep -i "warning" "$tmp/nvcc.log" | grep -v -i "deprecated" > /dev/null; then cat "$tmp/nvcc.log"; bad "warnings in $f"; fi
-done
-bin="$tmp/gpu_zero_toy" ops="$tmp/gpu_backend_ops"
-for t in gpu_zero_toy gpu_backend_ops; do
-    [ $build_ok = 1 ] && "$nvcc" -o "$tmp/$t" "$tmp/$t.o" "${cuda_objs[@]}" "$tmp/libzero.a" \
-        "$nccl_so" -Xlinker -rpath,"$nccl_lib" "${mpi_link[@]}" $uring $ckpt_libs -lcrypto -lgomp -lpthread -lm || build_ok=0
-done
-[ $build_ok = 1 ] || { echo "FAIL: build"; exit 1; }
-pass "build (warning-free)"
+    have_mpirun=0
+    command -v mpirun > /dev/null && [ "$cc" = mpicc ] && have_mpirun=1
+
+    echo "build: $nvcc, NCCL from $nccl_inc and $nccl_so, C compiler $cc"
+    cflags=(-std=c11 -D_GNU_SOURCE -O2 -fopenmp -ffp-contract=off -Wall -Wextra -Werror "${mpi_inc[@]}"
+            -I"$cuda_home/include" -I"$nccl_inc")
+    # no --use_fast_math / -ftz=true: the kernels must keep subnormals to match the host's bits
+    archs=${CUDA_ARCHS:--gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90}
+    nvflags=(-O3 -std=c++17 $archs -I. -I"$nccl_inc" -Xcompiler -Wall,-Wextra)
+    # zero/io/nvme.c uses liburing when its header is there (as the Makefile decides)
+    uring=$(printf '#include <liburing.h>\n' | $cc -E -x c - > /dev/null 2>&1 && echo -luring)
+    # the checkpoint files that build here (their headers present) need their libraries too
+    ckpt_libs=$(printf '#include <zlib.h>\n' | $cc -E -x c - > /dev/null 2>&1 && echo -lz)
+    printf '#include <cjson/cJSON.h>\n' | $cc -E -x c - > /dev/null 2>&1 && ckpt_libs="$ckpt_libs -lcjson"
+    objs=()
+    build_ok=1
+    source dev/test/zero/zero_sources.sh
+    for f in "${ZERO_HOST_SRC[@]}" zero/cuda/*.c; do
+        o="$tmp/$(basename "$f" .c).o"
+        if $cc "${cflags[@]}" -c "$f" -o "$o" 2> "$tmp/cc.log"; then
+            objs+=("$o")
+        else
+            case $(basename "$f") in
+                # zckpt.c too: zero/state.c names each run with its run id (cJSON's header needed)
+                arena.c|backend_host.c|bootstrap_tcp.c|comm_mpi.c|gather.c|partition.c|reduce.c|state.c|watchdog.c|zckpt.c|zero.c)
+                    cat "$tmp/cc.log"; build_ok=0 ;;
+                # the report and consolidation files need cJSON and zlib headers; the test does not use them
+                *) echo "note: skipping $f here: $(grep -m1 -E 'error' "$tmp/cc.log")" ;;
+            esac
+        fi
+    done
+    [ ${#mpi_inc[@]} -gt 0 ] && {
+        $cc -std=c11 -O2 -Wall -Wextra -Werror -c zero/comm/mpi_stub/mpi_stub.c -o "$tmp/mpi_stub.o" || build_ok=0
+        objs+=("$tmp/mpi_stub.o")
+    }
+    $cc "${cflags[@]}" -c dev/test/zero/gpu_zero_toy.c -o "$tmp/gpu_zero_toy.o" || build_ok=0
+    $cc "${cflags[@]}" -DZERO_TEST_CUDA -c dev/test/zero/test_backend_ops.c -o "$tmp/gpu_backend_ops.o" || build_ok=0
+    ar rcs "$tmp/libzero.a" "${objs[@]}" || build_ok=0
+    cuda_objs=()
+    for f in zero/cuda/*.cu; do
+        cuda_objs+=("$tmp/$(basename "$f" .cu).cu.o")
+        "$nvcc" "${nvflags[@]}" -c "$f" -o "$tmp/$(basename "$f" .cu).cu.o" 2> "$tmp/nvcc.log" || { cat "$tmp/nvcc.log"; build_ok=0; }
+        if grep -i "warning" "$tmp/nvcc.log" | grep -v -i "deprecated" > /dev/null; then cat "$tmp/nvcc.log"; bad "warnings in $f"; fi
+    done
+    bin="$tmp/gpu_zero_toy" ops="$tmp/gpu_backend_ops"
+    for t in gpu_zero_toy gpu_backend_ops; do
+        [ $build_ok = 1 ] && "$nvcc" -o "$tmp/$t" "$tmp/$t.o" "${cuda_objs[@]}" "$tmp/libzero.a" \
+            "$nccl_so" -Xlinker -rpath,"$nccl_lib" "${mpi_link[@]}" $uring $ckpt_libs -lcrypto -lgomp -lpthread -lm || build_ok=0
+    done
+    [ $build_ok = 1 ] || { echo "FAIL: build"; exit 1; }
+    pass "build (warning-free)"
+fi
 
 export NCCL_SOCKET_IFNAME=lo NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_IB_DISABLE=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 export OMP_NUM_THREADS=2
