@@ -4,7 +4,8 @@
 # dev/gpu/bundle.sh built elsewhere (BUNDLE, default gpubundle/). Runs the lanes at once,
 # each under DEADLINE seconds (default 300), and writes LOGDIR (default /tmp/gpu_logs) with
 # summary.txt (every PASS/FAIL line and each lane's verdict) and, when OUT is set, copies
-# summary.txt, the tables and logs.tgz (the runs' files under 8 MB; model files and checkpoints left out) there.
+# summary.txt, the tables and logs.tgz (the runs' files under 8 MiB; model files and
+# checkpoints left out) there.
 # Lanes (default all but bench, vsllmc, profile, kernels, offload-max and sanitize): units bitwise
 # matrix offload zeropp mainjob toy (gpu_zero.sh's 2- and 4-rank, launch, refusal, bootstrap
 # and death cases with the bundle's programs) bench vsllmc profile (bench_vs_llmc.sh --profile: llm.c's and
@@ -19,8 +20,9 @@
 # the other, until BENCH_DEADLINE seconds (default DEADLINE/2 when other lanes follow, else
 # DEADLINE); each ends in time to leave the solo lanes after it their seconds (PROFILE_S,
 # default 120; KERNELS_S, default 40; OFFLOAD_MAX_S, default 150). Then the other lanes run
-# at once, for correctness only. Each lane runs in a session of its own, and what it leaves
-# running (a nested timeout's ranks, in process groups of their own) is killed with it.
+# at once, for correctness only. Every process of a lane carries LANE_TAG in its environment,
+# and what a lane leaves running (a nested timeout's ranks, in process groups of their own)
+# is killed when it ends, as every lane is when this script is stopped.
 # LANE_CMD (for tests): a command run as `LANE_CMD PART` in place of each part's commands.
 # It copies the bundle's programs over this checkout's (meant for the lent machine's copy of
 # the tree) and puts stand-ins for make and apt-get first on the PATH.
@@ -46,8 +48,6 @@ done
 export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # the bundle's binaries start ranks from RANK/WORLD_SIZE (launch_ranks.sh), never under mpirun
 [ -f "$B/NO_MPI" ] && export NO_MPI=1
-# gpu_zero.sh compiles zero/ here: the bundle's cJSON and zlib headers and link names
-export CPATH=$PWD/$B/include${CPATH:+:$CPATH} LIBRARY_PATH=$PWD/$B/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
 # the scripts call make and install_deps (apt-get): the binaries are here and nothing can be fetched
 mkdir -p /tmp/fakebin && printf '#!/bin/sh\nexit 0\n' > /tmp/fakebin/make && cp /tmp/fakebin/make /tmp/fakebin/apt-get \
     && chmod +x /tmp/fakebin/* && export PATH=/tmp/fakebin:$PATH
@@ -64,8 +64,8 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
         matrix4) KEEP_DIR=/tmp/gm_$1 NPS=4 bash dev/test/cuda/gpu_train_matrix.sh matrix ;;
         offload-param-nvme) KEEP_DIR=/tmp/gm_$1 NPS=1 OFFLOAD_MATCH="param nvme" bash dev/test/cuda/gpu_train_matrix.sh offload ;;
         quant) ./build/gpu_zero_quant ;;
-        mainjob) ./scripts/train.sh -o /tmp/mainjob ;;
-        mainjob-short) ./scripts/train.sh -x 8 -o /tmp/mainjob ;;
+        mainjob) rm -rf /tmp/mainjob; ./scripts/train.sh -o /tmp/mainjob ;;
+        mainjob-short) rm -rf /tmp/mainjob; ./scripts/train.sh -x 8 -o /tmp/mainjob ;;
         # the bundle's builds; 1 rank and the kernels passed on an H200 (dev/gpu/README.md)
         toy) PREBUILT=build LIMIT=90 KEEP=1 TMPDIR=/tmp/gm_toy bash dev/test/zero/gpu_zero.sh np2 np4 env errors bootstrap deaths ;;
         sanitize) LANE_LEFT=$((LANE_LEFT - 15)) LOGDIR=/tmp/gm_sanitize bash dev/gpu/sanitize.sh ;;
@@ -80,15 +80,19 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
                     LOGDIR=/tmp/gm_$1 OUT_MD=$GPU_LOGDIR/$md.md bash dev/bench/bench_vs_llmc.sh $flag ;;
     esac
 }
-# kill_session SID: whatever a lane left running (a nested timeout's ranks are in process
-# groups of their own, out of reach of the lane's timeout, but in the lane's session)
-kill_session() {
-    local p sid
+# kill_tagged PATTERN: every process whose environment has a LANE_TAG that PATTERN (a grep
+# pattern) matches. A lane's processes inherit its tag, and a nested timeout's ranks (process
+# groups of their own, out of reach of the lane's timeout) are among them; unlike a session of
+# its own, the tag keeps them within reach of whatever stops this script.
+tag=lent.$$
+kill_tagged() {
+    local p
     for p in /proc/[0-9]*; do
-        sid=$(sed 's/.*) //' "$p/stat" 2> /dev/null | cut -d' ' -f4)
-        [ "$sid" = "$1" ] && kill -KILL "${p#/proc/}" 2> /dev/null
+        grep -qz "^LANE_TAG=$1\$" "$p/environ" 2> /dev/null && kill -KILL "${p#/proc/}" 2> /dev/null
     done
 }
+trap 'kill_tagged "$tag\..*"' EXIT
+trap 'exit 143' TERM INT HUP
 run_lane() {   # run_lane LANE END AFTER: LANE's parts one after the other, each until AFTER s before
                # END s after t0; AFTER: seconds the solo lanes after it need (SOLO_AFTER to the lane)
     local p left
@@ -96,13 +100,12 @@ run_lane() {   # run_lane LANE END AFTER: LANE's parts one after the other, each
         left=$(( $2 - $3 - ($(date +%s) - t0) ))
         [ "$left" -gt 5 ] || { echo "lane $p: not started (deadline)" >> "$log/lanes.txt"; continue; }
         rm -rf "/tmp/gm_$p"; mkdir -p "/tmp/gm_$p"   # a rerun's lane sees none of the last run's files
-        # in a session of its own (setsid from a background job: no fork, so $! is the session)
-        if [ -n "${LANE_CMD:-}" ]; then SOLO_AFTER=$3 LANE_LEFT=$left setsid timeout -k 10 "$left" $LANE_CMD "$p" > "$log/$p.txt" 2>&1 &
-        else SOLO_AFTER=$3 LANE_LEFT=$left setsid timeout -k 10 "$left" bash -c "$(declare -f lane); lane $p" > "$log/$p.txt" 2>&1 & fi
-        local sid=$!
-        wait "$sid"
+        # in the background: a signal to this script is handled at once, not after the lane
+        if [ -n "${LANE_CMD:-}" ]; then LANE_TAG=$tag.$p SOLO_AFTER=$3 LANE_LEFT=$left timeout -k 10 "$left" $LANE_CMD "$p" > "$log/$p.txt" 2>&1 &
+        else LANE_TAG=$tag.$p SOLO_AFTER=$3 LANE_LEFT=$left timeout -k 10 "$left" bash -c "$(declare -f lane); lane $p" > "$log/$p.txt" 2>&1 & fi
+        wait $!
         echo "lane $p: exit $? after $(( $(date +%s) - t0 )) s" >> "$log/lanes.txt"
-        kill_session "$sid"
+        kill_tagged "$tag\.$p"
     done
 }
 solo=(); shared=()
@@ -132,13 +135,13 @@ verdict="lent_machine: $(grep -c "^$log/[^/]*\.txt:PASS" "$log/summary.txt") PAS
 echo "$verdict" >> "$log/summary.txt"
 # the summary and tables first: they come back even when the archives below do not
 if [ -n "${OUT:-}" ]; then
-    cp "$log/summary.txt" "$OUT/"
+    mkdir -p "$OUT" && cp "$log/summary.txt" "$OUT/"
     for t in bench_vs_llmc profile offload_max; do [ -f "$log/$t.md" ] && cp "$log/$t.md" "$OUT/"; done
 fi
-# the runs' own logs (main.log, run.json, reports, ncu's CSVs): files under 8 MB, without
+# the runs' own logs (main.log, run.json, reports, ncu's CSVs): files under 8 MiB, without
 # model files, checkpoints and a killed export's temporary file
-find /tmp/gm_* /tmp/mainjob -type f -size -8M ! -name '*.bin' ! -name '*.zck*' ! -name '*.tmp.*' ! -path '*/zero_[0-9]*/*' 2> /dev/null |
-    tar -czf "$log/runs.tgz" -T - 2> /dev/null
+find /tmp/gm_* /tmp/mainjob -type f -size -8388608c ! -name '*.bin' ! -name '*.zck*' ! -name '*.tmp.*' \
+        ! -path '*/zero_[0-9]*/*' -print0 2> /dev/null | tar -czf "$log/runs.tgz" --null -T - 2> /dev/null
 [ -n "${OUT:-}" ] && tar -czf "$OUT/logs.tgz" -C "$log" .
 echo "$verdict; $log/summary.txt"
 [ "$nfail" -eq 0 ] && [ "$nlane" -eq 0 ]

@@ -114,6 +114,8 @@ else bad "largest B: llm.c's search did not stop at B=4"; fi
 grep -q "^GPU: .*llm.c: " "$tmp/table.md" && ok "the table's header names the GPU, driver and commits" || bad "no header line"
 
 # 2. lent_machine.sh's order of lanes, in a scratch tree
+# running PID: in /proc and not a zombie (PID 1 of a container may never reap an orphan)
+running() { local st; st=$(sed 's/.*) //' "/proc/$1/stat" 2> /dev/null | cut -d' ' -f1); [ -n "$st" ] && [ "$st" != Z ]; }
 mkdir -p "$tmp/tree/dev/gpu" "$tmp/tree/gpubundle/bin" "$tmp/tree/gpubundle/build" "$tmp/out"
 cp dev/gpu/lent_machine.sh "$tmp/tree/dev/gpu/"
 touch "$tmp/tree/gpubundle/bin/none" "$tmp/tree/gpubundle/build/none"
@@ -125,12 +127,16 @@ echo "\$1 start \$(date +%s.%N) \$SOLO_AFTER" >> "$tmp/order"
 [ "\$1" = kernels ] && sleep 60   # overruns: its deadline must end it in time for offload-max
 # a straggler, as a nested timeout's ranks are: a process group of its own that outlives the lane
 [ "\$1" = units ] && { timeout 300 sleep 299 & echo \$! > "$tmp/straggler"; }
+# a failed check's line as test_backend_ops prints it (no FAIL at the line's start)
+[ "\$1" = bitwise ] && echo "adamw cuda 3 slices: FAIL: a stand-in's failed check"
+[ "\$1" = hang ] && { timeout 300 sleep 298 & echo \$! > "$tmp/hang_straggler"; sleep 60; }
 sleep 1
 echo "\$1 end \$(date +%s.%N)" >> "$tmp/order"
 EOF
 chmod +x "$tmp/lane"
 LANE_CMD=$tmp/lane LOGDIR=$tmp/lm DEADLINE=40 BENCH_DEADLINE=20 PROFILE_S=2 KERNELS_S=3 OFFLOAD_MAX_S=8 OUT=$tmp/out \
     bash "$tmp/tree/dev/gpu/lent_machine.sh" units vsllmc profile kernels offload-max bitwise > "$tmp/lm.log" 2>&1
+lm_rc=$?
 at() { awk -v p="$1" -v e="$2" '$1 == p && $2 == e { print $3 }' "$tmp/order"; }
 if [ -n "$(at vsllmc end)" ] && [ -n "$(at units start)" ] && [ -n "$(at bitwise start)" ] &&
    awk -v v="$(at vsllmc end)" -v u="$(at units start)" -v b="$(at bitwise start)" 'BEGIN { exit !(v <= u && v <= b) }'
@@ -152,8 +158,6 @@ if awk -v u0="$(at units start)" -v u1="$(at units end)" -v b0="$(at bitwise sta
        'BEGIN { exit !(u0 != "" && b0 != "" && u0 < b1 && b0 < u1) }'
 then ok "lent_machine.sh: the correctness lanes ran at once"
 else bad "lent_machine.sh: the correctness lanes did not overlap"; fi
-# running: in /proc and not a zombie (PID 1 of a container may never reap an orphan)
-running() { local st; st=$(sed 's/.*) //' "/proc/$1/stat" 2> /dev/null | cut -d' ' -f1); [ -n "$st" ] && [ "$st" != Z ]; }
 [ -s "$tmp/straggler" ] && ! running "$(cat "$tmp/straggler")" &&
     ok "lent_machine.sh: a process the units lane left in a process group of its own was ended with the lane" ||
     { bad "lent_machine.sh: the straggler $(cat "$tmp/straggler" 2>&1) lives on"; kill "$(cat "$tmp/straggler")" 2> /dev/null; }
@@ -161,6 +165,19 @@ if grep -q "stand-in table" "$tmp/lm/summary.txt" && grep -q "stand-in kernel ta
    [ -f "$tmp/out/bench_vs_llmc.md" ] && [ -f "$tmp/out/profile.md" ] && [ "$(grep -c "^lane .*: exit 0" "$tmp/lm/summary.txt")" -eq 5 ]
 then ok "lent_machine.sh: the five other lanes exit 0; both tables in summary.txt and OUT"
 else bad "lent_machine.sh: summary or OUT incomplete"; tail -n 5 "$tmp/lm.log"; fi
+[ $lm_rc -ne 0 ] && grep -q "^lent_machine: [0-9]* PASS lines, 1 FAIL lines, 1 lanes not exit 0" "$tmp/lm/summary.txt" &&
+    ok "lent_machine.sh: a check's 'name: FAIL: why' line counts as a failure (exit $lm_rc)" ||
+    bad "lent_machine.sh: exit $lm_rc, verdict $(grep "^lent_machine: " "$tmp/lm/summary.txt")"
+# stopped by a signal while a lane runs: the script ends at once, and so do the lane's processes
+LANE_CMD=$tmp/lane LOGDIR=$tmp/lm3 DEADLINE=100 bash "$tmp/tree/dev/gpu/lent_machine.sh" hang > "$tmp/lm3.log" 2>&1 &
+lm=$!
+for _ in $(seq 50); do [ -s "$tmp/hang_straggler" ] && break; sleep 0.2; done
+t_kill=$SECONDS; kill -TERM $lm; wait $lm; rc=$?
+[ -s "$tmp/hang_straggler" ] && [ $((SECONDS - t_kill)) -le 5 ] && ! running "$(cat "$tmp/hang_straggler")" &&
+    ! pgrep -f "$tmp/lane hang" > /dev/null &&
+    ok "lent_machine.sh stopped by SIGTERM (exit $rc): at once, with the lane and what it left running" ||
+    { bad "SIGTERM: exit $rc after $((SECONDS - t_kill)) s, straggler $(cat "$tmp/hang_straggler" 2>&1), lane $(pgrep -f "$tmp/lane hang")"
+      pkill -f "$tmp/lane hang"; kill "$(cat "$tmp/hang_straggler")" 2> /dev/null; }
 
 # 3. --profile, Nsight Compute standing in as the emulator's trace in ncu's CSV
 cat > "$tmp/ncu" <<'NCU'

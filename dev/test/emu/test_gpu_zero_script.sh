@@ -25,7 +25,7 @@ cp "$EMU/gpu_backend_ops" "$tmp/bad/"
 cat > "$tmp/bad/gpu_zero_toy" <<EOF
 #!/usr/bin/env bash
 r=\${OMPI_COMM_WORLD_RANK:-\${RANK:-0}}
-"$PWD/$EMU/gpu_zero_toy" "\$@" || exit
+"$(cd "$EMU" && pwd)/gpu_zero_toy" "\$@" || exit
 # its checks done with the others (a rank that left early would stall them in a collective)
 if [ "\$1" = all ] && [ "\$r" = 1 ]; then echo "stage 2: FAIL: a stand-in's broken check"; echo "0 passed, 1 failed"; exit 1; fi
 EOF
