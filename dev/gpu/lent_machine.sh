@@ -6,12 +6,12 @@
 # summary.txt (every PASS/FAIL line and each lane's verdict) and, when OUT is set, copies
 # summary.txt, the tables and logs.tgz (the runs' files under 8 MiB; model files and
 # checkpoints left out) there.
-# Lanes (default all but bench, vsllmc, profile, kernels, offload-max and sanitize): units bitwise
-# matrix offload zeropp mainjob toy (gpu_zero.sh's 2- and 4-rank, launch, refusal, bootstrap
-# and death cases with the bundle's programs) bench vsllmc profile (bench_vs_llmc.sh --profile: llm.c's and
-# our trainers' kernels timed by Nsight Compute, by kind, in LOGDIR/profile.md and OUT) kernels
-# (bench_gpt2cu -k -e both on d12: the step's phases, the LayerNorm kernels' bytes per second,
-# the epilogues on and off) offload-max
+# Lanes (default all but bench, vsllmc, profile, kernels, offload-max and sanitize): units
+# bitwise matrix offload zeropp mainjob toy (gpu_zero.sh's 2- and 4-rank, launch, refusal,
+# bootstrap and death cases with the bundle's programs) bench vsllmc profile (bench_vs_llmc.sh
+# --profile: llm.c's and our trainers' kernels timed by Nsight Compute, by kind, in
+# LOGDIR/profile.md and OUT) kernels (bench_gpt2cu -k -e both on d12: the step's phases, the
+# LayerNorm kernels' bytes per second, the epilogues on and off) offload-max
 # (dev/gpu/offload_max.sh: ZeRO-Offload's largest model on the GPU) sanitize
 # (dev/gpu/sanitize.sh: compute-sanitizer's four tools); smaller ones: quant matrix4
 # offload-param-nvme mainjob-short; A+B runs A then B in one lane. The benchmark lanes (bench,
@@ -19,10 +19,10 @@
 # LOGDIR/bench_vs_llmc.md and OUT; kernels; offload-max) run first, alone on the GPU, one after
 # the other, until BENCH_DEADLINE seconds (default DEADLINE/2 when other lanes follow, else
 # DEADLINE); each ends in time to leave the solo lanes after it their seconds (PROFILE_S,
-# default 120; KERNELS_S, default 40; OFFLOAD_MAX_S, default 150). Then the other lanes run
-# at once, for correctness only. Every process of a lane carries LANE_TAG in its environment,
-# and what a lane leaves running (a nested timeout's ranks, in process groups of their own)
-# is killed when it ends, as every lane is when this script is stopped.
+# default 120; KERNELS_S, default 40; OFFLOAD_MAX_S, default 150). Then the other lanes run at
+# once, for correctness only. Every process of a lane carries LANE_TAG in its environment, and
+# what a lane leaves running (a nested timeout's ranks, in process groups of their own) is
+# killed when it ends, as every lane is when this script is stopped.
 # LANE_CMD (for tests): a command run as `LANE_CMD PART` in place of each part's commands.
 # It copies the bundle's programs over this checkout's (meant for the lent machine's copy of
 # the tree) and puts stand-ins for make and apt-get first on the PATH.
