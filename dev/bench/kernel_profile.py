@@ -55,10 +55,6 @@ class Unreadable(Exception):
     """An input that gives no step: the file, and what is wrong with it."""
 
 
-def die(msg):
-    raise Unreadable(msg)
-
-
 def base_name(name):
     """A kernel's name without 'void ' and its parameter list: the first '(' outside the
     template arguments (which may hold casts, as in kernel<(int)3>) starts that list.
@@ -90,7 +86,7 @@ def number(text, path):
     fraction. Anything else (a locale's '1.234,5') is refused, never misread."""
     t = text.strip()
     if not re.fullmatch(r"[0-9]{1,3}(,[0-9]{3})*(\.[0-9]+)?|[0-9]+(\.[0-9]+)?", t):
-        die(f"{path}: '{text}' is not a number as ncu writes them (1,234.5)")
+        raise Unreadable(f"{path}: '{text}' is not a number as ncu writes them (1,234.5)")
     return float(t.replace(",", ""))
 
 
@@ -101,17 +97,17 @@ def read_launches(path):
         with open(path, newline="", errors="replace") as f:
             lines = f.read().splitlines()
     except OSError as e:
-        die(f"{path}: {e.strerror}")
+        raise Unreadable(f"{path}: {e.strerror}")
     # ncu's own lines (==PROF==, ==WARNING==) and the program's output come before the table
     start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
     if start is None:
-        die(f"{path}: no ncu CSV table (no header line starting with \"ID\"); its last lines: "
+        raise Unreadable(f"{path}: no ncu CSV table (no header line starting with \"ID\"); its last lines: "
             + " / ".join(l[:100] for l in lines[-3:] if l.strip()))
     rows = list(csv.reader(io.StringIO("\n".join(l for l in lines[start:] if l.startswith('"')))))
     head = rows[0]
     col = {h: i for i, h in enumerate(head)}
     if "Kernel Name" not in col or "ID" not in col:
-        die(f"{path}: the header has no 'ID' or 'Kernel Name' column: {head}")
+        raise Unreadable(f"{path}: the header has no 'ID' or 'Kernel Name' column: {head}")
     by_id = {}
     if "Metric Name" in col and "Metric Value" in col:
         # the metric by its name, or by its label ("Duration", ncu's --print-metric-name label)
@@ -119,13 +115,13 @@ def read_launches(path):
         names = {r[col["Metric Name"]] for r in body}
         want = next((m for m in ("gpu__time_duration.sum", "Duration") if m in names), None)
         if want is None:
-            die(f"{path}: no gpu__time_duration.sum (or its label Duration) among the metrics {sorted(names)[:5]}")
+            raise Unreadable(f"{path}: no gpu__time_duration.sum (or its label Duration) among the metrics {sorted(names)[:5]}")
         for r in body:
             if r[col["Metric Name"]] != want:
                 continue
             unit = r[col["Metric Unit"]] if "Metric Unit" in col else "nsecond"
             if unit not in UNITS_NS:
-                die(f"{path}: unknown unit '{unit}' for {want}")
+                raise Unreadable(f"{path}: unknown unit '{unit}' for {want}")
             by_id[int(number(r[col["ID"]], path))] = (r[col["Kernel Name"]],
                                                       number(r[col["Metric Value"]], path) * UNITS_NS[unit])
     elif "gpu__time_duration.sum" in col:
@@ -137,13 +133,13 @@ def read_launches(path):
             if not r[col["ID"]].strip():  # the units row
                 unit = r[c] or unit
                 if unit not in UNITS_NS:
-                    die(f"{path}: unknown unit '{unit}' for gpu__time_duration.sum")
+                    raise Unreadable(f"{path}: unknown unit '{unit}' for gpu__time_duration.sum")
                 continue
             by_id[int(number(r[col["ID"]], path))] = (r[col["Kernel Name"]], number(r[c], path) * UNITS_NS[unit])
     else:
-        die(f"{path}: no gpu__time_duration.sum (neither a 'Metric Name' row nor a column): {head}")
+        raise Unreadable(f"{path}: no gpu__time_duration.sum (neither a 'Metric Name' row nor a column): {head}")
     if not by_id:
-        die(f"{path}: the table has no kernel with gpu__time_duration.sum")
+        raise Unreadable(f"{path}: the table has no kernel with gpu__time_duration.sum")
     return [(base_name(n), ns) for _, (n, ns) in sorted(by_id.items())]
 
 
@@ -165,7 +161,7 @@ def last_step(launches, path):
     if len(counts) >= 2 and counts[-1] < counts[-2]:
         ends.pop()
     if len(ends) < 2:
-        die(f"{path}: {len(ends)} optimizer update(s) among {len(launches)} profiled kernels: no whole step "
+        raise Unreadable(f"{path}: {len(ends)} optimizer update(s) among {len(launches)} profiled kernels: no whole step "
             "(profile more launches or steps)")
     return launches[ends[-2] + 1:ends[-1] + 1], len(ends)
 
