@@ -26,7 +26,8 @@
 #    --qgz twice gives the same bits, and a loss within 2e-2 of plain stage 3
 # Arguments pick parts (default all): bitwise (the 1-rank check, a minute) matrix offload zeropp.
 # NPS="1 2 4" picks the world sizes of matrix and offload (offload takes 1 and 2), OFFLOAD_MATCH
-# only the offload cases whose flags contain it (e.g. "param nvme").
+# only the offload cases whose flags contain it (e.g. "param nvme"). RUN_LIMIT (default 500):
+# the seconds each trainer run may take; a run that hangs fails alone and the cases after it run.
 # Prints PASS/FAIL lines and "N passed, N failed". Needs a GPU; skips without one.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -38,6 +39,7 @@ export LLMC_CUDNN_DETERMINISTIC=1
 tmp=${KEEP_DIR:-$(mktemp -d)}
 pass=0; failn=0
 ok() { echo "PASS $*"; pass=$((pass + 1)); }
+limited() { timeout -k 5 "${RUN_LIMIT:-500}" "$@"; }
 bad() { echo "FAIL $*"; failn=$((failn + 1)); }
 args=(-e d2c128h2t128 -b 4 -t 128 -d 2048 -x 20 -v 10 -m 4 -s 0 -r 1)
 losses() { grep trl "$1/main.log" | cut -d' ' -f1-2; }
@@ -50,12 +52,12 @@ clip_bites() { grep trl "$1/main.log" | awk -v c="$2" '{ split($4, a, ":"); n++;
 if want bitwise; then
     clip=0.5   # the norms of this run are about 1.5 to 2.6 (CPU trainer, same data)
     bitwise=(-e d2c128h2t128 -b 4 -t 128 -d 512 -x 8 -v 0 -s 0 -r 1 --grad-clip $clip)
-    ./train_gpt2cu "${bitwise[@]}" -o "$tmp/bw_ref" > "$tmp/bw_ref.txt" 2>&1 || { bad "train_gpt2cu (bitwise reference)"; tail "$tmp/bw_ref.txt"; }
+    limited ./train_gpt2cu "${bitwise[@]}" -o "$tmp/bw_ref" > "$tmp/bw_ref.txt" 2>&1 || { bad "train_gpt2cu (bitwise reference)"; tail "$tmp/bw_ref.txt"; }
     if clip_bites "$tmp/bw_ref" "$clip"; then ok "the clip $clip bites on every step of the bitwise reference"
     else bad "some norm of the bitwise reference is <= the clip $clip, which then checks less: $(losses_norms "$tmp/bw_ref" | tr '\n' ' ')"; fi
     for stage in 0 1 2 3; do
         out="$tmp/bw_z${stage}"
-        if ! timeout 500 scripts/launch_ranks.sh 1 ./train_gpt2_zero "${bitwise[@]}" -z "$stage" -o "$out" > "$out.txt" 2>&1; then
+        if ! limited scripts/launch_ranks.sh 1 ./train_gpt2_zero "${bitwise[@]}" -z "$stage" -o "$out" > "$out.txt" 2>&1; then
             bad "train_gpt2_zero np=1 z=$stage (bitwise run)"; tail -n 20 "$out.txt"; continue
         fi
         if ./build/model_diff "$tmp/bw_ref/model_final.bin" "$out/model_final.bin" 0 > "$out.diff" \
@@ -70,7 +72,7 @@ if want bitwise; then
         flags=(--act-checkpoint "$1" --act-offload "$2")
         for trainer in cu z3; do
             out="$tmp/bw_act$1$2_$trainer"
-            if [ "$trainer" = cu ]; then cmd=(./train_gpt2cu); else cmd=(timeout 500 scripts/launch_ranks.sh 1 ./train_gpt2_zero -z 3); fi
+            if [ "$trainer" = cu ]; then cmd=(limited ./train_gpt2cu); else cmd=(limited scripts/launch_ranks.sh 1 ./train_gpt2_zero -z 3); fi
             if ! "${cmd[@]}" "${bitwise[@]}" "${flags[@]}" -o "$out" > "$out.txt" 2>&1; then
                 bad "$trainer ${flags[*]} (bitwise run)"; tail -n 20 "$out.txt"; continue
             fi
@@ -81,14 +83,14 @@ if want bitwise; then
     done
     # tiled linears: other bf16 roundings (the tiles' input gradients sum in fp32), same model within 2e-2
     out="$tmp/bw_tiles4"
-    if timeout 500 scripts/launch_ranks.sh 1 ./train_gpt2_zero -z 3 "${bitwise[@]}" --tile-linear 4 -o "$out" > "$out.txt" 2>&1 \
+    if limited scripts/launch_ranks.sh 1 ./train_gpt2_zero -z 3 "${bitwise[@]}" --tile-linear 4 -o "$out" > "$out.txt" 2>&1 \
         && ./build/model_diff "$tmp/bw_ref/model_final.bin" "$out/model_final.bin" 2e-2 > "$out.diff"; then
         ok "z3 --tile-linear 4 vs train_gpt2cu: $(tail -n 2 "$out.diff" | paste -sd " ")"
     else bad "z3 --tile-linear 4 vs train_gpt2cu: $(tail -n 2 "$out.diff" 2> /dev/null | paste -sd " ")"; tail -n 20 "$out.txt"; fi
     # vocabulary tiles: both trainers compute the same tiles, so stage 3 gives train_gpt2cu's bits
     for trainer in cu z3; do
         out="$tmp/bw_kv8_$trainer"
-        if [ "$trainer" = cu ]; then cmd=(./train_gpt2cu); else cmd=(timeout 500 scripts/launch_ranks.sh 1 ./train_gpt2_zero -z 3); fi
+        if [ "$trainer" = cu ]; then cmd=(limited ./train_gpt2cu); else cmd=(limited scripts/launch_ranks.sh 1 ./train_gpt2_zero -z 3); fi
         "${cmd[@]}" "${bitwise[@]}" --tile-vocab 8 -o "$out" > "$out.txt" 2>&1 || { bad "$trainer --tile-vocab 8 (bitwise run)"; tail -n 20 "$out.txt"; }
     done
     if cmp -s "$tmp/bw_kv8_cu/model_final.bin" "$tmp/bw_kv8_z3/model_final.bin" &&
@@ -101,11 +103,11 @@ if want bitwise; then
 fi
 
 if want matrix; then
-    ./train_gpt2cu "${args[@]}" -o "$tmp/ref" > "$tmp/ref.txt" 2>&1 && ok "train_gpt2cu reference" || { bad "train_gpt2cu reference"; tail "$tmp/ref.txt"; }
+    limited ./train_gpt2cu "${args[@]}" -o "$tmp/ref" > "$tmp/ref.txt" 2>&1 && ok "train_gpt2cu reference" || { bad "train_gpt2cu reference"; tail "$tmp/ref.txt"; }
     for np in ${NPS:-1 2 4}; do
         for stage in 0 1 2 3; do
             out="$tmp/np${np}_z${stage}"
-            if timeout 500 scripts/launch_ranks.sh "$np" ./train_gpt2_zero "${args[@]}" -z "$stage" -o "$out" > "$out.txt" 2>&1; then
+            if limited scripts/launch_ranks.sh "$np" ./train_gpt2_zero "${args[@]}" -z "$stage" -o "$out" > "$out.txt" 2>&1; then
                 ok "train_gpt2_zero np=$np z=$stage runs ($(grep -m1 'tok/s' "$out.txt" | sed 's/.*| \([0-9]* tok\/s\).*/\1/'))"
             else
                 bad "train_gpt2_zero np=$np z=$stage"; tail -n 20 "$out.txt"; continue
@@ -151,7 +153,7 @@ if want offload; then
         [ "$np" -le 2 ] || continue
         for stage in 1 3; do
             base="$tmp/off_np${np}_z$stage"
-            timeout 500 scripts/launch_ranks.sh "$np" ./train_gpt2_zero "${args[@]}" -z $stage -o "$base" > "$base.txt" 2>&1 \
+            limited scripts/launch_ranks.sh "$np" ./train_gpt2_zero "${args[@]}" -z $stage -o "$base" > "$base.txt" 2>&1 \
                 || { bad "train_gpt2_zero np=$np z=$stage (offload baseline)"; tail -n 20 "$base.txt"; }
         done
         for c in "${offload_cases[@]}"; do
@@ -159,7 +161,7 @@ if want offload; then
             stage=${c%%|*}; flags=(${c#*|})
             [[ " ${flags[*]} " == *" nvme "* ]] && flags+=(--nvme-path "$swap")
             out="$tmp/off_np${np}_z${stage}_$(echo "${c#*|}" | tr -dc 'a-z')"
-            if ! timeout 500 scripts/launch_ranks.sh "$np" ./train_gpt2_zero "${args[@]}" -z $stage "${flags[@]}" -o "$out" > "$out.txt" 2>&1; then
+            if ! limited scripts/launch_ranks.sh "$np" ./train_gpt2_zero "${args[@]}" -z $stage "${flags[@]}" -o "$out" > "$out.txt" 2>&1; then
                 bad "train_gpt2_zero np=$np z=$stage ${c#*|}"; tail -n 20 "$out.txt"; continue
             fi
             if cmp -s "$tmp/off_np${np}_z$stage/model_final.bin" "$out/model_final.bin" \
@@ -174,7 +176,7 @@ if want zeropp; then
     pp_run() {   # pp_run NAME ARGS...: 4 ranks
         local out="$tmp/pp_$1"
         shift
-        timeout 500 scripts/launch_ranks.sh 4 ./train_gpt2_zero "${args[@]}" --node-size 2 "$@" -o "$out" > "$out.txt" 2>&1 \
+        limited scripts/launch_ranks.sh 4 ./train_gpt2_zero "${args[@]}" --node-size 2 "$@" -o "$out" > "$out.txt" 2>&1 \
             || { bad "train_gpt2_zero np=4 $*"; tail -n 20 "$out.txt"; return 1; }
     }
     pp_same() {   # pp_same A B WHAT
