@@ -83,6 +83,7 @@ void zero_offload_plan(Zero *z) {
 
 static int counts_only(const Zero *z) { return z->b->counts_only; }
 static void catch_up(Zero *z, int ti, void *dst);   // a deferred update, where the tensor is read next
+static void writes_drained(Zero *z);                // every write a deferred update left in flight, done
 
 // The accumulation leaves its last gradient writes in flight; whatever reads the gradient
 // (the optimizer, the accumulation of a later micro-step) waits for them first: the engine
@@ -325,7 +326,10 @@ void zero_offload_init(Zero *z, int park_tied) {
     if (o->defer && !(o->stale = calloc((size_t)z->num_tensors, 1))) zero_fail(z, "out of host memory for the deferred update");
     if (o->park_tied) park_init(z);
     const size_t Sh = z->layout.shard_total, Soff = Sh - o->opt_base;   // Soff: the offloaded part of the shard
-    o->tile = z->cfg.nvme_tile_elems ? zero_round_up(z->cfg.nvme_tile_elems, 2048) : DEFAULT_TILE;
+    // whole blocks of the norm's sums (each tile's sum of squares is then the device's, bit for
+    // bit), and whole 4 KiB pages of a bf16 tile on NVMe
+    _Static_assert(ZERO_SUMSQ_BLOCK % (ZERO_NVME_ALIGN / 2) == 0, "a norm block is whole bf16 NVMe pages");
+    o->tile = z->cfg.nvme_tile_elems ? zero_round_up(z->cfg.nvme_tile_elems, ZERO_SUMSQ_BLOCK) : DEFAULT_TILE;
     o->host_stream = b->stream_create_host(b);
     o->upload_stream = b->stream_create_copy(b);
     o->host_mark = b->event_create(b);
@@ -471,7 +475,9 @@ static void state_io(Zero *z, int kind, int ti, size_t off, size_t n, float *dat
     } else {
         zero_offload_wait(z);   // the engine serves one thread at a time: the host stream idles
         catch_up(z, ti, NULL);  // a checkpoint or an export reads (or replaces) the state after the step
-        state_writes_done(z, ti);
+        // nvme_state moves the bytes through the step's first buffer, from which another
+        // tensor's deferred update (run by a forward's gather) may still be writing
+        writes_drained(z);
         nvme_state(z, kind, ti, off, n, data, write);
     }
 }
@@ -753,13 +759,19 @@ static void catch_up(Zero *z, int ti, void *dst) {
     o->stale[ti] = 0;
 }
 
+// Every write the deferred updates left in flight, done: whatever tensor they belong to,
+// their buffers (the step's sets) and bytes may be touched again.
+static void writes_drained(Zero *z) {
+    ZeroOffload *o = &z->off;
+    nvme_check(z, zero_nvme_drain(o->nvme), "the deferred update's writes", -1);
+    if (o->state_write) memset(o->state_write, 0, (size_t)z->num_tensors * sizeof(uint64_t));
+}
+
 // Every deferred update that still waits, run, and the main engine's writes drained: no
 // byte of the swap file is stale or being written after it (on the host stream, or with it idle).
 static void catch_up_all(Zero *z) {
-    ZeroOffload *o = &z->off;
     for (int i = 0; i < z->num_tensors; i++) catch_up(z, i, NULL);
-    nvme_check(z, zero_nvme_drain(o->nvme), "the deferred update's writes", -1);
-    if (o->state_write) memset(o->state_write, 0, (size_t)z->num_tensors * sizeof(uint64_t));
+    writes_drained(z);
 }
 
 void zero_offload_flush(Zero *z) {

@@ -4,6 +4,10 @@
 // worker threads doing pread/pwrite. Waiters sleep on a condition variable until every
 // ticket up to theirs is done, so completions are handled (and short transfers
 // resubmitted) as soon as they happen, not when the caller next looks.
+// ZERO_NVME_JITTER=SEED (tests) takes the threads engine and sleeps a random while before
+// half of its transfers, so that requests complete late and out of order, as a busy disk
+// lets them: a caller that reuses a buffer or reads bytes without waiting for the ticket
+// that covers them gets wrong bytes.
 #include "nvme.h"
 
 #include <errno.h>
@@ -22,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../llmc/numerics/rand.h"
+
 // io_uring where liburing's header is found (the Makefile links -luring then);
 // -DZERO_NVME_URING=0 builds the thread engine alone.
 #ifndef ZERO_NVME_URING
@@ -37,6 +43,7 @@
 
 #define NVME_MAX_DEPTH ZERO_NVME_MAX_DEPTH
 #define NVME_MAX_CHUNK ZERO_NVME_MAX_BLOCK   // one pread/SQE moves at most this (or block_bytes); the rest follows
+#define NVME_JITTER_MAX_US 2000   // longest ZERO_NVME_JITTER sleep
 
 enum { OP_READ, OP_WRITE };
 enum { ENGINE_THREADS, ENGINE_URING };
@@ -78,6 +85,8 @@ struct ZeroNvme {
     int *queue, q_head, q_len;        // threads engine: slots waiting for a worker
     pthread_t *threads;
     int nthreads, stop;
+    int jitter;                       // ZERO_NVME_JITTER set (threads engine)
+    uint64_t jitter_seed;
     int reaper_started;
     pthread_t reaper;
 #if ZERO_NVME_URING
@@ -192,6 +201,14 @@ static size_t chunk_of(const ZeroNvme *n, const NvmeSlot *s) {
 // ---------------------------------------------------------------------------------------
 // threads engine: workers take queued slots and move them with pread/pwrite
 
+// ZERO_NVME_JITTER: half of the transfers start at once, the others after 0..NVME_JITTER_MAX_US.
+static void jitter(const ZeroNvme *n, ZeroTicket t, size_t done) {
+    uint64_t r = rng_mix64(n->jitter_seed ^ rng_mix64(((uint64_t)n->rank << 48) ^ (t << 8) ^ done));
+    if (r & 1) return;
+    struct timespec ts = {0, (long)((r >> 8) % NVME_JITTER_MAX_US) * 1000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
 static void *worker_main(void *arg) {
     ZeroNvme *n = arg;
     pthread_mutex_lock(&n->mu);
@@ -207,7 +224,10 @@ static void *worker_main(void *arg) {
             char *p = s->buf + s->done;
             off_t off = (off_t)(s->offset + s->done);
             int op = s->op;
+            ZeroTicket t = s->ticket;
+            size_t done = s->done;
             pthread_mutex_unlock(&n->mu);
+            if (n->jitter) jitter(n, t, done);
             ssize_t r = op == OP_READ ? pread(n->fd, p, len, off) : pwrite(n->fd, p, len, off);
             long res = r < 0 ? -(long)errno : (long)r;
             pthread_mutex_lock(&n->mu);
@@ -254,8 +274,12 @@ static void *reaper_main(void *arg) {
         struct io_uring_cqe *cqe;
         int r = io_uring_wait_cqe(&n->ring, &cqe);
         if (r == -EINTR || r == -EAGAIN) continue;
-        if (r < 0) {   // the ring itself failed: end every request so no waiter hangs
+        if (r < 0) {   // the ring itself failed: end every request so no waiter hangs, and
+                       // refuse later ones, which nothing would reap
             pthread_mutex_lock(&n->mu);
+            fail_locked(n, n->issued + 1, "rank %d: the io_uring completion queue of %s failed: %s", n->rank, n->path,
+                        strerror(-r));
+            pthread_cond_broadcast(&n->done);
             for (int i = 0; i < n->depth; i++)
                 if (n->slots[i].ticket) {
                     n->slots[i].done = 0;
@@ -477,9 +501,27 @@ static ZeroNvme *engine_open(const ZeroNvmeConfig *cfg, const ZeroNvme *of, char
         set_err(err, errlen, "rank %d: ZERO_NVME_ENGINE=%s: expected threads or io_uring", cfg->rank, want);
         return NULL;
     }
+    const char *jit = getenv("ZERO_NVME_JITTER");
+    unsigned long long jitter_seed = 0;
+    if (jit && *jit) {
+        char *end;
+        errno = 0;
+        jitter_seed = strtoull(jit, &end, 10);
+        if (errno || *end || *jit == '-') {
+            set_err(err, errlen, "rank %d: ZERO_NVME_JITTER='%s' is not a seed (a non-negative integer)", cfg->rank, jit);
+            return NULL;
+        }
+        if (want && strcmp(want, "io_uring") == 0) {
+            set_err(err, errlen, "rank %d: ZERO_NVME_JITTER needs the threads engine, not ZERO_NVME_ENGINE=io_uring", cfg->rank);
+            return NULL;
+        }
+        want = "threads";
+    }
     ZeroNvme *n = calloc(1, sizeof *n);
     if (!n) { set_err(err, errlen, "rank %d: out of memory for the NVMe engine", cfg->rank); return NULL; }
     n->fd = -1;
+    n->jitter = jit && *jit;
+    n->jitter_seed = jitter_seed;
     n->rank = cfg->rank;
     n->depth = cfg->queue_depth;
     n->file_bytes = of ? of->file_bytes : round_up(cfg->file_bytes);
@@ -507,7 +549,10 @@ static ZeroNvme *engine_open(const ZeroNvmeConfig *cfg, const ZeroNvme *of, char
         goto fail;
     } else {
         n->engine = ENGINE_THREADS;
-        if (want) snprintf(n->note, sizeof n->note, "threads (%d): forced by ZERO_NVME_ENGINE=threads", n->depth);
+        if (n->jitter)
+            snprintf(n->note, sizeof n->note, "threads (%d): forced by ZERO_NVME_JITTER=%llu (a random sleep of up to %d us "
+                     "before half of the transfers)", n->depth, jitter_seed, NVME_JITTER_MAX_US);
+        else if (want) snprintf(n->note, sizeof n->note, "threads (%d): forced by ZERO_NVME_ENGINE=threads", n->depth);
         else if (!ZERO_NVME_URING) snprintf(n->note, sizeof n->note, "threads (%d): %s", n->depth, reason);
         else snprintf(n->note, sizeof n->note, "threads (%d): io_uring refused (%s)", n->depth, reason);
         if (start_threads(n, err, errlen) != 0) goto fail;

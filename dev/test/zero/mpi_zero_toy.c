@@ -326,6 +326,20 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     }
     check(n_allocs == allocs_at_init, "%s: %ld allocations after zero_init", V->name, n_allocs - allocs_at_init);
 
+    // working parameters the model sees equal the master (fp32 on the host), also through
+    // a stage-3 on-demand gather outside a step. Before the master is read: with both on
+    // NVMe, these gathers run the step's deferred updates, whose writes stay in flight, and
+    // the reads below must wait for them (ZERO_NVME_JITTER delays them)
+    int views_ok = 1;
+    for (int u = 0; u < TOY_NU; u++) {
+        const ZeroUnitView *v = zero_fetch(z, u, 0);
+        for (int i = 0; i < v->count; i++)
+            if (memcmp(v->params[i], R->work[v->tensors[i]], toy->t[v->tensors[i]].numel * pes) != 0)
+                views_ok = 0;
+        zero_release(z, u, 0);
+    }
+    check(views_ok, "%s: working parameters seen through zero_fetch differ from the master", V->name);
+
     // final master weights against the reference
     int bit_identical = 1;
     double max_rel = 0.0;
@@ -345,18 +359,6 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     check(bit_identical, "%s: master weights differ from the reference (max rel %.3g)", V->name, max_rel);
     check(norms_equal, "%s: gradient norms differ from the reference (worst rel %.3g)", V->name, worst_norm_rel);
     if (G == 1) check(losses_equal, "%s: all-reduced losses differ from the reference", V->name);
-
-    // working parameters the model sees equal the master (fp32 on the host), also through
-    // a stage-3 on-demand gather outside a step
-    int views_ok = 1;
-    for (int u = 0; u < TOY_NU; u++) {
-        const ZeroUnitView *v = zero_fetch(z, u, 0);
-        for (int i = 0; i < v->count; i++)
-            if (memcmp(v->params[i], R->work[v->tensors[i]], toy->t[v->tensors[i]].numel * pes) != 0)
-                views_ok = 0;
-        zero_release(z, u, 0);
-    }
-    check(views_ok, "%s: working parameters seen through zero_fetch differ from the master", V->name);
 
     // bytes sent in the last step against the formulas (per peer, fp32)
     size_t Sh = 0, Sunit_pool = 0, Spersist = 0, P = 0, shared = 0, max_grad_need = 0, max_padded = 0;

@@ -2,7 +2,8 @@
 # test_zero_mpi.sh: builds dev/test/zero/mpi_zero_toy.c with zero/ (mpicc) and runs it under
 # mpirun: the host kernels' rounding odds and thread counts, refused configurations, every ZeRO stage
 # at 1, 2, 3 and 4 ranks against the unsharded reference (also with the host backend's
-# jitter, ZERO_HOST_JITTER, under several seeds: the same bits), the overlap properties
+# jitter, ZERO_HOST_JITTER, and the NVMe engine's, ZERO_NVME_JITTER, under several seeds:
+# the same bits), the overlap properties
 # read from a recording backend (mpi_zero_overlap.c), and two runs that must die: a
 # collective stalled past the watchdog's timeout and a hook called out of order.
 # Run from the repository root. Prints PASS/FAIL per case; exit 0 only if all pass.
@@ -60,12 +61,13 @@ run errors 2 errors
 for np in 1 2 3 4; do run "stages-0-3-np$np" "$np" train; done
 grep -h "stage\|reference" "$tmp/stages-0-3-np4.log" | sed 's/^/    /'
 
-# The same checks with random sleeps before every queued stream operation: a missing wait
-# in zero/ would let the model read a buffer a stream thread has not finished.
+# The same checks with random sleeps before every queued stream operation and NVMe
+# transfer: a missing wait in zero/ would let the model read a buffer a stream thread has
+# not finished, or reuse an NVMe buffer a write has not finished with.
 for seed in 11 12 13; do
     for np in 2 4; do
         name="jitter-seed$seed-np$np"
-        ZERO_HOST_JITTER=$seed run "$name" "$np" train
+        ZERO_HOST_JITTER=$seed ZERO_NVME_JITTER=$seed run "$name" "$np" train
         grep -q "jitter is on (ZERO_HOST_JITTER=$seed)" "$tmp/$name.log" || bad "$name: no start-up line says jitter is on"
     done
 done

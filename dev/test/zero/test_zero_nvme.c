@@ -61,6 +61,7 @@ static void make_mutable(const char *path) {
 static int remove_dir(void **state) {
     (void)state;
     unsetenv("ZERO_NVME_ENGINE");
+    unsetenv("ZERO_NVME_JITTER");
     char locked[PATH_MAX + 16];
     snprintf(locked, sizeof locked, "%s/locked", g_dir);
     make_mutable(locked);
@@ -694,6 +695,70 @@ static void test_engine_choice(void **state) {
     assert_int_equal(entries_in(g_dir), 0);
 }
 
+// 64 writes of 4 KiB through one worker, then the bytes read back and checked; the writes'
+// milliseconds. jitter: ZERO_NVME_JITTER's value, or NULL for none.
+static double timed_writes(const char *jitter) {
+    enum { REQS = 64 };
+    const uint64_t seed = 5, file = REQS * 4 * KiB;
+    if (jitter) setenv("ZERO_NVME_JITTER", jitter, 1);
+    else unsetenv("ZERO_NVME_JITTER");
+    ZeroNvmeConfig cfg = {.dir = g_dir, .rank = 0, .file_bytes = file, .queue_depth = 1};
+    char err[1024];
+    ZeroNvme *n = zero_nvme_open(&cfg, err, sizeof err);
+    if (!n) fail_msg("zero_nvme_open with ZERO_NVME_JITTER=%s: %s", jitter ? jitter : "(unset)", err);
+    uint8_t *src = aligned(file), *dst = aligned(file);
+    fill(src, 0, file, seed);
+    double t0 = now_s();
+    for (int i = 0; i < REQS; i++) assert_true(zero_nvme_write(n, src + i * 4 * KiB, (uint64_t)i * 4 * KiB, 4 * KiB) > 0);
+    assert_int_equal(zero_nvme_drain(n), 0);
+    double ms = (now_s() - t0) * 1e3;
+    for (int i = 0; i < REQS; i++) assert_true(zero_nvme_read(n, dst + i * 4 * KiB, (uint64_t)i * 4 * KiB, 4 * KiB) > 0);
+    assert_int_equal(zero_nvme_drain(n), 0);
+    long long at = mismatch(dst, 0, file, seed);
+    if (at >= 0) fail_msg("ZERO_NVME_JITTER=%s: a read after the writes' waits gave other bytes at offset %lld",
+                          jitter ? jitter : "(unset)", at);
+    zero_nvme_close(n);
+    free(src);
+    free(dst);
+    return ms;
+}
+
+// ZERO_NVME_JITTER=SEED: the threads engine, said in its note; requests complete late, and
+// the bytes are still right. A bad seed, and io_uring forced beside it, are refused.
+static void test_jitter(void **state) {
+    (void)state;
+    char line[1400];
+    setenv("ZERO_NVME_JITTER", "7", 1);
+    open_report(line, sizeof line);
+    assert_string_equal(line, "engine=threads note=threads (4): forced by ZERO_NVME_JITTER=7 (a random sleep of up to "
+                              "2000 us before half of the transfers)");
+    setenv("ZERO_NVME_ENGINE", "io_uring", 1);
+    open_report(line, sizeof line);
+    assert_string_equal(line, "error=rank 0: ZERO_NVME_JITTER needs the threads engine, not ZERO_NVME_ENGINE=io_uring");
+    unsetenv("ZERO_NVME_ENGINE");
+    const char *bad[] = {"x", "-1", "7s"};
+    for (int i = 0; i < 3; i++) {
+        setenv("ZERO_NVME_JITTER", bad[i], 1);
+        open_report(line, sizeof line);
+        char want[128];
+        snprintf(want, sizeof want, "error=rank 0: ZERO_NVME_JITTER='%s' is not a seed (a non-negative integer)", bad[i]);
+        assert_string_equal(line, want);
+    }
+
+    // one worker, 64 writes of 4 KiB: with jitter half of them wait up to 2 ms first (about
+    // 32 ms in all) and the bytes read back are still the ones written
+    double plain = 1e30, jit = 1e30;
+    for (int k = 0; k < 2; k++) {
+        double t = timed_writes(NULL);
+        plain = t < plain ? t : plain;
+        t = timed_writes("7");
+        jit = t < jit ? t : jit;
+    }
+    print_message("  64 writes of 4 KiB, one at a time: %.1f ms, with jitter %.1f ms\n", plain, jit);
+    if (jit < plain + 15.0) fail_msg("jitter: 64 writes took %.1f ms, without it %.1f ms", jit, plain);
+    assert_int_equal(entries_in(g_dir), 0);
+}
+
 // The pool comes from the caller's allocator, once, and goes back to it at close.
 static int g_allocs, g_frees;
 static void *g_pool;
@@ -791,6 +856,7 @@ int main(void) {
         ONE(test_disk_full),
         ONE(test_no_file_after_error_exit),
         ONE(test_engine_choice),
+        ONE(test_jitter),
         ONE(test_pool_allocator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,8 @@
 #     losses and final parameters the same bits as the run without offload
 #   - the same under ZERO_HOST_JITTER (the host stream's accumulations and parameter reads
 #     race the reductions and gathers if a wait is missing)
-#   - a checkpoint of an offloaded run resumes bit-exact, onto offload and onto none
+#   - a run that saves checkpoints (NVMe, with ZERO_NVME_JITTER) ends with the bits of one
+#     that does not, and its checkpoint resumes bit-exact, onto offload and onto none
 #   - the report counts NVMe bytes and the swap files are gone after the run; fp32 working
 #     parameters in the optimizer's tier are stored once, as the master
 #   - tied tensors (vocabulary tiles: wte read by an embedding and a classifier unit) park
@@ -40,7 +41,7 @@ train() {
     local np=$1 out=$2
     shift 2
     if [ "$np" = 1 ]; then ./train_gpt2 "${args[@]}" -o "$out" "$@" > "$out.txt" 2>&1
-    else mpirun -np "$np" -x ZERO_HOST_JITTER -x ZERO_NVME_ENGINE ./train_gpt2 "${args[@]}" -o "$out" "$@" > "$out.txt" 2>&1; fi \
+    else mpirun -np "$np" -x ZERO_HOST_JITTER -x ZERO_NVME_ENGINE -x ZERO_NVME_JITTER ./train_gpt2 "${args[@]}" -o "$out" "$@" > "$out.txt" 2>&1; fi \
         || { grep -v -e '^\s*$' -e '^[-+|]' "$out.txt" | tail -30; fail "np $np $*: the run failed"; }
 }
 same() {   # same BASE OUT WHAT
@@ -48,7 +49,7 @@ same() {   # same BASE OUT WHAT
     diff <(losses "$1") <(losses "$2") > /dev/null || fail "$3: the losses differ from the run without offload"
 }
 swap() { case " $* " in *" nvme "*) echo "--nvme-path $nv" ;; esac; }   # --nvme-path only with nvme
-export ZERO_HOST_JITTER= ZERO_NVME_ENGINE=
+export ZERO_HOST_JITTER= ZERO_NVME_ENGINE= ZERO_NVME_JITTER=
 want matrix && for np in 1 2 4; do
     for stage in 1 2 3; do
         base="$tmp/n${np}z$stage"
@@ -154,8 +155,12 @@ want resume && for stage in 2 3; do
     ck="$tmp/ck$stage"
     extra=(--offload-optimizer nvme --nvme-path "$nv")
     [ $stage = 3 ] && extra+=(--offload-param nvme)
-    train 2 "$ck" -z $stage -n 2 "${extra[@]}"
+    # the saves read the state back from NVMe, after the validation's forward whose gathers
+    # (stage 3) run the deferred updates and leave their writes in flight: the run goes on
+    # with the same bits, also with the engine's transfers delayed at random
+    ZERO_NVME_JITTER=12 train 2 "$ck" -z $stage -n 2 "${extra[@]}"
     [ -d "$ck/zero_2" ] || fail "stage $stage: no checkpoint at step 2 in $ck"
+    same "$tmp/n2z$stage" "$ck" "stage $stage with checkpoints every 2 steps, ZERO_NVME_JITTER=12"
     for onto in offload none; do
         out="$tmp/r$stage$onto"
         mkdir -p "$out" && cp -r "$ck/zero_2" "$out/" && echo 2 > "$out/latest_zero"
