@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The emulated suite under three other seeds of the emulator (CUDA_EMU_SEED: the order of
 # blocks, the interleaving of each block's threads between barriers, what fresh memory
-# holds) with random delays before queued stream work (CUDA_EMU_JITTER): the same bits.
-# A missing barrier, a dependence on block order, a read of memory never written or a
-# missing stream wait would change them. Per seed: gpu_zero_quant, gpu_backend_ops and
+# holds) with random delays before queued stream work (CUDA_EMU_JITTER) and before the NVMe
+# engine's transfers (ZERO_NVME_JITTER): the same bits. A missing barrier, a dependence on
+# block order, a read of memory never written or a missing stream or NVMe wait would change
+# them. Per seed: gpu_zero_quant, gpu_backend_ops and
 # gpu_zero_toy (their own bit-for-bit checks against the C references), and train_gpt2cu, train_gpt2_zero -z 3
 # and -z 3 with optimizer and parameters in host memory, 6 steps, against seed 0's runs.
 set -u
@@ -28,7 +29,7 @@ train_all() {   # train_all SEED: every trainer into $tmp/SEED/
 seed=0
 CUDA_EMU_SEED=0 train_all
 for seed in 1 2 3; do
-    export CUDA_EMU_SEED=$seed CUDA_EMU_JITTER=$seed
+    export CUDA_EMU_SEED=$seed CUDA_EMU_JITTER=$seed ZERO_NVME_JITTER=$seed
     for prog in gpu_zero_quant gpu_backend_ops "gpu_zero_toy all"; do
         set -- $prog
         if timeout 600 "$EMU/$1" "${@:2}" > "$tmp/$1.$seed.log" 2>&1 && grep -q ' 0 failed$' "$tmp/$1.$seed.log"; then
@@ -43,7 +44,7 @@ for seed in 1 2 3; do
         then ok "seed $seed, jitter $seed: ${t#* } gives seed 0's model, losses and norms"
         else bad "seed $seed, jitter $seed: ${t#* } differs from seed 0"; fi
     done
-    unset CUDA_EMU_SEED CUDA_EMU_JITTER
+    unset CUDA_EMU_SEED CUDA_EMU_JITTER ZERO_NVME_JITTER
 done
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
