@@ -228,7 +228,9 @@ static void remove_stale_in(Stale *s, int dfd, const char *folder, const char *s
         char why[sizeof(rel) + 64];
         if (s->boot < 0 || st.st_mtime < s->boot) {
             snprintf(why, sizeof(why), "%s (%s)", rel, s->boot < 0 ? "boot time unknown" : "older than this boot");
-        } else if (kill(pid, 0) == 0 || errno != ESRCH) {
+        } else if (pid != getpid() && (kill(pid, 0) == 0 || errno != ESRCH)) {
+            // (a file named with this process's own PID is an earlier process's: this one has
+            // written nothing yet, and a restarted container hands out the same PIDs again)
             snprintf(why, sizeof(why), "%s (process %ld is running)", rel, (long)pid);
         } else if (unlinkat(dirfd(d), e->d_name, 0) != 0) {
             fprintf(stderr, "warning: cannot remove stale temp file '%s/%s': %s\n", shown, rel, strerror(errno));

@@ -120,6 +120,16 @@ done
 grep -q "run.json.tmp.$live_pid (process $live_pid is running)" "$tmp/stale.txt" || { cat "$tmp/stale.txt"; fail "the live process's temp file is not named as kept"; }
 grep -q "latest.tmp.$dead (older than this boot)" "$tmp/stale.txt" || { cat "$tmp/stale.txt"; fail "the file from before this boot is not named as kept"; }
 echo "start-up cleanup: a dead run's temp files removed; a user's, a live process's, older ones and symlinks kept"
+# a temp file named with the trainer's own PID (exec keeps the shell's): an earlier process
+# that had this PID left it (a restarted container gives out the same PIDs), so it goes, and
+# the checkpoint is saved
+d="$tmp/own_pid"
+mkdir -p "$d/zero_2"
+bash -c 'touch "$1/ckpt_00000002.bin.tmp.$$" "$1/zero_2/rank_00000.bin.tmp.$$" && shift && exec "$@"' _ "$d" \
+    ./train_gpt2 "${small[@]}" -x 2 -n 2 -z 2 -o "$d" > "$tmp/own_pid.txt" 2>&1 || { cat "$tmp/own_pid.txt"; fail "a run over temp files named with its own PID failed"; }
+grep -q "removed 2 stale temp files of an interrupted run from '$d'" "$tmp/own_pid.txt" && [ -f "$d/zero_2/manifest.json" ] \
+    && [ -z "$(find "$d" -name '*.tmp.*')" ] || { cat "$tmp/own_pid.txt"; ls -R "$d"; fail "temp files named with the run's own PID were not removed, or step 2 not saved"; }
+echo "start-up cleanup: temp files named with the run's own PID (an earlier process's) removed, step 2 saved"
 
 # 6. planted symbolic links: exec keeps the shell's PID, so "$$" names the trainer's temp files
 echo "a user's file" > "$tmp/victim.txt"
