@@ -6,6 +6,7 @@
 // The model shape comes from the trainer's state saved with the checkpoint. The
 // consolidated master (tensor-table order) is streamed to the file slice by slice in
 // llm.c order, so the tool holds the model once, not twice.
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,19 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *dir = argv[1];
-    int step = strcmp(argv[2], "latest") == 0 ? -1 : atoi(argv[2]);
+    int step = -1;
+    if (strcmp(argv[2], "latest") != 0) {
+        char *end;
+        long v = strtol(argv[2], &end, 10);
+        if (end == argv[2] || *end || v < 0 || v > INT_MAX) die("STEP must be a step number or latest, not '%s'", argv[2]);
+        step = (int)v;
+    }
+    // latest resolved once: a run saving into the folder meanwhile does not mix two steps
+    ZeroCheckpointInfo info;
+    if (zero_checkpoint_info(dir, step, &info) != 0)
+        die("'%s' holds no ZeRO checkpoint for step %s (see above)", dir, argv[2]);
+    step = (int)info.step;
+    zero_checkpoint_info_free(&info);
     TrainState st;
     if (zero_checkpoint_extra(dir, step, &st, sizeof(st)) != 0)
         die("'%s' holds no GPT-2 trainer checkpoint for step %s (see above)", dir, argv[2]);
