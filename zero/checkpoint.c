@@ -135,6 +135,20 @@ static int publish(Zero *z, const char *dir, const char *folder, long long step,
         zck_rank_file(m.ranks[q].file, sizeof m.ranks[q].file, q);
         m.ranks[q].bytes = (uint64_t)files[2 * q];
         m.ranks[q].crc = (uint32_t)files[2 * q + 1];
+        // every rank's file where rank 0 sees the folder: a folder of each node's own (not
+        // one shared file system) would publish a checkpoint no rank can resume from
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", folder, m.ranks[q].file);
+        const int found = stat(path, &st) == 0;
+        if (!found || (uint64_t)st.st_size != m.ranks[q].bytes) {
+            char seen[160];
+            if (found) snprintf(seen, sizeof seen, "sees %lld bytes there", (long long)st.st_size);
+            else snprintf(seen, sizeof seen, "does not see it (%s)", strerror(errno));
+            zero_say(z, "checkpoint %s not published: rank %d wrote %s (%llu bytes), and rank 0 %s: the output folder "
+                     "must be one folder that every rank shares (a shared file system)", folder, q, path,
+                     (unsigned long long)m.ranks[q].bytes, seen);
+            goto out;
+        }
     }
     if (extra && extra_bytes > 0) {
         m.has_extra = 1;

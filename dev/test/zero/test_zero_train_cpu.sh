@@ -8,7 +8,9 @@
 #  - sharded checkpoints: kill -9 and resume is bit-exact; resuming on 4 ranks at stage 1
 #    from a 2-rank stage-3 checkpoint agrees within 1e-5; consolidating a stage-3
 #    checkpoint gives exactly the stage-0 run's parameters (no accumulation: same sums);
-#    another model's or a corrupted checkpoint is refused with a message
+#    another model's or a corrupted checkpoint is refused with a message; a save into an
+#    output folder the ranks do not share (rank 1's in a mount namespace of its own) is
+#    refused, naming the file rank 0 does not see
 #  - zero_report.json: per-rank optimizer bytes shrink by the world size at stages 1-3
 #  - bad configurations get clear errors
 set -u
@@ -80,6 +82,22 @@ printf '\xff' | dd of="$tmp/full/zero_12/rank_00001.bin" bs=1 seek=2000 conv=not
 if mpirun -np 2 ./train_gpt2 "${zargs[@]}" -z 3 -o "$tmp/full" -y 1 > "$tmp/e.txt" 2>&1; then fail "a corrupted checkpoint was accepted"; fi
 grep -q "rank_00001.bin" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "the corrupted file is not named"; }
 echo "another model's and a corrupted checkpoint: refused"
+
+# an output folder each "node" has its own of: rank 1 writes into a tmpfs of its own mount
+# namespace, where rank 0 does not see its file. The save is refused by name and nothing
+# is published (latest_zero stays as it was: absent)
+nl="$tmp/nodelocal"
+mkdir -p "$nl"
+if unshare -m sh -c "mount -t tmpfs none '$nl'" 2> /dev/null; then
+    mpirun -np 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec unshare -m sh -c "mount -t tmpfs none $1 && shift && exec \"\$@\"" _ "$@"
+                        else shift; exec "$@"; fi' _ "$nl" ./train_gpt2 "${args[@]}" -x 2 -n 2 -v 0 -z 2 -o "$nl" > "$tmp/nl.txt" 2>&1 &&
+        fail "a save into a folder rank 0 cannot see rank 1's file in succeeded"
+    grep -q "checkpoint $nl/zero_2 not published: rank 1 wrote $nl/zero_2/rank_00001.bin ([0-9]* bytes), and rank 0 does not see it" \
+        "$tmp/nl.txt" && [ ! -e "$nl/latest_zero" ] || { cat "$tmp/nl.txt"; fail "a folder not shared by the ranks: no refusal naming rank 1's file"; }
+    echo "an output folder the ranks do not share: the save refused, naming rank 1's file; nothing published"
+else
+    echo "(no mount namespaces here: the check of a folder the ranks do not share is left out)"
+fi
 
 # the report: optimizer states (fp32 master + m + v) per rank shrink by the world size
 opt_bytes() { grep -m1 '"optimizer_states"' "$1/zero_report.json" | tr -dc '0-9'; }
