@@ -54,9 +54,9 @@ mkdir -p /tmp/fakebin && printf '#!/bin/sh\nexit 0\n' > /tmp/fakebin/make && cp 
 { nvidia-smi; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; for b in ./train_gpt2_zero ./test_gpt2_zero $(ls ./llmc_train_gpt2cu 2> /dev/null); do ldd "$b"; done; nproc; free -g; } > "$log/env.txt" 2>&1
 grep "not found" "$log/env.txt" | sort -u | sed 's/^/lent_machine: missing /' | tee -a "$log/summary.txt"
 lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
-    # gpu_train_matrix.sh: a tiny model's run takes seconds; one that hangs fails after 60 s
-    # and the lane goes on to its next case
-    export RUN_LIMIT=60
+    # gpu_train_matrix.sh: a tiny model's run takes seconds, under the other lanes' load too;
+    # one that hangs fails after 90 s and the lane goes on to its next case
+    export RUN_LIMIT=90
     case $1 in
         units) local c rc=0   # each program's failure named: a crash prints no FAIL line of its own
                for c in ./test_gpt2_zero ./build/gpu_attention_cudnn ./build/gpu_zero_quant ./build/gpu_backend_ops ./bench_wire_cuda; do

@@ -39,8 +39,8 @@ export LLMC_CUDNN_DETERMINISTIC=1
 tmp=${KEEP_DIR:-$(mktemp -d)}
 pass=0; failn=0
 ok() { echo "PASS $*"; pass=$((pass + 1)); }
-limited() { timeout -k 5 "${RUN_LIMIT:-500}" "$@"; }
 bad() { echo "FAIL $*"; failn=$((failn + 1)); }
+limited() { timeout -k 5 "${RUN_LIMIT:-500}" "$@"; }   # a trainer run, ended after RUN_LIMIT s
 args=(-e d2c128h2t128 -b 4 -t 128 -d 2048 -x 20 -v 10 -m 4 -s 0 -r 1)
 losses() { grep trl "$1/main.log" | cut -d' ' -f1-2; }
 # step, loss and gradient norm of every step (main.log: "s:N trl:L lr:R norm:G")
