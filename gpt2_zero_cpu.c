@@ -92,7 +92,7 @@ static int sharded_begin_run(CpuTrainer *t, const TrainState *expected, DataLoad
     TrainState saved;
     if (zero_load(z, t->cfg->out_dir, -1, &saved, sizeof(saved)) != 0)
         die("rank %d: cannot resume from '%s' (see above)", t->rank, t->cfg->out_dir);
-    checkpoint_check_compatible(&saved, expected, "resume");
+    checkpoint_check_compatible(&saved, expected, t->cfg->max_steps, "resume");
     dataloader_set_state(train, saved.data_epoch, saved.data_next_window);
     printf("resumed from '%s' at step %d (saved by %d ranks), run %s\n", t->cfg->out_dir, saved.step, saved.world,
            zero_run_id(z));

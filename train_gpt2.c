@@ -137,7 +137,7 @@ static int unsharded_begin_run(CpuTrainer *t, const TrainState *expected, DataLo
     }
     TrainState saved;
     checkpoint_load(t->cfg->out_dir, latest, &saved, model->params, model->m, model->v, model->num_parameters);
-    checkpoint_check_compatible(&saved, expected, "resume");
+    checkpoint_check_compatible(&saved, expected, t->cfg->max_steps, "resume");
     dataloader_set_state(train, saved.data_epoch, saved.data_next_window);
     printf("resumed from '%s' at step %d\n", t->cfg->out_dir, saved.step);
     return saved.step;

@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     if (cfg.resume) {
         TrainState saved;
         gpt2_cuda_checkpoint_load(&model, cfg.out_dir, checkpoint_latest(cfg.out_dir), &saved);
-        checkpoint_check_compatible(&saved, &state, "resume");
+        checkpoint_check_compatible(&saved, &state, cfg.max_steps, "resume");
         dataloader_set_state(&train, saved.data_epoch, saved.data_next_window);
         start_step = saved.step;
         printf("resumed from '%s' at step %d\n", cfg.out_dir, start_step);

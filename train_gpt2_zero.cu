@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
         TrainState saved;
         if (zero_load(z, cfg.out_dir, -1, &saved, sizeof(saved)) != 0)
             die("rank %d: cannot resume from '%s' (see above)", rank, cfg.out_dir);
-        checkpoint_check_compatible(&saved, &state, "resume");
+        checkpoint_check_compatible(&saved, &state, cfg.max_steps, "resume");
         dataloader_set_state(&train, saved.data_epoch, saved.data_next_window);
         start_step = saved.step;
         printf("resumed from '%s' at step %d (saved by %d ranks), run %s\n", cfg.out_dir, start_step, saved.world,

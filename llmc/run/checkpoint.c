@@ -303,17 +303,22 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
     st->tokens_per_step = h.tokens_per_step;
 }
 
-void checkpoint_check_compatible(const TrainState *s, const TrainState *now, const char *what) {
+void checkpoint_check_compatible(const TrainState *s, const TrainState *now, int max_steps, const char *what) {
     if (memcmp(&s->config, &now->config, sizeof(GPT2Config)) != 0)
         die("%s: saved model is L=%d C=%d NH=%d V=%d maxT=%d, this run has L=%d C=%d NH=%d V=%d maxT=%d",
             what, s->config.num_layers, s->config.channels, s->config.num_heads, s->config.vocab_size,
             s->config.max_seq_len, now->config.num_layers, now->config.channels,
             now->config.num_heads, now->config.vocab_size, now->config.max_seq_len);
     if (s->T != now->T) die("%s: saved with sequence length %d, this run uses %d", what, s->T, now->T);
-    if (s->tokens_per_step != now->tokens_per_step)
-        die("%s: saved with %lld tokens per step, this run uses %lld (change -d/-b to match)", what,
-            (long long)s->tokens_per_step, (long long)now->tokens_per_step);
+    if (s->tokens_per_step != now->tokens_per_step)   // -d's default is B x T x ranks
+        die("%s: saved with %lld tokens per step, this run uses %lld (B=%d, T=%d, %d rank%s): give -d %lld to train "
+            "on with the saved batch, whatever -b and the number of ranks", what, (long long)s->tokens_per_step,
+            (long long)now->tokens_per_step, now->B, now->T, now->world, now->world == 1 ? "" : "s",
+            (long long)s->tokens_per_step);
     if (s->seed != now->seed)
         die("%s: saved with seed %llu, this run uses %llu", what, (unsigned long long)s->seed,
             (unsigned long long)now->seed);
+    if (s->step > max_steps)   // the loop would not run: no step, no validation, main.log cut at the checkpoint
+        die("%s: the checkpoint is at step %d, past the %d steps this run trains (-x): give -x %d or more to "
+            "train on from it", what, s->step, max_steps, s->step);
 }

@@ -71,8 +71,9 @@ void checkpoint_model_path(char *buf, size_t len, const char *out_dir, int step)
 // every rank calls it, rank 0 writes and prints its name.
 void checkpoint_export_model(const char *out_dir, int step, int rank, const GPT2Config *c, const GPT2ModelSource *src,
                              int keep, int major);
-// Checks that a loaded state can continue this run; exits with the differing field.
-void checkpoint_check_compatible(const TrainState *saved, const TrainState *now, const char *what);
+// Checks that a loaded state can continue this run, which trains max_steps steps (-x);
+// exits with the differing field.
+void checkpoint_check_compatible(const TrainState *saved, const TrainState *now, int max_steps, const char *what);
 
 #ifdef __cplusplus
 }

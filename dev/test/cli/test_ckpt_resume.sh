@@ -7,7 +7,9 @@
 #  2. a sharded manifest whose stage, seed or last_t differs from the rank files': refused
 #     by -y 1 and by zero_consolidate, naming the file and both values
 #  3. an unsharded checkpoint of another step copied over the latest one (ckpt_2 over
-#     ckpt_4, latest says 4): refused naming the file and both steps
+#     ckpt_4, latest says 4): refused naming the file and both steps; -x below the saved
+#     step, and a sharded resume on 4 ranks without -d (the default batch grows with the
+#     ranks): refused, the second naming the -d that keeps the saved batch
 #  4. settings changed on resume (-l, -c, --grad-clip, -u, --beta1, -x) are printed, and
 #     run.json keeps the first part's record (settings and timing) with a "resumes" entry
 #     per resume: its step and each changed setting from/to (a second resume compares with
@@ -80,6 +82,15 @@ cp -r "$tmp/base" "$tmp/step_copied"
 cp "$tmp/step_copied/ckpt_00000002.bin" "$tmp/step_copied/ckpt_00000004.bin"
 refused step_copied "checkpoint '$tmp/step_copied/ckpt_00000004.bin' holds step 2, but its name (and '$tmp/step_copied/latest') says step 4" \
     ./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1
+
+# 3b. -x below the checkpoint's step: refused (the loop would not run); another batch size
+# without -d: refused, naming this run's B and ranks and the -d that keeps the saved batch
+cp -r "$tmp/base" "$tmp/x_below"
+refused x_below "the checkpoint is at step 4, past the 3 steps this run trains (-x): give -x 4 or more" \
+    ./train_gpt2 "${small[@]}" -x 3 -n 2 -y 1
+cp -r "$tmp/zbase" "$tmp/ranks_changed"
+refused ranks_changed "saved with 128 tokens per step, this run uses 256 (B=2, T=32, 4 ranks): give -d 128 to train on" \
+    mpirun -np 4 ./train_gpt2 "${small[@]}" -z 2 -x 6 -n 2 -y 1
 
 # 4. changed settings on resume: printed, and kept in run.json with the first part's record
 check_record() {   # check_record RUN.JSON PYTHON-ASSERTIONS...
