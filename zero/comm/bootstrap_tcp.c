@@ -146,7 +146,9 @@ static int job_key(const ZeroComm *c, const char *how, const char *what, unsigne
         if (n > sizeof buf) n = sizeof buf;   // longer adds nothing to a 256-bit key
         memcpy(buf, s, n);
     } else {
-        int fd = open(f, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        // O_NONBLOCK: a FIFO planted at the name opens at once (and is refused below), never
+        // waits for a writer
+        int fd = open(f, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         struct stat st;
         const char *why = NULL;
         char wb[160];
@@ -824,7 +826,7 @@ static int publish(ZeroComm *c, const char *path, const void *blob, size_t bytes
 // yet, -1 when the file there is not this job's (why in why).
 static int take(ZeroComm *c, const char *path, void *blob, size_t bytes, const unsigned char *key, char *why,
                 size_t whylen) {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);   // a FIFO: refused below, not waited on
     if (fd < 0) {
         if (errno == ENOENT) return 0;
         snprintf(why, whylen, "%s", errno == ELOOP ? "it is a symbolic link (rank 0 writes a regular file)" : strerror(errno));

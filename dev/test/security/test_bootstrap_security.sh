@@ -15,6 +15,7 @@
 #     the protocol without one): rank 1 refuses its id;
 #   - an on-path relay: the job starts through it, and the id never crosses it in the clear;
 #   - a stale bootstrap file of an earlier job: refused while waiting, the job's own taken;
+#   - a FIFO at the bootstrap file's name or as the secret file: refused, never waited on;
 #   - a symbolic link planted at rank 0's old temporary name: its target stays untouched.
 # Run from anywhere. Prints PASS/FAIL per case; exit 0 only if all pass.
 set -u
@@ -264,6 +265,16 @@ rank lone1 1 2 4 ZERO_BOOTSTRAP_FILE="$stale" ZERO_BOOTSTRAP_SECRET="$(secret)" 
 expect lone1 $! 1 "rank 1: refusing ZERO_BOOTSTRAP_FILE=$stale: after 2 s it still holds a file this job's rank 0 did not write" ||
     ok=0
 [ $ok = 1 ] && pass "a stale bootstrap file of an earlier job is refused; the job takes its own" || bad "stale bootstrap file"
+
+# ---- a FIFO planted at the bootstrap file's name, or given as the secret file: refused, not
+# waited on for a writer that never comes
+ok=1
+mkfifo "$tmp/fifo.boot" "$tmp/fifo.secret"
+rank fifo1 1 2 4 ZERO_BOOTSTRAP_FILE="$tmp/fifo.boot" ZERO_BOOTSTRAP_SECRET="$(secret)" ZERO_BOOTSTRAP_TIMEOUT=2
+expect fifo1 $! 1 "rank 1: refusing ZERO_BOOTSTRAP_FILE=$tmp/fifo.boot" || ok=0
+rank fifosec0 0 2 7 ZERO_BOOTSTRAP_TCP=127.0.0.1:$port ZERO_BOOTSTRAP_SECRET_FILE="$tmp/fifo.secret" ZERO_BOOTSTRAP_TIMEOUT=2
+expect fifosec0 $! 1 "rank 0: .*ZERO_BOOTSTRAP_SECRET_FILE=.*not a regular file" || ok=0
+[ $ok = 1 ] && pass "a FIFO at the bootstrap file's name or as the secret file: refused within the timeout" || bad "FIFO"
 
 # ---- a link planted where rank 0 used to put its temporary file (PATH.tmp.PID)
 plant=$tmp/plant.boot
