@@ -4,7 +4,8 @@
 # WORLD_SIZE / LOCAL_RANK and a shared bootstrap file for the NCCL id: ZERO_BOOTSTRAP_FILE
 # in a fresh private folder (mode 0700), and ZERO_BOOTSTRAP_SECRET, a fresh secret of 32
 # random bytes drawn for this job alone, which binds the file to this job (the ranks refuse
-# a file it does not open; zero/comm/bootstrap_tcp.c). Several ranks on one GPU need a
+# a file it does not open; zero/comm/bootstrap_tcp.c). Without mpirun, the first rank that
+# fails, or a signal to the launcher, ends every rank. Several ranks on one GPU need a
 # distinct NCCL_HOSTID each and loopback sockets (NCCL < 2.30) or NCCL_MULTI_RANK_GPU_ENABLE=1.
 # Exits non-zero if any rank does. -h prints the usage.
 set -u
@@ -13,7 +14,8 @@ usage() {
 usage: scripts/launch_ranks.sh NP COMMAND [ARGS...]
 
 Starts NP ranks of COMMAND on this machine and waits for them; exits non-zero if any rank
-does (mpirun's status, or 1).
+does (mpirun's status, or 1). Without mpirun, the first rank that fails ends the others, and
+a signal to the launcher ends them all.
   - With mpirun on the PATH (and NO_MPI unset): mpirun --allow-run-as-root --oversubscribe
     -np NP, each rank with NCCL_HOSTID=rank<R> so that ranks may share one GPU.
   - Else (or NO_MPI=1): NP plain processes with RANK, WORLD_SIZE, LOCAL_RANK and
@@ -49,12 +51,34 @@ bootdir=$(mktemp -d "${TMPDIR:-/tmp}/zero_boot.XXXXXX") || exit 1
 trap 'rm -rf "$bootdir"' EXIT
 secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 if [ ${#secret} -ne 64 ]; then echo "launch_ranks.sh: could not draw a secret from /dev/urandom" >&2; exit 1; fi
-pids=()
+pids=() running=()
+# the ranks are this script's children: a signal to it ends them too (its exit removes the
+# bootstrap folder they would otherwise go on without)
+stop_ranks() { [ ${#running[@]} -gt 0 ] && kill "${running[@]}" 2> /dev/null; }
+trap 'stop_ranks; exit 130' INT
+trap 'stop_ranks; exit 143' TERM
+trap 'stop_ranks; exit 129' HUP
 for r in $(seq 0 $((np - 1))); do
     RANK=$r WORLD_SIZE=$np LOCAL_RANK=$r LOCAL_WORLD_SIZE=$np ZERO_BOOTSTRAP_FILE=$bootdir/id \
         ZERO_BOOTSTRAP_SECRET=$secret NCCL_HOSTID="rank$r" "$@" &
-    pids+=($!)
+    pids+=($!) running+=($!)
 done
+# as mpirun does: the first rank that fails ends the others, which would otherwise wait in a
+# collective for it until their timeout
 rc=0
-for p in "${pids[@]}"; do wait "$p" || rc=1; done
+while [ ${#running[@]} -gt 0 ]; do
+    done_pid=
+    wait -n -p done_pid "${running[@]}"
+    st=$?
+    [ -n "$done_pid" ] || break
+    rest=()
+    for p in "${running[@]}"; do [ "$p" = "$done_pid" ] || rest+=("$p"); done
+    running=("${rest[@]}")
+    if [ "$st" -ne 0 ] && [ "$rc" -eq 0 ]; then
+        for r in "${!pids[@]}"; do [ "${pids[$r]}" = "$done_pid" ] && break; done
+        echo "launch_ranks.sh: rank $r exited with status $st: stopping the other ranks" >&2
+        rc=1
+        stop_ranks
+    fi
+done
 exit $rc

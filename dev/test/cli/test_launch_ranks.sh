@@ -5,7 +5,8 @@
 #  - the usage names every variable the script gives the ranks, and they get them: with
 #    NO_MPI=1 NP plain processes with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, a
 #    bootstrap file in a private folder and a 64-hex-digit secret; with mpirun, NCCL_HOSTID
-#  - a rank that fails makes the launcher fail
+#  - a rank that fails makes the launcher fail; without MPI it also ends the other ranks at
+#    once, naming the rank, and a SIGTERM to the launcher ends every rank
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -47,6 +48,24 @@ $(stat -c %a "$(dirname "$ZERO_BOOTSTRAP_FILE")") $NCCL_SOCKET_IFNAME"' > "$tmp/
 [ "$(sort "$tmp/env.txt")" = $'0 3 0 3 64 700 lo\n1 3 1 3 64 700 lo\n2 3 2 3 64 700 lo' ] \
     || { cat "$tmp/env.txt"; fail "NO_MPI ranks' environment"; }
 NO_MPI=1 bash $L 2 sh -c '[ "$RANK" = 0 ]' && fail "NO_MPI: a failing rank did not fail the launch"
+# running PID: alive and not a zombie (an orphan's parent, PID 1 here, may never reap it)
+running() { local st; st=$(sed 's/.*) //' "/proc/$1/stat" 2> /dev/null | cut -d' ' -f1); [ -n "$st" ] && [ "$st" != Z ]; }
+alive() { local p n=0; for p in $(cat "$1" 2> /dev/null); do running "$p" && n=$((n + 1)); done; echo $n; }
+# a rank that fails ends the others at once, named; they would wait for it in a collective
+start=$SECONDS
+NO_MPI=1 bash $L 3 bash -c '[ "$RANK" = 1 ] && exit 3; echo $$ >> "$0"; exec sleep 60' "$tmp/alive" 2> "$tmp/f.err"
+rc=$?
+[ $rc = 1 ] && [ $((SECONDS - start)) -lt 20 ] && [ "$(alive "$tmp/alive")" = 0 ] &&
+    grep -q "launch_ranks.sh: rank 1 exited with status 3: stopping the other ranks" "$tmp/f.err" ||
+    { cat "$tmp/f.err"; fail "NO_MPI: rank 1 failed: exit $rc after $((SECONDS - start)) s, $(alive "$tmp/alive") ranks alive"; }
+# SIGTERM to the launcher ends its ranks too
+NO_MPI=1 bash $L 2 bash -c 'echo $$ >> "$0"; exec sleep 60' "$tmp/alive2" &
+lp=$!
+for _ in $(seq 100); do [ "$(cat "$tmp/alive2" 2> /dev/null | wc -l)" = 2 ] && break; sleep 0.1; done
+kill -TERM $lp; wait $lp; rc=$?
+sleep 0.5
+[ $rc = 143 ] && [ "$(wc -l < "$tmp/alive2")" = 2 ] && [ "$(alive "$tmp/alive2")" = 0 ] ||
+    { kill $(cat "$tmp/alive2") 2> /dev/null; fail "NO_MPI: SIGTERM to the launcher: exit $rc, $(alive "$tmp/alive2") of its ranks alive"; }
 if command -v mpirun > /dev/null; then
     bash $L 2 sh -c 'echo "$OMPI_COMM_WORLD_RANK $NCCL_HOSTID"' > "$tmp/mpi.txt" 2>&1 || { cat "$tmp/mpi.txt"; fail "mpirun run"; }
     [ "$(sort "$tmp/mpi.txt")" = $'0 rank0\n1 rank1' ] || { cat "$tmp/mpi.txt"; fail "mpirun ranks' NCCL_HOSTID (or a warning)"; }
