@@ -48,9 +48,7 @@ $(stat -c %a "$(dirname "$ZERO_BOOTSTRAP_FILE")") $NCCL_SOCKET_IFNAME"' > "$tmp/
 [ "$(sort "$tmp/env.txt")" = $'0 3 0 3 64 700 lo\n1 3 1 3 64 700 lo\n2 3 2 3 64 700 lo' ] \
     || { cat "$tmp/env.txt"; fail "NO_MPI ranks' environment"; }
 NO_MPI=1 bash $L 2 sh -c '[ "$RANK" = 0 ]' && fail "NO_MPI: a failing rank did not fail the launch"
-# running PID: alive and not a zombie (an orphan's parent, PID 1 here, may never reap it)
-running() { local st; st=$(sed 's/.*) //' "/proc/$1/stat" 2> /dev/null | cut -d' ' -f1); [ -n "$st" ] && [ "$st" != Z ]; }
-alive() { local p n=0; for p in $(cat "$1" 2> /dev/null); do running "$p" && n=$((n + 1)); done; echo $n; }
+source dev/test/common/proc.sh   # running PID, alive FILE
 # a rank that fails ends the others at once, named; they would wait for it in a collective
 start=$SECONDS
 NO_MPI=1 bash $L 3 bash -c '[ "$RANK" = 1 ] && exit 3; echo $$ >> "$0"; exec sleep 60' "$tmp/alive" 2> "$tmp/f.err"

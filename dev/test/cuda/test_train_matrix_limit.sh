@@ -39,8 +39,7 @@ matrix() {   # matrix LOG PART: the copy of gpu_train_matrix.sh, limit 3 s, 2 ra
     mkdir -p "$tmp/keep_$1"
     PATH=$tmp/bin:$PATH NO_MPI=1 NPS=2 RUN_LIMIT=3 KEEP_DIR=$tmp/keep_$1 bash "$tree/dev/test/cuda/gpu_train_matrix.sh" "$2" > "$tmp/$1.log" 2>&1
 }
-running() { local st; st=$(sed 's/.*) //' "/proc/$1/stat" 2> /dev/null | cut -d' ' -f1); [ -n "$st" ] && [ "$st" != Z ]; }
-alive() { local p n=0; for p in $(cat "$tmp/hung" 2> /dev/null); do running "$p" && n=$((n + 1)); done; echo $n; }
+source dev/test/common/proc.sh   # running PID, alive FILE
 
 # 1. one offload case's two ranks hang: that case fails alone, the six after it pass
 start=$SECONDS
@@ -54,7 +53,7 @@ if [ $rc -eq 1 ] && [ "$nh" -eq 2 ] && [ "$took" -lt 30 ] &&
    grep -q "^7 passed, 1 failed$" "$tmp/off.log"
 then ok "a hung offload case (2 ranks) fails after RUN_LIMIT, in $took s, and the 6 cases after it pass"
 else bad "hung offload case: exit $rc after $took s, $nh hung ranks"; cat "$tmp/off.log"; fi
-[ "$(alive)" -eq 0 ] && ok "the hung case's ranks were ended" || bad "$(alive) hung ranks live on"
+[ "$(alive "$tmp/hung")" -eq 0 ] && ok "the hung case's ranks were ended" || bad "$(alive "$tmp/hung") hung ranks live on"
 
 # 2. train_gpt2cu's reference hangs: it fails, and the stage runs after it still run
 rm -f "$tmp/hung"
@@ -62,9 +61,9 @@ start=$SECONDS
 HANG="--grad-clip 0.5" HANG_IN=train_gpt2cu matrix cu bitwise
 rc=$? took=$((SECONDS - start))
 if [ $rc -eq 1 ] && [ "$took" -lt 40 ] && grep -q "^FAIL train_gpt2cu (bitwise reference)" "$tmp/cu.log" &&
-   [ -f "$tmp/keep_cu/bw_z3/model_final.bin" ] && [ "$(alive)" -eq 0 ]
+   [ -f "$tmp/keep_cu/bw_z3/model_final.bin" ] && [ "$(alive "$tmp/hung")" -eq 0 ]
 then ok "a hung train_gpt2cu fails after RUN_LIMIT, in $took s, ended, and stage 3 still ran"
-else bad "hung train_gpt2cu: exit $rc after $took s, $(alive) alive"; cat "$tmp/cu.log"; fi
+else bad "hung train_gpt2cu: exit $rc after $took s, $(alive "$tmp/hung") alive"; cat "$tmp/cu.log"; fi
 
 # 3. nothing hangs: every case of the part passes
 rm -f "$tmp/hung"

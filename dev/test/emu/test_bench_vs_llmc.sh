@@ -114,8 +114,7 @@ else bad "largest B: llm.c's search did not stop at B=4"; fi
 grep -q "^GPU: .*llm.c: " "$tmp/table.md" && ok "the table's header names the GPU, driver and commits" || bad "no header line"
 
 # 2. lent_machine.sh's order of lanes, in a scratch tree
-# running PID: in /proc and not a zombie (PID 1 of a container may never reap an orphan)
-running() { local st; st=$(sed 's/.*) //' "/proc/$1/stat" 2> /dev/null | cut -d' ' -f1); [ -n "$st" ] && [ "$st" != Z ]; }
+source dev/test/common/proc.sh   # running PID
 mkdir -p "$tmp/tree/dev/gpu" "$tmp/tree/gpubundle/bin" "$tmp/tree/gpubundle/build" "$tmp/out"
 cp dev/gpu/lent_machine.sh "$tmp/tree/dev/gpu/"
 touch "$tmp/tree/gpubundle/bin/none" "$tmp/tree/gpubundle/build/none"
