@@ -7,6 +7,7 @@
 
 #include "llmc/run/checkpoint.h"
 #include "llmc/run/run_lock.h"
+#include "llmc/run/step_skip.h"
 #include "llmc/run/train_common.h"
 #include "llmc/utils.h"
 #include "zero/io/nvme.h"

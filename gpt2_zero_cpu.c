@@ -6,6 +6,8 @@
 #include <stdlib.h>
 
 #include "gpt2_zero.h"
+#include "llmc/run/step_skip.h"
+#include "llmc/run/train_state.h"
 #include "llmc/run/train_common.h"
 #include "llmc/utils.h"
 #include "zero/backend.h"
@@ -83,7 +85,7 @@ static void sharded_attach(CpuTrainer *t, GPT2ModelFile *file) {
 static int sharded_have_checkpoint(CpuTrainer *t) { return gpt2_zero_have_checkpoint(&side(t)->glue, t->cfg->out_dir); }
 
 // Sharded: every rank reads the element ranges it owns now (any saved world/stage).
-static int sharded_begin_run(CpuTrainer *t, const TrainState *expected, DataLoader *train) {
+static int sharded_begin_run(CpuTrainer *t, TrainState *state, DataLoader *train) {
     Zero *z = side(t)->glue.z;
     if (!t->cfg->resume) {
         printf("run %s (a new run id: sharded checkpoints of this run carry it)\n", zero_run_id(z));
@@ -92,11 +94,10 @@ static int sharded_begin_run(CpuTrainer *t, const TrainState *expected, DataLoad
     TrainState saved;
     if (zero_load(z, t->cfg->out_dir, -1, &saved, sizeof(saved)) != 0)
         die("rank %d: cannot resume from '%s' (see above)", t->rank, t->cfg->out_dir);
-    checkpoint_check_compatible(&saved, expected, t->cfg->max_steps, "resume");
-    dataloader_set_state(train, saved.data_epoch, saved.data_next_window);
-    printf("resumed from '%s' at step %d (saved by %d ranks), run %s\n", t->cfg->out_dir, saved.step, saved.world,
+    int step = train_state_resume(state, &saved, t->cfg->max_steps, train);
+    printf("resumed from '%s' at step %d (saved by %d ranks), run %s\n", t->cfg->out_dir, step, saved.world,
            zero_run_id(z));
-    return saved.step;
+    return step;
 }
 
 // The activations a step allocates, known before it: the host backend's device is host

@@ -42,9 +42,10 @@ typedef struct {
     void (*attach)(CpuTrainer *t, GPT2ModelFile *file);
     // -y 1: whether out_dir holds a checkpoint to resume from.
     int (*have_checkpoint)(CpuTrainer *t);
-    // Starts the run: with t->cfg->resume from the latest checkpoint (checked against
-    // expected; train's position restored), else fresh. Returns the first step.
-    int (*begin_run)(CpuTrainer *t, const TrainState *expected, DataLoader *train);
+    // Starts the run: with t->cfg->resume from the latest checkpoint (train_state_resume
+    // into *state: checked, train's position and the skip detectors restored), else
+    // fresh. Returns the first step.
+    int (*begin_run)(CpuTrainer *t, TrainState *state, DataLoader *train);
     // Prints the memory the run holds (and writes its report).
     void (*print_memory)(CpuTrainer *t, int grad_accum);
     // Validation's sum over ranks (validation.h; ctx: the CpuTrainer); NULL on one rank.

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cudnn.h>
 
@@ -27,6 +28,7 @@
 #include "llmc/model/gpt2_model_file.h"
 #include "llmc/cpu/gpt2_cpu.h"
 #include "llmc/cuda/gpt2_cuda.h"
+#include "llmc/cuda/gpt2_cuda_trainer.h"
 #include "llmc/cuda/grad_norm.cuh"
 #include "llmc/model/grad_norm.h"
 #include "llmc/cuda/layernorm.cuh"
@@ -1112,6 +1114,36 @@ static void test_model(const Reference *r, int use_cudnn, int recompute, int ext
     snprintf(name, sizeof(name), "%s resume with set_state_at", tag);
     report(same_bf16 && (same_step || !bitwise), name, "bf16 copy %s, next step %s", same_bf16 ? "identical" : "differs",
            same_step ? "identical" : "differs");
+
+    // The trainer's checkpoint after a skipped step (-sl/-sg, --nan-skip): saved at step
+    // STEPS + 1 whose update was not applied, it must load the bf16 copy of step STEPS (the
+    // last applied one), not a rounding keyed by the saved step.
+    char dir[] = "/tmp/test_gpt2_zero_ckpt.XXXXXX";
+    if (mkdtemp(dir) == NULL) { perror("mkdtemp"); exit(1); }
+    gpt2_cuda_set_state_at(&m, master, mm, vv, STEPS);
+    TrainState st;
+    memset(&st, 0, sizeof(st));
+    st.step = STEPS + 1;
+    st.last_t = STEPS;
+    st.config = r->config;
+    st.B = B, st.T = T, st.world = 1, st.tokens_per_step = BT;
+    gpt2_cuda_checkpoint_save(&m, dir, &st, 0, 0);
+    gpt2_cuda_set_state_at(&m, master, mm, vv, STEPS + 1);   // another rounding, which the load must replace
+    TrainState loaded;
+    gpt2_cuda_checkpoint_load(&m, dir, STEPS + 1, &loaded);
+    gpt2_cuda_get_params_bf16(&m, restored);
+    same_bf16 = memcmp(restored, work, r->n * sizeof(float)) == 0;
+    snprintf(name, sizeof(name), "%s resume from a checkpoint after a skipped step", tag);
+    report(same_bf16 && loaded.last_t == STEPS, name, "saved at step %d, last update %d: bf16 copy %s", STEPS + 1,
+           loaded.last_t, same_bf16 ? "of the last update" : "differs from the last update's");
+    const char *written[] = {"ckpt_%08d.bin", "model_%08d.bin", "latest"};
+    for (int i = 0; i < 3; i++) {
+        char file[64], path[128];
+        snprintf(file, sizeof(file), written[i], STEPS + 1);
+        snprintf(path, sizeof(path), "%s/%s", dir, file);
+        if (unlink(path) != 0) fprintf(stderr, "warning: could not remove %s\n", path);
+    }
+    if (rmdir(dir) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
     free(mm);
     free(vv);
     free(cont);

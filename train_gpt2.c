@@ -32,6 +32,8 @@ unsharded hooks are below, the ZeRO ones in gpt2_zero_cpu.c.
 #include "llmc/run/schedule.h"
 #include "llmc/run/threads.h"
 #include "llmc/data/tokenizer.h"
+#include "llmc/run/step_skip.h"
+#include "llmc/run/train_state.h"
 #include "llmc/run/train_common.h"
 #include "llmc/run/train_args.h"
 #include "llmc/run/train_config.h"
@@ -126,7 +128,7 @@ static void unsharded_attach(CpuTrainer *t, GPT2ModelFile *file) { (void)t, (voi
 static int unsharded_have_checkpoint(CpuTrainer *t) { return checkpoint_latest(t->cfg->out_dir) >= 0; }
 
 // Resume: parameters, AdamW moments, step and data position from the latest checkpoint.
-static int unsharded_begin_run(CpuTrainer *t, const TrainState *expected, DataLoader *train) {
+static int unsharded_begin_run(CpuTrainer *t, TrainState *state, DataLoader *train) {
     if (!t->cfg->resume) return 0;
     GPT2 *model = t->model;
     int latest = checkpoint_latest(t->cfg->out_dir);
@@ -137,10 +139,9 @@ static int unsharded_begin_run(CpuTrainer *t, const TrainState *expected, DataLo
     }
     TrainState saved;
     checkpoint_load(t->cfg->out_dir, latest, &saved, model->params, model->m, model->v, model->num_parameters);
-    checkpoint_check_compatible(&saved, expected, t->cfg->max_steps, "resume");
-    dataloader_set_state(train, saved.data_epoch, saved.data_next_window);
-    printf("resumed from '%s' at step %d\n", t->cfg->out_dir, saved.step);
-    return saved.step;
+    int step = train_state_resume(state, &saved, t->cfg->max_steps, train);
+    printf("resumed from '%s' at step %d\n", t->cfg->out_dir, step);
+    return step;
 }
 
 static void unsharded_print_memory(CpuTrainer *t, int grad_accum) {
@@ -277,7 +278,7 @@ int main(int argc, char **argv) {
     train_config_print(&cfg, grad_accum, world);
 
     // Resume from the latest checkpoint, or start fresh.
-    TrainState state = {0, mc, cfg.seed, 0, 0, cfg.B, cfg.T, world, cfg.total_batch_tokens};
+    TrainState state = train_state_new(&mc, &cfg, world, &train);
     if (cfg.resume && !run.have_checkpoint(&t)) {
         printf("-y 1: no checkpoint in '%s' yet: starting fresh\n", cfg.out_dir);
         cfg.resume = 0;
@@ -307,9 +308,7 @@ int main(int argc, char **argv) {
             sample_text(&model, have_tok ? &tok : NULL, cfg.gen_tokens, cfg.seed, step, rank);
         if (cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last)) {
             uint64_t s0 = zero_trace_begin();
-            TrainState st = state;
-            st.step = step;
-            dataloader_get_state(&train, &st.data_epoch, &st.data_next_window);
+            TrainState st = train_state_at(&state, step, &train);
             gpt2_cpu_release_activations(&model);   // idle between steps: the save uses their memory
             run.save(&t, &st);
             zero_trace_end("checkpoint", s0);
@@ -337,6 +336,7 @@ int main(int argc, char **argv) {
         int skipped;   // a NaN or infinite loss or norm stops the run, or with --nan-skip skips the update
         uint64_t s_opt = zero_trace_begin();
         float norm = run.step(&t, step, lr, &loss, &skipped);
+        train_state_stepped(&state, step, skipped);
         zero_trace_end("optimizer step", s_opt);
         double dt = now_seconds() - t0;
         char eta[96];

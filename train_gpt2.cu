@@ -26,6 +26,8 @@ The model and its kernels live in llmc/cuda/gpt2_cuda.cu.
 #include "llmc/run/sampler.h"
 #include "llmc/run/schedule.h"
 #include "llmc/data/tokenizer.h"
+#include "llmc/run/step_skip.h"
+#include "llmc/run/train_state.h"
 #include "llmc/run/train_common.h"
 #include "llmc/run/train_args.h"
 #include "llmc/run/train_config.h"
@@ -79,7 +81,7 @@ int main(int argc, char **argv) {
     gpt2_cuda_print_memory(&model, &cfg);
 
     // Resume: fp32 master, AdamW moments, step and data position from the latest checkpoint.
-    TrainState state = {0, mc, cfg.seed, 0, 0, cfg.B, cfg.T, world, cfg.total_batch_tokens};
+    TrainState state = train_state_new(&mc, &cfg, world, &train);
     int start_step = 0;
     if (cfg.resume && checkpoint_latest(cfg.out_dir) < 0) {
         printf("-y 1: no checkpoint in '%s' yet: starting fresh\n", cfg.out_dir);
@@ -88,9 +90,7 @@ int main(int argc, char **argv) {
     if (cfg.resume) {
         TrainState saved;
         gpt2_cuda_checkpoint_load(&model, cfg.out_dir, checkpoint_latest(cfg.out_dir), &saved);
-        checkpoint_check_compatible(&saved, &state, cfg.max_steps, "resume");
-        dataloader_set_state(&train, saved.data_epoch, saved.data_next_window);
-        start_step = saved.step;
+        start_step = train_state_resume(&state, &saved, cfg.max_steps, &train);
         printf("resumed from '%s' at step %d\n", cfg.out_dir, start_step);
     }
     Logger logger;
@@ -116,9 +116,7 @@ int main(int argc, char **argv) {
         if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last))
             gpt2_cuda_sample(&model, have_tok ? &tok : NULL, cfg.gen_tokens, cfg.seed, step, 1);
         if (cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last)) {
-            TrainState st = state;
-            st.step = step;
-            dataloader_get_state(&train, &st.data_epoch, &st.data_next_window);
+            TrainState st = train_state_at(&state, step, &train);
             gpt2_cuda_checkpoint_save(&model, cfg.out_dir, &st, cfg.ckpt_keep, cfg.ckpt_major);
         }
         if (last) break;
@@ -147,6 +145,7 @@ int main(int argc, char **argv) {
         int skipped = nonfinite_step(&cfg, step, loss, norm, rank) || outlier_step(&cfg, step, loss, norm, rank);
         if (!skipped)
             gpt2_cuda_update(&model, lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay, cfg.grad_clip, step + 1);
+        train_state_stepped(&state, step, skipped);
         zero_trace_pass_end(opt_span, model.stream, "optimizer step");
         double dt = now_seconds() - t0;
         double tok_s = cfg.total_batch_tokens / dt;

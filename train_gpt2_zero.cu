@@ -25,6 +25,8 @@ parameters (the plugin owns them, their gradients and AdamW state), attach the p
 #include "llmc/run/schedule.h"
 #include "llmc/run/threads.h"
 #include "llmc/data/tokenizer.h"
+#include "llmc/run/step_skip.h"
+#include "llmc/run/train_state.h"
 #include "llmc/run/train_common.h"
 #include "llmc/run/train_args.h"
 #include "llmc/run/train_config.h"
@@ -96,7 +98,7 @@ int main(int argc, char **argv) {
     train_config_print(&cfg, grad_accum, world);
 
     // Resume: every rank reads the element ranges it owns now (any saved world/stage).
-    TrainState state = {0, mc, cfg.seed, 0, 0, cfg.B, cfg.T, world, cfg.total_batch_tokens};
+    TrainState state = train_state_new(&mc, &cfg, world, &train);
     int start_step = 0;
     if (cfg.resume && !gpt2_zero_have_checkpoint(&glue, cfg.out_dir)) {
         printf("-y 1: no checkpoint in '%s' yet: starting fresh\n", cfg.out_dir);
@@ -106,9 +108,7 @@ int main(int argc, char **argv) {
         TrainState saved;
         if (zero_load(z, cfg.out_dir, -1, &saved, sizeof(saved)) != 0)
             die("rank %d: cannot resume from '%s' (see above)", rank, cfg.out_dir);
-        checkpoint_check_compatible(&saved, &state, cfg.max_steps, "resume");
-        dataloader_set_state(&train, saved.data_epoch, saved.data_next_window);
-        start_step = saved.step;
+        start_step = train_state_resume(&state, &saved, cfg.max_steps, &train);
         printf("resumed from '%s' at step %d (saved by %d ranks), run %s\n", cfg.out_dir, start_step, saved.world,
                zero_run_id(z));
     } else {
@@ -140,9 +140,7 @@ int main(int argc, char **argv) {
         if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last))
             gpt2_cuda_sample(&model, have_tok ? &tok : NULL, cfg.gen_tokens, cfg.seed, step, rank == 0);
         if (cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last)) {
-            TrainState st = state;
-            st.step = step;
-            dataloader_get_state(&train, &st.data_epoch, &st.data_next_window);
+            TrainState st = train_state_at(&state, step, &train);
             if (zero_save(z, cfg.out_dir, step, &st, sizeof(st)) != 0)
                 die("rank %d: checkpoint at step %d failed (see above); the previous one is intact", rank, step);
             zero_prune(z, cfg.out_dir, cfg.ckpt_keep, cfg.ckpt_major);   // -nk, -nm
@@ -178,6 +176,7 @@ int main(int argc, char **argv) {
         zero_trace_pass_end(opt_span, model.stream, "optimizer step");
         float loss = (float)mean_loss;
         int skipped = nonfinite_step(&cfg, step, loss, norm, rank) || outlier_skipped_last();
+        train_state_stepped(&state, step, skipped);
         double dt = now_seconds() - t0;
         double tok_s = cfg.total_batch_tokens / dt;
         char eta[96];

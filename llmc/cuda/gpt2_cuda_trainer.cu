@@ -63,7 +63,7 @@ void gpt2_cuda_checkpoint_load(GPT2Cuda *model, const char *out_dir, int step, T
     float *p = (float *)malloc_check(n * sizeof(float)), *m = (float *)malloc_check(n * sizeof(float));
     float *v = (float *)malloc_check(n * sizeof(float));
     checkpoint_load(out_dir, step, saved, p, m, v, n);
-    gpt2_cuda_set_state_at(model, p, m, v, saved->step);
+    gpt2_cuda_set_state_at(model, p, m, v, saved->last_t);   // the bf16 weights of its last applied update
     free(p);
     free(m);
     free(v);

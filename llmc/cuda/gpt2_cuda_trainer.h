@@ -26,7 +26,8 @@ void gpt2_cuda_sample(GPT2Cuda *model, const Tokenizer *tok, int gen_tokens, uin
 
 // The unsharded trainer's checkpoints (llmc/run/checkpoint.h: fp32 master, AdamW moments and
 // the training state in one file, and model_STEP.bin beside it), through host copies made
-// for the call. Loading re-derives the bf16 weights with the saved step's rounding.
+// for the call. Loading re-derives the bf16 weights with the rounding of the last applied
+// update (TrainState.last_t: a skipped step leaves the weights of the one before).
 void gpt2_cuda_checkpoint_save(GPT2Cuda *model, const char *out_dir, const TrainState *st, int keep, int major);
 void gpt2_cuda_checkpoint_load(GPT2Cuda *model, const char *out_dir, int step, TrainState *saved);
 // OUT/model_final.bin from the fp32 master, as every trainer writes it.

@@ -6,6 +6,7 @@
 #include <glob.h>
 #include <inttypes.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "../atomic_file.h"
 #include "../numerics/rand.h"
@@ -217,6 +218,19 @@ void dataloader_set_state(DataLoader *dl, uint64_t epoch, int64_t next_window) {
     dl->epoch = epoch;
     dl->next_window = next_window;
     ensure_epoch(dl);
+}
+
+uint32_t dataloader_fingerprint(const DataLoader *dl) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (int i = 0; i < dl->num_shards; i++) {
+        const char *slash = strrchr(dl->paths[i], '/');
+        const char *name = slash ? slash + 1 : dl->paths[i];
+        unsigned char windows[8];
+        for (int b = 0; b < 8; b++) windows[b] = (unsigned char)((uint64_t)dl->num_windows[i] >> (8 * b));
+        crc = crc32(crc, (const Bytef *)name, (uInt)strlen(name) + 1);   // with its NUL: "ab","c" is not "a","bc"
+        crc = crc32(crc, windows, sizeof(windows));
+    }
+    return (uint32_t)crc;
 }
 
 void dataloader_free(DataLoader *dl) {

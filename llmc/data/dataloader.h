@@ -85,6 +85,10 @@ void dataloader_reset(DataLoader *dl);
 // next_window is outside [0, total_windows].
 void dataloader_get_state(const DataLoader *dl, uint64_t *epoch, int64_t *next_window);
 void dataloader_set_state(DataLoader *dl, uint64_t epoch, int64_t next_window);
+// Which data this is, for a resume to compare: CRC-32 of every shard's file name (without its
+// folder, so moved data still matches) and window count, in order. The position
+// (epoch, next_window) means the same windows only over the same fingerprint, T and shuffle.
+uint32_t dataloader_fingerprint(const DataLoader *dl);
 void dataloader_free(DataLoader *dl);
 
 // Writes a shard atomically (header + uint16 tokens). Exits on error, on a token

@@ -13,10 +13,11 @@
 #include "../model/gpt2_model_file.h"
 #include "../utils.h"
 
-enum { HEADER_BYTES = 1024 };
+enum { HEADER_BYTES = 4096, HEADER_BYTES_V1 = 1024 };
 #define CKPT_END 0x21444e45u // "END!"
 
-// On-disk header (first bytes of the 1024-byte header block; the rest is zero).
+// On-disk header (first bytes of the 4096-byte header block; the rest is zero). Every
+// member is naturally aligned with no padding between them, as it is stored.
 typedef struct {
     uint64_t magic;
     uint32_t version, header_bytes;
@@ -25,7 +26,11 @@ typedef struct {
     uint64_t seed, data_epoch;
     int64_t data_next_window, tokens_per_step;
     uint64_t num_params;
+    int32_t last_t, reserved;
+    DataIdentity data;
+    StepSkipState skip;
 } CkptHeader;
+_Static_assert(sizeof(CkptHeader) <= HEADER_BYTES, "the checkpoint header outgrew its block");
 
 typedef struct {
     uint32_t crc; // CRC-32 of header and body
@@ -232,7 +237,7 @@ void checkpoint_save(const char *out_dir, const TrainState *st, const float *par
     CkptHeader h = {CKPT_MAGIC, CKPT_VERSION, HEADER_BYTES, st->step, st->B, st->T, st->world,
                     c->max_seq_len, c->vocab_size, c->padded_vocab_size, c->num_layers,
                     c->num_heads, c->channels, st->seed, st->data_epoch, st->data_next_window,
-                    st->tokens_per_step, n};
+                    st->tokens_per_step, n, st->last_t, 0, st->data, st->skip};
     memcpy(header, &h, sizeof(h));
     AtomicFile af;
     atomic_file_open(&af, path);
@@ -268,13 +273,22 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
     ckpt_path(path, sizeof(path), out_dir, "ckpt", step);
     FILE *f = fopen_check(path, "rb");
     long size = file_size_check(f, path);
-    if (size < HEADER_BYTES) die("checkpoint '%s' is truncated: %ld bytes", path, size);
+    if (size < HEADER_BYTES_V1) die("checkpoint '%s' is truncated: %ld bytes", path, size);
     unsigned char header[HEADER_BYTES];
-    fread_check(header, 1, HEADER_BYTES, f, path);
+    fread_check(header, 1, HEADER_BYTES_V1, f, path);
     CkptHeader h;
-    memcpy(&h, header, sizeof(h));
+    memcpy(&h, header, 32);   // magic, version, header size, step
     if (h.magic != CKPT_MAGIC) die("'%s' is not a training checkpoint (bad magic)", path);
+    if (h.version == 1)
+        die("checkpoint '%s' has version 1, which lacks what a bit-exact resume needs (the last applied step, the skip "
+            "detectors' windows, the data identity); this build reads version %d. Resume it with the build that "
+            "wrote it, or start a new run from its model file %s/model_%08d.bin (-e)", path, CKPT_VERSION, out_dir, step);
     if (h.version != CKPT_VERSION) die("checkpoint '%s' has version %u, this build reads %d", path, h.version, CKPT_VERSION);
+    if (h.header_bytes != HEADER_BYTES)
+        die("checkpoint '%s' has a %u-byte header, version %d's is %d", path, h.header_bytes, CKPT_VERSION, HEADER_BYTES);
+    if (size < HEADER_BYTES) die("checkpoint '%s' is truncated: %ld bytes", path, size);
+    fread_check(header + HEADER_BYTES_V1, 1, HEADER_BYTES - HEADER_BYTES_V1, f, path);
+    memcpy(&h, header, sizeof(h));
     if (h.step != step)   // e.g. ckpt_00000002.bin copied over ckpt_00000004.bin: 'latest' and the file disagree
         die("checkpoint '%s' holds step %d, but its name (and '%s/latest') says step %d: was another step's checkpoint "
             "copied over it?", path, h.step, out_dir, step);
@@ -292,6 +306,7 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
     if (tr.end_magic != CKPT_END) die("checkpoint '%s' has a damaged trailer", path);
     uint32_t crc = file_crc32(path, 0, body_bytes(n), NULL);
     if (crc != tr.crc) die("checkpoint '%s' is corrupt: CRC %08x, recorded %08x", path, crc, tr.crc);
+    memset(st, 0, sizeof(*st));
     st->step = h.step;
     st->B = h.B;
     st->T = h.T;
@@ -301,24 +316,7 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
     st->data_epoch = h.data_epoch;
     st->data_next_window = h.data_next_window;
     st->tokens_per_step = h.tokens_per_step;
-}
-
-void checkpoint_check_compatible(const TrainState *s, const TrainState *now, int max_steps, const char *what) {
-    if (memcmp(&s->config, &now->config, sizeof(GPT2Config)) != 0)
-        die("%s: saved model is L=%d C=%d NH=%d V=%d maxT=%d, this run has L=%d C=%d NH=%d V=%d maxT=%d",
-            what, s->config.num_layers, s->config.channels, s->config.num_heads, s->config.vocab_size,
-            s->config.max_seq_len, now->config.num_layers, now->config.channels,
-            now->config.num_heads, now->config.vocab_size, now->config.max_seq_len);
-    if (s->T != now->T) die("%s: saved with sequence length %d, this run uses %d", what, s->T, now->T);
-    if (s->tokens_per_step != now->tokens_per_step)   // -d's default is B x T x ranks
-        die("%s: saved with %lld tokens per step, this run uses %lld (B=%d, T=%d, %d rank%s): give -d %lld to train "
-            "on with the saved batch, whatever -b and the number of ranks", what, (long long)s->tokens_per_step,
-            (long long)now->tokens_per_step, now->B, now->T, now->world, now->world == 1 ? "" : "s",
-            (long long)s->tokens_per_step);
-    if (s->seed != now->seed)
-        die("%s: saved with seed %llu, this run uses %llu", what, (unsigned long long)s->seed,
-            (unsigned long long)now->seed);
-    if (s->step > max_steps)   // the loop would not run: no step, no validation, main.log cut at the checkpoint
-        die("%s: the checkpoint is at step %d, past the %d steps this run trains (-x): give -x %d or more to "
-            "train on from it", what, s->step, max_steps, s->step);
+    st->last_t = h.last_t;
+    st->data = h.data;
+    st->skip = h.skip;
 }

@@ -1,9 +1,12 @@
 // checkpoint.h: training state of the unsharded trainers (CPU and CUDA), enough to
-// continue bit-exactly: fp32 parameters, AdamW moments, step, data position.
+// continue bit-exactly: fp32 parameters, AdamW moments and the TrainState (train_state.h).
 //
-// OUT/ckpt_SSSSSSSS.bin  1024-byte header, params, m, v (fp32), then a trailer with
-//                        the CRC-32 of everything before it. Written atomically and
-//                        read back to verify before it is declared the latest.
+// OUT/ckpt_SSSSSSSS.bin  4096-byte header (the TrainState), params, m, v (fp32), then a
+//                        trailer with the CRC-32 of everything before it. Written
+//                        atomically and read back to verify before it is declared the
+//                        latest. Version 1 files (a 1024-byte header without the last
+//                        applied step, the skip detectors and the data identity) are refused
+//                        with a message saying so.
 // OUT/latest             text: the step of the newest verified checkpoint.
 // OUT/model_SSSSSSSS.bin the parameters as an llm.c model file (fp32, version 3), written
 //                        after `latest`: a failed export never hides a good checkpoint.
@@ -23,23 +26,15 @@
 
 #include "../model/gpt2_config.h"
 #include "../model/gpt2_model_file.h"
+#include "train_state.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define CKPT_MAGIC 0x54504b4332545047ULL // "GPT2CKPT" little-endian
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2
 
-typedef struct {
-    int step;               // optimizer steps completed
-    GPT2Config config;
-    uint64_t seed;
-    uint64_t data_epoch;    // train loader position
-    int64_t data_next_window;
-    int B, T, world;
-    int64_t tokens_per_step;
-} TrainState;
 
 // Saves step's checkpoint into out_dir, verifies it, updates "latest", then exports the
 // model file and prunes (-nk, -nm): of the checkpoints and model files at or below this
@@ -71,9 +66,6 @@ void checkpoint_model_path(char *buf, size_t len, const char *out_dir, int step)
 // every rank calls it, rank 0 writes and prints its name.
 void checkpoint_export_model(const char *out_dir, int step, int rank, const GPT2Config *c, const GPT2ModelSource *src,
                              int keep, int major);
-// Checks that a loaded state can continue this run, which trains max_steps steps (-x);
-// exits with the differing field.
-void checkpoint_check_compatible(const TrainState *saved, const TrainState *now, int max_steps, const char *what);
 
 #ifdef __cplusplus
 }

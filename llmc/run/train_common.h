@@ -54,28 +54,6 @@ int host_memory_reset_peak(void);
 void print_cost(const char *what, double t0);
 // Loads the tokenizer for samples if sampling is on and the file exists; returns 1 then.
 int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg);
-// Checks a step's loss and gradient norm (step: 0-based, printed 1-based like the step
-// lines). Both finite: returns 0. Otherwise by default the run stops: rank 0 prints which
-// step and why, every rank exits 1 (call it before anything of the step is saved). With
-// --nan-skip it prints that the step is skipped and returns 1: the caller must not apply
-// the update (under ZeRO, zero_step already skipped a non-finite norm); the
-// --nan-skip-limit-th such step in a row stops the run like one without --nan-skip.
-// It counts the steps it sees and skips over the process's run (one run per process).
-int nonfinite_step(const TrainConfig *cfg, int step, float loss, float norm, int rank);
-// At the run's end, with --nan-skip: prints how many of its steps were skipped.
-void nonfinite_summary(const TrainConfig *cfg);
-// -sl/-sg: the steps llm.c's outlier detector looks back over.
-#define OUTLIER_WINDOW 128
-// -sl/-sg (off unless given): feeds the step's loss and gradient norm (finite ones only:
-// the others are nonfinite_step's) to windows of the last OUTLIER_WINDOW steps'. Returns 1,
-// after rank 0 prints why, when the loss's z-score is above -sl or the norm's above -sg:
-// the caller must not apply the update. Every rank must pass the same values (all-reduced)
-// so that all decide alike.
-int outlier_step(const TrainConfig *cfg, int step, float loss, float norm, int rank);
-// Whether the last outlier_step call skipped (for a caller that asked through a hook).
-int outlier_skipped_last(void);
-// At the run's end, with -sl or -sg: rank 0 prints how many updates were skipped.
-void outlier_summary(const TrainConfig *cfg, int rank);
 // Prints a sampled token's bytes (multi-byte characters may span tokens; the terminal
 // joins them), or its id when tok is NULL.
 void print_token(const Tokenizer *tok, int id);

@@ -65,8 +65,8 @@ echo "stale temp files removed at start, others kept (unsharded and -z 2)"
 nan=(-l 10 -c 10 -u 0 -q 1 -n 1)
 # nan_step LOG: the step the stop message names
 nan_step() { sed -n 's/^error: step \([0-9]*\)\/[0-9]*: loss .*gradient norm .*: not finite, so training stops here.*/\1/p' "$1"; }
-# body_equal A B: the parameters, m and v of two unsharded checkpoints (1024-byte header, 8-byte trailer)
-body_equal() { local n=$(( $(stat -c %s "$1") - 1032 )); cmp -s -n "$n" -i 1024 "$1" "$2"; }
+# body_equal A B: the parameters, m and v of two unsharded checkpoints (4096-byte header, 8-byte trailer)
+body_equal() { local n=$(( $(stat -c %s "$1") - 4104 )); cmp -s -n "$n" -i 4096 "$1" "$2"; }
 if ./train_gpt2 "${small[@]}" "${nan[@]}" -x 30 -o "$tmp/nan" > "$tmp/nan.txt" 2>&1; then fail "a run that diverged to NaN exited 0"; fi
 k=$(nan_step "$tmp/nan.txt")
 [ -n "$k" ] && [ "$k" -gt 2 ] || { cat "$tmp/nan.txt"; fail "no message naming the NaN step"; }
