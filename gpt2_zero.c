@@ -136,6 +136,20 @@ int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir) {
     return found != 0;
 }
 
+void gpt2_zero_load_checkpoint(GPT2Zero *g, const char *out_dir, TrainState *saved) {
+    if (zero_load(g->z, out_dir, -1, saved, sizeof(*saved)) == 0) return;
+    ZeroCheckpointInfo info;   // zero_load said why; a trainer state of format 1 is worth a word more
+    if (g->rank == 0 && zero_checkpoint_info(out_dir, -1, &info) == 0) {
+        if (info.extra_bytes == TRAIN_STATE_V1_BYTES)
+            fprintf(stderr, "error: '%s/zero_%lld' holds the trainer state of format 1 (%d bytes), which lacks what a "
+                    "bit-exact resume needs (the last applied update, the skip detectors' windows, the data identity). "
+                    "Resume it with the build that wrote it, or start a new run from its model file "
+                    "%s/model_%08lld.bin (-e)\n", out_dir, info.step, TRAIN_STATE_V1_BYTES, out_dir, info.step);
+        zero_checkpoint_info_free(&info);
+    }
+    die("rank %d: cannot resume from '%s' (see above)", g->rank, out_dir);
+}
+
 double gpt2_zero_sum(void *ctx, double x) {
     zero_allreduce_sum_f64(((GPT2Zero *)ctx)->z, &x, 1);
     return x;

@@ -18,6 +18,7 @@ This file knows GPT-2 and ZeRO; llmc/ knows no ZeRO and zero/ knows no GPT-2.
 #include "llmc/model/gpt2_config.h"
 #include "llmc/model/gpt2_model_file.h"
 #include "llmc/run/train_config.h"
+#include "llmc/run/train_state.h"
 #include "zero/comm.h"
 #include "zero/zero.h"
 
@@ -64,6 +65,11 @@ void gpt2_zero_free(GPT2Zero *g);
 // None, but other checkpoints a fresh start would lose (checkpoint_fresh_start_refused):
 // rank 0 says what is there and every rank exits 1.
 int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir);
+// -y 1: loads the checkpoint latest_zero names into the plugin (any saved world and stage)
+// and its TrainState into *saved (collective). Exits on every rank when it cannot, after
+// saying why; for a checkpoint of format 1, whose trainer state lacks what a bit-exact
+// resume needs, naming the model file to start a new run from.
+void gpt2_zero_load_checkpoint(GPT2Zero *g, const char *out_dir, TrainState *saved);
 
 // A double summed over the ranks in rank order (ctx: the GPT2Zero; collective).
 double gpt2_zero_sum(void *ctx, double x);

@@ -92,8 +92,7 @@ static int sharded_begin_run(CpuTrainer *t, TrainState *state, DataLoader *train
         return 0;
     }
     TrainState saved;
-    if (zero_load(z, t->cfg->out_dir, -1, &saved, sizeof(saved)) != 0)
-        die("rank %d: cannot resume from '%s' (see above)", t->rank, t->cfg->out_dir);
+    gpt2_zero_load_checkpoint(&side(t)->glue, t->cfg->out_dir, &saved);
     int step = train_state_resume(state, &saved, t->cfg->max_steps, train);
     printf("resumed from '%s' at step %d (saved by %d ranks), run %s\n", t->cfg->out_dir, step, saved.world,
            zero_run_id(z));

@@ -106,8 +106,7 @@ int main(int argc, char **argv) {
     }
     if (cfg.resume) {
         TrainState saved;
-        if (zero_load(z, cfg.out_dir, -1, &saved, sizeof(saved)) != 0)
-            die("rank %d: cannot resume from '%s' (see above)", rank, cfg.out_dir);
+        gpt2_zero_load_checkpoint(&glue, cfg.out_dir, &saved);
         start_step = train_state_resume(&state, &saved, cfg.max_steps, &train);
         printf("resumed from '%s' at step %d (saved by %d ranks), run %s\n", cfg.out_dir, start_step, saved.world,
                zero_run_id(z));

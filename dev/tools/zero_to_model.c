@@ -49,9 +49,12 @@ int main(int argc, char **argv) {
     if (zero_checkpoint_info(dir, step, &info) != 0)
         die("'%s' holds no ZeRO checkpoint for step %s (see above)", dir, argv[2]);
     step = (int)info.step;
+    // the model's shape and the step are among the first fields, which format 1 holds too
+    size_t state_bytes = info.extra_bytes == TRAIN_STATE_V1_BYTES ? TRAIN_STATE_V1_BYTES : sizeof(TrainState);
     zero_checkpoint_info_free(&info);
     TrainState st;
-    if (zero_checkpoint_extra(dir, step, &st, sizeof(st)) != 0)
+    memset(&st, 0, sizeof(st));
+    if (zero_checkpoint_extra(dir, step, &st, state_bytes) != 0)
         die("'%s' holds no GPT-2 trainer checkpoint for step %s (see above)", dir, argv[2]);
     const GPT2Config *c = &st.config;
     char err[256];

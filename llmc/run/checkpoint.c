@@ -316,6 +316,8 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
     st->data_epoch = h.data_epoch;
     st->data_next_window = h.data_next_window;
     st->tokens_per_step = h.tokens_per_step;
+    if (h.last_t < 0 || h.last_t > h.step)   // it keys the bf16 rounding of the loaded weights
+        die("checkpoint '%s' says its last update was step %d, outside 0..%d (its step)", path, h.last_t, h.step);
     st->last_t = h.last_t;
     st->data = h.data;
     st->skip = h.skip;

@@ -1,9 +1,15 @@
 // train_state.c: a run's state for checkpoints, and the checks a resume makes against it.
 #include "train_state.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "../utils.h"
+
+_Static_assert(offsetof(TrainState, last_t) == TRAIN_STATE_V1_BYTES, "TrainState's format-1 fields moved");
+_Static_assert(sizeof(TrainState) == 88 + sizeof(DataIdentity) + sizeof(StepSkipState), "TrainState has padding");
+_Static_assert(sizeof(DataIdentity) == 24 && sizeof(StepSkipState) == 2 * sizeof(OutlierWindow) + 8 &&
+               sizeof(OutlierWindow) == (OUTLIER_WINDOW + 2) * sizeof(double) + 8, "padding in the saved state");
 
 TrainState train_state_new(const GPT2Config *c, const TrainConfig *cfg, int world, const DataLoader *train) {
     TrainState st;
@@ -64,8 +70,9 @@ static void check_compatible(const TrainState *s, const TrainState *now, int max
     if (s->step > max_steps)   // the loop would not run: no step, no validation, main.log cut at the checkpoint
         die("resume: the checkpoint is at step %d, past the %d steps this run trains (-x): give -x %d or more to "
             "train on from it", s->step, max_steps, s->step);
-    if (s->last_t < 0 || s->last_t > s->step)
-        die("resume: the checkpoint at step %d says its last update was step %d", s->step, s->last_t);
+    if (s->last_t < 0 || s->last_t > s->step || s->skip.nan_in_a_row > s->step)
+        die("resume: the checkpoint at step %d cannot come from a run: its last update was step %d, and %d "
+            "non-finite steps came in a row before it", s->step, s->last_t, s->skip.nan_in_a_row);
 }
 
 int train_state_resume(TrainState *run, const TrainState *saved, int max_steps, DataLoader *train) {

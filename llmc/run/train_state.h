@@ -30,18 +30,25 @@ typedef struct {
     uint32_t reserved;       // 0
 } DataIdentity;
 
+// Plain data with no implicit padding (the reserved fields are 0): the sharded trainers
+// store its bytes as they are in memory.
 typedef struct {
     int step;               // optimizer steps completed
     GPT2Config config;
+    int32_t reserved0;
     uint64_t seed;
     uint64_t data_epoch;    // train loader position
     int64_t data_next_window;
     int B, T, world;
+    int32_t reserved1;
     int64_t tokens_per_step;
+    // Sharded checkpoints of format 1 hold the fields above only: TRAIN_STATE_V1_BYTES.
     int last_t;             // t of the last applied update (0: none yet); step minus trailing skips
+    int32_t reserved2;
     DataIdentity data;
     StepSkipState skip;
 } TrainState;
+#define TRAIN_STATE_V1_BYTES 80
 
 // The state of a run at step 0 over the train loader.
 TrainState train_state_new(const GPT2Config *c, const TrainConfig *cfg, int world, const DataLoader *train);

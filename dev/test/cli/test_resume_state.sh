@@ -11,6 +11,8 @@
 #     checkpoint after step K+1 it stops at the same step with the same count
 #  3. the data: a resume whose -i matches other shards (one more file, or a shard of
 #     another size under the same name) is refused naming both shard counts and windows
+#     checkpoints of format 1 (unsharded version 1, a sharded trainer state of 80 bytes):
+#     refused naming the model file to start a new run from; zero_to_model still exports one
 #  4. the CUDA trainers on the emulated device (make emu; skipped without it): train_gpt2cu,
 #     and train_gpt2_zero -z 3 at 2 ranks resumed at 1 rank, cut at step 2 of 4 and resumed,
 #     end with the model of the uninterrupted run, byte for byte
@@ -95,6 +97,35 @@ mv "$tmp/short.bin" "$tmp/data/a_000000.bin"
 if trains data -x 4 -n 2 -i "$tmp/data/a_*.bin" -y 1; then fail "a resume over a shorter shard of the same name was not refused"; fi
 grep -q "the training data differs from the checkpoint's" "$tmp/data.txt" || { cat "$tmp/data.txt"; fail "the shorter shard is not named as other data"; }
 echo "a resume over other shards (one more, or one shorter) is refused naming both"
+
+# 3b. checkpoints of format 1 (a trainer state without what the above needs): refused naming
+# the model file to start from; zero_to_model still makes the model file of a sharded one
+# (the folders resumed in 1, taken back to step 132 again)
+cp -r "$tmp/cpu_sg_resumed" "$tmp/v1"
+rm -r "$tmp/v1/model_final.bin" "$tmp/v1"/*140*
+echo 132 > "$tmp/v1/latest"
+printf '\x01' | dd of="$tmp/v1/ckpt_00000132.bin" bs=1 seek=8 conv=notrunc 2> /dev/null
+if trains v1 -x 140 -n 132 -l 1e-5 -sg 0.1 -y 1; then fail "an unsharded checkpoint of version 1 was resumed"; fi
+grep -q "has version 1, which lacks what a bit-exact resume needs.*model_00000132.bin (-e)" "$tmp/v1.txt" ||
+    { cat "$tmp/v1.txt"; fail "the version-1 refusal does not name the model file"; }
+cp -r "$tmp/zcpu_sg_resumed" "$tmp/zv1"
+rm -r "$tmp/zv1/model_final.bin" "$tmp/zv1"/*140*
+echo 132 > "$tmp/zv1/latest_zero"
+python3 - "$tmp/zv1/zero_132" <<'PY'
+import json, sys, zlib
+d = sys.argv[1]
+blob = open(f"{d}/extra.bin", "rb").read()[:80]   # format 1: the fields up to tokens_per_step
+open(f"{d}/extra.bin", "wb").write(blob)
+m = json.load(open(f"{d}/manifest.json"))
+m["extra"]["bytes"], m["extra"]["crc32"] = len(blob), zlib.crc32(blob)
+json.dump(m, open(f"{d}/manifest.json", "w"))
+PY
+if trains zv1 -x 140 -n 132 -l 1e-5 -sg 0.1 -y 1; then fail "a sharded checkpoint of format 1 was resumed"; fi
+grep -q "zero_132' holds the trainer state of format 1 (80 bytes).*model_00000132.bin (-e)" "$tmp/zv1.txt" ||
+    { cat "$tmp/zv1.txt"; fail "the format-1 refusal does not name the model file"; }
+./zero_to_model "$tmp/zv1" 132 "$tmp/zv1.bin" > "$tmp/zv1_model.txt" 2>&1 || { cat "$tmp/zv1_model.txt"; fail "zero_to_model refused format 1"; }
+cmp -s "$tmp/zv1.bin" "$tmp/zv1/model_00000132.bin" || fail "zero_to_model of a format-1 checkpoint differs from its model file"
+echo "checkpoints of format 1: refused naming the model file; zero_to_model still exports a sharded one"
 
 # 4. the CUDA trainers emulated
 EMU=${EMU_DIR:-build/emu}
