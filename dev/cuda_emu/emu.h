@@ -14,6 +14,12 @@
 //  - host functions (cudaLaunchHostFunc) run one at a time on one callback thread, and a
 //    CUDA call from there fails with cudaErrorNotPermitted.
 //  - an asynchronous fault (an illegal address) is sticky: every later call returns it.
+//  - lazy loading (CUDA_MODULE_LOADING=LAZY, CUDA's default): a kernel's first launch loads
+//    it, which "might require context synchronization" (Programming Guide, Lazy Loading,
+//    Potential Hazards). Emulated as always: the launch waits until every stream's queued
+//    work has finished, which orders nothing (no happens-before), so a kernel that spins
+//    until later work runs deadlocks here as it may on a GPU. cudaFuncGetAttributes loads
+//    a kernel (the guide's preload); CUDA_MODULE_LOADING=EAGER loads all at start.
 #ifndef CUDA_EMU_EMU_H
 #define CUDA_EMU_EMU_H
 
@@ -111,6 +117,11 @@ struct LaunchArg {
 
 // Any progress (the hang detector resets its clock): the kernel engine calls it per block.
 void progress();
+
+// The kernel engine's launch and cudaFuncGetAttributes: loads kernel on its first use
+// (lazy loading, above). At a launch (launching true) that first use waits for the device
+// to be idle; the hang detector names the kernel when that wait never ends.
+void load_kernel(const void *kernel, const char *name, bool launching);
 
 }  // namespace emu
 

@@ -1139,6 +1139,7 @@ void launch(const void *kernel, const char *name, const char *file, int line, di
         emu::record_error(e);
         return;
     }
+    emu::load_kernel(kernel, name, true);   // its first launch: lazy loading (emu.h)
     auto gr = std::make_shared<Grid>();
     gr->name = name;
     gr->file = file;
@@ -1188,6 +1189,7 @@ extern "C" cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const voi
         emu::say("cudaFuncGetAttributes: %p is no kernel of the build's table", func);
         return emu::record_error(cudaErrorInvalidDeviceFunction);
     }
+    emu::load_kernel(func, mangled.c_str(), false);   // the guide's preload: later launches need no load
     memset(attr, 0, sizeof *attr);
     attr->numRegs = lim->regs;
     attr->sharedSizeBytes = (size_t)lim->static_smem;

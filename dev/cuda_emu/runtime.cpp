@@ -23,6 +23,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -39,6 +41,7 @@ static uint64_t g_slow_seed = 0;
 static int g_arch = 90;
 static size_t g_mem_cap = (size_t)80 << 30;
 static double g_hang_s = 120.0;
+static int g_eager = 0;                 // CUDA_MODULE_LOADING=EAGER: no lazy loading
 static int g_trace = 0;   // CUDA_EMU_TRACE=1: every stream operation as it runs, every host wait
 
 void say(const char *fmt, ...) {
@@ -109,6 +112,8 @@ static void init_once() {
     }
     g_mem_cap = env_size("CUDA_EMU_MEM", g_mem_cap);
     g_hang_s = (double)env_u64("CUDA_EMU_HANG_S", 120);
+    const char *ml = getenv("CUDA_MODULE_LOADING");
+    g_eager = ml && !strcmp(ml, "EAGER");
     g_trace = (int)env_u64("CUDA_EMU_TRACE", 0);
     if (getenv("CUDA_EMU_QUIET") == NULL)
         say("emulated device sm_%d, %.1f GiB, seed %llu%s (a CPU emulation: it proves correctness, never speed)",
@@ -444,6 +449,7 @@ static void release_legacy_hold() {   // g_mu held
 static std::atomic<uint64_t> g_progress{0};
 void progress() { g_progress++; }
 static int g_waiters = 0;               // host threads blocked in a synchronize
+static std::vector<std::string> &g_loading = *new std::vector<std::string>;   // kernels whose lazy load waits
 
 // host functions: one callback thread, FIFO
 struct HostCall { cudaHostFn_t fn; void *arg; bool done; std::string stream; };
@@ -572,6 +578,10 @@ static void watchdog() {
                 op.what.c_str(), waits.c_str());
         }
         if (!g_cb_q.empty()) say("  host function thread: running one from %s", g_cb_q.front()->stream.c_str());
+        for (const std::string &k : g_loading)
+            say("  a host thread loading kernel %s at its first launch (lazy loading waits for the device to be "
+                "idle: a kernel that spins until later work runs never lets it; preload with cudaFuncGetAttributes)",
+                k.c_str());
         say("  host threads blocked in a synchronize: %d", g_waiters);
         fflush(stderr);
         abort();
@@ -677,6 +687,32 @@ static void sync_stream(std::unique_lock<std::mutex> &lk, Stream *s) {
 
 static void sync_all(std::unique_lock<std::mutex> &lk) {
     for (Stream *s : g_streams) sync_stream(lk, s);
+}
+
+void load_kernel(const void *kernel, const char *name, bool launching) {
+    init();
+    std::unique_lock<std::mutex> lk(g_mu);
+    static std::set<const void *> &loaded = *new std::set<const void *>;
+    if (g_eager || !loaded.insert(kernel).second || !launching) return;
+    // The device's queued work must finish; nothing is ordered by it (t_host_vc stays), and
+    // a held copy stays held (its stream's work from there on is not waited for): the load
+    // is no synchronization the program may count on.
+    std::vector<std::pair<Stream *, uint64_t>> targets;
+    for (Stream *s : g_streams) {
+        uint64_t target = s->finished;
+        for (const Op &op : s->q) {
+            if (op.hold && !op.hold->done) break;
+            target++;
+        }
+        targets.emplace_back(s, target);
+    }
+    g_loading.push_back(name);
+    host_wait(lk, [&targets] {
+        for (const auto &t : targets)
+            if (t.first->finished < t.second) return false;
+        return true;
+    });
+    g_loading.erase(std::find(g_loading.begin(), g_loading.end(), std::string(name)));
 }
 
 }  // namespace emu
