@@ -20,9 +20,13 @@
 #define POLL_S 0.2           // the watchdog's polling period
 #define MAX_STREAM_COMMS 8   // streams with communicators of their own
 
+// A collective's clock starts when the work queued before it on its stream is done (its
+// start event), not when it was queued: a collective behind a long backward pass is not
+// stuck. Collectives finish in any order across streams; every unfinished one is timed.
 typedef struct {
     cudaEvent_t ev;          // recorded on the collective's stream right after it
-    double since;            // when it became the oldest unfinished one (0: not yet)
+    cudaEvent_t start;       // recorded on it right before it (note(), then swapped in by track())
+    double since;            // when the watchdog first saw its start event done (0: not yet)
     ZeroCollOp op;
     uint64_t bytes;          // sent to all peers together, as the watchdog's message counts
     char what[160];
@@ -48,6 +52,7 @@ struct ZeroNccl {
     cudaStream_t own;        // the f64 all-reduce's stream (world communicator)
     double *dscratch, *hscratch;      // world * ALLREDUCE_CHUNK doubles: device, pinned host
     pthread_mutex_t mu;      // guards the ring below (the watchdog thread polls it)
+    cudaEvent_t staged;      // the next collective's start event (NCCL calls come from one thread)
     Tracked ring[TRACK];
     int head, count;
     char last_what[192];     // the latest collective, for asynchronous-error messages
@@ -155,23 +160,42 @@ int zero_nccl_select_device(ZeroComm *c) {
 
 static ZeroNccl *of(ZeroComm *c) { return (ZeroNccl *)(void *)c->dev; }
 
+// cudaEventQuery that leaves no "not ready" behind as the calling thread's last error:
+// track() polls on the trainer's thread, whose launches are checked with cudaGetLastError.
+static cudaError_t query(cudaEvent_t ev) {
+    cudaError_t e = cudaEventQuery(ev);
+    if (e == cudaErrorNotReady && cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
+    return e;
+}
+
 // Drops finished collectives from the front of the ring; returns the first error, if any.
-static cudaError_t pop_finished(ZeroNccl *n, double t) {
+static cudaError_t pop_finished(ZeroNccl *n) {
     while (n->count > 0) {
-        Tracked *h = &n->ring[n->head];
-        cudaError_t e = cudaEventQuery(h->ev);
-        if (e == cudaErrorNotReady) {
-            // track() polls on the trainer's thread, whose launches are checked with
-            // cudaGetLastError: never leave "not ready" behind as that thread's last error
-            if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
-            if (h->since == 0) h->since = t;
-            return cudaSuccess;
-        }
+        cudaError_t e = query(n->ring[n->head].ev);
+        if (e == cudaErrorNotReady) return cudaSuccess;
         if (e != cudaSuccess) return e;
         n->head = (n->head + 1) % TRACK;
         n->count--;
     }
     return cudaSuccess;
+}
+
+// Starts the clocks of the collectives whose earlier work is done; returns the oldest one
+// running longer than timeout_s (NULL: none), or sets *e to a failed query's error.
+static Tracked *overdue(ZeroNccl *n, double t, double timeout_s, cudaError_t *e) {
+    for (int i = 0; i < n->count; i++) {
+        Tracked *h = &n->ring[(n->head + i) % TRACK];
+        cudaError_t done = i > 0 ? query(h->ev) : cudaErrorNotReady;   // the head is unfinished (pop_finished)
+        if (done == cudaSuccess) continue;
+        if (done != cudaErrorNotReady) { *e = done; return h; }
+        if (h->since == 0) {
+            cudaError_t started = query(h->start);
+            if (started == cudaSuccess) h->since = t;
+            else if (started != cudaErrorNotReady) { *e = started; return h; }
+        }
+        if (h->since > 0 && t - h->since > timeout_s) return h;
+    }
+    return NULL;
 }
 
 // 1 when group g of a stream has a communicator of its own (not [WORLD]'s, not none).
@@ -217,15 +241,14 @@ static int poll_hook(ZeroComm *c, double timeout_s) {
     }
     cudaSetDevice(n->device);   // this thread's current device, for the event queries
     double t = now_s();
-    cudaError_t e = pop_finished(n, t);
+    cudaError_t e = pop_finished(n);
+    Tracked *h = e == cudaSuccess ? overdue(n, t, timeout_s, &e) : &n->ring[n->head];
     int fire = 0;
     if (e != cudaSuccess) {
-        Tracked *h = &n->ring[n->head];
         fprintf(stderr, "rank %d: collective %s (%s) failed on the device: %s\n", c->rank, zero_coll_name(h->op),
                 h->what, cudaGetErrorString(e));
         fire = 1;
-    } else if (n->count > 0 && t - n->ring[n->head].since > timeout_s) {
-        Tracked *h = &n->ring[n->head];
+    } else if (h) {
         // the same words as the host-side watchdog, so one pattern finds either
         fprintf(stderr, "rank %d: collective %s on %llu bytes timed out after %.1f s (%s; on the GPU)\n", c->rank,
                 zero_coll_name(h->op), (unsigned long long)h->bytes, t - h->since, h->what);
@@ -257,17 +280,18 @@ static void abort_hook(ZeroComm *c) {
 // Records an event after the collective just enqueued on s (in group g), for the watchdog.
 static void track(ZeroNccl *n, cudaStream_t s, ZeroGroup g, ZeroCollOp op, uint64_t bytes, const char *what) {
     pthread_mutex_lock(&n->mu);
-    double t = now_s();
-    cudaError_t e = pop_finished(n, t);
+    cudaError_t e = pop_finished(n);
     if (e == cudaSuccess && n->count == TRACK) {   // full: stop watching the oldest (its successors wait behind it)
         n->head = (n->head + 1) % TRACK;
         n->count--;
-        n->ring[n->head].since = t;
     }
     Tracked *k = &n->ring[(n->head + n->count) % TRACK];
     if (e == cudaSuccess) e = cudaEventRecord(k->ev, s);
     if (e == cudaSuccess) {
-        k->since = n->count == 0 ? t : 0;
+        cudaEvent_t used = k->start;   // note() recorded the start: it becomes this slot's
+        k->start = n->staged;
+        n->staged = used;
+        k->since = 0;
         k->op = op;
         k->bytes = bytes;
         if (g == ZERO_GROUP_WORLD) snprintf(k->what, sizeof k->what, "%s", what ? what : "");
@@ -326,8 +350,11 @@ static void release(ZeroNccl *n) {
     if (n->inter) ncclCommDestroy(n->inter);
     if (n->intra) ncclCommDestroy(n->intra);
     if (n->world) ncclCommDestroy(n->world);
-    for (int i = 0; i < TRACK; i++)
+    for (int i = 0; i < TRACK; i++) {
         if (n->ring[i].ev) cudaEventDestroy(n->ring[i].ev);
+        if (n->ring[i].start) cudaEventDestroy(n->ring[i].start);
+    }
+    if (n->staged) cudaEventDestroy(n->staged);
     if (n->own) cudaStreamDestroy(n->own);
     if (n->dscratch) cudaFree(n->dscratch);
     if (n->hscratch) cudaFreeHost(n->hscratch);
@@ -422,7 +449,11 @@ ZeroNccl *zero_nccl_init(ZeroComm *c, int device) {
     cudaError_t e = cudaStreamCreateWithFlags(&n->own, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaMalloc((void **)&n->dscratch, scratch);
     if (e == cudaSuccess) e = cudaMallocHost((void **)&n->hscratch, scratch);
-    for (int i = 0; i < TRACK && e == cudaSuccess; i++) e = cudaEventCreateWithFlags(&n->ring[i].ev, cudaEventDisableTiming);
+    for (int i = 0; i < TRACK && e == cudaSuccess; i++) {
+        e = cudaEventCreateWithFlags(&n->ring[i].ev, cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&n->ring[i].start, cudaEventDisableTiming);
+    }
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&n->staged, cudaEventDisableTiming);
     if (e != cudaSuccess) {
         fprintf(stderr, "zero: rank %d: allocating the NCCL scratch (%zu bytes), stream and events on device %d failed: %s\n",
                 c->rank, scratch, device, cudaGetErrorString(e));
@@ -527,10 +558,13 @@ static ncclComm_t comm_of(ZeroNccl *n, cudaStream_t s, ZeroGroup g, const char *
     return sc->comm[g];
 }
 
-static void note(ZeroNccl *n, const char *op, ZeroGroup g, const char *what) {
+// Before a collective's calls on s: the note the watchdog prints, and its start event.
+static void note(ZeroNccl *n, cudaStream_t s, const char *op, ZeroGroup g, const char *what) {
     pthread_mutex_lock(&n->mu);   // the watchdog may be printing it
     snprintf(n->last_what, sizeof n->last_what, "%s of %s in the %s group", op, what ? what : "", zero_group_name(g));
+    cudaError_t e = cudaEventRecord(n->staged, s);
     pthread_mutex_unlock(&n->mu);
+    if (e != cudaSuccess) call_failed(n->c, "cudaEventRecord", cudaGetErrorString(e), "the start of %s", n->last_what);
 }
 
 // What every collective of parts does first: the bytes it sends each peer (*per_peer), the
@@ -541,7 +575,7 @@ static ncclComm_t begin_parts(ZeroNccl *n, ZeroGroup g, const ZeroCollPart *part
     const char *name = zero_coll_name(op);
     *per_peer = 0;
     for (int i = 0; i < nparts; i++) *per_peer += parts[i].count * es;
-    note(n, name, g, what);
+    note(n, s, name, g, what);
     ncclComm_t comm = zero_group_size(n->c, g) > 1 ? comm_of(n, s, g, name, what) : NULL;
     zero_coll_begin_group(n->c, g, op, *per_peer, what);
     return comm;
@@ -690,7 +724,7 @@ void zero_nccl_allreduce_sum_f64(ZeroNccl *n, double *values, int count, const c
         double *hmine = n->hscratch + (size_t)c->rank * k, *dmine = n->dscratch + (size_t)c->rank * k;
         memcpy(hmine, values + base, kb);
         CUDA_OK(c, cudaMemcpyAsync(dmine, hmine, kb, cudaMemcpyHostToDevice, s), "all-reduce of %s (%d doubles)", what, k);
-        note(n, "all_reduce", ZERO_GROUP_WORLD, what);
+        note(n, s, "all_reduce", ZERO_GROUP_WORLD, what);
         zero_coll_begin(c, ZERO_COLL_ALL_REDUCE, kb, what);
         NCCL_OK(n, ncclAllGather(dmine, n->dscratch, (size_t)k, ncclDouble, n->world, s),
                 "all-reduce of %s (%d doubles per rank, %d ranks)", what, k, c->world);
@@ -719,7 +753,7 @@ void zero_nccl_gather_f64(ZeroNccl *n, const double *values, int count, double *
     for (int base = 0; base < count; base += ALLREDUCE_CHUNK) {
         int k = count - base < ALLREDUCE_CHUNK ? count - base : ALLREDUCE_CHUNK;
         size_t kb = (size_t)k * sizeof(double);
-        note(n, "gather", ZERO_GROUP_WORLD, what);
+        note(n, s, "gather", ZERO_GROUP_WORLD, what);
         zero_coll_begin_to_root(c, ZERO_COLL_GATHER, kb, what);
         if (c->rank == 0) {
             // rank q's chunk lands in slot q of the device scratch; groups stay within NCCL's limit

@@ -82,9 +82,8 @@ else bad "gpu_zero_toy misuse at 2 ranks (exit $rc)"; cat "$log"; fi
 
 # the watchdog's death: one rank sleeps 20 s inside an all-reduce, the watchdog (timeout 1 s)
 # ends the job with its message. Its ncclCommAbort ends the other rank's stalled all-gather
-# (NCCL's documented effect), which once let that rank's main thread run on with the aborted
-# result ("the stalled all-reduce returned") before the watchdog's exit: every emulated run
-# lost that race. Now every wait after the abort parks (zero_comm_park_if_ending).
+# (NCCL's documented effect); every wait after the abort parks (zero_comm_park_if_ending), so
+# no rank's main thread runs on with the aborted result ("the stalled all-reduce returned").
 log=$tmp/toy_timeout.log
 start=$(date +%s)
 timeout 120 scripts/launch_ranks.sh 2 "$EMU/gpu_zero_toy" timeout > "$log" 2>&1
@@ -95,6 +94,15 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 20 ] &&
    ! grep -q "did not fire" "$log"; then
     ok "gpu_zero_toy timeout at 2 ranks: the watchdog ends the job, no rank goes on from the aborted collective (exit $rc after ${elapsed} s)"
 else bad "gpu_zero_toy timeout at 2 ranks (exit $rc after ${elapsed} s)"; cat "$log"; fi
+
+# not a death: an all-gather queued behind 3 s of work (its stream waits for the main
+# stream's) under a 1 s watchdog is timed from when that work is done, and completes
+log=$tmp/toy_queued.log
+timeout 120 scripts/launch_ranks.sh 2 "$EMU/gpu_zero_toy" queued > "$log" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q "^[1-9][0-9]* passed, 0 failed" "$log" && ! grep -q "timed out" "$log"; then
+    ok "gpu_zero_toy queued at 2 ranks: a collective behind 3 s of earlier work is not taken for a stuck one (1 s timeout)"
+else bad "gpu_zero_toy queued at 2 ranks (exit $rc)"; cat "$log"; fi
 
 # 4. no shared memory left behind
 shm_after=$(ls /dev/shm | grep -c '^cuda_emu_nccl_')

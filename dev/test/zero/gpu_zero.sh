@@ -3,7 +3,8 @@
 # dev/test/zero/test_backend_ops.c and runs them: every backend kernel against its C reference, the NCCL collectives (also in the ZeRO++ groups, at every node size and hpZ size
 # that divides the world: 4 ranks include nodes of 2 with hpZ 2), and mpi_zero_toy.c's
 # stage 0-3 checks at 1, 2 and 4 ranks sharing one GPU; then the refusals and the two
-# deaths (a collective stalled past the watchdog's timeout, a hook called out of order).
+# deaths (a collective stalled past the watchdog's timeout, a hook called out of order), with
+# the watchdog's non-death (a collective queued behind slow work).
 # Ranks start under mpirun when there is one, else as processes with RANK / WORLD_SIZE /
 # LOCAL_RANK and ZERO_BOOTSTRAP_FILE or ZERO_BOOTSTRAP_TCP (one launch without MPI is
 # always run). Each rank gets its own NCCL_HOSTID with NCCL_SOCKET_IFNAME=lo (NCCL < 2.30)
@@ -227,6 +228,16 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 20 ] &&
     pass "timeout (exit $rc after ${elapsed} s: $(grep -E 'timed out' "$tmp/timeout.log" | tr '\n' ' '))"
 else
     cat "$tmp/timeout.log"; bad "timeout (exit $rc after ${elapsed} s)"
+fi
+
+# An all-gather queued behind 3 s of earlier work under the same 1 s watchdog is not stuck:
+# its clock starts when that work is done, and it completes.
+launch 2 "$multi" "$tmp/queued.log" queued
+rc=$?
+if [ "$rc" -eq 0 ] && ! grep -q "timed out" "$tmp/queued.log"; then
+    pass "queued (a collective behind 3 s of work, 1 s timeout)"
+else
+    cat "$tmp/queued.log"; bad "queued (exit $rc)"
 fi
 
 # zero_step with only one unit's gradients ready must stop with a message naming it.

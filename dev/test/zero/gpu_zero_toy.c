@@ -15,6 +15,8 @@ their C references: test_backend_ops.c. Modes:
                the main stream, and its gradients copied back before grads_ready: the
                ordering a model running on the main stream gets.
   errors, timeout, misuse   mpi_zero_toy.c's refusals and deaths on the CUDA backend.
+  queued       an all-gather queued behind 3 s of earlier work on its stream, under a 1 s
+               watchdog: not stuck (its clock starts when that work is done), it completes.
   bootstrap    zero_comm_share_blob across ranks (MPI, file or TCP); needs no GPU.
   all          collectives, train (the default).
 Launch with mpirun -np N, or as N processes with RANK / WORLD_SIZE / LOCAL_RANK and
@@ -322,6 +324,42 @@ static void run_groups(ZeroComm *c) {
     coll_layout = start;
 }
 
+// A host function stands in for a long backward pass queued before a collective.
+static void CUDART_CB busy_3s(void *arg) {
+    (void)arg;
+    sleep(3);
+}
+
+// The all-gather runs on a comm stream made to wait (an event) for the main stream, where
+// the slow work is: as zero/'s reductions wait for the model's backward.
+static void run_queued(ZeroComm *c) {
+    check(zero_comm_set_timeout(c, 1.0) == 0, "queued: starting the watchdog failed");
+    const size_t n = 64;
+    ZeroStream *s = gpu_b->stream_create(gpu_b);
+    ZeroEvent *e = gpu_b->event_create(gpu_b);
+    float *h = malloc(n * (size_t)c->world * sizeof(float)), *d = dev_alloc(n * (size_t)c->world * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = (float)(1000 * c->rank + (int)i);
+    copy_on_main(d + (size_t)c->rank * n, h, n * sizeof(float));
+    sync_main();
+    cuda_or_die(cudaLaunchHostFunc(gpu_main, busy_3s, NULL), "cudaLaunchHostFunc");
+    gpu_b->event_record(gpu_b, e, gpu_b->main_stream(gpu_b));
+    gpu_b->stream_wait(gpu_b, s, e);
+    ZeroCollPart part = {d + (size_t)c->rank * n, d, n};
+    gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &part, 1, ZERO_F32, s, "an all-gather queued behind 3 s of work");
+    gpu_b->stream_sync(gpu_b, s);
+    copy_on_main(h, d, n * (size_t)c->world * sizeof(float));
+    sync_main();
+    int wrong = 0;
+    for (int q = 0; q < c->world; q++)
+        for (size_t i = 0; i < n; i++) wrong += h[(size_t)q * n + i] != (float)(1000 * q + (int)i);
+    check(wrong == 0, "queued: %d elements of the all-gather behind slow work are wrong", wrong);
+    gpu_b->event_destroy(gpu_b, e);
+    gpu_b->stream_destroy(gpu_b, s);
+    dev_free(d);
+    free(h);
+    check(zero_comm_set_timeout(c, 0) == 0, "queued: stopping the watchdog failed");
+}
+
 static void run_collectives(ZeroComm *c) {
     ZeroStream *s = gpu_b->stream_create(gpu_b);
     check(s != NULL, "collectives: stream_create failed");
@@ -405,9 +443,10 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "errors")) rc |= run_errors(comm);
     if (!strcmp(mode, "timeout")) rc |= run_timeout(comm);
     if (!strcmp(mode, "misuse")) rc |= run_misuse(comm);
+    if (!strcmp(mode, "queued")) run_queued(comm);
     if (!all && strcmp(mode, "collectives") && strcmp(mode, "groups") && strcmp(mode, "train") &&
-        strcmp(mode, "errors") && strcmp(mode, "timeout") && strcmp(mode, "misuse")) {
-        fprintf(stderr, "usage: %s [all|collectives|groups|train|errors|timeout|misuse|bootstrap]\n", argv[0]);
+        strcmp(mode, "errors") && strcmp(mode, "timeout") && strcmp(mode, "misuse") && strcmp(mode, "queued")) {
+        fprintf(stderr, "usage: %s [all|collectives|groups|train|errors|timeout|misuse|queued|bootstrap]\n", argv[0]);
         rc = 2;
     }
     double f[2] = {(double)fails, (double)passes};   // every rank learns whether any failed
