@@ -183,12 +183,25 @@ int zfile_crc_of(const char *path, uint64_t limit, uint32_t *crc, uint64_t *byte
     return rc;
 }
 
+int zfile_verify(const char *path, uint32_t crc, uint64_t bytes, char *err, size_t errlen) {
+    uint32_t disk_crc;
+    uint64_t disk_bytes;
+    char why[256];
+    if (zfile_crc_of(path, UINT64_MAX, &disk_crc, &disk_bytes, why, sizeof why) != 0)
+        return fail(err, errlen, "%s cannot be read back: %s", path, why);
+    if (disk_crc != crc || disk_bytes != bytes)
+        return fail(err, errlen, "%s reads back as %llu bytes with CRC-32 0x%08x; %llu bytes with 0x%08x were written", path,
+                    (unsigned long long)disk_bytes, disk_crc, (unsigned long long)bytes, crc);
+    return 0;
+}
+
 int zfile_write_all(const char *path, const void *data, size_t n, uint32_t *crc, char *err, size_t errlen) {
     ZFile zf;
     if (zfile_open(&zf, path) != 0 || zfile_write(&zf, data, n) != 0 || zfile_commit(&zf) != 0) {
         zfile_abort(&zf);
         return fail(err, errlen, "%s", zf.err);
     }
+    if (zfile_verify(path, zf.crc, zf.bytes, err, errlen) != 0) return -1;
     if (crc) *crc = zf.crc;
     return 0;
 }

@@ -1,6 +1,6 @@
 /*
 zfile.h: the few file helpers zero/ needs for checkpoints and reports (zero/ does not use
-llmc/'s): atomic whole-file replacement with a running CRC-32, CRC of an existing file,
+llmc/'s): atomic whole-file replacement with a running CRC-32, CRC of an existing file (a read-back),
 mkdir -p, and little-endian field encoding. Errors are returned (0 / -1) with a message in
 the caller's buffer, never by exiting: a failed save must not kill a training run.
 
@@ -38,7 +38,10 @@ void zfile_abort(ZFile *zf);   // drop the temp file (safe after a failed call)
 uint32_t zfile_crc32(uint32_t crc, const void *data, size_t n);
 // CRC-32 and size of the first `limit` bytes of a file (UINT64_MAX: all of it).
 int zfile_crc_of(const char *path, uint64_t limit, uint32_t *crc, uint64_t *bytes, char *err, size_t errlen);
-// Writes a whole small file atomically; *crc (if not NULL) receives its CRC-32.
+// Reads path back: 0 when it holds `bytes` bytes with CRC-32 crc, else -1 saying what it holds.
+int zfile_verify(const char *path, uint32_t crc, uint64_t bytes, char *err, size_t errlen);
+// Writes a whole file atomically and reads it back (zfile_verify); *crc (if not NULL)
+// receives its CRC-32.
 int zfile_write_all(const char *path, const void *data, size_t n, uint32_t *crc, char *err, size_t errlen);
 // Reads a whole small file (NUL-terminated copy in *out, free() it); -1 if missing/unreadable.
 int zfile_read_all(const char *path, char **out, size_t *n, char *err, size_t errlen);
