@@ -16,10 +16,12 @@
 //  - an asynchronous fault (an illegal address) is sticky: every later call returns it.
 //  - lazy loading (CUDA_MODULE_LOADING=LAZY, CUDA's default): a kernel's first launch loads
 //    it, which "might require context synchronization" (Programming Guide, Lazy Loading,
-//    Potential Hazards). Emulated as always: the launch waits until every stream's queued
-//    work has finished, which orders nothing (no happens-before), so a kernel that spins
-//    until later work runs deadlocks here as it may on a GPU. cudaFuncGetAttributes loads
-//    a kernel (the guide's preload); CUDA_MODULE_LOADING=EAGER loads all at start.
+//    Potential Hazards). With CUDA_EMU_LOAD_SYNC=1 it always does: the launch waits until
+//    the work queued on every stream has finished, which orders nothing (no happens-before),
+//    so a kernel that spins until later work runs deadlocks here as it may on a GPU.
+//    cudaFuncGetAttributes loads a kernel (the guide's preload); CUDA_MODULE_LOADING=EAGER
+//    loads all at start. Off by default: the wait would put every first launch after all
+//    queued work and so hide a missing stream wait there, the commoner bug.
 #ifndef CUDA_EMU_EMU_H
 #define CUDA_EMU_EMU_H
 

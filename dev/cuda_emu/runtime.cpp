@@ -41,7 +41,7 @@ static uint64_t g_slow_seed = 0;
 static int g_arch = 90;
 static size_t g_mem_cap = (size_t)80 << 30;
 static double g_hang_s = 120.0;
-static int g_eager = 0;                 // CUDA_MODULE_LOADING=EAGER: no lazy loading
+static int g_load_sync = 0;             // CUDA_EMU_LOAD_SYNC=1, not CUDA_MODULE_LOADING=EAGER
 static int g_trace = 0;   // CUDA_EMU_TRACE=1: every stream operation as it runs, every host wait
 
 void say(const char *fmt, ...) {
@@ -113,7 +113,7 @@ static void init_once() {
     g_mem_cap = env_size("CUDA_EMU_MEM", g_mem_cap);
     g_hang_s = (double)env_u64("CUDA_EMU_HANG_S", 120);
     const char *ml = getenv("CUDA_MODULE_LOADING");
-    g_eager = ml && !strcmp(ml, "EAGER");
+    g_load_sync = env_u64("CUDA_EMU_LOAD_SYNC", 0) != 0 && !(ml && !strcmp(ml, "EAGER"));
     g_trace = (int)env_u64("CUDA_EMU_TRACE", 0);
     if (getenv("CUDA_EMU_QUIET") == NULL)
         say("emulated device sm_%d, %.1f GiB, seed %llu%s (a CPU emulation: it proves correctness, never speed)",
@@ -691,9 +691,10 @@ static void sync_all(std::unique_lock<std::mutex> &lk) {
 
 void load_kernel(const void *kernel, const char *name, bool launching) {
     init();
+    if (t_in_host_fn) return;   // the launch itself is refused (cudaErrorNotPermitted)
     std::unique_lock<std::mutex> lk(g_mu);
     static std::set<const void *> &loaded = *new std::set<const void *>;
-    if (g_eager || !loaded.insert(kernel).second || !launching) return;
+    if (!g_load_sync || !loaded.insert(kernel).second || !launching) return;
     // The device's queued work must finish; nothing is ordered by it (t_host_vc stays), and
     // a held copy stays held (its stream's work from there on is not waited for): the load
     // is no synchronization the program may count on.

@@ -76,7 +76,10 @@ void zero_comm_park_if_ending(void) {
     for (;;) pause();   // the watchdog's exit (or MPI_Abort) ends the process
 }
 
-// Ends the job from the watchdog thread (called without w->mu held).
+// Ends the job from the watchdog thread, with w->mu held to the end: a teardown that detaches
+// the device library (zero_comm_attach_device, under w->mu) then waits, so the abort below
+// never runs on communicators being destroyed. Other threads' collectives block in
+// zero_coll_begin/end meanwhile, which the exit ends.
 static void watchdog_end_job(ZeroComm *c) __attribute__((noreturn));
 static void watchdog_end_job(ZeroComm *c) {
     __atomic_store_n(&g_ending, 1, __ATOMIC_RELEASE);   // before the abort releases any wait
@@ -95,7 +98,6 @@ static void *watch(void *arg) {
         ZeroCommDevice *dev = w->comm->dev;   // stable while we hold mu (zero_comm_attach_device)
         if (dev && dev->poll(w->comm, w->timeout_s)) {   // it printed what failed
             fflush(stderr);
-            pthread_mutex_unlock(&w->mu);
             watchdog_end_job(w->comm);
         }
         double t = now_s(), wake = dev ? t + dev->poll_s : -1.0;
@@ -111,7 +113,6 @@ static void *watch(void *arg) {
                         w->comm->rank, zero_coll_name(old->op), (unsigned long long)old->bytes, t - old->start,
                         old->what);
                 fflush(stderr);
-                pthread_mutex_unlock(&w->mu);
                 watchdog_end_job(w->comm);
             }
             if (wake < 0 || deadline < wake) wake = deadline;

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TRACK 256            // collectives watched at once (an older unfinished one is dropped; later ones stay watched)
+#define TRACK 256            // collectives watched at once (with that many unfinished, a newer one goes unwatched)
 #define GROUP_OPS 1024       // NCCL calls per ncclGroupStart/End (NCCL allows 2048; a2a_plan.h)
 #define ALLREDUCE_CHUNK 64   // doubles per all-gather in the f64 all-reduce, as in comm_mpi.c
 #define POLL_S 0.2           // the watchdog's polling period
@@ -180,6 +180,24 @@ static cudaError_t pop_finished(ZeroNccl *n) {
     return cudaSuccess;
 }
 
+// Makes room in a full ring: drops the finished collectives anywhere in it (pop_finished
+// drops them only at its front), keeping the others in order. Slots are swapped, never
+// copied, so each keeps events of its own.
+static void compact(ZeroNccl *n) {
+    int kept = 0;
+    for (int i = 0; i < n->count; i++) {
+        int from = (n->head + i) % TRACK, to = (n->head + kept) % TRACK;
+        if (i > 0 && query(n->ring[from].ev) == cudaSuccess) continue;   // the head is unfinished (pop_finished)
+        if (to != from) {
+            Tracked t = n->ring[to];
+            n->ring[to] = n->ring[from];
+            n->ring[from] = t;
+        }
+        kept++;
+    }
+    n->count = kept;
+}
+
 // Starts the clocks of the collectives whose earlier work is done; returns the oldest one
 // running longer than timeout_s (NULL: none), or sets *e to a failed query's error.
 static Tracked *overdue(ZeroNccl *n, double t, double timeout_s, cudaError_t *e) {
@@ -281,9 +299,10 @@ static void abort_hook(ZeroComm *c) {
 static void track(ZeroNccl *n, cudaStream_t s, ZeroGroup g, ZeroCollOp op, uint64_t bytes, const char *what) {
     pthread_mutex_lock(&n->mu);
     cudaError_t e = pop_finished(n);
-    if (e == cudaSuccess && n->count == TRACK) {   // full: stop watching the oldest (its successors wait behind it)
-        n->head = (n->head + 1) % TRACK;
-        n->count--;
+    if (e == cudaSuccess && n->count == TRACK) compact(n);
+    if (e == cudaSuccess && n->count == TRACK) {   // TRACK unfinished: they stay timed, this one goes unwatched
+        pthread_mutex_unlock(&n->mu);
+        return;
     }
     Tracked *k = &n->ring[(n->head + n->count) % TRACK];
     if (e == cudaSuccess) e = cudaEventRecord(k->ev, s);

@@ -382,7 +382,8 @@ static int case_event_binds_at_wait() {   // a wait sees the record current when
     CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     CK(cudaMalloc(&x, 32 * sizeof(float)));
     // stream a waits for this thread (the gates) while it launches write_one: loaded now, so
-    // that its first launch needs no load, which may wait for stream a (lazy loading, emu.h)
+    // that its first launch needs no load, which may wait for stream a (lazy loading, emu.h;
+    // CUDA_EMU_LOAD_SYNC=1)
     cudaFuncAttributes attr;
     CK(cudaFuncGetAttributes(&attr, (const void *)write_one));
     CK(cudaLaunchHostFunc(a, wait_gate, (void *)0));
@@ -432,12 +433,10 @@ static int case_host_function_no_cuda() {
     return g_bad;
 }
 
-// Host functions of two streams, each waiting for what the other's later host function
-// does: one callback thread runs them in turn, so this never ends (the watchdog says so).
-// Lazy loading: a kernel that spins until another kernel sets a flag, the other's first
-// launch coming while it spins. Its load may synchronize the context (emu.h): a deadlock
-// the hang detector reports naming it, unless it was preloaded (cudaFuncGetAttributes) or
-// CUDA_MODULE_LOADING=EAGER loaded every kernel at start.
+// Lazy loading (CUDA_EMU_LOAD_SYNC=1): a kernel that spins until another kernel sets a
+// flag, the other's first launch coming while it spins. Its load may synchronize the
+// context (emu.h): a deadlock the hang detector reports naming it, unless it was preloaded
+// (cudaFuncGetAttributes) or CUDA_MODULE_LOADING=EAGER loaded every kernel at start.
 __global__ void spin_until_set(const volatile int *flag) {
     while (*flag == 0) __nanosleep(1000);
 }
@@ -460,6 +459,8 @@ static int spin_then_launch(bool preload) {
 static int case_lazy_load_while_spinning() { return spin_then_launch(false); }   // must die (hang detected)
 static int case_lazy_load_preloaded() { return spin_then_launch(true); }
 
+// Host functions of two streams, each waiting for what the other's later host function
+// does: one callback thread runs them in turn, so this never ends (the watchdog says so).
 static std::atomic<int> g_flag_a{0}, g_flag_b{0};
 static void CUDART_CB wait_b_then_set_a(void *) { while (!g_flag_b) usleep(100); g_flag_a = 1; }
 static void CUDART_CB set_b(void *) { g_flag_b = 1; }
@@ -979,9 +980,11 @@ static const Case cases[] = {
     {"host_functions_serialize", case_host_functions_serialize, 1, "no progress for 2 s", "CUDA_EMU_HANG_S=2"},
     {"copy_kinds", case_copy_kinds, 0, nullptr, nullptr},
     {"lazy_load_while_spinning", case_lazy_load_while_spinning, 1, "loading kernel set_flag at its first launch",
-     "CUDA_EMU_HANG_S=2"},
-    {"lazy_load_preloaded", case_lazy_load_preloaded, 0, nullptr, "CUDA_EMU_HANG_S=2"},
-    {"eager_loading", case_lazy_load_while_spinning, 0, nullptr, "CUDA_EMU_HANG_S=2 CUDA_MODULE_LOADING=EAGER"},
+     "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1"},
+    {"lazy_load_preloaded", case_lazy_load_preloaded, 0, nullptr, "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1"},
+    {"eager_loading", case_lazy_load_while_spinning, 0, nullptr,
+     "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1 CUDA_MODULE_LOADING=EAGER"},
+    {"load_sync_off", case_lazy_load_while_spinning, 0, nullptr, "CUDA_EMU_HANG_S=2"},
     {"slow_producer_unwaited", case_slow_producer_unwaited, 0, "reads stale", "CUDA_EMU_SLOW=0"},
     {"slow_producer_waited", case_slow_producer_waited, 0, "0 of 20 reads stale", "CUDA_EMU_SLOW=0"},
     {"pageable_copy_lands_late", case_pageable_copy_lands_late, 0, nullptr, "CUDA_EMU_HANG_S=1"},

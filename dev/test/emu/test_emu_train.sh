@@ -105,7 +105,9 @@ for v in "${offload[@]}"; do
     set -- $v
     z=$1 name="off_z$1_$2"; shift 2
     [ -d "$tmp/bw_z$z" ] || continue
-    run "$name" env CUDA_EMU_HANG_S=120 "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z" "$@" &&
+    # a first launch waits for the device as a lazy load may: the backend's spin wait for a
+    # host stream must not deadlock with it (dev/cuda_emu/README.md)
+    run "$name" env CUDA_EMU_HANG_S=120 CUDA_EMU_LOAD_SYNC=1 "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z" "$@" &&
         same_bits "bw_z$z" "$name" "train_gpt2_zero -z $z $* = -z $z without offload"
 done
 

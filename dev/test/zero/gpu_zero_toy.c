@@ -337,6 +337,8 @@ static void run_queued(ZeroComm *c) {
     const size_t n = 64;
     ZeroStream *s = gpu_b->stream_create(gpu_b);
     ZeroEvent *e = gpu_b->event_create(gpu_b);
+    check(s != NULL && e != NULL, "queued: stream_create or event_create failed");
+    if (!s || !e) return;
     float *h = malloc(n * (size_t)c->world * sizeof(float)), *d = dev_alloc(n * (size_t)c->world * sizeof(float));
     for (size_t i = 0; i < n; i++) h[i] = (float)(1000 * c->rank + (int)i);
     copy_on_main(d + (size_t)c->rank * n, h, n * sizeof(float));
