@@ -121,8 +121,9 @@ struct LaunchArg {
 void progress();
 
 // The kernel engine's launch and cudaFuncGetAttributes: loads kernel on its first use
-// (lazy loading, above). At a launch (launching true) that first use waits for the device
-// to be idle; the hang detector names the kernel when that wait never ends.
+// (lazy loading, above). With CUDA_EMU_LOAD_SYNC=1 (and not EAGER), a first use at a launch
+// (launching true) waits for the queued work to finish; the hang detector names the kernel
+// when that wait never ends.
 void load_kernel(const void *kernel, const char *name, bool launching);
 
 }  // namespace emu

@@ -984,7 +984,7 @@ static const Case cases[] = {
     {"lazy_load_preloaded", case_lazy_load_preloaded, 0, nullptr, "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1"},
     {"eager_loading", case_lazy_load_while_spinning, 0, nullptr,
      "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1 CUDA_MODULE_LOADING=EAGER"},
-    {"load_sync_off", case_lazy_load_while_spinning, 0, nullptr, "CUDA_EMU_HANG_S=2"},
+    {"load_sync_off", case_lazy_load_while_spinning, 0, nullptr, "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=0"},
     {"slow_producer_unwaited", case_slow_producer_unwaited, 0, "reads stale", "CUDA_EMU_SLOW=0"},
     {"slow_producer_waited", case_slow_producer_waited, 0, "0 of 20 reads stale", "CUDA_EMU_SLOW=0"},
     {"pageable_copy_lands_late", case_pageable_copy_lands_late, 0, nullptr, "CUDA_EMU_HANG_S=1"},

@@ -338,7 +338,12 @@ static void run_queued(ZeroComm *c) {
     ZeroStream *s = gpu_b->stream_create(gpu_b);
     ZeroEvent *e = gpu_b->event_create(gpu_b);
     check(s != NULL && e != NULL, "queued: stream_create or event_create failed");
-    if (!s || !e) return;
+    if (!s || !e) {
+        if (e) gpu_b->event_destroy(gpu_b, e);
+        if (s) gpu_b->stream_destroy(gpu_b, s);
+        zero_comm_set_timeout(c, 0);
+        return;
+    }
     float *h = malloc(n * (size_t)c->world * sizeof(float)), *d = dev_alloc(n * (size_t)c->world * sizeof(float));
     for (size_t i = 0; i < n; i++) h[i] = (float)(1000 * c->rank + (int)i);
     copy_on_main(d + (size_t)c->rank * n, h, n * sizeof(float));
