@@ -7,13 +7,15 @@
 #include <string.h>
 
 // --nan-skip's count over this process's run (one run per process): steps checked,
-// skipped in all, and skipped in a row up to the last step checked (a checkpoint's).
-static struct { int checked, skipped, in_a_row; } nan_steps;
+// skipped in all, and skipped in a row up to the last step checked; of that streak, the
+// steps a resumed run's checkpoint carried in (skipped before the resume, not counted in
+// checked or skipped).
+static struct { int checked, skipped, in_a_row, in_a_row_before_resume; } nan_steps;
 
 int nonfinite_step(const TrainConfig *cfg, int step, float loss, float norm, int rank) {
     nan_steps.checked++;
     if (isfinite(loss) && isfinite(norm)) {
-        nan_steps.in_a_row = 0;
+        nan_steps.in_a_row = nan_steps.in_a_row_before_resume = 0;
         return 0;
     }
     nan_steps.skipped++;
@@ -23,12 +25,17 @@ int nonfinite_step(const TrainConfig *cfg, int step, float loss, float norm, int
             fprintf(stderr, "error: step %d/%d: loss %f, gradient norm %f: not finite, so training stops here. Nothing "
                     "of this step was applied or saved (the last checkpoint is intact); --nan-skip skips such steps "
                     "instead\n", step + 1, cfg->max_steps, loss, norm);
-        else if (rank == 0)
-            fprintf(stderr, "error: step %d/%d: loss %f, gradient norm %f: not finite, %d such steps in a row "
-                    "(--nan-skip-limit %d), so training stops here; %d of the %d steps of this run were skipped. Nothing "
-                    "of them was applied (a checkpoint holds the weights from before them)\n", step + 1,
-                    cfg->max_steps, loss, norm, nan_steps.in_a_row, cfg->nan_skip_limit, nan_steps.skipped,
+        else if (rank == 0) {
+            char carried[96] = "";
+            if (nan_steps.in_a_row_before_resume > 0)
+                snprintf(carried, sizeof carried, " (%d of them before the checkpoint this run resumed from)",
+                         nan_steps.in_a_row_before_resume);
+            fprintf(stderr, "error: step %d/%d: loss %f, gradient norm %f: not finite, %d such steps in a row%s "
+                    "(--nan-skip-limit %d), so training stops here; %d of the %d steps of this run were skipped. "
+                    "Nothing of them was applied (a checkpoint holds the weights from before them)\n", step + 1,
+                    cfg->max_steps, loss, norm, nan_steps.in_a_row, carried, cfg->nan_skip_limit, nan_steps.skipped,
                     nan_steps.checked);
+        }
         fflush(stderr);
         exit(EXIT_FAILURE);
     }
@@ -126,6 +133,6 @@ int step_skip_set(const StepSkipState *s, char *why, size_t len) {
     }
     outliers.loss = s->loss;
     outliers.norm = s->norm;
-    nan_steps.in_a_row = s->nan_in_a_row;
+    nan_steps.in_a_row = nan_steps.in_a_row_before_resume = s->nan_in_a_row;
     return 0;
 }

@@ -56,7 +56,9 @@ static void check_compatible(const TrainState *s, const TrainState *now, int max
         die("resume: saved with seed %llu, this run uses %llu", (unsigned long long)s->seed,
             (unsigned long long)now->seed);
     // The data position is an index into the window sequence of these shards: other shards
-    // (a glob that matches more files now, a shard rewritten) make it other data.
+    // (a glob that matches more files now, a shard renamed or of another size) make it other
+    // data. A shard rewritten in place with as many tokens keeps the fingerprint (names and
+    // window counts): its contents are not read for it.
     const DataIdentity *a = &s->data, *b = &now->data;
     if (a->shards != b->shards || a->windows != b->windows || a->fingerprint != b->fingerprint)
         die("resume: the training data differs from the checkpoint's: it was saved over %d shard%s with %lld windows "

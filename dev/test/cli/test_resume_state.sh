@@ -8,7 +8,8 @@
 #     as the run it was cut from
 #  2. --nan-skip's streak: a run that diverges (a real NaN at step K, and every step after)
 #     with --nan-skip-limit 3 stops at step K+2 ("3 such steps in a row"); resumed from the
-#     checkpoint after step K+1 it stops at the same step with the same count
+#     checkpoint after step K+1 it stops at the same step with the same count, and says
+#     that 2 of the 3 came before the resume
 #  3. the data: a resume whose -i matches other shards (one more file, or a shard of
 #     another size under the same name) is refused naming both shard counts and windows
 #     checkpoints of format 1 (unsharded version 1, a sharded trainer state of 80 bytes):
@@ -72,6 +73,8 @@ for kind in cpu zcpu; do
     grep -q "at step $((k + 1))" "$tmp/${kind}_nan.txt" || { cat "$tmp/${kind}_nan.txt"; fail "$kind: did not resume at $((k + 1))"; }
     [ "$(stop_line "$tmp/${kind}_nan.txt")" = "$stop 3" ] ||
         { cat "$tmp/${kind}_nan.txt"; fail "$kind: resumed after steps $k and $((k + 1)) were skipped, it did not stop at step $stop with 3 in a row"; }
+    grep -q "3 such steps in a row (2 of them before the checkpoint this run resumed from)" "$tmp/${kind}_nan.txt" ||
+        { cat "$tmp/${kind}_nan.txt"; fail "$kind: the stop does not say that 2 of the 3 came before the resume"; }
     echo "$kind: --nan-skip-limit 3: resumed inside a streak of non-finite steps, it stops at step $stop as the uninterrupted run"
 done
 
