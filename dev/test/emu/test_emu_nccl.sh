@@ -12,7 +12,8 @@
 #     unsharded reference, the configuration errors, and a misuse that must end the job with
 #     its message. (Its kernels do not depend on the ranks: run_tests.sh runs them at 1 rank.)
 #     Its watchdog death: a rank stalled past the timeout ends the job, and no rank goes on
-#     from the collective that the watchdog's ncclCommAbort ended.
+#     from the collective that the watchdog's ncclCommAbort ended; with its ring of 256
+#     collectives full behind an unfinished one, a stalled collective is still watched.
 #  4. nothing is left in /dev/shm.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -80,20 +81,27 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
     ok "gpu_zero_toy misuse at 2 ranks ends the job with its message (exit $rc)"
 else bad "gpu_zero_toy misuse at 2 ranks (exit $rc)"; cat "$log"; fi
 
+# watchdog_death MODE SECONDS PATTERN WHAT: gpu_zero_toy MODE at 2 ranks must end the job
+# (not by `timeout`) within SECONDS with a line matching PATTERN, and no rank may print that
+# it went on ("did not fire") or a failed check.
+watchdog_death() {
+    local mode=$1 secs=$2 pattern=$3 what=$4 log=$tmp/toy_$1.log start rc elapsed
+    start=$(date +%s)
+    timeout 120 scripts/launch_ranks.sh 2 "$EMU/gpu_zero_toy" "$mode" > "$log" 2>&1
+    rc=$?
+    elapsed=$(( $(date +%s) - start ))
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt "$secs" ] && grep -Eq "$pattern" "$log" &&
+       ! grep -q -e "did not fire" -e "FAIL" "$log"; then
+        ok "gpu_zero_toy $mode at 2 ranks: $what (exit $rc after ${elapsed} s)"
+    else bad "gpu_zero_toy $mode at 2 ranks (exit $rc after ${elapsed} s)"; cat "$log"; fi
+}
+
 # the watchdog's death: one rank sleeps 20 s inside an all-reduce, the watchdog (timeout 1 s)
 # ends the job with its message. Its ncclCommAbort ends the other rank's stalled all-gather
 # (NCCL's documented effect); every wait after the abort parks (zero_comm_park_if_ending), so
 # no rank's main thread runs on with the aborted result ("the stalled all-reduce returned").
-log=$tmp/toy_timeout.log
-start=$(date +%s)
-timeout 120 scripts/launch_ranks.sh 2 "$EMU/gpu_zero_toy" timeout > "$log" 2>&1
-rc=$?
-elapsed=$(( $(date +%s) - start ))
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 20 ] &&
-   grep -Eq "^rank [01]: collective all_reduce on 8 bytes timed out after [0-9.]+ s" "$log" &&
-   ! grep -q "did not fire" "$log"; then
-    ok "gpu_zero_toy timeout at 2 ranks: the watchdog ends the job, no rank goes on from the aborted collective (exit $rc after ${elapsed} s)"
-else bad "gpu_zero_toy timeout at 2 ranks (exit $rc after ${elapsed} s)"; cat "$log"; fi
+watchdog_death timeout 20 "^rank [01]: collective all_reduce on 8 bytes timed out after [0-9.]+ s" \
+    "the watchdog ends the job, no rank goes on from the aborted collective"
 
 # not a death: an all-gather queued behind 3 s of work (its stream waits for the main
 # stream's) under a 1 s watchdog is timed from when that work is done, and completes
@@ -103,6 +111,12 @@ rc=$?
 if [ "$rc" -eq 0 ] && grep -q "^[1-9][0-9]* passed, 0 failed" "$log" && ! grep -q "timed out" "$log"; then
     ok "gpu_zero_toy queued at 2 ranks: a collective behind 3 s of earlier work is not taken for a stuck one (1 s timeout)"
 else bad "gpu_zero_toy queued at 2 ranks (exit $rc)"; cat "$log"; fi
+
+# the watchdog's ring full behind an unfinished collective (queued behind 10 s of work):
+# the finished ones are dropped, so an all-gather only the last rank joins is watched and
+# ends the job within seconds (unwatched, the other ranks' summary would time out at 13 s)
+watchdog_death ring 10 "^rank 1: collective all_gather on [0-9]+ bytes timed out after [0-9.]+ s \\(the all-gather only the last rank joins" \
+    "300 finished collectives behind an unfinished one, then a stalled one is still watched"
 
 # 4. no shared memory left behind
 shm_after=$(ls /dev/shm | grep -c '^cuda_emu_nccl_')

@@ -12,7 +12,7 @@ export CUDA_EMU_QUIET=1
 PREBUILT=$EMU LIMIT=200 bash dev/test/zero/gpu_zero.sh np1 np2 np4 env errors bootstrap deaths > "$tmp/all.txt" 2>&1
 rc=$?
 cases=("collectives, 1 rank" "all, 1 rank" "all, 2 ranks" "all, 4 ranks" "collectives, 2 ranks without MPI"
-       "collectives, 3 ranks without MPI" "errors, 2 ranks" "bootstrap over file" "bootstrap over tcp" "timeout" "queued" "misuse")
+       "collectives, 3 ranks without MPI" "errors, 2 ranks" "bootstrap over file" "bootstrap over tcp" "timeout" "queued" "ring" "misuse")
 missing=()
 for c in "${cases[@]}"; do grep -q "^PASS: $c" "$tmp/all.txt" || missing+=("$c"); done
 if [ $rc -eq 0 ] && [ ${#missing[@]} -eq 0 ] && ! grep -q "^FAIL" "$tmp/all.txt"

@@ -4,7 +4,8 @@
 # that divides the world: 4 ranks include nodes of 2 with hpZ 2), and mpi_zero_toy.c's
 # stage 0-3 checks at 1, 2 and 4 ranks sharing one GPU; then the refusals and the two
 # deaths (a collective stalled past the watchdog's timeout, a hook called out of order), with
-# the watchdog's non-death (a collective queued behind slow work).
+# the watchdog's non-death (a collective queued behind slow work) and its full ring (a
+# stalled collective after 256 behind one queued like that is still watched).
 # Ranks start under mpirun when there is one, else as processes with RANK / WORLD_SIZE /
 # LOCAL_RANK and ZERO_BOOTSTRAP_FILE or ZERO_BOOTSTRAP_TCP (one launch without MPI is
 # always run). Each rank gets its own NCCL_HOSTID with NCCL_SOCKET_IFNAME=lo (NCCL < 2.30)
@@ -216,19 +217,26 @@ if ! want deaths; then
     exit "$fail"
 fi
 
+# death MODE SECONDS PATTERN: gpu_zero_toy MODE at 2 ranks must end the job (not by the
+# launch's limit) within SECONDS with a line matching PATTERN, and no rank may print that it
+# went on ("did not fire") or a failed check.
+death() {
+    local mode=$1 secs=$2 pattern=$3 start rc elapsed
+    start=$(date +%s)
+    launch 2 "$multi" "$tmp/$mode.log" "$mode"
+    rc=$?
+    elapsed=$(( $(date +%s) - start ))
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt "$secs" ] && grep -Eq "$pattern" "$tmp/$mode.log" &&
+       ! grep -q -e "did not fire" -e "FAIL" "$tmp/$mode.log"; then
+        pass "$mode (exit $rc after ${elapsed} s: $(grep -E 'timed out' "$tmp/$mode.log" | tr '\n' ' '))"
+    else
+        cat "$tmp/$mode.log"; bad "$mode (exit $rc after ${elapsed} s)"
+    fi
+}
+
 # One rank sleeps 20 s inside an all-reduce; the watchdog (timeout 1 s) must end the job
 # with its message: the stalled rank from the host side, the other from the GPU side.
-start=$(date +%s)
-launch 2 "$multi" "$tmp/timeout.log" timeout
-rc=$?
-elapsed=$(( $(date +%s) - start ))
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 20 ] &&
-   grep -Eq "^rank [01]: collective all_reduce on 8 bytes timed out after [0-9.]+ s" "$tmp/timeout.log" &&
-   ! grep -q "did not fire" "$tmp/timeout.log"; then
-    pass "timeout (exit $rc after ${elapsed} s: $(grep -E 'timed out' "$tmp/timeout.log" | tr '\n' ' '))"
-else
-    cat "$tmp/timeout.log"; bad "timeout (exit $rc after ${elapsed} s)"
-fi
+death timeout 20 "^rank [01]: collective all_reduce on 8 bytes timed out after [0-9.]+ s"
 
 # An all-gather queued behind 3 s of earlier work under the same 1 s watchdog is not stuck:
 # its clock starts when that work is done, and it completes.
@@ -239,6 +247,11 @@ if [ "$rc" -eq 0 ] && ! grep -q "timed out" "$tmp/queued.log"; then
 else
     cat "$tmp/queued.log"; bad "queued (exit $rc)"
 fi
+
+# The watchdog's ring of 256 collectives full behind one queued behind 10 s of work: the
+# finished ones are dropped, so an all-gather only the last rank joins is still watched and
+# ends the job within seconds (unwatched, the other rank's summary times out at 13 s).
+death ring 10 "^rank 1: collective all_gather on [0-9]+ bytes timed out after [0-9.]+ s \\(the all-gather only the last rank joins"
 
 # zero_step with only one unit's gradients ready must stop with a message naming it.
 launch 2 "$multi" "$tmp/misuse.log" misuse

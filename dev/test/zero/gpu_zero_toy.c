@@ -17,6 +17,8 @@ their C references: test_backend_ops.c. Modes:
   errors, timeout, misuse   mpi_zero_toy.c's refusals and deaths on the CUDA backend.
   queued       an all-gather queued behind 3 s of earlier work on its stream, under a 1 s
                watchdog: not stuck (its clock starts when that work is done), it completes.
+  ring         the watchdog's ring of collectives filled behind one queued like that: a
+               collective that then stalls is still watched (1 s) and ends the job.
   bootstrap    zero_comm_share_blob across ranks (MPI, file or TCP); needs no GPU.
   all          collectives, train (the default).
 Launch with mpirun -np N, or as N processes with RANK / WORLD_SIZE / LOCAL_RANK and
@@ -28,6 +30,7 @@ Ends with the line "N passed, N failed" (all ranks together).
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <nccl.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,11 +327,9 @@ static void run_groups(ZeroComm *c) {
     coll_layout = start;
 }
 
-// A host function stands in for a long backward pass queued before a collective.
-static void CUDART_CB busy_3s(void *arg) {
-    (void)arg;
-    sleep(3);
-}
+// A host function stands in for a long backward pass queued before a collective: it
+// sleeps *(unsigned *)arg seconds.
+static void CUDART_CB busy(void *arg) { sleep(*(const unsigned *)arg); }
 
 // The all-gather runs on a comm stream made to wait (an event) for the main stream, where
 // the slow work is: as zero/'s reductions wait for the model's backward.
@@ -348,7 +349,8 @@ static void run_queued(ZeroComm *c) {
     for (size_t i = 0; i < n; i++) h[i] = (float)(1000 * c->rank + (int)i);
     copy_on_main(d + (size_t)c->rank * n, h, n * sizeof(float));
     sync_main();
-    cuda_or_die(cudaLaunchHostFunc(gpu_main, busy_3s, NULL), "cudaLaunchHostFunc");
+    static const unsigned three = 3;
+    cuda_or_die(cudaLaunchHostFunc(gpu_main, busy, (void *)&three), "cudaLaunchHostFunc");
     gpu_b->event_record(gpu_b, e, gpu_b->main_stream(gpu_b));
     gpu_b->stream_wait(gpu_b, s, e);
     ZeroCollPart part = {d + (size_t)c->rank * n, d, n};
@@ -365,6 +367,55 @@ static void run_queued(ZeroComm *c) {
     dev_free(d);
     free(h);
     check(zero_comm_set_timeout(c, 0) == 0, "queued: stopping the watchdog failed");
+}
+
+// The slow work ahead of the ring's front: 10 s, then a flag (the front cannot finish
+// before it is set).
+static atomic_int ring_work_done;
+static void CUDART_CB busy_10s_then_flag(void *arg) {
+    (void)arg;
+    sleep(10);
+    atomic_store(&ring_work_done, 1);
+}
+
+// The watchdog's ring (the latest 256 collectives, zero/cuda/comm_nccl.cu) filled behind one
+// unfinished collective: an all-gather on stream A waits for 10 s of work on the main
+// stream, then 300 small all-gathers on stream B finish. The ring's front stays unfinished,
+// so only dropping the finished ones behind it (compaction) makes room; then the last rank
+// starts an all-gather no other rank joins, which must be watched: its watchdog (1 s) ends
+// the job naming it within seconds. The other ranks sleep 12 s, then wait for the last rank
+// in the summary's all-reduce: their watchdog firing there (a "test summary" timeout) means
+// the lone all-gather went unwatched.
+static void run_ring(ZeroComm *c) {
+    enum { SMALL = 300 };
+    const size_t n = 4;
+    ZeroStream *a = gpu_b->stream_create(gpu_b), *b = gpu_b->stream_create(gpu_b);
+    ZeroEvent *e = gpu_b->event_create(gpu_b);
+    float *da = dev_alloc(n * (size_t)c->world * sizeof(float)), *db = dev_alloc(n * (size_t)c->world * sizeof(float));
+    check(a && b && e && da && db, "ring: stream_create, event_create or a device buffer failed");
+    if (!a || !b || !e || !da || !db) exit(1);
+    check(zero_comm_set_timeout(c, 1.0) == 0, "ring: starting the watchdog failed");
+    cuda_or_die(cudaLaunchHostFunc(gpu_main, busy_10s_then_flag, NULL), "cudaLaunchHostFunc");
+    gpu_b->event_record(gpu_b, e, gpu_b->main_stream(gpu_b));
+    gpu_b->stream_wait(gpu_b, a, e);
+    ZeroCollPart pa = {da + (size_t)c->rank * n, da, n}, part = {db + (size_t)c->rank * n, db, n};
+    gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pa, 1, ZERO_F32, a, "the all-gather queued behind 10 s of work");
+    for (int i = 0; i < SMALL; i++)
+        gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &part, 1, ZERO_F32, b, "one of 300 small all-gathers");
+    gpu_b->stream_sync(gpu_b, b);
+    if (c->rank != c->world - 1) {
+        sleep(12);
+        return;
+    }
+    if (atomic_load(&ring_work_done)) {
+        printf("ring: FAIL: the 300 all-gathers outlasted the 10 s of work ahead of the ring's front: its "
+               "compaction was not exercised\n");
+        exit(1);
+    }
+    gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &part, 1, ZERO_F32, b, "the all-gather only the last rank joins");
+    gpu_b->stream_sync(gpu_b, b);
+    printf("rank %d: the lone all-gather returned: the watchdog did not fire\n", c->rank);
+    exit(1);
 }
 
 static void run_collectives(ZeroComm *c) {
@@ -451,9 +502,11 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "timeout")) rc |= run_timeout(comm);
     if (!strcmp(mode, "misuse")) rc |= run_misuse(comm);
     if (!strcmp(mode, "queued")) run_queued(comm);
+    if (!strcmp(mode, "ring")) run_ring(comm);
     if (!all && strcmp(mode, "collectives") && strcmp(mode, "groups") && strcmp(mode, "train") &&
-        strcmp(mode, "errors") && strcmp(mode, "timeout") && strcmp(mode, "misuse") && strcmp(mode, "queued")) {
-        fprintf(stderr, "usage: %s [all|collectives|groups|train|errors|timeout|misuse|queued|bootstrap]\n", argv[0]);
+        strcmp(mode, "errors") && strcmp(mode, "timeout") && strcmp(mode, "misuse") && strcmp(mode, "queued") &&
+        strcmp(mode, "ring")) {
+        fprintf(stderr, "usage: %s [all|collectives|groups|train|errors|timeout|misuse|queued|ring|bootstrap]\n", argv[0]);
         rc = 2;
     }
     double f[2] = {(double)fails, (double)passes};   // every rank learns whether any failed
