@@ -15,7 +15,7 @@
 #define SHARD_HEADER_BYTES ((long)(SHARD_HEADER_INTS * sizeof(int32_t)))
 
 // Checks a shard's header and size against each other and returns its token count.
-static int64_t shard_check(const char *path, int T) {
+static int64_t shard_check(const char *path) {
     FILE *f = fopen_check(path, "rb");
     long size = file_size_check(f, path);
     if (size < SHARD_HEADER_BYTES)
@@ -33,11 +33,11 @@ static int64_t shard_check(const char *path, int T) {
     if (size != expected)
         die("shard '%s' has size %ld bytes, expected %ld (header says %" PRId64 " tokens)",
             path, size, expected, ntok);
-    if (ntok < (int64_t)T + 1)
-        die("shard '%s' has %" PRId64 " tokens, fewer than T+1 = %d needed for one window",
-            path, ntok, T + 1);
     return ntok;
 }
+
+// The windows of T+1 tokens (overlapping by one) a shard of ntok tokens holds.
+static int64_t windows_of(int64_t ntok, int T) { return ntok > T ? (ntok - 1) / T : 0; }
 
 // Seeded Fisher-Yates over perm[0..n); draws are (seed, SHUFFLE, base | i) so the result
 // depends only on those keys.
@@ -94,10 +94,10 @@ static void check_token_ids(const char *path, const uint16_t *tok, int64_t ntok,
 static void load_shard(DataLoader *dl, int s) {
     if (dl->cur_shard == s) return;
     const char *path = dl->paths[s];
-    int64_t ntok = shard_check(path, dl->T); // the file may have changed since init
-    if ((ntok - 1) / dl->T != dl->num_windows[s])
+    int64_t ntok = shard_check(path); // the file may have changed since init
+    if (windows_of(ntok, dl->T) != dl->num_windows[s])
         die("shard '%s' changed since start-up: now %" PRId64 " windows, was %" PRId64,
-            path, (ntok - 1) / dl->T, dl->num_windows[s]);
+            path, windows_of(ntok, dl->T), dl->num_windows[s]);
     if (ntok != dl->shard_ntok || dl->shard_tokens == NULL) {
         free(dl->shard_tokens);
         dl->shard_tokens = malloc_check((size_t)ntok * sizeof(uint16_t));
@@ -131,13 +131,20 @@ void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int voca
     for (size_t i = 0; i < g.gl_pathc; i++) {
         dl->paths[i] = strdup(g.gl_pathv[i]);
         if (dl->paths[i] == NULL) die("out of memory copying path '%s'", g.gl_pathv[i]);
-        dl->num_windows[i] = (shard_check(dl->paths[i], T) - 1) / T;
+        const int64_t ntok = shard_check(dl->paths[i]);
+        dl->num_windows[i] = windows_of(ntok, T);
         dl->total_windows += dl->num_windows[i];
+        // tokenize's last shard holds what is left over: it may be shorter than a window
+        if (dl->num_windows[i] == 0 && rank == 0)
+            fprintf(stderr, "warning: shard '%s' has %" PRId64 " tokens, fewer than T+1 = %d: it holds no window "
+                    "and is skipped\n", dl->paths[i], ntok, T + 1);
     }
     globfree(&g);
-    if (dl->total_windows < (int64_t)B * world)
-        die("shards matching '%s' hold %" PRId64 " windows of T+1=%d tokens, fewer than one "
-            "micro-batch of B*world = %d*%d", pattern, dl->total_windows, T + 1, B, world);
+    // One batch of B windows is what evaluation needs; training needs a whole optimizer step
+    // (dataloader_set_accum, dataloader_next_batch).
+    if (dl->total_windows < (int64_t)B)
+        die("shards matching '%s' hold %" PRId64 " windows of T+1=%d tokens, fewer than one batch of B = %d",
+            pattern, dl->total_windows, T + 1, B);
     dl->B = B; dl->T = T; dl->rank = rank; dl->world = world; dl->accum = 1;
     dl->vocab_size = vocab_size;
     dl->shuffle = shuffle;
@@ -153,9 +160,24 @@ void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int voca
     ensure_epoch(dl);
 }
 
+// An optimizer step's windows, B*world*accum, which must fit in an epoch: next_batch wraps
+// to a new epoch only at a step's start.
+static int64_t windows_per_step(const DataLoader *dl) { return (int64_t)dl->B * dl->world * dl->accum; }
+
+static void need_one_step(const DataLoader *dl) {
+    if (dl->total_windows >= windows_per_step(dl)) return;
+    char which[1200];
+    if (dl->num_shards == 1) snprintf(which, sizeof which, "shard '%s' holds", dl->paths[0]);
+    else snprintf(which, sizeof which, "the %d shards '%s' ... '%s' hold", dl->num_shards, dl->paths[0],
+                  dl->paths[dl->num_shards - 1]);
+    die("%s %" PRId64 " windows of T+1=%d tokens, fewer than one optimizer step of B*ranks*accum = %d*%d*%d windows: "
+        "give more data, or a smaller -b, -d or -t", which, dl->total_windows, dl->T + 1, dl->B, dl->world, dl->accum);
+}
+
 void dataloader_set_accum(DataLoader *dl, int accum) {
     if (accum < 1) die("dataloader '%s': accumulation %d must be >= 1", dl->paths[0], accum);
     dl->accum = accum;
+    need_one_step(dl);
 }
 
 // Fills inputs and targets with the B windows of this epoch's sequence from position first.
@@ -179,7 +201,8 @@ static void fill_windows(DataLoader *dl, int64_t first) {
 }
 
 void dataloader_next_batch(DataLoader *dl) {
-    int64_t step = (int64_t)dl->B * dl->world, per_opt_step = step * dl->accum;
+    int64_t step = (int64_t)dl->B * dl->world, per_opt_step = windows_per_step(dl);
+    need_one_step(dl);
     // the tail of the epoch is skipped where a whole optimizer step no longer fits
     if (dl->next_window % per_opt_step == 0 && dl->next_window + per_opt_step > dl->total_windows) {
         dl->epoch++;
@@ -214,6 +237,11 @@ void dataloader_set_state(DataLoader *dl, uint64_t epoch, int64_t next_window) {
     if (next_window < 0 || next_window > dl->total_windows)
         die("dataloader state: next_window %" PRId64 " is outside [0, %" PRId64 "] "
             "(shards '%s' ... '%s')", next_window, dl->total_windows, dl->paths[0],
+            dl->paths[dl->num_shards - 1]);
+    // a saved position is an optimizer step's start: anything else is not from this data's run
+    if (next_window % windows_per_step(dl) != 0)
+        die("dataloader state: next_window %" PRId64 " is not a multiple of an optimizer step's B*ranks*accum = "
+            "%d*%d*%d windows (shards '%s' ... '%s')", next_window, dl->B, dl->world, dl->accum, dl->paths[0],
             dl->paths[dl->num_shards - 1]);
     dl->epoch = epoch;
     dl->next_window = next_window;

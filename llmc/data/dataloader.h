@@ -16,8 +16,8 @@
 // rank r takes [i*B*world + r*B, +B). A train loader told the gradient accumulation
 // (dataloader_set_accum) ends the epoch where fewer than B*world*accum windows are left
 // at the start of an optimizer step; any other where fewer than B*world are left: those
-// last windows of the epoch's order are skipped and the next epoch starts (with a fresh
-// order, so different windows are skipped each epoch). So an optimizer step's windows,
+// last windows of the epoch's order are skipped and the next epoch starts (with
+// shuffling a fresh order, so different windows are skipped each epoch; without, the same). So an optimizer step's windows,
 // and the micro-batch each belongs to in a split over ranks (micro-batch m of rank r is
 // the step's (m * world + r)-th group of B), depend only on (seed, B, world * accum).
 #ifndef LLMC_DATALOADER_H
@@ -37,7 +37,7 @@ extern "C" {
 typedef struct {
     char **paths;          // shard files, sorted by name (glob order)
     int num_shards;
-    int64_t *num_windows;  // windows of T+1 tokens per shard: (ntok - 1) / T
+    int64_t *num_windows;  // windows of T+1 tokens per shard: (ntok - 1) / T, 0 below T+1 tokens
     int64_t total_windows; // sum over shards
     int B, T, rank, world;
     int accum;             // micro-batches per optimizer step (dataloader_set_accum; default 1)
@@ -61,28 +61,33 @@ typedef struct {
 } DataLoader;
 
 // pattern is a glob (e.g. "data/fineweb_train_*.bin"). Every matching shard's header
-// and size are checked up front; a bad shard, no match, or a shard with no full window
-// exits with a message naming the file and the problem. Also exits when all shards
-// together hold fewer than B*world windows (not even one micro-batch).
+// and size are checked up front; a bad shard or no match exits with a message naming the
+// file and the problem. A shard shorter than one window (T+1 tokens, as tokenize's last
+// shard may be) holds none: rank 0 warns, naming it. Also exits when all shards together
+// hold fewer than B windows (not one batch, which evaluation needs); training needs an
+// optimizer step's B*world*accum, which dataloader_set_accum and next_batch check.
 // Token ids must be < vocab_size (1..65536): each shard's tokens are scanned when it is
 // first read into memory (before any of its windows is handed out), and an id outside
 // the vocabulary exits naming the shard, the token's index and byte offset.
 void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int vocab_size, int rank, int world,
                      int shuffle, uint64_t seed);
 // Fills dl->inputs and dl->targets with this rank's next B windows; wraps to a new
-// epoch (new permutation) when the sequence is exhausted.
+// epoch (new permutation) when the sequence is exhausted. Exits naming the shards when
+// they hold fewer windows than an optimizer step.
 void dataloader_next_batch(DataLoader *dl);
 // Fills inputs and targets with the epoch's batch number `batch` (windows [batch*B,
 // batch*B + B) of the current epoch's sequence), whatever the rank: validation splits
 // its batches over ranks by number. Exits naming the data when the batch is past the end.
 void dataloader_load_batch(DataLoader *dl, int64_t batch);
 // Micro-batches per optimizer step (default 1), for the epoch's end (above): a step never
-// straddles two epochs, however it is split across ranks and micro-batches.
+// straddles two epochs, however it is split across ranks and micro-batches. Exits naming
+// the shards when they hold fewer than B*world*accum windows.
 void dataloader_set_accum(DataLoader *dl, int accum);
 // Back to the start of epoch 0 (used for validation passes).
 void dataloader_reset(DataLoader *dl);
 // Resume support: the position is (epoch, next_window). set_state exits if
-// next_window is outside [0, total_windows].
+// next_window is outside [0, total_windows] or not an optimizer step's start (a multiple
+// of B*world*accum, which every saved position is): call it after dataloader_set_accum.
 void dataloader_get_state(const DataLoader *dl, uint64_t *epoch, int64_t *next_window);
 void dataloader_set_state(DataLoader *dl, uint64_t epoch, int64_t next_window);
 // Which data this is, for a resume to compare: CRC-32 of every shard's file name (without its

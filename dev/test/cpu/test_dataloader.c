@@ -88,6 +88,18 @@ static int cmp_int(const void *a, const void *b) {
 }
 
 typedef struct { const char *pattern; int B, T, world; } InitArgs;
+// A train loader of B windows of T=8 at rank 0 of world, told accum, then micro_batches
+// next_batch calls.
+typedef struct { const char *pattern; int B, world, accum, micro_batches; } StepArgs;
+
+static void train_steps(void *p) {
+    const StepArgs *a = p;
+    DataLoader dl;
+    dataloader_init(&dl, a->pattern, a->B, 8, ALL_IDS, 0, a->world, 0, 0);
+    dataloader_set_accum(&dl, a->accum);
+    for (int i = 0; i < a->micro_batches; i++) dataloader_next_batch(&dl);
+    dataloader_free(&dl);
+}
 
 static void init_and_free(void *p) {
     const InitArgs *a = p;
@@ -426,7 +438,6 @@ static void test_bad_shards(void **state) {
         {"truncated", "size 1222 bytes, expected 1224", SHARD_MAGIC, SHARD_VERSION, 100, 99},
         {"overlong", "size 1226 bytes, expected 1224", SHARD_MAGIC, SHARD_VERSION, 100, 101},
         {"negative", "negative token count -5", SHARD_MAGIC, SHARD_VERSION, -5, 0},
-        {"short", "fewer than T+1 = 9", SHARD_MAGIC, SHARD_VERSION, 8, 8},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char sub[600];
@@ -438,6 +449,28 @@ static void test_bad_shards(void **state) {
         write_seq_shard(good, 0, 100);
         write_raw_shard(bad, cases[i].magic, cases[i].version, cases[i].ntok, cases[i].written);
         expect_death(init_and_free, &a, DEATH_ANY_STATUS, bad, cases[i].needle, NULL);
+    }
+    // shorter than one window (tokenize's last shard may be): a warning naming it, no
+    // windows of its own; the good shard's 12 are all there
+    {
+        char sub[600], msg[4096];
+        snprintf(sub, sizeof(sub), "%s/short", dir);
+        assert_int_equal(mkdir(sub, 0755), 0);
+        snprintf(good, sizeof(good), "%s/a_good.bin", sub);
+        snprintf(bad, sizeof(bad), "%s/b_short.bin", sub);
+        snprintf(pattern, sizeof(pattern), "%s/*.bin", sub);
+        write_seq_shard(good, 0, 100);
+        write_raw_shard(bad, SHARD_MAGIC, SHARD_VERSION, 8, 8);
+        int rc = run_in_child(init_and_free, &a, msg, sizeof(msg));
+        if (rc != 0 || !strstr(msg, bad) || !strstr(msg, "8 tokens, fewer than T+1 = 9: it holds no window"))
+            fail_msg("a shard shorter than a window: status %d, output: %s", rc, msg);
+        DataLoader dl;
+        dataloader_init(&dl, pattern, 1, 8, ALL_IDS, 1, 2, 0, 0);   // rank 1: no warning to print
+        assert_int_equal(dl.total_windows, 12);
+        assert_int_equal(dl.num_windows[1], 0);
+        dataloader_set_accum(&dl, 1);
+        for (int i = 0; i < 12; i++) dataloader_next_batch(&dl);   // 2 epochs of 6 steps, all from a_good
+        dataloader_free(&dl);
     }
     // shorter than the header itself
     snprintf(bad, sizeof(bad), "%s/tiny.bin", dir);
@@ -505,19 +538,43 @@ static void test_bad_setup(void **state) {
     InitArgs a = {pattern, 1, 8, 1};
     expect_death(init_and_free, &a, DEATH_ANY_STATUS, pattern, "no shard files match", NULL);
 
-    // 3 windows of T=8 cannot feed B*world = 2*2
+    // 3 windows of T=8: not one batch of B=4; enough for evaluation's B=2 at 2 ranks (a
+    // batch each round), not to train B*world = 2*2
     snprintf(path, sizeof(path), "%s/small.bin", dir);
     write_seq_shard(path, 0, 3 * 8 + 1);
-    InitArgs b = {path, 2, 8, 2};
-    expect_death(init_and_free, &b, DEATH_ANY_STATUS, path, "fewer than one micro-batch", NULL);
-    InitArgs c = {path, 1, 8, 3}; // exactly enough is fine
+    InitArgs b = {path, 4, 8, 1};
+    expect_death(init_and_free, &b, DEATH_ANY_STATUS, path, "fewer than one batch of B = 4", NULL);
+    InitArgs c = {path, 2, 8, 2};
     init_and_free(&c);
+    StepArgs d = {path, 2, 2, 1, 0};
+    expect_death(train_steps, &d, DEATH_ANY_STATUS, path, "3 windows of T+1=9 tokens, fewer than one optimizer step",
+                 "2*2*1", NULL);
+    StepArgs e = {path, 1, 3, 1, 5};   // exactly enough is fine
+    train_steps(&e);
+    // 10 windows, B=4 at 1 rank: two micro-batches fit, an optimizer step of 4 does not
+    snprintf(path, sizeof(path), "%s/ten.bin", dir);
+    write_seq_shard(path, 0, 10 * 8 + 1);
+    StepArgs f = {path, 4, 1, 4, 3};
+    expect_death(train_steps, &f, DEATH_ANY_STATUS, path, "fewer than one optimizer step", "4*1*4", NULL);
+    StepArgs g = {path, 4, 1, 2, 9};   // 8 windows a step: one step an epoch, 2 windows skipped
+    train_steps(&g);
 }
 
 static void set_bad_state(void *p) {
     DataLoader dl;
     dataloader_init(&dl, (const char *)p, 1, 8, ALL_IDS, 0, 1, 0, 0);
     dataloader_set_state(&dl, 0, dl.total_windows + 1);
+}
+
+// 100 windows, B=4 at 1 rank with accumulation 2: a position inside a step (97, or 4)
+// is none a run saves; resumed there, the next batch would read past the last window.
+static void set_unaligned_state(void *p) {
+    DataLoader dl;
+    dataloader_init(&dl, (const char *)p, 4, 8, ALL_IDS, 0, 1, 0, 0);
+    dataloader_set_accum(&dl, 2);
+    dataloader_set_state(&dl, 0, 16);   // a step's start: fine
+    dataloader_set_state(&dl, 0, 96);   // the last step's end: fine (the next batch starts a new epoch)
+    dataloader_set_state(&dl, 0, 97);
 }
 
 static void test_bad_state(void **state) {
@@ -527,6 +584,10 @@ static void test_bad_state(void **state) {
     snprintf(path, sizeof(path), "%s/s.bin", dir);
     write_seq_shard(path, 0, 3 * 8 + 1);
     expect_death(set_bad_state, path, DEATH_ANY_STATUS, path, "next_window 4 is outside [0, 3]", NULL);
+    snprintf(path, sizeof(path), "%s/hundred.bin", dir);
+    write_seq_shard(path, 0, 100 * 8 + 1);
+    expect_death(set_unaligned_state, path, DEATH_ANY_STATUS, path,
+                 "next_window 97 is not a multiple of an optimizer step's B*ranks*accum = 4*1*2", NULL);
 }
 
 int main(void) {
