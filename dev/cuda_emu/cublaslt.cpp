@@ -1358,6 +1358,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     snprintf(what, sizeof what, "cublasLtMatmul %lldx%lldx%lld batch %d epilogue %s", (long long)p.m, (long long)p.n,
              (long long)p.k, p.batch, p.epi.name);
     j.what = what + 15;   // "mxnxk batch b epilogue e"
+    // A kind of matmul (types, transposes, epilogue) runs kernels of its own: their first
+    // use loads them (lazy loading, emu.h)
+    char kind[160];
+    snprintf(kind, sizeof kind, "cuBLASLt's kernels for %s%s x %s%s -> %s with epilogue %s", type_name(p.a.type),
+             p.ta ? "^T" : "", type_name(p.b.type), p.tb ? "^T" : "", type_name(p.dd.type), p.epi.name);
+    emu::load_library_kernels(kind);
     return enqueue_status(emu::enqueue(stream, what, [j] { run_matmul(j); }), call);
 }
 

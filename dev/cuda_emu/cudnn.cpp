@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <map>
 #include <memory>
@@ -417,6 +418,7 @@ struct Program {
     std::vector<Step> steps;    // topological order
     std::vector<int> last_use;  // per tensor: the last step reading (or writing) it
     int64_t workspace = 0;      // bytes the plan asks for
+    uint64_t serial = 0;        // the operation graph's number, in finalize order: its kernels' name
 };
 typedef std::shared_ptr<const Program> ProgramP;
 
@@ -1064,6 +1066,8 @@ cudnnStatus_t finalize_graph(Desc &d) {
     if (dyn && elem<bool>(*dyn))
         return fail(CUDNN_STATUS_NOT_SUPPORTED, "OPERATIONGRAPH: dynamic shapes are not emulated");
     auto p = std::make_shared<Program>();
+    static std::atomic<uint64_t> graphs{0};
+    p->serial = ++graphs;
     std::map<int64_t, int> by_uid;
     std::set<const Desc *> seen_ops;
     auto add = [&](const TensorP &t, int *index) -> cudnnStatus_t {
@@ -1558,6 +1562,10 @@ cudnnStatus_t execute(cudnnContext *h, const Desc &plan, const Desc &pack) {
         !emu::check_device_range(ws, (size_t)prog->workspace, "cudnnBackendExecute: the variant pack's workspace"))
         return fail(CUDNN_STATUS_BAD_PARAM, "cudnnBackendExecute: the workspace %p does not hold the %lld bytes the "
                     "plan asks for (CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)", (void *)ws, (long long)prog->workspace);
+    // An operation graph's kernels (fused or generated for it) load at its first execution
+    // (lazy loading, emu.h); another graph of the same shape counts as other kernels.
+    emu::load_library_kernels("cuDNN's kernels for operation graph #" + std::to_string(prog->serial) + " (" +
+                              std::to_string(prog->steps.size()) + " operations)");
     cudaError_t e = emu::enqueue(h->stream, "cudnnBackendExecute (emulated engine)",
                                  [prog, mem, scalar, ws] { run_program(*prog, mem, scalar, ws); });
     if (e != cudaSuccess)

@@ -20,7 +20,8 @@
 //    the work queued on every stream has finished, which orders nothing (no happens-before),
 //    so a kernel that spins until later work runs deadlocks here as it may on a GPU.
 //    cudaFuncGetAttributes loads a kernel (the guide's preload); CUDA_MODULE_LOADING=EAGER
-//    loads all at start. Off by default: the wait would put every first launch after all
+//    loads all at start. The libraries' calls load their kernels the same way: cuBLASLt's
+//    per kind of matmul (epilogue, types, transposes), cuDNN's per operation graph. Off by default: the wait would put every first launch after all
 //    queued work and so hide a missing stream wait there, the commoner bug.
 #ifndef CUDA_EMU_EMU_H
 #define CUDA_EMU_EMU_H
@@ -125,6 +126,11 @@ void progress();
 // (launching true) waits for the queued work to finish; the hang detector names the kernel
 // when that wait never ends.
 void load_kernel(const void *kernel, const char *name, bool launching);
+// A library call's kernels (cuBLASLt's for one kind of matmul, cuDNN's for one operation
+// graph), named by what: loaded at their first call as a kernel at its first launch. The
+// libraries are built for lazy loading too (the Programming Guide: lazy loading pays "as is
+// common when using libraries").
+void load_library_kernels(const std::string &what);
 
 }  // namespace emu
 

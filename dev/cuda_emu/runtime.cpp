@@ -579,9 +579,9 @@ static void watchdog() {
         }
         if (!g_cb_q.empty()) say("  host function thread: running one from %s", g_cb_q.front()->stream.c_str());
         for (const std::string &k : g_loading)
-            say("  a host thread loading kernel %s at its first launch (lazy loading waits for the device to be "
-                "idle: a kernel that spins until later work runs never lets it; preload with cudaFuncGetAttributes)",
-                k.c_str());
+            say("  a host thread loading %s (lazy loading waits for the device to be idle: a kernel that spins "
+                "until later work runs never lets it; preload a kernel with cudaFuncGetAttributes, a library's by "
+                "one call before, or all with CUDA_MODULE_LOADING=EAGER)", k.c_str());
         say("  host threads blocked in a synchronize: %d", g_waiters);
         fflush(stderr);
         abort();
@@ -689,12 +689,15 @@ static void sync_all(std::unique_lock<std::mutex> &lk) {
     for (Stream *s : g_streams) sync_stream(lk, s);
 }
 
-void load_kernel(const void *kernel, const char *name, bool launching) {
+// The first use of key (a kernel, or a library's kernels) loads it; with CUDA_EMU_LOAD_SYNC=1
+// a first use at a launch or library call waits for the device's queued work. describe():
+// what the hang report names.
+template <class F> static void load(const void *key, bool launching, F describe) {
     init();
     if (t_in_host_fn) return;   // the launch itself is refused (cudaErrorNotPermitted)
     std::unique_lock<std::mutex> lk(g_mu);
     static std::set<const void *> &loaded = *new std::set<const void *>;
-    if (!g_load_sync || !loaded.insert(kernel).second || !launching) return;
+    if (!g_load_sync || !loaded.insert(key).second || !launching) return;
     // The device's queued work must finish; nothing is ordered by it (t_host_vc stays), and
     // a held copy stays held (its stream's work from there on is not waited for): the load
     // is no synchronization the program may count on.
@@ -707,13 +710,31 @@ void load_kernel(const void *kernel, const char *name, bool launching) {
         }
         targets.emplace_back(s, target);
     }
-    g_loading.push_back(name);
+    const std::string what = describe();
+    g_loading.push_back(what);
     host_wait(lk, [&targets] {
         for (const auto &t : targets)
             if (t.first->finished < t.second) return false;
         return true;
     });
-    g_loading.erase(std::find(g_loading.begin(), g_loading.end(), std::string(name)));
+    g_loading.erase(std::find(g_loading.begin(), g_loading.end(), what));
+}
+
+void load_kernel(const void *kernel, const char *name, bool launching) {
+    load(kernel, launching, [name] { return std::string("kernel ") + name + " at its first launch"; });
+}
+
+void load_library_kernels(const std::string &what) {
+    init();
+    if (!g_load_sync) return;
+    static std::mutex mu;
+    static std::set<std::string> &names = *new std::set<std::string>;
+    const void *key;
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        key = &*names.insert(what).first;   // a set's elements stay where they are: the key
+    }
+    load(key, true, [&what] { return what + " at its first call"; });
 }
 
 }  // namespace emu

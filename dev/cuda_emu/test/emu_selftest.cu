@@ -835,6 +835,52 @@ static int lt_two_matmuls(int order) {
     cublasLtDestroy(lt);
     return g_bad;
 }
+// Lazy loading reaches the libraries' kernels (emu.h): with CUDA_EMU_LOAD_SYNC=1 a
+// kernel spins on stream a until set_flag (preloaded) runs on stream b after a 16x16x16
+// matmul there. The matmul's first call loads cuBLASLt's kernels, which waits for the
+// spinning kernel: a deadlock the hang report names, unless one matmul of the kind ran
+// before (WARM).
+static int lt_matmul_while_spinning(bool warm) {
+    const int n = 16;
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t lay;
+    cudaStream_t a, b;
+    int *flag;
+    float *x, *y;
+    CK(cudaHostAlloc((void **)&flag, sizeof(int), cudaHostAllocMapped));
+    *flag = 0;
+    CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    CK(cudaMalloc(&x, n * n * sizeof(float)));
+    CK(cudaMalloc(&y, n * n * sizeof(float)));
+    CK(cudaMemset(x, 0, n * n * sizeof(float)));
+    cudaFuncAttributes attr;
+    CK(cudaFuncGetAttributes(&attr, (const void *)set_flag));
+    expect(cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS && cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) ==
+           CUBLAS_STATUS_SUCCESS && cublasLtMatrixLayoutCreate(&lay, CUDA_R_32F, n, n, n) == CUBLAS_STATUS_SUCCESS,
+           "cuBLASLt set-up");
+    const float one = 1.0f, zero = 0.0f;
+    auto matmul = [&](cudaStream_t s) {
+        return cublasLtMatmul(lt, desc, &one, x, lay, x, lay, &zero, y, lay, y, lay, nullptr, nullptr, 0, s);
+    };
+    if (warm) {
+        expect(matmul(b) == CUBLAS_STATUS_SUCCESS, "the warm-up matmul");
+        CK(cudaStreamSynchronize(b));
+    }
+    spin_until_set<<<1, 1, 0, a>>>(flag);
+    expect(matmul(b) == CUBLAS_STATUS_SUCCESS, "the matmul while a kernel spins");
+    set_flag<<<1, 1, 0, b>>>(flag);
+    CK(cudaDeviceSynchronize());
+    expect(*flag == 1, "the spinning kernel ended once the other set the flag");
+    cublasLtMatrixLayoutDestroy(lay);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(lt);
+    return g_bad;
+}
+static int case_lazy_load_library_while_spinning() { return lt_matmul_while_spinning(false); }   // must die
+static int case_lazy_load_library_warm() { return lt_matmul_while_spinning(true); }
+
 static int case_lt_workspace_unordered() { return lt_two_matmuls(0); }
 static int case_lt_workspace_ordered() { return lt_two_matmuls(1) | lt_two_matmuls(2) | lt_two_matmuls(3); }
 
@@ -985,6 +1031,9 @@ static const Case cases[] = {
     {"eager_loading", case_lazy_load_while_spinning, 0, nullptr,
      "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1 CUDA_MODULE_LOADING=EAGER"},
     {"load_sync_off", case_lazy_load_while_spinning, 0, nullptr, "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=0"},
+    {"lazy_load_library_while_spinning", case_lazy_load_library_while_spinning, 1,
+     "loading cuBLASLt's kernels for CUDA_R_32F x CUDA_R_32F -> CUDA_R_32F with epilogue", "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1"},
+    {"lazy_load_library_warm", case_lazy_load_library_warm, 0, nullptr, "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1"},
     {"slow_producer_unwaited", case_slow_producer_unwaited, 0, "reads stale", "CUDA_EMU_SLOW=0"},
     {"slow_producer_waited", case_slow_producer_waited, 0, "0 of 20 reads stale", "CUDA_EMU_SLOW=0"},
     {"pageable_copy_lands_late", case_pageable_copy_lands_late, 0, nullptr, "CUDA_EMU_HANG_S=1"},
