@@ -137,8 +137,22 @@ int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir) {
 }
 
 void gpt2_zero_load_checkpoint(GPT2Zero *g, const char *out_dir, TrainState *saved) {
-    if (zero_load(g->z, out_dir, -1, saved, sizeof(*saved)) == 0) return;
-    ZeroCheckpointInfo info;   // zero_load said why; a trainer state of format 1 is worth a word more
+    ZeroCheckpointInfo info;
+    if (zero_load(g->z, out_dir, -1, saved, sizeof(*saved)) == 0) {
+        // The weights were refreshed with the manifest's last update; the trainer goes on from
+        // the blob's step and last update: one save writes both alike (every rank reads the
+        // same files, so every rank decides alike)
+        if (zero_checkpoint_info(out_dir, -1, &info) != 0) die("rank %d: cannot reread '%s' (see above)", g->rank, out_dir);
+        const long long step = info.step;
+        const int last_t = info.last_t;
+        zero_checkpoint_info_free(&info);
+        if (saved->step != step || saved->last_t != last_t)
+            die("rank %d: '%s/zero_%lld': its trainer state says step %d with the last update at %d, its manifest step "
+                "%lld with the last update at %d: the two are not from one save", g->rank, out_dir, step, saved->step,
+                saved->last_t, step, last_t);
+        return;
+    }
+    // zero_load said why; a trainer state of format 1 is worth a word more
     if (g->rank == 0 && zero_checkpoint_info(out_dir, -1, &info) == 0) {
         if (info.extra_bytes == TRAIN_STATE_V1_BYTES)
             fprintf(stderr, "error: '%s/zero_%lld' holds the trainer state of format 1 (%d bytes), which lacks what a "

@@ -127,16 +127,20 @@ static void unsharded_attach(CpuTrainer *t, GPT2ModelFile *file) { (void)t, (voi
 
 static int unsharded_have_checkpoint(CpuTrainer *t) { return checkpoint_latest(t->cfg->out_dir) >= 0; }
 
+// The update allocates the AdamW moments lazily (zero); a resume, or a checkpoint before
+// any update was applied (every step so far skipped), needs them now.
+static void ensure_moments(GPT2 *model) {
+    if (model->m != NULL) return;
+    model->m = (float *)calloc_check(model->num_parameters, sizeof(float));
+    model->v = (float *)calloc_check(model->num_parameters, sizeof(float));
+}
+
 // Resume: parameters, AdamW moments, step and data position from the latest checkpoint.
 static int unsharded_begin_run(CpuTrainer *t, TrainState *state, DataLoader *train) {
     if (!t->cfg->resume) return 0;
     GPT2 *model = t->model;
     int latest = checkpoint_latest(t->cfg->out_dir);
-    // The update allocates the moments lazily; resume needs them now.
-    if (model->m == NULL) {
-        model->m = (float *)calloc_check(model->num_parameters, sizeof(float));
-        model->v = (float *)calloc_check(model->num_parameters, sizeof(float));
-    }
+    ensure_moments(model);
     TrainState saved;
     checkpoint_load(t->cfg->out_dir, latest, &saved, model->params, model->m, model->v, model->num_parameters);
     int step = train_state_resume(state, &saved, t->cfg->max_steps, train);
@@ -163,8 +167,8 @@ static float unsharded_step(CpuTrainer *t, int step, float lr, double *loss, int
 
 static void unsharded_save(CpuTrainer *t, const TrainState *st) {
     const TrainConfig *cfg = t->cfg;
-    const GPT2 *model = t->model;
-    if (model->m == NULL) die("checkpoint at step %d before any update", st->step);
+    GPT2 *model = t->model;
+    ensure_moments(model);
     checkpoint_save(cfg->out_dir, st, model->params, model->m, model->v, model->num_parameters, cfg->ckpt_keep,
                     cfg->ckpt_major);
     printf("saved checkpoint %s/ckpt_%08d.bin and the model %s/model_%08d.bin\n", cfg->out_dir, st->step,

@@ -83,13 +83,17 @@ void atomic_file_write(AtomicFile *af, const void *data, size_t n) {
     }
 }
 
-void atomic_file_commit(AtomicFile *af) {
+// Flushes and fsyncs the temp file; exits, removing it, when that fails.
+static void flush_to_disk(AtomicFile *af) {
     if (fflush(af->f) != 0 || fsync(fileno(af->f)) != 0) {
         int e = errno;
         atomic_file_abort(af);
         die("cannot flush '%s' (for '%s') to disk: %s", af->tmp_path, af->path, strerror(e));
     }
     (void)posix_fadvise(fileno(af->f), 0, 0, POSIX_FADV_DONTNEED);   // on disk now: out of the cache
+}
+
+static void close_and_rename(AtomicFile *af) {
     if (fclose(af->f) != 0) {
         af->f = NULL;
         int e = errno;
@@ -106,6 +110,23 @@ void atomic_file_commit(AtomicFile *af) {
     strcpy(dir, af->path);
     int fd = open(dirname(dir), O_RDONLY);
     if (fd >= 0) { fsync(fd); close(fd); } // best effort: some filesystems refuse dir fsync
+}
+
+void atomic_file_commit(AtomicFile *af) {
+    flush_to_disk(af);
+    close_and_rename(af);
+}
+
+void atomic_file_commit_verified(AtomicFile *af, const char *what) {
+    flush_to_disk(af);
+    uint64_t nbytes;
+    uint32_t crc = file_crc32(af->tmp_path, 0, -1, &nbytes);
+    if (crc != af->crc || nbytes != af->bytes) {
+        atomic_file_abort(af);
+        die("%s '%s' failed verification: %llu bytes with CRC %08x on disk, %llu bytes with CRC %08x written; not "
+            "saved", what, af->path, (unsigned long long)nbytes, crc, (unsigned long long)af->bytes, af->crc);
+    }
+    close_and_rename(af);
 }
 
 void atomic_file_abort(AtomicFile *af) {

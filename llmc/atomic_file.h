@@ -30,6 +30,10 @@ void atomic_file_open(AtomicFile *af, const char *path);
 void atomic_file_write(AtomicFile *af, const void *data, size_t n);
 // Flushes, fsyncs, renames over the final path and fsyncs the folder.
 void atomic_file_commit(AtomicFile *af);
+// The same, reading the whole temp file back after the fsync first: its size and CRC must
+// be what was written, or it is removed and the run exits naming `what` ("checkpoint") and
+// the path. Nothing unverified ever takes the final name.
+void atomic_file_commit_verified(AtomicFile *af, const char *what);
 // Removes the temp file (used on error paths that can recover).
 void atomic_file_abort(AtomicFile *af);
 

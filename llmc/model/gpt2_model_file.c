@@ -159,20 +159,7 @@ void gpt2_model_writer_commit(GPT2ModelWriter *w) {
         die("model file '%s': %zu of %zu parameters were written; not saved", w->af.path, w->written,
             w->num_params);
     }
-    // Read back what reached the file before it replaces the target.
-    if (fflush(w->af.f) != 0) {
-        int e = errno;
-        atomic_file_abort(&w->af);
-        die("cannot flush '%s': %s", w->af.tmp_path, strerror(e));
-    }
-    uint64_t nbytes;
-    uint32_t crc = file_crc32(w->af.tmp_path, 0, -1, &nbytes);
-    if (crc != w->af.crc || nbytes != w->af.bytes) {
-        atomic_file_abort(&w->af);
-        die("model file '%s' failed verification: %llu bytes with CRC %08x on disk, %llu bytes with CRC %08x written",
-            w->af.path, (unsigned long long)nbytes, crc, (unsigned long long)w->af.bytes, w->af.crc);
-    }
-    atomic_file_commit(&w->af);
+    atomic_file_commit_verified(&w->af, "model file");   // read back before it replaces the target
 }
 
 void gpt2_model_file_write(const char *path, const GPT2Config *c, const float *params, int version) {

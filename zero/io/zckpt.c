@@ -568,7 +568,9 @@ int zck_read_extra(const ZckManifest *m, void *buf, size_t bytes, char *err, siz
     if (fd < 0) return fail(err, errlen, "checkpoint file %s (trainer data) is missing: %s", path, strerror(errno));
     struct stat st;
     int rc = 0;
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != bytes)
+    if (fstat(fd, &st) != 0)
+        rc = fail(err, errlen, "checkpoint file %s (trainer data) cannot be examined: %s", path, strerror(errno));
+    else if ((uint64_t)st.st_size != bytes)
         rc = fail(err, errlen, "checkpoint file %s (trainer data) is %s: %lld bytes, the manifest says %zu", path,
                   (uint64_t)st.st_size < bytes ? "truncated" : "the wrong size", (long long)st.st_size, bytes);
     else if (zfile_pread(fd, buf, bytes, 0) != 0)

@@ -9,7 +9,8 @@
 #  2. --nan-skip's streak: a run that diverges (a real NaN at step K, and every step after)
 #     with --nan-skip-limit 3 stops at step K+2 ("3 such steps in a row"); resumed from the
 #     checkpoint after step K+1 it stops at the same step with the same count, and says
-#     that 2 of the 3 came before the resume
+#     that 2 of the 3 came before the resume; a run whose every step is skipped (a NaN
+#     weight in its model file) still checkpoints (zero AdamW moments) and resumes
 #  3. the data: a resume whose -i matches other shards (one more file, or a shard of
 #     another size under the same name) is refused naming both shard counts and windows
 #     checkpoints of format 1 (unsharded version 1, a sharded trainer state of 80 bytes):
@@ -77,6 +78,22 @@ for kind in cpu zcpu; do
         { cat "$tmp/${kind}_nan.txt"; fail "$kind: the stop does not say that 2 of the 3 came before the resume"; }
     echo "$kind: --nan-skip-limit 3: resumed inside a streak of non-finite steps, it stops at step $stop as the uninterrupted run"
 done
+
+# every step skipped before a checkpoint (a NaN weight from the model file: no update is ever
+# applied): the checkpoint holds zero AdamW moments and a resume goes on from it
+python3 - "$tmp/cpu_sg/model_final.bin" "$tmp/nan_model.bin" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+b[1024:1028] = struct.pack('<f', float('nan'))   # the first weight after the 256-int header
+open(sys.argv[2], 'wb').write(b)
+PY
+allnan=(-e "$tmp/nan_model.bin" -b 2 -t 32 -v 0 -s 0 --threads 1 -n 1 --nan-skip --nan-skip-limit 10 -o "$tmp/allnan")
+./train_gpt2 "${allnan[@]}" -x 2 > "$tmp/allnan.txt" 2>&1 || { cat "$tmp/allnan.txt"; fail "every step skipped: no checkpoint"; }
+[ "$(grep -c 'skipped (--nan-skip)' "$tmp/allnan.txt")" = 2 ] && [ -s "$tmp/allnan/ckpt_00000002.bin" ] ||
+    { cat "$tmp/allnan.txt"; fail "every step skipped: not 2 skipped steps and a checkpoint at step 2"; }
+./train_gpt2 "${allnan[@]}" -x 3 -y 1 > "$tmp/allnan2.txt" 2>&1 && grep -q "at step 2" "$tmp/allnan2.txt" ||
+    { cat "$tmp/allnan2.txt"; fail "every step skipped: the resume from step 2 failed"; }
+echo "cpu: every step skipped (a NaN weight): checkpoints at steps 1 and 2, resumed from step 2"
 
 # 3. other data under -i
 mkdir -p "$tmp/data"

@@ -22,6 +22,10 @@ expect_error "bad_model.bin" -e "$tmp/bad_model.bin"
 # -y 1 with no checkpoint starts fresh (test_train_recovery.sh); a corrupt `latest` is an error
 mkdir -p "$tmp/out" && printf 'garbage\n' > "$tmp/out/latest"
 expect_error "'$tmp/out/latest' is corrupt" -y 1
+printf '12junk\n' > "$tmp/out/latest"   # a step with more after it is no step the writer left
+expect_error "'$tmp/out/latest' is corrupt" -y 1
+printf '99999999999\n' > "$tmp/out/latest"
+expect_error "'$tmp/out/latest' is corrupt" -y 1
 rm -f "$tmp/out/latest"
 expect_error "exceeds the model's maximum sequence length" -e d2c64h2t64 -t 128
 
