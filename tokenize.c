@@ -188,14 +188,36 @@ static char *read_all(const char *path, size_t *n) {
     return buf;
 }
 
-// cJSON strings are NUL-terminated, so a \u0000 escape would silently cut the text.
-static int has_nul_escape(const char *line, size_t len) {
-    for (const char *p = line; (p = memmem(p, len - (size_t)(p - line), "u0000", 5)) != NULL; p += 5) {
+// cJSON strings are NUL-terminated, so a \u0000 escape would silently cut the text. Turns
+// every such escape in line into \u0001 (one character, not a NUL); returns how many.
+static int nul_escapes_to_soh(char *line, size_t len) {
+    int n = 0;
+    for (char *p = line; (p = memmem(p, len - (size_t)(p - line), "u0000", 5)) != NULL; p += 5) {
         const char *q = p;
         while (q > line && q[-1] == '\\') q--;
-        if ((p - q) % 2 == 1) return 1; // an odd run of backslashes escapes the 'u'
+        if ((p - q) % 2 == 1) { // an odd run of backslashes escapes the 'u'
+            p[4] = '1';
+            n++;
+        }
     }
-    return 0;
+    return n;
+}
+
+// Whether document's "text" holds a \u0000 (one elsewhere in the line cuts no text): the
+// text parsed again with those escapes as \u0001 is then longer than the one cJSON gave.
+static int text_has_nul(const char *line, size_t len, size_t text_len) {
+    char *copy = malloc_check(len + 1);
+    memcpy(copy, line, len);
+    copy[len] = '\0';
+    int has = 0;
+    if (nul_escapes_to_soh(copy, len) > 0) {
+        cJSON *obj = cJSON_ParseWithLength(copy, len);
+        const cJSON *text = obj ? cJSON_GetObjectItemCaseSensitive(obj, "text") : NULL;
+        has = cJSON_IsString(text) && text->valuestring && strlen(text->valuestring) != text_len;
+        cJSON_Delete(obj);
+    }
+    free(copy);
+    return has;
 }
 
 static void do_jsonl(Tokenizer *tok, Sink *s, const char *path) {
@@ -222,9 +244,9 @@ static void do_jsonl(Tokenizer *tok, Sink *s, const char *path) {
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(obj, "text");
         if (!cJSON_IsObject(obj) || !cJSON_IsString(text) || text->valuestring == NULL)
             die("%s:%ld: expected a JSON object with a \"text\" string field", name, lineno);
-        if (has_nul_escape(line, (size_t)len))
-            die("%s:%ld: the line contains a \\u0000 escape; NUL characters in \"text\" are not supported",
-                name, lineno);
+        if (text_has_nul(line, (size_t)len, strlen(text->valuestring)))
+            die("%s:%ld: \"text\" holds a \\u0000 escape; NUL characters in the text are not supported", name,
+                lineno);
         do_document(tok, s, text->valuestring, strlen(text->valuestring));
         cJSON_Delete(obj);
     }

@@ -767,6 +767,22 @@ static void test_cli_jsonl(void **state) {
     snprintf(where, sizeof(where), "%s:1", tmp_path("nul.jsonl"));
     if (!strstr(err, where) || !strstr(err, "u0000")) fail_msg("stderr lacks \"%s\" / u0000: %s", where, err);
     free(err);
+    // one in another field cuts no text: the document is taken whole (an escaped backslash
+    // before "u0000" in the text is no escape either)
+    const char *other = "{\"id\": \"x\\u0000y\", \"text\": \"a\\\\u0000b\"}\n";
+    spit(tmp_path("other.jsonl"), other, strlen(other));
+    snprintf(cmd, sizeof(cmd), "%s --jsonl --print %s", TOKENIZE_BIN, tmp_path("other.jsonl"));
+    char *out;
+    assert_int_equal(run_cmd(cmd, &out, &err), 0);
+    const char *plain = "a\\u0000b\n";   // the text as cJSON decodes it: a\u0000b
+    spit(tmp_path("other.txt"), plain, strlen(plain) - 1);
+    char *alone;
+    snprintf(cmd, sizeof(cmd), "%s --print %s", TOKENIZE_BIN, tmp_path("other.txt"));
+    assert_int_equal(run_cmd(cmd, &alone, NULL), 0);
+    if (strcmp(out, alone) != 0) fail_msg("a \\u0000 outside \"text\": tokens %s, the text alone gives %s", out, alone);
+    free(out);
+    free(alone);
+    free(err);
 }
 
 static void test_cli_write_tokenizer_and_help(void **state) {
