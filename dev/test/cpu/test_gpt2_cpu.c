@@ -343,7 +343,7 @@ static void test_grad_accumulation(void **state) {
     randomize_params(&full, 8);
     randomize_params(&acc, 8);
     // the path without micro-batch buffers: backward adds into the sum inside its kernels
-    const GPT2CpuOptions inside = {0, 0, 1, 0, 1};
+    const GPT2CpuOptions inside = {0, 0, 1, 0, 1, NULL};
     gpt2_cpu_set_options(&acc, &inside);
     gpt2_cpu_forward(&full, in, tg, B, T);
     gpt2_cpu_zero_grad(&full);
@@ -399,7 +399,7 @@ static void test_grad_accumulation_micro_buffers(void **state) {
     }
     assert_memory_equal(acc.grads, want, n * sizeof(float));
     // and the other path differs somewhere (else this test checks nothing)
-    const GPT2CpuOptions inside = {0, 0, 1, 0, 1};
+    const GPT2CpuOptions inside = {0, 0, 1, 0, 1, NULL};
     gpt2_cpu_set_options(&acc, &inside);
     gpt2_cpu_zero_grad(&acc);
     for (int k = 0; k < M; k++) {
@@ -749,7 +749,7 @@ static void test_activation_bytes_predicted(void **state) {
     random_tokens(in, 48, c.vocab_size, 3);
     random_tokens(tg, 48, c.vocab_size, 4);
     const int shapes[][2] = {{1, 1}, {3, 5}, {2, 16}, {3, 16}};
-    const GPT2CpuOptions opts[] = {{0, 0, 1, 1, 1}, {1, 0, 1, 1, 1}, {1, 1, 1, 1, 1}, {1, 1, 4, 1, 1}};
+    const GPT2CpuOptions opts[] = {{0, 0, 1, 1, 1, NULL}, {1, 0, 1, 1, 1, NULL}, {1, 1, 1, 1, 1, NULL}, {1, 1, 4, 1, 1, NULL}};
     for (int s = 0; s < 4; s++) {
         for (int k = 0; k < 4; k++) {
             const int B = shapes[s][0], T = shapes[s][1];
@@ -841,7 +841,7 @@ static void test_act_checkpoint_bit_identical(void **state) {
     const int B = 3, T = 11, N = B * T;
     const size_t np = gpt2_param_sizes(&c, (size_t[GPT2_NUM_PARAM_TENSORS]){0});
     OptRun base = run_options(&c, NULL, B, T);
-    const GPT2CpuOptions opts[] = {{1, 0, 1, 1, 1}, {1, 1, 1, 1, 1}};
+    const GPT2CpuOptions opts[] = {{1, 0, 1, 1, 1, NULL}, {1, 1, 1, 1, 1, NULL}};
     for (int i = 0; i < 2; i++) {
         OptRun r = run_options(&c, &opts[i], B, T);
         assert_memory_equal(base.loss, r.loss, sizeof(base.loss));
@@ -903,7 +903,7 @@ static void test_tile_linear_matches_untiled(void **state) {
     OptRun base = run_options(&c, NULL, B, T);
     const int tiles[] = {2, 4, 5};
     for (int i = 0; i < 3; i++) {
-        const GPT2CpuOptions o = {0, 0, tiles[i], 1, 1}, oc = {1, 1, tiles[i], 1, 1};
+        const GPT2CpuOptions o = {0, 0, tiles[i], 1, 1, NULL}, oc = {1, 1, tiles[i], 1, 1, NULL};
         OptRun r = run_options(&c, &o, B, T), rc = run_options(&c, &oc, B, T);
         char what[32];
         snprintf(what, sizeof(what), "K=%d", tiles[i]);
@@ -936,7 +936,7 @@ static void test_tile_vocab_matches_untiled(void **state) {
     gpt2_cpu_build(&u, &c, 9);
     randomize_params(&u, 10);
     gpt2_cpu_forward(&u, in, NULL, B, T);
-    const GPT2CpuOptions opts[] = {{0, 0, 1, 1, 2}, {0, 0, 1, 1, 3}, {0, 0, 1, 1, 48}, {1, 1, 4, 1, 6}};
+    const GPT2CpuOptions opts[] = {{0, 0, 1, 1, 2, NULL}, {0, 0, 1, 1, 3, NULL}, {0, 0, 1, 1, 48, NULL}, {1, 1, 4, 1, 6, NULL}};
     for (int i = 0; i < 4; i++) {
         const GPT2CpuOptions *o = &opts[i];
         OptRun r = run_options(&c, o, B, T);
@@ -1011,7 +1011,7 @@ static void test_hooks_tiled_and_checkpointed(void **state) {
     for (int K = 1; K <= 4; K *= 2) {
       for (int KV = 1; KV <= 6; KV += 5) {   // KV 6: 8 rows of wte per tile
         for (int ck = 0; ck <= 1; ck++) {
-            const GPT2CpuOptions o = {ck, ck, K, 1, KV};
+            const GPT2CpuOptions o = {ck, ck, K, 1, KV, NULL};
             GPT2 ref;
             gpt2_cpu_build(&ref, &c, 5);
             randomize_params(&ref, 6);
@@ -1197,15 +1197,15 @@ static void misuse_update_external(GPT2 *m, const int *tok) {
 
 static void misuse_tiles_not_dividing(GPT2 *m, const int *tok) {
     (void)tok;
-    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 0, 3, 1, 1});
+    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 0, 3, 1, 1, NULL});
 }
 static void misuse_vocab_tiles_not_dividing(GPT2 *m, const int *tok) {
     (void)tok;
-    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 0, 1, 1, 5});
+    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 0, 1, 1, 5, NULL});
 }
 static void misuse_offload_without_checkpoint(GPT2 *m, const int *tok) {
     (void)tok;
-    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 1, 1, 1, 1});
+    gpt2_cpu_set_options(m, &(GPT2CpuOptions){0, 1, 1, 1, 1, NULL});
 }
 
 static void test_misuse_dies_with_message(void **state) {
