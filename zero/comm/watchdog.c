@@ -31,9 +31,10 @@ typedef struct {
 struct ZeroWatchdog {
     pthread_t thread;
     pthread_mutex_t mu;
-    pthread_cond_t cv;     // signalled when a collective starts or the watchdog stops
+    pthread_cond_t cv;     // signalled when a collective's deadline comes before `wake`, or to stop
     ZeroComm *comm;
     double timeout_s;
+    double wake;           // when the thread wakes next (now_s() time); -1: only when signalled
     int stop;
     WatchSlot slot[WATCH_SLOTS];
 };
@@ -117,6 +118,7 @@ static void *watch(void *arg) {
             }
             if (wake < 0 || deadline < wake) wake = deadline;
         }
+        w->wake = wake;
         if (wake < 0) {
             pthread_cond_wait(&w->cv, &w->mu);
         } else {
@@ -164,6 +166,7 @@ int zero_comm_set_timeout(ZeroComm *c, double timeout_s) {
     if (!w) { fprintf(stderr, "zero: rank %d: out of host memory for the watchdog\n", c->rank); return -1; }
     w->comm = c;
     w->timeout_s = timeout_s;
+    w->wake = -1.0;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);  // deadlines immune to clock changes
@@ -211,7 +214,10 @@ static void coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t intra, uint64_t inte
             sl->op = op;
             sl->bytes = intra + inter;
             snprintf(sl->what, sizeof sl->what, "%s", what ? what : "");
-            pthread_cond_signal(&w->cv);
+            // Woken only when it would sleep past this deadline: with a device attached it
+            // polls every poll_s anyway, and a wake per collective would run a whole device
+            // poll (under the device's lock the trainer needs) for each one.
+            if (w->wake < 0 || sl->start + w->timeout_s < w->wake) pthread_cond_signal(&w->cv);
         }
         pthread_mutex_unlock(&w->mu);
     }

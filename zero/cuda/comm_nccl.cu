@@ -52,6 +52,10 @@ struct ZeroNccl {
     cudaStream_t own;        // the f64 all-reduce's stream (world communicator)
     double *dscratch, *hscratch;      // world * ALLREDUCE_CHUNK doubles: device, pinned host
     pthread_mutex_t mu;      // guards the ring below (the watchdog thread polls it)
+    // Held around each NCCL call (NCCL_OK, the splits). The watchdog's abort takes it, waiting
+    // ISSUE_WAIT_S at most for a call in progress (one blocked in NCCL is what the abort
+    // frees), and keeps it: no call starts on a communicator the abort has freed.
+    pthread_mutex_t issue;
     cudaEvent_t staged;      // the next collective's start event (NCCL calls come from one thread)
     Tracked ring[TRACK];
     int head, count;
@@ -109,7 +113,10 @@ static const char *nccl_reason(ncclResult_t r, ncclComm_t comm, char *buf, size_
     } while (0)
 #define NCCL_OK(n, call, ...)                                                                   \
     do {                                                                                        \
+        zero_comm_park_if_ending();                                                             \
+        pthread_mutex_lock(&(n)->issue);                                                        \
         ncclResult_t r_ = (call);                                                               \
+        pthread_mutex_unlock(&(n)->issue);                                                      \
         zero_comm_park_if_ending();                                                             \
         if (r_ != ncclSuccess) {                                                                \
             char b_[512];                                                                       \
@@ -283,16 +290,28 @@ static void *abort_guard(void *arg) {
     _exit(3);
 }
 
+#define ISSUE_WAIT_S 2
+
+// From the watchdog thread, which ends the process after it. Between the trainer's NCCL
+// calls it aborts holding `issue` (never released); inside one (stalled in NCCL) it aborts
+// after ISSUE_WAIT_S, and that call returns into NCCL_OK's park. n->mu keeps a stream's
+// communicators from being forgotten (and destroyed) while they are aborted.
 static void abort_hook(ZeroComm *c) {
     ZeroNccl *n = of(c);
     pthread_t t;   // an abort stuck on a broken device must not keep the process alive
     if (pthread_create(&t, NULL, abort_guard, c) == 0) pthread_detach(t);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);   // pthread_mutex_timedlock's clock
+    until.tv_sec += ISSUE_WAIT_S;
+    (void)pthread_mutex_timedlock(&n->issue, &until);
+    pthread_mutex_lock(&n->mu);
     for (int i = 0; i < n->nsc; i++) end_stream_comms(&n->sc[i], 1);
     n->nsc = 0;
     if (n->inter) ncclCommAbort(n->inter);
     if (n->intra) ncclCommAbort(n->intra);
     if (n->world) ncclCommAbort(n->world);
     n->inter = n->intra = n->world = NULL;
+    pthread_mutex_unlock(&n->mu);
 }
 
 // Records an event after the collective just enqueued on s (in group g), for the watchdog.
@@ -304,8 +323,13 @@ static void track(ZeroNccl *n, cudaStream_t s, ZeroGroup g, ZeroCollOp op, uint6
         pthread_mutex_unlock(&n->mu);
         return;
     }
+    // The slot past the ring's end: the watchdog reads only [head, head + count), and its
+    // pop_finished moves head and count together, so the slot stays this thread's until
+    // count grows over it. Its event is recorded without the lock (note()).
     Tracked *k = &n->ring[(n->head + n->count) % TRACK];
+    pthread_mutex_unlock(&n->mu);
     if (e == cudaSuccess) e = cudaEventRecord(k->ev, s);
+    pthread_mutex_lock(&n->mu);
     if (e == cudaSuccess) {
         cudaEvent_t used = k->start;   // note() recorded the start: it becomes this slot's
         k->start = n->staged;
@@ -378,6 +402,7 @@ static void release(ZeroNccl *n) {
     if (n->dscratch) cudaFree(n->dscratch);
     if (n->hscratch) cudaFreeHost(n->hscratch);
     pthread_mutex_destroy(&n->mu);
+    pthread_mutex_destroy(&n->issue);
     free(n);
 }
 
@@ -463,6 +488,7 @@ ZeroNccl *zero_nccl_init(ZeroComm *c, int device) {
     n->c = c;
     n->device = device;
     pthread_mutex_init(&n->mu, NULL);
+    pthread_mutex_init(&n->issue, NULL);
     snprintf(n->last_what, sizeof n->last_what, "(none yet)");
     size_t scratch = (size_t)c->world * ALLREDUCE_CHUNK * sizeof(double);
     cudaError_t e = cudaStreamCreateWithFlags(&n->own, cudaStreamNonBlocking);
@@ -511,7 +537,9 @@ int zero_nccl_stream_open(ZeroNccl *n, cudaStream_t s) {
     memset(&sc, 0, sizeof sc);
     sc.s = s;
     char b[512];
+    pthread_mutex_lock(&n->issue);
     ncclResult_t r = ncclCommSplit(n->world, 0, c->rank, &sc.comm[ZERO_GROUP_WORLD], NULL);
+    pthread_mutex_unlock(&n->issue);
     if (r != ncclSuccess) {
         fprintf(stderr, "zero: rank %d: ncclCommSplit for a stream's own communicator failed: %s\n", c->rank,
                 nccl_reason(r, n->world, b, sizeof b));
@@ -527,7 +555,9 @@ int zero_nccl_stream_open(ZeroNccl *n, cudaStream_t s) {
             sc.comm[g] = sc.comm[ZERO_GROUP_WORLD];
             continue;
         }
+        pthread_mutex_lock(&n->issue);
         r = ncclCommSplit(sc.comm[ZERO_GROUP_WORLD], colors[g], c->rank, &sc.comm[g], NULL);
+        pthread_mutex_unlock(&n->issue);
         if (r != ncclSuccess) {
             fprintf(stderr, "zero: rank %d: ncclCommSplit of a stream's communicator into %s groups (%d ranks each; "
                     "this rank's group %d, index %d) failed: %s\n", c->rank, zero_group_name((ZeroGroup)g), sc.size[g],
@@ -578,12 +608,14 @@ static ncclComm_t comm_of(ZeroNccl *n, cudaStream_t s, ZeroGroup g, const char *
 }
 
 // Before a collective's calls on s: the note the watchdog prints, and its start event.
+// No CUDA call under n->mu: a record blocks while the device's launch queue is full (a
+// stalled collective fills it), and the watchdog must still get the lock to see the stall.
 static void note(ZeroNccl *n, cudaStream_t s, const char *op, ZeroGroup g, const char *what) {
     pthread_mutex_lock(&n->mu);   // the watchdog may be printing it
     snprintf(n->last_what, sizeof n->last_what, "%s of %s in the %s group", op, what ? what : "", zero_group_name(g));
-    cudaError_t e = cudaEventRecord(n->staged, s);
     pthread_mutex_unlock(&n->mu);
-    if (e != cudaSuccess) call_failed(n->c, "cudaEventRecord", cudaGetErrorString(e), "the start of %s", n->last_what);
+    cudaError_t e = cudaEventRecord(n->staged, s);   // staged is this thread's alone (NCCL calls come from one)
+    if (e != cudaSuccess) call_failed(n->c, "cudaEventRecord", cudaGetErrorString(e), "the start of %s", what ? what : "");
 }
 
 // What every collective of parts does first: the bytes it sends each peer (*per_peer), the

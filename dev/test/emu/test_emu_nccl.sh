@@ -13,7 +13,7 @@
 #     its message. (Its kernels do not depend on the ranks: run_tests.sh runs them at 1 rank.)
 #     Its watchdog death: a rank stalled past the timeout ends the job, and no rank goes on
 #     from the collective that the watchdog's ncclCommAbort ended; with its ring of 256
-#     collectives full behind an unfinished one, a stalled collective is still watched.
+#     collectives full around unfinished ones, a stalled one among them is still watched.
 #  4. nothing is left in /dev/shm.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -112,11 +112,12 @@ if [ "$rc" -eq 0 ] && grep -q "^[1-9][0-9]* passed, 0 failed" "$log" && ! grep -
     ok "gpu_zero_toy queued at 2 ranks: a collective behind 3 s of earlier work is not taken for a stuck one (1 s timeout)"
 else bad "gpu_zero_toy queued at 2 ranks (exit $rc)"; cat "$log"; fi
 
-# the watchdog's ring full behind an unfinished collective (queued behind 10 s of work):
-# the finished ones are dropped, so an all-gather only the last rank joins is watched and
-# ends the job within seconds (unwatched, the other ranks' summary would time out at 13 s)
-watchdog_death ring 10 "^rank 1: collective all_gather on [0-9]+ bytes timed out after [0-9.]+ s \\(the all-gather only the last rank joins" \
-    "300 finished collectives behind an unfinished one, then a stalled one is still watched"
+# the watchdog's ring full around two unfinished collectives (one at its front behind 35 s of
+# work, one in its middle behind 5 s that only the last rank joins): the finished ones are
+# dropped, so the middle one is still watched and ends the job at about 6 s (unwatched, the
+# other ranks' summary would time out at about 41 s)
+watchdog_death ring 30 "^rank 1: collective all_gather on [0-9]+ bytes timed out after [0-9.]+ s \\(the all-gather only the last rank joins" \
+    "400 finished collectives around two unfinished ones, the middle one then stalled and still watched"
 
 # 4. no shared memory left behind
 shm_after=$(ls /dev/shm | grep -c '^cuda_emu_nccl_')

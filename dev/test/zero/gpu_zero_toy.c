@@ -17,8 +17,9 @@ their C references: test_backend_ops.c. Modes:
   errors, timeout, misuse   mpi_zero_toy.c's refusals and deaths on the CUDA backend.
   queued       an all-gather queued behind 3 s of earlier work on its stream, under a 1 s
                watchdog: not stuck (its clock starts when that work is done), it completes.
-  ring         the watchdog's ring of collectives filled behind one queued like that: a
-               collective that then stalls is still watched (1 s) and ends the job.
+  ring         the watchdog's ring of collectives filled around two queued like that, at
+               its front and in its middle: the middle one, which then stalls, is still
+               watched (1 s) and ends the job.
   bootstrap    zero_comm_share_blob across ranks (MPI, file or TCP); needs no GPU.
   all          collectives, train (the default).
 Launch with mpirun -np N, or as N processes with RANK / WORLD_SIZE / LOCAL_RANK and
@@ -328,13 +329,20 @@ static void run_groups(ZeroComm *c) {
 }
 
 // A host function stands in for a long backward pass queued before a collective: it
-// sleeps *(unsigned *)arg seconds.
-static void CUDART_CB busy(void *arg) { sleep(*(const unsigned *)arg); }
+// sleeps secs, then sets *done.
+typedef struct {
+    unsigned secs;
+    atomic_int *done;
+} SlowWork;
+static void CUDART_CB sleep_then_flag(void *arg) {
+    const SlowWork *w = (const SlowWork *)arg;
+    sleep(w->secs);
+    atomic_store(w->done, 1);
+}
 
 // The all-gather runs on a comm stream made to wait (an event) for the main stream, where
 // the slow work is: as zero/'s reductions wait for the model's backward.
 static void run_queued(ZeroComm *c) {
-    check(zero_comm_set_timeout(c, 1.0) == 0, "queued: starting the watchdog failed");
     const size_t n = 64;
     ZeroStream *s = gpu_b->stream_create(gpu_b);
     ZeroEvent *e = gpu_b->event_create(gpu_b);
@@ -342,15 +350,20 @@ static void run_queued(ZeroComm *c) {
     if (!s || !e) {
         if (e) gpu_b->event_destroy(gpu_b, e);
         if (s) gpu_b->stream_destroy(gpu_b, s);
-        zero_comm_set_timeout(c, 0);
         return;
     }
     float *h = malloc(n * (size_t)c->world * sizeof(float)), *d = dev_alloc(n * (size_t)c->world * sizeof(float));
     for (size_t i = 0; i < n; i++) h[i] = (float)(1000 * c->rank + (int)i);
     copy_on_main(d + (size_t)c->rank * n, h, n * sizeof(float));
     sync_main();
-    static const unsigned three = 3;
-    cuda_or_die(cudaLaunchHostFunc(gpu_main, busy, (void *)&three), "cudaLaunchHostFunc");
+    // the ranks line up before the 1 s watchdog starts (each one's 3 s of work starts now)
+    ZeroCollPart warm = {d + (size_t)c->rank * n, d, n};
+    gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &warm, 1, ZERO_F32, s, "queued: the start");
+    gpu_b->stream_sync(gpu_b, s);
+    check(zero_comm_set_timeout(c, 1.0) == 0, "queued: starting the watchdog failed");
+    static atomic_int done;
+    static SlowWork three = {3, &done};
+    cuda_or_die(cudaLaunchHostFunc(gpu_main, sleep_then_flag, &three), "cudaLaunchHostFunc");
     gpu_b->event_record(gpu_b, e, gpu_b->main_stream(gpu_b));
     gpu_b->stream_wait(gpu_b, s, e);
     ZeroCollPart part = {d + (size_t)c->rank * n, d, n};
@@ -369,51 +382,60 @@ static void run_queued(ZeroComm *c) {
     check(zero_comm_set_timeout(c, 0) == 0, "queued: stopping the watchdog failed");
 }
 
-// The slow work ahead of the ring's front: 10 s, then a flag (the front cannot finish
-// before it is set).
-static atomic_int ring_work_done;
-static void CUDART_CB busy_10s_then_flag(void *arg) {
-    (void)arg;
-    sleep(10);
-    atomic_store(&ring_work_done, 1);
-}
-
-// The watchdog's ring (the latest 256 collectives, zero/cuda/comm_nccl.cu) filled behind one
-// unfinished collective: an all-gather on stream A waits for 10 s of work on the main
-// stream, then 300 small all-gathers on stream B finish. The ring's front stays unfinished,
-// so only dropping the finished ones behind it (compaction) makes room; then the last rank
-// starts an all-gather no other rank joins, which must be watched: its watchdog (1 s) ends
-// the job naming it within seconds. The other ranks sleep 12 s, then wait for the last rank
-// in the summary's all-reduce: their watchdog firing there (a "test summary" timeout) means
-// the lone all-gather went unwatched.
+// The watchdog's ring (256 collectives, zero/cuda/comm_nccl.cu) filled behind unfinished
+// collectives, one at its front and one in its middle:
+//   stream A: an all-gather waiting for 35 s of work on the main stream (the front);
+//   stream B: 100 small all-gathers, which finish;
+//   stream C: on the last rank only, an all-gather waiting for the first 5 s of that work,
+//             which no other rank joins (the middle);
+//   stream B: 300 more small all-gathers, which finish. The ring fills: only dropping the
+//             finished ones around the two (compaction) makes room, keeping both.
+// At 5 s the lone all-gather starts; still watched, it ends the job within seconds (1 s
+// timeout) naming it. The other ranks sleep 40 s, then wait for the last rank in the
+// summary's all-reduce: their watchdog firing there (a "test summary" timeout) means the
+// lone all-gather went unwatched.
 static void run_ring(ZeroComm *c) {
-    enum { SMALL = 300 };
-    const size_t n = 4;
-    ZeroStream *a = gpu_b->stream_create(gpu_b), *b = gpu_b->stream_create(gpu_b);
-    ZeroEvent *e = gpu_b->event_create(gpu_b);
-    float *da = dev_alloc(n * (size_t)c->world * sizeof(float)), *db = dev_alloc(n * (size_t)c->world * sizeof(float));
-    check(a && b && e && da && db, "ring: stream_create, event_create or a device buffer failed");
-    if (!a || !b || !e || !da || !db) exit(1);
-    check(zero_comm_set_timeout(c, 1.0) == 0, "ring: starting the watchdog failed");
-    cuda_or_die(cudaLaunchHostFunc(gpu_main, busy_10s_then_flag, NULL), "cudaLaunchHostFunc");
-    gpu_b->event_record(gpu_b, e, gpu_b->main_stream(gpu_b));
-    gpu_b->stream_wait(gpu_b, a, e);
-    ZeroCollPart pa = {da + (size_t)c->rank * n, da, n}, part = {db + (size_t)c->rank * n, db, n};
-    gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pa, 1, ZERO_F32, a, "the all-gather queued behind 10 s of work");
-    for (int i = 0; i < SMALL; i++)
-        gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &part, 1, ZERO_F32, b, "one of 300 small all-gathers");
+    enum { SMALL = 100, MORE = 300 };
+    static atomic_int short_done, long_done;
+    static SlowWork first = {5, &short_done}, then = {30, &long_done};
+    const size_t n = 4, bytes = n * (size_t)c->world * sizeof(float);
+    ZeroStream *a = gpu_b->stream_create(gpu_b), *b = gpu_b->stream_create(gpu_b), *cs = gpu_b->stream_create(gpu_b);
+    ZeroEvent *e5 = gpu_b->event_create(gpu_b), *e35 = gpu_b->event_create(gpu_b);
+    float *da = dev_alloc(bytes), *db = dev_alloc(bytes), *dc = dev_alloc(bytes);
+    check(a && b && cs && e5 && e35, "ring: stream_create or event_create failed");
+    if (!a || !b || !cs || !e5 || !e35) exit(1);
+    ZeroCollPart pa = {da + (size_t)c->rank * n, da, n}, pb = {db + (size_t)c->rank * n, db, n},
+                 pc = {dc + (size_t)c->rank * n, dc, n};
+    // the ranks line up before the 1 s watchdog starts timing the small all-gathers
+    gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pb, 1, ZERO_F32, b, "ring: the start");
     gpu_b->stream_sync(gpu_b, b);
-    if (c->rank != c->world - 1) {
-        sleep(12);
+    check(zero_comm_set_timeout(c, 1.0) == 0, "ring: starting the watchdog failed");
+    cuda_or_die(cudaLaunchHostFunc(gpu_main, sleep_then_flag, &first), "cudaLaunchHostFunc");
+    gpu_b->event_record(gpu_b, e5, gpu_b->main_stream(gpu_b));
+    cuda_or_die(cudaLaunchHostFunc(gpu_main, sleep_then_flag, &then), "cudaLaunchHostFunc");
+    gpu_b->event_record(gpu_b, e35, gpu_b->main_stream(gpu_b));
+    gpu_b->stream_wait(gpu_b, a, e35);
+    gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pa, 1, ZERO_F32, a, "the all-gather queued behind 35 s of work");
+    for (int i = 0; i < SMALL; i++)
+        gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pb, 1, ZERO_F32, b, "one of 400 small all-gathers");
+    const int last = c->rank == c->world - 1;
+    gpu_b->stream_wait(gpu_b, cs, e5);
+    if (last)
+        gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pc, 1, ZERO_F32, cs,
+                          "the all-gather only the last rank joins, queued behind 5 s of work");
+    for (int i = 0; i < MORE; i++)
+        gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pb, 1, ZERO_F32, b, "one of 400 small all-gathers");
+    gpu_b->stream_sync(gpu_b, b);
+    if (!last) {
+        sleep(40);
         return;
     }
-    if (atomic_load(&ring_work_done)) {
-        printf("ring: FAIL: the 300 all-gathers outlasted the 10 s of work ahead of the ring's front: its "
-               "compaction was not exercised\n");
+    if (atomic_load(&short_done)) {
+        printf("ring: FAIL: the 400 all-gathers outlasted the 5 s of work ahead of the lone one: the ring filled "
+               "after it had started, not while it waited in the middle\n");
         exit(1);
     }
-    gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &part, 1, ZERO_F32, b, "the all-gather only the last rank joins");
-    gpu_b->stream_sync(gpu_b, b);
+    gpu_b->stream_sync(gpu_b, cs);
     printf("rank %d: the lone all-gather returned: the watchdog did not fire\n", c->rank);
     exit(1);
 }
