@@ -693,11 +693,13 @@ static void update_tiles(Zero *z, const AdamWParams *p, int update, int t, size_
     if (update) gradient_writes_done(z);
     for (size_t k2 = k0; k2 <= k1; k2++) {
         // issue tile k2's reads (into its set, once the set's last writes are done, and after
-        // the writes of the tensor's state a deferred update left in flight)
+        // the writes of the tensor's state an earlier call, a deferred update, left in flight:
+        // waited for at the tensor's first tile only, since this call's writes of its earlier
+        // tiles hold other bytes and stay in flight while the next tiles compute)
         if (k2 < k1) {
             int set = (int)((set0 + k2 - k0) % NVME_SETS);
             if (last_write[set]) nvme_check(z, zero_nvme_wait(nv, last_write[set]), "an optimizer write", tiles[k2].ti);
-            state_writes_done(z, tiles[k2].ti);
+            if (k2 == k0 || tiles[k2].ti != tiles[k2 - 1].ti) state_writes_done(z, tiles[k2].ti);
             for (int kind = 0; kind < kinds; kind++) {
                 float *buf = zero_nvme_buffer(nv, BUF_STEP + set * 4 + kind);
                 ZeroTicket tk = zero_nvme_read(nv, buf, file_at(z, kind, tiles[k2].ti, tiles[k2].c, sizeof(float)),
@@ -883,7 +885,8 @@ void *zero_offload_shard(Zero *z, int ti, void *mine, int bwd) {
         return mine;
     }
     if (l->own_count == 0 || counts_only(z)) return mine;
-    // NVMe: read on the host stream once the model no longer reads the recycled block. The
+    // NVMe: read on the host stream once the model no longer reads the recycled block (and no
+    // earlier gather writes it: below). The
     // tensor's record is free again once its previous read has run (the host stream is in
     // order, so that read was queued before this gather's and needs nothing from it).
     OffRead *r = &o->reads[ti];
@@ -902,6 +905,11 @@ void *zero_offload_shard(Zero *z, int ti, void *mine, int bwd) {
     ZeroEvent *done = r->settled ? o->read_mark : o->host_mark;
     b->event_record(b, z->main_mark, z->main);
     b->stream_wait(b, s, z->main_mark);
+    // ...and once the gather stream's queued work is done: a tensor prefetched into this
+    // block and evicted before any use may have its all-gather still queued there (waiting
+    // for a peer), which would write over this read
+    b->event_record(b, z->gather.mark, z->gather.stream);
+    b->stream_wait(b, s, z->gather.mark);
     b->host_call(b, s, read_params, r);
     b->event_record(b, done, s);
     b->stream_wait(b, z->gather.stream, done);

@@ -31,7 +31,8 @@ void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t);
 void zero_offload_wait(Zero *z);                   // every queued accumulation has landed
 // The optimizer and fp32 parameters on NVMe: zero_offload_update leaves each tensor's AdamW
 // to its next read (its next gather gets the fresh values without reading them back, the
-// I/O runs beside the next forward); this runs what still waits (before a step's norm).
+// I/O runs beside the next forward); this runs what still waits (zero_offload_update calls
+// it before the next update).
 void zero_offload_flush(Zero *z);
 // Stage 3 gathers and qwZ's packing: this rank's shard of tensor ti in the working dtype,
 // brought into `mine` on the gather stream (or used where it lives, the uploaded device

@@ -5,7 +5,8 @@ partitioned across all ranks, so every rank holds 1/N of every tensor).
 The tensor is viewed as padded to N*S elements, S = roundup(ceil(numel/N), ZERO_ALIGN_ELEMS).
 Rank r owns elements [r*S, min((r+1)*S, numel)) of the real tensor; the rest of its slot
 is padding, always zero. Padded, equal slots are what collectives want (an all-gather of
-S elements per rank lands the full tensor in place) and keep every slot 64-byte aligned.
+S elements per rank lands the full tensor in place) and keep every slot aligned to 16
+elements (64 bytes in fp32, 32 in bf16).
 A rank past the end of a small tensor (numel < N*S) owns nothing but still holds a zero slot.
 */
 #ifndef ZERO_PARTITION_H

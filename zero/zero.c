@@ -562,7 +562,7 @@ void zero_grads_ready(Zero *z, int unit) {
 
 void zero_release(Zero *z, int unit, int is_backward) {
     double t0 = zero_clock();
-    if (zero_trace_on) {
+    if (zero_trace_on && unit >= 0 && unit < z->num_units) {   // release_unit refuses another
         ZeroUnitState *U = &z->u[unit];
         zero_trace_span(is_backward ? "backward" : "forward", U->label, U->t_open, zero_trace_now());
         if (z->b->trace_end) z->b->trace_end(z->b, z->main, U->gpu_span, is_backward ? "backward" : "forward", U->label);
@@ -607,8 +607,13 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     if (z->reduce.units_ready != 0 || z->reduce.micro != z->step.grad_accum)
         zero_fail(z, "zero_step after %d complete micro-steps and %d of %d units' grads_ready in the next; "
                   "zero_begin_step announced %d", z->reduce.micro, z->reduce.units_ready, z->num_units, z->step.grad_accum);
-    for (int u = 0; u < z->num_units; u++)
+    for (int u = 0; u < z->num_units; u++) {
         if (z->u[u].fetched >= 0) zero_fail(z, "zero_step while unit %d is still fetched", u);
+        // a backward begun after the last complete micro-step, its grads never made ready
+        if (z->u[u].bwd_done)
+            zero_fail(z, "zero_step after a backward zero_fetch of unit %d whose zero_grads_ready never came "
+                      "(%d complete micro-steps before it)", u, z->reduce.micro);
+    }
     if (z->stage == 0) stage0_gather_grads(z);
     // The update needs every reduction, and no gather may still read the shard it rewrites
     // (a stage-3 prefetch the last micro-step did not use).
