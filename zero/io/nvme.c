@@ -445,6 +445,17 @@ static int start_uring(ZeroNvme *n, char *reason, size_t len) {
         snprintf(reason, len, "io_uring_queue_init: %s", strerror(-r));
         return 0;
     }
+    // IORING_OP_READ and _WRITE came with Linux 5.6; a ring from 5.1-5.5 would refuse each
+    // request with EINVAL at the first transfer
+    struct io_uring_probe *probe = io_uring_get_probe_ring(&n->ring);
+    const int ops = probe && io_uring_opcode_supported(probe, IORING_OP_READ) &&
+                    io_uring_opcode_supported(probe, IORING_OP_WRITE) && io_uring_opcode_supported(probe, IORING_OP_NOP);
+    if (probe) io_uring_free_probe(probe);
+    if (!ops) {
+        io_uring_queue_exit(&n->ring);
+        snprintf(reason, len, "the kernel's io_uring lacks IORING_OP_READ or IORING_OP_WRITE (Linux 5.6)");
+        return 0;
+    }
     n->ring_ok = 1;
     if (pthread_create(&n->reaper, NULL, reaper_main, n) != 0) {
         snprintf(reason, len, "cannot start the io_uring completion thread");
