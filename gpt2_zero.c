@@ -201,7 +201,7 @@ int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dt
     GPT2Config mc;
     GPT2ModelFile file;
     if (resolve_model_open(cfg->model, &mc, &file)) gpt2_model_file_close(&file);  // the shape is all it needs
-    if (cfg->T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg->T, mc.max_seq_len);
+    check_seq_len(cfg, &mc);
     int grad_accum = resolve_grad_accum(cfg, cfg->dry_run_world);
     // the model's figures first: its predictor also checks the options against the shape
     size_t act_host = 0, act_device = activation_bytes(&mc, cfg, &act_host);

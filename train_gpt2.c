@@ -88,6 +88,7 @@ static int unsharded_dry_run(TrainConfig *cfg) {
     GPT2Config mc;
     GPT2ModelFile file;
     if (resolve_model_open(cfg->model, &mc, &file)) gpt2_model_file_close(&file);   // the shape is all it needs
+    check_seq_len(cfg, &mc);
     check_tiles(cfg, &mc);
     GPT2CpuOptions opt = gpt2_cpu_options(cfg);
     TrainConfig c = *cfg;
@@ -257,7 +258,7 @@ int main(int argc, char **argv) {
     GPT2ModelFile *from_file = resolve_model_open(cfg.model, &t.config, &file) ? &file : NULL;
     const GPT2Config mc = t.config;
     run.build(&t, from_file);
-    if (cfg.T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg.T, mc.max_seq_len);
+    check_seq_len(&cfg, &mc);
     check_tiles(&cfg, &mc);
     GPT2CpuOptions model_opt = gpt2_cpu_options(&cfg);
     gpt2_cpu_set_options(&model, &model_opt);

@@ -27,6 +27,7 @@ The model and its kernels live in llmc/cuda/gpt2_cuda.cu.
 #include "llmc/run/schedule.h"
 #include "llmc/data/tokenizer.h"
 #include "llmc/run/step_skip.h"
+#include "llmc/run/threads.h"
 #include "llmc/run/train_state.h"
 #include "llmc/run/train_common.h"
 #include "llmc/run/train_args.h"
@@ -41,6 +42,7 @@ int main(int argc, char **argv) {
     launch_env_refuse_ranks(argv[0], "Data parallel training with ZeRO is train_gpt2_zero (mpirun -np N "
                             "./train_gpt2_zero -z 1 ...); or start one process.");
     const int rank = 0, world = 1;
+    threads_apply(cfg.threads, 1, "one process", 1);   // OpenMP threads of the host's work (llmc/run/threads.h)
     run_lock_take(cfg.out_dir, 0);   // the output folder is this run's; temp files a crash left go
     int num_devices = 0;
     cudaError_t dev_err = cudaGetDeviceCount(&num_devices);
@@ -58,7 +60,7 @@ int main(int argc, char **argv) {
     float *params = resolve_model_params(cfg.model, cfg.seed, &mc);
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     size_t num_params = gpt2_param_sizes(&mc, sizes);
-    if (cfg.T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg.T, mc.max_seq_len);
+    check_seq_len(&cfg, &mc);
     int grad_accum = resolve_grad_accum(&cfg, world);
 
     DataLoader train, val;

@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     int from_file = resolve_model_open(cfg.model, &mc, &file);
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     size_t num_params = gpt2_param_sizes(&mc, sizes);
-    if (cfg.T > mc.max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg.T, mc.max_seq_len);
+    check_seq_len(&cfg, &mc);
     int grad_accum = resolve_grad_accum(&cfg, world);
 
     DataLoader train, val;

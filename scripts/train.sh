@@ -22,7 +22,8 @@ It installs what it needs (scripts/install_deps.sh) and builds the trainers (mak
   -o DIR     output folder (default out/main_job): DIR/unsharded, DIR/zeroSTAGE, DIR/compare.png
   -h         this help
   -- ARGS    passed to both trainers after the script's own flags, so they take
-             precedence (e.g. -- -e d6 -l 1e-3); not -o
+             precedence (e.g. -- -e d6 -l 1e-3); -b and -t set the micro-batch and
+             sequence of both (the global batch, B*T*RANKS, follows); not -o, -z or -d
 
 CPU: model d12c384h6t128 (40.7M parameters), micro-batch 1 per rank, sequence 64, global
 batch 64*RANKS tokens (the unsharded run accumulates RANKS micro-batches), both runs with
@@ -66,8 +67,21 @@ while [ $# -gt 0 ]; do
     esac
 done
 extra=("$@")
-for a in "${extra[@]}"; do
-    [ "$a" != "-o" ] || { echo "train.sh: give the output folder as train.sh -o DIR, not after --" >&2; exit 1; }
+# -b and -t after -- set both runs' micro-batch and sequence (the last one given counts), and
+# the global batch follows from them; the output folder, the stage and the global batch are
+# the script's own
+user_B="" user_T=""
+for ((i = 0; i < ${#extra[@]}; i++)); do
+    case "${extra[i]}" in
+        -o) echo "train.sh: give the output folder as train.sh -o DIR, not after --" >&2; exit 1 ;;
+        -z) echo "train.sh: give the stage as train.sh -z STAGE, not after -- (the unsharded run takes none)" >&2; exit 1 ;;
+        -d) echo "train.sh: -d is the script's: both runs train on B*T*RANKS tokens a step (set -b and -t after --)" >&2
+            exit 1 ;;
+        -b|-t)
+            is_int "${extra[i + 1]:-}" && [ "${extra[i + 1]}" -ge 1 ] ||
+                { echo "train.sh: ${extra[i]} after -- expects a number >= 1, got '${extra[i + 1]:-}'" >&2; exit 1; }
+            if [ "${extra[i]}" = -b ]; then user_B=${extra[i + 1]}; else user_T=${extra[i + 1]}; fi ;;
+    esac
 done
 
 bash scripts/install_deps.sh
@@ -82,7 +96,7 @@ if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; the
     # run to run: the deterministic one lets the two runs agree bit for bit (on an H200 the
     # 4-rank stage-3 run differed from step 2 in the 6th digit without it)
     export LLMC_CUDNN_DETERMINISTIC=${LLMC_CUDNN_DETERMINISTIC:-1}
-    B=4 T=1024
+    B=${user_B:-4} T=${user_T:-1024}
     common=(-b $B -t $T -d $((B * T * ranks)) -x "${steps:--1}")
     run ./train_gpt2cu "${common[@]}" -o "$unsharded" "${extra[@]}"
     run bash scripts/launch_ranks.sh "$ranks" ./train_gpt2_zero -z "$stage" "${common[@]}" -o "$sharded" "${extra[@]}"
@@ -90,7 +104,7 @@ else
     echo "no GPU found: the CPU trainer, unsharded against ZeRO stage $stage on $ranks ranks"
     make -j2 train_gpt2
     # parameter-heavy with small activations, tiled: stage 3 shows its saving (usage above)
-    B=1 T=64
+    B=${user_B:-1} T=${user_T:-64}
     common=(-e d12c384h6t128 -b $B -t $T -d $((B * T * ranks)) -x "${steps:-40}" --tile-vocab 16 --tile-linear 4)
     cpus=$(nproc)
     run ./train_gpt2 "${common[@]}" -o "$unsharded" "${extra[@]}"

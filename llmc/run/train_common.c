@@ -51,6 +51,10 @@ float *resolve_model_params(const char *model, uint64_t seed, GPT2Config *c) {
     return params;
 }
 
+void check_seq_len(const TrainConfig *cfg, const GPT2Config *c) {
+    if (cfg->T > c->max_seq_len) die("-t %d exceeds the model's maximum sequence length %d", cfg->T, c->max_seq_len);
+}
+
 void check_tiles(const TrainConfig *cfg, const GPT2Config *c) {
     char err[256];
     if (gpt2_tile_check(c, cfg->tile_linear, err, sizeof(err)) != 0) die("--tile-linear %d: %s", cfg->tile_linear, err);

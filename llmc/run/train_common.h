@@ -30,6 +30,8 @@ float *resolve_model_params(const char *model, uint64_t seed, GPT2Config *c);
 // gpt2_vocab_tile_check): exits naming the flag and K and C, or KV and Vp, when K does not
 // divide C or KV does not divide Vp.
 void check_tiles(const TrainConfig *cfg, const GPT2Config *c);
+// Exits when -t is longer than the model's positions (its max_seq_len).
+void check_seq_len(const TrainConfig *cfg, const GPT2Config *c);
 // Fills in -d's default (or --deepspeed's train_batch_size / gradient_accumulation_steps,
 // DeepSpeed's rule) and returns the gradient accumulation steps; exits when the total
 // batch is not a multiple of B*T*world.

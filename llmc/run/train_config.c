@@ -81,7 +81,7 @@ static void defaults(TrainConfig *c, int cuda) {
     c->zero_max_live = 0;
     c->zero_persist = -1;   // the plugin chooses (zero.h: persist_elems)
     c->node_size = 0;
-    c->zero_timeout = 600.0;
+    c->zero_timeout = TRAIN_ZERO_TIMEOUT_DEFAULT;
     c->dry_run = 0;
     c->dry_run_world = 1;
     c->gpu_mem = 0;
@@ -143,7 +143,8 @@ static float parse_float(const char *flag, const char *s, double lo, double hi) 
     char *end;
     errno = 0;
     double v = strtod(s, &end);   // past double's range (1e999, 1e-999): ERANGE, refused
-    if (*s == '\0' || *end != '\0' || errno == ERANGE || !(v >= lo && v <= hi)) {
+    // and a nonzero value that a float holds as 0 (-l 1e-50 would train at rate 0)
+    if (*s == '\0' || *end != '\0' || errno == ERANGE || !(v >= lo && v <= hi) || (v != 0.0 && (float)v == 0.0f)) {
         fprintf(stderr, "error: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
         exit(1);
     }
@@ -153,8 +154,10 @@ static float parse_float(const char *flag, const char *s, double lo, double hi) 
 // AdamW's betas: [0, 1), checked after the rounding to float (0.999999999 is 1.0f).
 static float parse_beta(const char *flag, const char *s) {
     char *end;
-    float v = (float)strtod(s, &end);
-    if (*s == '\0' || *end != '\0' || !(v >= 0.0f && v < 1.0f)) {
+    errno = 0;
+    double d = strtod(s, &end);
+    float v = (float)d;
+    if (*s == '\0' || *end != '\0' || errno == ERANGE || !(v >= 0.0f && v < 1.0f) || (d != 0.0 && v == 0.0f)) {
         fprintf(stderr, "error: %s expects a number in [0, 1), got '%s'\n", flag, s);
         exit(1);
     }
@@ -421,7 +424,7 @@ static const Flag flags[] = {
     {"-v", NULL, "N", V_INT, AT(val_every), 0, 1 << 30, -1, FOR_ALL, 0,
      "validation loss every N steps, 0 = never (default %s)", NULL},
     {"-m", NULL, "N", V_INT, AT(val_max_steps), -1, 1 << 30, -1, FOR_ALL, 0,
-     "validation batches per evaluation, -1 = all (default %s)", NULL},
+     "validation batches per evaluation, at least 1; -1 = all (default %s)", NULL},
     {"-s", NULL, "N", V_INT, AT(sample_every), 0, 1 << 30, -1, FOR_ALL, 0,
      "sample text every N steps, 0 = never (default %s)", NULL},
     {"-g", NULL, "N", V_INT, AT(gen_tokens), 0, 1 << 20, -1, FOR_ALL, 0, "tokens to sample (default %s)", NULL},
@@ -487,14 +490,14 @@ static const Flag flags[] = {
      "non-finite step does without --nan-skip (default %s)", read_nan_skip_limit},
     {"--tokenizer", NULL, "F", V_STR, AT(tokenizer_path), 0, 0, -1, FOR_ALL, 0,
      "llm.c tokenizer file for samples (default %s)", NULL},
-    {"--threads", NULL, "N", V_INT, AT(threads), 0, 4096, -1, FOR_CPU, 0,
-     "OpenMP threads (default: cores / ranks on this node)", NULL},
+    {"--threads", NULL, "N", V_INT, AT(threads), 0, 4096, -1, FOR_ALL, 0,
+     "OpenMP threads per rank for the host's work (default: cores / ranks on this node)", NULL},
     {"--trace", NULL, "FILE", V_STR, AT(trace_path), 0, 0, -1, FOR_ALL, 0,
      "a timeline per rank, FILE.rankRRRRR.json (Chrome trace: Perfetto, chrome://tracing):\n"
      "what each thread did and waited on (forward and backward of each unit, each\n"
      "gather and reduction, host-stream and NVMe work, the optimizer step, validation,\n"
      "checkpoints){ and a track per GPU stream of what the GPU ran, timed by CUDA events}{}, the last --trace-steps N "
-     "steps (default " STR(TRAIN_TRACE_STEPS_DEFAULT) "), also written when\n"
+     "steps (default " STR(TRAIN_TRACE_STEPS_DEFAULT) "; 0: as many as fit), also written when\n"
      "the watchdog ends a stuck run; scripts/trace_merge.py joins the ranks' files", NULL},
     {"--trace-steps", NULL, "N", V_INT, AT(trace_steps), 0, 1 << 20, -1, 0, 0, NULL, NULL},
     {"--micro-grads", NULL, "0|1", V_INT, AT(micro_grads), 0, 1, -1, FOR_CPU | FOR_CU, 0,
@@ -592,7 +595,8 @@ static const Flag flags[] = {
      "memory (cpu) or in the swap file (nvme), brought up ahead of use along\n"
      "the prefetch order (default none)", NULL},
     {"--nvme-path", NULL, "DIR", V_STR, AT(nvme_path), 0, 0, TRAIN_FLAG_NVME_PATH, FOR_ZERO, 1,
-     "folder for the NVMe swap files (one per rank, O_DIRECT, removed at exit)", NULL},
+     "folder for the NVMe swap files (one per rank, O_DIRECT, unlinked as soon as\n"
+     "opened: the space is freed however the run ends)", NULL},
     HEADING(FOR_ZERO, 0, "ZeRO++ (each on its own; --node-size N makes N consecutive ranks a logical node):"),
     {"--qwz", NULL, NULL, V_SET, AT(qwz), 0, 0, TRAIN_FLAG_QWZ, FOR_ZERO, 1,
      "stage 3: forward all-gathers move int8 blocks of the weights (one fp32\n"
@@ -876,6 +880,41 @@ void train_config_check(TrainConfig *c, const char *flavour) {
     if (c->dry_run && c->zero_stage < 0 && c->dry_run_world != 1) {
         fprintf(stderr, "error: --dry-run without -z predicts the unsharded trainer, one process: --world %d needs "
                 "-z STAGE\n", c->dry_run_world);
+        exit(1);
+    }
+    // ZeRO's knobs on a run without the plugin would do nothing: refused (a DeepSpeed file may
+    // name them idly, as DeepSpeed allows; stage 3's knobs at a lower stage are taken, as
+    // DeepSpeed takes them, so that one set of flags serves every stage)
+    const unsigned stage3_knobs = TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_PREFETCH) | TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_MAX_LIVE) |
+                                  TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_PERSIST);
+    if (c->zero_stage < 0 && ((c->given & (stage3_knobs | TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_BUCKET))) ||
+                              c->node_size > 0 || c->zero_timeout != TRAIN_ZERO_TIMEOUT_DEFAULT)) {
+        fprintf(stderr, "error: --zero-bucket, --zero-prefetch, --zero-max-live, --zero-persist, --node-size and "
+                "--zero-timeout tune ZeRO: give -z STAGE\n");
+        exit(1);
+    }
+    if (c->dry_run_world != 1 && !c->dry_run) {
+        fprintf(stderr, "error: --world %d sets the ranks --dry-run predicts; a run's ranks are mpirun's -np\n",
+                c->dry_run_world);
+        exit(1);
+    }
+    if ((c->qwz_block && !c->qwz) || (c->qgz_block && !c->qgz)) {
+        fprintf(stderr, "error: %s sets the block of %s: give %s too\n", c->qwz_block && !c->qwz ? "--qwz-block" :
+                "--qgz-block", c->qwz_block && !c->qwz ? "--qwz" : "--qgz", c->qwz_block && !c->qwz ? "--qwz" : "--qgz");
+        exit(1);
+    }
+    if (c->trace_steps != TRAIN_TRACE_STEPS_DEFAULT && !c->trace_path) {
+        fprintf(stderr, "error: --trace-steps %d sets how much --trace keeps: give --trace FILE too\n", c->trace_steps);
+        exit(1);
+    }
+    if (c->val_every > 0 && c->val_max_steps == 0) {
+        fprintf(stderr, "error: -m 0 evaluates no validation batch: give -v 0 to turn validation off (-m -1: all "
+                "batches)\n");
+        exit(1);
+    }
+    if (c->use_cudnn != 1 && !flavour_cuda(flavour)) {
+        fprintf(stderr, "error: --cudnn 0 is the CUDA trainers' (their attention kernels); the CPU trainer's attention "
+                "is its own\n");
         exit(1);
     }
     // ZeRO++'s switches (the plugin checks them too; here they fail before any work)

@@ -127,6 +127,7 @@ typedef enum {
     TRAIN_FLAG_QWZ, TRAIN_FLAG_HPZ, TRAIN_FLAG_QGZ, TRAIN_FLAG_DEEPSPEED, TRAIN_FLAG_AIO_QUEUE_DEPTH,
     TRAIN_FLAG_AIO_BLOCK_SIZE, TRAIN_FLAG_FAST_REDUCE, TRAIN_FLAG_OFFLOAD_RATIO, TRAIN_FLAG_COUNT
 } TrainFlag;
+#define TRAIN_ZERO_TIMEOUT_DEFAULT 600.0   // --zero-timeout, seconds
 #define TRAIN_FLAG_BIT(f) (1u << (f))
 
 // --offload-* values, in the order of zero/'s ZeroTier (DeepSpeed's device names).

@@ -4,7 +4,8 @@
 #    itself (as root: --allow-run-as-root; more ranks than cores: --oversubscribe)
 #  - the unsharded and the ZeRO stage-3 run share seed, data and global batch (run.json),
 #    the stage-3 run has 4 ranks, and the comparison table and compare.png come out
-#  - -h documents the flags; a bad stage is refused
+#  - -t after -- sets both runs' sequence, and the global batch follows it
+#  - -h documents the flags; a bad stage, and -z, -d or -o after --, are refused
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -12,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL test_main_job: $*"; exit 1; }
 clean_env=(env -u OMPI_ALLOW_RUN_AS_ROOT -u OMPI_ALLOW_RUN_AS_ROOT_CONFIRM -u OMPI_MCA_rmaps_base_oversubscribe)
 
-"${clean_env[@]}" scripts/train.sh -z 3 -n 4 -x 3 -o "$tmp/job" -- -e d2c64h2t64 -v 3 -m 2 -s 0 > "$tmp/out.txt" 2>&1 \
+"${clean_env[@]}" scripts/train.sh -z 3 -n 4 -x 3 -o "$tmp/job" -- -e d2c64h2t64 -t 32 -v 3 -m 2 -s 0 > "$tmp/out.txt" 2>&1 \
     || { tail -n 30 "$tmp/out.txt"; fail "scripts/train.sh -n 4 -x 3 failed"; }
 cores=$(lscpu -p=core,socket | grep -v '^#' | sort -u | wc -l)
 launch=$(grep '^+ mpirun' "$tmp/out.txt") || fail "the sharded run was not started with mpirun"
@@ -31,6 +32,8 @@ for k in ("train_data", "val_data", "seed", "seq_len", "total_batch_tokens", "st
 if (u["zero_stage"], u["world_size"]) != ("unsharded", 1): sys.exit(f"unsharded run: {u['zero_stage']}, {u['world_size']} ranks")
 if (z["zero_stage"], z["world_size"]) != (3, 4): sys.exit(f"zero3 run: stage {z['zero_stage']}, {z['world_size']} ranks")
 if u["steps"] != 3 or u["model"] != "d2c64h2t64": sys.exit(f"-x / -- not passed on: {u['steps']} steps, {u['model']}")
+if (u["seq_len"], u["total_batch_tokens"]) != (32, 1 * 32 * 4):   # -t after --: the global batch follows
+    sys.exit(f"-- -t 32: sequence {u['seq_len']}, {u['total_batch_tokens']} tokens per step, not 32 and 128")
 print(f"unsharded and zero3 (4 ranks): seed {u['seed']}, {u['total_batch_tokens']} tokens per step, {u['steps']} steps")
 EOF
 grep -qE '^unsharded \(train_gpt2, unsharded, 1 rank\) +3 ' "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "no table row for the unsharded run"; }
@@ -43,4 +46,8 @@ scripts/train.sh -h > "$tmp/h.txt" || fail "-h exited non-zero"
 for f in "-z STAGE" "-n RANKS" "-x STEPS" "-o DIR" "-- ARGS"; do grep -qF -- "$f" "$tmp/h.txt" || fail "-h does not document $f"; done
 if scripts/train.sh -z 4 > "$tmp/e.txt" 2>&1; then fail "-z 4 accepted"; fi
 grep -qF "train.sh: -z expects a stage 0-3, got '4'" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "no clear error for -z 4"; }
+for bad in "-z 1" "-d 128" "-o x"; do   # the script's own settings, not the trainers' after --
+    if scripts/train.sh -- $bad > "$tmp/e.txt" 2>&1; then fail "-- $bad accepted"; fi
+    grep -qF "train.sh: " "$tmp/e.txt" && ! grep -q "^+ " "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "-- $bad: no refusal before any run"; }
+done
 echo "PASS test_main_job"

@@ -11,6 +11,20 @@ expect_error() { # expect_error "pattern" args...
     grep -q -- "$pattern" "$tmp/log" || { cat "$tmp/log"; fail "message for [$*] lacks '$pattern'"; }
 }
 expect_error "unknown option" --no-such-flag
+# flags that would do nothing here are refused: ZeRO's knobs without -z, a dry run's --world without --dry-run, a block without its switch, --trace-steps
+# without --trace, the CUDA trainers' --cudnn 0, -m 0 (no batch: a NaN loss), values a float
+# holds as 0, and a -t the model has no positions for in a dry run too
+expect_error "tune ZeRO: give -z STAGE" --zero-bucket 1000
+expect_error "tune ZeRO: give -z STAGE" --zero-timeout 5
+expect_error "tune ZeRO: give -z STAGE" --node-size 2
+expect_error "--world 8 sets the ranks --dry-run predicts" --world 8
+expect_error "--qwz-block sets the block of --qwz" -z 3 --qwz-block 64
+expect_error "give --trace FILE too" --trace-steps 2
+expect_error "--cudnn 0 is the CUDA trainers'" --cudnn 0
+expect_error "-m 0 evaluates no validation batch" -m 0
+expect_error "-l expects a number" -l 1e-50
+expect_error "--beta1 expects a number" --beta1 1e-400
+expect_error "-t 512 exceeds the model's maximum sequence length 128" --dry-run -t 512 --gpu-mem 8G
 expect_error "-b expects an integer" -b zero
 expect_error "neither a model descriptor" -e nosuchmodel
 expect_error "no shard files match" -i "$tmp/none_*.bin"
