@@ -20,7 +20,7 @@ reference bit for bit.
 
 Modes: (none) train and check every configuration; kernels: what the host kernels'
 references do not show (unbiased rounding, thread counts); errors: bad tables and configs are refused; timeout: one rank stalls inside a
-collective, the watchdog must end the job; misuse: a hook out of order must end the job.
+collective, the watchdog must end the job; misuse, misuse_bwd: a hook out of order must end the job.
 */
 #include <math.h>
 #include <omp.h>
@@ -671,7 +671,10 @@ static int run_timeout(ZeroComm *comm) {
     return 0;
 }
 
-static int run_misuse(ZeroComm *comm) {
+// A hook out of order must end the job. misuse: zero_step with one unit's grads ready;
+// misuse_bwd: zero_step after a complete micro-step and one more backward fetch of unit 1
+// whose grads_ready never came.
+static int run_misuse(ZeroComm *comm, int extra_backward) {
     Toy toy;
     toy_table(&toy);
     InitCtx ic = {&toy, comm->rank, comm->world, {0}, 0};
@@ -681,11 +684,17 @@ static int run_misuse(ZeroComm *comm) {
     Zero *z = zero_init(toy.t, TOY_NT, TOY_NU, &cfg, comm, host_b, counted_init, &ic);
     if (!z) return 1;
     zero_begin_step(z, 1);
-    zero_fetch(z, 2, 1);
-    zero_grads_ready(z, 2);
-    zero_release(z, 2, 1);
+    for (int u = extra_backward ? TOY_NU - 1 : 2; u >= (extra_backward ? 0 : 2); u--) {
+        zero_fetch(z, u, 1);
+        zero_grads_ready(z, u);
+        zero_release(z, u, 1);
+    }
+    if (extra_backward) {
+        zero_fetch(z, 1, 1);
+        zero_release(z, 1, 1);
+    }
     ZeroStepArgs a = {TOY_LR, TOY_B1, TOY_B2, TOY_EPS, TOY_WD, TOY_CLIP, 1};
-    zero_step(z, &a);   // only one unit's grads are ready: must stop here
+    zero_step(z, &a);   // must stop here
     printf("rank %d: zero_step accepted an incomplete micro-step\n", comm->rank);
     return 0;
 }
@@ -702,8 +711,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "kernels")) rc = run_kernels();
     else if (!strcmp(mode, "errors")) rc = run_errors(comm);
     else if (!strcmp(mode, "timeout")) rc = run_timeout(comm);
-    else if (!strcmp(mode, "misuse")) rc = run_misuse(comm);
-    else { fprintf(stderr, "usage: %s [train|kernels|errors|timeout|misuse]\n", argv[0]); rc = 2; }
+    else if (!strcmp(mode, "misuse")) rc = run_misuse(comm, 0);
+    else if (!strcmp(mode, "misuse_bwd")) rc = run_misuse(comm, 1);
+    else { fprintf(stderr, "usage: %s [train|kernels|errors|timeout|misuse|misuse_bwd]\n", argv[0]); rc = 2; }
     // every rank learns whether any rank failed
     double f[2] = {(double)fails, (double)passes};
     zero_mpi_allreduce_sum_f64(comm, f, 2, "test summary");

@@ -127,5 +127,17 @@ else
     bad "misuse (exit $rc)"
 fi
 
+# zero_step after a complete micro-step and a backward fetch whose grads_ready never came
+timeout 60 mpirun "${mpiflags[@]}" -np 2 "$bin" misuse_bwd > "$tmp/misuse_bwd.log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
+   grep -q "zero: rank [01]: zero_step after a backward zero_fetch of unit 1 whose zero_grads_ready never came (1 complete" "$tmp/misuse_bwd.log" &&
+   ! grep -q "accepted an incomplete" "$tmp/misuse_bwd.log"; then
+    pass "misuse_bwd (exit $rc)"
+else
+    cat "$tmp/misuse_bwd.log"
+    bad "misuse_bwd (exit $rc)"
+fi
+
 if [ "$fail" -eq 0 ]; then echo "test_zero_mpi: all passed"; else echo "test_zero_mpi: FAILED"; fi
 exit "$fail"
