@@ -214,6 +214,9 @@ static int next_use(const Zero *z, int ti) {
 static void drop(Zero *z, int ti) {
     ZeroTensorState *t = &z->t[ti];
     if (t->gather.issued && !t->gather.used) z->gather.wasted++;
+    // its all-gather may still be queued: what is placed here next must not be written
+    // before it runs by another stream than the gather stream (an NVMe read: offload.c)
+    if (t->gather.issued && !t->gather.main_waited) z->gather.dropped_unwaited = 1;
     if (zero_arena_release(&z->gather.arena, t->gather.block) != 0)
         zero_fail(z, "internal: gather pool block of %s at %zu was not allocated", t->name, t->gather.block);
     t->gather.block = ZERO_ARENA_FULL;
@@ -333,6 +336,7 @@ static void gather_batch(Zero *z, int kind, const int *coded, int n, const char 
         if (t->gather.issued && !t->gather.used) z->gather.wasted++;   // gathered again before any use
         t->gather.issued = 1;
         t->gather.used = 0;
+        t->gather.main_waited = 0;
         t->gather.gather_id = id;
     }
 }
@@ -456,10 +460,12 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward) {
     uint64_t waited = 0;   // tensors of one all-gather share one wait
     for (int i = 0; i < U->n; i++) {
         ZeroTensorState *t = &z->t[U->tensors[i]];
-        if (in_pool(t) && t->gather.gather_id != waited) {
+        if (!in_pool(t)) continue;
+        if (t->gather.gather_id != waited) {
             z->b->stream_wait(z->b, z->main, t->gather.ready);
             waited = t->gather.gather_id;
         }
+        t->gather.main_waited = 1;
     }
 }
 

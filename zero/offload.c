@@ -905,11 +905,14 @@ void *zero_offload_shard(Zero *z, int ti, void *mine, int bwd) {
     ZeroEvent *done = r->settled ? o->read_mark : o->host_mark;
     b->event_record(b, z->main_mark, z->main);
     b->stream_wait(b, s, z->main_mark);
-    // ...and once the gather stream's queued work is done: a tensor prefetched into this
-    // block and evicted before any use may have its all-gather still queued there (waiting
-    // for a peer), which would write over this read
-    b->event_record(b, z->gather.mark, z->gather.stream);
-    b->stream_wait(b, s, z->gather.mark);
+    // ...and, when a block was freed whose all-gather nothing has waited for (a prefetched
+    // tensor evicted before any use: gather.c's drop), once the gather stream's queued work
+    // is done: that all-gather, still waiting for a peer, could write over this read
+    if (z->gather.dropped_unwaited) {
+        b->event_record(b, z->gather.mark, z->gather.stream);
+        b->stream_wait(b, s, z->gather.mark);
+        z->gather.dropped_unwaited = 0;
+    }
     b->host_call(b, s, read_params, r);
     b->event_record(b, done, s);
     b->stream_wait(b, z->gather.stream, done);

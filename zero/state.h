@@ -38,6 +38,7 @@ typedef struct {
         size_t block;          // pool offset, ZERO_ARENA_FULL when not placed
         int issued;            // its all-gather is enqueued (work holds this step's values)
         int used;              // a fetch used it since it was gathered
+        int main_waited;       // the main stream waits for its gather (a fetch did)
         int holders;           // fetched units using it now
         ZeroEvent *ready;      // recorded on the gather stream after its gather
         uint64_t gather_id;    // which all-gather filled it (tensors of one share a wait)
@@ -213,6 +214,7 @@ typedef struct {
     size_t hpz_copy_elems;
     uint64_t param_version;    // bumped whenever the working parameters change
     uint64_t gathers, prefetches, hits, evictions, wasted, qwz_gathers, hpz_gathers;
+    int dropped_unwaited;      // a block was freed whose gather nothing has waited for yet (offload.c)
 } ZeroGather;
 
 // Gradient reduction (reduce.c): buckets in flight, the stage 2-3 gradient pool, the
