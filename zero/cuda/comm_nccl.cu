@@ -298,12 +298,12 @@ static void *abort_guard(void *arg) {
 // communicators from being forgotten (and destroyed) while they are aborted.
 static void abort_hook(ZeroComm *c) {
     ZeroNccl *n = of(c);
-    pthread_t t;   // an abort stuck on a broken device must not keep the process alive
-    if (pthread_create(&t, NULL, abort_guard, c) == 0) pthread_detach(t);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);   // pthread_mutex_timedlock's clock
     until.tv_sec += ISSUE_WAIT_S;
     (void)pthread_mutex_timedlock(&n->issue, &until);
+    pthread_t t;   // an abort stuck on a broken device must not keep the process alive
+    if (pthread_create(&t, NULL, abort_guard, c) == 0) pthread_detach(t);
     pthread_mutex_lock(&n->mu);
     for (int i = 0; i < n->nsc; i++) end_stream_comms(&n->sc[i], 1);
     n->nsc = 0;
@@ -537,9 +537,11 @@ int zero_nccl_stream_open(ZeroNccl *n, cudaStream_t s) {
     memset(&sc, 0, sizeof sc);
     sc.s = s;
     char b[512];
+    zero_comm_park_if_ending();
     pthread_mutex_lock(&n->issue);
     ncclResult_t r = ncclCommSplit(n->world, 0, c->rank, &sc.comm[ZERO_GROUP_WORLD], NULL);
     pthread_mutex_unlock(&n->issue);
+    zero_comm_park_if_ending();   // an abort during the split freed n->world: nothing more of it
     if (r != ncclSuccess) {
         fprintf(stderr, "zero: rank %d: ncclCommSplit for a stream's own communicator failed: %s\n", c->rank,
                 nccl_reason(r, n->world, b, sizeof b));
@@ -558,6 +560,7 @@ int zero_nccl_stream_open(ZeroNccl *n, cudaStream_t s) {
         pthread_mutex_lock(&n->issue);
         r = ncclCommSplit(sc.comm[ZERO_GROUP_WORLD], colors[g], c->rank, &sc.comm[g], NULL);
         pthread_mutex_unlock(&n->issue);
+        zero_comm_park_if_ending();
         if (r != ncclSuccess) {
             fprintf(stderr, "zero: rank %d: ncclCommSplit of a stream's communicator into %s groups (%d ranks each; "
                     "this rank's group %d, index %d) failed: %s\n", c->rank, zero_group_name((ZeroGroup)g), sc.size[g],
@@ -581,7 +584,10 @@ void zero_nccl_forget_stream(ZeroNccl *n, cudaStream_t s) {
             StreamComms gone = n->sc[i];
             n->sc[i] = n->sc[--n->nsc];
             pthread_mutex_unlock(&n->mu);
+            zero_comm_park_if_ending();
+            pthread_mutex_lock(&n->issue);   // an NCCL call like the others (NCCL_OK)
             end_stream_comms(&gone, 0);
+            pthread_mutex_unlock(&n->issue);
             return;
         }
     pthread_mutex_unlock(&n->mu);
@@ -608,8 +614,9 @@ static ncclComm_t comm_of(ZeroNccl *n, cudaStream_t s, ZeroGroup g, const char *
 }
 
 // Before a collective's calls on s: the note the watchdog prints, and its start event.
-// No CUDA call under n->mu: a record blocks while the device's launch queue is full (a
-// stalled collective fills it), and the watchdog must still get the lock to see the stall.
+// No event record under n->mu (queries, which never block, are made under it): a record
+// blocks while the device's launch queue is full (a stalled collective fills it), and the
+// watchdog must still get the lock to see the stall.
 static void note(ZeroNccl *n, cudaStream_t s, const char *op, ZeroGroup g, const char *what) {
     pthread_mutex_lock(&n->mu);   // the watchdog may be printing it
     snprintf(n->last_what, sizeof n->last_what, "%s of %s in the %s group", op, what ? what : "", zero_group_name(g));
