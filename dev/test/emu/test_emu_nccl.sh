@@ -112,12 +112,13 @@ if [ "$rc" -eq 0 ] && grep -q "^[1-9][0-9]* passed, 0 failed" "$log" && ! grep -
     ok "gpu_zero_toy queued at 2 ranks: a collective behind 3 s of earlier work is not taken for a stuck one (1 s timeout)"
 else bad "gpu_zero_toy queued at 2 ranks (exit $rc)"; cat "$log"; fi
 
-# the watchdog's ring full around two unfinished collectives (one at its front behind 35 s of
-# work, one in its middle behind 5 s that only the last rank joins): the finished ones are
-# dropped, so the middle one is still watched and ends the job at about 6 s (unwatched, the
-# other ranks' summary would time out at about 41 s)
-watchdog_death ring 30 "^rank 1: collective all_gather on [0-9]+ bytes timed out after [0-9.]+ s \\(the all-gather only the last rank joins" \
-    "400 finished collectives around two unfinished ones, the middle one then stalled and still watched"
+# the watchdog's ring filled twice behind an unfinished collective (48 s of work ahead of
+# it), with one more unfinished in between (8 s of work ahead) that only the last rank joins:
+# compaction makes room for that one and then keeps it, so it is watched and ends the job at
+# about 9 s (without compaction, or with one that dropped it, the other ranks' summary times
+# out at about 61 s instead)
+watchdog_death ring 40 "^rank 1: collective all_gather on [0-9]+ bytes timed out after [0-9.]+ s \\(the all-gather only the last rank joins" \
+    "the ring filled twice around unfinished collectives, the one in between then stalled and still watched"
 
 # 4. no shared memory left behind
 shm_after=$(ls /dev/shm | grep -c '^cuda_emu_nccl_')

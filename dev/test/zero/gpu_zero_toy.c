@@ -17,9 +17,9 @@ their C references: test_backend_ops.c. Modes:
   errors, timeout, misuse   mpi_zero_toy.c's refusals and deaths on the CUDA backend.
   queued       an all-gather queued behind 3 s of earlier work on its stream, under a 1 s
                watchdog: not stuck (its clock starts when that work is done), it completes.
-  ring         the watchdog's ring of collectives filled around two queued like that, at
-               its front and in its middle: the middle one, which then stalls, is still
-               watched (1 s) and ends the job.
+  ring         the watchdog's ring of collectives filled twice behind one queued like that,
+               with one more unfinished in between that then stalls: still watched (1 s),
+               it ends the job.
   bootstrap    zero_comm_share_blob across ranks (MPI, file or TCP); needs no GPU.
   all          collectives, train (the default).
 Launch with mpirun -np N, or as N processes with RANK / WORLD_SIZE / LOCAL_RANK and
@@ -382,28 +382,28 @@ static void run_queued(ZeroComm *c) {
     check(zero_comm_set_timeout(c, 0) == 0, "queued: stopping the watchdog failed");
 }
 
-// The watchdog's ring (256 collectives, zero/cuda/comm_nccl.cu) filled behind unfinished
-// collectives, one at its front and one in its middle:
-//   stream A: an all-gather waiting for 35 s of work on the main stream (the front);
-//   stream B: 100 small all-gathers, which finish;
-//   stream C: on the last rank only, an all-gather waiting for the first 5 s of that work,
-//             which no other rank joins (the middle);
-//   stream B: 300 more small all-gathers, which finish. The ring fills: only dropping the
-//             finished ones around the two (compaction) makes room, keeping both.
-// At 5 s the lone all-gather starts; still watched, it ends the job within seconds (1 s
-// timeout) naming it. The other ranks sleep 40 s, then wait for the last rank in the
+// The watchdog's ring (256 collectives, zero/cuda/comm_nccl.cu) filled twice around
+// unfinished collectives:
+//   stream A: an all-gather waiting for 48 s of work on the main stream (the ring's front);
+//   stream B: 300 small all-gathers, which finish: the ring fills, and only dropping the
+//             finished ones behind the front (compaction) makes room for what comes next;
+//   stream C: on the last rank only, an all-gather waiting for the first 8 s of that work,
+//             which no other rank joins (watched only if compaction made room for it);
+//   stream B: 300 more: the ring fills again, and compaction must keep both unfinished ones.
+// At 8 s the lone all-gather starts; still watched, it ends the job within seconds (1 s
+// timeout) naming it. The other ranks sleep 60 s, then wait for the last rank in the
 // summary's all-reduce: their watchdog firing there (a "test summary" timeout) means the
-// lone all-gather went unwatched.
+// lone all-gather went unwatched (no compaction, or one that dropped it).
 static void run_ring(ZeroComm *c) {
-    enum { SMALL = 100, MORE = 300 };
+    enum { SMALL = 300 };
     static atomic_int short_done, long_done;
-    static SlowWork first = {5, &short_done}, then = {30, &long_done};
+    static SlowWork first = {8, &short_done}, then = {40, &long_done};
     const size_t n = 4, bytes = n * (size_t)c->world * sizeof(float);
     ZeroStream *a = gpu_b->stream_create(gpu_b), *b = gpu_b->stream_create(gpu_b), *cs = gpu_b->stream_create(gpu_b);
-    ZeroEvent *e5 = gpu_b->event_create(gpu_b), *e35 = gpu_b->event_create(gpu_b);
+    ZeroEvent *e8 = gpu_b->event_create(gpu_b), *e48 = gpu_b->event_create(gpu_b);
     float *da = dev_alloc(bytes), *db = dev_alloc(bytes), *dc = dev_alloc(bytes);
-    check(a && b && cs && e5 && e35, "ring: stream_create or event_create failed");
-    if (!a || !b || !cs || !e5 || !e35) exit(1);
+    check(a && b && cs && e8 && e48, "ring: stream_create or event_create failed");
+    if (!a || !b || !cs || !e8 || !e48) exit(1);
     ZeroCollPart pa = {da + (size_t)c->rank * n, da, n}, pb = {db + (size_t)c->rank * n, db, n},
                  pc = {dc + (size_t)c->rank * n, dc, n};
     // the ranks line up before the 1 s watchdog starts timing the small all-gathers
@@ -411,28 +411,28 @@ static void run_ring(ZeroComm *c) {
     gpu_b->stream_sync(gpu_b, b);
     check(zero_comm_set_timeout(c, 1.0) == 0, "ring: starting the watchdog failed");
     cuda_or_die(cudaLaunchHostFunc(gpu_main, sleep_then_flag, &first), "cudaLaunchHostFunc");
-    gpu_b->event_record(gpu_b, e5, gpu_b->main_stream(gpu_b));
+    gpu_b->event_record(gpu_b, e8, gpu_b->main_stream(gpu_b));
     cuda_or_die(cudaLaunchHostFunc(gpu_main, sleep_then_flag, &then), "cudaLaunchHostFunc");
-    gpu_b->event_record(gpu_b, e35, gpu_b->main_stream(gpu_b));
-    gpu_b->stream_wait(gpu_b, a, e35);
-    gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pa, 1, ZERO_F32, a, "the all-gather queued behind 35 s of work");
+    gpu_b->event_record(gpu_b, e48, gpu_b->main_stream(gpu_b));
+    gpu_b->stream_wait(gpu_b, a, e48);
+    gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pa, 1, ZERO_F32, a, "the all-gather queued behind 48 s of work");
     for (int i = 0; i < SMALL; i++)
-        gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pb, 1, ZERO_F32, b, "one of 400 small all-gathers");
+        gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pb, 1, ZERO_F32, b, "one of 600 small all-gathers");
     const int last = c->rank == c->world - 1;
-    gpu_b->stream_wait(gpu_b, cs, e5);
+    gpu_b->stream_wait(gpu_b, cs, e8);
     if (last)
         gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pc, 1, ZERO_F32, cs,
-                          "the all-gather only the last rank joins, queued behind 5 s of work");
-    for (int i = 0; i < MORE; i++)
-        gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pb, 1, ZERO_F32, b, "one of 400 small all-gathers");
+                          "the all-gather only the last rank joins, queued behind 8 s of work");
+    for (int i = 0; i < SMALL; i++)
+        gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pb, 1, ZERO_F32, b, "one of 600 small all-gathers");
     gpu_b->stream_sync(gpu_b, b);
     if (!last) {
-        sleep(40);
+        sleep(60);
         return;
     }
     if (atomic_load(&short_done)) {
-        printf("ring: FAIL: the 400 all-gathers outlasted the 5 s of work ahead of the lone one: the ring filled "
-               "after it had started, not while it waited in the middle\n");
+        printf("ring: FAIL: the 600 all-gathers outlasted the 8 s of work ahead of the lone one: the ring filled "
+               "after it had started, not while it waited\n");
         exit(1);
     }
     gpu_b->stream_sync(gpu_b, cs);
