@@ -81,7 +81,7 @@ static void defaults(TrainConfig *c, int cuda) {
     c->zero_max_live = 0;
     c->zero_persist = -1;   // the plugin chooses (zero.h: persist_elems)
     c->node_size = 0;
-    c->zero_timeout = TRAIN_ZERO_TIMEOUT_DEFAULT;
+    c->zero_timeout = 600.0;
     c->dry_run = 0;
     c->dry_run_world = 1;
     c->gpu_mem = 0;
@@ -499,7 +499,7 @@ static const Flag flags[] = {
      "checkpoints){ and a track per GPU stream of what the GPU ran, timed by CUDA events}{}, the last --trace-steps N "
      "steps (default " STR(TRAIN_TRACE_STEPS_DEFAULT) "; 0: as many as fit), also written when\n"
      "the watchdog ends a stuck run; scripts/trace_merge.py joins the ranks' files", NULL},
-    {"--trace-steps", NULL, "N", V_INT, AT(trace_steps), 0, 1 << 20, -1, 0, 0, NULL, NULL},
+    {"--trace-steps", NULL, "N", V_INT, AT(trace_steps), 0, 1 << 20, TRAIN_FLAG_TRACE_STEPS, 0, 0, NULL, NULL},
     {"--micro-grads", NULL, "0|1", V_INT, AT(micro_grads), 0, 1, -1, FOR_CPU | FOR_CU, 0,
      "with gradient accumulation: 1 computes each micro-batch's gradient in a\n"
      "buffer of its own (one more gradient-sized buffer) and adds it to the sum,\n"
@@ -553,9 +553,9 @@ static const Flag flags[] = {
     {"--zero-persist", NULL, "N", V_LONG, AT(zero_persist), 0, 1L << 40, TRAIN_FLAG_ZERO_PERSIST, FOR_ZERO, 1,
      "stage 3: tensors of at most N elements stay gathered (default 65536; 0 with\n"
      "--offload-param nvme: small tensors are read with their unit, not kept)", NULL},
-    {"--node-size", NULL, "N", V_INT, AT(node_size), 0, 1 << 20, -1, FOR_ZERO, 1,
+    {"--node-size", NULL, "N", V_INT, AT(node_size), 0, 1 << 20, TRAIN_FLAG_NODE_SIZE, FOR_ZERO, 1,
      "ranks per logical node, for intra/inter-node figures (default: real nodes)", NULL},
-    {"--zero-timeout", NULL, "S", V_DOUBLE, AT(zero_timeout), 0.001, 1e9, -1, FOR_ZERO, 1,
+    {"--zero-timeout", NULL, "S", V_DOUBLE, AT(zero_timeout), 0.001, 1e9, TRAIN_FLAG_ZERO_TIMEOUT, FOR_ZERO, 1,
      "a collective stuck this many seconds ends the run (default %s)", NULL},
     {"--dry-run", NULL, NULL, V_SET, AT(dry_run), 0, 0, -1, FOR_ZERO, 1,
      "{with -z: predict per-rank memory and bytes sent per step for --world\n"
@@ -564,7 +564,7 @@ static const Flag flags[] = {
      "rank for --world ranks, and the bytes sent per step (OUT/zero_report.json);\n"
      "without -z the unsharded run's (OUT/memory_report.json). Counts the\n"
      "process's peak: model states, buffers, activations and its runtime}", NULL},
-    {"--world", NULL, "N", V_INT, AT(dry_run_world), 1, 1 << 20, -1, FOR_ZERO, 1,
+    {"--world", NULL, "N", V_INT, AT(dry_run_world), 1, 1 << 20, TRAIN_FLAG_DRY_RUN_WORLD, FOR_ZERO, 1,
      "ranks for --dry-run (default %s)", NULL},
     {"--gpu-mem", NULL, "SIZE", V_INT, NO_FIELD, 0, 0, -1, FOR_ZERO, 1,
      "with --dry-run: memory a rank has for the model ({GPU}{host RAM}): prints\n"
@@ -885,15 +885,15 @@ void train_config_check(TrainConfig *c, const char *flavour) {
     // ZeRO's knobs on a run without the plugin would do nothing: refused (a DeepSpeed file may
     // name them idly, as DeepSpeed allows; stage 3's knobs at a lower stage are taken, as
     // DeepSpeed takes them, so that one set of flags serves every stage)
-    const unsigned stage3_knobs = TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_PREFETCH) | TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_MAX_LIVE) |
-                                  TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_PERSIST);
-    if (c->zero_stage < 0 && ((c->given & (stage3_knobs | TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_BUCKET))) ||
-                              c->node_size > 0 || c->zero_timeout != TRAIN_ZERO_TIMEOUT_DEFAULT)) {
+    const unsigned zero_knobs = TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_PREFETCH) | TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_MAX_LIVE) |
+                                TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_PERSIST) | TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_BUCKET) |
+                                TRAIN_FLAG_BIT(TRAIN_FLAG_NODE_SIZE) | TRAIN_FLAG_BIT(TRAIN_FLAG_ZERO_TIMEOUT);
+    if (c->zero_stage < 0 && (c->given & zero_knobs)) {
         fprintf(stderr, "error: --zero-bucket, --zero-prefetch, --zero-max-live, --zero-persist, --node-size and "
                 "--zero-timeout tune ZeRO: give -z STAGE\n");
         exit(1);
     }
-    if (c->dry_run_world != 1 && !c->dry_run) {
+    if ((c->given & TRAIN_FLAG_BIT(TRAIN_FLAG_DRY_RUN_WORLD)) && !c->dry_run) {
         fprintf(stderr, "error: --world %d sets the ranks --dry-run predicts; a run's ranks are mpirun's -np\n",
                 c->dry_run_world);
         exit(1);
@@ -903,7 +903,7 @@ void train_config_check(TrainConfig *c, const char *flavour) {
                 "--qgz-block", c->qwz_block && !c->qwz ? "--qwz" : "--qgz", c->qwz_block && !c->qwz ? "--qwz" : "--qgz");
         exit(1);
     }
-    if (c->trace_steps != TRAIN_TRACE_STEPS_DEFAULT && !c->trace_path) {
+    if ((c->given & TRAIN_FLAG_BIT(TRAIN_FLAG_TRACE_STEPS)) && !c->trace_path) {
         fprintf(stderr, "error: --trace-steps %d sets how much --trace keeps: give --trace FILE too\n", c->trace_steps);
         exit(1);
     }

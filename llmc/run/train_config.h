@@ -118,16 +118,17 @@ typedef struct {
 } TrainConfig;
 
 // Settings a config file may also set: a file value that contradicts a flag given on the
-// command line is an error, one the command line left alone replaces the default.
+// command line is an error, one the command line left alone replaces the default. (The last
+// four only say that the command line gave them.)
 typedef enum {
     TRAIN_FLAG_B, TRAIN_FLAG_TOTAL_BATCH, TRAIN_FLAG_GRAD_ACCUM, TRAIN_FLAG_LR, TRAIN_FLAG_WEIGHT_DECAY,
     TRAIN_FLAG_GRAD_CLIP, TRAIN_FLAG_BETA1, TRAIN_FLAG_BETA2, TRAIN_FLAG_ADAM_EPS, TRAIN_FLAG_ZERO_STAGE,
     TRAIN_FLAG_ZERO_BUCKET, TRAIN_FLAG_ZERO_PREFETCH, TRAIN_FLAG_ZERO_MAX_LIVE, TRAIN_FLAG_ZERO_PERSIST,
     TRAIN_FLAG_OFFLOAD_OPTIMIZER, TRAIN_FLAG_OFFLOAD_PARAM, TRAIN_FLAG_NVME_PATH, TRAIN_FLAG_ACT_OFFLOAD,
     TRAIN_FLAG_QWZ, TRAIN_FLAG_HPZ, TRAIN_FLAG_QGZ, TRAIN_FLAG_DEEPSPEED, TRAIN_FLAG_AIO_QUEUE_DEPTH,
-    TRAIN_FLAG_AIO_BLOCK_SIZE, TRAIN_FLAG_FAST_REDUCE, TRAIN_FLAG_OFFLOAD_RATIO, TRAIN_FLAG_COUNT
+    TRAIN_FLAG_AIO_BLOCK_SIZE, TRAIN_FLAG_FAST_REDUCE, TRAIN_FLAG_OFFLOAD_RATIO, TRAIN_FLAG_ZERO_TIMEOUT,
+    TRAIN_FLAG_NODE_SIZE, TRAIN_FLAG_DRY_RUN_WORLD, TRAIN_FLAG_TRACE_STEPS, TRAIN_FLAG_COUNT
 } TrainFlag;
-#define TRAIN_ZERO_TIMEOUT_DEFAULT 600.0   // --zero-timeout, seconds
 #define TRAIN_FLAG_BIT(f) (1u << (f))
 
 // --offload-* values, in the order of zero/'s ZeroTier (DeepSpeed's device names).
