@@ -216,7 +216,7 @@ static void drop(Zero *z, int ti) {
     if (t->gather.issued && !t->gather.used) z->gather.wasted++;
     // its all-gather may still be queued: what is placed here next must not be written
     // before it runs by another stream than the gather stream (an NVMe read: offload.c)
-    if (t->gather.issued && !t->gather.main_waited) z->gather.dropped_unwaited = 1;
+    if (t->gather.issued && !t->gather.main_waited) zero_offload_unwaited_gather(z);
     if (zero_arena_release(&z->gather.arena, t->gather.block) != 0)
         zero_fail(z, "internal: gather pool block of %s at %zu was not allocated", t->name, t->gather.block);
     t->gather.block = ZERO_ARENA_FULL;

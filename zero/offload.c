@@ -871,6 +871,8 @@ static void settle(void *arg) {
     if (zero_trace_on) zero_trace_span("settle (before the read stream's reads)", "", n0, zero_trace_now());
 }
 
+void zero_offload_unwaited_gather(Zero *z) { z->off.unwaited_gather = 1; }
+
 void *zero_offload_shard(Zero *z, int ti, void *mine, int bwd) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
@@ -908,10 +910,10 @@ void *zero_offload_shard(Zero *z, int ti, void *mine, int bwd) {
     // ...and, when a block was freed whose all-gather nothing has waited for (a prefetched
     // tensor evicted before any use: gather.c's drop), once the gather stream's queued work
     // is done: that all-gather, still waiting for a peer, could write over this read
-    if (z->gather.dropped_unwaited) {
+    if (o->unwaited_gather) {
         b->event_record(b, z->gather.mark, z->gather.stream);
         b->stream_wait(b, s, z->gather.mark);
-        z->gather.dropped_unwaited = 0;
+        o->unwaited_gather = 0;
     }
     b->host_call(b, s, read_params, r);
     b->event_record(b, done, s);

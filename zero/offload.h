@@ -34,6 +34,10 @@ void zero_offload_wait(Zero *z);                   // every queued accumulation 
 // I/O runs beside the next forward); this runs what still waits (zero_offload_update calls
 // it before the next update).
 void zero_offload_flush(Zero *z);
+// Stage 3's pool freed a block whose all-gather nothing has waited for (a prefetched tensor
+// evicted before use): the next NVMe parameter read, from another stream, first waits for
+// the gather stream's queued work, which may still write that block.
+void zero_offload_unwaited_gather(Zero *z);
 // Stage 3 gathers and qwZ's packing: this rank's shard of tensor ti in the working dtype,
 // brought into `mine` on the gather stream (or used where it lives, the uploaded device
 // shard); returns where it is, or NULL when offload does not hold the parameters. From NVMe

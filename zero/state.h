@@ -145,6 +145,7 @@ typedef struct {
     ZeroStream *read_stream, *read_upload;   // host stream; device stream of its uploads
     ZeroNvme *read_nvme;     // a second engine on the same swap file, one buffer
     ZeroEvent *read_mark, *settled_mark;
+    int unwaited_gather;       // a pool block was freed whose all-gather nothing waited for yet
     int settled;             // main thread: the host stream has caught every tensor up and
                              //   drained their writes since the last update (settle)
     float *host[ZK_KINDS];   // the HOST tier's arrays, in shard layout (ZK_PARAM: working dtype)
@@ -214,7 +215,6 @@ typedef struct {
     size_t hpz_copy_elems;
     uint64_t param_version;    // bumped whenever the working parameters change
     uint64_t gathers, prefetches, hits, evictions, wasted, qwz_gathers, hpz_gathers;
-    int dropped_unwaited;      // a block was freed whose gather nothing has waited for yet (offload.c)
 } ZeroGather;
 
 // Gradient reduction (reduce.c): buckets in flight, the stage 2-3 gradient pool, the
