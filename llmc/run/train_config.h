@@ -118,8 +118,9 @@ typedef struct {
 } TrainConfig;
 
 // Settings a config file may also set: a file value that contradicts a flag given on the
-// command line is an error, one the command line left alone replaces the default. (The last
-// four only say that the command line gave them.)
+// command line is an error, one the command line left alone replaces the default. From
+// TRAIN_FLAG_FIRST_CLI_ONLY on, flags a config file does not set (their bit only says that
+// the command line gave them).
 typedef enum {
     TRAIN_FLAG_B, TRAIN_FLAG_TOTAL_BATCH, TRAIN_FLAG_GRAD_ACCUM, TRAIN_FLAG_LR, TRAIN_FLAG_WEIGHT_DECAY,
     TRAIN_FLAG_GRAD_CLIP, TRAIN_FLAG_BETA1, TRAIN_FLAG_BETA2, TRAIN_FLAG_ADAM_EPS, TRAIN_FLAG_ZERO_STAGE,
@@ -129,6 +130,7 @@ typedef enum {
     TRAIN_FLAG_AIO_BLOCK_SIZE, TRAIN_FLAG_FAST_REDUCE, TRAIN_FLAG_OFFLOAD_RATIO, TRAIN_FLAG_ZERO_TIMEOUT,
     TRAIN_FLAG_NODE_SIZE, TRAIN_FLAG_DRY_RUN_WORLD, TRAIN_FLAG_TRACE_STEPS, TRAIN_FLAG_COUNT
 } TrainFlag;
+#define TRAIN_FLAG_FIRST_CLI_ONLY TRAIN_FLAG_ZERO_TIMEOUT
 #define TRAIN_FLAG_BIT(f) (1u << (f))
 
 // --offload-* values, in the order of zero/'s ZeroTier (DeepSpeed's device names).
