@@ -115,29 +115,24 @@ else
     bad "timeout (exit $rc after ${elapsed} s)"
 fi
 
-# zero_step with only one unit's gradients ready must stop with a message naming it.
-timeout 60 mpirun "${mpiflags[@]}" -np 2 "$bin" misuse > "$tmp/misuse.log" 2>&1
-rc=$?
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
-   grep -q "zero: rank [01]: zero_step after 0 complete micro-steps and 1 of 5 units' grads_ready" "$tmp/misuse.log" &&
-   ! grep -q "accepted an incomplete" "$tmp/misuse.log"; then
-    pass "misuse (exit $rc)"
-else
-    cat "$tmp/misuse.log"
-    bad "misuse (exit $rc)"
-fi
-
+# misuse MODE PATTERN: a hook out of order must end the job with a message matching PATTERN,
+# and zero_step must not go on
+misuse() {
+    local mode=$1 pattern=$2 rc
+    timeout 60 mpirun "${mpiflags[@]}" -np 2 "$bin" "$mode" > "$tmp/$mode.log" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "$pattern" "$tmp/$mode.log" &&
+       ! grep -q "accepted an incomplete" "$tmp/$mode.log"; then
+        pass "$mode (exit $rc)"
+    else
+        cat "$tmp/$mode.log"
+        bad "$mode (exit $rc)"
+    fi
+}
+# zero_step with only one unit's gradients ready
+misuse misuse "zero: rank [01]: zero_step after 0 complete micro-steps and 1 of 5 units' grads_ready"
 # zero_step after a complete micro-step and a backward fetch whose grads_ready never came
-timeout 60 mpirun "${mpiflags[@]}" -np 2 "$bin" misuse_bwd > "$tmp/misuse_bwd.log" 2>&1
-rc=$?
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
-   grep -q "zero: rank [01]: zero_step after a backward zero_fetch of unit 1 whose zero_grads_ready never came (1 complete" "$tmp/misuse_bwd.log" &&
-   ! grep -q "accepted an incomplete" "$tmp/misuse_bwd.log"; then
-    pass "misuse_bwd (exit $rc)"
-else
-    cat "$tmp/misuse_bwd.log"
-    bad "misuse_bwd (exit $rc)"
-fi
+misuse misuse_bwd "zero: rank [01]: zero_step after a backward zero_fetch of unit 1 whose zero_grads_ready never came (1 complete"
 
 if [ "$fail" -eq 0 ]; then echo "test_zero_mpi: all passed"; else echo "test_zero_mpi: FAILED"; fi
 exit "$fail"
