@@ -279,6 +279,10 @@ static void load_merges(Tokenizer *t, const VocabIndex *vi, const char *path, co
                 die("'%s' line 1: expected the '#version: ...' header, got \"%.60s\"", path, line);
             continue;
         }
+        if (end == n && len > 0)   // GPT-2's encoder.py, tiktoken and transformers read split('\n')[1:-1]
+            die("'%s' line %d: \"%.60s\" is not ended by a newline, and GPT-2's own loaders drop the text "
+                "after the last newline, so they would not take it as a merge: end the file with a newline "
+                "to keep it, or remove the line", path, lineno, line);
         if (len == 0) {
             if (pos >= n) break; // final newline
             die("'%s' line %d is empty; every line after the header must be a merge \"A B\"", path, lineno);

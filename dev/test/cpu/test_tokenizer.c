@@ -594,6 +594,8 @@ static void test_bad_vocab_files_exit_with_message(void **state) {
     expect_death(load_bpe_child, &v, 1, v.bpe, "line 1", "#version", NULL);
     write_tiny_vocab(v.json, v.bpe, "#version: 0.2\na b c\n", -1);
     expect_death(load_bpe_child, &v, 1, v.bpe, "line 2", "two tokens", NULL);
+    write_tiny_vocab(v.json, v.bpe, "#version: 0.2\na b\nab a", -1);   // Python's [1:-1] drops "ab a"
+    expect_death(load_bpe_child, &v, 1, v.bpe, "line 3", "\"ab a\"", "not ended by a newline", NULL);
     write_tiny_vocab(v.json, v.bpe, "#version: 0.2\na b\n", 'z');
     expect_death(load_bpe_child, &v, 1, v.json, "no token for the single byte 0x7A", NULL);
     spit(v.json, "{\"a\": 1,", 8);
