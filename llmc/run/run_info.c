@@ -11,6 +11,7 @@
 
 #include "../atomic_file.h"
 #include "../utils.h"
+#include "schedule.h"
 
 static void add_or_die(cJSON *parent, const char *key, cJSON *item, const char *path) {
     if (item == NULL || !cJSON_AddItemToObject(parent, key, item)) die("out of host memory building '%s'", path);
@@ -43,7 +44,7 @@ static const char *const FLAG_OF[][2] = {
     {"seed", "--seed"}, {"model", "-e"}, {"micro_batch", "-b"}, {"seq_len", "-t"}, {"total_batch_tokens", "-d"},
     {"grad_accum", "gradient accumulation steps"}, {"world_size", "ranks"}, {"zero_stage", "-z"}, {"lr", "-l"},
     {"warmup_steps", "-u"}, {"final_lr_frac", "-q"}, {"weight_decay", "-c"}, {"grad_clip", "--grad-clip"},
-    {"beta1", "--beta1"}, {"beta2", "--beta2"}, {"adam_eps", "--adam-eps"}, {"steps", "-x"},
+    {"beta1", "--beta1"}, {"beta2", "--beta2"}, {"adam_eps", "--adam-eps"}, {"steps", "-x"}, {"lr_schedule", "-k"},
 };
 
 static cJSON *parse_or_die(const char *text, const char *path) {
@@ -179,6 +180,23 @@ static cJSON *dup_or_null(const cJSON *v, const char *path) {
     return d;
 }
 
+static const cJSON *setting_now(const cJSON *now, const char *key) { return cJSON_GetObjectItemCaseSensitive(now, key); }
+
+// The learning rate of a step by the schedule that settings (read through get) describe;
+// NAN when one of its settings is not recorded.
+static double lr_by(const cJSON *settings, const cJSON *(*get)(const cJSON *, const char *), int step) {
+    const cJSON *lr = get(settings, "lr"), *warmup = get(settings, "warmup_steps"), *steps = get(settings, "steps"),
+                *frac = get(settings, "final_lr_frac"), *kind = get(settings, "lr_schedule");
+    if (!cJSON_IsNumber(lr) || !cJSON_IsNumber(warmup) || !cJSON_IsNumber(steps) || !cJSON_IsNumber(frac) ||
+        !cJSON_IsString(kind))
+        return NAN;
+    for (int k = 0; k < (int)(sizeof(train_lr_schedule_names) / sizeof(train_lr_schedule_names[0])); k++)
+        if (strcmp(kind->valuestring, train_lr_schedule_names[k]) == 0)
+            return lr_schedule(k, (float)lr->valuedouble, step, warmup->valueint, steps->valueint,
+                               (float)frac->valuedouble);
+    return NAN;
+}
+
 // A resumed part: the record keeps the first part's settings at the top and gains an entry
 // in "resumes" with the step and each setting that differs from before ("from", "to"), which
 // is also printed. Returns that entry (the part's timing goes there).
@@ -213,6 +231,17 @@ static cJSON *record_resume(RunInfo *ri, cJSON *now, int step) {
             n++;
         }
         if (n == 0) printf("resume at step %d: the same settings as before\n", step);
+        // -x, -l, -u, -q and -k shape the schedule: say what a change does to the next step
+        double lr_from = lr_by(record, setting_before, step), lr_to = lr_by(now, setting_now, step);
+        if (!isnan(lr_from) && lr_from != lr_to) {
+            printf("resume at step %d: its learning rate is %.6g by this part's schedule, %.6g by the one before\n",
+                   step, lr_to, lr_from);
+            cJSON *c = cJSON_CreateObject();
+            if (c == NULL) die("out of host memory building '%s'", ri->path);
+            add_or_die(c, "from", float_item((float)lr_from), ri->path);
+            add_or_die(c, "to", float_item((float)lr_to), ri->path);
+            add_or_die(entry, "lr_at_step", c, ri->path);
+        }
         cJSON_Delete(now);
     }
     add_or_die(entry, "changed", changed, ri->path);

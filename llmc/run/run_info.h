@@ -7,7 +7,8 @@
 // timing stay the first part's, and each resume appends to "resumes" an entry
 // {"step": S, "changed": {"lr": {"from": 0.0003, "to": 0.0001}, ...}, "timing": {...}}
 // with every setting that differs from the one in force before it (each change is also
-// printed). A missing run.json is started again from the resumed part's settings (its entry
+// printed), and "lr_at_step": {"from": F, "to": T} when the changes move the learning rate
+// of the step it resumes at (-x, -l, -u, -q, -k). A missing run.json is started again from the resumed part's settings (its entry
 // notes it); one that is not a run record is kept aside as run.json.unreadable.
 #ifndef LLMC_RUN_INFO_H
 #define LLMC_RUN_INFO_H

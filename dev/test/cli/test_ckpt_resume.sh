@@ -114,8 +114,25 @@ for line in "-l (lr) changed from 0.002 to 0.001" "-c (weight_decay) changed fro
 done
 ./train_gpt2 "${small[@]}" -x 8 -n 2 -y 1 -l 0.001 -c 0.05 --grad-clip 0.5 -u 2 --beta1 0.85 -o "$run" > "$tmp/h3.txt" 2>&1 \
     || { cat "$tmp/h3.txt"; fail "history: the second resume failed"; }
-[ "$(grep -c "^resume at step 6: " "$tmp/h3.txt")" = 1 ] && grep -qF "resume at step 6: -x (steps) changed from 6 to 8" "$tmp/h3.txt" \
-    || { cat "$tmp/h3.txt"; fail "history: the second resume does not print just -x's change"; }
+[ "$(grep -c "^resume at step 6: " "$tmp/h3.txt")" = 2 ] && grep -qF "resume at step 6: -x (steps) changed from 6 to 8" "$tmp/h3.txt" \
+    && grep -q "^resume at step 6: its learning rate is [0-9.e-]* by this part's schedule, [0-9.e-]* by the one before$" "$tmp/h3.txt" \
+    || { cat "$tmp/h3.txt"; fail "history: the second resume does not print just -x's change and the learning rate it moves"; }
+# The learning rate a resumed step gets, by llm.c's cosine (warmup, then a half cosine from the
+# peak to -q x peak at the last step), under the schedule before and after each resume
+python3 - "$run/run.json" <<'EOF' || fail "run.json's lr_at_step is not the cosine schedule's (see above)"
+import json, math, sys
+r = json.load(open(sys.argv[1]))
+def lr(peak, warmup, steps, frac, step):
+    if step < warmup: return peak * (step + 1) / warmup
+    lo = frac * peak
+    return lo + 0.5 * (1 + math.cos(math.pi * (step - warmup) / (steps - warmup))) * (peak - lo)
+q = r["final_lr_frac"]
+want = [(4, lr(0.002, 3, 4, q, 4), lr(0.001, 2, 6, q, 4)), (6, lr(0.001, 2, 6, q, 6), lr(0.001, 2, 8, q, 6))]
+for part, (step, before, after) in zip(r["resumes"], want):
+    got = part.get("lr_at_step")
+    if part["step"] != step or got is None or abs(got["from"] - before) > 1e-6 * before or abs(got["to"] - after) > 1e-6 * after:
+        sys.exit(f"resume at step {part['step']}: lr_at_step {got}, want from {before:.7g} to {after:.7g}")
+EOF
 check_record "$run/run.json" \
     'r["lr"] == 0.002 and r["steps"] == 4 and r["grad_clip"] == 1 and r["warmup_steps"] == 3 and r["beta1"] == 0.9' \
     'r["seed"] == 1337 and len(r["timing"]["step_seconds"]) == 4' \
