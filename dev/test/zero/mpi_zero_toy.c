@@ -523,6 +523,8 @@ static int run_training(ZeroComm *comm) {
         {"stage 2, optimizer on nvme", 2, 2, 1000, 0, 0, 0, 1, 0, F, F, NVME, DEV, 0},
         {"stage 3, optimizer and params on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, F, F, CPU, CPU, 0},
         {"stage 3, optimizer and params on nvme", 3, 2, 1000, 0, 0, 0, 1, 0, F, F, NVME, NVME, 0},
+        // the detour with room to prefetch: evictions and hits with the NVMe reads in the picture
+        {"stage 3, detour, params on nvme", 3, 2, 0, big, 2200, 0, 0, 1, F, F, DEV, NVME, 0},
         {"stage 3, bf16, optimizer on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, CPU, DEV, 0},
         // a partial offload: the first tensors' optimizer on the device, the rest on the CPU
         {"stage 1, half the optimizer on cpu", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, CPU, DEV, 0.5},
