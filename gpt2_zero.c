@@ -204,7 +204,7 @@ int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dt
     check_seq_len(cfg, &mc);
     int grad_accum = resolve_grad_accum(cfg, cfg->dry_run_world);
     // the model's figures first: its predictor also checks the options against the shape
-    size_t act_host = 0, act_device = activation_bytes(&mc, cfg, &act_host);
+    size_t act_host = 0, act_file = 0, act_device = activation_bytes(&mc, cfg, &act_host, &act_file);
     GPT2Zero g;
     ZeroTensor *tensors = tensor_table(&g, &mc, cfg->tile_linear, cfg->tile_vocab);
     ZeroConfig zc = gpt2_zero_config(cfg, param_dtype, grad_dtype);
@@ -214,7 +214,7 @@ int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dt
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     printf("model %s: %zu parameters\n", cfg->model, gpt2_param_sizes(&mc, sizes));
     ZeroDryRunModel model = {act_device, act_host, (size_t)cfg->gpu_mem, runtime_bytes != NULL,
-                             runtime_bytes ? runtime_bytes(cfg) : 0, (size_t)cfg->host_mem};
+                             runtime_bytes ? runtime_bytes(cfg) : 0, (size_t)cfg->host_mem, act_file};
     int rc = zero_dry_run(tensors, g.num_slices, gpt2_num_units_tiled(&mc, g.tiles, g.vocab_tiles), &zc, cfg->dry_run_world,
                           grad_accum, &model, path);
     if (rc < 0) die("dry run failed (see above)");

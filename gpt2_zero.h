@@ -95,7 +95,8 @@ void gpt2_zero_write_report(GPT2Zero *g, const char *out_dir, size_t act_device,
 // besides the plugin and the activations, so that --gpu-mem checks the whole process (the
 // host tier too). Returns the process's exit status: 2 when a rank does not fit --gpu-mem
 // or the swap files do not fit the disk under --nvme-path, else 0.
-typedef size_t (*GPT2ActivationBytes)(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes);
+// *file_bytes: what the model's own swap file reserves under --nvme-path per rank (0: none).
+typedef size_t (*GPT2ActivationBytes)(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes, size_t *file_bytes);
 typedef size_t (*GPT2RuntimeBytes)(const TrainConfig *cfg);
 int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dtype,
                       GPT2ActivationBytes activation_bytes, GPT2RuntimeBytes runtime_bytes);

@@ -30,16 +30,17 @@ typedef struct {
 static ZeroCpu *side(const CpuTrainer *t) { return (ZeroCpu *)t->zero; }
 
 // The activations and their gradients a step of B x T allocates, known before it.
-static size_t cpu_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes) {
+static size_t cpu_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes,
+                                   size_t *file_bytes) {
     check_tiles(cfg, c);
     GPT2CpuOptions o = gpt2_cpu_options(cfg);
     size_t bytes = gpt2_cpu_activation_bytes(c, cfg->B, cfg->T, &o);
     *host_bytes = gpt2_cpu_activation_host_bytes(c, cfg->B, cfg->T, &o);
+    *file_bytes = gpt2_cpu_activation_file_bytes(c, cfg->B, cfg->T, &o);
     printf("activations and their gradients for B=%d T=%d: %.2f MiB per rank", cfg->B, cfg->T, bytes / 1048576.0);
-    if (cfg->act_offload == TRAIN_ACT_OFFLOAD_NVME)
+    if (*file_bytes)
         printf(", and the block inputs (%.2f MiB) in a swap file under %s, through a host slot of %.2f MiB",
-               (double)(c->num_layers - 1) * cfg->B * cfg->T * c->channels * 4 / 1048576.0, cfg->nvme_path,
-               *host_bytes / 1048576.0);
+               *file_bytes / 1048576.0, cfg->nvme_path, *host_bytes / 1048576.0);
     else if (*host_bytes)
         printf(", and %.2f MiB of offloaded block inputs in host memory", *host_bytes / 1048576.0);
     printf("\n");

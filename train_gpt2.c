@@ -83,7 +83,8 @@ static void print_memory(const MemoryTable *t, const TrainConfig *cfg) {
 }
 
 // --dry-run without -z: the unsharded run's memory and the process's peak (its buffers and
-// its runtime), against --gpu-mem when given; exit status 2 when it does not fit.
+// its runtime), against --gpu-mem when given, and --act-offload nvme's swap file against the
+// disk; exit status 2 when either does not fit.
 static int unsharded_dry_run(TrainConfig *cfg) {
     GPT2Config mc;
     GPT2ModelFile file;
@@ -101,11 +102,13 @@ static int unsharded_dry_run(TrainConfig *cfg) {
     uint64_t peak = memory_table_process_bytes(&t);
     printf("dry run: the unsharded trainer, gradient accumulation %d: process peak (predicted) %.2f MiB = the table's "
            "total + %.2f MiB of runtime (code, libraries, the data)\n", grad_accum, peak / 1048576.0, t.runtime / 1048576.0);
-    if (!t.budget) return 0;
+    uint64_t act_file = gpt2_cpu_activation_file_bytes(&mc, c.B, c.T, &opt);
+    int rc = act_file && memory_table_check_disk("the activation swap file", act_file, cfg->nvme_path) ? 2 : 0;
+    if (!t.budget) return rc;
     if (peak <= t.budget) {
         printf("fits: %.2f GiB of a budget of %.2f GiB (%.2f GiB free)\n", peak / 1073741824.0, t.budget / 1073741824.0,
                (t.budget - peak) / 1073741824.0);
-        return 0;
+        return rc;
     }
     printf("does not fit: %.2f GiB in a budget of %.2f GiB (%.2f GiB over)\n", peak / 1073741824.0,
            t.budget / 1073741824.0, (peak - t.budget) / 1073741824.0);

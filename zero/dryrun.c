@@ -364,12 +364,13 @@ static void suggest_ratio(const ZeroTensor *tensors, int n, int num_units, const
     free(p);
 }
 
-// The swap files of the ranks that share a machine against the free space under the NVMe
-// folder, where it exists here. Returns 1 when they do not fit, else 0.
-static int print_disk(const ZeroPrediction *pred, int world, const ZeroConfig *cfg) {
+// The swap files of the ranks that share a machine (the plugin's and act_nvme bytes of the
+// model's each) against the free space under the NVMe folder, where it exists here. Returns
+// 1 when they do not fit, else 0.
+static int print_disk(const ZeroPrediction *pred, int world, const ZeroConfig *cfg, size_t act_nvme) {
     uint64_t most = 0;
     for (int r = 0; r < world; r++) {
-        uint64_t t = 0;
+        uint64_t t = act_nvme;
         for (int u = 0; u < ZERO_USE_KINDS; u++) t += pred[r].nvme[u];
         if (t > most) most = t;
     }
@@ -391,7 +392,7 @@ static int print_disk(const ZeroPrediction *pred, int world, const ZeroConfig *c
 
 int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
                  int grad_accum, const ZeroDryRunModel *model, const char *path_json) {
-    ZeroDryRunModel none = {0, 0, 0, 0, 0, 0};
+    ZeroDryRunModel none = {0, 0, 0, 0, 0, 0, 0};
     if (!model) model = &none;
     ZeroPrediction *pred = calloc((size_t)world, sizeof(ZeroPrediction));
     if (pred == NULL) {
@@ -445,7 +446,7 @@ int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConf
         if (over > 0 && model->device_budget && model->host_budget && cfg->optimizer_tier == ZERO_TIER_HOST &&
             !(cfg->stage == 3 && cfg->param_tier != ZERO_TIER_DEVICE))   // a partial offload keeps those on the device
             suggest_ratio(tensors, n, num_units, cfg, world, grad_accum, model, &in);
-        if (print_disk(pred, world, cfg)) rc = 1;
+        if (print_disk(pred, world, cfg, model->act_nvme)) rc = 1;
     }
     free(pred);
     return rc;

@@ -361,6 +361,7 @@ typedef struct {
                                    //   buffers and the activations (code, libraries, MPI, the data)
     size_t host_budget;            // a GPU's dry run: host bytes per rank for offload's host tier, the
                                    //   pinned buffers and host activations; 0: no check
+    size_t act_nvme;               // bytes per rank of the model's own swap file under cfg->nvme_path
 } ZeroDryRunModel;
 // The whole dry run: predicts, writes the report JSON to path_json, prints a summary. With
 // a budget, each rank's device total (model states, buffers and activations; with
@@ -370,8 +371,9 @@ typedef struct {
 // With a host budget, each rank's host total likewise ("host_budget_bytes", per rank
 // "host_budget"); with both budgets and the optimizer in host memory, when a rank does not
 // fit, the largest optimizer_ratio (in steps of 0.05) that fits both is printed, or that none does.
-// When anything lives on NVMe, the swap files of the ranks that share a machine are
-// compared with the free space under cfg->nvme_path (where that folder exists here).
+// When anything lives on NVMe (the plugin's states or model->act_nvme), the swap files of
+// the ranks that share a machine are compared with the free space under cfg->nvme_path
+// (where that folder exists here).
 // model may be NULL (no activations, no budget).
 // Returns 0 (all ranks fit, or no budget), 1 (some rank or the disk does not fit), -1 (error).
 int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,

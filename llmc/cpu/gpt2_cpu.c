@@ -752,6 +752,17 @@ size_t gpt2_cpu_activation_host_bytes(const GPT2Config *c, int B, int T, const G
     return size_mul(layout_act_host(c, options_or_default(opt), B, T), sizeof(float), "GPT-2 activation sizes");
 }
 
+// The swap file: a slot for each of the block inputs 0..L-2.
+static size_t act_file_bytes(int L, size_t NC) {
+    return size_mul(mul_acts((size_t)L - 1, act_file_slot_floats(NC)), sizeof(float), "GPT-2 activation sizes");
+}
+
+size_t gpt2_cpu_activation_file_bytes(const GPT2Config *c, int B, int T, const GPT2CpuOptions *opt) {
+    const GPT2CpuOptions *o = options_or_default(opt);
+    if (o->act_offload != GPT2_ACT_OFFLOAD_FILE || c->num_layers < 2) return 0;
+    return act_file_bytes(c->num_layers, mul_acts(mul_acts((size_t)B, (size_t)T), (size_t)c->channels));
+}
+
 // ---------------------------------------------------------------------------------
 // build / free
 
@@ -1038,7 +1049,6 @@ static float *host_slot(GPT2 *m, int l) {
 // ends; O_DIRECT where the file system takes it (no page cache), else plain writes whose
 // cache is dropped. Slots of act_slot_bytes for block inputs 0..L-2, reserved at open.
 static void act_file_open(GPT2 *m, size_t NC) {
-    const size_t slots = (size_t)m->config.num_layers - 1;
     m->act_slot_bytes = act_file_slot_floats(NC) * sizeof(float);
     int n = snprintf(m->act_path, sizeof(m->act_path), "%s/act_swap_%ld.bin", m->opt.act_swap_dir, (long)getpid());
     if (n < 0 || (size_t)n >= sizeof(m->act_path)) die("activation swap folder name too long: '%s'", m->opt.act_swap_dir);
@@ -1051,7 +1061,7 @@ static void act_file_open(GPT2 *m, size_t NC) {
     }
     if (m->act_fd < 0) die("cannot create the activation swap file '%s': %s", m->act_path, strerror(errno));
     unlink(m->act_path);
-    uint64_t bytes = (uint64_t)slots * m->act_slot_bytes;
+    uint64_t bytes = act_file_bytes(m->config.num_layers, NC);
     int rc = posix_fallocate(m->act_fd, 0, (off_t)bytes);
     if (rc != 0) die("cannot reserve %llu bytes for the activation swap file '%s': %s", (unsigned long long)bytes,
                      m->act_path, strerror(rc));

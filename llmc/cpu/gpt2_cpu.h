@@ -109,6 +109,8 @@ void gpt2_cpu_release_activations(GPT2 *m);
 // with a message). The host tier of act_offload apart: gpt2_cpu_activation_host_bytes.
 size_t gpt2_cpu_activation_bytes(const GPT2Config *c, int B, int T, const GPT2CpuOptions *opt);
 size_t gpt2_cpu_activation_host_bytes(const GPT2Config *c, int B, int T, const GPT2CpuOptions *opt);
+// act_offload 2: the bytes its swap file reserves under act_swap_dir (0 without it).
+size_t gpt2_cpu_activation_file_bytes(const GPT2Config *c, int B, int T, const GPT2CpuOptions *opt);
 
 // inputs, targets: (B, T) token ids in [0, V); targets may be NULL (no loss). T <= maxT.
 // Logits over the padded vocabulary are computed; softmax and loss use the first V.

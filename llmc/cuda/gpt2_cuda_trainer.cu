@@ -104,7 +104,9 @@ void gpt2_cuda_check_flags(const GPT2Config *c, const GPT2CudaOptions *opt) {
 
 size_t gpt2_cuda_activation_bytes(const GPT2Cuda *model) { return model->device_bytes + matmul_workspace_bytes(); }
 
-size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes) {
+size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes,
+                                            size_t *file_bytes) {
+    *file_bytes = 0;
     char why[256];
     if (gpt2_cuda_check_shape(c, cfg->B, cfg->T, why, sizeof(why)) != 0)
         printf("warning: the CUDA model cannot run this: %s; a live run stops at start-up (the sizes below are "

@@ -50,7 +50,9 @@ size_t gpt2_cuda_activation_bytes(const GPT2Cuda *model);
 // The same, predicted without a GPU for cfg's B, T, recompute and attention, with a line
 // that breaks it down (a dry run); *host_bytes: activations in pinned host memory (act_offload).
 // cuDNN is assumed to take every shape it is asked for with head sizes that are multiples of 8.
-size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes);
+// *file_bytes: 0 (the CUDA model keeps no swap file).
+size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes,
+                                            size_t *file_bytes);
 
 #ifdef __cplusplus
 }
