@@ -99,6 +99,18 @@ def read_json(path):
         raise Refused(f"{path} is not valid JSON: {e}")
 
 
+def settings_now(record):
+    """run.json's settings as its last part ran them: the first part's at the top, with every
+    resume's changes ("resumes": [{"changed": {KEY: {"from": A, "to": B}}}]) applied in order."""
+    if record is None:
+        return None
+    now = dict(record)
+    for part in record.get("resumes") or []:
+        for key, change in (part.get("changed") or {}).items():
+            now[key] = change.get("to")
+    return now
+
+
 class Run:
     def __init__(self, folder):
         if not os.path.isdir(folder):
@@ -111,7 +123,8 @@ class Run:
         if not self.train:
             raise Refused(f"{log} has no train-loss lines (s:STEP trl:LOSS)")
         info = os.path.join(folder, "run.json")
-        self.info = read_json(info) if os.path.isfile(info) else None
+        self.record = read_json(info) if os.path.isfile(info) else None
+        self.info = settings_now(self.record)
         self.name = os.path.basename(os.path.normpath(os.path.abspath(folder)))
         # per-rank memory: a ZeRO run's zero_report.json, an unsharded run's memory_report.json
         self.report, self.report_file, self.report_note = None, None, None
@@ -162,8 +175,20 @@ class Run:
         return f"{self.name} ({self.info.get('trainer', '?')}, {how}, {world} rank{'s' if world != 1 else ''})"
 
     def tokens_per_second(self):
-        timing = (self.info or {}).get("timing") or {}
-        return timing.get("tokens_per_second")
+        """The run's tokens/s; over a resumed run's parts, each part's steps after its first
+        (as run.json times a part) over their seconds together."""
+        record = self.record or {}
+        parts = [record.get("timing")] + [p.get("timing") for p in record.get("resumes") or []]
+        parts = [t for t in parts if t]
+        if len(parts) == 1 and len(parts[0].get("step_seconds") or []) >= 1:
+            return parts[0].get("tokens_per_second")
+        tokens = seconds = 0.0
+        for t in parts:
+            steps = t.get("step_seconds") or []
+            timed = steps[1:] if len(steps) > 1 else steps
+            tokens += (t.get("tokens_per_step") or 0) * len(timed)
+            seconds += sum(timed)
+        return tokens / seconds if seconds > 0 else None
 
 
 def check_same(runs, force):
@@ -191,9 +216,30 @@ def check_same(runs, force):
 
 
 def difference(ref, run):
-    """[(step, run's train loss - ref's)] over the steps both logged, exact in the logs' decimals."""
-    return [(s, decimal.Decimal(run.train[s][1]) - decimal.Decimal(ref.train[s][1]))
-            for s in sorted(run.train) if s in ref.train]
+    """[(step, run's train loss - ref's)] over the steps both logged with a finite loss, exact
+    in the logs' decimals."""
+    out = []
+    for s in sorted(run.train):
+        if s not in ref.train:
+            continue
+        a, b = decimal.Decimal(ref.train[s][1]), decimal.Decimal(run.train[s][1])
+        if a.is_finite() and b.is_finite():
+            out.append((s, b - a))
+    return out
+
+
+def finiteness_differs(ref, run):
+    """The first step both logged where one train loss is finite and the other not (a NaN
+    or infinity: a skipped step's), or where both are not finite but not alike; or None."""
+    for s in sorted(run.train):
+        if s not in ref.train:
+            continue
+        a, b = decimal.Decimal(ref.train[s][1]), decimal.Decimal(run.train[s][1])
+        if a.is_finite() and b.is_finite():
+            continue
+        if a.is_finite() != b.is_finite() or a.is_nan() != b.is_nan() or (a.is_infinite() and a != b):
+            return s
+    return None
 
 
 def model_layout(path):
@@ -366,8 +412,10 @@ def print_tables(np, runs):
         if i == 0:
             dmax, dstep = "(reference)", "-"
         else:
-            d = difference(runs[0], r)
-            if d:
+            d, odd = difference(runs[0], r), finiteness_differs(runs[0], r)
+            if odd is not None:   # a NaN or infinity against a number: no finite bound
+                dmax, dstep = "non-finite", odd
+            elif d:
                 step, x = max(d, key=lambda sx: abs(sx[1]))
                 dmax, dstep = str(abs(x)), step
             else:

@@ -58,8 +58,20 @@ def draw(merged, png, step):
     steps = sorted({e["args"]["step"] for e in spans if e["args"]["step"] >= 0})
     if not steps:
         sys.exit("trace_merge.py: no step in the traces")
+    per_rank = {}   # a rank's trace may end early (killed, or cut by the watchdog)
+    for e in spans:
+        if e["args"]["step"] >= 0:
+            per_rank.setdefault(e["pid"], set()).add(e["args"]["step"])
+    common = sorted(set.intersection(*per_rank.values()))
     if step is None:
-        step = steps[-2] if len(steps) > 1 else steps[-1]   # the last one may hold only the end of the run
+        if not common:
+            sys.exit("trace_merge.py: no step is in every rank's trace (" + ", ".join(
+                f"rank {p}: steps {min(s)}..{max(s)}" for p, s in sorted(per_rank.items())) + "): give --step")
+        step = common[-2] if len(common) > 1 else common[-1]   # the last one may hold only the end of the run
+    missing = [p for p, s in sorted(per_rank.items()) if step not in s]
+    if missing:
+        print(f"trace_merge.py: warning: step {step} is not in the trace of rank(s) {', '.join(map(str, missing))}",
+              file=sys.stderr)
     shown = [e for e in spans if e["args"]["step"] == step and e["name"] not in ("forward pass", "backward pass")]
     if not shown:
         sys.exit(f"trace_merge.py: no span in step {step} (steps {steps[0]}..{steps[-1]})")
@@ -79,6 +91,7 @@ def draw(merged, png, step):
     ax.set_title(f"step {step}: what each thread did (--trace)")
     fig.tight_layout()
     fig.savefig(png, dpi=110)
+    return step
 
 
 def main():
@@ -94,8 +107,8 @@ def main():
     print(f"wrote {a.out}: {len(a.files)} ranks, {len(merged['traceEvents'])} events, aligned by "
           f"{merged['otherData']['aligned_by']}")
     if a.png:
-        draw(merged, a.png, a.step)
-        print(f"wrote {a.png}")
+        step = draw(merged, a.png, a.step)
+        print(f"wrote {a.png}: step {step}")
 
 
 if __name__ == "__main__":

@@ -181,6 +181,42 @@ check_table "$tmp/f.txt" "$tmp/u" "$tmp/z3" "$tmp/s7" || fail "the --force table
 check_verdicts "$tmp/f.txt" "$tmp/u" "$tmp/z3" "$tmp/s7" || fail "the --force verdicts do not match the files"
 grep -q "^  s7: differs: train loss first at s:0 " "$tmp/f.txt" || fail "the seed-7 run is not reported differing at its first step"
 
+# a run resumed onto another stage and world: labelled, its memory report taken and its
+# tokens/s counted as run.json's resumes say (each part's steps after its first)
+mpirun -np 2 ./train_gpt2 "${args[@]}" -x 3 -n 3 -z 3 -o "$tmp/r" > "$tmp/r1.txt" 2>&1 || { tail "$tmp/r1.txt"; fail "resume: first part failed"; }
+./train_gpt2 "${args[@]}" -z 2 -y 1 -o "$tmp/r" > "$tmp/r2.txt" 2>&1 || { tail "$tmp/r2.txt"; fail "resume: second part failed"; }
+scripts/compare_runs.py "$tmp/u" "$tmp/r" -o "$tmp/r.png" > "$tmp/rc.txt" 2>&1 || { cat "$tmp/rc.txt"; fail "the tool failed on a resumed run"; }
+python3 - "$tmp/rc.txt" "$tmp/r/run.json" <<'EOF' || { cat "$tmp/rc.txt"; fail "a resumed run is not reported as its last part ran"; }
+import json, re, sys
+out, r = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+if r["zero_stage"] != 3 or r["resumes"][0]["changed"]["zero_stage"]["to"] != 2: sys.exit("run.json does not hold the stage change")
+row = next(re.split(r"\s{2,}", l.strip()) for l in out.splitlines() if l.startswith("r ("))
+if "ZeRO-2, 1 rank)" not in row[0]: sys.exit(f"label {row[0]!r}: not the last part's stage and world")
+if "r: per-rank memory from zero_report.json (MiB; stage 2, 1 ranks)" not in out: sys.exit("the live report was not taken")
+parts = [r["timing"]] + [p["timing"] for p in r["resumes"]]
+tokens = sum(p["tokens_per_step"] * (len(p["step_seconds"]) - 1) for p in parts)
+seconds = sum(sum(p["step_seconds"][1:]) for p in parts)
+if row[6] != f"{tokens / seconds:.1f}": sys.exit(f"tokens/s {row[6]}, both parts give {tokens / seconds:.1f}")
+print(f"resumed run: {row[0]}, {row[6]} tok/s over both parts, its live memory report shown")
+EOF
+
+# a NaN train loss (a --nan-skip run logs its skipped step's): no bound where one run is not
+# finite, and steps that are not finite in both are left out of the difference
+for run in z3n z3m; do cp -r "$tmp/z3" "$tmp/$run"; done
+sed -i 's/^s:2 trl:[^ ]*/s:2 trl:nan/' "$tmp/z3n/main.log" "$tmp/z3m/main.log"
+sed -i 's/^s:3 trl:[^ ]*/s:3 trl:-nan/' "$tmp/z3m/main.log"
+scripts/compare_runs.py "$tmp/z3" "$tmp/z3n" "$tmp/z3m" -o "$tmp/n.png" > "$tmp/n.txt" 2>&1 || { cat "$tmp/n.txt"; fail "the tool failed on a NaN loss"; }
+python3 - "$tmp/n.txt" <<'EOF' || { cat "$tmp/n.txt"; fail "a NaN loss is not reported as such"; }
+import re, sys
+rows = [re.split(r"\s{2,}", l.strip()) for l in open(sys.argv[1]).read().splitlines()]
+rows = {r[0].split()[0]: r for r in rows if len(r) == 7}
+for name in ("z3n", "z3m"):
+    if rows[name][4:6] != ["non-finite", "2"]: sys.exit(f"{name}: {rows[name][4:6]}, want non-finite at s:2")
+print("NaN train losses: reported non-finite at their first step")
+EOF
+scripts/compare_runs.py "$tmp/z3n" "$tmp/z3m" -o "$tmp/m.png" > "$tmp/m.txt" 2>&1 || { cat "$tmp/m.txt"; fail "the tool failed on two NaN runs"; }
+grep -qE "^z3m .* non-finite +3 " "$tmp/m.txt" || { cat "$tmp/m.txt"; fail "a finite loss against -nan at s:3 is not named"; }
+
 # clear errors
 if scripts/compare_runs.py "$tmp/u" "$tmp/nowhere" > "$tmp/e.txt" 2>&1; then fail "a missing folder was accepted"; fi
 grep -qF "no run folder '$tmp/nowhere'" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "no clear error for a missing folder"; }

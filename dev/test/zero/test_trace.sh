@@ -71,6 +71,22 @@ EOF
 /usr/bin/python3 scripts/trace_merge.py "$tmp"/tr/t.rank*.json -o "$tmp/merged.json" --png "$tmp/step.png" > "$tmp/merge.txt" 2>&1 \
     || { cat "$tmp/merge.txt"; fail "trace_merge.py"; }
 grep -q "2 ranks" "$tmp/merge.txt" && [ -s "$tmp/step.png" ] || { cat "$tmp/merge.txt"; fail "trace_merge.py wrote no merged trace or PNG"; }
+# rank 1's trace cut before its last two steps (a rank killed): the step drawn is one both hold
+python3 - "$tmp"/tr/t.rank00001.json "$tmp/cut1.json" << 'EOF' || fail "cannot cut rank 1's trace"
+import json, sys
+d = json.load(open(sys.argv[1]))
+last = max(e["args"]["step"] for e in d["traceEvents"] if e.get("ph") == "X")
+d["traceEvents"] = [e for e in d["traceEvents"] if e.get("ph") != "X" or e["args"]["step"] <= last - 2]
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+/usr/bin/python3 scripts/trace_merge.py "$tmp"/tr/t.rank00000.json "$tmp/cut1.json" -o "$tmp/cut.json" --png "$tmp/cut.png" \
+    > "$tmp/cut.txt" 2>&1 || { cat "$tmp/cut.txt"; fail "trace_merge.py on a cut trace"; }
+drawn=$(sed -n 's/^wrote .*cut.png: step \([0-9]*\)$/\1/p' "$tmp/cut.txt")
+held=$(python3 -c 'import json, sys
+print(max(e["args"]["step"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"))' "$tmp/cut1.json")
+[ -n "$drawn" ] && [ "$drawn" -ge 0 ] && [ "$drawn" -le "$held" ] && ! grep -q warning "$tmp/cut.txt" \
+    || { cat "$tmp/cut.txt"; fail "a cut trace: drew step '$drawn', past rank 1's last step $held"; }
+echo "rank 1's trace cut at step $held: trace_merge.py drew step $drawn, which both ranks hold"
 
 # a stuck run: rank 1 stopped after its first step; rank 0's watchdog (2 s) ends the job
 mpirun -np 2 ./train_gpt2 "${args[@]}" -x 200 --zero-timeout 2 --trace "$tmp/st/t" -o "$tmp/st" > "$tmp/st.txt" 2>&1 &
