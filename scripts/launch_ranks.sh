@@ -18,9 +18,12 @@ does (mpirun's status, or 1). Without mpirun, the first rank that fails ends the
 a signal to the launcher ends them all.
   - With mpirun on the PATH (and NO_MPI unset): mpirun --allow-run-as-root --oversubscribe
     -np NP, each rank with NCCL_HOSTID=rank<R> so that ranks may share one GPU.
-  - Else (or NO_MPI=1): NP plain processes with RANK, WORLD_SIZE, LOCAL_RANK and
-    LOCAL_WORLD_SIZE=NP, ZERO_BOOTSTRAP_FILE in a fresh private folder (mode 0700, removed
-    at the end) and ZERO_BOOTSTRAP_SECRET, 32 random bytes drawn for this job alone.
+  - Else (or NO_MPI=1; bash 5.1 or later): NP plain processes with RANK, WORLD_SIZE,
+    LOCAL_RANK and LOCAL_WORLD_SIZE=NP, ZERO_BOOTSTRAP_FILE in a fresh private folder (mode
+    0700, removed at the end) and ZERO_BOOTSTRAP_SECRET, 32 random bytes drawn for this job
+    alone; the bootstrap and MPI launcher variables the caller had (ZERO_BOOTSTRAP_TCP,
+    ZERO_BOOTSTRAP_SECRET_FILE, OMPI_COMM_WORLD_*, PMI_*, PMIX_RANK, SLURM_STEP_NUM_TASKS) are
+    not passed on. A signal to the launcher ends the ranks (SIGKILL after 10 s) before it exits.
 Both ways it sets NCCL_SOCKET_IFNAME=lo, NCCL_MULTI_RANK_GPU_ENABLE=1, NCCL_IB_DISABLE=1
 and NCCL_DEBUG (default WARN): one machine, loopback only.
 
@@ -47,19 +50,34 @@ if command -v mpirun > /dev/null 2>&1 && [ -z "${NO_MPI:-}" ]; then
     exec mpirun --allow-run-as-root --oversubscribe -np "$np" "${pass[@]}" \
         bash -c 'NCCL_HOSTID="rank${OMPI_COMM_WORLD_RANK:-0}" exec "$@"' launch "$@"
 fi
+# wait -n -p (which rank ended) is bash 5.1's
+if [ "${BASH_VERSINFO[0]}" -lt 5 ] || { [ "${BASH_VERSINFO[0]}" -eq 5 ] && [ "${BASH_VERSINFO[1]}" -lt 1 ]; }; then
+    echo "launch_ranks.sh: starting ranks without mpirun needs bash 5.1 or later (wait -n -p); this is bash $BASH_VERSION" >&2
+    exit 2
+fi
 bootdir=$(mktemp -d "${TMPDIR:-/tmp}/zero_boot.XXXXXX") || exit 1
 trap 'rm -rf "$bootdir"' EXIT
 secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 if [ ${#secret} -ne 64 ]; then echo "launch_ranks.sh: could not draw a secret from /dev/urandom" >&2; exit 1; fi
 pids=() running=()
 # the ranks are this script's children: a signal to it ends them too (its exit removes the
-# bootstrap folder they would otherwise go on without)
+# bootstrap folder they would otherwise go on without), and it exits once they are gone
 stop_ranks() { [ ${#running[@]} -gt 0 ] && kill "${running[@]}" 2> /dev/null; }
-trap 'stop_ranks; exit 130' INT
-trap 'stop_ranks; exit 143' TERM
-trap 'stop_ranks; exit 129' HUP
+end_ranks() {
+    stop_ranks
+    for _ in $(seq 100); do [ -z "$(jobs -pr)" ] && break; sleep 0.1; done
+    [ -n "$(jobs -pr)" ] && kill -KILL $(jobs -pr) 2> /dev/null
+    wait 2> /dev/null
+}
+trap 'end_ranks; exit 130' INT
+trap 'end_ranks; exit 143' TERM
+trap 'end_ranks; exit 129' HUP
+# what a caller's environment would make the ranks take for another launch
+inherited=(-u ZERO_BOOTSTRAP_TCP -u ZERO_BOOTSTRAP_SECRET_FILE -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK
+           -u OMPI_COMM_WORLD_LOCAL_RANK -u OMPI_COMM_WORLD_LOCAL_SIZE -u PMI_SIZE -u PMI_RANK -u PMIX_RANK
+           -u SLURM_STEP_NUM_TASKS)
 for r in $(seq 0 $((np - 1))); do
-    RANK=$r WORLD_SIZE=$np LOCAL_RANK=$r LOCAL_WORLD_SIZE=$np ZERO_BOOTSTRAP_FILE=$bootdir/id \
+    env "${inherited[@]}" RANK=$r WORLD_SIZE=$np LOCAL_RANK=$r LOCAL_WORLD_SIZE=$np ZERO_BOOTSTRAP_FILE=$bootdir/id \
         ZERO_BOOTSTRAP_SECRET=$secret NCCL_HOSTID="rank$r" "$@" &
     pids+=($!) running+=($!)
 done

@@ -152,6 +152,9 @@ int zero_share_blob_tcp(ZeroComm *c, const char *spec, void *blob, size_t bytes,
 int zero_share_blob_file(ZeroComm *c, const char *path, void *blob, size_t bytes, const char *what);
 // Seconds a rank waits for the others at start-up: $ZERO_BOOTSTRAP_TIMEOUT, default 600.
 double zero_bootstrap_timeout(void);
+// 0, or -1 after printing why when $ZERO_BOOTSTRAP_TIMEOUT is set but not a number of
+// seconds in (0, 1e6] (zero_comm_init refuses to start then).
+int zero_bootstrap_timeout_check(int rank);
 // Attaches (or, with NULL, detaches) a device library's hooks; the watchdog stops using
 // the old ones before this returns.
 void zero_comm_attach_device(ZeroComm *c, ZeroCommDevice *dev);

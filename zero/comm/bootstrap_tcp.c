@@ -85,10 +85,28 @@ static void sleep_s(double s) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
+#define BOOTSTRAP_TIMEOUT_MAX 1e6   // seconds (11.6 days): any deadline stays a number a timespec holds
+
+// ZERO_BOOTSTRAP_TIMEOUT's seconds, or -1 when it is not a number in (0, BOOTSTRAP_TIMEOUT_MAX].
+static double parse_timeout(const char *s) {
+    char *end;
+    errno = 0;
+    double t = strtod(s, &end);
+    return errno == 0 && end != s && *end == '\0' && t > 0 && t <= BOOTSTRAP_TIMEOUT_MAX ? t : -1;
+}
+
 double zero_bootstrap_timeout(void) {
     const char *s = getenv("ZERO_BOOTSTRAP_TIMEOUT");
-    double t = s && *s ? atof(s) : 600.0;
-    return t > 0 ? t : 600.0;
+    double t = s && *s ? parse_timeout(s) : 600.0;
+    return t > 0 ? t : 600.0;   // zero_bootstrap_timeout_check refused a malformed one at start
+}
+
+int zero_bootstrap_timeout_check(int rank) {
+    const char *s = getenv("ZERO_BOOTSTRAP_TIMEOUT");
+    if (!s || !*s || parse_timeout(s) > 0) return 0;
+    fprintf(stderr, "zero: rank %d: ZERO_BOOTSTRAP_TIMEOUT=%s is not a number of seconds in (0, %.0f]\n", rank, s,
+            BOOTSTRAP_TIMEOUT_MAX);
+    return -1;
 }
 
 // ---------------------------------------------------------------- bytes on the wire
@@ -805,7 +823,9 @@ static int publish(ZeroComm *c, const char *path, const void *blob, size_t bytes
             fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
             if (fd >= 0) {
                 step = "writing";
-                ok = write(fd, f, len) == (ssize_t)len;
+                ssize_t w = write(fd, f, len);
+                ok = w == (ssize_t)len;
+                if (!ok && w >= 0) errno = ENOSPC;   // a short write of a regular file: no room left
                 if (ok) { step = "fsync"; ok = fsync(fd) == 0; }
                 if (close(fd) != 0 && ok) { step = "close"; ok = 0; }
                 if (ok) { step = "renaming it into place"; ok = rename(tmp, path) == 0; }
@@ -823,13 +843,18 @@ static int publish(ZeroComm *c, const char *path, const void *blob, size_t bytes
 }
 
 // The other ranks: 1 when path holds this job's blob (now in blob), 0 when there is no file
-// yet, -1 when the file there is not this job's (why in why).
+// yet, -1 when the file there is not this job's (why in why), -2 when path cannot be opened
+// for a reason rank 0's file would not change (a folder in it that is a file, no permission).
 static int take(ZeroComm *c, const char *path, void *blob, size_t bytes, const unsigned char *key, char *why,
                 size_t whylen) {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);   // a FIFO: refused below, not waited on
     if (fd < 0) {
         if (errno == ENOENT) return 0;
-        snprintf(why, whylen, "%s", errno == ELOOP ? "it is a symbolic link (rank 0 writes a regular file)" : strerror(errno));
+        if (errno != ELOOP) {
+            snprintf(why, whylen, "%s", strerror(errno));
+            return -2;
+        }
+        snprintf(why, whylen, "it is a symbolic link (rank 0 writes a regular file)");
         return -1;
     }
     size_t len = FHDR_LEN + bytes + TAGB;
@@ -885,6 +910,11 @@ int zero_share_blob_file(ZeroComm *c, const char *path, void *blob, size_t bytes
     int rc = 0;
     for (double end = now_s() + limit; rc != 1 && now_s() < end; ) {
         rc = take(c, path, blob, bytes, key, why, sizeof why);
+        if (rc == -2) {
+            OPENSSL_cleanse(key, sizeof key);
+            fprintf(stderr, "zero: rank %d: cannot open ZERO_BOOTSTRAP_FILE=%s: %s\n", c->rank, path, why);
+            return -1;
+        }
         if (rc < 0 && strcmp(why, said) != 0) {   // each new reason once
             fprintf(stderr, "zero: rank %d: ignoring ZERO_BOOTSTRAP_FILE=%s: %s; waiting for this job's rank 0 to "
                     "replace it\n", c->rank, path, why);

@@ -69,15 +69,23 @@ static int env_int(const char *name, int def) {
     return (int)v;
 }
 
-static int launched_by_mpi(void) {
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") ||
-           getenv("SLURM_NTASKS");
+// The variable that says an MPI launcher (mpirun, srun's job step) started this process, or
+// NULL. Not SLURM_NTASKS: a batch script's shell has it too, and so does every process it
+// starts by hand; WORLD_SIZE (a launch without MPI) outranks srun's SLURM_STEP_NUM_TASKS.
+static const char *launched_by_mpi(void) {
+    static const char *const mpi[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof mpi / sizeof mpi[0]; i++)
+        if (getenv(mpi[i])) return mpi[i];
+    const char *w = getenv("WORLD_SIZE");
+    if (getenv("SLURM_STEP_NUM_TASKS") && !(w && *w)) return "SLURM_STEP_NUM_TASKS";
+    return NULL;
 }
 
 ZeroComm *zero_comm_init(int *argc, char ***argv) {
     ZeroComm *c = calloc(1, sizeof(ZeroComm));
     if (!c) { fprintf(stderr, "zero: out of host memory for the communicator\n"); return NULL; }
-    if (launched_by_mpi()) {
+    const char *by = launched_by_mpi();
+    if (by) {
         c->launch = ZERO_LAUNCH_MPI;
         c->mpi = calloc(1, sizeof(struct ZeroCommMPI));
         if (!c->mpi) { fprintf(stderr, "zero: out of host memory for the communicator\n"); free(c); return NULL; }
@@ -87,7 +95,8 @@ ZeroComm *zero_comm_init(int *argc, char ***argv) {
             // MULTIPLE: the host backend's stream threads run collectives concurrently, and
             // the watchdog thread may call MPI_Abort while they wait
             if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-                fprintf(stderr, "zero: MPI_Init_thread failed (launched by mpirun/srun)\n");
+                fprintf(stderr, "zero: MPI_Init_thread failed (started by an MPI launcher, as %s=%s says)\n", by,
+                        getenv(by));
                 free(c->mpi); free(c);
                 return NULL;
             }
@@ -110,6 +119,13 @@ ZeroComm *zero_comm_init(int *argc, char ***argv) {
         c->rank = env_int("RANK", 0);
         c->world = env_int("WORLD_SIZE", 1);
         c->local_rank = env_int("LOCAL_RANK", 0);
+        const char *r = getenv("RANK");
+        if (c->world > 1 && !(r && *r)) {   // every process would be rank 0
+            fprintf(stderr, "zero: WORLD_SIZE=%d but RANK is unset: give each process its RANK (0..%d)\n", c->world,
+                    c->world - 1);
+            free(c);
+            return NULL;
+        }
         if (c->rank < 0 || c->world < 1 || c->local_rank < 0 || c->rank >= c->world) {
             fprintf(stderr, "zero: bad RANK/WORLD_SIZE/LOCAL_RANK in the environment "
                     "(RANK=%s WORLD_SIZE=%s LOCAL_RANK=%s): need 0 <= RANK < WORLD_SIZE\n",
@@ -120,7 +136,10 @@ ZeroComm *zero_comm_init(int *argc, char ***argv) {
             return NULL;
         }
     }
-    if (zero_comm_set_layout(c, 0, 0) != 0) { zero_comm_free(c); return NULL; }
+    if (zero_bootstrap_timeout_check(c->rank) != 0 || zero_comm_set_layout(c, 0, 0) != 0) {
+        zero_comm_free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -206,8 +225,23 @@ int zero_comm_set_layout(ZeroComm *c, int node_size, int hpz_size) {
 static int set_nodes(ZeroComm *c, int node_size) {
     c->node_size = node_size;
     if (!c->mpi) {
-        int local = node_size > 0 ? node_size : env_int("LOCAL_WORLD_SIZE", c->world);
-        if (local < 1 || c->world % local != 0) local = c->world;
+        int local = node_size;
+        if (local <= 0) {   // the machines from the environment: ranks numbered machine by machine
+            const char *lw = getenv("LOCAL_WORLD_SIZE"), *lr = getenv("LOCAL_RANK");
+            local = env_int("LOCAL_WORLD_SIZE", c->world);
+            if (local < 1 || c->world % local != 0) {
+                fprintf(stderr, "zero: rank %d: LOCAL_WORLD_SIZE=%s does not divide WORLD_SIZE=%d into machines of "
+                        "equal size (it is the number of ranks on each machine)\n", c->rank, lw, c->world);
+                return -1;
+            }
+            if (lr && *lr && env_int("LOCAL_RANK", 0) != c->rank % local) {
+                fprintf(stderr, "zero: rank %d: LOCAL_RANK=%s, but RANK %d on machines of %d rank(s) (LOCAL_WORLD_SIZE=%s) "
+                        "is local rank %d: give LOCAL_WORLD_SIZE, the ranks on each machine, and number the ranks "
+                        "machine by machine (RANK = machine x LOCAL_WORLD_SIZE + LOCAL_RANK)\n", c->rank, lr, c->rank,
+                        local, lw && *lw ? lw : "unset", c->rank % local);
+                return -1;
+            }
+        }
         c->local_size = local;
         c->local_rank = c->rank % local;
         c->node = c->rank / local;

@@ -5,8 +5,10 @@
 #  - the usage names every variable the script gives the ranks, and they get them: with
 #    NO_MPI=1 NP plain processes with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, a
 #    bootstrap file in a private folder and a 64-hex-digit secret; with mpirun, NCCL_HOSTID
+#  - without MPI the caller's bootstrap and MPI launcher variables do not reach the ranks
 #  - a rank that fails makes the launcher fail; without MPI it also ends the other ranks at
-#    once, naming the rank, and a SIGTERM to the launcher ends every rank
+#    once, naming the rank, and a SIGTERM to the launcher ends every rank before it exits
+#    (one that ignores SIGTERM by SIGKILL after 10 s)
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -48,6 +50,11 @@ $(stat -c %a "$(dirname "$ZERO_BOOTSTRAP_FILE")") $NCCL_SOCKET_IFNAME"' > "$tmp/
 [ "$(sort "$tmp/env.txt")" = $'0 3 0 3 64 700 lo\n1 3 1 3 64 700 lo\n2 3 2 3 64 700 lo' ] \
     || { cat "$tmp/env.txt"; fail "NO_MPI ranks' environment"; }
 NO_MPI=1 bash $L 2 sh -c '[ "$RANK" = 0 ]' && fail "NO_MPI: a failing rank did not fail the launch"
+# a caller's own bootstrap or MPI variables would make the ranks take another launch
+ZERO_BOOTSTRAP_TCP=127.0.0.1:1 ZERO_BOOTSTRAP_SECRET_FILE=/nonexistent PMI_SIZE=4 PMIX_RANK=1 NO_MPI=1 bash $L 2 \
+    sh -c 'echo "${ZERO_BOOTSTRAP_TCP-x} ${ZERO_BOOTSTRAP_SECRET_FILE-x} ${PMI_SIZE-x} ${PMIX_RANK-x}"' > "$tmp/inh.txt" \
+    || fail "NO_MPI run with inherited variables failed"
+[ "$(cat "$tmp/inh.txt")" = $'x x x x\nx x x x' ] || { cat "$tmp/inh.txt"; fail "NO_MPI: the caller's launch variables reached the ranks"; }
 source dev/test/common/proc.sh   # running PID, alive FILE
 # a rank that fails ends the others at once, named; they would wait for it in a collective
 start=$SECONDS
@@ -61,9 +68,16 @@ NO_MPI=1 bash $L 2 bash -c 'echo $$ >> "$0"; exec sleep 60' "$tmp/alive2" &
 lp=$!
 for _ in $(seq 100); do [ "$(cat "$tmp/alive2" 2> /dev/null | wc -l)" = 2 ] && break; sleep 0.1; done
 kill -TERM $lp; wait $lp; rc=$?
-sleep 0.5
 [ $rc = 143 ] && [ "$(wc -l < "$tmp/alive2")" = 2 ] && [ "$(alive "$tmp/alive2")" = 0 ] ||
     { kill $(cat "$tmp/alive2") 2> /dev/null; fail "NO_MPI: SIGTERM to the launcher: exit $rc, $(alive "$tmp/alive2") of its ranks alive"; }
+# a rank that ignores SIGTERM: the launcher exits only after it is killed
+NO_MPI=1 bash $L 2 bash -c 'trap "" TERM; echo $$ >> "$0"; exec sleep 60' "$tmp/alive3" &
+lp=$!
+for _ in $(seq 100); do [ "$(cat "$tmp/alive3" 2> /dev/null | wc -l)" = 2 ] && break; sleep 0.1; done
+start=$SECONDS
+kill -TERM $lp; wait $lp; rc=$?
+[ $rc = 143 ] && [ "$(alive "$tmp/alive3")" = 0 ] && [ $((SECONDS - start)) -lt 20 ] ||
+    { kill -9 $(cat "$tmp/alive3") 2> /dev/null; fail "NO_MPI: SIGTERM with a rank ignoring it: exit $rc, $(alive "$tmp/alive3") alive"; }
 if command -v mpirun > /dev/null; then
     bash $L 2 sh -c 'echo "$OMPI_COMM_WORLD_RANK $NCCL_HOSTID"' > "$tmp/mpi.txt" 2>&1 || { cat "$tmp/mpi.txt"; fail "mpirun run"; }
     [ "$(sort "$tmp/mpi.txt")" = $'0 rank0\n1 rank1' ] || { cat "$tmp/mpi.txt"; fail "mpirun ranks' NCCL_HOSTID (or a warning)"; }

@@ -25,6 +25,10 @@ small=(-e d2c64h2t64 -b 2 -t 32 -x 2 -v 0 -s 0 --threads 1)
 ./train_gpt2 "${small[@]}" -z 1 -o "$tmp/z1mpi" > /dev/null 2>&1 || fail "the MPI build's reference run"
 cmp -s "$tmp/z1/model_final.bin" "$tmp/z1mpi/model_final.bin" || fail "the stub build's model differs from the MPI build's"
 echo "stage 1 on one rank: the MPI build's model file byte for byte"
+# a batch script's shell (sbatch, salloc -n 4) has SLURM_NTASKS: no MPI launch for all that
+SLURM_NTASKS=4 "$tmp/train_gpt2" "${small[@]}" -z 1 -o "$tmp/z1slurm" > "$tmp/slurm.txt" 2>&1 \
+    || { tail "$tmp/slurm.txt"; fail "SLURM_NTASKS=4 alone was taken for an MPI launch"; }
+echo "SLURM_NTASKS=4 alone (a batch script's shell): one rank, no MPI start"
 if RANK=0 WORLD_SIZE=2 "$tmp/train_gpt2" "${small[@]}" -z 1 -o "$tmp/z1w2" > "$tmp/w2.txt" 2>&1; then
     fail "WORLD_SIZE=2 without MPI accepted"; fi
 grep -qi "mpi" "$tmp/w2.txt" || { cat "$tmp/w2.txt"; fail "WORLD_SIZE=2 without MPI: the message does not say MPI is missing"; }

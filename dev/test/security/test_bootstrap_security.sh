@@ -45,7 +45,7 @@ fi
 pass "build (warning-free)"
 
 # no launcher in sight, and no bootstrap setting but those each case gives
-clean=(env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_NTASKS -u ZERO_BOOTSTRAP_TCP -u ZERO_BOOTSTRAP_FILE
+clean=(env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_STEP_NUM_TASKS -u ZERO_BOOTSTRAP_TCP -u ZERO_BOOTSTRAP_FILE
        -u ZERO_BOOTSTRAP_SECRET -u ZERO_BOOTSTRAP_SECRET_FILE -u ZERO_BOOTSTRAP_TIMEOUT)
 secret() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
 S=$(secret)   # this job's secret
@@ -292,6 +292,14 @@ expect plant1 $p1 0 "rank 1: blob ok" || ok=0
     { echo "--- $plant is not a regular file of mode 600"; ls -l "$tmp"; ok=0; }
 [ $ok = 1 ] && pass "a symbolic link planted at PATH.tmp.PID: its target untouched, the bootstrap file a regular one of mode 0600" ||
     bad "planted link"
+
+# a path no file of rank 0's can appear at (a folder in it is a file): said at once, not
+# waited on for the whole ZERO_BOOTSTRAP_TIMEOUT
+start=$SECONDS
+rank notdir 1 2 5 ZERO_BOOTSTRAP_FILE="$tmp/secret/boot" ZERO_BOOTSTRAP_SECRET="$S"
+if expect notdir $! 1 "rank 1: cannot open ZERO_BOOTSTRAP_FILE=$tmp/secret/boot: Not a directory" &&
+   [ $((SECONDS - start)) -lt 10 ]; then pass "a path through a file: refused at once ($((SECONDS - start)) s)"
+else bad "a path through a file ($((SECONDS - start)) s)"; fi
 
 if [ $fail = 0 ]; then echo "test_bootstrap_security: all passed"; else echo "test_bootstrap_security: FAILED"; fi
 exit $fail

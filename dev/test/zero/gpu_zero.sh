@@ -135,7 +135,7 @@ fi
 export NCCL_SOCKET_IFNAME=lo NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_IB_DISABLE=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 export OMP_NUM_THREADS=2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-nolaunch=(-u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_NTASKS)
+nolaunch=(-u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_STEP_NUM_TASKS)
 limit=${LIMIT:-400}
 
 # one process, no launcher: the collectives, and the kernels when asked for (with the 1 GiB norm)

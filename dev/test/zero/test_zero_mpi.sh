@@ -84,7 +84,7 @@ done
 sed 's/^/    /' "$tmp/overlap2.log" | grep -v checks
 
 # Without a launcher: rank and world come from the environment and MPI is never started.
-nolaunch=(env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_NTASKS)
+nolaunch=(env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_STEP_NUM_TASKS)
 if timeout 60 "${nolaunch[@]}" "$bin" errors > "$tmp/nolaunch.log" 2>&1; then
     pass "no launcher, world 1 ($(grep -o '[0-9]* checks passed' "$tmp/nolaunch.log"))"
 else
@@ -99,6 +99,24 @@ else
     cat "$tmp/nolaunch2.log"
     bad "no launcher, WORLD_SIZE=2 refused (exit $rc)"
 fi
+# a launch environment that does not add up is refused naming the variables, before anything
+# starts (the ranks would otherwise all be rank 0, or machines be taken for one)
+refused_env() {   # refused_env WHAT PATTERN VAR=VALUE...
+    local what=$1 want=$2
+    shift 2
+    timeout 60 "${nolaunch[@]}" "$@" "$bin" errors > "$tmp/env.log" 2>&1
+    local rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "$want" "$tmp/env.log"; then pass "no launcher, $what refused (exit $rc)"
+    else cat "$tmp/env.log"; bad "no launcher, $what refused (exit $rc)"; fi
+}
+refused_env "RANK unset" "zero: WORLD_SIZE=2 but RANK is unset" WORLD_SIZE=2
+refused_env "LOCAL_WORLD_SIZE not dividing" "zero: rank 1: LOCAL_WORLD_SIZE=3 does not divide WORLD_SIZE=4" \
+    RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=3
+refused_env "LOCAL_WORLD_SIZE malformed" "zero: rank 1: LOCAL_WORLD_SIZE=2x does not divide" RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2x
+refused_env "LOCAL_RANK against the numbering" "zero: rank 1: LOCAL_RANK=0, but RANK 1 on machines of 2 rank(s) (LOCAL_WORLD_SIZE=unset) is local rank 1" \
+    RANK=1 WORLD_SIZE=2 LOCAL_RANK=0
+refused_env "ZERO_BOOTSTRAP_TIMEOUT=5m" "zero: rank 0: ZERO_BOOTSTRAP_TIMEOUT=5m is not a number of seconds" ZERO_BOOTSTRAP_TIMEOUT=5m
+refused_env "ZERO_BOOTSTRAP_TIMEOUT=inf" "ZERO_BOOTSTRAP_TIMEOUT=inf is not a number of seconds in (0, 1000000]" ZERO_BOOTSTRAP_TIMEOUT=inf
 
 # One rank sleeps 20 s inside an all-reduce; the watchdog (timeout 1 s) must end the job
 # with its message, well before the sleep ends.
