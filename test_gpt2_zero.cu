@@ -1439,6 +1439,7 @@ int main(int argc, char **argv) {
         test_matmul(1);
         test_matmul(0);
         test_bias_grad(9000, 136, 144);   // 36 chunks of BIAS_GRAD_ROWS
+        test_bias_grad(65535 * 256 + 40, 8, 8);   // 65536 chunks: past gridDim.y's 65535
         test_encoder();
         test_gelu(6149);   // 768 vectors of 8, then 5 elements
         test_attention(0, 2, 128, 2, 64);

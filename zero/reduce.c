@@ -104,10 +104,12 @@ static void reduce_two_hops(Zero *z, const int *list, int n, const char *what) {
         } else if (X > 1) {   // sum the node's X contributions per destination node, packed again
             b->wire_reduce_pack(b, w, blk, hop1 + off, dt, l->split.shard, X, Y, byte_at(z->reduce.hop2_send, off2, 1), z->reduce.stream);
         }
-        z->parts[k].send = X > 1 ? byte_at(z->reduce.hop2_send, off2, 1) : (char *)hop1 + off;
-        z->parts[k].recv = byte_at(z->reduce.hop2_recv, off2, 1);
-        z->parts[k].count = R;
-        if (Y > 1) zero_flow_add(z, ZERO_FLOW_GRAD_HOP2, ZERO_GROUP_ACROSS, R);
+        if (Y > 1) {   // the second hop's buffers exist only across nodes
+            z->parts[k].send = X > 1 ? byte_at(z->reduce.hop2_send, off2, 1) : (char *)hop1 + off;
+            z->parts[k].recv = byte_at(z->reduce.hop2_recv, off2, 1);
+            z->parts[k].count = R;
+            zero_flow_add(z, ZERO_FLOW_GRAD_HOP2, ZERO_GROUP_ACROSS, R);
+        }
         off += (size_t)z->world * R;
         off2 += (size_t)Y * R;
     }

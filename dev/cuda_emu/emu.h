@@ -106,7 +106,9 @@ void init();
 uint64_t seed();          // CUDA_EMU_SEED (default 0)
 // An unsigned setting from the environment (def when unset); dies naming a bad value.
 uint64_t env_u64(const char *name, uint64_t def);
-int arch();               // 80 or 90 (CUDA_EMU_ARCH=sm_80|sm_90, default sm_90)
+int arch();               // 80, 86, 89 or 90 (CUDA_EMU_ARCH=sm_80|sm_86|sm_89|sm_90, default sm_90)
+int sass_arch();          // the build's machine code that runs there: sm_80's on 8.x, sm_90's on 9.0
+size_t smem_optin();      // dynamic shared memory a block may opt in to on arch()
 
 // Diagnostics: "cuda_emu: " + message on stderr, one write.
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

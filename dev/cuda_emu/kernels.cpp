@@ -1053,7 +1053,7 @@ static const EmuKernelLimits *limits_of(const std::string &mangled, int arch) {
 // The synchronous launch errors, as the hardware and the build's resource usage decide.
 static cudaError_t check_config(const void *kernel, const char *name, const char *file, int line, dim3 g, dim3 b,
                                 size_t smem) {
-    const int arch = emu::arch();
+    const int arch = emu::arch();   // the device; its resource usage is that of the machine code that runs there
     auto bad = [&](cudaError_t e, const std::string &why) {
         emu::say("launch of %s at %s:%d: %s (%s)", name, file, line, why.c_str(), cudaGetErrorName(e));
         return e;
@@ -1074,7 +1074,7 @@ static cudaError_t check_config(const void *kernel, const char *name, const char
         return bad(cudaErrorInvalidConfiguration, buf);
     }
     std::string mangled = mangled_name(kernel);
-    const EmuKernelLimits *lim = mangled.empty() ? nullptr : limits_of(mangled, arch);
+    const EmuKernelLimits *lim = mangled.empty() ? nullptr : limits_of(mangled, emu::sass_arch());
     if (!lim) {
         snprintf(buf, sizeof buf,
                  "no resource usage for this kernel%s%s in the build's table (launch_limits.cpp): the emulator "
@@ -1086,7 +1086,7 @@ static cudaError_t check_config(const void *kernel, const char *name, const char
         snprintf(buf, sizeof buf, "%llu threads per block, past its __launch_bounds__(%d)", threads, lim->max_threads);
         return bad(cudaErrorLaunchOutOfResources, buf);
     }
-    size_t optin = arch == 90 ? 227 * 1024 : 163 * 1024;
+    size_t optin = emu::smem_optin();
     size_t allowed = smem > 48 * 1024 ? max_dynamic_smem(kernel) : 48 * 1024;
     if (smem > 48 * 1024 && allowed < smem) {
         snprintf(buf, sizeof buf,
@@ -1165,7 +1165,7 @@ extern "C" cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute 
     if (emu::in_host_function()) return emu::record_error(cudaErrorNotPermitted);
     if (!func) return emu::record_error(cudaErrorInvalidDeviceFunction);
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-        size_t optin = emu::arch() == 90 ? 227 * 1024 : 163 * 1024;
+        size_t optin = emu::smem_optin();
         if (value < 0 || (size_t)value > optin) {
             emu::say("cudaFuncSetAttribute(MaxDynamicSharedMemorySize, %d): at most %zu on sm_%d", value, optin, emu::arch());
             return emu::record_error(cudaErrorInvalidValue);
@@ -1184,7 +1184,7 @@ extern "C" cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const voi
     if (emu::in_host_function()) return emu::record_error(cudaErrorNotPermitted);
     if (!attr || !func) return emu::record_error(cudaErrorInvalidValue);
     std::string mangled = emu_dev::mangled_name(func);
-    const EmuKernelLimits *lim = mangled.empty() ? nullptr : emu_dev::limits_of(mangled, emu::arch());
+    const EmuKernelLimits *lim = mangled.empty() ? nullptr : emu_dev::limits_of(mangled, emu::sass_arch());
     if (!lim) {
         emu::say("cudaFuncGetAttributes: %p is no kernel of the build's table", func);
         return emu::record_error(cudaErrorInvalidDeviceFunction);
@@ -1198,7 +1198,7 @@ extern "C" cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const voi
     attr->maxThreadsPerBlock = warps * 32 < 1024 ? warps * 32 : 1024;
     attr->maxDynamicSharedSizeBytes = (int)emu_dev::max_dynamic_smem(func);
     if (!attr->maxDynamicSharedSizeBytes) attr->maxDynamicSharedSizeBytes = 48 * 1024 - lim->static_smem;
-    attr->ptxVersion = attr->binaryVersion = emu::arch();
+    attr->ptxVersion = attr->binaryVersion = emu::sass_arch();
     return cudaSuccess;
 }
 

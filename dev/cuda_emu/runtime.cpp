@@ -107,8 +107,10 @@ static void init_once() {
     const char *a = getenv("CUDA_EMU_ARCH");
     if (a && *a) {
         if (!strcmp(a, "sm_80")) g_arch = 80;
+        else if (!strcmp(a, "sm_86")) g_arch = 86;
+        else if (!strcmp(a, "sm_89")) g_arch = 89;
         else if (!strcmp(a, "sm_90")) g_arch = 90;
-        else die("CUDA_EMU_ARCH='%s': sm_80 or sm_90", a);
+        else die("CUDA_EMU_ARCH='%s': sm_80, sm_86, sm_89 or sm_90", a);
     }
     g_mem_cap = env_size("CUDA_EMU_MEM", g_mem_cap);
     g_hang_s = (double)env_u64("CUDA_EMU_HANG_S", 120);
@@ -127,6 +129,10 @@ static void init_once() {
 void init() { std::call_once(g_init_once, init_once); }
 uint64_t seed() { init(); return g_seed; }
 int arch() { init(); return g_arch; }
+// The CUDA Programming Guide's table of compute capabilities: shared memory per block with
+// opt-in 163 KB (8.0), 99 KB (8.6, 8.9), 227 KB (9.0); per SM 164, 100, 228 KB.
+int sass_arch() { return arch() >= 90 ? 90 : 80; }
+size_t smem_optin() { return arch() == 90 ? 227 * 1024 : arch() == 80 ? 163 * 1024 : 99 * 1024; }
 
 static uint64_t mix64(uint64_t x) {
     x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ull;
@@ -791,8 +797,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
     snprintf(p->name, sizeof p->name, "CUDA emulator (sm_%d)", a);
     p->totalGlobalMem = g_mem_cap;
     p->sharedMemPerBlock = 48 * 1024;
-    p->sharedMemPerBlockOptin = a == 90 ? 227 * 1024 : 163 * 1024;
-    p->sharedMemPerMultiprocessor = a == 90 ? 228 * 1024 : 164 * 1024;
+    p->sharedMemPerBlockOptin = smem_optin();
+    p->sharedMemPerMultiprocessor = smem_optin() + 1024;
     p->regsPerBlock = 65536;
     p->regsPerMultiprocessor = 65536;
     p->warpSize = 32;
@@ -801,8 +807,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
     p->maxGridSize[0] = 0x7fffffff; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
     p->major = a / 10;
     p->minor = a % 10;
-    p->multiProcessorCount = a == 90 ? 132 : 108;
-    p->maxThreadsPerMultiProcessor = 2048;
+    p->multiProcessorCount = a == 90 ? 132 : a == 89 ? 128 : a == 86 ? 84 : 108;   // H100 SXM, RTX 4090, A40, A100
+    p->maxThreadsPerMultiProcessor = a == 86 || a == 89 ? 1536 : 2048;
     p->unifiedAddressing = 1;
     p->canMapHostMemory = 1;
     p->concurrentKernels = 1;

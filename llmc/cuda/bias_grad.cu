@@ -14,8 +14,9 @@ __global__ void __launch_bounds__(32 * BG_WARPS)
 bias_grad_partial_kernel(float *partial, const bf16 *dout, int rows, int cols, int ld) {
     __shared__ float sums[BG_WARPS][256];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int col = blockIdx.x * 256 + lane * 8;
-    const int row0 = blockIdx.y * BG_ROWS;
+    // chunks on x (up to 2^31 - 1 of them), the 256-column groups on y (a few dozen)
+    const int col = blockIdx.y * 256 + lane * 8;
+    const int row0 = blockIdx.x * BG_ROWS;
     const int row1 = min(row0 + BG_ROWS, rows);
     float acc[8] = {0};
     if (col < cols) {
@@ -27,11 +28,11 @@ bias_grad_partial_kernel(float *partial, const bf16 *dout, int rows, int cols, i
     for (int k = 0; k < 8; k++) sums[warp][lane * 8 + k] = acc[k];
     __syncthreads();
     for (int j = threadIdx.x; j < 256; j += blockDim.x) {
-        int c = blockIdx.x * 256 + j;
+        int c = blockIdx.y * 256 + j;
         if (c >= cols) continue;
         float s = 0.0f;
         for (int w = 0; w < BG_WARPS; w++) s += sums[w][j];
-        partial[(size_t)blockIdx.y * cols + c] = s;
+        partial[(size_t)blockIdx.x * cols + c] = s;
     }
 }
 
@@ -50,7 +51,7 @@ void bias_grad(float *dbias, const bf16 *dout, int rows, int cols, int ld, float
     }
     if (rows <= 0) return;
     int chunks = (int)ceil_div(rows, BG_ROWS);
-    dim3 grid((unsigned)ceil_div(cols, 256), (unsigned)chunks);
+    dim3 grid((unsigned)chunks, (unsigned)ceil_div(cols, 256));
     bias_grad_partial_kernel<<<grid, 32 * BG_WARPS, 0, stream>>>(scratch, dout, rows, cols, ld);
     CUDA_LAUNCH_CHECK();
     bias_grad_final_kernel<<<(unsigned)ceil_div(cols, 32), 32 * PARTIAL_ROWS, 0, stream>>>(dbias, scratch, chunks,

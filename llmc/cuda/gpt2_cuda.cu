@@ -140,6 +140,19 @@ static int alloc_region(GPT2Cuda *m, size_t (*layout)(GPT2Cuda *, uintptr_t), si
 static void check_shape(const GPT2Config *c, int B, int T) {
     char err[256];
     if (gpt2_cuda_check_shape(c, B, T, err, sizeof(err)) != 0) gpt2_cuda_die(err);
+    // what the shape asks of this device: the LayerNorm backward's shared memory per block
+    int dev = 0, optin = 0, major = 0, minor = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    const size_t need = layernorm_backward_smem_bytes(c->channels), per256 = layernorm_backward_smem_bytes(256);
+    if (need > (size_t)optin) {
+        snprintf(err, sizeof(err), "C=%d: the LayerNorm backward needs %zu bytes of shared memory a block, and this "
+                 "GPU (compute capability %d.%d) allows %d: C up to %zu trains on it", c->channels, need, major, minor,
+                 optin, (size_t)optin / per256 * 256);
+        gpt2_cuda_die(err);
+    }
 }
 
 // The bf16 copy after update step t (0: the initial copy) is the stochastic rounding of
@@ -438,7 +451,7 @@ static BlockActs block_acts(const GPT2Cuda *m, int l) {
     b.ln1_rstd = a->ln1_rstd + k * cap;
     b.ln2_mean = a->ln2_mean + k * cap;
     b.ln2_rstd = a->ln2_rstd + k * cap;
-    b.att_stats = a->att_stats ? a->att_stats + k * cap * NH : NULL;
+    b.att_stats = a->att_stats ? a->att_stats + k * gpt2_cuda_att_stats_floats(cap, NH) : NULL;
     return b;
 }
 

@@ -193,8 +193,8 @@ void layernorm_backward(bf16 *dinp, float *dweight, float *dbias, const bf16 *do
     if (N <= 0) return;
     const int rows = (int)layernorm_backward_rows(N);
     const int blocks = (int)ceil_div(N, rows);
-    const int maxv = (int)ceil_div(C, 256), slots = 2 * maxv * 256;
-    size_t smem = (size_t)LNB_WARPS * slots * sizeof(float);
+    const int maxv = (int)ceil_div(C, 256), slots = 2 * maxv * 256;   // LNB_SLOTS(maxv): what smem holds a warp
+    const size_t smem = layernorm_backward_smem_bytes(C);
     switch (maxv) {
 #define LN_BWD_CASE(V)                                                                                   \
     case V:                                                                                              \

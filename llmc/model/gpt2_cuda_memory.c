@@ -16,6 +16,8 @@ static size_t add(size_t a, size_t b) { return size_add(a, b, WHAT); }
 size_t gpt2_cuda_piece_bytes(size_t bytes) { return add(bytes, GPT2_CUDA_ALIGN - 1) / GPT2_CUDA_ALIGN * GPT2_CUDA_ALIGN; }
 static size_t piece(size_t bytes) { return gpt2_cuda_piece_bytes(bytes); }
 
+size_t gpt2_cuda_att_stats_floats(size_t BT, size_t NH) { return add(mul(BT, NH), 3) / 4 * 4; }
+
 void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt, int use_cudnn,
                          size_t bytes[GPT2_CUDA_NUM_ACTS]) {
     const size_t L = (size_t)c->num_layers, C = (size_t)c->channels, NH = (size_t)c->num_heads;
@@ -33,7 +35,7 @@ void gpt2_cuda_act_bytes(const GPT2Config *c, int B, int T, const GPT2CudaOption
         mul(mul(S, BT), f);
     bytes[GPT2_CUDA_QKV] = mul(mul(S, row), 3);
     bytes[GPT2_CUDA_ATTY] = mul(S, row);
-    bytes[GPT2_CUDA_ATT_STATS] = use_cudnn ? mul(mul(mul(S, BT), NH), f) : 0;
+    bytes[GPT2_CUDA_ATT_STATS] = use_cudnn ? mul(mul(S, gpt2_cuda_att_stats_floats(BT, NH)), f) : 0;
     bytes[GPT2_CUDA_FCH] = mul(mul(S, row), 4);
     bytes[GPT2_CUDA_FCH_GELU] = mul(mul(n_gelu, row), 4);
     bytes[GPT2_CUDA_LNF] = row;

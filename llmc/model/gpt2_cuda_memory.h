@@ -60,6 +60,10 @@ enum {
 // a buffer of `bytes` takes in its region.
 #define GPT2_CUDA_ALIGN 256
 size_t gpt2_cuda_piece_bytes(size_t bytes);
+// Floats of one layer's softmax statistics (the cuDNN attention's, BT x NH) in the
+// per-layer buffer: rounded up to 4, so that every layer's slice starts 16-byte aligned,
+// as the cuDNN tensors are declared, whatever B x T x NH is.
+size_t gpt2_cuda_att_stats_floats(size_t BT, size_t NH);
 
 // Bytes of each activation array for batches of B x T (0: not allocated; with recompute 2
 // ln2 shares ln1's buffer, att_stats exists only for the cuDNN attention, the fp32 tile

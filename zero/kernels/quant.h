@@ -23,7 +23,7 @@ quant_report_bad.
     void *q = malloc(quant_bytes(QUANT_INT4, n));
     QuantBad bad;
     if (quant_quantize(QUANT_INT4, QUANT_F32, grad, n, block, q, scales, &bad))
-        { quant_report_bad(stderr, "gradient h.3.fc_w", rank, &bad); exit(1); }
+        { quant_report_bad(stderr, "gradient h.3.fc_w", rank, QUANT_INT4, &bad); exit(1); }
 */
 #ifndef ZERO_QUANT_H
 #define ZERO_QUANT_H

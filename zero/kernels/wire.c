@@ -107,14 +107,16 @@ static float *scales_of(const Layout *L, const char *rec) { return (float *)(uin
 // Threads only for enough values and more than one piece.
 static int parallel(size_t pairs, size_t values) { return pairs > 1 && values >= PAR_MIN; }
 
-// A thread's fp32 sums of one piece: on its stack up to STACK_PIECE values (RAW pieces and
-// blocks up to that size, the default 2048 among them: no allocation per call), else from
-// the heap (free_piece_buffer gives it back).
+// A thread's fp32 sums of one piece of a slice of n values: on its stack up to STACK_PIECE
+// values (RAW pieces and blocks up to that size, the default 2048 among them: no allocation
+// per call), else from the heap, as many as the longest piece has (a block larger than the
+// slice takes no more) (free_piece_buffer gives it back).
 #define STACK_PIECE 4096
-static float *piece_buffer(const Layout *L, const char *fn, float *stack) {
-    if (L->piece <= STACK_PIECE) return stack;
-    float *tmp = malloc(L->piece * sizeof(float));
-    if (!tmp) refuse(fn, "out of host memory for a buffer of %zu values", L->piece);
+static float *piece_buffer(const Layout *L, size_t n, const char *fn, float *stack) {
+    const size_t len = L->piece < n ? L->piece : n;
+    if (len <= STACK_PIECE) return stack;
+    float *tmp = malloc(len * sizeof(float));
+    if (!tmp) refuse(fn, "out of host memory for a buffer of %zu values", len);
     return tmp;
 }
 static void free_piece_buffer(float *tmp, const float *stack) {
@@ -211,7 +213,7 @@ void zero_wire_reduce_pack_cpu(ZeroWire w, int block, const void *in, ZeroDType 
 #pragma omp parallel if (parallel(pairs, pairs * L.piece * (size_t)ngroups))
     {
         float stack[STACK_PIECE];
-        float *tmp = pairs ? piece_buffer(&L, fn, stack) : NULL;
+        float *tmp = pairs ? piece_buffer(&L, slice_n, fn, stack) : NULL;
 #pragma omp for schedule(static)
         for (size_t t = 0; t < pairs; t++) {
             const size_t p = t / L.npieces, k = t % L.npieces, len = piece_len(&L, k, slice_n);
@@ -234,7 +236,7 @@ void zero_wire_reduce_cpu(ZeroWire w, int block, const void *rec, ZeroDType dt, 
 #pragma omp parallel if (parallel(pieces, n * (size_t)nrec))
     {
         float stack[STACK_PIECE];
-        float *tmp = pieces ? piece_buffer(&L, fn, stack) : NULL;
+        float *tmp = pieces ? piece_buffer(&L, n, fn, stack) : NULL;
 #pragma omp for schedule(static)
         for (size_t k = 0; k < pieces; k++) {
             const size_t len = piece_len(&L, k, n);

@@ -19,6 +19,11 @@
 #     at 1 rank, which add each micro-step's reduced gradient into their shard (acc = g0;
 #     acc += g1); --micro-grads 0 differs from it and equals -z 1 (stages 0-1 accumulate
 #     inside the backward's kernels).
+#  5. B x T x NH not a multiple of 4 (B=1, T=63, NH=1): each layer's cuDNN softmax
+#     statistics still start 16-byte aligned; 3 steps against the CPU within 5e-3.
+#  6. a width whose LayerNorm backward needs more shared memory a block than the device
+#     allows (C=3328 on compute capability 8.6: 104 KiB of 99) is refused at start-up,
+#     naming C, both sizes and the widest C that fits.
 # Prints the emulator's ms/step for this configuration (a CPU emulation: not a GPU speed).
 set -u
 cd "$(dirname "$0")/../../.."
@@ -126,5 +131,23 @@ if run acc_mg1 "$EMU/train_gpt2cu" "${acc[@]}"; then
             same_bits acc_mg0 acc_z1 "accumulation 2: train_gpt2_zero -z 1 (1 rank) = train_gpt2cu --micro-grads 0"
     fi
 fi
+
+# 5. every layer's attention statistics aligned when B x T x NH is odd
+odd=(-e d2c64h1t64 -b 1 -t 63 -v 0 -s 0 -l 1e-3 -x 3 -u 2 -q 0.1 -c 0)
+if run odd_cu "$EMU/train_gpt2cu" "${odd[@]}" && run odd_cpu ./train_gpt2 "${odd[@]}"; then
+    worst=$(paste <(grep trl "$tmp/odd_cu/main.log") <(grep trl "$tmp/odd_cpu/main.log") |
+            awk '{split($2,a,":"); split($6,b,":"); d=a[2]-b[2]; if (d<0) d=-d; if (d>m) m=d} END {printf "%.2e", m}')
+    if [ "$(grep -c trl "$tmp/odd_cu/main.log")" -eq 3 ] && awk -v w="$worst" 'BEGIN {exit !(w <= 5e-3)}'
+    then ok "B=1 T=63 NH=1 (cuDNN statistics of 63 floats a layer): train_gpt2cu vs train_gpt2, max |loss difference| $worst"
+    else bad "B=1 T=63 NH=1: max |loss difference| $worst (bound 5e-3)"; fi
+fi
+
+# 6. the device's shared memory per block against the width
+CUDA_EMU_ARCH=sm_86 timeout 300 "$EMU/train_gpt2cu" -e d1c3328h26t64 -b 1 -t 8 -x 1 -v 0 -s 0 -o "$tmp/sm86" \
+    > "$tmp/sm86.log" 2>&1
+rc=$?
+want="C=3328: the LayerNorm backward needs 106496 bytes of shared memory a block, and this GPU (compute capability 8.6) allows 101376: C up to 3072 trains on it"
+if [ $rc -ne 0 ] && grep -qF "$want" "$tmp/sm86.log"; then ok "C=3328 on compute capability 8.6: refused at start-up (exit $rc)"
+else bad "C=3328 on compute capability 8.6: exit $rc, no '$want'"; tail -n 3 "$tmp/sm86.log"; fi
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
