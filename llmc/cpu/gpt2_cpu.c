@@ -876,6 +876,13 @@ void gpt2_cpu_release_activations(GPT2 *m) {
     free(m->act_host);
     m->acts = m->grad_acts = m->act_host = NULL;
     m->act_capacity = m->grad_act_capacity = m->act_host_capacity = 0;
+    m->logits_or_probs = NULL;   // they pointed into acts
+    m->losses = NULL;
+    if (m->act_fd >= 0) {   // the swap file goes too: the next forward sizes file and slot anew
+        close(m->act_fd);
+        m->act_fd = -1;
+        m->act_slot_bytes = 0;
+    }
     m->backward_ready = 0;
     malloc_trim(0);   // freed heap pages too (glibc keeps them otherwise), not only mmapped blocks
 }
@@ -1055,7 +1062,8 @@ static void act_file_open(GPT2 *m, size_t NC) {
     const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
     m->act_direct = 1;
     m->act_fd = open(m->act_path, flags | O_DIRECT, 0600);
-    if (m->act_fd < 0 && errno == EINVAL) {   // no O_DIRECT on this file system (tmpfs)
+    if (m->act_fd < 0 && errno == EINVAL) {   // no O_DIRECT on this file system (tmpfs before Linux 6.6)
+        unlink(m->act_path);   // the kernel creates the file before it refuses O_DIRECT: O_EXCL's, so ours
         m->act_direct = 0;
         m->act_fd = open(m->act_path, flags, 0600);
     }

@@ -37,10 +37,10 @@ typedef struct {
                         // sum inside its kernels (no buffer; the sum differs in the last bits).
     int tile_vocab;     // KV >= 1: the token embedding and the classifier run as KV tiles of
                         // wte's rows, each tile's two parts units of their own (gpt2_config.h);
-                        // KV must divide Vp. The forward and the wte/wpe gradients are
-                        // bit-identical; the classifier's input gradient adds the tiles in
-                        // reverse order, so it (and what flows from it) matches within float
-                        // rounding.
+                        // KV must divide Vp. The forward is bit-identical; the classifier's
+                        // input gradient adds the tiles in reverse order, so it and what flows
+                        // from it (every other gradient, wte's and wpe's among them) match
+                        // within float rounding.
     const char *act_swap_dir;   // act_offload 2: the folder of the swap file
 } GPT2CpuOptions;
 enum { GPT2_ACT_OFFLOAD_FILE = 2 };

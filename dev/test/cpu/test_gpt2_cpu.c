@@ -860,6 +860,45 @@ static void test_act_checkpoint_bit_identical(void **state) {
     opt_run_free(&base);
 }
 
+// The swap-file tier across gpt2_cpu_release_activations and a smaller batch: the file and
+// its slots go with the activations, so the next forward's slot is the host slot's size
+// (a slot kept from the larger batch moved past the smaller host buffer), and the results
+// are the bits of a model that never offloaded.
+static void test_act_swap_file_across_release(void **state) {
+    (void)state;
+    GPT2Config c = make_config(37, 48, 3, 16, 2, 16);
+    char dir[] = "/tmp/test_gpt2_cpu_swap.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const GPT2CpuOptions file = {1, GPT2_ACT_OFFLOAD_FILE, 1, 1, 1, dir};
+    int in[64], tg[64];
+    random_tokens(in, 64, c.vocab_size, 7);
+    random_tokens(tg, 64, c.vocab_size, 8);
+    GPT2 m;
+    gpt2_cpu_build(&m, &c, 5);
+    gpt2_cpu_set_options(&m, &file);
+    gpt2_cpu_forward(&m, in, tg, 4, 16);
+    gpt2_cpu_zero_grad(&m);
+    gpt2_cpu_backward(&m, 1.0f);
+    assert_true(m.act_fd >= 0);
+    gpt2_cpu_release_activations(&m);
+    assert_int_equal(m.act_fd, -1);
+    assert_null(m.logits_or_probs);
+    gpt2_cpu_forward(&m, in, tg, 1, 16);
+    assert_true(m.act_slot_bytes <= m.act_host_capacity * sizeof(float));
+    gpt2_cpu_zero_grad(&m);
+    gpt2_cpu_backward(&m, 1.0f);
+    GPT2 f;
+    gpt2_cpu_build(&f, &c, 5);
+    gpt2_cpu_forward(&f, in, tg, 1, 16);
+    gpt2_cpu_zero_grad(&f);
+    gpt2_cpu_backward(&f, 1.0f);
+    assert_memory_equal(&f.mean_loss, &m.mean_loss, sizeof(float));
+    assert_memory_equal(f.grads, m.grads, sizeof(float) * m.num_parameters);
+    gpt2_cpu_free(&f);
+    gpt2_cpu_free(&m);
+    assert_int_equal(rmdir(dir), 0);   // the swap file never shows in the folder
+}
+
 // A tiled run r against the untiled base: every tensor's gradient within 1e-5 of its max
 // |g| (fails naming the tensor and what), the step-1 loss bit-identical, the step-2 loss
 // within 1e-5, and the parameters after 2 steps within 2 lr (AdamW's first steps move each
@@ -1257,6 +1296,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_activations_regrow_and_reuse),
         cmocka_unit_test(test_activation_bytes_predicted),
         cmocka_unit_test(test_act_checkpoint_bit_identical),
+        cmocka_unit_test(test_act_swap_file_across_release),
         cmocka_unit_test(test_tile_linear_matches_untiled),
         cmocka_unit_test(test_tile_vocab_matches_untiled),
         cmocka_unit_test(test_hooks_tiled_and_checkpointed),
