@@ -1,4 +1,6 @@
 // tokenize.c: text files -> llm.c token shards, with GPT-2's tokenizer. See usage().
+#include <ctype.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -43,6 +45,9 @@ static void usage(FILE *f) {
         "                         document, no <|endoftext|>) instead of writing shards\n"
         "  --write-tokenizer PATH write the llm.c tokenizer file (for decoding samples); with no\n"
         "                         FILE, -o or --print, nothing is tokenized\n"
+        "  --overwrite            remove the shards of PREFIX an earlier run wrote first; without\n"
+        "                         it their presence is an error (a second run's shards would mix\n"
+        "                         with them, and a run that stopped leaves only part of its data)\n"
         "  --vocab DIR            folder with encoder.json and vocab.bpe (default: data/gpt2 next\n"
         "                         to this executable, else ./data/gpt2)\n"
         "  -h, --help             this help\n"
@@ -220,6 +225,23 @@ static int text_has_nul(const char *line, size_t len, size_t text_len) {
     return has;
 }
 
+// What cJSON would turn into a NUL inside a string, silently cutting it where Python's json
+// refuses the line: a raw NUL byte, or a \u not followed by four hex digits (cJSON decodes
+// it as U+0000). Returns the 1-based column of the first, or 0.
+static long bad_nul_source(const char *line, size_t len) {
+    const char *z = memchr(line, '\0', len);
+    if (z) return (long)(z - line) + 1;
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (line[i] != '\\') continue;
+        if (line[i + 1] == 'u') {
+            for (size_t k = 2; k < 6; k++)
+                if (i + k >= len || !isxdigit((unsigned char)line[i + k])) return (long)i + 1;
+        }
+        i++;   // the escaped character: "\\u" is a backslash, then a plain u
+    }
+    return 0;
+}
+
 static void do_jsonl(Tokenizer *tok, Sink *s, const char *path) {
     FILE *f = open_input(path);
     const char *name = input_name(path);
@@ -232,6 +254,9 @@ static void do_jsonl(Tokenizer *tok, Sink *s, const char *path) {
         size_t k = 0;
         while (k < (size_t)len && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r' || line[k] == '\n')) k++;
         if (k == (size_t)len) continue;
+        long bad = bad_nul_source(line, (size_t)len);
+        if (bad) die("%s:%ld: not valid JSON (column %ld: %s)", name, lineno, bad,
+                     line[bad - 1] ? "a \\u escape needs four hex digits" : "a NUL byte");
         const char *end = NULL;
         cJSON *obj = cJSON_ParseWithLengthOpts(line, (size_t)len, &end, 0);
         if (obj == NULL) {
@@ -273,9 +298,49 @@ static void default_vocab_dir(char *out, size_t size) {
     snprintf(out, size, "data/gpt2");
 }
 
+// Whether name is one of prefix's shards: BASE_NNNNNN.bin, BASE_val_NNNNNN.bin or
+// BASE_train_NNNNNN.bin (six digits or more), BASE the prefix's last part.
+static int is_shard_of(const char *name, const char *base) {
+    size_t b = strlen(base);
+    if (strncmp(name, base, b) != 0 || name[b] != '_') return 0;
+    const char *p = name + b + 1;
+    if (strncmp(p, "val_", 4) == 0) p += 4;
+    else if (strncmp(p, "train_", 6) == 0) p += 6;
+    size_t digits = strspn(p, "0123456789");
+    return digits >= 6 && strcmp(p + digits, ".bin") == 0;
+}
+
+// The shards of prefix already there: an error naming the first and how many, or with
+// overwrite removed (and said).
+static void clear_old_shards(const char *prefix, int overwrite) {
+    const char *slash = strrchr(prefix, '/');
+    char dir[4096];
+    if (!slash) snprintf(dir, sizeof(dir), ".");
+    else if (slash == prefix) snprintf(dir, sizeof(dir), "/");
+    else snprintf(dir, sizeof(dir), "%.*s", (int)(slash - prefix), prefix);
+    const char *base = slash ? slash + 1 : prefix;
+    DIR *d = opendir(dir);
+    if (!d) die("cannot list the output folder '%s': %s", dir, strerror(errno));
+    int n = 0;
+    char first[4096 + 256] = "";
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!is_shard_of(e->d_name, base)) continue;
+        char path[4096 + 256];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (!n) snprintf(first, sizeof(first), "%s", path);
+        n++;
+        if (overwrite && unlink(path) != 0) die("--overwrite: cannot remove '%s': %s", path, strerror(errno));
+    }
+    closedir(d);
+    if (n && !overwrite)
+        die("%d shard(s) of -o %s are there already (%s%s): a second run's shards would mix with them; remove "
+            "them, give another -o, or --overwrite", n, prefix, n > 1 ? "e.g. " : "", first);
+    if (n) fprintf(stderr, "tokenize: --overwrite: removed %d shard(s) of %s an earlier run wrote\n", n, prefix);
+}
+
 int main(int argc, char **argv) {
     enum { OPT_SHARD_SIZE = 1000, OPT_VAL_FIRST, OPT_VAL_TOKENS, OPT_JSONL, OPT_DOC_PER_FILE, OPT_PRINT,
-           OPT_WRITE_TOKENIZER, OPT_VOCAB };
+           OPT_WRITE_TOKENIZER, OPT_VOCAB, OPT_OVERWRITE };
     static const struct option opts[] = {
         {"shard-size", required_argument, 0, OPT_SHARD_SIZE},
         {"val-first", no_argument, 0, OPT_VAL_FIRST},
@@ -285,12 +350,13 @@ int main(int argc, char **argv) {
         {"print", no_argument, 0, OPT_PRINT},
         {"write-tokenizer", required_argument, 0, OPT_WRITE_TOKENIZER},
         {"vocab", required_argument, 0, OPT_VOCAB},
+        {"overwrite", no_argument, 0, OPT_OVERWRITE},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *prefix = NULL, *write_tok = NULL, *vocab = NULL;
     long long shard_size = DEFAULT_SHARD_SIZE, val_tokens = 0;
-    int val_first = 0, jsonl = 0, doc_per_file = 0, print = 0, c;
+    int val_first = 0, jsonl = 0, doc_per_file = 0, print = 0, overwrite = 0, c;
     while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'o': prefix = optarg; break;
@@ -302,6 +368,7 @@ int main(int argc, char **argv) {
         case OPT_PRINT: print = 1; break;
         case OPT_WRITE_TOKENIZER: write_tok = optarg; break;
         case OPT_VOCAB: vocab = optarg; break;
+        case OPT_OVERWRITE: overwrite = 1; break;
         case 'h': usage(stdout); return 0;
         default: fprintf(stderr, "run 'tokenize --help' for usage\n"); return 2;
         }
@@ -310,6 +377,7 @@ int main(int argc, char **argv) {
     if (val_first && val_tokens > 0) die("give --val-first or --val-tokens, not both");
     if (print && prefix) die("give -o PREFIX (write shards) or --print, not both");
     if (print && (val_first || val_tokens > 0)) die("--val-first/--val-tokens apply to shards, not to --print");
+    if (overwrite && !prefix) die("--overwrite applies to the shards of -o PREFIX");
     int nfiles = argc - optind;
     int tokenizing = nfiles > 0 || prefix || print || !write_tok;
     if (tokenizing && !prefix && !print) die("no output: give -o PREFIX to write shards, or --print (see --help)");
@@ -323,6 +391,7 @@ int main(int argc, char **argv) {
         dir[slash - prefix] = '\0';
         make_dirs(dir);
     }
+    if (prefix && !print) clear_old_shards(prefix, overwrite);
 
     char vocab_dir[4096];
     if (vocab) snprintf(vocab_dir, sizeof(vocab_dir), "%s", vocab);

@@ -276,7 +276,7 @@ int main(int argc, char **argv) {
     int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum, mc.vocab_size);
 
     Tokenizer tok;
-    int have_tok = load_sampling_tokenizer(&tok, &cfg);
+    int have_tok = load_sampling_tokenizer(&tok, &cfg, mc.vocab_size);
 
     printf("GPT-2 CPU trainer: %d layers, %d channels, %d heads, vocab %d (padded %d), %zu parameters, %d threads\n",
            mc.num_layers, mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size,

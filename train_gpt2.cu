@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
     DataLoader train, val;
     int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum, mc.vocab_size);
     Tokenizer tok;
-    int have_tok = load_sampling_tokenizer(&tok, &cfg);
+    int have_tok = load_sampling_tokenizer(&tok, &cfg, mc.vocab_size);
 
     GPT2CudaOptions opt = {cfg.recompute, cfg.use_cudnn, cfg.seed, 0, cfg.act_checkpoint, cfg.act_offload,
                            cfg.tile_linear, cfg.tile_vocab, cfg.micro_grads && grad_accum > 1};

@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
     DataLoader train, val;
     int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum, mc.vocab_size);
     Tokenizer tok;
-    int have_tok = load_sampling_tokenizer(&tok, &cfg);
+    int have_tok = load_sampling_tokenizer(&tok, &cfg, mc.vocab_size);
 
     // micro_grads 0: the gradients are the plugin's (its stages 2-3 add whole micro-step gradients)
     GPT2CudaOptions opt = {cfg.recompute, cfg.use_cudnn, cfg.seed, 1, cfg.act_checkpoint, cfg.act_offload,

@@ -81,7 +81,9 @@ def main():
     tokenize = os.path.join(ROOT, "tokenize")
     if not os.access(tokenize, os.X_OK):
         subprocess.run(["make", "-C", ROOT, "tokenize"], check=True)
-    cmd = [tokenize, "--jsonl", "--val-first", "--shard-size", str(args.shard_size),
+    # a run again into the same folder writes the data set anew (an earlier run's shards,
+    # whole or cut short, are removed first rather than mixed with the new ones)
+    cmd = [tokenize, "--jsonl", "--val-first", "--shard-size", str(args.shard_size), "--overwrite",
            "-o", os.path.join(args.out, "fineweb")]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, text=True, encoding="utf-8")
 

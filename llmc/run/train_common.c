@@ -157,13 +157,25 @@ void print_cost(const char *what, double t0) {
            host_memory_peak() / 1048576.0);
 }
 
-int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg) {
+int load_sampling_tokenizer(Tokenizer *tok, TrainConfig *cfg, int vocab_size) {
     if (cfg->sample_every <= 0) return 0;
+    if (vocab_size <= GPT2_EOT) {
+        printf("note: sampling is off (-s): the model's %d tokens hold no <|endoftext|> (%d) to start a sample "
+               "from\n", vocab_size, GPT2_EOT);
+        cfg->sample_every = 0;
+        return 0;
+    }
     if (!file_exists(cfg->tokenizer_path)) {
         printf("note: tokenizer '%s' not found, samples print token ids\n", cfg->tokenizer_path);
         return 0;
     }
     tokenizer_load(tok, cfg->tokenizer_path);
+    if (tok->vocab_size != vocab_size) {
+        printf("note: tokenizer '%s' has %d tokens and the model %d: samples print token ids\n", cfg->tokenizer_path,
+               tok->vocab_size, vocab_size);
+        tokenizer_free(tok);
+        return 0;
+    }
     return 1;
 }
 

@@ -54,8 +54,11 @@ int host_memory_reset_peak(void);
 // "dry run took 2.10 s and at most 57.3 MiB of host memory": the wall time since t0
 // (now_seconds()) and the process's peak resident memory, after `what`.
 void print_cost(const char *what, double t0);
-// Loads the tokenizer for samples if sampling is on and the file exists; returns 1 then.
-int load_sampling_tokenizer(Tokenizer *tok, const TrainConfig *cfg);
+// Samples start from GPT-2's <|endoftext|>: with a model of vocab_size tokens that lacks it,
+// sampling is turned off (cfg->sample_every 0) with a note. Else loads the tokenizer for
+// them if the file exists and has the model's vocab_size tokens (samples print token ids
+// otherwise, saying why); returns 1 when it did.
+int load_sampling_tokenizer(Tokenizer *tok, TrainConfig *cfg, int vocab_size);
 // Prints a sampled token's bytes (multi-byte characters may span tokens; the terminal
 // joins them), or its id when tok is NULL.
 void print_token(const Tokenizer *tok, int id);

@@ -5,6 +5,9 @@
 #  2. --val-first with a --shard-size that leaves the train shards fewer tokens than the val
 #     shard warns, saying so; a split with train >= val does not; --val-tokens that takes
 #     everything warns once
+#  3. a second run into a PREFIX whose shards are there is refused, naming how many and
+#     writing nothing; --overwrite removes exactly those shards first (files that only look
+#     alike stay) and writes its own
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -46,4 +49,16 @@ grep -q "warning: the train split (0 tokens in 0 shard(s)) is smaller than the v
 ./tokenize -o "$tmp/w/vt2" --val-tokens 100000 "$tmp/doc.txt" > "$tmp/5.txt" 2>&1 || fail "run 5"
 [ "$(grep -c warning "$tmp/5.txt")" -eq 1 ] && grep -q "all [0-9]* tokens went to the val shard" "$tmp/5.txt" \
     || { cat "$tmp/5.txt"; fail "--val-tokens 100000: not one warning"; }
+
+# 3. shards of an earlier run: refused, or removed with --overwrite
+d=$tmp/new/a/b
+touch "$d/doc_notes.txt" "$d/doc_val_000000.bin.bak" "$d/doc2_000000.bin"
+if ./tokenize -o "$d/doc" "$tmp/doc.txt" > "$tmp/6.txt" 2>&1; then fail "a second run into the same PREFIX passed"; fi
+grep -q "3 shard(s) of -o $d/doc are there already (e.g. $d/doc_.*\.bin): .*--overwrite" "$tmp/6.txt" \
+    || { cat "$tmp/6.txt"; fail "the refusal does not count the shards or name one"; }
+[ "$(ls "$d" | wc -l)" -eq 6 ] || { ls "$d"; fail "the refused run changed the folder"; }
+./tokenize -o "$d/doc" --overwrite "$tmp/doc.txt" > "$tmp/7.txt" 2>&1 || { cat "$tmp/7.txt"; fail "--overwrite failed"; }
+grep -q "removed 3 shard(s) of $d/doc" "$tmp/7.txt" || { cat "$tmp/7.txt"; fail "--overwrite does not say what it removed"; }
+[ "$(ls "$d" | sort | tr '\n' ' ')" = "doc2_000000.bin doc_000000.bin doc_notes.txt doc_val_000000.bin.bak " ] \
+    || { ls "$d"; fail "--overwrite: not exactly the old shards replaced by the new one"; }
 echo "test_tokenize_out: OK"

@@ -785,6 +785,24 @@ static void test_cli_jsonl(void **state) {
     free(out);
     free(alone);
     free(err);
+    // what cJSON would decode as a NUL and Python's json refuses: a \u without four hex
+    // digits, a raw NUL byte; each names its line and column (an escaped backslash before
+    // "uZZZZ" is plain text, taken)
+    const char *hex = "{\"text\": \"ok\"}\n{\"text\": \"keep\\uZZZZ lost\"}\n";
+    const char nulbyte[] = "{\"text\": \"a\0b\"}\n";
+    const char *esc = "{\"text\": \"a\\\\uZZZZ\"}\n";
+    const struct { const char *name, *data; size_t len; const char *want; int rc; } cases[] = {
+        {"hex.jsonl", hex, strlen(hex), ":2: not valid JSON (column 15: a \\u escape needs four hex digits)", 1},
+        {"nulbyte.jsonl", nulbyte, sizeof(nulbyte) - 1, ":1: not valid JSON (column 12: a NUL byte)", 1},
+        {"esc.jsonl", esc, strlen(esc), NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        spit(tmp_path(cases[i].name), cases[i].data, cases[i].len);
+        snprintf(cmd, sizeof(cmd), "%s --jsonl --print %s", TOKENIZE_BIN, tmp_path(cases[i].name));
+        assert_int_equal(run_cmd(cmd, NULL, &err), cases[i].rc);
+        if (cases[i].want && !strstr(err, cases[i].want)) fail_msg("%s: stderr lacks \"%s\": %s", cases[i].name, cases[i].want, err);
+        free(err);
+    }
 }
 
 static void test_cli_write_tokenizer_and_help(void **state) {
