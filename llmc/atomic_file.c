@@ -44,9 +44,15 @@ void atomic_file_open(AtomicFile *af, const char *path) {
     // created here and now, never an existing file or whatever a symbolic link planted at
     // this name points to (O_EXCL with O_NOFOLLOW: a link is refused, not followed)
     int fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    struct stat st;
+    if (fd < 0 && errno == EEXIST && lstat(af->tmp_path, &st) == 0 && S_ISREG(st.st_mode)) {
+        // a plain file named with this PID: an earlier process's (a restarted container hands
+        // out the same PIDs), which start-up cleanup keeps while another process has its PID
+        fprintf(stderr, "note: removing '%s', a temp file an earlier process with this PID left\n", af->tmp_path);
+        if (unlink(af->tmp_path) == 0) fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    }
     if (fd < 0) {
         int e = errno;
-        struct stat st;
         if (e == EEXIST && lstat(af->tmp_path, &st) == 0)
             die("cannot create '%s' (for '%s'): %s is already there, and this process did not make it; nothing is "
                 "written through it: remove it by hand", af->tmp_path, path,

@@ -17,10 +17,11 @@
 
 // The files a run writes in its output folder, so the only temp files start-up removes:
 // llmc/run/'s logger.c, run_info.c, checkpoint.c and memory_table.c, gpt2_zero.c's
-// zero_report.json, and zero/'s sharded checkpoints (zero/io/zckpt.c, zero/checkpoint.c).
+// zero_report.json, zero/'s sharded checkpoints (zero/io/zckpt.c, zero/checkpoint.c) and
+// the model file zero_to_model writes there by default.
 static const char *const RUN_FILES[] = {
     "main.log", "run.json", "latest", "ckpt_[0-9]*.bin", "model_[0-9]*.bin", "model_final.bin",
-    "memory_report.json", "zero_report.json", "latest_zero",
+    "memory_report.json", "zero_report.json", "latest_zero", "zero_to_model_[0-9]*.bin",
     "zero_[0-9]*/rank_[0-9]*.bin", "zero_[0-9]*/manifest.json", "zero_[0-9]*/extra.bin",
     NULL};
 

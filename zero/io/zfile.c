@@ -59,9 +59,15 @@ int zfile_open(ZFile *zf, const char *path) {
     // created here and now, never an existing file or through a symbolic link planted at
     // this name (O_EXCL with O_NOFOLLOW: a link is refused, not followed)
     int fd = open(zf->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    struct stat st;
+    if (fd < 0 && errno == EEXIST && lstat(zf->tmp, &st) == 0 && S_ISREG(st.st_mode)) {
+        // a plain file named with this PID: an earlier process's (PIDs come round again in a
+        // restarted container), which start-up cleanup keeps while another process has its PID
+        fprintf(stderr, "zero: note: removing %s, a temp file an earlier process with this PID left\n", zf->tmp);
+        if (unlink(zf->tmp) == 0) fd = open(zf->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    }
     if (fd < 0) {
         int e = errno;
-        struct stat st;
         if (e == EEXIST && lstat(zf->tmp, &st) == 0)
             fail(zf->err, sizeof zf->err, "cannot create %s: %s is already there, and this process did not make it; "
                  "nothing is written through it: remove it by hand", zf->tmp,
@@ -128,6 +134,12 @@ int zfile_commit(ZFile *zf) {
         int e = errno;
         remove(zf->tmp);
         return fail(zf->err, sizeof zf->err, "closing %s failed: %s", zf->tmp, strerror(e));
+    }
+    // read back before it takes the name: a file that does not hold what was written never
+    // replaces the one there (for latest_zero, the checkpoint a resume would take)
+    if (zfile_verify(zf->tmp, zf->crc, zf->bytes, zf->err, sizeof zf->err) != 0) {
+        remove(zf->tmp);
+        return -1;
     }
     if (rename(zf->tmp, zf->path) != 0) {
         int e = errno;
@@ -201,7 +213,6 @@ int zfile_write_all(const char *path, const void *data, size_t n, uint32_t *crc,
         zfile_abort(&zf);
         return fail(err, errlen, "%s", zf.err);
     }
-    if (zfile_verify(path, zf.crc, zf.bytes, err, errlen) != 0) return -1;
     if (crc) *crc = zf.crc;
     return 0;
 }

@@ -31,7 +31,10 @@ typedef struct {
 
 int zfile_open(ZFile *zf, const char *path);
 int zfile_write(ZFile *zf, const void *data, size_t n);
-int zfile_commit(ZFile *zf);   // on failure the temp file is removed
+// fsync, read the temp file back (zfile_verify: the bytes and CRC written), then rename it
+// onto the path: what takes the name is what was written. On failure the temp file is
+// removed and the path keeps what it had.
+int zfile_commit(ZFile *zf);
 void zfile_abort(ZFile *zf);   // drop the temp file (safe after a failed call)
 
 // CRC-32 continuing from crc (start with 0), over n bytes.
@@ -40,8 +43,8 @@ uint32_t zfile_crc32(uint32_t crc, const void *data, size_t n);
 int zfile_crc_of(const char *path, uint64_t limit, uint32_t *crc, uint64_t *bytes, char *err, size_t errlen);
 // Reads path back: 0 when it holds `bytes` bytes with CRC-32 crc, else -1 saying what it holds.
 int zfile_verify(const char *path, uint32_t crc, uint64_t bytes, char *err, size_t errlen);
-// Writes a whole file atomically and reads it back (zfile_verify); *crc (if not NULL)
-// receives its CRC-32.
+// Writes a whole file atomically, read back before it replaces the old one (zfile_commit);
+// *crc (if not NULL) receives its CRC-32.
 int zfile_write_all(const char *path, const void *data, size_t n, uint32_t *crc, char *err, size_t errlen);
 // Reads a whole small file (NUL-terminated copy in *out, free() it); -1 if missing/unreadable.
 int zfile_read_all(const char *path, char **out, size_t *n, char *err, size_t errlen);

@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
     if (strcmp(step_arg, "latest") != 0) {
         char *end;
         long v = strtol(step_arg, &end, 10);
-        if (*end || v < 0 || v > 0x7fffffff) return usage();
+        if (end == step_arg || *end || v < 0 || v > 0x7fffffff) return usage();   // "" is no step
         step = (int)v;
     }
     ZeroCheckpointInfo info;

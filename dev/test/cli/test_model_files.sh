@@ -36,9 +36,11 @@ cmp -s "$tmp/zero4.bin" "$tmp/zero/model_00000004.bin" || fail "-z 3: model_0000
 grep -q "^wrote $tmp/zero/zero_to_model_00000006.bin: step 6" "$tmp/z2m.txt" || { cat "$tmp/z2m.txt"; fail "zero_to_model's default name"; }
 cmp -s "$tmp/zero/zero_to_model_00000006.bin" "$tmp/zero/model_00000006.bin" || fail "-z 3: zero_to_model latest differs"
 # a step that is no number is refused by name, not read as step 0
-for bad in abc 4x -1; do
+for bad in abc 4x -1 ""; do
     if ./zero_to_model "$tmp/zero" "$bad" > "$tmp/z2m.txt" 2>&1; then fail "zero_to_model took the step '$bad'"; fi
     grep -q "STEP must be a step number or latest, not '$bad'" "$tmp/z2m.txt" || { cat "$tmp/z2m.txt"; fail "zero_to_model $bad: no message"; }
+    if ./zero_consolidate "$tmp/zero" "$bad" "$tmp/cons_bad" > "$tmp/zc.txt" 2>&1; then fail "zero_consolidate took the step '$bad'"; fi
+    grep -q "^usage: zero_consolidate" "$tmp/zc.txt" && [ ! -e "$tmp/cons_bad" ] || { cat "$tmp/zc.txt"; fail "zero_consolidate $bad: no usage, or a file written"; }
 done
 ./build/model_diff "$tmp/plain/model_final.bin" "$tmp/zero/model_final.bin" 1e-4 > "$tmp/diff.txt" \
     || { tail -n 2 "$tmp/diff.txt"; fail "the unsharded and the -z 3 final models differ beyond 1e-4"; }

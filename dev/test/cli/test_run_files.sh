@@ -102,14 +102,15 @@ true & dead=$!; wait "$dead"   # a PID no process has (now)
 d="$tmp/stale"
 mkdir -p "$d/zero_4" "$d/sub" "$tmp/elsewhere/zero_9"
 touch "$d/ckpt_00000002.bin.tmp.$dead" "$d/zero_4/rank_00001.bin.tmp.$dead" "$d/main.log.tmp.$dead" \
+      "$d/zero_to_model_00000004.bin.tmp.$dead" \
       "$d/notes.tmp.123" "$d/notes.tmp.$dead" "$d/run.json.tmp.$live_pid" "$d/sub/main.log.tmp.$dead" \
       "$tmp/elsewhere/zero_9/rank_00000.bin.tmp.$dead" "$tmp/user.txt"
 touch -d 2001-01-01 "$d/latest.tmp.$dead"
 ln -s "$tmp/user.txt" "$d/model_final.bin.tmp.$dead"
 ln -s "$tmp/elsewhere/zero_9" "$d/zero_9"
 ./train_gpt2 "${small[@]}" -x 1 -o "$d" > "$tmp/stale.txt" 2>&1 || { cat "$tmp/stale.txt"; fail "run over stale temp files failed"; }
-grep -q "removed 3 stale temp files of an interrupted run from '$d'" "$tmp/stale.txt" || { cat "$tmp/stale.txt"; fail "no line saying 3 temp files were removed"; }
-for f in "ckpt_00000002.bin.tmp.$dead" "zero_4/rank_00001.bin.tmp.$dead" "main.log.tmp.$dead"; do
+grep -q "removed 4 stale temp files of an interrupted run from '$d'" "$tmp/stale.txt" || { cat "$tmp/stale.txt"; fail "no line saying 4 temp files were removed"; }
+for f in "ckpt_00000002.bin.tmp.$dead" "zero_4/rank_00001.bin.tmp.$dead" "main.log.tmp.$dead" "zero_to_model_00000004.bin.tmp.$dead"; do
     [ -e "$d/$f" ] && fail "the dead run's $f was not removed"
 done
 for f in notes.tmp.123 "notes.tmp.$dead" "run.json.tmp.$live_pid" "sub/main.log.tmp.$dead" "latest.tmp.$dead" \
@@ -155,6 +156,22 @@ planted rank zero_2/rank_00000.bin.tmp.PID "zero_2/rank_00000.bin.tmp." "${small
 grep -q "a symbolic link is already there" "$tmp/plant_rank.txt" || fail "rank: the refusal does not say what is there"
 planted lock .lock "lock file '$tmp/plant_lock/.lock' is a symbolic link" "${small[@]}" -x 2
 echo "symbolic links planted at temp file names (run.json, checkpoint, rank file) and at .lock: refused, targets untouched"
+
+# a plain temp file named with the run's PID from before this boot (a restarted machine or
+# container hands out the same PIDs): start-up cleanup keeps it (its PID says nothing), and
+# the writer, whose name it has, replaces it, saying so
+stale_pid() {   # stale_pid NAME FILE TRAINER-FLAGS...: FILE (relative to the -o folder, PID for the PID)
+    local name=$1 file=$2 d="$tmp/stale_$1"
+    shift 2
+    mkdir -p "$d/$(dirname "$file")"
+    bash -c 'f="$2/${3//PID/$$}"; echo stale > "$f" && touch -d 2000-01-01 "$f" && shift 3 && exec "$@"' _ "$name" "$d" "$file" \
+        ./train_gpt2 "$@" -o "$d" > "$tmp/stale_$name.txt" 2>&1 || { cat "$tmp/stale_$name.txt"; fail "$name: a stale $file stopped the run"; }
+    grep -q "removing '\?$d/${file//PID/[0-9]*}'\?, a temp file an earlier process with this PID left" "$tmp/stale_$name.txt" \
+        && [ -z "$(find "$d" -name '*.tmp.*')" ] || { cat "$tmp/stale_$name.txt"; ls -R "$d"; fail "$name: the stale $file not replaced, or not said"; }
+}
+stale_pid run_json run.json.tmp.PID "${small[@]}" -x 2
+stale_pid rank zero_2/rank_00000.bin.tmp.PID "${small[@]}" -z 2 -x 2 -n 2
+echo "a stale temp file of an earlier process with the run's PID (run.json, rank file): replaced, said"
 
 # 7. zero_consolidate past ulimit -f (the sharded checkpoint of 2. above)
 if limited 8 ./zero_consolidate "$tmp/zckpt" 2 "$tmp/cons" > "$tmp/cons.txt"; then fail "zero_consolidate past ulimit -f succeeded"; fi
