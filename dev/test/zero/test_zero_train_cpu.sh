@@ -86,24 +86,25 @@ echo "another model's and a corrupted checkpoint: refused"
 # an output folder each "node" has its own of: rank 1 writes into a tmpfs of its own mount
 # namespace, where rank 0 does not see its file. The save is refused by name and nothing
 # is published (latest_zero stays as it was: absent)
+# node_local DIR WHAT PATTERN: a 2-rank save into DIR, rank 1's DIR its own; refused saying PATTERN
+node_local() {
+    local d=$1 what=$2 want=$3
+    mpirun -np 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec unshare -m sh -c "mount -t tmpfs none $1 && shift && exec \"\$@\"" _ "$@"
+                        else shift; exec "$@"; fi' _ "$d" ./train_gpt2 "${args[@]}" -x 2 -n 2 -v 0 -z 2 -o "$d" > "$d.txt" 2>&1 &&
+        fail "$what: the save succeeded"
+    grep -q "checkpoint $d/zero_2 not published: rank 1 wrote $d/zero_2/rank_00001.bin ([0-9]* bytes), and rank 0 $want" \
+        "$d.txt" && [ ! -e "$d/latest_zero" ] || { cat "$d.txt"; fail "$what: no refusal naming rank 1's file, or published"; }
+}
 nl="$tmp/nodelocal"
 mkdir -p "$nl"
 if unshare -m sh -c "mount -t tmpfs none '$nl'" 2> /dev/null; then
-    mpirun -np 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec unshare -m sh -c "mount -t tmpfs none $1 && shift && exec \"\$@\"" _ "$@"
-                        else shift; exec "$@"; fi' _ "$nl" ./train_gpt2 "${args[@]}" -x 2 -n 2 -v 0 -z 2 -o "$nl" > "$tmp/nl.txt" 2>&1 &&
-        fail "a save into a folder rank 0 cannot see rank 1's file in succeeded"
-    grep -q "checkpoint $nl/zero_2 not published: rank 1 wrote $nl/zero_2/rank_00001.bin ([0-9]* bytes), and rank 0 does not see it" \
-        "$tmp/nl.txt" && [ ! -e "$nl/latest_zero" ] || { cat "$tmp/nl.txt"; fail "a folder not shared by the ranks: no refusal naming rank 1's file"; }
+    node_local "$nl" "a folder not shared by the ranks" "does not see it"
     echo "an output folder the ranks do not share: the save refused, naming rank 1's file; nothing published"
     # the same, where rank 0's folder holds an earlier run's rank 1 file of the same size
-    nl2="$tmp/nodelocal2"
     mpirun -np 2 ./train_gpt2 "${args[@]}" -x 2 -n 2 -v 0 -z 2 -o "$tmp/nlref" > /dev/null 2>&1 || fail "the earlier run failed"
-    mkdir -p "$nl2/zero_2" && cp "$tmp/nlref/zero_2/rank_00001.bin" "$nl2/zero_2/"
-    mpirun -np 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec unshare -m sh -c "mount -t tmpfs none $1 && shift && exec \"\$@\"" _ "$@"
-                        else shift; exec "$@"; fi' _ "$nl2" ./train_gpt2 "${args[@]}" -x 2 -n 2 -v 0 -z 2 -o "$nl2" > "$tmp/nl2.txt" 2>&1 &&
-        fail "a save whose rank 1 file rank 0 sees only as an earlier run's succeeded"
-    grep -q "checkpoint $nl2/zero_2 not published: rank 1 wrote $nl2/zero_2/rank_00001.bin ([0-9]* bytes), and rank 0 sees a file of that size whose CRC is [0-9a-f]*, not its [0-9a-f]* (another run's?)" \
-        "$tmp/nl2.txt" && [ ! -e "$nl2/latest_zero" ] || { cat "$tmp/nl2.txt"; fail "an earlier run's file of the same size: no refusal"; }
+    mkdir -p "$tmp/nodelocal2/zero_2" && cp "$tmp/nlref/zero_2/rank_00001.bin" "$tmp/nodelocal2/zero_2/"
+    node_local "$tmp/nodelocal2" "an earlier run's file of the same size" \
+        "sees a file of that size whose CRC is [0-9a-f]*, not its [0-9a-f]* (another run's?)"
     echo "an earlier run's rank file of the same size where rank 0 looks: the save refused by its CRC; nothing published"
 else
     echo "(no mount namespaces here: the check of a folder the ranks do not share is left out)"
