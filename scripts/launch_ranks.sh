@@ -21,9 +21,11 @@ a signal to the launcher ends them all.
   - Else (or NO_MPI=1; bash 5.1 or later): NP plain processes with RANK, WORLD_SIZE,
     LOCAL_RANK and LOCAL_WORLD_SIZE=NP, ZERO_BOOTSTRAP_FILE in a fresh private folder (mode
     0700, removed at the end) and ZERO_BOOTSTRAP_SECRET, 32 random bytes drawn for this job
-    alone; the bootstrap and MPI launcher variables the caller had (ZERO_BOOTSTRAP_TCP,
-    ZERO_BOOTSTRAP_SECRET_FILE, OMPI_COMM_WORLD_*, PMI_*, PMIX_RANK, SLURM_STEP_NUM_TASKS) are
-    not passed on. A signal to the launcher ends the ranks (SIGKILL after 10 s) before it exits.
+    alone; the caller's ZERO_BOOTSTRAP_TCP and ZERO_BOOTSTRAP_SECRET_FILE, and the variables
+    by which a rank would take itself for one of an MPI launch (OMPI_COMM_WORLD_SIZE and
+    _RANK, _LOCAL_RANK, _LOCAL_SIZE, PMI_SIZE, PMI_RANK, PMIX_RANK, SLURM_STEP_NUM_TASKS),
+    are not passed on. A signal to the launcher ends the ranks (SIGKILL after 10 s) before
+    it exits.
 Both ways it sets NCCL_SOCKET_IFNAME=lo, NCCL_MULTI_RANK_GPU_ENABLE=1, NCCL_IB_DISABLE=1
 and NCCL_DEBUG (default WARN): one machine, loopback only.
 

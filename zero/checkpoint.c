@@ -90,19 +90,22 @@ out:
     return rc;
 }
 
-// Rank 0: extra.bin, manifest.json, then latest_zero. Returns 0 or -1 (printed).
-// files: rank q's size and CRC at files[2q], files[2q + 1].
-// The last 4 bytes of a rank file (its body's CRC-32, little-endian). 0, or -1.
+// The last 4 bytes of a rank file (its body's CRC-32, little-endian). 0, or -1 (errno set).
 static int read_trailer(const char *path, off_t size, uint32_t *crc) {
     unsigned char b[4] = {0};
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
-    const int ok = size >= 4 && pread(fd, b, 4, size - 4) == 4;
+    const ssize_t got = size >= 4 ? pread(fd, b, 4, size - 4) : 0;
+    const int e = got < 0 ? errno : EIO;   // a short read: the file shrank under us
     close(fd);
     *crc = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-    return ok ? 0 : -1;
+    if (got == 4) return 0;
+    errno = e;
+    return -1;
 }
 
+// Rank 0: extra.bin, manifest.json, then latest_zero. Returns 0 or -1 (printed).
+// files: rank q's size and CRC at files[2q], files[2q + 1].
 static int publish(Zero *z, const char *dir, const char *folder, long long step, const double *files, const void *extra,
                    size_t extra_bytes) {
     ZckManifest m;
@@ -142,11 +145,12 @@ static int publish(Zero *z, const char *dir, const char *folder, long long step,
         // the file's trailer is its body's CRC: one of the same size an earlier run left in a
         // folder that is not the rank's has another (a node's own folder at the same path)
         uint32_t trailer = 0;
-        int same = found && (uint64_t)st.st_size == m.ranks[q].bytes && read_trailer(path, st.st_size, &trailer) == 0 &&
-                   trailer == m.ranks[q].crc;
-        if (!same) {
+        const int sized = found && (uint64_t)st.st_size == m.ranks[q].bytes;
+        const int read = sized && read_trailer(path, st.st_size, &trailer) == 0;
+        if (!read || trailer != m.ranks[q].crc) {
             char seen[160];
-            if (found && (uint64_t)st.st_size == m.ranks[q].bytes)
+            if (sized && !read) snprintf(seen, sizeof seen, "cannot read its CRC there (%s)", strerror(errno));
+            else if (sized)
                 snprintf(seen, sizeof seen, "sees a file of that size whose CRC is %08x, not its %08x (another run's?)",
                          trailer, m.ranks[q].crc);
             else if (found) snprintf(seen, sizeof seen, "sees %lld bytes there", (long long)st.st_size);

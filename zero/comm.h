@@ -2,10 +2,12 @@
 comm.h: the communication world ZeRO runs in.
 
 Start-up (comm_mpi.c):
-  - launched by mpirun or srun (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK or SLURM_NTASKS in
-    the environment): MPI_Init_thread, rank and world from MPI_COMM_WORLD;
+  - launched by mpirun or srun (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK in the
+    environment, or srun's SLURM_STEP_NUM_TASKS without WORLD_SIZE): MPI_Init_thread, rank
+    and world from MPI_COMM_WORLD;
   - otherwise rank, world and local rank come from RANK, WORLD_SIZE, LOCAL_RANK (default
-    0, 1, 0) and MPI is never touched. The host backend then needs world == 1; a device
+    0, 1, 0; RANK is required when WORLD_SIZE > 1) and LOCAL_WORLD_SIZE (ranks a machine,
+    numbered machine by machine), and MPI is never touched. The host backend then needs world == 1; a device
     backend bootstraps its own collectives (NCCL) with zero_comm_share_blob(), which goes
     over TCP when ZERO_BOOTSTRAP_TCP=host:port is set, else through a shared file named by
     ZERO_BOOTSTRAP_FILE (bootstrap_tcp.c). Either needs the job's secret in every rank

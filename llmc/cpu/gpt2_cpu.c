@@ -830,6 +830,15 @@ void gpt2_cpu_build_external(GPT2 *m, const GPT2Config *c) {
     setup(m, c, NULL);
 }
 
+// The swap file goes with the host slot it moves through: the next forward sizes both anew
+// (a slot kept from a larger batch would move past a smaller host slot).
+static void close_act_file(GPT2 *m) {
+    if (m->act_fd < 0) return;
+    close(m->act_fd);
+    m->act_fd = -1;
+    m->act_slot_bytes = 0;
+}
+
 void gpt2_cpu_set_options(GPT2 *m, const GPT2CpuOptions *opt) {
     const GPT2CpuOptions *o = options_or_default(opt);
     char err[256];
@@ -852,6 +861,7 @@ void gpt2_cpu_set_options(GPT2 *m, const GPT2CpuOptions *opt) {
     free(m->act_host);
     m->acts = m->act_host = NULL;
     m->act_capacity = m->act_host_capacity = 0;
+    close_act_file(m);
     m->backward_ready = 0;
 }
 
@@ -878,11 +888,7 @@ void gpt2_cpu_release_activations(GPT2 *m) {
     m->act_capacity = m->grad_act_capacity = m->act_host_capacity = 0;
     m->logits_or_probs = NULL;   // they pointed into acts
     m->losses = NULL;
-    if (m->act_fd >= 0) {   // the swap file goes too: the next forward sizes file and slot anew
-        close(m->act_fd);
-        m->act_fd = -1;
-        m->act_slot_bytes = 0;
-    }
+    close_act_file(m);
     m->backward_ready = 0;
     malloc_trim(0);   // freed heap pages too (glibc keeps them otherwise), not only mmapped blocks
 }

@@ -843,16 +843,21 @@ static int publish(ZeroComm *c, const char *path, const void *blob, size_t bytes
 }
 
 // The other ranks: 1 when path holds this job's blob (now in blob), 0 when there is no file
-// yet, -1 when the file there is not this job's (why in why), -2 when path cannot be opened
-// for a reason rank 0's file would not change (a folder in it that is a file, no permission).
+// yet, -1 when the file there is not this job's or cannot be opened now (why in why), -2
+// when path cannot be opened for a reason rank 0's file would not change (a folder in it
+// that is a file, no permission, a name too long).
 static int take(ZeroComm *c, const char *path, void *blob, size_t bytes, const unsigned char *key, char *why,
                 size_t whylen) {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);   // a FIFO: refused below, not waited on
     if (fd < 0) {
         if (errno == ENOENT) return 0;
-        if (errno != ELOOP) {
-            snprintf(why, whylen, "%s", strerror(errno));
+        if (errno == ENOTDIR || errno == EACCES || errno == ENAMETOOLONG || errno == EPERM) {
+            snprintf(why, whylen, "%s", strerror(errno));   // no file of rank 0's can change these
             return -2;
+        }
+        if (errno != ELOOP) {   // perhaps passing (a socket or FIFO rank 0's rename replaces, ESTALE)
+            snprintf(why, whylen, "%s", strerror(errno));
+            return -1;
         }
         snprintf(why, whylen, "it is a symbolic link (rank 0 writes a regular file)");
         return -1;

@@ -860,10 +860,10 @@ static void test_act_checkpoint_bit_identical(void **state) {
     opt_run_free(&base);
 }
 
-// The swap-file tier across gpt2_cpu_release_activations and a smaller batch: the file and
-// its slots go with the activations, so the next forward's slot is the host slot's size
-// (a slot kept from the larger batch moved past the smaller host buffer), and the results
-// are the bits of a model that never offloaded.
+// The swap-file tier across gpt2_cpu_release_activations (and gpt2_cpu_set_options) and a
+// smaller batch: the file and its slots go with the activations, so the next forward's
+// slot is the host slot's size (a slot kept from the larger batch moved past the smaller
+// host buffer), and the results are the bits of a model that never offloaded.
 static void test_act_swap_file_across_release(void **state) {
     (void)state;
     GPT2Config c = make_config(37, 48, 3, 16, 2, 16);
@@ -893,6 +893,15 @@ static void test_act_swap_file_across_release(void **state) {
     gpt2_cpu_zero_grad(&f);
     gpt2_cpu_backward(&f, 1.0f);
     assert_memory_equal(&f.mean_loss, &m.mean_loss, sizeof(float));
+    assert_memory_equal(f.grads, m.grads, sizeof(float) * m.num_parameters);
+    // the same across gpt2_cpu_set_options, which lays the activations out anew
+    gpt2_cpu_forward(&m, in, tg, 4, 16);
+    gpt2_cpu_set_options(&m, &file);
+    assert_int_equal(m.act_fd, -1);
+    gpt2_cpu_forward(&m, in, tg, 1, 16);
+    assert_true(m.act_slot_bytes <= m.act_host_capacity * sizeof(float));
+    gpt2_cpu_zero_grad(&m);
+    gpt2_cpu_backward(&m, 1.0f);
     assert_memory_equal(f.grads, m.grads, sizeof(float) * m.num_parameters);
     gpt2_cpu_free(&f);
     gpt2_cpu_free(&m);
