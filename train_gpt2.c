@@ -40,6 +40,7 @@ unsharded hooks are below, the ZeRO ones in gpt2_zero_cpu.c.
 #include "llmc/utils.h"
 #include "gpt2_zero_cpu.h"
 #include "zero/trace.h"
+#include "zero/zero.h"   // zero_check_disk
 
 // ----------------------------------------------------------------------------
 // The unsharded trainer's hooks: the model holds its parameters, gradients and moments.
@@ -103,7 +104,7 @@ static int unsharded_dry_run(TrainConfig *cfg) {
     printf("dry run: the unsharded trainer, gradient accumulation %d: process peak (predicted) %.2f MiB = the table's "
            "total + %.2f MiB of runtime (code, libraries, the data)\n", grad_accum, peak / 1048576.0, t.runtime / 1048576.0);
     uint64_t act_file = gpt2_cpu_activation_file_bytes(&mc, c.B, c.T, &opt);
-    int rc = act_file && memory_table_check_disk("the activation swap file", act_file, cfg->nvme_path) ? 2 : 0;
+    int rc = act_file && zero_check_disk("the activation swap file", act_file, cfg->nvme_path) ? 2 : 0;
     if (!t.budget) return rc;
     if (peak <= t.budget) {
         printf("fits: %.2f GiB of a budget of %.2f GiB (%.2f GiB free)\n", peak / 1073741824.0, t.budget / 1073741824.0,

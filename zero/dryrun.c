@@ -376,17 +376,22 @@ static int print_disk(const ZeroPrediction *pred, int world, const ZeroConfig *c
     }
     if (most == 0 || !cfg->nvme_path) return 0;
     int per_node = pred[0].local_size > 0 ? pred[0].local_size : world;
-    uint64_t need = most * (uint64_t)per_node;
+    char what[96];
+    snprintf(what, sizeof what, "the swap files of %d rank(s) a machine", per_node);
+    return zero_check_disk(what, most * (uint64_t)per_node, cfg->nvme_path);
+}
+
+int zero_check_disk(const char *what, uint64_t bytes, const char *dir) {
     struct statvfs st;
-    if (statvfs(cfg->nvme_path, &st) != 0) {
-        printf("NVMe: %d rank(s) a machine need %.2f GiB of swap files; %s is not here (%s): not checked\n", per_node,
-               need / DRY_GiB, cfg->nvme_path, strerror(errno));
+    if (statvfs(dir, &st) != 0) {
+        printf("disk: %s, %.2f GiB under %s, which is not here (%s): not checked\n", what, bytes / DRY_GiB, dir,
+               strerror(errno));
         return 0;
     }
     uint64_t free_bytes = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
-    int fits = need <= free_bytes;
-    printf("NVMe: %d rank(s) a machine need %.2f GiB of swap files under %s, which has %.2f GiB free: %s\n", per_node,
-           need / DRY_GiB, cfg->nvme_path, free_bytes / DRY_GiB, fits ? "fits" : "does not fit");
+    int fits = bytes <= free_bytes;
+    printf("disk: %s, %.2f GiB under %s, which has %.2f GiB free: %s\n", what, bytes / DRY_GiB, dir,
+           free_bytes / DRY_GiB, fits ? "fits" : "does not fit");
     return !fits;
 }
 

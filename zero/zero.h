@@ -378,6 +378,10 @@ typedef struct {
 // Returns 0 (all ranks fit, or no budget), 1 (some rank or the disk does not fit), -1 (error).
 int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
                  int grad_accum, const ZeroDryRunModel *model, const char *path_json);
+// A dry run's swap files (what: which, bytes in all) against the free space under dir, as
+// one printed line "disk: WHAT, X GiB under DIR, which has Y GiB free: fits" (or "does not
+// fit"; "not checked" where dir is not here). Returns 1 when they do not fit, else 0.
+int zero_check_disk(const char *what, uint64_t bytes, const char *dir);
 
 #ifdef __cplusplus
 }

@@ -2,11 +2,9 @@
 #include "memory_table.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 
 #include "../atomic_file.h"
 #include "logger.h"   // make_dirs
@@ -101,17 +99,3 @@ int memory_table_write_json(const char *out_dir, const char *trainer, const Memo
     return rc;
 }
 
-int memory_table_check_disk(const char *what, uint64_t bytes, const char *dir) {
-    const double GiB = 1073741824.0;
-    struct statvfs st;
-    if (statvfs(dir, &st) != 0) {
-        printf("disk: %s needs %.2f GiB under %s, which is not here (%s): not checked\n", what, bytes / GiB, dir,
-               strerror(errno));
-        return 0;
-    }
-    uint64_t free_bytes = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
-    int fits = bytes <= free_bytes;
-    printf("disk: %s needs %.2f GiB under %s, which has %.2f GiB free: %s\n", what, bytes / GiB, dir, free_bytes / GiB,
-           fits ? "fits" : "does not fit");
-    return !fits;
-}

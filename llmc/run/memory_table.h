@@ -34,9 +34,6 @@ void memory_table_print(const char *title, const MemoryTable *t, const char *dev
 int memory_table_write_json(const char *out_dir, const char *trainer, const MemoryTable *t);
 // Every column and the runtime: a CPU process's peak.
 uint64_t memory_table_process_bytes(const MemoryTable *t);
-// A dry run's swap file of `bytes` (what) against the free space under dir, printed; 1 when
-// it does not fit, else 0 (also when dir is not here to check, which it says).
-int memory_table_check_disk(const char *what, uint64_t bytes, const char *dir);
 
 #ifdef __cplusplus
 }

@@ -26,7 +26,7 @@ expect() {
     gib=$(python3 -c "print('%.2f' % ($need / 2**30))")
     verdict=$([ "$want" = 0 ] && echo fits || echo "does not fit")
     [ $rc -eq "$want" ] || { tail -n 5 "$tmp/$name.txt"; fail "$name: exit $rc, want $want"; }
-    grep -q "^$what$gib GiB .* $nv, which has [0-9.]* GiB free: $verdict$" "$tmp/$name.txt" \
+    grep -q "^$what$gib GiB under $nv, which has [0-9.]* GiB free: $verdict$" "$tmp/$name.txt" \
         || { grep -E "GiB|disk|NVMe" "$tmp/$name.txt"; fail "$name: no line '$what$gib GiB ... $verdict'"; }
     echo "$name: $gib GiB, $verdict (exit $rc)"
 }
@@ -36,11 +36,11 @@ small=(-e d4c64h2t64 -b 4096 -t 64 --act-checkpoint 1 --act-offload nvme --nvme-
 huge_b=$(python3 -c "print($free // (3 * 64 * 768 * 4) + 64)")
 big=(-e d4c768h12t64 -b "$huge_b" -t 64 --act-checkpoint 1 --act-offload nvme --nvme-path "$nv")
 
-expect unsharded_fits 0 "$(act_file 4 64 4096 64)" "disk: the activation swap file needs " ./train_gpt2 "${small[@]}"
-expect unsharded_over 2 "$(act_file 4 768 "$huge_b" 64)" "disk: the activation swap file needs " ./train_gpt2 "${big[@]}"
+expect unsharded_fits 0 "$(act_file 4 64 4096 64)" "disk: the activation swap file, " ./train_gpt2 "${small[@]}"
+expect unsharded_over 2 "$(act_file 4 768 "$huge_b" 64)" "disk: the activation swap file, " ./train_gpt2 "${big[@]}"
 # ZeRO without NVMe of its own: the model's files of every rank of the machine
-expect z1_act_fits 0 $((4 * $(act_file 4 64 4096 64))) "NVMe: 4 rank(s) a machine need " ./train_gpt2 -z 1 --world 4 "${small[@]}"
-expect z1_act_over 2 $((4 * $(act_file 4 768 "$huge_b" 64))) "NVMe: 4 rank(s) a machine need " \
+expect z1_act_fits 0 $((4 * $(act_file 4 64 4096 64))) "disk: the swap files of 4 rank(s) a machine, " ./train_gpt2 -z 1 --world 4 "${small[@]}"
+expect z1_act_over 2 $((4 * $(act_file 4 768 "$huge_b" 64))) "disk: the swap files of 4 rank(s) a machine, " \
     ./train_gpt2 -z 1 --world 4 "${big[@]}"
 
 # stage 3 on NVMe, with and without the activation file: the report's NVMe bytes per rank
@@ -53,6 +53,6 @@ r = json.load(open(sys.argv[1]))
 print(4 * max(sum(e["nvme"].values()) - e["nvme"].get("total", 0) for e in r["ranks"]) + 4 * int(sys.argv[2]))' \
         "$tmp/z3_$act/zero_report.json" "$([ $act = 1 ] && act_file 4 64 4096 64 || echo 0)") \
         || fail "z3 nvme: no per-rank NVMe bytes in the report"
-    expect "z3_nvme_act$act" 0 "$need" "NVMe: 4 rank(s) a machine need " ./train_gpt2 "${a[@]}"
+    expect "z3_nvme_act$act" 0 "$need" "disk: the swap files of 4 rank(s) a machine, " ./train_gpt2 "${a[@]}"
 done
 echo "PASS test_dry_run_disk"
