@@ -225,17 +225,44 @@ static int text_has_nul(const char *line, size_t len, size_t text_len) {
     return has;
 }
 
-// What cJSON would turn into a NUL inside a string, silently cutting it where Python's json
-// refuses the line: a raw NUL byte, or a \u not followed by four hex digits (cJSON decodes
-// it as U+0000). Returns the 1-based column of the first, or 0.
-static long bad_nul_source(const char *line, size_t len) {
+// The value of the four hex digits at s (the caller checked them).
+static unsigned hex4(const char *s) {
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        int c = tolower((unsigned char)s[k]);
+        v = v * 16 + (unsigned)(isdigit(c) ? c - '0' : c - 'a' + 10);
+    }
+    return v;
+}
+
+// What cJSON would cut a string at, or refuse with no useful place: a raw NUL byte, a \u not
+// followed by four hex digits (cJSON decodes it as U+0000, Python's json refuses it), a
+// UTF-16 surrogate not in a high-low pair (no character, so no UTF-8: cJSON refuses the line,
+// and Python's json takes it but cannot encode the text). Returns the 1-based column of the
+// first, or 0, with *why saying which.
+static long bad_json_escape(const char *line, size_t len, const char **why) {
     const char *z = memchr(line, '\0', len);
-    if (z) return (long)(z - line) + 1;
+    if (z) { *why = "a NUL byte"; return (long)(z - line) + 1; }
     for (size_t i = 0; i + 1 < len; i++) {
         if (line[i] != '\\') continue;
         if (line[i + 1] == 'u') {
             for (size_t k = 2; k < 6; k++)
-                if (i + k >= len || !isxdigit((unsigned char)line[i + k])) return (long)i + 1;
+                if (i + k >= len || !isxdigit((unsigned char)line[i + k])) {
+                    *why = "a \\u escape needs four hex digits";
+                    return (long)i + 1;
+                }
+            unsigned v = hex4(line + i + 2);
+            if (v >= 0xDC00 && v <= 0xDFFF) { *why = "a UTF-16 low surrogate with no high one before it"; return (long)i + 1; }
+            if (v >= 0xD800 && v <= 0xDBFF) {
+                size_t j = i + 6;   // a low surrogate's escape must follow at once
+                int pair = j + 5 < len && line[j] == '\\' && line[j + 1] == 'u';
+                for (size_t k = 2; pair && k < 6; k++) pair = isxdigit((unsigned char)line[j + k]) != 0;
+                if (!pair || hex4(line + j + 2) < 0xDC00 || hex4(line + j + 2) > 0xDFFF) {
+                    *why = "a UTF-16 high surrogate with no low one after it";
+                    return (long)i + 1;
+                }
+                i = j;   // the pair's low half is checked: go on after it
+            }
         }
         i++;   // the escaped character: "\\u" is a backslash, then a plain u
     }
@@ -254,9 +281,9 @@ static void do_jsonl(Tokenizer *tok, Sink *s, const char *path) {
         size_t k = 0;
         while (k < (size_t)len && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r' || line[k] == '\n')) k++;
         if (k == (size_t)len) continue;
-        long bad = bad_nul_source(line, (size_t)len);
-        if (bad) die("%s:%ld: not valid JSON (column %ld: %s)", name, lineno, bad,
-                     line[bad - 1] ? "a \\u escape needs four hex digits" : "a NUL byte");
+        const char *why = NULL;
+        long bad = bad_json_escape(line, (size_t)len, &why);
+        if (bad) die("%s:%ld: not valid JSON (column %ld: %s)", name, lineno, bad, why);
         const char *end = NULL;
         cJSON *obj = cJSON_ParseWithLengthOpts(line, (size_t)len, &end, 0);
         if (obj == NULL) {

@@ -791,10 +791,19 @@ static void test_cli_jsonl(void **state) {
     const char *hex = "{\"text\": \"ok\"}\n{\"text\": \"keep\\uZZZZ lost\"}\n";
     const char nulbyte[] = "{\"text\": \"a\0b\"}\n";
     const char *esc = "{\"text\": \"a\\\\uZZZZ\"}\n";
+    // a UTF-16 surrogate outside a high-low pair is no character (cJSON refuses the line with
+    // no useful column; Python's json takes it and then cannot encode the text): named; a pair
+    // is one character, taken
+    const char *high = "{\"text\": \"a\\uD83Dx\"}\n", *high2 = "{\"text\": \"\\ud83d\\u0041\"}\n";
+    const char *low = "{\"text\": \"a\\ud83d\\ude00\\uDE00\"}\n", *pair = "{\"text\": \"a\\ud83d\\ude00b\"}\n";
     const struct { const char *name, *data; size_t len; const char *want; int rc; } cases[] = {
         {"hex.jsonl", hex, strlen(hex), ":2: not valid JSON (column 15: a \\u escape needs four hex digits)", 1},
         {"nulbyte.jsonl", nulbyte, sizeof(nulbyte) - 1, ":1: not valid JSON (column 12: a NUL byte)", 1},
         {"esc.jsonl", esc, strlen(esc), NULL, 0},
+        {"high.jsonl", high, strlen(high), ":1: not valid JSON (column 12: a UTF-16 high surrogate with no low one after it)", 1},
+        {"high2.jsonl", high2, strlen(high2), ":1: not valid JSON (column 11: a UTF-16 high surrogate with no low one after it)", 1},
+        {"low.jsonl", low, strlen(low), ":1: not valid JSON (column 24: a UTF-16 low surrogate with no high one before it)", 1},
+        {"pair.jsonl", pair, strlen(pair), NULL, 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         spit(tmp_path(cases[i].name), cases[i].data, cases[i].len);
