@@ -229,6 +229,11 @@ static int apply_number(Reader *r, const DsKey *k, const cJSON *v) {
     }
     double x = v->valuedouble;
     if (k->kind == DS_FLOAT) x = (float)x;  // checked as the trainer will hold it (0.999999999 is 1.0f)
+    if (x == 0 && v->valuedouble != 0) {    // a learning rate of 1e-50 would train at 0
+        fprintf(r->log, "error: '%s': %s %s is too small for a float (it would be 0)\n", r->path, k->key,
+                json_text(v, text, sizeof(text)));
+        return -1;
+    }
     int integral = k->kind == DS_FLOAT || x == floor(x);
     if (!integral || !(x >= k->lo && (k->hi_open ? x < k->hi : x <= k->hi)) ||
         (k->multiple_of > 0 && fmod(x, k->multiple_of) != 0)) {
@@ -498,6 +503,12 @@ static int apply_object(Reader *r, const cJSON *obj, const char *prefix) {
     for (const cJSON *e = obj->child; e; e = e->next) {
         char key[256];
         snprintf(key, sizeof(key), "%s%s%s", prefix, *prefix ? "." : "", e->string);
+        // a key holding a path ("zero_optimization.stage", "betas[0]") is no key of the table:
+        // it would set a value twice, past the one-object duplicate check, as DeepSpeed never does
+        if (strpbrk(e->string, ".[")) {
+            note_unknown(r, key);
+            continue;
+        }
         if (apply_key(r, key, e, obj) != 0) return -1;
     }
     return 0;

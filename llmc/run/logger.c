@@ -11,6 +11,7 @@
 
 void make_dirs(const char *path) {
     char buf[4096];
+    if (path[0] == '\0') die("cannot create a folder with an empty name");
     if (strlen(path) >= sizeof(buf)) die("path too long: '%s'", path);
     strcpy(buf, path);
     for (char *p = buf + 1; ; p++) {

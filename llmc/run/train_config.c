@@ -144,8 +144,12 @@ static float parse_float(const char *flag, const char *s, double lo, double hi) 
     errno = 0;
     double v = strtod(s, &end);   // past double's range (1e999, 1e-999): ERANGE, refused
     // and a nonzero value that a float holds as 0 (-l 1e-50 would train at rate 0)
-    if (*s == '\0' || *end != '\0' || errno == ERANGE || !(v >= lo && v <= hi) || (v != 0.0 && (float)v == 0.0f)) {
+    if (*s == '\0' || *end != '\0' || errno == ERANGE || !(v >= lo && v <= hi)) {
         fprintf(stderr, "error: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
+        exit(1);
+    }
+    if (v != 0.0 && (float)v == 0.0f) {
+        fprintf(stderr, "error: %s %s is too small for a float (it would be 0)\n", flag, s);
         exit(1);
     }
     return (float)v;
@@ -778,9 +782,16 @@ static char **llmc_flags(int argc, char **argv, const char *shorts, const struct
         if (a[1] == '-') {   // a long option: skip its separate value
             const char *eq = strchr(a + 2, '=');
             size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-            for (const struct option *o = longs; o->name; o++)
-                if (strlen(o->name) == len && strncmp(o->name, a + 2, len) == 0 && o->has_arg == required_argument && !eq)
-                    i++;
+            // as getopt_long reads it: the name exactly, else a prefix of one or more names
+            // ("--shuf" is --shuffle) that agree on taking a value
+            int exact = -1, takes = -1;
+            for (const struct option *o = longs; o->name; o++) {
+                if (strncmp(o->name, a + 2, len) != 0) continue;
+                int req = o->has_arg == required_argument;
+                if (strlen(o->name) == len) { exact = req; break; }
+                takes = takes == -1 || takes == req ? req : -2;
+            }
+            if ((exact == -1 ? takes : exact) == 1 && !eq) i++;
             continue;
         }
         const char *p = strchr(shorts, a[1]);   // "-b 4" (not "-b4"): skip the 4

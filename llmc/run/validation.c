@@ -1,6 +1,7 @@
 // validation.c: the validation loss, dealt to ranks by batch number (validation.h).
 #include "validation.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -8,6 +9,7 @@
 
 int validation_batches(const DataLoader *val, int max_batches) {
     int64_t available = val->total_windows / val->B;
+    if (available > INT_MAX) available = INT_MAX;   // -m -1 over 2^31 batches: as many as an int counts
     return (max_batches < 0 || max_batches > available) ? (int)available : max_batches;
 }
 
@@ -18,10 +20,10 @@ float validation_loss(DataLoader *val, int max_batches, BatchLoss loss, void *mo
     // Every rank runs the same number of forwards: under ZeRO-3 a forward is collective
     // (it gathers parameters), so a rank without a batch of its own in the last round
     // evaluates batch 0 again and drops the result.
-    int rounds = (n + val->world - 1) / val->world;
-    for (int i = 0; i < rounds; i++) {
-        int g = i * val->world + val->rank;
-        dataloader_load_batch(val, g < n ? g : 0);
+    int64_t rounds = ((int64_t)n + val->world - 1) / val->world;
+    for (int64_t i = 0; i < rounds; i++) {
+        int64_t g = i * val->world + val->rank;
+        dataloader_load_batch(val, g < n ? (int)g : 0);
         float l = loss(model, val);
         if (g < n) slot[g] = l;
     }

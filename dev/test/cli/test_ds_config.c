@@ -222,6 +222,9 @@ static void test_wrong_types_and_ranges(void **state) {
         {"{\"optimizer\": {\"params\": {\"weight_decay\": 11}}}",
          "optimizer.params.weight_decay must be a number in [0, 10]"},
         {"{\"optimizer\": {\"params\": []}}", "optimizer.params must be an object"},
+        // nonzero, but 0 as the float the trainer holds: a rate of 0, clipping off
+        {"{\"optimizer\": {\"params\": {\"lr\": 1e-50}}}", "optimizer.params.lr 1e-50 is too small for a float (it would be 0)"},
+        {"{\"gradient_clipping\": 1e-46}", "gradient_clipping 1e-46 is too small for a float (it would be 0)"},
         {"{\"zero_optimization\": {\"offload_optimizer\": {\"pin_memory\": \"yes\"}}}",
          "zero_optimization.offload_optimizer.pin_memory must be true or false, got \"yes\""},
         {"{\"zero_optimization\": {\"offload_param\": {\"nvme_path\": 5}}}",
@@ -305,6 +308,20 @@ static void test_unknown_keys_warned_by_name(void **state) {
     assert_null(strstr(g_log, "error"));
     assert_int_equal(c.zero_stage, 1);  // the known keys beside them still apply
     assert_true(c.lr == 0.001f);
+    // a key that spells a path is no key of the table: nothing it names is set (a second value
+    // for the stage or a beta, past the one-object duplicate check), and it is named
+    assert_int_equal(apply(&c, "",
+                           "{\"zero_optimization\": {\"stage\": 3}, \"zero_optimization.stage\": 0,"
+                           " \"optimizer\": {\"params\": {\"betas\": [0.8, 0.95], \"betas[0]\": 0.5}},"
+                           " \"optimizer.params.lr\": 0.005}"),
+                     0);
+    expect_log("ignoring 3 keys this trainer does not know: zero_optimization.stage, optimizer.params.betas[0], "
+               "optimizer.params.lr");
+    assert_int_equal(c.zero_stage, 3);
+    assert_true(c.beta1 == 0.8f);
+    TrainConfig d;
+    parse_flags(&d, "");
+    assert_true(c.lr == d.lr);
 }
 
 static void test_flag_contradicting_the_file(void **state) {

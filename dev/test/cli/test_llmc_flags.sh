@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # llm.c's flags (train_gpt2.cu's list): each works with llm.c's meaning or is
 # refused by name with what to use instead, in all three trainers.
-#  1. refused: -h 1 (HellaSwag; never the help with exit 0), -w 0, -ge, -lg N>0, the
+#  1. refused: -h 1 (HellaSwag; never the help with exit 0, also after an abbreviated long
+#     option), -w 0, -ge, -lg N>0, the
 #     multi-node -pn -pr -pg -pm -pi -ps -pp -pf, -r on the CPU, --micro-grads in train_gpt2_zero
 #     (and a value other than 0|1 in train_gpt2cu):
 #     non-zero exit, the flag's name in the message, nothing written
@@ -59,6 +60,10 @@ refuse ./train_gpt2 cpu_nk "error: -nk expects" -nk k
 refuse ./train_gpt2 cpu_sl "error: -sl expects" -sl -1
 refuse ./train_gpt2 cpu_a "error: -a expects" -a 2
 refuse ./train_gpt2 cpu_h2 "error: -h expects" -h 2
+# after a long option abbreviated as getopt allows ("--shuf" for --shuffle, taking its value),
+# llm.c's two-letter flags and -h N still read as llm.c's
+refuse ./train_gpt2 cpu_abbrev_h "error: -h expects" --shuf 1 -h 2
+refuse ./train_gpt2 cpu_abbrev_nk "error: -nk expects" --shuf 0 -nk k
 for t in "${trainers[@]}"; do
     if "$t" -h > "$tmp/help.txt" 2>&1 && grep -q "^usage:" "$tmp/help.txt"; then ok "$t -h: the help, exit 0"
     else bad "$t -h: no help with exit 0"; fi

@@ -22,7 +22,8 @@ expect_error "--qwz-block sets the block of --qwz" -z 3 --qwz-block 64
 expect_error "give --trace FILE too" --trace-steps 2
 expect_error "--cudnn 0 is the CUDA trainers'" --cudnn 0
 expect_error "-m 0 evaluates no validation batch" -m 0
-expect_error "-l expects a number" -l 1e-50
+expect_error "-l 1e-50 is too small for a float (it would be 0)" -l 1e-50
+expect_error "--grad-clip 1e-46 is too small for a float" --grad-clip 1e-46
 expect_error "--beta1 expects a number" --beta1 1e-400
 expect_error "-t 512 exceeds the model's maximum sequence length 128" --dry-run -t 512 --gpu-mem 8G
 expect_error "-b expects an integer" -b zero
