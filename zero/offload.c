@@ -744,7 +744,8 @@ static void update_tiles(Zero *z, const AdamWParams *p, int update, int t, size_
     o->step_sets = set0 + (k1 - k0);
     // leave_writes (one tensor's deferred update): the writes stay in flight beside the next
     // tensor's reads; state_writes_done orders whatever touches those bytes again
-    if (!leave_writes) nvme_check(z, zero_nvme_drain(nv), "the step's writes", -1);
+    // (a rank owning no element has no engine)
+    if (!leave_writes && nv) nvme_check(z, zero_nvme_drain(nv), "the step's writes", -1);
 }
 
 static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
@@ -765,7 +766,7 @@ static void catch_up(Zero *z, int ti, void *dst) {
 // their buffers (the step's sets) and bytes may be touched again.
 static void writes_drained(Zero *z) {
     ZeroOffload *o = &z->off;
-    nvme_check(z, zero_nvme_drain(o->nvme), "the deferred update's writes", -1);
+    if (o->nvme) nvme_check(z, zero_nvme_drain(o->nvme), "the deferred update's writes", -1);
     if (o->state_write) memset(o->state_write, 0, (size_t)z->num_tensors * sizeof(uint64_t));
 }
 
@@ -1010,6 +1011,10 @@ void zero_offload_step_begin(Zero *z) {
 
 void zero_offload_step_end(Zero *z) {
     if (!z->off.nvme) return;
+    // A skipped update waited for none of the gradient writes; the next step's first write of
+    // the same bytes would not wait for them either (the engine does not order writes), and
+    // AdamW would read the skipped step's gradient.
+    gradient_writes_done(z);
     ZeroNvmeStats st;
     engine_stats(z, &st);
     z->off.last_read = st.bytes_read - z->off.mark_read;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_zero_mpi.sh: builds dev/test/zero/mpi_zero_toy.c with zero/ (mpicc) and runs it under
-# mpirun: the host kernels' rounding odds and thread counts, refused configurations, every ZeRO stage
+# mpirun: the host kernels' rounding odds and thread counts, refused configurations, offload
+# where a rank owns nothing or one tile, every ZeRO stage
 # at 1, 2, 3 and 4 ranks against the unsharded reference (also with the host backend's
 # jitter, ZERO_HOST_JITTER, and the NVMe engine's, ZERO_NVME_JITTER, under several seeds:
 # the same bits), the overlap properties
@@ -58,6 +59,9 @@ run() {
 
 run kernels 1 kernels
 run errors 2 errors
+# offload where a rank holds little: nothing at all (no swap file engine), one NVMe tile after a
+# skipped step (under 16 NVMe jitter seeds)
+for np in 2 3; do run "edges-np$np" "$np" edges; done
 for np in 1 2 3 4; do run "stages-0-3-np$np" "$np" train; done
 grep -h "stage\|reference" "$tmp/stages-0-3-np4.log" | sed 's/^/    /'
 
