@@ -127,6 +127,10 @@ llmc_info="llm.c: $llmc_commit, $llmc_cudnn"
 if [ -f "$llmc_bin.info" ]; then llmc_info=$(cat "$llmc_bin.info")
 elif [ -f "$binfo" ] && grep -q "^llm.c: " "$binfo"; then llmc_info=$(grep -m 1 "^llm.c: " "$binfo"); fi
 
+# llm.c flushes its step lines only when it samples: into a file they are block-buffered, and a
+# run stopped at the deadline would leave none (ours set line buffering themselves)
+llmc_run=("$llmc_bin"); command -v stdbuf > /dev/null && llmc_run=(stdbuf -oL "$llmc_bin")
+
 # --- settings ---------------------------------------------------------------------------------
 CU=${CU:-./train_gpt2cu}; model_bf16=${MODEL_BF16:-build/model_bf16}
 read -r -a zero <<< "${ZERO:-scripts/launch_ranks.sh 1 ./train_gpt2_zero}"
@@ -308,7 +312,7 @@ if [ $profile = 1 ]; then profile_kernels; exit; fi
 # --- the runs, in priority order ----------------------------------------------------------------
 first_ok=1
 mf0=$(init_model "$m0") || { echo "bench_vs_llmc: no model file for $m0"; exit 1; }
-run "llmc_${m0}_b$b0" "$b0" "$mf0" "$llmc_bin"
+run "llmc_${m0}_b$b0" "$b0" "$mf0" "${llmc_run[@]}"
 run "cu_${m0}_b$b0" "$b0" "$mf0" "$CU" --shuffle 0
 row "llmc_${m0}_b$b0" "llm.c train_gpt2cu" "$m0" "$b0" "$mf0" "" ""
 row "cu_${m0}_b$b0" "train_gpt2cu" "$m0" "$b0" "$mf0" "llmc_${m0}_b$b0" "llmc_${m0}_b$b0"
@@ -335,7 +339,7 @@ for who in llmc cu; do
     [ ${#big_b[@]} -gt 0 ] || break
     best=
     for b in "${big_b[@]}"; do
-        if [ $who = llmc ]; then run "llmc_${m0}_b$b" "$b" "$mf0" "$llmc_bin"; else run "cu_${m0}_b$b" "$b" "$mf0" "$CU" --shuffle 0; fi
+        if [ $who = llmc ]; then run "llmc_${m0}_b$b" "$b" "$mf0" "${llmc_run[@]}"; else run "cu_${m0}_b$b" "$b" "$mf0" "$CU" --shuffle 0; fi
         rc=$?
         [ $rc = 0 ] && best=$b || break
     done
@@ -351,7 +355,7 @@ done
 for m in "${models[@]:1}"; do
     d=${m%%:*}; b=${m##*:}
     mf=$(init_model "$d") || { rows+=("| both | $d | $b | not run (no model file: deadline or init failed) | | | | | | | |"); continue; }
-    run "llmc_${d}_b$b" "$b" "$mf" "$llmc_bin"; run "cu_${d}_b$b" "$b" "$mf" "$CU" --shuffle 0
+    run "llmc_${d}_b$b" "$b" "$mf" "${llmc_run[@]}"; run "cu_${d}_b$b" "$b" "$mf" "$CU" --shuffle 0
     row "llmc_${d}_b$b" "llm.c train_gpt2cu" "$d" "$b" "$mf" "" ""
     row "cu_${d}_b$b" "train_gpt2cu" "$d" "$b" "$mf" "llmc_${d}_b$b" "llmc_${d}_b$b"
 done

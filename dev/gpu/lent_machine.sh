@@ -4,8 +4,9 @@
 # dev/gpu/bundle.sh built elsewhere (BUNDLE, default gpubundle/). Runs the lanes at once,
 # each under DEADLINE seconds (default 300), and writes LOGDIR (default /tmp/gpu_logs) with
 # summary.txt (every PASS/FAIL line and each lane's verdict) and, when OUT is set, copies
-# summary.txt, the tables and logs.tgz (the runs' files under 8 MiB; model files and
-# checkpoints left out) there.
+# the lanes' verdicts and tables there as each lane ends, then summary.txt and logs.tgz (the
+# runs' files under 8 MiB; model files and checkpoints left out). A lane name it does not
+# know is refused before anything runs.
 # Lanes (default all but bench, vsllmc, profile, kernels, offload-max and sanitize): units
 # bitwise matrix offload zeropp mainjob toy (gpu_zero.sh's 2- and 4-rank, launch, refusal,
 # bootstrap and death cases with the bundle's programs) bench vsllmc profile (bench_vs_llmc.sh
@@ -30,6 +31,15 @@ set -u
 t0=$(date +%s)   # DEADLINE counts from here: the setup below is in it
 cd "$(dirname "$0")/../.."
 lanes=${*:-units bitwise matrix offload zeropp mainjob toy}
+known="units bitwise matrix offload zeropp mainjob toy bench vsllmc profile kernels offload-max sanitize quant matrix4
+       offload-param-nvme mainjob-short"
+if [ -z "${LANE_CMD:-}" ]; then   # a misspelt lane would run nothing and pass: refused before any GPU time goes
+    for l in $lanes; do
+        for p in ${l//+/ }; do
+            [[ " $(echo $known) " == *" $p "* ]] || { echo "lent_machine: no lane '$p' (lanes: $(echo $known))"; exit 2; }
+        done
+    done
+fi
 B=${BUNDLE:-gpubundle}
 log=${LOGDIR:-/tmp/gpu_logs}; mkdir -p "$log"
 # a rerun on a warm machine: this run's summary, lanes and tables only
@@ -109,6 +119,8 @@ run_lane() {   # run_lane LANE END AFTER: LANE's parts one after the other, each
         wait $!
         echo "lane $p: exit $? after $(( $(date +%s) - t0 )) s" >> "$log/lanes.txt"
         kill_tagged "$tag\.$p"
+        # what is done comes back even when the command is cut short later
+        [ -n "${OUT:-}" ] && mkdir -p "$OUT" && cp "$log/lanes.txt" $(ls "$log"/*.md 2> /dev/null) "$OUT/"
     done
 }
 solo=(); shared=()
@@ -146,5 +158,7 @@ fi
 find /tmp/gm_* /tmp/mainjob -type f -size -8388608c ! -name '*.bin' ! -name '*.zck*' ! -name '*.tmp.*' \
         ! -path '*/zero_[0-9]*/*' -print0 2> /dev/null | tar -czf "$log/runs.tgz" --null -T - 2> /dev/null
 [ -n "${OUT:-}" ] && tar -czf "$OUT/logs.tgz" -C "$log" .
+# the tables in the command's own output too: it comes back whatever happens to OUT
+for t in bench_vs_llmc profile offload_max; do [ -f "$log/$t.md" ] && cat "$log/$t.md"; done
 echo "$verdict; $log/summary.txt"
 [ "$nfail" -eq 0 ] && [ "$nlane" -eq 0 ]

@@ -62,9 +62,16 @@ while kill -0 "$pid" 2> /dev/null; do   # the trainer's peak resident set, while
     [ -n "$stopped" ] && { kill "$pid" 2> /dev/null; break; }
     sleep 0.5
 done
-wait "$pid"; rc=$?
+if [ -n "$stopped" ]; then
+    # its exit gives back about 100 GiB of pinned host and device memory: the row is written
+    # after a few seconds whether or not it is gone, so a lane's deadline close behind cannot
+    # lose it (whatever still runs is killed with the lane)
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2> /dev/null || break; sleep 0.5; done
+    rc=1; [ "$stopped" = "after its last step" ] && rc=0
+else
+    wait "$pid"; rc=$?
+fi
 ran=$(grep -c "^step \+[0-9]*/" "$log/run.txt")
-[ "$stopped" = "after its last step" ] && rc=0
 # the final model (41 GB at 10.28 B parameters), or the export the kill cut short (its
 # temporary file): no use here, and too big for the logs
 rm -f "$log/run"/*.bin "$log/run"/*.tmp.*

@@ -13,7 +13,8 @@
 #     part's start and end: the benchmark lane (vsllmc) runs alone before the correctness
 #     lanes, which then run at once; profile, kernels and then offload-max run alone after
 #     it, each lane ended in time to leave the ones after it their seconds (kernels, made to
-#     overrun, is stopped and offload-max still runs); the tables land in LOGDIR and OUT.
+#     overrun, is stopped and offload-max still runs); the tables land in LOGDIR, and in OUT
+#     as each lane ends; a misspelt lane is refused before anything runs.
 #  3. bench_vs_llmc.sh --profile with a stand-in for Nsight Compute that writes ncu's CSV from
 #     the emulator's trace (a row per kernel launch, cuBLASLt call and cuDNN execution, 2 us
 #     each): the report's step must hold exactly one step's launches as the trace of a
@@ -123,7 +124,8 @@ cat > "$tmp/lane" <<EOF
 echo "\$1 start \$(date +%s.%N) \$SOLO_AFTER" >> "$tmp/order"
 [ "\$1" = vsllmc ] && echo "| stand-in table |" > "\$GPU_LOGDIR/bench_vs_llmc.md"
 [ "\$1" = profile ] && echo "| stand-in kernel table |" > "\$GPU_LOGDIR/profile.md"
-[ "\$1" = kernels ] && sleep 60   # overruns: its deadline must end it in time for offload-max
+# what OUT holds when kernels starts: the tables of the lanes before it, already there
+[ "\$1" = kernels ] && { ls "\$OUT" > "$tmp/out_at_kernels"; sleep 60; }   # overruns: its deadline must end it in time for offload-max
 # a straggler, as a nested timeout's ranks are: a process group of its own that outlives the lane
 [ "\$1" = units ] && { timeout 300 sleep 299 & echo \$! > "$tmp/straggler"; }
 # a failed check's line as test_backend_ops prints it (no FAIL at the line's start)
@@ -166,6 +168,16 @@ if grep -q "stand-in table" "$tmp/lm/summary.txt" && grep -q "stand-in kernel ta
    [ -f "$tmp/out/bench_vs_llmc.md" ] && [ -f "$tmp/out/profile.md" ] && [ "$(grep -c "^lane .*: exit 0" "$tmp/lm/summary.txt")" -eq 5 ]
 then ok "lent_machine.sh: the five other lanes exit 0; both tables in summary.txt and OUT"
 else bad "lent_machine.sh: summary or OUT incomplete"; tail -n 5 "$tmp/lm.log"; fi
+grep -qx bench_vs_llmc.md "$tmp/out_at_kernels" && grep -qx profile.md "$tmp/out_at_kernels" &&
+    grep -qx lanes.txt "$tmp/out_at_kernels" && grep -q "stand-in kernel table" "$tmp/lm.log" &&
+    ok "lent_machine.sh: each lane's table in OUT as the lane ends (before the next), and in the output" ||
+    bad "lent_machine.sh: OUT held '$(tr '\n' ' ' < "$tmp/out_at_kernels" 2>&1)' when kernels started"
+# a misspelt lane: refused at once, before the bundle is copied or any lane runs
+LOGDIR=$tmp/lm4 bash "$tmp/tree/dev/gpu/lent_machine.sh" units offload_max > "$tmp/lm4.log" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "no lane 'offload_max' (lanes: units .*offload-max" "$tmp/lm4.log" && [ ! -e "$tmp/lm4/units.txt" ] &&
+    ok "lent_machine.sh: an unknown lane (offload_max) refused before anything runs" ||
+    bad "lent_machine.sh offload_max: exit $rc, $(head -n 2 "$tmp/lm4.log")"
 [ $lm_rc -ne 0 ] && grep -q "^lent_machine: [0-9]* PASS lines, 1 FAIL lines, 1 lanes not exit 0" "$tmp/lm/summary.txt" &&
     ok "lent_machine.sh: a check's 'name: FAIL: why' line counts as a failure (exit $lm_rc)" ||
     bad "lent_machine.sh: exit $lm_rc, verdict $(grep "^lent_machine: " "$tmp/lm/summary.txt")"

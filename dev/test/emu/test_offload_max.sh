@@ -5,7 +5,8 @@
 # the prediction stops it before the run, naming the dry run's verdict; a deadline inside the
 # run stops the trainer, and the row says after how many steps; the medians of tok/s and MFU
 # over the steps after the first are taken as numbers, and TFLOP/s is MFU x the peak; a
-# model export cut short by the stop leaves no temporary file behind.
+# model export cut short by the stop leaves no temporary file behind; a trainer slow to exit
+# once stopped does not hold the row back.
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
@@ -49,6 +50,8 @@ i=0
 for m in 50.0:7.0 9.5:1000 10.1:1200 10.3:1100 9.9:900; do
     i=\$((i + 1)); echo "step \$i/5 | loss 10.0 | norm 1.0 | lr 1e-4 | 1.0 ms | \${m#*:} tok/s | MFU \${m%:*}% | ok"
 done
+# SLOW_EXIT: stopped, it takes 30 s to go (a 10 B model's pinned memory given back)
+[ -n "\${SLOW_EXIT:-}" ] && { trap 'sleep 30' TERM; sleep 60 & wait; exit 143; }
 sleep 5
 EOF
 chmod +x "$tmp/trainer"
@@ -60,5 +63,14 @@ tok=$(trim "$tok") mfu=$(trim "$mfu") tf=$(trim "$tf")
     bad "medians: tok/s '$tok' (want 1050), MFU '$mfu' (want 10%), TFLOP/s '$tf' (want 98.9)"
 [ -d "$tmp/med/run" ] && [ -z "$(ls "$tmp/med/run" | grep -e '\.bin$' -e '\.tmp\.')" ] &&
     ok "no model file or cut-off export left in the run's folder" || bad "left in $tmp/med/run: $(ls "$tmp/med/run" 2>&1)"
+# a trainer slow to exit once stopped: the row is written within seconds, not after its exit
+# (a lane's deadline close behind would cut the script inside the wait, with no row)
+SLOW_EXIT=1 timeout -k 5 20 env "${small[@]}" TRAINER="$tmp/trainer" STEPS=5 GPU_MEM=1G LOGDIR="$tmp/slow" \
+    bash dev/gpu/offload_max.sh > "$tmp/slow.txt" 2>&1
+rc=$?
+pkill -f "$tmp/trainer" 2> /dev/null
+if [ $rc -eq 0 ] && grep -q "^| d2c64h1t64.* | ok | " "$tmp/slow/offload_max.md" 2> /dev/null
+then ok "a trainer 30 s slow to exit: the row is written, the script done within 20 s"
+else bad "a trainer 30 s slow to exit: exit $rc, row: $(cat "$tmp/slow/offload_max.md" 2>&1)"; fi
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
