@@ -562,6 +562,7 @@ void build_backward_graph(Graph &g, const Shapes &sh, bool dq_accumulator) {
 struct Entry {
     int B, T, NH, HS;
     int state;  // 0 free, 1 ready, -1 unsupported (reason already printed)
+    int refs;   // prepares not yet released: the plans go with the last release
     Graph *fwd;
     Graph *bwd;
     bool dq_accumulator;   // backward uses the fp32 dQ accumulator in the workspace
@@ -664,6 +665,7 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_byte
 
     Entry *found = find_entry(B, T, NH, HS);
     if (found) {
+        found->refs++;
         if (found->state == 1 && workspace_bytes)
             *workspace_bytes =
                 found->fwd_workspace > found->bwd_workspace ? found->fwd_workspace : found->bwd_workspace;
@@ -679,6 +681,7 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_byte
     memset(&e, 0, sizeof(e));
     e.B = B, e.T = T, e.NH = NH, e.HS = HS;
     e.state = -1;  // until proven otherwise
+    e.refs = 1;
 
     char detail[256];
     const size_t version = cudnnGetVersion();
@@ -833,6 +836,13 @@ void attention_cudnn_backward(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
         }
     }
     execute(*e.bwd, n, uids, ptrs, workspace, stream, fn, e);
+}
+
+void attention_cudnn_release(int B, int T, int NH, int HS) {
+    Entry *e = find_entry(B, T, NH, HS);
+    if (e == nullptr || --e->refs > 0) return;
+    release_entry(*e);
+    e->state = 0;
 }
 
 void attention_cudnn_destroy(void) {

@@ -24,7 +24,11 @@
 // but not by concurrent ones). forward/backward must only be called for prepared shapes.
 // LLMC_CUDNN_DETERMINISTIC=1 in the environment restricts the backward to cuDNN's
 // deterministic variant (no atomic dQ accumulation).
+// Each prepare of a shape (found in the cache or not, supported or not) takes a reference that
+// attention_cudnn_release gives back; the shape's plans are freed with the last (a model
+// prepares at build and releases at free, so shapes of freed models do not fill the cache).
 int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_bytes);
+void attention_cudnn_release(int B, int T, int NH, int HS);
 // backward overwrites all of dqkv (dq, dk, dv in the q, k, v slots); stats and out are the
 // forward's outputs for the same qkv.
 void attention_cudnn_forward(__nv_bfloat16 *out, float *stats, const __nv_bfloat16 *qkv,
@@ -33,6 +37,6 @@ void attention_cudnn_backward(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout,
                               const __nv_bfloat16 *qkv, const __nv_bfloat16 *out,
                               const float *stats, int B, int T, int NH, int HS, void *workspace,
                               cudaStream_t stream);
-void attention_cudnn_destroy(void);
+void attention_cudnn_destroy(void);   // every shape's plans and the handle, whatever the references
 
 #endif

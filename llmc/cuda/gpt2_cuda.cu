@@ -185,6 +185,13 @@ static void point_grads(GPT2Cuda *m, float *base) {
     }
 }
 
+// Gives back the cuDNN plans this model prepared (attention_cudnn.h: references).
+static void release_attention_shapes(GPT2Cuda *m) {
+    const int NH = m->config.num_heads, HS = m->config.channels / NH;
+    for (int i = 0; i < m->num_att_shapes; i++) attention_cudnn_release(m->att_shapes[i][0], m->att_shapes[i][1], NH, HS);
+    m->num_att_shapes = 0;
+}
+
 int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host_params, int B, int T,
                         const GPT2CudaOptions *opt) {
     check_shape(config, B, T);
@@ -215,11 +222,13 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
         size_t ws = 0;
         m->use_cudnn = attention_cudnn_prepare(B, T, NH, C / NH, &ws) ? 1 : 0;
         m->cudnn_workspace_bytes = ws;
+        m->att_shapes[0][0] = B, m->att_shapes[0][1] = T, m->num_att_shapes = 1;
     }
 
     size_t bytes_params, bytes_acts, bytes_scratch, bytes_att;
     if (alloc_region(m, layout_params, &bytes_params) || alloc_region(m, layout_acts, &bytes_acts) ||
         alloc_region(m, layout_scratch, &bytes_scratch) || alloc_region(m, layout_attention, &bytes_att)) {
+        release_attention_shapes(m);   // a caller halving B until it fits would fill the cache
         free_device(m);
         CUDA_CHECK(cudaStreamDestroy(m->stream));
         free(m->slices);
@@ -358,6 +367,7 @@ void gpt2_cuda_free(GPT2Cuda *m) {
     }
     CUDA_CHECK(cudaStreamDestroy(m->stream));
     free(m->token_counts);
+    release_attention_shapes(m);
     memset(m, 0, sizeof(*m));
 }
 
@@ -408,10 +418,18 @@ static void upload_tokens(GPT2Cuda *m, const int *inputs, const int *targets, in
 // cuDNN plans are built for the build shape; another shape gets its own plan on first
 // use (cached by attention_cudnn_prepare), which must fit the workspace we have.
 static void attention_check_shape(GPT2Cuda *m, int B, int T) {
-    if (!m->use_cudnn || (B == m->B && T == m->T)) return;
+    if (!m->use_cudnn) return;
+    for (int i = 0; i < m->num_att_shapes; i++)
+        if (m->att_shapes[i][0] == B && m->att_shapes[i][1] == T) return;   // checked before
+    const int max_shapes = (int)(sizeof(m->att_shapes) / sizeof(m->att_shapes[0]));
+    if (m->num_att_shapes == max_shapes)
+        die("gpt2_cuda: a forward of B=%d T=%d would be this model's %dth attention shape (cuDNN plans for "
+            "at most %d: the build's, validation's, sampling's)", B, T, max_shapes + 1, max_shapes);
     size_t ws = 0;
     const int NH = m->config.num_heads, HS = m->config.channels / NH;
-    if (!attention_cudnn_prepare(B, T, NH, HS, &ws) || ws > m->cudnn_workspace_bytes) {
+    int ok = attention_cudnn_prepare(B, T, NH, HS, &ws);
+    m->att_shapes[m->num_att_shapes][0] = B, m->att_shapes[m->num_att_shapes][1] = T, m->num_att_shapes++;
+    if (!ok || ws > m->cudnn_workspace_bytes) {
         die("gpt2_cuda: cuDNN attention cannot run B=%d T=%d within the workspace built for "
             "B=%d T=%d; build the model for this shape", B, T, m->B, m->T);
     }

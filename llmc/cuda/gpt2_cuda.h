@@ -77,6 +77,8 @@ typedef struct {
     GPT2CudaActs acts;
     cudaStream_t stream;
     int use_cudnn;                 // the attention path in use
+    int att_shapes[8][2];          // the (B, T) this model prepared cuDNN plans for: the build's
+    int num_att_shapes;            // first, then each other shape a forward ran (released at free)
     int matmul_fused;              // 1: cuBLASLt epilogues (tests may clear it)
     // Attention workspaces: cuDNN's, or the fallback's score and probability matrices.
     void *cudnn_workspace;

@@ -3,7 +3,8 @@
 # GPU's): -e both runs each configuration with cuBLASLt's fused epilogues and without them,
 # and the two must train the same (losses within bf16 noise) while only the unfused run
 # launches the separate GELU and bias-gradient kernels; -k adds the step's phases and the
-# LayerNorm kernels' table, every kernel time positive.
+# LayerNorm kernels' table, every kernel time positive. On a device too small for the batch,
+# each model halves B until it fits.
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
@@ -42,6 +43,12 @@ for kern in gelu_backward_inplace_kernel bias_grad_partial_kernel; do
     [ "$on" = 0 ] && [ "$off" -gt 0 ] && ok "$kern: $off launches with -e off, none with -e on" ||
         bad "$kern: $off launches with -e off, $on with -e on (expected some, then none)"
 done
+# a device too small for B=64: each model halves B until it fits, and every failed build gives
+# its cuDNN plans back (the cache holds 8 shapes: the second model's halvings would pass it)
+if CUDA_EMU_MEM=110M "$EMU/bench_gpt2cu" -m d2c64h1t64,d2c64h2t64 -B 64 -T 64 -s 1 -w 0 -e on > "$tmp/small" 2>&1 &&
+    [ "$(grep -c 'B=2 .*ms/step' "$tmp/small")" = 4 ]; then
+    ok "110 MiB device: both models halve B from 64 to 2 ($(grep -c 'does not fit' "$tmp/small") failed builds) and run"
+else tail -n 3 "$tmp/small"; bad "110 MiB device: the halvings from B=64 did not end in 4 runs at B=2"; fi
 "$EMU/bench_gpt2cu" "${args[@]}" -e sideways > "$tmp/bad" 2>&1 && bad "-e sideways accepted" ||
     { grep -q "usage:" "$tmp/bad" && ok "-e sideways refused with the usage" || bad "-e sideways refused without the usage"; }
 echo "$pass passed, $failn failed"
