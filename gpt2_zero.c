@@ -123,11 +123,11 @@ void gpt2_zero_free(GPT2Zero *g) {
     g->slices = NULL;
 }
 
-int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir) {
+int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir, int resume) {
     double found = 0;   // rank 0: 1 a checkpoint, 0 none, -1 none but others a fresh start would lose
     char why[2048];
-    if (g->rank == 0 && zero_latest(out_dir) != -1) found = 1;
-    else if (g->rank == 0 && checkpoint_fresh_start_refused(out_dir, CHECKPOINT_SHARDED, why, sizeof(why))) {
+    if (g->rank == 0 && resume && zero_latest(out_dir) != -1) found = 1;
+    else if (g->rank == 0 && checkpoint_fresh_start_refused(out_dir, CHECKPOINT_SHARDED, resume, why, sizeof(why))) {
         fprintf(stderr, "error: %s\n", why);
         found = -1;
     }
@@ -136,7 +136,7 @@ int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir) {
     return found != 0;
 }
 
-void gpt2_zero_load_checkpoint(GPT2Zero *g, const char *out_dir, TrainState *saved) {
+void gpt2_zero_load_checkpoint(GPT2Zero *g, const char *out_dir, TrainState *saved, char *ckpt, size_t cap) {
     ZeroCheckpointInfo info;
     if (zero_load(g->z, out_dir, -1, saved, sizeof(*saved)) == 0) {
         // The weights were refreshed with the manifest's last update; the trainer goes on from
@@ -150,6 +150,7 @@ void gpt2_zero_load_checkpoint(GPT2Zero *g, const char *out_dir, TrainState *sav
             die("rank %d: '%s/zero_%lld': its trainer state says step %d with the last update at %d, its manifest step "
                 "%lld with the last update at %d: the two are not from one save", g->rank, out_dir, step, saved->step,
                 saved->last_t, step, last_t);
+        snprintf(ckpt, cap, "%s/zero_%lld", out_dir, step);
         return;
     }
     // zero_load said why; a trainer state of format 1 is worth a word more

@@ -60,16 +60,17 @@ void gpt2_zero_attach(GPT2Zero *g, const GPT2Config *c, const ZeroConfig *zc, Ze
 void gpt2_zero_free(GPT2Zero *g);
 
 
-// Whether out_dir holds a sharded checkpoint to resume from: rank 0 looks and every rank
-// gets its answer (collective); a malformed latest_zero counts as one (zero_load says why).
-// None, but other checkpoints a fresh start would lose (checkpoint_fresh_start_refused):
-// rank 0 says what is there and every rank exits 1.
-int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir);
+// With resume (-y 1): whether out_dir holds a sharded checkpoint to resume from: rank 0 looks
+// and every rank gets its answer (collective); a malformed latest_zero counts as one
+// (zero_load says why). Without: 0. Checkpoints that a fresh start (or a new run) would lose
+// (checkpoint_fresh_start_refused): rank 0 says what is there and every rank exits 1.
+int gpt2_zero_have_checkpoint(GPT2Zero *g, const char *out_dir, int resume);
 // -y 1: loads the checkpoint latest_zero names into the plugin (any saved world and stage)
 // and its TrainState into *saved (collective). Exits on every rank when it cannot, after
 // saying why; for a checkpoint of format 1, whose trainer state lacks what a bit-exact
-// resume needs, naming the model file to start a new run from.
-void gpt2_zero_load_checkpoint(GPT2Zero *g, const char *out_dir, TrainState *saved);
+// resume needs, naming the model file to start a new run from. The checkpoint's folder goes
+// into ckpt (cap bytes), for what the resume says.
+void gpt2_zero_load_checkpoint(GPT2Zero *g, const char *out_dir, TrainState *saved, char *ckpt, size_t cap);
 
 // A double summed over the ranks in rank order (ctx: the GPT2Zero; collective).
 double gpt2_zero_sum(void *ctx, double x);

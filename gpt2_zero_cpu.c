@@ -83,7 +83,9 @@ static void sharded_attach(CpuTrainer *t, GPT2ModelFile *file) {
     gpt2_zero_attach(&s->glue, &t->config, &zc, s->comm, s->backend, t->cfg->seed, file, gpt2_cpu_slots(t->model));
 }
 
-static int sharded_have_checkpoint(CpuTrainer *t) { return gpt2_zero_have_checkpoint(&side(t)->glue, t->cfg->out_dir); }
+static int sharded_have_checkpoint(CpuTrainer *t) {
+    return gpt2_zero_have_checkpoint(&side(t)->glue, t->cfg->out_dir, t->cfg->resume);
+}
 
 // Sharded: every rank reads the element ranges it owns now (any saved world/stage).
 static int sharded_begin_run(CpuTrainer *t, TrainState *state, DataLoader *train) {
@@ -93,8 +95,9 @@ static int sharded_begin_run(CpuTrainer *t, TrainState *state, DataLoader *train
         return 0;
     }
     TrainState saved;
-    gpt2_zero_load_checkpoint(&side(t)->glue, t->cfg->out_dir, &saved);
-    int step = train_state_resume(state, &saved, t->cfg->max_steps, train);
+    char ckpt[4200];
+    gpt2_zero_load_checkpoint(&side(t)->glue, t->cfg->out_dir, &saved, ckpt, sizeof(ckpt));
+    int step = train_state_resume(state, &saved, t->cfg->max_steps, train, ckpt);
     printf("resumed from '%s' at step %d (saved by %d ranks), run %s\n", t->cfg->out_dir, step, saved.world,
            zero_run_id(z));
     return step;

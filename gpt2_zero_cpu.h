@@ -40,7 +40,8 @@ typedef struct {
     // After the model's options are set: ZeRO starts the plugin, each rank initializing
     // only its shards (from file when not NULL).
     void (*attach)(CpuTrainer *t, GPT2ModelFile *file);
-    // -y 1: whether out_dir holds a checkpoint to resume from.
+    // -y 1: whether out_dir holds a checkpoint to resume from. Without: 0, after making sure
+    // it holds no earlier run's checkpoints a new run would lose (else the run stops).
     int (*have_checkpoint)(CpuTrainer *t);
     // Starts the run: with t->cfg->resume from the latest checkpoint (train_state_resume
     // into *state: checked, train's position and the skip detectors restored), else

@@ -130,7 +130,11 @@ static void unsharded_build(CpuTrainer *t, GPT2ModelFile *file) {
 
 static void unsharded_attach(CpuTrainer *t, GPT2ModelFile *file) { (void)t, (void)file; }
 
-static int unsharded_have_checkpoint(CpuTrainer *t) { return checkpoint_latest(t->cfg->out_dir) >= 0; }
+static int unsharded_have_checkpoint(CpuTrainer *t) {
+    if (t->cfg->resume) return checkpoint_latest(t->cfg->out_dir) >= 0;
+    checkpoint_new_run_check(t->cfg->out_dir);
+    return 0;
+}
 
 // The update allocates the AdamW moments lazily (zero); a resume, or a checkpoint before
 // any update was applied (every step so far skipped), needs them now.
@@ -148,7 +152,9 @@ static int unsharded_begin_run(CpuTrainer *t, TrainState *state, DataLoader *tra
     ensure_moments(model);
     TrainState saved;
     checkpoint_load(t->cfg->out_dir, latest, &saved, model->params, model->m, model->v, model->num_parameters);
-    int step = train_state_resume(state, &saved, t->cfg->max_steps, train);
+    char ckpt[4200];
+    checkpoint_path(ckpt, sizeof(ckpt), t->cfg->out_dir, latest);
+    int step = train_state_resume(state, &saved, t->cfg->max_steps, train, ckpt);
     printf("resumed from '%s' at step %d\n", t->cfg->out_dir, step);
     return step;
 }
@@ -288,7 +294,7 @@ int main(int argc, char **argv) {
 
     // Resume from the latest checkpoint, or start fresh.
     TrainState state = train_state_new(&mc, &cfg, world, &train);
-    if (cfg.resume && !run.have_checkpoint(&t)) {
+    if (!run.have_checkpoint(&t) && cfg.resume) {
         printf("-y 1: no checkpoint in '%s' yet: starting fresh\n", cfg.out_dir);
         cfg.resume = 0;
     }

@@ -85,14 +85,18 @@ int main(int argc, char **argv) {
     // Resume: fp32 master, AdamW moments, step and data position from the latest checkpoint.
     TrainState state = train_state_new(&mc, &cfg, world, &train);
     int start_step = 0;
+    if (!cfg.resume) checkpoint_new_run_check(cfg.out_dir);
     if (cfg.resume && checkpoint_latest(cfg.out_dir) < 0) {
         printf("-y 1: no checkpoint in '%s' yet: starting fresh\n", cfg.out_dir);
         cfg.resume = 0;
     }
     if (cfg.resume) {
         TrainState saved;
-        gpt2_cuda_checkpoint_load(&model, cfg.out_dir, checkpoint_latest(cfg.out_dir), &saved);
-        start_step = train_state_resume(&state, &saved, cfg.max_steps, &train);
+        const int latest = checkpoint_latest(cfg.out_dir);
+        gpt2_cuda_checkpoint_load(&model, cfg.out_dir, latest, &saved);
+        char ckpt[4200];
+        checkpoint_path(ckpt, sizeof(ckpt), cfg.out_dir, latest);
+        start_step = train_state_resume(&state, &saved, cfg.max_steps, &train, ckpt);
         printf("resumed from '%s' at step %d\n", cfg.out_dir, start_step);
     }
     Logger logger;

@@ -100,14 +100,15 @@ int main(int argc, char **argv) {
     // Resume: every rank reads the element ranges it owns now (any saved world/stage).
     TrainState state = train_state_new(&mc, &cfg, world, &train);
     int start_step = 0;
-    if (cfg.resume && !gpt2_zero_have_checkpoint(&glue, cfg.out_dir)) {
+    if (!gpt2_zero_have_checkpoint(&glue, cfg.out_dir, cfg.resume) && cfg.resume) {
         printf("-y 1: no checkpoint in '%s' yet: starting fresh\n", cfg.out_dir);
         cfg.resume = 0;
     }
     if (cfg.resume) {
         TrainState saved;
-        gpt2_zero_load_checkpoint(&glue, cfg.out_dir, &saved);
-        start_step = train_state_resume(&state, &saved, cfg.max_steps, &train);
+        char ckpt[4200];
+        gpt2_zero_load_checkpoint(&glue, cfg.out_dir, &saved, ckpt, sizeof(ckpt));
+        start_step = train_state_resume(&state, &saved, cfg.max_steps, &train, ckpt);
         printf("resumed from '%s' at step %d (saved by %d ranks), run %s\n", cfg.out_dir, start_step, saved.world,
                zero_run_id(z));
     } else {

@@ -19,11 +19,18 @@
 
 // Write-behind: once two windows past what was dropped have been written, the older one is
 // written out (waiting for it), dropped from the page cache, and the newer one's writeback
-// is started, so the disk works while the caller produces the next window. Best effort:
-// an I/O error here shows again at the commit's fsync.
+// is started, so the disk works while the caller produces the next window. The flush must
+// succeed: stdio drops the bytes it could not write and the next ones land in their place
+// (a short file whose fsync reports nothing). The writeback is best effort: its errors show
+// again at the commit's fsync.
 #define CACHE_WINDOW ((uint64_t)2 << 20)
 static void drop_written(AtomicFile *af) {
-    if (af->bytes - af->dropped < 2 * CACHE_WINDOW || fflush(af->f) != 0) return;
+    if (af->bytes - af->dropped < 2 * CACHE_WINDOW) return;
+    if (fflush(af->f) != 0) {
+        int e = errno;
+        atomic_file_abort(af);
+        die("write error on '%s' (for '%s'): %s", af->tmp_path, af->path, strerror(e));
+    }
     int fd = fileno(af->f);
     while (af->bytes - af->dropped >= 2 * CACHE_WINDOW) {
         (void)sync_file_range(fd, (off_t)af->dropped, (off_t)CACHE_WINDOW,
@@ -225,6 +232,21 @@ typedef struct {
     char removed_list[1024], kept_list[1024];
 } Stale;
 
+// Whether process pid still runs: a zombie (state Z in /proc/PID/stat: exited, not yet
+// reaped) writes nothing more.
+static int process_lives(pid_t pid) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return 1;   // no /proc: kill's word stands
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close_paren = strrchr(buf, ')');   // the name may hold spaces and parentheses
+    return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
+}
+
 // One folder, opened as dfd (closed here); `folder`: its name when it is one level down
 // (NULL for dir itself), `shown`: how it reads in messages.
 static void remove_stale_in(Stale *s, int dfd, const char *folder, const char *shown) {
@@ -255,7 +277,7 @@ static void remove_stale_in(Stale *s, int dfd, const char *folder, const char *s
         char why[sizeof(rel) + 64];
         if (s->boot < 0 || st.st_mtime < s->boot) {
             snprintf(why, sizeof(why), "%s (%s)", rel, s->boot < 0 ? "boot time unknown" : "older than this boot");
-        } else if (pid != getpid() && (kill(pid, 0) == 0 || errno != ESRCH)) {
+        } else if (pid != getpid() && process_lives(pid)) {
             // (a file named with this process's own PID is an earlier process's: this one has
             // written nothing yet, and a restarted container hands out the same PIDs again)
             snprintf(why, sizeof(why), "%s (process %ld is running)", rel, (long)pid);

@@ -47,7 +47,8 @@ void atomic_file_abort(AtomicFile *af);
 //     "notes.tmp.123" or "x.tmp.old" is no temp file of ours);
 //   - it is a plain file reached without following a symlink (a writer makes no symlinks;
 //     a folder that is a symlink is not entered);
-//   - the process <pid> is gone: kill(pid, 0) fails with ESRCH (a running writer, such as a
+//   - the process <pid> is gone: kill(pid, 0) fails with ESRCH, or it has exited and is not
+//     yet reaped (a zombie: state Z in /proc/<pid>/stat) (a running writer, such as a
 //     run whose output folder lies inside dir, keeps its file; so does a file whose dead
 //     writer's PID a live process has taken since). PIDs are this host's: a run on another
 //     host sharing the folder is kept out by the folder's lock, not by this;

@@ -162,7 +162,7 @@ static void look(const char *out_dir, Found *f) {
     closedir(d);
 }
 
-int checkpoint_fresh_start_refused(const char *out_dir, CheckpointKind kind, char *why, size_t len) {
+int checkpoint_fresh_start_refused(const char *out_dir, CheckpointKind kind, int resume, char *why, size_t len) {
     Found f;
     look(out_dir, &f);
     char what[1024] = "";
@@ -176,8 +176,15 @@ int checkpoint_fresh_start_refused(const char *out_dir, CheckpointKind kind, cha
     if (f.zeros == 1) SAY("%sthe sharded checkpoint zero_%lld/", sep, f.zero_lo);
     if (f.zeros > 1) SAY("%s%d sharded checkpoints (zero_%lld/ to zero_%lld/)", sep, f.zeros, f.zero_lo, f.zero_hi);
 #undef SAY
+    if (at == 0) return 0;   // nothing to lose
+    if (!resume) {
+        snprintf(why, len, "'%s' holds %s of an earlier run. A new run there would truncate its main.log, overwrite its "
+                 "model files and remove or mix with its checkpoints, so this run stops: resume it with -y 1, remove "
+                 "them, or choose another -o", out_dir, what);
+        return 1;
+    }
     const char *own = kind == CHECKPOINT_SHARDED ? "latest_zero" : "latest";
-    if ((kind == CHECKPOINT_SHARDED ? f.latest_zero : f.latest) != -1 || at == 0) return 0;   // resumable, or nothing to lose
+    if ((kind == CHECKPOINT_SHARDED ? f.latest_zero : f.latest) != -1) return 0;   // resumable
     int other = kind == CHECKPOINT_SHARDED ? f.latest != -1 || f.ckpts : f.latest_zero != -1 || f.zeros;
     snprintf(why, len, "-y 1: '%s' has no '%s' naming a%s checkpoint to resume, but it holds %s. Starting fresh would "
              "truncate main.log and overwrite the model files there, so this run stops: %srestore '%s/%s' if it was "
@@ -191,9 +198,16 @@ int checkpoint_fresh_start_refused(const char *out_dir, CheckpointKind kind, cha
 int checkpoint_latest(const char *out_dir) {
     int step = read_latest(out_dir);
     char why[2048];
-    if (step < 0 && checkpoint_fresh_start_refused(out_dir, CHECKPOINT_UNSHARDED, why, sizeof(why))) die("%s", why);
+    if (step < 0 && checkpoint_fresh_start_refused(out_dir, CHECKPOINT_UNSHARDED, 1, why, sizeof(why))) die("%s", why);
     return step;
 }
+
+void checkpoint_new_run_check(const char *out_dir) {
+    char why[2048];
+    if (checkpoint_fresh_start_refused(out_dir, CHECKPOINT_UNSHARDED, 0, why, sizeof(why))) die("%s", why);
+}
+
+void checkpoint_path(char *buf, size_t len, const char *out_dir, int step) { ckpt_path(buf, len, out_dir, "ckpt", step); }
 
 void checkpoint_model_path(char *buf, size_t len, const char *out_dir, int step) {
     if (step < 0) snprintf(buf, len, "%s/model_final.bin", out_dir);
@@ -293,9 +307,18 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
     if (h.version != CKPT_VERSION) die("checkpoint '%s' has version %u, this build reads %d", path, h.version, CKPT_VERSION);
     if (h.header_bytes != HEADER_BYTES)
         die("checkpoint '%s' has a %u-byte header, version %d's is %d", path, h.header_bytes, CKPT_VERSION, HEADER_BYTES);
-    if (size < HEADER_BYTES) die("checkpoint '%s' is truncated: %ld bytes", path, size);
+    if (size < HEADER_BYTES + (long)sizeof(CkptTrailer)) die("checkpoint '%s' is truncated: %ld bytes", path, size);
     fread_check(header + HEADER_BYTES_V1, 1, HEADER_BYTES - HEADER_BYTES_V1, f, path);
     memcpy(&h, header, sizeof(h));
+    // the whole file against its trailer before any field is believed: a damaged byte in the
+    // header would otherwise read as another step or another model
+    CkptTrailer tr;
+    if (fseek(f, size - (long)sizeof(tr), SEEK_SET) != 0) die("cannot seek in checkpoint '%s': %s", path, strerror(errno));
+    fread_check(&tr, sizeof(tr), 1, f, path);
+    if (tr.end_magic != CKPT_END) die("checkpoint '%s' has a damaged trailer (truncated or cut short?)", path);
+    uint32_t crc = file_crc32(path, 0, size - (long)sizeof(tr), NULL);
+    if (crc != tr.crc) die("checkpoint '%s' is corrupt: CRC %08x, recorded %08x", path, crc, tr.crc);
+    if (fseek(f, HEADER_BYTES, SEEK_SET) != 0) die("cannot seek in checkpoint '%s': %s", path, strerror(errno));
     if (h.step != step)   // e.g. ckpt_00000002.bin copied over ckpt_00000004.bin: 'latest' and the file disagree
         die("checkpoint '%s' holds step %d, but its name (and '%s/latest') says step %d: was another step's checkpoint "
             "copied over it?", path, h.step, out_dir, step);
@@ -307,12 +330,7 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
     fread_check(params, sizeof(float), n, f, path);
     fread_check(m, sizeof(float), n, f, path);
     fread_check(v, sizeof(float), n, f, path);
-    CkptTrailer tr;
-    fread_check(&tr, sizeof(tr), 1, f, path);
     fclose(f);
-    if (tr.end_magic != CKPT_END) die("checkpoint '%s' has a damaged trailer", path);
-    uint32_t crc = file_crc32(path, 0, body_bytes(n), NULL);
-    if (crc != tr.crc) die("checkpoint '%s' is corrupt: CRC %08x, recorded %08x", path, crc, tr.crc);
     memset(st, 0, sizeof(*st));
     st->step = h.step;
     st->B = h.B;

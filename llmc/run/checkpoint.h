@@ -50,14 +50,21 @@ int checkpoint_latest(const char *out_dir);
 // Which trainers' checkpoints a -y 1 run resumes: these (ckpt_, latest) or the sharded
 // ones (zero_S/, latest_zero).
 typedef enum { CHECKPOINT_UNSHARDED, CHECKPOINT_SHARDED } CheckpointKind;
-// When out_dir has no pointer file of `kind` (latest, latest_zero) to resume from but holds
-// checkpoints of either kind, a fresh start would truncate main.log and overwrite their
-// model files: returns 1 with a message saying what is there in why. 0: resume or start.
-int checkpoint_fresh_start_refused(const char *out_dir, CheckpointKind kind, char *why, size_t len);
+// Whether a run may start in out_dir, which holds checkpoints of either kind: returns 1 with
+// a message saying what is there in why when it may not, 0 to resume or start. With resume
+// (-y 1): when out_dir has no pointer file of `kind` (latest, latest_zero) to resume from, a
+// fresh start would truncate main.log and overwrite their model files. Without: a new run
+// would do that and remove (or, without -n, leave for a later -y 1 to mistake for its own)
+// the earlier run's checkpoints.
+int checkpoint_fresh_start_refused(const char *out_dir, CheckpointKind kind, int resume, char *why, size_t len);
+// A run without -y 1: exits saying what is there when out_dir holds checkpoints of either kind.
+void checkpoint_new_run_check(const char *out_dir);
 // Loads and verifies (magic, version, sizes, CRC); exits naming the file on any
 // mismatch. params/m/v must hold n floats where n is the model's parameter count.
 void checkpoint_load(const char *out_dir, int step, TrainState *st, float *params, float *m,
                      float *v, size_t n);
+// OUT/ckpt_SSSSSSSS.bin into buf.
+void checkpoint_path(char *buf, size_t len, const char *out_dir, int step);
 // OUT/model_SSSSSSSS.bin (step >= 0) or OUT/model_final.bin (step < 0) into buf.
 void checkpoint_model_path(char *buf, size_t len, const char *out_dir, int step);
 // The sharded trainers' model file of a step's checkpoint (step >= 0; the model files are

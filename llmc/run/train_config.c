@@ -405,7 +405,8 @@ static const Flag flags[] = {
      "model file (default %s)", NULL},
     {"-o", NULL, "DIR", V_STR, AT(out_dir), 0, 0, -1, FOR_ALL, 0,
      "output folder: main.log, checkpoints, the model files model_STEP.bin (one per\n"
-     "checkpoint) and model_final.bin (at the end) (default %s)", NULL},
+     "checkpoint) and model_final.bin (at the end) (default %s); one holding an\n"
+     "earlier run's checkpoints takes only -y 1", NULL},
     {"-b", NULL, "N", V_INT, AT(B), 1, 1 << 20, TRAIN_FLAG_B, FOR_ALL, 0, "micro-batch size per rank (default %s)",
      NULL},
     {"-t", NULL, "N", V_INT, AT(T), 1, 1 << 20, -1, FOR_ALL, 0, "sequence length (default %s)", NULL},

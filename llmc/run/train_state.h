@@ -57,11 +57,12 @@ void train_state_stepped(TrainState *st, int step, int skipped);
 // What a checkpoint at `step` saves: st with the step, the loader's position and the skip
 // detectors' memory.
 TrainState train_state_at(const TrainState *st, int step, const DataLoader *train);
-// Resume: checks that saved can continue the run *run describes, which trains max_steps
-// steps (-x), and exits naming the differing field; then moves the loader to the saved
+// Resume: checks that saved (read from the checkpoint ckpt names: a file, or a sharded
+// checkpoint's folder) can continue the run *run describes, which trains max_steps steps
+// (-x), and exits naming ckpt and the differing field; then moves the loader to the saved
 // position, restores the skip detectors and takes the saved step and last_t into *run.
 // Returns the saved step.
-int train_state_resume(TrainState *run, const TrainState *saved, int max_steps, DataLoader *train);
+int train_state_resume(TrainState *run, const TrainState *saved, int max_steps, DataLoader *train, const char *ckpt);
 
 #ifdef __cplusplus
 }

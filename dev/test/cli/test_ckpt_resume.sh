@@ -2,12 +2,14 @@
 # test_ckpt_resume.sh: what -y 1 checks before it continues a run, with the CPU
 # trainer, unsharded and under mpirun -np 2 -z 2:
 #  1. -y 1 into a folder holding the other kind of checkpoint (unsharded ckpt_ and latest vs
-#     sharded zero_N and latest_zero), or its own kind with the pointer file deleted: refused
-#     with a message saying what is there; main.log and the model files stay byte for byte
+#     sharded zero_N and latest_zero), or its own kind with the pointer file deleted, and a
+#     new run (no -y 1) into one holding either: refused with a message saying what is
+#     there; main.log, the model files and the checkpoints stay byte for byte
 #  2. a sharded manifest whose stage, seed or last_t differs from the rank files': refused
 #     by -y 1 and by zero_consolidate, naming the file and both values
 #  3. an unsharded checkpoint of another step copied over the latest one (ckpt_2 over
-#     ckpt_4, latest says 4): refused naming the file and both steps; -x below the saved
+#     ckpt_4, latest says 4): refused naming the file and both steps; a damaged byte in its
+#     header's step: refused as corrupt (its CRC), not as another step's; -x below the saved
 #     step, and a sharded resume on 4 ranks without -d (the default batch grows with the
 #     ranks): refused, the second naming the -d that keeps the saved batch
 #  4. settings changed on resume (-l, -c, --grad-clip, -u, --beta1, -x) are printed, and
@@ -56,6 +58,16 @@ cp -r "$tmp/base" "$tmp/no_latest"
 rm "$tmp/no_latest/latest"
 refused no_latest "has no 'latest' naming an unsharded checkpoint to resume, but it holds 2 unsharded checkpoints" \
     ./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1
+# a new run (no -y 1) in a folder holding an earlier run's checkpoints: its first save would
+# remove them, and without -n a later -y 1 would resume them as its own
+cp -r "$tmp/base" "$tmp/new_over_unsharded"
+refused new_over_unsharded "holds 'latest' (a step number), 2 unsharded checkpoints (ckpt_00000002.bin to ckpt_00000004.bin) of an earlier run" \
+    ./train_gpt2 "${small[@]}" -x 2 -n 2
+cp -r "$tmp/zbase" "$tmp/new_over_sharded"
+refused new_over_sharded "holds 'latest_zero' (a step number), 2 sharded checkpoints (zero_2/ to zero_4/) of an earlier run" \
+    "${zero[@]}" -x 3
+[ -f "$tmp/new_over_unsharded/ckpt_00000004.bin" ] && [ -d "$tmp/new_over_sharded/zero_4" ] ||
+    fail "a refused new run removed a checkpoint"
 
 # 2. a manifest's stage, seed or last_t against the rank files'
 for edit in "stage 2 1" "last_t 4 5" "seed 1337 1338"; do
@@ -82,6 +94,10 @@ cp -r "$tmp/base" "$tmp/step_copied"
 cp "$tmp/step_copied/ckpt_00000002.bin" "$tmp/step_copied/ckpt_00000004.bin"
 refused step_copied "checkpoint '$tmp/step_copied/ckpt_00000004.bin' holds step 2, but its name (and '$tmp/step_copied/latest') says step 4" \
     ./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1
+# a damaged byte in the header (the step field): corrupt, by its CRC, not "another step's"
+cp -r "$tmp/base" "$tmp/header_flip"
+printf '\x7f' | dd of="$tmp/header_flip/ckpt_00000004.bin" bs=1 seek=16 conv=notrunc status=none
+refused header_flip "checkpoint '$tmp/header_flip/ckpt_00000004.bin' is corrupt: CRC" ./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1
 
 # 3b. -x below the checkpoint's step: refused (the loop would not run); another batch size
 # without -d: refused, naming this run's B and ranks and the -d that keeps the saved batch
