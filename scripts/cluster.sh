@@ -12,8 +12,9 @@
 #   -r RANKS         ranks per node (default 2); rank r runs on node r / RANKS
 #   --rate RATE      each node's link rate, both ways (tc tbf: 200mbit, 1gbit, 10gbit ...);
 #                    default: unshaped
-#   --delay D        one-way delay on each link (tc netem: 1ms ...) and --loss P packet loss
-#                    (0.1% ...): refused with a message where the kernel has no netem
+#   --delay D        one-way delay from node to node (tc netem on what each node sends: 1ms
+#                    ...) and --loss P packet loss on that way (0.1% ...): refused with a
+#                    message where the kernel has no netem
 #   --mtu N          the links' MTU (default 1500, Ethernet's)
 #   --counters FILE  write the bytes each node's link sent and received during the job, as
 #                    key=value lines (node0_tx_bytes=..., node0_rx_bytes=..., link_rate=...)
@@ -30,8 +31,9 @@
 # before any rank starts (and the run refused otherwise), so no packet of the job can leave
 # the namespaces it made. Needs root, iproute2 and tc; refuses with a message where network
 # namespaces or tc are missing. Everything it made (namespaces, links, the rsh agent, every
-# process in the namespaces) is removed when the job ends, fails, or on Ctrl-C / SIGTERM.
-# Exits with the job's status.
+# process in the namespaces) is removed when the job ends, fails, or on Ctrl-C, SIGTERM or
+# SIGHUP, at once (the script then dies by that signal, so a caller's loop stops too); what a
+# run killed by SIGKILL left, the next run removes. Exits with the job's status.
 set -u
 nodes=2 ranks=2 rate="" delay="" loss="" mtu=1500 counters="" nompi=0 pass=()
 while [ $# -gt 0 ]; do
@@ -64,32 +66,56 @@ command -v unshare > /dev/null || die "no 'unshare' (util-linux): install it"
 P="zc$$"                     # the namespaces: ${P}sw (the switch), ${P}n0 .. (the nodes)
 SUBNET=10.213.0
 addr() { echo "$SUBNET.$(($1 + 1))"; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/cluster.XXXXXX") || die "cannot make a private folder"
+# in /tmp whatever TMPDIR says: Open MPI splits the rsh agent's path at spaces
+work=$(mktemp -d /tmp/cluster.XXXXXX) || die "cannot make a private folder"
 chmod 700 "$work"
 made=()
-cleanup() {
+kill_and_delete() {   # kill_and_delete NS...: every process in them, then the namespaces
     local ns pid
-    for ns in "${made[@]}"; do
+    for ns in "$@"; do
         for pid in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$pid" 2> /dev/null; done
     done
-    for ns in "${made[@]}"; do ip netns del "$ns" 2> /dev/null; done
+    for ns in "$@"; do ip netns del "$ns" 2> /dev/null; done
+}
+cleanup() {
+    trap '' INT TERM HUP   # a second Ctrl-C must not cut the cleanup short
+    kill_and_delete "${made[@]}"
     rm -rf "$work"
 }
+on_signal() {   # on_signal SIG: the job and everything made go now, then die by SIG
+    cleanup
+    trap - EXIT "$1"
+    kill -"$1" $$
+    exit $((128 + $(kill -l "$1")))   # (were the signal ignored since the start)
+}
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+for sig in INT TERM HUP; do trap "on_signal $sig" $sig; done
 
-# IPv4 only: no IPv6 link-local addresses appear on the links
-no_ipv6() { ip netns exec "$1" sh -c 'for f in /proc/sys/net/ipv6/conf/all/disable_ipv6 /proc/sys/net/ipv6/conf/default/disable_ipv6; do [ -e "$f" ] && echo 1 > "$f"; done; true'; }
+# What a run killed by SIGKILL left (its namespaces and their processes): a name whose
+# PID no process has now
+stale=()
+for ns in $(ip netns list 2> /dev/null | awk '{ print $1 }' | grep -E '^zc[0-9]+(sw|n[0-9]+)$'); do
+    pid=${ns#zc}; pid=${pid%%[sn]*}
+    kill -0 "$pid" 2> /dev/null || stale+=("$ns")
+done
+if [ ${#stale[@]} -gt 0 ]; then
+    kill_and_delete "${stale[@]}"
+    echo "cluster.sh: removed what a killed run left: namespaces ${stale[*]}" >&2
+fi
+
+# IPv4 only (no IPv6 link-local addresses appear on the links), and no forwarding: a new
+# namespace takes the machine's settings, and a container host forwards
+isolate() { ip netns exec "$1" sh -c 'for f in /proc/sys/net/ipv6/conf/all/disable_ipv6 /proc/sys/net/ipv6/conf/default/disable_ipv6; do [ -e "$f" ] && echo 1 > "$f"; done; echo 0 > /proc/sys/net/ipv4/ip_forward; true'; }
+made+=("${P}sw")   # named before it is made: a signal in between leaves nothing behind
 ip netns add "${P}sw" 2> "$work/err" || die "cannot make a network namespace: $(cat "$work/err")"
-made+=("${P}sw")
-no_ipv6 "${P}sw"
+isolate "${P}sw"
 ip -n "${P}sw" link add br0 type bridge && ip -n "${P}sw" link set br0 up && ip -n "${P}sw" link set lo up \
     || die "cannot make the switch's bridge"
-# tc's shaping: a token bucket per direction; netem only where the kernel has it
-shape() {   # shape NS DEV
+# tc's shaping: a token bucket per direction; the delay and loss (netem, only where the
+# kernel has it) on what a node sends alone, so that they count once from node to node
+shape() {   # shape NS DEV SIDE: SIDE node (what the node sends) or switch (what it receives)
     local q=()
-    if [ -n "$delay" ] || [ -n "$loss" ]; then
+    if [ "$3" = node ] && { [ -n "$delay" ] || [ -n "$loss" ]; }; then
         q=(netem ${delay:+delay "$delay"} ${loss:+loss "$loss"} ${rate:+rate "$rate"})
     elif [ -n "$rate" ]; then
         # a burst of 4 ms at the rate (at least 64 KiB), a queue of 100 ms
@@ -103,33 +129,34 @@ shape() {   # shape NS DEV
     if [ "${q[0]}" = netem ]; then die "--delay/--loss need tc's netem, which this kernel does not have ($(cat "$work/err"))"; fi
     die "tc refused the shaping of $2 ($(cat "$work/err"))"
 }
-tc_rate_bits() {   # 200mbit -> 200000000 (tc's units: bit, kbit, mbit, gbit, tbit; bps = bytes/s)
+tc_rate_bits() {   # 200mbit -> 200000000 (tc's units: bit, kbit, mbit, gbit, tbit; bps = bytes/s;
+                   # %.0f: mawk's %d stops at 2^31 - 1)
     local v=${1%%[a-zA-Z]*} u=${1##*[0-9.]}
     [[ "$v" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "cluster.sh: --rate $1: a number and a unit (200mbit, 10gbit)" >&2; return 1; }
     case "$u" in
-        bit) awk -v v="$v" 'BEGIN { printf "%d", v }' ;;
-        kbit) awk -v v="$v" 'BEGIN { printf "%d", v * 1e3 }' ;;
-        mbit) awk -v v="$v" 'BEGIN { printf "%d", v * 1e6 }' ;;
-        gbit) awk -v v="$v" 'BEGIN { printf "%d", v * 1e9 }' ;;
-        tbit) awk -v v="$v" 'BEGIN { printf "%d", v * 1e12 }' ;;
-        bps) awk -v v="$v" 'BEGIN { printf "%d", v * 8 }' ;;
+        bit) awk -v v="$v" 'BEGIN { printf "%.0f", v }' ;;
+        kbit) awk -v v="$v" 'BEGIN { printf "%.0f", v * 1e3 }' ;;
+        mbit) awk -v v="$v" 'BEGIN { printf "%.0f", v * 1e6 }' ;;
+        gbit) awk -v v="$v" 'BEGIN { printf "%.0f", v * 1e9 }' ;;
+        tbit) awk -v v="$v" 'BEGIN { printf "%.0f", v * 1e12 }' ;;
+        bps) awk -v v="$v" 'BEGIN { printf "%.0f", v * 8 }' ;;
         *) echo "cluster.sh: --rate $1: unit '$u' is not one of bit, kbit, mbit, gbit, tbit, bps" >&2; return 1 ;;
     esac
 }
 [ -z "$rate" ] || tc_rate_bits "$rate" > /dev/null || exit 2
 for i in $(seq 0 $((nodes - 1))); do
     ns="${P}n$i"
-    ip netns add "$ns" || die "cannot make namespace $ns"
     made+=("$ns")
-    no_ipv6 "$ns"
+    ip netns add "$ns" || die "cannot make namespace $ns"
+    isolate "$ns"
     ip link add "v${i}a" netns "$ns" mtu "$mtu" type veth peer name "v${i}b" netns "${P}sw" mtu "$mtu" \
         || die "cannot make node $i's link"
     ip -n "${P}sw" link set "v${i}b" master br0 up
     ip -n "$ns" addr add "$(addr "$i")/24" dev "v${i}a"
     ip -n "$ns" link set "v${i}a" up
     ip -n "$ns" link set lo up
-    shape "$ns" "v${i}a"          # what the node sends
-    shape "${P}sw" "v${i}b"       # what it receives
+    shape "$ns" "v${i}a" node           # what the node sends
+    shape "${P}sw" "v${i}b" switch      # what it receives
 done
 
 # Isolation, checked before anything runs: the switch has no address and no port but the
@@ -176,7 +203,9 @@ EOF
     ip netns exec "${P}n0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "${P}n0" \
         mpirun --allow-run-as-root --oversubscribe --host "${hosts%,}" -np "$np" --map-by slot \
         --mca plm_rsh_agent "$work/agent" --mca btl_tcp_if_include "$SUBNET.0/24" --mca oob_tcp_if_include "$SUBNET.0/24" \
-        "${pass[@]}" "$@" || rc=$?
+        "${pass[@]}" "$@" &
+    # waited for, not run in the foreground: a trapped signal runs its trap at once, not after the job
+    wait $! || rc=$?
 else
     secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
     pids=()
@@ -187,7 +216,7 @@ else
             NCCL_SOCKET_IFNAME="v${node}a" "$@" &
         pids+=($!)
     done
-    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    for p in "${pids[@]}"; do wait "$p" || { s=$?; [ "$rc" -ne 0 ] || rc=$s; }; done   # the first failing rank's status
 fi
 
 if [ -n "$counters" ]; then

@@ -3,8 +3,9 @@
 # or with sudo available). CUDA (nvcc, cuBLAS, cuDNN, NCCL) is expected to be present
 # already where GPU targets are wanted; everything else comes from Debian.
 set -euo pipefail
+# iproute2: ip and tc, for the cluster on one machine (scripts/cluster.sh); minimal images lack it
 pkgs=(build-essential libpcre2-dev libcjson-dev libcmocka-dev zlib1g-dev
-      openmpi-bin libopenmpi-dev liburing-dev libssl-dev python3 python3-numpy python3-matplotlib)
+      openmpi-bin libopenmpi-dev liburing-dev libssl-dev python3 python3-numpy python3-matplotlib iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -14,8 +15,13 @@ if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi
 SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo > /dev/null ||
+        { echo "install_deps: missing ${missing[*]}, and no sudo: as root, run apt-get install ${missing[*]}" >&2; exit 1; }
+    SUDO="sudo"
+fi
 echo "install_deps: installing ${missing[*]}"
 $SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+# env inside sudo: sudo's env_reset would drop the variable, and apt could wait at a prompt
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 echo "install_deps: done"

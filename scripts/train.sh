@@ -113,7 +113,7 @@ else
         if mpirun --version 2>&1 | grep -q "Open MPI"; then
             # Open MPI refuses root unless told, and by default gives one rank per core
             [ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root)
-            cores=$(lscpu -p=core,socket 2> /dev/null | grep -v '^#' | sort -u | wc -l)
+            cores=$(lscpu -p=core,socket 2> /dev/null | grep -v '^#' | sort -u | wc -l || true)   # (no lscpu: $cpus)
             [ "$cores" -gt 0 ] && [ "$cores" -le "$cpus" ] || cores=$cpus
             [ "$ranks" -le "$cores" ] || launch+=(--oversubscribe)
         fi

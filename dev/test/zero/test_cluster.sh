@@ -7,8 +7,8 @@
 #    inter-node bytes plus the protocol's overhead (TCP/IP headers and acknowledgements, MPI's
 #    own messages): measured between 0% and 15% over
 #  - the isolation check runs before any rank; the namespaces are gone after the job, after
-#    a failing job and after SIGTERM; a delay or loss is refused by name where the kernel has
-#    no netem
+#    a failing job and after SIGTERM (at once, the script dying by it), and a killed run's by
+#    the next run; a delay or loss is refused by name where the kernel has no netem
 # Skipped (exit 77, saying why) without root, network namespaces, tc or mpirun.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -54,12 +54,23 @@ scripts/cluster.sh -n 2 -r 1 -- sleep 60 > "$tmp/t.txt" 2>&1 &
 pid=$!
 for _ in $(seq 300); do grep -q "isolated:" "$tmp/t.txt" && break; sleep 0.1; done   # the job runs
 sleep 1
+t_kill=$SECONDS
 kill -TERM $pid
 wait $pid
 rc=$?
-[ $rc -ne 0 ] || fail "the terminated job's status was 0"
+[ $rc -eq 143 ] || fail "the terminated job's status was $rc, not 143 (died by SIGTERM)"
+[ $((SECONDS - t_kill)) -le 10 ] || fail "SIGTERM ended the job after $((SECONDS - t_kill)) s, not at once"
 [ "$(ours)" = "$before" ] || fail "namespaces left after SIGTERM: $(ip netns list)"
-echo "namespaces removed after the job, a failing job (exit non-zero) and SIGTERM (exit $rc)"
+echo "namespaces removed after the job, a failing job (exit non-zero) and SIGTERM (exit $rc within $((SECONDS - t_kill)) s)"
+# what a run killed by SIGKILL left (namespaces named with a PID no process has): the next run removes it
+sh -c 'exit 0' &
+dead=$!
+wait $dead
+ip netns add "zc${dead}n0" && ip netns add "zc${dead}sw" || fail "cannot make the stand-in namespaces"
+scripts/cluster.sh -n 2 -r 1 --no-mpi -- true > "$tmp/s.txt" 2>&1 || { cat "$tmp/s.txt"; fail "the run after a killed one failed"; }
+grep -q "removed what a killed run left: namespaces .*zc${dead}n0" "$tmp/s.txt" && ! ip netns list | grep -q "^zc${dead}" ||
+    { ip netns del "zc${dead}n0" 2> /dev/null; ip netns del "zc${dead}sw" 2> /dev/null; fail "a killed run's namespaces were not removed"; }
+echo "a killed run's namespaces removed by the next run"
 
 # netem: refused by name where the kernel lacks it, used where it has it
 if scripts/cluster.sh -n 2 -r 1 --delay 1ms -- true > "$tmp/d.txt" 2>&1; then
