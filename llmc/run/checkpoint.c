@@ -146,14 +146,16 @@ static void look(const char *out_dir, Found *f) {
     if (d == NULL) return;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        char *end, manifest[4400];
+        char *end, folder[4400], manifest[4420];
         if (strncmp(e->d_name, "zero_", 5) != 0 || e->d_name[5] < '0' || e->d_name[5] > '9') continue;
         long long s = strtoll(e->d_name + 5, &end, 10);
         char canonical[32];   // zero_S as the format names it (zero_007 is someone else's)
         snprintf(canonical, sizeof(canonical), "%lld", s);
-        snprintf(manifest, sizeof(manifest), "%s/%s/manifest.json", out_dir, e->d_name);
-        struct stat st;
-        if (*end || strcmp(canonical, e->d_name + 5) != 0 || stat(manifest, &st) != 0 || !S_ISREG(st.st_mode))
+        snprintf(folder, sizeof(folder), "%s/%s", out_dir, e->d_name);
+        snprintf(manifest, sizeof(manifest), "%s/manifest.json", folder);
+        struct stat st, fst;   // a folder of the format's, not a link to one (pruning never follows those)
+        if (*end || strcmp(canonical, e->d_name + 5) != 0 || lstat(folder, &fst) != 0 || !S_ISDIR(fst.st_mode) ||
+            lstat(manifest, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
         if (f->zeros == 0 || s < f->zero_lo) f->zero_lo = s;
         if (f->zeros == 0 || s > f->zero_hi) f->zero_hi = s;
