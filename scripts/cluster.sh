@@ -61,6 +61,7 @@ die() { echo "cluster.sh: $*" >&2; exit 2; }
 command -v ip > /dev/null || die "no 'ip' (iproute2): install it"
 command -v tc > /dev/null || die "no 'tc' (iproute2): install it"
 command -v unshare > /dev/null || die "no 'unshare' (util-linux): install it"
+command -v flock > /dev/null || die "no 'flock' (util-linux): install it"
 [ "$nompi" = 1 ] || command -v mpirun > /dev/null || die "no mpirun: install Open MPI, or give --no-mpi"
 
 P="zc$$"                     # the namespaces: ${P}sw (the switch), ${P}n0 .. (the nodes)
@@ -81,6 +82,7 @@ cleanup() {
     trap '' INT TERM HUP   # a second Ctrl-C must not cut the cleanup short
     kill_and_delete "${made[@]}"
     rm -rf "$work"
+    [ -z "${locked:-}" ] || rm -f "$locks/$P.lock"
 }
 on_signal() {   # on_signal SIG: the job and everything made go now, then die by SIG
     cleanup
@@ -91,15 +93,22 @@ on_signal() {   # on_signal SIG: the job and everything made go now, then die by
 trap cleanup EXIT
 for sig in INT TERM HUP; do trap "on_signal $sig" $sig; done
 
-# What a run killed by SIGKILL left (its namespaces and their processes): a name whose
-# PID no process has now
-stale=()
+# A run holds LOCKS/zcPID.lock while it lives (the job's processes do not inherit it), so
+# the namespaces of a run killed by SIGKILL are told apart from a live run's by the lock,
+# not by a PID that another PID namespace sharing /run/netns may not see. Those, and any
+# named with this run's own PID (a leftover: it has made none yet), are removed with
+# whatever still runs in them.
+locks=/run/cluster_sh locked=
+mkdir -p "$locks" && exec 9> "$locks/$P.lock" && flock -n 9 || die "cannot hold the lock $locks/$P.lock"
+locked=1
+stale=() stale_runs=()
 for ns in $(ip netns list 2> /dev/null | awk '{ print $1 }' | grep -E '^zc[0-9]+(sw|n[0-9]+)$'); do
-    pid=${ns#zc}; pid=${pid%%[sn]*}
-    kill -0 "$pid" 2> /dev/null || stale+=("$ns")
+    run=${ns%sw}; run=${run%n[0-9]*}
+    if [ "$run" = "$P" ] || flock -n "$locks/$run.lock" true 2> /dev/null; then stale+=("$ns") stale_runs+=("$run"); fi
 done
 if [ ${#stale[@]} -gt 0 ]; then
     kill_and_delete "${stale[@]}"
+    for run in "${stale_runs[@]}"; do [ "$run" = "$P" ] || rm -f "$locks/$run.lock"; done
     echo "cluster.sh: removed what a killed run left: namespaces ${stale[*]}" >&2
 fi
 
@@ -203,7 +212,7 @@ EOF
     ip netns exec "${P}n0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "${P}n0" \
         mpirun --allow-run-as-root --oversubscribe --host "${hosts%,}" -np "$np" --map-by slot \
         --mca plm_rsh_agent "$work/agent" --mca btl_tcp_if_include "$SUBNET.0/24" --mca oob_tcp_if_include "$SUBNET.0/24" \
-        "${pass[@]}" "$@" &
+        "${pass[@]}" "$@" <&0 9>&- &   # stdin stays (mpirun hands it to rank 0); the lock does not go
     # waited for, not run in the foreground: a trapped signal runs its trap at once, not after the job
     wait $! || rc=$?
 else
@@ -213,7 +222,7 @@ else
         node=$((r / ranks))
         ip netns exec "${P}n$node" env RANK=$r WORLD_SIZE=$np LOCAL_RANK=$((r % ranks)) LOCAL_WORLD_SIZE=$ranks \
             ZERO_BOOTSTRAP_TCP="$(addr 0):29500" ZERO_BOOTSTRAP_SECRET="$secret" NCCL_HOSTID="${P}n$node" \
-            NCCL_SOCKET_IFNAME="v${node}a" "$@" &
+            NCCL_SOCKET_IFNAME="v${node}a" "$@" 9>&- &
         pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || { s=$?; [ "$rc" -ne 0 ] || rc=$s; }; done   # the first failing rank's status

@@ -8,7 +8,8 @@
 #    own messages): measured between 0% and 15% over
 #  - the isolation check runs before any rank; the namespaces are gone after the job, after
 #    a failing job and after SIGTERM (at once, the script dying by it), and a killed run's by
-#    the next run; a delay or loss is refused by name where the kernel has no netem
+#    the next run (a live one's kept, even by a run in another PID namespace); a delay or
+#    loss is refused by name where the kernel has no netem
 # Skipped (exit 77, saying why) without root, network namespaces, tc or mpirun.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -71,6 +72,15 @@ scripts/cluster.sh -n 2 -r 1 --no-mpi -- true > "$tmp/s.txt" 2>&1 || { cat "$tmp
 grep -q "removed what a killed run left: namespaces .*zc${dead}n0" "$tmp/s.txt" && ! ip netns list | grep -q "^zc${dead}" ||
     { ip netns del "zc${dead}n0" 2> /dev/null; ip netns del "zc${dead}sw" 2> /dev/null; fail "a killed run's namespaces were not removed"; }
 echo "a killed run's namespaces removed by the next run"
+# a live run's are not, though a run in another PID namespace cannot see its PID (its lock says it lives)
+scripts/cluster.sh -n 2 -r 1 --no-mpi -- sleep 6 > "$tmp/live.txt" 2>&1 &
+live=$!
+for _ in $(seq 300); do grep -q "isolated:" "$tmp/live.txt" && break; sleep 0.1; done
+unshare --pid --fork --mount-proc scripts/cluster.sh -n 2 -r 1 --no-mpi -- true > "$tmp/other.txt" 2>&1 ||
+    { cat "$tmp/other.txt"; fail "a run in another PID namespace failed"; }
+wait $live || { cat "$tmp/live.txt"; fail "the live run failed beside a run in another PID namespace"; }
+grep -q "removed what a killed run left" "$tmp/other.txt" && fail "a run in another PID namespace removed a live run's namespaces"
+echo "a live run's namespaces kept by a run in another PID namespace"
 
 # netem: refused by name where the kernel lacks it, used where it has it
 if scripts/cluster.sh -n 2 -r 1 --delay 1ms -- true > "$tmp/d.txt" 2>&1; then
