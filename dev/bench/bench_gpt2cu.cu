@@ -101,6 +101,7 @@ static void bench_parts(GPT2Cuda *m, const int *inputs, const int *targets, int 
     CUDA_CHECK(cudaMemcpy(bias, m->w[GPT2_LN1B][0], C * sizeof(bf16), cudaMemcpyDeviceToDevice));
     CUDA_CHECK(cudaMemset(dw, 0, C * sizeof(float)));
     CUDA_CHECK(cudaMemset(db, 0, C * sizeof(float)));
+    CUDA_CHECK(cudaDeviceSynchronize());   // the copies and memsets above ran on stream 0, which m->stream does not wait for
     cudaStream_t s = m->stream;
     const double row_bytes = (double)nc * sizeof(bf16);
     float copy = time_ms(s, reps, [&] {

@@ -78,6 +78,9 @@ bool check_device_range(const void *p, size_t bytes, const char *what);
 // error, cudaErrorInvalidResourceHandle for a destroyed stream, cudaErrorNotPermitted from
 // a host function. work runs on the stream's worker thread.
 cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> work);
+// The same for work whose effect may be awaited outside CUDA's ordering (a collective other
+// processes wait for): on the legacy stream it is not held, nor what was queued there before.
+cudaError_t enqueue_observed(cudaStream_t s, const char *what, std::function<void()> work);
 
 // The order of stream work (happens-before: stream order, event records and waits, the
 // legacy stream's implicit waits, and the synchronizations the issuing host thread had

@@ -774,7 +774,7 @@ ncclResult_t flush() {
         std::string what = op.what;
         ncclComm *c = op.comm;
         auto shared = std::make_shared<CommOp>(std::move(op));
-        cudaError_t e = emu::enqueue(s, what.c_str(), [shared] { run_op(*shared); });
+        cudaError_t e = emu::enqueue_observed(s, what.c_str(), [shared] { run_op(*shared); });
         if (e != cudaSuccess) {
             std::lock_guard<std::mutex> lk(c->mu);   // its ticket will never run: let the next ones
             c->next_run++;
@@ -1014,7 +1014,7 @@ static ncclResult_t one_rank_copy(ncclComm_t comm, const char *call, void *recv,
     if ((r = check_range(comm, call, recv, bytes, "receive")) != ncclSuccess ||
         (r = check_range(comm, call, send, bytes, "send")) != ncclSuccess || bytes == 0)
         return r;
-    cudaError_t e = emu::enqueue(s, call, [recv, send, bytes] { memmove(recv, send, bytes); });
+    cudaError_t e = emu::enqueue_observed(s, call, [recv, send, bytes] { memmove(recv, send, bytes); });
     if (e != cudaSuccess) return bad(comm, ncclUnhandledCudaError, "%s: queuing on its stream: %s", call, cudaGetErrorName(e));
     return ncclSuccess;
 }

@@ -405,7 +405,8 @@ struct Op {
     RecordP rec;                  // OP_RECORD: fires it; OP_WAIT: waits for it
     cudaHostFn_t fn = nullptr;    // OP_HOSTFN
     void *arg = nullptr;
-    RecordP hold;                 // not started before this fires (a held cudaMemcpy, below)
+    RecordP hold;                 // not started before this fires (held legacy work, below)
+    bool observed = false;        // its effect may be awaited outside CUDA's ordering (below)
     VClock host;                  // what the issuing host thread had synchronized with
     Op(OpKind k, std::string w, std::function<void()> f = nullptr, RecordP r = nullptr)
         : kind(k), what(std::move(w)), work(std::move(f)), rec(std::move(r)) {}
@@ -437,20 +438,30 @@ static std::mutex &g_mu = *new std::mutex;   // every stream queue, record and e
 static std::condition_variable &g_cv = *new std::condition_variable;   // any progress
 static std::vector<Stream *> &g_streams = *new std::vector<Stream *>;  // every stream made (destroyed ones too)
 static Stream *g_legacy = nullptr;
-// The legacy stream's held op: cudaMemcpy from pageable host memory to device memory
+// The legacy stream's held work. Work on the legacy stream is asynchronous to the host
+// (kernels, cudaMemset, cudaMemcpyAsync; cudaMemcpy from pageable memory to device memory
 // returns once the source is staged, "but the DMA to final destination may not have
-// completed", and one from device to device performs "no host-side synchronization"
-// (API synchronization behavior). Of the behaviours that allows, the latest:
-// the device-side write waits until something orders work after it or waits for it (any
-// later op on the legacy stream or on a blocking stream, a synchronize or query of the
-// legacy stream or the device). Work on a non-blocking stream does not, so a kernel there
-// that reads the destination without such a step sees the old bytes every time.
-static RecordP g_legacy_hold;
+// completed", and one from device to device performs "no host-side synchronization": API
+// synchronization behavior), and a non-blocking stream "should perform no implicit
+// synchronization with stream 0". Of the behaviours that allows, the latest: the legacy
+// stream's work waits until something orders it for the program or another stream (an op
+// on a blocking stream, a synchronize or query of the legacy stream or the device, a wait,
+// synchronize or query of an event recorded on it). More work on the legacy stream does not,
+// so a kernel on a non-blocking stream that reads what stream 0 wrote without such a step
+// sees the old bytes every time. Work whose effect may be awaited outside CUDA's ordering
+// (a host function, a copy into host memory the host may poll, a collective other processes
+// wait for) is not held, and neither is what the legacy stream queued before it: on a GPU
+// it runs, and a program that waits for it by other means than CUDA's is not wrong.
+static RecordP g_legacy_hold;   // every legacy op since the last release waits for this
 static void release_legacy_hold() {   // g_mu held
     if (!g_legacy_hold) return;
     g_legacy_hold->done = true;
     g_legacy_hold.reset();
     g_cv.notify_all();
+}
+// A wait for (or query of) a record on the legacy stream orders the work before it.
+static void release_for(const RecordP &r) {   // g_mu held
+    if (r && r->stream && r->stream->legacy && !r->done) release_legacy_hold();
 }
 static std::atomic<uint64_t> g_progress{0};
 void progress() { g_progress++; }
@@ -566,7 +577,7 @@ static void watchdog() {
         if (p != last) { last = p; since = now_ms(); continue; }
         std::unique_lock<std::mutex> lk(g_mu);
         bool busy = g_waiters > 0 || !g_cb_q.empty();
-        for (Stream *s : g_streams)   // a held copy waits for the program, not for the device
+        for (Stream *s : g_streams)   // held legacy work waits for the program, not for the device
             busy = busy || (!s->q.empty() && !(s->q.front().hold && !s->q.front().hold->done));
         if (!busy) { since = now_ms(); continue; }
         if (now_ms() - since < g_hang_s * 1e3) continue;
@@ -579,7 +590,7 @@ static void watchdog() {
                 waits = " waiting for an event record on stream " + std::to_string(op.rec->stream ? op.rec->stream->id : -1) +
                         " (its op " + std::to_string(op.rec->seq) + "; that stream has finished " +
                         std::to_string(op.rec->stream ? op.rec->stream->finished : 0) + ")";
-            if (op.hold && !op.hold->done) waits = " (held: nothing has been ordered after this cudaMemcpy yet)";
+            if (op.hold && !op.hold->done) waits = " (held: nothing has ordered the legacy stream's work yet)";
             say("  stream %d%s: %zu ops queued, first: %s%s", s->id, s->legacy ? " (legacy default)" : "", s->q.size(),
                 op.what.c_str(), waits.c_str());
         }
@@ -636,9 +647,12 @@ static bool pending(Stream *s) { return !s->q.empty(); }
 // Appends op to s, first making it wait where the legacy default stream's rules say.
 static void push(Stream *s, Op op) {   // g_mu held
     start_threads();
-    if (s->legacy || (!(s->flags & cudaStreamNonBlocking) && g_legacy && pending(g_legacy)))
-        release_legacy_hold();   // this op comes after the held one, or waits for it
+    if (!s->legacy && !(s->flags & cudaStreamNonBlocking) && g_legacy && pending(g_legacy))
+        release_legacy_hold();   // a blocking stream's op waits for the legacy stream's work: it orders it
+    if (s->legacy && op.observed) release_legacy_hold();
     if (s->legacy) {
+        if (!op.observed && !g_legacy_hold) g_legacy_hold = std::make_shared<Record>();
+        if (!op.observed) op.hold = g_legacy_hold;
         // the legacy stream waits for all work queued so far on every blocking stream
         for (Stream *o : g_streams) {
             if (o == s || o->destroyed || (o->flags & cudaStreamNonBlocking) || !pending(o)) continue;
@@ -668,13 +682,23 @@ static void push(Stream *s, Op op) {   // g_mu held
     g_cv.notify_all();
 }
 
-cudaError_t enqueue(cudaStream_t h, const char *what, std::function<void()> work) {
+static cudaError_t enqueue_op(cudaStream_t h, const char *what, std::function<void()> work, bool observed) {
     API_ENTRY();
     std::lock_guard<std::mutex> lk(g_mu);
     Stream *s = stream_of(h);
     if (!s) return ret(cudaErrorInvalidResourceHandle);
-    push(s, Op(OP_WORK, what ? what : "work", std::move(work)));
+    Op op(OP_WORK, what ? what : "work", std::move(work));
+    op.observed = observed;
+    push(s, std::move(op));
     return cudaSuccess;
+}
+
+cudaError_t enqueue(cudaStream_t h, const char *what, std::function<void()> work) {
+    return enqueue_op(h, what, std::move(work), false);
+}
+
+cudaError_t enqueue_observed(cudaStream_t h, const char *what, std::function<void()> work) {
+    return enqueue_op(h, what, std::move(work), true);
 }
 
 // Blocks the calling host thread until pred holds (g_mu held through lk).
@@ -692,6 +716,7 @@ static void sync_stream(std::unique_lock<std::mutex> &lk, Stream *s) {
 }
 
 static void sync_all(std::unique_lock<std::mutex> &lk) {
+    release_legacy_hold();   // first: an earlier stream's work may wait for the legacy stream's
     for (Stream *s : g_streams) sync_stream(lk, s);
 }
 
@@ -705,7 +730,7 @@ template <class F> static void load(const void *key, bool launching, F describe)
     static std::set<const void *> &loaded = *new std::set<const void *>;
     if (!g_load_sync || !loaded.insert(key).second || !launching) return;
     // The device's queued work must finish; nothing is ordered by it (t_host_vc stays), and
-    // a held copy stays held (its stream's work from there on is not waited for): the load
+    // held legacy work stays held (the legacy stream is not waited for past it): the load
     // is no synchronization the program may count on.
     std::vector<std::pair<Stream *, uint64_t>> targets;
     for (Stream *s : g_streams) {
@@ -1041,17 +1066,15 @@ static cudaError_t copy_async(const char *call, void *dst, const void *src, size
     }
     Op op(OP_WORK, std::string(call) + " of " + std::to_string(n) + " bytes",
           [dst, src, n, staged] { memmove(dst, src, n); });
+    op.observed = dk != MEM_DEVICE;   // into host memory: the host may poll it
     // cudaMemcpy from pageable memory to device memory returns once the source is staged,
     // and one from device memory to device memory at once ("no host-side synchronization
     // is performed"): the write stays queued on the legacy stream, held (g_legacy_hold)
-    // until the program orders something after it. From pinned memory, to host memory
+    // until the program orders it. From pinned memory, to host memory
     // (pageable or pinned), and every other cudaMemcpy: the call returns once the copy is done.
     bool late = sync && dk == MEM_DEVICE && (sk == MEM_PAGEABLE || sk == MEM_DEVICE);
-    if (late) op.hold = std::make_shared<Record>();
-    RecordP hold = op.hold;
-    push(s, std::move(op));   // releases an earlier held copy: this one comes after it
-    if (late) g_legacy_hold = hold;
-    else if (sync || dk == MEM_PAGEABLE) sync_stream(lk, s);
+    push(s, std::move(op));   // on the legacy stream: held (g_legacy_hold)
+    if (!late && (sync || dk == MEM_PAGEABLE)) sync_stream(lk, s);
     int st = g_sticky.load();
     return st != cudaSuccess ? ret((cudaError_t)st) : cudaSuccess;
 }
@@ -1156,6 +1179,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t ev, unsigned int fla
     if (flags != 0 && flags != cudaEventWaitDefault) return ret(cudaErrorInvalidValue);
     RecordP r = e->latest;   // the record current now: re-recording later does not move this wait
     if (!r) return cudaSuccess;   // never recorded: nothing to wait for
+    release_for(r);
     push(s, Op(OP_WAIT, "cudaStreamWaitEvent on stream " + std::to_string(r->stream ? r->stream->id : -1), nullptr, r));
     return cudaSuccess;
 }
@@ -1169,6 +1193,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t h, cudaHostFn_t fn, void *arg) {
     Op op(OP_HOSTFN, "host function on stream " + std::to_string(s->id));
     op.fn = fn;
     op.arg = arg;
+    op.observed = true;   // its effects are the host's
     push(s, std::move(op));
     return cudaSuccess;
 }
@@ -1215,6 +1240,7 @@ cudaError_t cudaEventQuery(cudaEvent_t ev) {
     std::lock_guard<std::mutex> lk(g_mu);
     Event *e = (Event *)ev;
     if (!e || e->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    release_for(e->latest);   // a polling loop sees the legacy stream's work land
     if (e->latest && !e->latest->done) return cudaErrorNotReady;
     if (e->latest) join(t_host_vc, e->latest->vc);
     return cudaSuccess;
@@ -1227,6 +1253,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
     if (!e || e->destroyed) return ret(cudaErrorInvalidResourceHandle);
     RecordP r = e->latest;   // the record current now
     if (g_trace) say("host: waits for an event");
+    release_for(r);
     if (r) {
         host_wait(lk, [&r] { return r->done; });
         join(t_host_vc, r->vc);

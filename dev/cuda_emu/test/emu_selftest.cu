@@ -728,6 +728,95 @@ static int case_pageable_copy_lands_late() {
     return g_bad;
 }
 
+// Any work on stream 0, and not only its last op, waits until something orders it: a
+// cudaMemset ("asynchronous with respect to the host"), the first of two device-to-device
+// copies, a kernel followed by a memset there. A kernel on a non-blocking stream reads the
+// old bytes without cudaStreamSynchronize(0), the new ones with it.
+enum LegacyWork { L_MEMSET, L_FIRST_COPY, L_KERNEL };
+static bool nonblocking_sees(LegacyWork w, bool fence) {
+    const int n = 64;
+    int got[n], *d_in, *d_src, *d_other, *d_out;
+    cudaStream_t nb;
+    CK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
+    CK(cudaMalloc(&d_in, sizeof got));
+    CK(cudaMalloc(&d_src, sizeof got));
+    CK(cudaMalloc(&d_other, sizeof got));
+    CK(cudaMalloc(&d_out, sizeof got));
+    fill_ints<<<1, n>>>(d_src, 7000);
+    CK(cudaMemset(d_in, 0, sizeof got));
+    CK(cudaDeviceSynchronize());
+    if (w == L_MEMSET) CK(cudaMemset(d_in, 1, sizeof got));
+    if (w == L_FIRST_COPY) {
+        CK(cudaMemcpy(d_in, d_src, sizeof got, cudaMemcpyDeviceToDevice));
+        CK(cudaMemcpy(d_other, d_src, sizeof got, cudaMemcpyDeviceToDevice));
+    }
+    if (w == L_KERNEL) {
+        fill_ints<<<1, n>>>(d_in, 7000);
+        CK(cudaMemset(d_other, 0, sizeof got));
+    }
+    if (fence) CK(cudaStreamSynchronize(0));
+    usleep(100000);   // time alone orders nothing
+    copy_ints<<<1, n, 0, nb>>>(d_in, d_out);
+    CK(cudaStreamSynchronize(nb));
+    CK(cudaMemcpy(got, d_out, sizeof got, cudaMemcpyDeviceToHost));
+    bool none = true;
+    for (int i = 0; i < n; i++) none = none && got[i] == 0;
+    CK(cudaDeviceSynchronize());
+    CK(cudaFree(d_in));
+    CK(cudaFree(d_src));
+    CK(cudaFree(d_other));
+    CK(cudaFree(d_out));
+    CK(cudaStreamDestroy(nb));
+    return !none;
+}
+
+// What the host may wait for by other means than CUDA's runs without a synchronize, with
+// the stream-0 work before it: a host function, a copy into pinned memory the host polls.
+// And a device synchronize waits for a stream created before the legacy stream's first use
+// whose kernel waits for a stream-0 kernel (it releases the legacy stream's work first).
+static std::atomic<int> g_hostfn_ran{0};
+static void CUDART_CB note_ran(void *) { g_hostfn_ran = 1; }
+static bool polled_within(const volatile int *p, int want, double s) {
+    for (int i = 0; i < (int)(s * 1000); i++) {
+        if (*p == want) return true;
+        usleep(1000);
+    }
+    return false;
+}
+static int case_legacy_work_observed() {
+    int *d, *pinned;
+    CK(cudaMalloc(&d, 64 * sizeof(int)));
+    CK(cudaMallocHost(&pinned, 64 * sizeof(int)));
+    pinned[5] = 0;
+    fill_ints<<<1, 64>>>(d, 100);
+    CK(cudaLaunchHostFunc(0, note_ran, nullptr));
+    expect(polled_within((const volatile int *)&g_hostfn_ran, 1, 5.0), "a host function on stream 0 runs while the host polls");
+    fill_ints<<<1, 64>>>(d, 200);
+    CK(cudaMemcpyAsync(pinned, d, 64 * sizeof(int), cudaMemcpyDeviceToHost, 0));
+    expect(polled_within((const volatile int *)&pinned[5], 205, 5.0),
+           "a copy into pinned memory on stream 0 lands, with the kernel before it, while the host polls");
+    CK(cudaDeviceSynchronize());
+    int *flag;
+    cudaStream_t early;
+    CK(cudaStreamCreateWithFlags(&early, cudaStreamNonBlocking));
+    CK(cudaHostAlloc((void **)&flag, sizeof(int), cudaHostAllocMapped));
+    *flag = 0;
+    spin_until_set<<<1, 1, 0, early>>>(flag);
+    set_flag<<<1, 1>>>(flag);
+    CK(cudaDeviceSynchronize());
+    expect(*flag == 1, "cudaDeviceSynchronize: an earlier stream's kernel waiting for a stream-0 kernel ends");
+    return g_bad;
+}
+
+static int case_legacy_work_held() {
+    expect(!nonblocking_sees(L_MEMSET, false), "a cudaMemset on stream 0, then a kernel on a non-blocking stream: it reads the old bytes");
+    expect(nonblocking_sees(L_MEMSET, true), "... with cudaStreamSynchronize(0) between: it sees the memset");
+    expect(!nonblocking_sees(L_FIRST_COPY, false), "the first of two device-to-device cudaMemcpy: the old bytes too");
+    expect(!nonblocking_sees(L_KERNEL, false), "a kernel on stream 0 with a cudaMemset after it: the old bytes too");
+    expect(nonblocking_sees(L_KERNEL, true), "... with cudaStreamSynchronize(0) between: it sees the kernel's");
+    return g_bad;
+}
+
 static int case_device_size() {   // run with CUDA_EMU_MEM=64M
     size_t freeb = 0, total = 0;
     CK(cudaMemGetInfo(&freeb, &total));
@@ -1037,6 +1126,8 @@ static const Case cases[] = {
     {"slow_producer_unwaited", case_slow_producer_unwaited, 0, "reads stale", "CUDA_EMU_SLOW=0"},
     {"slow_producer_waited", case_slow_producer_waited, 0, "0 of 20 reads stale", "CUDA_EMU_SLOW=0"},
     {"pageable_copy_lands_late", case_pageable_copy_lands_late, 0, nullptr, "CUDA_EMU_HANG_S=1"},
+    {"legacy_work_held", case_legacy_work_held, 0, nullptr, "CUDA_EMU_HANG_S=1"},
+    {"legacy_work_observed", case_legacy_work_observed, 0, nullptr, "CUDA_EMU_HANG_S=3"},
 #ifdef __SANITIZE_ADDRESS__
     {"kernel_out_of_bounds", case_kernel_out_of_bounds, 1, "heap-buffer-overflow", nullptr},
 #else
