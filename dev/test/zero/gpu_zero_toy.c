@@ -385,8 +385,9 @@ static void run_queued(ZeroComm *c) {
 // The watchdog's ring (256 collectives, zero/cuda/comm_nccl.cu) filled twice around
 // unfinished collectives:
 //   stream A: an all-gather waiting for 48 s of work on the main stream (the ring's front);
-//   stream B: 300 small all-gathers, which finish: the ring fills, and only dropping the
-//             finished ones behind the front (compaction) makes room for what comes next;
+//   stream B: 300 small all-gathers, which finish (waited for): the ring fills, and only
+//             dropping the finished ones behind the front (compaction) makes room for what
+//             comes next;
 //   stream C: on the last rank only, an all-gather waiting for the first 8 s of that work,
 //             which no other rank joins (watched only if compaction made room for it);
 //   stream B: 300 more: the ring fills again, and compaction must keep both unfinished ones.
@@ -418,6 +419,10 @@ static void run_ring(ZeroComm *c) {
     gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pa, 1, ZERO_F32, a, "the all-gather queued behind 48 s of work");
     for (int i = 0; i < SMALL; i++)
         gpu_b->all_gather(gpu_b, c, ZERO_GROUP_WORLD, &pb, 1, ZERO_F32, b, "one of 600 small all-gathers");
+    // done before the lone one is issued: the full ring has finished ones for compaction to
+    // drop, however far a loaded machine's streams lag behind the issuing thread (with TRACK
+    // unfinished a newer collective goes unwatched, by design)
+    gpu_b->stream_sync(gpu_b, b);
     const int last = c->rank == c->world - 1;
     gpu_b->stream_wait(gpu_b, cs, e8);
     if (last)
