@@ -44,11 +44,7 @@ int main(int argc, char **argv) {
     const int rank = 0, world = 1;
     threads_apply(cfg.threads, 1, "one process", 1);   // OpenMP threads of the host's work (llmc/run/threads.h)
     run_lock_take(cfg.out_dir, 0);   // the output folder is this run's; temp files a crash left go
-    int num_devices = 0;
-    cudaError_t dev_err = cudaGetDeviceCount(&num_devices);
-    if (dev_err != cudaSuccess || num_devices == 0)
-        die("no CUDA device (%s); ./train_gpt2 trains on the CPU",
-            dev_err != cudaSuccess ? cudaGetErrorString(dev_err) : "0 devices");
+    gpt2_cuda_require_device();   // else exit 69: scripts/train.sh then trains on the CPU
 
     // --trace: recording starts before the model and the plugin, which name their tracks
     if (cfg.trace_path && zero_trace_start(cfg.trace_path, rank, world, cfg.trace_steps) != 0) exit(EXIT_FAILURE);

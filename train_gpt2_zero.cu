@@ -42,11 +42,7 @@ int main(int argc, char **argv) {
     // bf16 working parameters (refreshed from the fp32 master by stochastic rounding), and
     // the fp32 gradients the model's matmuls accumulate
     if (cfg.dry_run) return gpt2_zero_dry_run(&cfg, ZERO_BF16, ZERO_F32, gpt2_cuda_predicted_activation_bytes, NULL);
-    int num_devices = 0;
-    cudaError_t dev_err = cudaGetDeviceCount(&num_devices);
-    if (dev_err != cudaSuccess || num_devices == 0)
-        die("no CUDA device (%s); ./train_gpt2 trains on the CPU",
-            dev_err != cudaSuccess ? cudaGetErrorString(dev_err) : "0 devices");
+    const int num_devices = gpt2_cuda_require_device();   // else exit 69: scripts/train.sh then trains on the CPU
     ZeroComm *comm = gpt2_zero_world(&argc, &argv, &cfg);   // ranks; only rank 0 prints
     const int rank = comm->rank, world = comm->world;
     // OpenMP threads (host AdamW of the offload tiers): cores / ranks on this node unless

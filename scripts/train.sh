@@ -2,8 +2,9 @@
 # The main job: trains GPT-2 on the bundled corpus (data/kjv) twice with the same seed,
 # data and global batch, once unsharded and once with ZeRO (stage 3 on 4 ranks unless
 # told otherwise), then compares the two loss curves with scripts/compare_runs.py.
-# With a GPU (nvidia-smi lists one): train_gpt2cu against train_gpt2_zero; without: the
-# CPU trainer train_gpt2 against itself under mpirun with -z.
+# With a GPU (nvidia-smi lists one, nvcc is installed and the CUDA runtime finds the device):
+# train_gpt2cu against train_gpt2_zero; without: the CPU trainer train_gpt2 against itself
+# under mpirun with -z.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,8 @@ Trains GPT-2 on the bundled corpus (data/kjv) unsharded and with ZeRO, with the 
 seed, data and global batch, then prints a comparison table (steps, final losses, the
 largest train-loss difference, tokens/s, per-rank memory) and writes DIR/compare.png.
 It installs what it needs (scripts/install_deps.sh) and builds the trainers (make).
+The GPU path runs when nvidia-smi lists a GPU, nvcc is installed (PATH or
+/usr/local/cuda/bin) and the CUDA runtime finds the device; otherwise the CPU path.
 
   -z STAGE   ZeRO stage of the sharded run, 0-3 (default 3)
   -n RANKS   ranks of the sharded run (default 4)
@@ -89,8 +92,8 @@ t_start=$(date +%s.%N)
 unsharded="$out/unsharded" sharded="$out/zero$stage"
 run() { echo "+ $*"; "$@"; }
 
-if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then
-    echo "GPU found: train_gpt2cu (unsharded) against train_gpt2_zero (ZeRO stage $stage, $ranks ranks)"
+# The CUDA trainers; the CPU trainer's job when the CUDA runtime finds no usable device.
+gpu_job() {
     make -j"$(nproc)" train_gpt2cu train_gpt2_zero
     # cuDNN's default attention backward adds dQ with atomics, in an order that changes from
     # run to run: the deterministic one lets the two runs agree bit for bit (on an H200 the
@@ -98,10 +101,21 @@ if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; the
     export LLMC_CUDNN_DETERMINISTIC=${LLMC_CUDNN_DETERMINISTIC:-1}
     B=${user_B:-4} T=${user_T:-1024}
     common=(-b $B -t $T -d $((B * T * ranks)) -x "${steps:--1}")
-    run ./train_gpt2cu "${common[@]}" -o "$unsharded" "${extra[@]}"
+    # exit 69: the CUDA runtime finds no usable device (a driver older than the toolkit, say)
+    local rc=0
+    run ./train_gpt2cu "${common[@]}" -o "$unsharded" "${extra[@]}" || rc=$?
+    if [ "$rc" -eq 69 ]; then
+        echo "nvidia-smi lists a GPU but CUDA finds no usable device (above): the CPU path"
+        cpu_job
+        return
+    fi
+    [ "$rc" -eq 0 ] || exit "$rc"
     run bash scripts/launch_ranks.sh "$ranks" ./train_gpt2_zero -z "$stage" "${common[@]}" -o "$sharded" "${extra[@]}"
-else
-    echo "no GPU found: the CPU trainer, unsharded against ZeRO stage $stage on $ranks ranks"
+}
+
+# The CPU trainer, unsharded and under mpirun with -z.
+cpu_job() {
+    echo "the CPU trainer, unsharded against ZeRO stage $stage on $ranks ranks"
     make -j2 train_gpt2
     # parameter-heavy with small activations, tiled: stage 3 shows its saving (usage above)
     B=${user_B:-1} T=${user_T:-64}
@@ -125,8 +139,18 @@ else
         launch=() threads=$cpus
     fi
     run "${launch[@]}" ./train_gpt2 -z "$stage" --threads "$threads" "${common[@]}" -o "$sharded" "${extra[@]}"
-fi
+}
 
+if ! command -v nvidia-smi > /dev/null 2>&1 || ! nvidia-smi -L > /dev/null 2>&1; then
+    echo "no GPU found (nvidia-smi lists none)"
+    cpu_job
+elif ! command -v nvcc > /dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    echo "a GPU but no CUDA toolkit (no nvcc on PATH or in /usr/local/cuda/bin): the CPU path"
+    cpu_job
+else
+    echo "GPU found: train_gpt2cu (unsharded) against train_gpt2_zero (ZeRO stage $stage, $ranks ranks)"
+    gpu_job
+fi
 echo
 echo "comparison (scripts/compare_runs.py $unsharded $sharded -o $out/compare.png):"
 scripts/compare_runs.py "$unsharded" "$sharded" -o "$out/compare.png"

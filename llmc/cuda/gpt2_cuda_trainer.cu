@@ -95,6 +95,16 @@ void gpt2_cuda_print_memory(const GPT2Cuda *model, const TrainConfig *cfg) {
     memory_table_write_json(cfg->out_dir, "train_gpt2cu", &t);
 }
 
+int gpt2_cuda_require_device(void) {
+    int num_devices = 0;
+    cudaError_t err = cudaGetDeviceCount(&num_devices);
+    if (err == cudaSuccess && num_devices > 0) return num_devices;
+    fprintf(stderr, "error: no usable CUDA device (%s); ./train_gpt2 trains on the CPU\n",
+            err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    fflush(stderr);
+    exit(GPT2_CUDA_EXIT_NO_DEVICE);
+}
+
 void gpt2_cuda_check_flags(const GPT2Config *c, const GPT2CudaOptions *opt) {
     char why[256];
     if (gpt2_cuda_check_options(c, opt, why, sizeof(why)) != 0)

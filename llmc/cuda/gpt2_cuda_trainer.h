@@ -15,6 +15,14 @@
 extern "C" {
 #endif
 
+// Exit status of a CUDA trainer that finds no usable CUDA device (no driver, a driver older
+// than the runtime, no GPU): EX_UNAVAILABLE of sysexits.h, so that a script can tell it from
+// a failed run and train on the CPU instead (scripts/train.sh).
+#define GPT2_CUDA_EXIT_NO_DEVICE 69
+// The number of CUDA devices; exits with GPT2_CUDA_EXIT_NO_DEVICE, saying why, when the CUDA
+// runtime finds none.
+int gpt2_cuda_require_device(void);
+
 // Mean loss over the first max_batches (< 0: all) validation batches of B sequences, dealt
 // to the ranks by number and added in batch order (../run/validation.h): every world size
 // gives the same bits. sum_ranks sums the per-batch slots over ranks; NULL: one rank.

@@ -5,6 +5,7 @@
 #  - the unsharded and the ZeRO stage-3 run share seed, data and global batch (run.json),
 #    the stage-3 run has 4 ranks, and the comparison table and compare.png come out
 #  - -t after -- sets both runs' sequence, and the global batch follows it
+#  - a GPU that nvidia-smi lists but CUDA cannot use gives the CPU path
 #  - -h documents the flags; a bad stage, and -z, -d or -o after --, are refused
 set -u
 cd "$(dirname "$0")/../../.."
@@ -41,6 +42,27 @@ grep -qE '^zero3 \(train_gpt2, ZeRO-3, 4 ranks\) +3 ' "$tmp/out.txt" || { cat "$
 grep -qF "wrote $tmp/job/compare.png" "$tmp/out.txt" || fail "the PNG path is not printed"
 [ "$(head -c 8 "$tmp/job/compare.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "compare.png is not a PNG"
 echo "main job: 4 ranks started by the script, table and $tmp/job/compare.png printed"
+
+# A GPU that nvidia-smi lists but CUDA cannot use (here: a stand-in nvidia-smi, and a driver
+# the toolkit's runtime refuses or none): the CPU path, not a failed job
+if nvidia-smi -L > /dev/null 2>&1; then
+    echo "SKIP the unusable-GPU case: this machine has a usable GPU"
+else
+    mkdir "$tmp/bin"
+    printf '#!/bin/sh\necho "GPU 0: stand-in (UUID: GPU-0)"\n' > "$tmp/bin/nvidia-smi"
+    chmod +x "$tmp/bin/nvidia-smi"
+    PATH="$tmp/bin:$PATH" "${clean_env[@]}" scripts/train.sh -z 2 -n 2 -x 1 -o "$tmp/fallback" -- -e d2c64h2t64 -t 32 -v 0 -s 0 \
+        > "$tmp/fb.txt" 2>&1 || { tail -n 30 "$tmp/fb.txt"; fail "a GPU CUDA cannot use: the job failed"; }
+    if command -v nvcc > /dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+        grep -qF "error: no usable CUDA device (" "$tmp/fb.txt" || { cat "$tmp/fb.txt"; fail "train_gpt2cu did not say why"; }
+        grep -qF "CUDA finds no usable device (above): the CPU path" "$tmp/fb.txt" || { cat "$tmp/fb.txt"; fail "no fallback line"; }
+    else
+        grep -qF "no CUDA toolkit" "$tmp/fb.txt" || { cat "$tmp/fb.txt"; fail "no nvcc: not said"; }
+    fi
+    grep -q '^+ ./train_gpt2 ' "$tmp/fb.txt" && grep -qE '^zero2 \(train_gpt2, ZeRO-2, 2 ranks\) +1 ' "$tmp/fb.txt" \
+        || { cat "$tmp/fb.txt"; fail "the CPU path did not run both trainers to the table"; }
+    echo "a GPU CUDA cannot use: the CPU path ran to the table"
+fi
 
 scripts/train.sh -h > "$tmp/h.txt" || fail "-h exited non-zero"
 for f in "-z STAGE" "-n RANKS" "-x STEPS" "-o DIR" "-- ARGS"; do grep -qF -- "$f" "$tmp/h.txt" || fail "-h does not document $f"; done
