@@ -33,6 +33,10 @@ while [ $# -gt 0 ]; do
         *) echo "bench_cluster: unknown argument '$1' (see -h)" >&2; exit 2 ;;
     esac
 done
+for r in ${rates//,/ }; do   # tc's units, as scripts/cluster.sh takes them (bps: bytes/s)
+    [[ "$r" =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|tbit|bps)$ ]] ||
+        { echo "bench_cluster: --rates: '$r' is not a number with one of bit, kbit, mbit, gbit, tbit, bps" >&2; exit 2; }
+done
 mkdir -p "$out"
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
@@ -48,7 +52,7 @@ if [ "$render" = 0 ]; then
     export OMP_NUM_THREADS=1
     args=(-e "$model" -b 1 -t 64 -x "$steps" -v 0 -s 0 -n 0 --threads 1 $extra)
     lowest=$($py -c 'import re, sys
-units = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
+units = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12, "bps": 8}
 print(min(sys.argv[1].split(","), key=lambda r: float(re.match(r"[0-9.]+", r).group()) * units[re.sub(r"[0-9.]", "", r)]))' "$rates")
     for rate in ${rates//,/ }; do
         for c in ${configs//,/ }; do
@@ -73,8 +77,8 @@ $py - "$out" "$rates" "$configs" << 'EOF'
 import json, os, re, statistics, sys
 out, rates, configs = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(",")
 def bits(rate):
-    m = re.fullmatch(r"([0-9.]+)(bit|kbit|mbit|gbit|tbit)", rate)
-    return float(m.group(1)) * {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}[m.group(2)]
+    m = re.fullmatch(r"([0-9.]+)(bit|kbit|mbit|gbit|tbit|bps)", rate)
+    return float(m.group(1)) * {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12, "bps": 8}[m.group(2)]
 res = {}
 for rate in rates:
     for c in configs:
