@@ -151,6 +151,14 @@ void gpt2_zero_load_checkpoint(GPT2Zero *g, const char *out_dir, TrainState *sav
                 "%lld with the last update at %d: the two are not from one save", g->rank, out_dir, step, saved->step,
                 saved->last_t, step, last_t);
         snprintf(ckpt, cap, "%s/zero_%lld", out_dir, step);
+        // The model file is exported after `latest_zero` moves: a run killed in between left none
+        char model[4096];
+        double missing = g->rank == 0 && checkpoint_model_missing(out_dir, saved->step, model, sizeof(model));
+        zero_allreduce_sum_f64(g->z, &missing, 1);
+        if (missing > 0) {
+            if (g->rank == 0) printf("model file %s is missing (the run that saved step %d stopped before it):\n", model, saved->step);
+            checkpoint_export_model(out_dir, saved->step, g->rank, &saved->config, &g->model, 0, 0);
+        }
         return;
     }
     // zero_load said why; a trainer state of format 1 is worth a word more

@@ -348,4 +348,18 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
     st->last_t = h.last_t;
     st->data = h.data;
     st->skip = h.skip;
+    // The model file is written after `latest` moves: a run killed in between left none
+    char model[4096];
+    if (checkpoint_model_missing(out_dir, step, model, sizeof(model))) {
+        gpt2_model_file_write(model, &st->config, params, GPT2_MODEL_FP32);
+        printf("wrote %s (the run that saved step %d stopped before it)\n", model, step);
+    }
+}
+
+int checkpoint_model_missing(const char *out_dir, int step, char *path, size_t len) {
+    checkpoint_model_path(path, len, out_dir, step);
+    struct stat sb;
+    if (stat(path, &sb) == 0) return 0;
+    if (errno != ENOENT) die("cannot look at model file '%s': %s", path, strerror(errno));
+    return 1;
 }

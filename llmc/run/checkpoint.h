@@ -67,6 +67,10 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
 void checkpoint_path(char *buf, size_t len, const char *out_dir, int step);
 // OUT/model_SSSSSSSS.bin (step >= 0) or OUT/model_final.bin (step < 0) into buf.
 void checkpoint_model_path(char *buf, size_t len, const char *out_dir, int step);
+// 1 when OUT/model_SSSSSSSS.bin (its path into path) does not exist: the run that saved the
+// step's checkpoint was stopped before its export, which comes after `latest` or `latest_zero`
+// moves. Resuming writes it (checkpoint_load; gpt2_zero_load_checkpoint).
+int checkpoint_model_missing(const char *out_dir, int step, char *path, size_t len);
 // The sharded trainers' model file of a step's checkpoint (step >= 0; the model files are
 // then pruned with keep and major as checkpoint_save does) or of the end
 // (step < 0), streamed piece by piece from src (gpt2_model_file_export). Collective:

@@ -42,6 +42,20 @@ if "${zero[@]}" -x 4 -n 4 -o "$tmp/zexport" > "$tmp/zexport.txt" 2>&1; then fail
 grep -q "resumed from '$tmp/zexport' at step 4" "$tmp/zexport2.txt" || { cat "$tmp/zexport2.txt"; fail "sharded: did not resume from step 4"; }
 echo "a failed model export leaves latest at the good checkpoint (unsharded and -z 2)"
 
+# 2b. a run stopped between `latest` and its model file: the resume writes the file, the
+# same bytes the export would have written
+for kind in plain zero; do
+    d="$tmp/killed_$kind" cmd=(./train_gpt2 "${small[@]}")
+    [ $kind = zero ] && cmd=("${zero[@]}")
+    "${cmd[@]}" -x 4 -n 2 -o "$d" > "$d.txt" 2>&1 || { cat "$d.txt"; fail "$kind: the first run failed"; }
+    mv "$d/model_00000004.bin" "$tmp/model4_$kind.bin" && cp "$d/model_00000002.bin" "$tmp/model2_$kind.bin" || fail "$kind: no model files"
+    "${cmd[@]}" -x 4 -n 2 -y 1 -o "$d" > "$d.2.txt" 2>&1 || { cat "$d.2.txt"; fail "$kind: the resume failed"; }
+    grep -qF "$d/model_00000004.bin" "$d.2.txt" || { cat "$d.2.txt"; fail "$kind: the missing model file is not named"; }
+    cmp -s "$d/model_00000004.bin" "$tmp/model4_$kind.bin" || fail "$kind: the rewritten model_00000004.bin differs from the export's"
+    cmp -s "$d/model_00000002.bin" "$tmp/model2_$kind.bin" || fail "$kind: model_00000002.bin changed"
+done
+echo "a run stopped before its model export: the resume writes the same file (unsharded and -z 2)"
+
 # 3. temp files of an interrupted run (PIDs above Linux's PID_MAX_LIMIT, 4194304: their
 # writers are surely gone; test_run_files.sh has live and dead ones, and what else stays)
 for d in stale zstale; do
