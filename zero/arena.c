@@ -49,6 +49,15 @@ size_t zero_arena_alloc(ZeroArena *a, size_t size, int from_top) {
     return ZERO_ARENA_FULL;
 }
 
+size_t zero_arena_place(ZeroArena *a, size_t off, size_t size) {
+    if (size == 0 || size > a->capacity || off > a->capacity - size || a->n == a->max) return ZERO_ARENA_FULL;
+    int i = 0;   // the first block that ends after off
+    while (i < a->n && a->blocks[i].off + a->blocks[i].size <= off) i++;
+    if (i < a->n && a->blocks[i].off < off + size) return ZERO_ARENA_FULL;
+    insert_at(a, i, off, size);
+    return off;
+}
+
 int zero_arena_release(ZeroArena *a, size_t off) {
     for (int i = 0; i < a->n; i++) {
         if (a->blocks[i].off != off) continue;

@@ -29,6 +29,9 @@ int zero_arena_init(ZeroArena *a, size_t capacity, int max_blocks);  // 0, or -1
 void zero_arena_free_all(ZeroArena *a);                                // releases the block table
 // Returns the offset of a new block of size > 0, or ZERO_ARENA_FULL.
 size_t zero_arena_alloc(ZeroArena *a, size_t size, int from_top);
+// Places a block of size > 0 at off: returns off, or ZERO_ARENA_FULL when it would overlap a
+// live block or pass the end.
+size_t zero_arena_place(ZeroArena *a, size_t off, size_t size);
 // Returns 0, or -1 if no block starts at off.
 int zero_arena_release(ZeroArena *a, size_t off);
 

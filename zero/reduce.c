@@ -264,9 +264,13 @@ void zero_grad_acquire(Zero *z, int ti) {
     }
     // a tied tensor that stays in the pool lives across units: out of the cycling space
     int top = t->num_units > 1 && z->off.park == ZERO_TIER_DEVICE;
+    // A pool that holds every gradient at once gives each tensor its own place, its offset in
+    // the full padded buffers: first fit there could split the space into holes each too small
+    const int own_place = z->reduce.arena.capacity >= z->layout.padded_total;
     size_t off;
     // make room from the oldest reduction in flight, then by reducing what is pending
-    while ((off = zero_arena_alloc(&z->reduce.arena, size, top)) == ZERO_ARENA_FULL) {
+    while ((off = own_place ? zero_arena_place(&z->reduce.arena, t->lay->full_off, size)
+                            : zero_arena_alloc(&z->reduce.arena, size, top)) == ZERO_ARENA_FULL) {
         if (zero_grads_release_oldest(z)) continue;
         if (z->reduce.num_pending == 0) break;
         zero_grads_flush(z);

@@ -20,7 +20,8 @@ reference bit for bit.
 
 Modes: (none) train and check every configuration; kernels: what the host kernels'
 references do not show (unbiased rounding, thread counts); edges: offload where a rank holds
-little (nothing at all; one tile, after a skipped step); errors: bad tables and configs are
+little (nothing at all; one tile, after a skipped step), and a gradient pool that holds every
+gradient at once with blocks returned out of order; errors: bad tables and configs are
 refused; timeout: one rank stalls inside a collective, the watchdog must end the job; misuse,
 misuse_bwd: a hook out of order must end the job.
 */
@@ -629,30 +630,33 @@ static void edge_init(void *ctx, int t, size_t off, size_t n, float *out) {
     for (size_t i = 0; i < n; i++) out[i] = 0.01f * (float)(t + 1) * (float)((off + i) % 13 + 1);
 }
 
-// Trains `steps` steps, gradients a fixed function of (step, tensor, index) that is infinite at
-// step inf_step (so that step is skipped), and gathers every tensor's master into out, one
-// after the other. Each tensor belongs to one unit.
+// Trains `steps` steps of `accum` micro-steps, each unit adding to its tensors' gradients a
+// fixed function of (step, micro-step, unit, tensor, index) that is infinite at step inf_step
+// (so that step is skipped), and gathers every tensor's master into out, one after the other.
 static void edge_run(ZeroComm *comm, const ZeroTensor *t, int nt, int nu, const ZeroConfig *cfg, int steps,
-                     int inf_step, float *out, const char *what) {
+                     int accum, int inf_step, float *out, const char *what) {
     Zero *z = zero_init(t, nt, nu, cfg, comm, host_b, edge_init, NULL);
     check(z != NULL, "edges: %s: zero_init failed", what);
     if (!z) return;
     ZeroStepArgs a = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.0f, 0};
     for (int s = 1; s <= steps; s++) {
-        zero_begin_step(z, 1);
-        for (int u = 0; u < nu; u++) {
-            zero_fetch(z, u, 0);
-            zero_release(z, u, 0);
-        }
-        for (int u = nu - 1; u >= 0; u--) {
-            const ZeroUnitView *v = zero_fetch(z, u, 1);
-            for (int k = 0; k < v->count; k++) {
-                float *g = v->grads[k];
-                for (size_t i = 0; i < t[v->tensors[k]].numel; i++)
-                    g[i] = s == inf_step ? INFINITY : 0.05f * (float)(s + v->tensors[k]) * (float)(i % 5 + 1);
+        zero_begin_step(z, accum);
+        for (int m = 0; m < accum; m++) {
+            for (int u = 0; u < nu; u++) {
+                zero_fetch(z, u, 0);
+                zero_release(z, u, 0);
             }
-            zero_grads_ready(z, u);
-            zero_release(z, u, 1);
+            for (int u = nu - 1; u >= 0; u--) {
+                const ZeroUnitView *v = zero_fetch(z, u, 1);
+                for (int k = 0; k < v->count; k++) {
+                    float *g = v->grads[k];
+                    for (size_t i = 0; i < t[v->tensors[k]].numel; i++)
+                        g[i] += s == inf_step ? INFINITY
+                                              : 0.05f * (float)(s + v->tensors[k] + 3 * m + u) * (float)(i % 5 + 1);
+                }
+                zero_grads_ready(z, u);
+                zero_release(z, u, 1);
+            }
         }
         a.t = s;
         zero_step(z, &a);
@@ -678,10 +682,10 @@ static void edge_case(ZeroComm *comm, const ZeroTensor *t, int nt, int nu, int s
     cfg.grad_dtype = ZERO_F32;
     cfg.timeout_s = 30.0;
     cfg.nvme_path = nvme_dir;
-    edge_run(comm, t, nt, nu, &cfg, steps, inf_step, want, what);
+    edge_run(comm, t, nt, nu, &cfg, steps, 1, inf_step, want, what);
     cfg.optimizer_tier = opt;
     cfg.param_tier = param;
-    edge_run(comm, t, nt, nu, &cfg, steps, inf_step, got, what);
+    edge_run(comm, t, nt, nu, &cfg, steps, 1, inf_step, got, what);
     size_t diff = 0;
     for (size_t i = 0; i < total; i++) diff += memcmp(&want[i], &got[i], sizeof(float)) != 0;
     check(diff == 0, "edges: %s: %zu of %zu master values differ from the run without offload (first: %g, not %g)", what,
@@ -690,7 +694,48 @@ static void edge_case(ZeroComm *comm, const ZeroTensor *t, int nt, int nu, int s
     free(got);
 }
 
+// A gradient pool that holds every gradient at once (a bucket near the model's size): with
+// two micro-steps and a tied tensor, buckets come back out of order and first fit split the
+// pool into holes each too small for the next tensor ("cannot place t2" at 3 ranks). Against
+// the automatic bucket, whose smaller pool places first fit: the same master bits (a bucket
+// groups tensors into collectives; each element's sum is the same).
+static void pool_case(ZeroComm *comm, const ZeroTensor *t, int nt, int nu, int stage, size_t bucket, int qgz,
+                      const char *what) {
+    size_t total = 0;
+    for (int i = 0; i < nt; i++) total += t[i].numel;
+    float *want = malloc(total * sizeof(float)), *got = malloc(total * sizeof(float));
+    ZeroConfig cfg;
+    zero_config_defaults(&cfg);
+    cfg.stage = stage;
+    cfg.param_dtype = ZERO_F32;
+    cfg.grad_dtype = ZERO_F32;
+    cfg.timeout_s = 30.0;
+    cfg.qgz = qgz;
+    cfg.node_size = qgz ? 1 : 0;   // qgZ's two hops: across "nodes" of one rank
+    edge_run(comm, t, nt, nu, &cfg, 3, 2, 0, want, what);
+    cfg.bucket_elems = bucket;
+    edge_run(comm, t, nt, nu, &cfg, 3, 2, 0, got, what);
+    size_t diff = 0;
+    for (size_t i = 0; i < total; i++) diff += memcmp(&want[i], &got[i], sizeof(float)) != 0;
+    check(diff == 0, "pool: %s: %zu of %zu master values differ from the automatic bucket's", what, diff, total);
+    free(want);
+    free(got);
+}
+
 static int run_edges(ZeroComm *comm) {
+    const ZeroTensor fragments[9] = {
+        {"t0", 944, 1, {0}, 1}, {"t1", 20, 1, {0}, 1}, {"t2", 2967, 1, {0}, 1}, {"t3", 4, 1, {1}, 1},
+        {"t4", 2752, 1, {1}, 1}, {"t5", 1589, 1, {1}, 1}, {"t6", 789, 1, {2}, 1}, {"t7", 5, 1, {2}, 1},
+        {"tied", 721, 1, {0, 2}, 2}};
+    for (int stage = 2; stage <= 3; stage++) {
+        char what[96];
+        snprintf(what, sizeof what, "stage %d, bucket 3940, two micro-steps, a tied tensor", stage);
+        pool_case(comm, fragments, 9, 3, stage, 3940, 0, what);
+    }
+    // qgZ's staged records round each tensor up, so a bucket of the whole model still splits
+    const ZeroTensor qgz_split[6] = {{"t0", 1412, 1, {0}, 1}, {"t1", 20, 1, {1}, 1}, {"t2", 8, 1, {1}, 1},
+                                     {"t3", 2352, 1, {1}, 1}, {"t4", 11, 1, {2}, 1}, {"tied", 1827, 1, {0, 2}, 2}};
+    pool_case(comm, qgz_split, 6, 3, 3, (size_t)1 << 20, 1, "stage 3, qgZ, bucket 2^20, a tied tensor");
     snprintf(nvme_dir, sizeof nvme_dir, "/tmp/zero_toy_nvme.%d.%d", (int)getpid(), comm->rank);
     if (mkdir(nvme_dir, 0700) != 0 && errno != EEXIST) check(0, "cannot make %s for the NVMe cases", nvme_dir);
     const ZeroTier DEV = ZERO_TIER_DEVICE, NVME = ZERO_TIER_NVME;

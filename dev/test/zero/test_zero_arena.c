@@ -60,11 +60,35 @@ static void test_block_limit_and_determinism(void **state) {
     zero_arena_free_all(&b);
 }
 
+// A block at a given offset: refused where it overlaps a live block (on either side) or
+// passes the end; a freed place takes it again; the table stays sorted for first fit.
+static void test_place_at(void **state) {
+    (void)state;
+    ZeroArena a;
+    assert_int_equal(zero_arena_init(&a, 100, 8), 0);
+    assert_int_equal(zero_arena_place(&a, 40, 20), 40);
+    assert_int_equal(zero_arena_place(&a, 30, 11), ZERO_ARENA_FULL);   // its last element is 40
+    assert_int_equal(zero_arena_place(&a, 59, 5), ZERO_ARENA_FULL);    // its first is 59
+    assert_int_equal(zero_arena_place(&a, 45, 5), ZERO_ARENA_FULL);    // inside
+    assert_int_equal(zero_arena_place(&a, 30, 10), 30);                // ends where the other starts
+    assert_int_equal(zero_arena_place(&a, 60, 40), 60);                // starts where it ends, to the end
+    assert_int_equal(zero_arena_place(&a, 100, 1), ZERO_ARENA_FULL);   // past the end
+    assert_int_equal(zero_arena_place(&a, (size_t)-8, 16), ZERO_ARENA_FULL);   // off + size wraps
+    assert_int_equal(zero_arena_place(&a, 0, 0), ZERO_ARENA_FULL);
+    assert_int_equal(a.in_use, 70);
+    assert_int_equal(zero_arena_alloc(&a, 30, 0), 0);                  // first fit sees the placed blocks
+    assert_int_equal(zero_arena_alloc(&a, 1, 0), ZERO_ARENA_FULL);
+    assert_int_equal(zero_arena_release(&a, 40), 0);
+    assert_int_equal(zero_arena_place(&a, 40, 20), 40);
+    zero_arena_free_all(&a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bottom_and_top),
         cmocka_unit_test(test_reuse_first_fit),
         cmocka_unit_test(test_block_limit_and_determinism),
+        cmocka_unit_test(test_place_at),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_zero_mpi.sh: builds dev/test/zero/mpi_zero_toy.c with zero/ (mpicc) and runs it under
 # mpirun: the host kernels' rounding odds and thread counts, refused configurations, offload
-# where a rank owns nothing or one tile, every ZeRO stage
+# where a rank owns nothing or one tile, a gradient pool of every gradient at once that first
+# fit would split, every ZeRO stage
 # at 1, 2, 3 and 4 ranks against the unsharded reference (also with the host backend's
 # jitter, ZERO_HOST_JITTER, and the NVMe engine's, ZERO_NVME_JITTER, under several seeds:
 # the same bits), the overlap properties
