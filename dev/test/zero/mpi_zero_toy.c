@@ -668,13 +668,24 @@ static void edge_run(ZeroComm *comm, const ZeroTensor *t, int nt, int nu, const 
     zero_free(z);
 }
 
-// The same model and steps with the optimizer (and at stage 3 the parameters) offloaded as
-// on the device: the same master bits.
-static void edge_case(ZeroComm *comm, const ZeroTensor *t, int nt, int nu, int stage, ZeroTier opt, ZeroTier param,
-                      int steps, int inf_step, const char *what) {
+// edge_run with ref's settings, then with cfg's: the same master bits, or a failed check
+// naming `against`.
+static void same_master(ZeroComm *comm, const ZeroTensor *t, int nt, int nu, const ZeroConfig *ref,
+                        const ZeroConfig *cfg, int steps, int accum, int inf_step, const char *what, const char *against) {
     size_t total = 0;
     for (int i = 0; i < nt; i++) total += t[i].numel;
     float *want = malloc(total * sizeof(float)), *got = malloc(total * sizeof(float));
+    edge_run(comm, t, nt, nu, ref, steps, accum, inf_step, want, what);
+    edge_run(comm, t, nt, nu, cfg, steps, accum, inf_step, got, what);
+    size_t diff = 0;
+    for (size_t i = 0; i < total; i++) diff += memcmp(&want[i], &got[i], sizeof(float)) != 0;
+    check(diff == 0, "edges: %s: %zu of %zu master values differ from %s (first: %g, not %g)", what, diff, total,
+          against, got[0], want[0]);
+    free(want);
+    free(got);
+}
+
+static ZeroConfig edge_config(int stage) {
     ZeroConfig cfg;
     zero_config_defaults(&cfg);
     cfg.stage = stage;
@@ -682,16 +693,17 @@ static void edge_case(ZeroComm *comm, const ZeroTensor *t, int nt, int nu, int s
     cfg.grad_dtype = ZERO_F32;
     cfg.timeout_s = 30.0;
     cfg.nvme_path = nvme_dir;
-    edge_run(comm, t, nt, nu, &cfg, steps, 1, inf_step, want, what);
+    return cfg;
+}
+
+// The same model and steps with the optimizer (and at stage 3 the parameters) offloaded as
+// on the device: the same master bits.
+static void edge_case(ZeroComm *comm, const ZeroTensor *t, int nt, int nu, int stage, ZeroTier opt, ZeroTier param,
+                      int steps, int inf_step, const char *what) {
+    ZeroConfig ref = edge_config(stage), cfg = ref;
     cfg.optimizer_tier = opt;
     cfg.param_tier = param;
-    edge_run(comm, t, nt, nu, &cfg, steps, 1, inf_step, got, what);
-    size_t diff = 0;
-    for (size_t i = 0; i < total; i++) diff += memcmp(&want[i], &got[i], sizeof(float)) != 0;
-    check(diff == 0, "edges: %s: %zu of %zu master values differ from the run without offload (first: %g, not %g)", what,
-          diff, total, got[0], want[0]);
-    free(want);
-    free(got);
+    same_master(comm, t, nt, nu, &ref, &cfg, steps, 1, inf_step, what, "the run without offload");
 }
 
 // A gradient pool that holds every gradient at once (a bucket near the model's size): with
@@ -701,25 +713,12 @@ static void edge_case(ZeroComm *comm, const ZeroTensor *t, int nt, int nu, int s
 // groups tensors into collectives; each element's sum is the same).
 static void pool_case(ZeroComm *comm, const ZeroTensor *t, int nt, int nu, int stage, size_t bucket, int qgz,
                       const char *what) {
-    size_t total = 0;
-    for (int i = 0; i < nt; i++) total += t[i].numel;
-    float *want = malloc(total * sizeof(float)), *got = malloc(total * sizeof(float));
-    ZeroConfig cfg;
-    zero_config_defaults(&cfg);
-    cfg.stage = stage;
-    cfg.param_dtype = ZERO_F32;
-    cfg.grad_dtype = ZERO_F32;
-    cfg.timeout_s = 30.0;
-    cfg.qgz = qgz;
-    cfg.node_size = qgz ? 1 : 0;   // qgZ's two hops: across "nodes" of one rank
-    edge_run(comm, t, nt, nu, &cfg, 3, 2, 0, want, what);
+    ZeroConfig ref = edge_config(stage), cfg;
+    ref.qgz = qgz;
+    ref.node_size = qgz ? 1 : 0;   // qgZ's two hops: across "nodes" of one rank
+    cfg = ref;
     cfg.bucket_elems = bucket;
-    edge_run(comm, t, nt, nu, &cfg, 3, 2, 0, got, what);
-    size_t diff = 0;
-    for (size_t i = 0; i < total; i++) diff += memcmp(&want[i], &got[i], sizeof(float)) != 0;
-    check(diff == 0, "pool: %s: %zu of %zu master values differ from the automatic bucket's", what, diff, total);
-    free(want);
-    free(got);
+    same_master(comm, t, nt, nu, &ref, &cfg, 3, 2, 0, what, "the automatic bucket's");
 }
 
 static int run_edges(ZeroComm *comm) {
