@@ -307,6 +307,12 @@ bool alloc_at(uintptr_t a, LiveAlloc *out) {
 
 uint64_t free_count() { return g_frees.load(std::memory_order_acquire); }
 
+// Whether the allocation a was found as (id 0: none was looked up) still holds p.
+static bool still_live(const LiveAlloc &a, const void *p) {
+    LiveAlloc now;
+    return a.id == 0 || (alloc_at((uintptr_t)p, &now) && now.id == a.id);
+}
+
 static cudaError_t register_alloc(void **out, size_t bytes, MemKind kind) {
     if (!out) return cudaErrorInvalidValue;
     size_t n = bytes ? bytes : 1;
@@ -947,12 +953,11 @@ cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned int flags) {
     return cudaSuccess;
 }
 
+// Unlike cudaFree and cudaFreeHost, documented to wait for nothing: a copy still queued that
+// touches the range faults when it runs (copy_async), and a kernel's argument in it is
+// pageable memory by then. The program synchronizes first.
 cudaError_t cudaHostUnregister(void *p) {
     API_ENTRY();
-    {
-        std::unique_lock<std::mutex> lk(g_mu);
-        sync_all(lk);   // like cudaFreeHost: the device may still be reading it
-    }
     std::lock_guard<std::mutex> lk(g_mem_mu);
     if (!g_registered.count((uintptr_t)p)) {
         say("cudaHostUnregister(%p): not the start of a range cudaHostRegister registered", p);
@@ -1064,8 +1069,21 @@ static cudaError_t copy_async(const char *call, void *dst, const void *src, size
         staged = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
         src = staged->data();
     }
-    Op op(OP_WORK, std::string(call) + " of " + std::to_string(n) + " bytes",
-          [dst, src, n, staged] { memmove(dst, src, n); });
+    // Its device and pinned sides must still be the allocations they are now when it runs:
+    // a range unregistered meanwhile (cudaHostUnregister waits for nothing) is gone
+    LiveAlloc da = {0, 0, 0}, sa = {0, 0, 0};
+    if (dk != MEM_PAGEABLE) alloc_at((uintptr_t)dst, &da);
+    if (sk != MEM_PAGEABLE && !staged) alloc_at((uintptr_t)src, &sa);
+    std::string what = std::string(call) + " of " + std::to_string(n) + " bytes";
+    Op op(OP_WORK, what, [dst, src, n, staged, da, sa, what] {
+        const void *gone = !still_live(da, dst) ? dst : !still_live(sa, src) ? src : nullptr;
+        if (gone) {
+            fault(cudaErrorIllegalAddress, "%s: its %s %p was freed or unregistered (cudaHostUnregister) after the "
+                  "copy was queued, before it ran", what.c_str(), gone == dst ? "destination" : "source", gone);
+            return;
+        }
+        memmove(dst, src, n);
+    });
     op.observed = dk != MEM_DEVICE;   // into host memory: the host may poll it
     // cudaMemcpy from pageable memory to device memory returns once the source is staged,
     // and one from device memory to device memory at once ("no host-side synchronization

@@ -808,6 +808,31 @@ static int case_legacy_work_observed() {
     return g_bad;
 }
 
+// cudaHostUnregister is documented to wait for nothing: a copy from the range still queued
+// behind a host function finds it gone when it runs, a device fault (sticky)
+static std::atomic<int> g_unregistered{0};
+static void CUDART_CB wait_unregistered(void *) {
+    for (int i = 0; i < 3000 && !g_unregistered; i++) usleep(1000);
+}
+static int case_host_unregister_waits_for_nothing() {
+    const size_t n = 1 << 16;
+    char *h = (char *)aligned_alloc(4096, n);
+    memset(h, 7, n);
+    void *d;
+    cudaStream_t s;
+    CK(cudaMalloc(&d, n));
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaHostRegister(h, n, cudaHostRegisterDefault));
+    CK(cudaLaunchHostFunc(s, wait_unregistered, nullptr));
+    CK(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s));
+    CK(cudaHostUnregister(h));   // returns with the copy still queued
+    g_unregistered = 1;
+    cudaError_t e = cudaStreamSynchronize(s);
+    expect(e == cudaErrorIllegalAddress, "the queued copy from the unregistered range faults");
+    free(h);
+    return g_bad;
+}
+
 static int case_legacy_work_held() {
     expect(!nonblocking_sees(L_MEMSET, false), "a cudaMemset on stream 0, then a kernel on a non-blocking stream: it reads the old bytes");
     expect(nonblocking_sees(L_MEMSET, true), "... with cudaStreamSynchronize(0) between: it sees the memset");
@@ -1128,6 +1153,8 @@ static const Case cases[] = {
     {"pageable_copy_lands_late", case_pageable_copy_lands_late, 0, nullptr, "CUDA_EMU_HANG_S=1"},
     {"legacy_work_held", case_legacy_work_held, 0, nullptr, "CUDA_EMU_HANG_S=1"},
     {"legacy_work_observed", case_legacy_work_observed, 0, nullptr, "CUDA_EMU_HANG_S=3"},
+    {"host_unregister_waits_for_nothing", case_host_unregister_waits_for_nothing, 0,
+     "was freed or unregistered (cudaHostUnregister) after the copy was queued", "CUDA_EMU_HANG_S=5"},
 #ifdef __SANITIZE_ADDRESS__
     {"kernel_out_of_bounds", case_kernel_out_of_bounds, 1, "heap-buffer-overflow", nullptr},
 #else
