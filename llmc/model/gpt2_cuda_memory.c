@@ -131,6 +131,10 @@ int gpt2_cuda_check_shape(const GPT2Config *c, int B, int T, char *err, size_t e
                  c->max_seq_len, INT_MAX);
         return -1;
     }
+    if ((size_t)B * (size_t)T * (size_t)c->num_heads > INT_MAX) {   // the attention kernels' rows, one per head
+        snprintf(err, errlen, "batch B=%d T=%d with %d heads: B*T*heads must be <= %d", B, T, c->num_heads, INT_MAX);
+        return -1;
+    }
     return 0;
 }
 

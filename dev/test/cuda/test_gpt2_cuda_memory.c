@@ -192,6 +192,12 @@ static void test_shape_checks(void **state) {
     longT.max_seq_len = 1 << 20;
     assert_int_equal(gpt2_cuda_check_shape(&longT, 1 << 12, 1 << 20, err, sizeof err), -1);
     assert_non_null(strstr(err, "B*T"));
+    // B*T fits an int, B*T*heads (the attention rows) does not: 2^26 * 64 heads
+    longT.num_heads = 64;
+    longT.channels = 64 * 8;
+    assert_int_equal(gpt2_cuda_check_shape(&longT, 1 << 6, 1 << 20, err, sizeof err), -1);
+    assert_non_null(strstr(err, "B*T*heads"));
+    assert_int_equal(gpt2_cuda_check_shape(&longT, 1 << 4, 1 << 20, err, sizeof err), 0);   // 2^30 rows
 }
 
 static void huge_acts(void *arg) {
