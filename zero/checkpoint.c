@@ -281,6 +281,11 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
                 bad = 1;
             }
         }
+        // the saved files no read needs, dealt to the ranks: every one is checked once
+        if (!bad && zck_reader_need_empty(&r, z->rank, z->world, err, sizeof err) != 0) {
+            zero_say(z, "%s", err);
+            bad = 1;
+        }
         if (!bad && extra && extra_bytes > 0) {   // a trainer that passes none skips it
             extra_tmp = malloc(extra_bytes);
             if (!extra_tmp || zck_read_extra(&m, extra_tmp, extra_bytes, err, sizeof err) != 0) {

@@ -49,6 +49,7 @@ int zero_consolidate_state(const char *ckpt_dir, int step, int which, float *out
     size_t off = 0;
     // every file is verified (size, CRC, header) before any of it is used
     for (int i = 0; i < m.num_tensors && rc == 0; i++) rc = zck_reader_need(&r, i, 0, m.t[i].numel, err, sizeof err);
+    if (rc == 0) rc = zck_reader_need_empty(&r, 0, 1, err, sizeof err);
     for (int i = 0; i < m.num_tensors && rc == 0; i++) {
         rc = zck_reader_read(&r, i, which, 0, m.t[i].numel, out + off, err, sizeof err);
         off += (size_t)m.t[i].numel;

@@ -535,6 +535,20 @@ int zck_reader_need(ZckReader *r, int t, uint64_t begin, uint64_t n, char *err, 
     return for_pieces(r, t, begin, n, need_piece, NULL, err, errlen);
 }
 
+int zck_reader_need_empty(ZckReader *r, int first, int stride, char *err, size_t errlen) {
+    const ZckManifest *m = r->m;
+    for (int q = first; q < m->world; q += stride) {
+        int owns = 0;
+        for (int t = 0; t < m->num_tensors && !owns; t++) {
+            ZeroSplit sp;
+            zero_split((size_t)m->t[t].numel, m->world, &sp);
+            owns = zero_owned_count(&sp, q) > 0;
+        }
+        if (!owns && !r->sh[q].verified && shard_ready(r, q, err, errlen) != 0) return -1;
+    }
+    return 0;
+}
+
 typedef struct {
     int kind;
     uint64_t begin;

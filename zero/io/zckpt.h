@@ -140,6 +140,10 @@ void zck_manifest_free(ZckManifest *m);
 int zck_reader_init(ZckReader *r, const ZckManifest *m);
 // Opens and verifies the saved files holding elements [begin, begin + n) of tensor t.
 int zck_reader_need(ZckReader *r, int t, uint64_t begin, uint64_t n, char *err, size_t errlen);
+// Opens and verifies the saved files that hold no element of any tensor (a saved rank whose
+// slots are all padding), of the saved ranks q with q % stride == first: no read needs them,
+// yet a missing or damaged one is refused like any other.
+int zck_reader_need_empty(ZckReader *r, int first, int stride, char *err, size_t errlen);
 // Reads those elements of one kind (ZCK_MASTER, ZCK_M, ZCK_V) as fp32 into out.
 int zck_reader_read(ZckReader *r, int t, int kind, uint64_t begin, uint64_t n, float *out, char *err, size_t errlen);
 void zck_reader_free(ZckReader *r);

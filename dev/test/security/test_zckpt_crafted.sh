@@ -7,7 +7,8 @@
 #     size wraps to its real size. zero_consolidate must refuse it, naming the manifest and
 #     the total, with no sanitizer report and no output file; the same with --state m.
 #  2. the structure-aware fuzz target dev/fuzz/fuzz_zckpt_crafted.c (valid CRCs, counts that
-#     wrap, edited headers and manifests) over 3000 generated inputs, its rules all held and
+#     wrap, edited headers and manifests) over 3000 generated inputs, and 1000 of another seed
+#     whose last saved rank may own nothing, its rules all held and
 #     no sanitizer report; and, where clang has libFuzzer, its libFuzzer build over that
 #     corpus for a few seconds.
 set -u
@@ -72,6 +73,12 @@ sanitizer_report "$tmp/fuzz.log" && { grep -m 30 -A 20 "ERROR\|runtime error" "$
 [ "$rc" -eq 0 ] || { tail -n 20 "$tmp/fuzz.log"; fail "the fuzz driver exited $rc (a rule broken: see above)"; }
 grep -q "3000 inputs, every rule held" "$tmp/fuzz.log" || { tail -n 5 "$tmp/fuzz.log"; fail "the fuzz driver did not run 3000 inputs"; }
 echo "fuzz_zckpt_crafted: 3000 generated inputs under ASan/UBSan, every rule held"
+# another seed: its tables leave the last saved rank owning nothing (a file no read needs,
+# damaged or missing all the same must be refused)
+TMPDIR="$tmp" "$tmp/fuzz" --generate 1000 --seed 1 > "$tmp/fuzz1.log" 2>&1 ||
+    { tail -n 20 "$tmp/fuzz1.log"; fail "the fuzz driver, seed 1: a rule broken (see above)"; }
+sanitizer_report "$tmp/fuzz1.log" && { grep -m 30 -A 20 "ERROR\|runtime error" "$tmp/fuzz1.log"; fail "seed 1: a sanitizer report"; }
+echo "fuzz_zckpt_crafted --seed 1: 1000 more inputs, every rule held"
 
 # the libFuzzer build, where clang has it (the target must stay buildable as one)
 if command -v clang > /dev/null && echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' \
