@@ -49,14 +49,14 @@ int main(int argc, char **argv) {
         double maxd = 0.0, d2 = 0.0, a2 = 0.0;
         for (size_t i = off; i < off + sizes[t]; i++) {
             double d = fabs((double)a[i] - (double)b[i]);
-            if (d > maxd) maxd = d;
+            if (d > maxd || (isnan(d) && !isnan(maxd))) maxd = d;   // a NaN on one side is the largest difference
             d2 += d * d;
             a2 += (double)a[i] * a[i];
         }
         double rel = a2 > 0 ? sqrt(d2 / a2) : sqrt(d2);
         all_d2 += d2;
         all_a2 += a2;
-        if (maxd > all_max) all_max = maxd;
+        if (maxd > all_max || (isnan(maxd) && !isnan(all_max))) all_max = maxd;
         printf("%-10s max|diff| %.3e  rel L2 %.3e\n", gpt2_param_name(t), maxd, rel);
         off += sizes[t];
     }

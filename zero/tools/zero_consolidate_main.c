@@ -39,7 +39,10 @@ int main(int argc, char **argv) {
         step = (int)v;
     }
     ZeroCheckpointInfo info;
-    if (zero_checkpoint_info(dir, step, &info) != 0) return 1;
+    if (zero_checkpoint_info(dir, step, &info) != 0) {
+        fprintf(stderr, "zero_consolidate: cannot read checkpoint %s step %s (see above)\n", dir, step_arg);
+        return 1;
+    }
     // the manifest's total is bounded when it is read (ZCK_MAX_ELEMS); the product is
     // checked all the same, so a count from a file never wraps an allocation
     size_t bytes;
@@ -54,6 +57,7 @@ int main(int argc, char **argv) {
     int failed = !buf || zero_consolidate_state(dir, (int)info.step, which, buf, info.numel_total) != 0;
     if (!buf) fprintf(stderr, "zero_consolidate: out of memory for checkpoint %s step %lld: %zu floats (%zu bytes)\n", dir,
                       info.step, info.numel_total, bytes);
+    else if (failed) fprintf(stderr, "zero_consolidate: cannot consolidate checkpoint %s step %lld (see above)\n", dir, info.step);
     if (!failed && zfile_write_all(out, buf, info.numel_total * sizeof(float), NULL, err, sizeof err) != 0) {
         fprintf(stderr, "zero_consolidate: %s\n", err);
         failed = 1;

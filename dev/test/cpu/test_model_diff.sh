@@ -33,6 +33,12 @@ expect 0 "equal within tolerance" "$a" "$b" "$above"
 expect 1 "differ" "$a" "$b" "$below"
 expect 1 "differ" "$a" "$tmp/small/model_00000001.bin" 1e9
 echo "verdicts: copy equal, seeds differ at relative L2 $rel (equal at $above, differ at $below), shapes differ"
+# a NaN in one weight (wte's 11th, byte 1024 + 40): the largest difference is NaN, not 0
+cp "$a" "$tmp/nan.bin"
+printf '\x00\x00\xc0\x7f' | dd of="$tmp/nan.bin" bs=1 seek=1064 conv=notrunc status=none
+expect 1 "differ" "$a" "$tmp/nan.bin" 1e9
+grep -qF 'model max|diff| nan,' "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "a NaN weight: the largest difference is not nan"; }
+echo "a NaN weight: the largest difference is nan, differ"
 for tol in abc -1 nan inf 1e-3x "" " 1"; do
     expect 2 "" "$a" "$b" "$tol"
     grep -q "error: tolerance '$tol' is not a non-negative number" "$tmp/err.txt" \
