@@ -230,7 +230,13 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
 // Checks the manifest's tensor table against ours. Returns 0 or -1 (printed).
 static int check_table(const Zero *z, const ZckManifest *m) {
     if (m->num_tensors != z->num_tensors) {
-        zero_say(z, "checkpoint %s is for a different model: it has %d tensors, this model %d", m->folder, m->num_tensors, z->num_tensors);
+        if (m->numel_total == z->layout.numel_total)   // e.g. a trainer's tiling option changed
+            zero_say(z, "checkpoint %s holds the same %" PRIu64 " parameters cut into %d tensors, this run into %d: "
+                     "resume with the tensor table (the tiling) it was saved with", m->folder, m->numel_total,
+                     m->num_tensors, z->num_tensors);
+        else
+            zero_say(z, "checkpoint %s is for a different model: it has %d tensors, this model %d", m->folder,
+                     m->num_tensors, z->num_tensors);
         return -1;
     }
     for (int i = 0; i < z->num_tensors; i++) {

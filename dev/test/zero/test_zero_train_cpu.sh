@@ -78,10 +78,14 @@ echo "consolidated stage-3 checkpoint == stage-0 parameters"
 if mpirun -np 2 ./train_gpt2 -e d2c32h2t64 -b 2 -t 32 -d 128 -v 0 -s 0 -x 12 -z 3 -o "$tmp/full" -y 1 > "$tmp/e.txt" 2>&1; then
     fail "a checkpoint of another model was accepted"; fi
 grep -q "different model" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "no clear error for another model's checkpoint"; }
+if mpirun -np 2 ./train_gpt2 "${zargs[@]}" -z 3 --tile-linear 2 -o "$tmp/full" -y 1 > "$tmp/e.txt" 2>&1; then
+    fail "a checkpoint of another tiling was accepted"; fi
+grep -qE "holds the same [0-9]+ parameters cut into [0-9]+ tensors, this run into [0-9]+: resume with the tensor table \(the tiling\)" \
+    "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "another tiling: the refusal does not say the tiling differs"; }
 printf '\xff' | dd of="$tmp/full/zero_12/rank_00001.bin" bs=1 seek=2000 conv=notrunc 2> /dev/null
 if mpirun -np 2 ./train_gpt2 "${zargs[@]}" -z 3 -o "$tmp/full" -y 1 > "$tmp/e.txt" 2>&1; then fail "a corrupted checkpoint was accepted"; fi
 grep -q "rank_00001.bin" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "the corrupted file is not named"; }
-echo "another model's and a corrupted checkpoint: refused"
+echo "another model's, another tiling's and a corrupted checkpoint: refused"
 
 # an output folder each "node" has its own of: rank 1 writes into a tmpfs of its own mount
 # namespace, where rank 0 does not see its file. The save is refused by name and nothing
