@@ -671,12 +671,17 @@ void tokenizer_encode(Tokenizer *t, const char *text, size_t len, int32_t **ids,
 // Cutting after a '\n' that has a visible ASCII character on each side is neutral:
 // with the text cut or not, the '\n' is a piece of its own (its neighbours are not
 // white space), every match before it is decided by reading at most up to it, and
-// matches after it never look back.
+// matches after it never look back. Between the two bytes of a "\r\n" with visible
+// characters around it, too: whole, "\r" is a piece (\s+(?!\S) backs off from the
+// \n before a visible character) and "\n" another, as they are cut. (After the "\r\n"
+// is not: at the end of a text "\r\n" is one piece.)
+static int visible(unsigned char c) { return c > 0x20 && c < 0x7F; }
 size_t tokenizer_safe_split(const char *text, size_t len, size_t pos) {
     const unsigned char *s = (const unsigned char *)text;
     if (pos < 2) pos = 2;
     for (size_t q = pos; q < len; q++) {
-        if (s[q - 1] == '\n' && s[q - 2] > 0x20 && s[q - 2] < 0x7F && s[q] > 0x20 && s[q] < 0x7F) return q;
+        if (s[q - 1] == '\n' && visible(s[q - 2]) && visible(s[q])) return q;
+        if (s[q - 1] == '\r' && s[q] == '\n' && q + 1 < len && visible(s[q - 2]) && visible(s[q + 1])) return q;
     }
     return len;
 }

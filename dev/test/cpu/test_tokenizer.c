@@ -358,20 +358,22 @@ static void test_long_pieces(void **state) {
 
 static void test_safe_split(void **state) {
     (void)state;
-    // Text from all fixture cases, one per line, several times over.
+    // Text from all fixture cases, one per line ("\n", then " ", then "\r\n" line ends), several
+    // times over.
     size_t cap = 0;
-    for (int i = 0; i < g_fix.n; i++) cap += g_fix.len[i] + 1;
-    cap *= 3;
+    for (int i = 0; i < g_fix.n; i++) cap += g_fix.len[i] + 2;
+    cap *= 4;
     char *text = malloc_check(cap + 1);
     size_t len = 0;
-    for (int r = 0; r < 3; r++)
+    for (int r = 0; r < 4; r++)
         for (int i = 0; i < g_fix.n; i++) {
             memcpy(text + len, g_fix.text[i], g_fix.len[i]);
             len += g_fix.len[i];
+            if (r == 3) text[len++] = '\r';
             text[len++] = r == 1 ? ' ' : '\n';
         }
     TokenBuf whole = enc(text, len);
-    int checked = 0;
+    int checked = 0, in_crlf = 0;
     for (size_t pos = 0; pos < len; pos += 97) {
         size_t q = tokenizer_safe_split(text, len, pos);
         assert_true(q >= pos && q <= len);
@@ -381,8 +383,14 @@ static void test_safe_split(void **state) {
         if (!ids_equal(&parts, whole.ids, whole.n)) fail_msg("cutting at %zu changes the encoding", q);
         tokenbuf_free(&parts);
         checked += q < len;
+        in_crlf += q < len && text[q - 1] == '\r';
     }
     assert_true(checked > 100);
+    assert_true(in_crlf > 20);   // "\r\n" text is cut too (inside the pair)
+    // ... and never after a "\r\n": whole, "x\r\ny" has the pieces "\r" and "\n"; cut after
+    // them, "\r\n" at the end of the first part is one
+    const char *crlf = "ab\r\ncd";
+    assert_int_equal(tokenizer_safe_split(crlf, strlen(crlf), 2), 3);
     // Chunked encoding of the whole text, as the CLI does it.
     TokenBuf chunks = {0};
     for (size_t pos = 0; pos < len;) {
