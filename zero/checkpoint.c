@@ -349,6 +349,7 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
         }
     }
     zero_refresh_after_load(z, m.last_t);
+    z->step.before = (int64_t)m.step - (int64_t)z->step.done;   // --fast-reduce's draws go on from the saved step
     zero_run_id_set(z, m.run_id);   // a resumed run keeps the identity it started with
     if (extra && extra_bytes > 0) memcpy(extra, extra_tmp, extra_bytes);
     b->free(b, ZERO_MEM_HOST, chunk);

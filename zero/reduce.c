@@ -158,7 +158,8 @@ static void reduce_flat(Zero *z, const int *list, int n, const char *what) {
 #define FAST_REDUCE_KEY 0x6772616473ull   // "grads": not the weights' rounding bits
 static void reduce_fast(Zero *z, const int *list, int n, const char *what) {
     const ZeroBackend *b = z->b;
-    const int draw = (int)(z->step.done * (uint64_t)z->step.grad_accum) + z->reduce.micro;
+    // the run's micro-step count: a resumed run draws what the uninterrupted one would
+    const int draw = (int)(((int64_t)z->step.done + z->step.before) * z->step.grad_accum) + z->reduce.micro;
     size_t off = 0;   // bytes
     for (int k = 0; k < n; k++) {
         const ZeroTensorState *t = &z->t[list[k]];

@@ -267,6 +267,7 @@ typedef struct {
     int open, grad_accum;      // inside zero_begin_step .. zero_step, and its micro-steps
     int last_t;                // t of the last applied zero_step (0 after init): keys bf16 rounding
     uint64_t done;             // steps taken
+    int64_t before;            // the run's steps before this process's first (a loaded checkpoint's step - done)
     ZeroCollBytes sent_mark[ZERO_COLL_NUM];// comm->sent at zero_begin_step, moved past trainer collectives
     ZeroCollBytes sent[ZERO_COLL_NUM];     // sent inside begin_step .. zero_step, summed over steps
     // where the calling thread's time went inside steps, summed over them (seconds): in the

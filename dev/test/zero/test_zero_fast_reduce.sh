@@ -9,6 +9,7 @@
 #  - zero_report.json: the gradients' bytes per step are half the default's (bf16 against
 #    fp32), as a reduce-scatter, and the dry run predicts the same count; stage 0 gathers the
 #    bf16 sums (an all-reduce in its two halves): half the bytes stage 1's fp32 weights take
+#  - stopped at step 10 and resumed (-y 1): the uninterrupted run's bits
 #  - combinations it does not support are refused with a message
 set -u
 cd "$(dirname "$0")/../../.."
@@ -31,6 +32,15 @@ for pair in "0 1" "2 3"; do
         || fail "--fast-reduce at stages $1 and $2 (2 ranks) gave different parameters"
     echo "PASS: --fast-reduce, 2 ranks: stages $1 and $2 give the same bits"
 done
+# a resume draws the bf16 roundings the uninterrupted run would: the same bits (a constant
+# learning rate, so that the first part's -x 10 does not change the schedule)
+run whole -z 2 --fast-reduce -k constant
+mpirun -np 2 ./train_gpt2 "${args[@]}" -z 2 --fast-reduce -k constant -x 10 -n 10 -o "$tmp/cut" > "$tmp/cut.txt" 2>&1 \
+    || { tail "$tmp/cut.txt"; fail "the first half of the cut run failed"; }
+run cut -z 2 --fast-reduce -k constant -y 1
+cmp -s "$tmp/whole/model_final.bin" "$tmp/cut/model_final.bin" \
+    || fail "--fast-reduce, stopped at step 10 and resumed: not the uninterrupted run's parameters"
+echo "PASS: --fast-reduce stopped at step 10 and resumed: the uninterrupted run's bits"
 for z in 1 3; do
     python3 - "$tmp/ordered$z/main.log" "$tmp/fast$z/main.log" << 'PY' || fail "stage $z: --fast-reduce's losses are off the default's (above)"
 import re, sys
