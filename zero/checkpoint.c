@@ -227,31 +227,26 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
     return any_failed(z, pub != 0) ? -1 : 0;
 }
 
-// Checks the manifest's tensor table against ours. Returns 0 or -1 (printed).
+// Checks the manifest's tensor table against ours. Returns 0 or -1 (printed): the same
+// parameters in another table (a trainer's tiling option changed) are told from another model.
 static int check_table(const Zero *z, const ZckManifest *m) {
-    if (m->num_tensors != z->num_tensors) {
-        if (m->numel_total == z->layout.numel_total)   // e.g. a trainer's tiling option changed
-            zero_say(z, "checkpoint %s holds the same %" PRIu64 " parameters cut into %d tensors, this run into %d: "
-                     "resume with the tensor table (the tiling) it was saved with", m->folder, m->numel_total,
-                     m->num_tensors, z->num_tensors);
-        else
-            zero_say(z, "checkpoint %s is for a different model: it has %d tensors, this model %d", m->folder,
-                     m->num_tensors, z->num_tensors);
-        return -1;
+    char why[512] = "";
+    if (m->num_tensors != z->num_tensors)
+        snprintf(why, sizeof why, "it has %d tensors, this run %d", m->num_tensors, z->num_tensors);
+    for (int i = 0; i < z->num_tensors && !why[0]; i++) {
+        if (strcmp(m->t[i].name, z->t[i].name) != 0)
+            snprintf(why, sizeof why, "tensor %d is %s here, %s in the checkpoint", i, z->t[i].name, m->t[i].name);
+        else if (m->t[i].numel != z->t[i].lay->split.numel)
+            snprintf(why, sizeof why, "tensor %s has %zu elements here, %" PRIu64 " in the checkpoint", z->t[i].name,
+                     z->t[i].lay->split.numel, m->t[i].numel);
     }
-    for (int i = 0; i < z->num_tensors; i++) {
-        if (strcmp(m->t[i].name, z->t[i].name) != 0) {
-            zero_say(z, "checkpoint %s is for a different model: tensor %d is %s here, %s in the checkpoint", m->folder, i,
-                z->t[i].name, m->t[i].name);
-            return -1;
-        }
-        if (m->t[i].numel != z->t[i].lay->split.numel) {
-            zero_say(z, "checkpoint %s is for a different model: tensor %s has %zu elements here, %" PRIu64 " in the checkpoint",
-                m->folder, z->t[i].name, z->t[i].lay->split.numel, m->t[i].numel);
-            return -1;
-        }
-    }
-    return 0;
+    if (!why[0]) return 0;
+    if (m->numel_total == z->layout.numel_total)
+        zero_say(z, "checkpoint %s holds the same %" PRIu64 " parameters in another tensor table (%s): resume with the "
+                 "table (the tiling) it was saved with", m->folder, m->numel_total, why);
+    else
+        zero_say(z, "checkpoint %s is for a different model: %s", m->folder, why);
+    return -1;
 }
 
 int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_bytes) {
@@ -348,8 +343,7 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
             b->stream_sync(b, z->gather.stream);
         }
     }
-    zero_refresh_after_load(z, m.last_t);
-    z->step.before = (int64_t)m.step - (int64_t)z->step.done;   // --fast-reduce's draws go on from the saved step
+    zero_refresh_after_load(z, m.last_t, m.step);
     zero_run_id_set(z, m.run_id);   // a resumed run keeps the identity it started with
     if (extra && extra_bytes > 0) memcpy(extra, extra_tmp, extra_bytes);
     b->free(b, ZERO_MEM_HOST, chunk);

@@ -350,7 +350,7 @@ void zero_run_id_set(Zero *z, const uint8_t id[16]);
 
 // zero.c, for the modules built on the orchestrator (checkpoint.c): after a load replaced
 // the master, drop stage-3 gathered copies and refresh the working parameters exactly as
-// zero_step(t) does.
-void zero_refresh_after_load(Zero *z, int t);
+// zero_step(t) does; the run goes on from the checkpoint's step.
+void zero_refresh_after_load(Zero *z, int t, long long step);
 
 #endif

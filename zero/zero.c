@@ -687,11 +687,12 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     return norm;
 }
 
-void zero_refresh_after_load(Zero *z, int t) {
+void zero_refresh_after_load(Zero *z, int t, long long step) {
     if (z->stage == 3) zero_gather_reset(z);   // gathered copies hold the old weights
     refresh_working(z, t);
     zero_sync_streams(z);
     z->step.last_t = t;
+    z->step.before = (int64_t)step - (int64_t)z->step.done;   // --fast-reduce's draws go on from the saved step
 }
 
 void zero_allreduce_sum_f64(Zero *z, double *values, int n) {
