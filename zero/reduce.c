@@ -10,9 +10,11 @@
 // stages 0 and 1 keep whole gradients, accumulate the micro-steps into them, and reduce
 // once per optimizer step, during the last micro-step's backward.
 //
-// Overlap: the model's stream never waits for a reduction just to go on with backward.
+// Overlap: the model's stream waits for a reduction only when a gradient needs its room.
 // Stage 2/3 pool blocks go back to the pool bucket by bucket, oldest first, and only when
-// an allocation needs the room: the wait is then for the oldest reduction in flight.
+// an allocation needs the room: the wait is then for the oldest reduction in flight. (A
+// pool of every gradient at once gives each tensor its own place: a tensor whose previous
+// micro-step's block is still being reduced waits for that reduction and the older ones.)
 //
 // Two hops (--hier-reduce; qgZ: the same with int4 records, ZeRO++ 3.3). With X ranks per
 // node and Y nodes, the slice of a gradient bound for rank n*X + l goes first to local

@@ -38,7 +38,11 @@ cp "$a" "$tmp/nan.bin"
 printf '\x00\x00\xc0\x7f' | dd of="$tmp/nan.bin" bs=1 seek=1064 conv=notrunc status=none
 expect 1 "differ" "$a" "$tmp/nan.bin" 1e9
 grep -qF 'model max|diff| nan,' "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "a NaN weight: the largest difference is not nan"; }
-echo "a NaN weight: the largest difference is nan, differ"
+cp "$tmp/nan.bin" "$tmp/nan2.bin"   # the same NaN on both sides: the same bits
+expect 0 "equal within tolerance" "$tmp/nan.bin" "$tmp/nan2.bin" 0
+grep -qF 'bit-identical; model max|diff| 0.000e+00, relative L2 0.000e+00' "$tmp/out.txt" \
+    || { cat "$tmp/out.txt"; fail "the same NaN on both sides: not bit-identical with no difference"; }
+echo "a NaN weight: the largest difference is nan, differ; the same NaN on both sides: bit-identical"
 for tol in abc -1 nan inf 1e-3x "" " 1"; do
     expect 2 "" "$a" "$b" "$tol"
     grep -q "error: tolerance '$tol' is not a non-negative number" "$tmp/err.txt" \
