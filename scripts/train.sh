@@ -16,8 +16,9 @@ Trains GPT-2 on the bundled corpus (data/kjv) unsharded and with ZeRO, with the 
 seed, data and global batch, then prints a comparison table (steps, final losses, the
 largest train-loss difference, tokens/s, per-rank memory) and writes DIR/compare.png.
 It installs what it needs (scripts/install_deps.sh) and builds the trainers (make).
-The GPU path runs when nvidia-smi lists a GPU, nvcc is installed (PATH or
-/usr/local/cuda/bin) and the CUDA runtime finds the device; otherwise the CPU path.
+The GPU path runs when nvidia-smi lists a GPU, nvcc is installed ($NVCC, PATH or
+/usr/local/cuda/bin, as the Makefile looks) and the CUDA runtime finds the device;
+otherwise the CPU path.
 
   -z STAGE   ZeRO stage of the sharded run, 0-3 (default 3)
   -n RANKS   ranks of the sharded run (default 4)
@@ -144,7 +145,7 @@ cpu_job() {
 if ! command -v nvidia-smi > /dev/null 2>&1 || ! nvidia-smi -L > /dev/null 2>&1; then
     echo "no GPU found (nvidia-smi lists none)"
     cpu_job
-elif ! command -v nvcc > /dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+elif ! command -v "${NVCC:-nvcc}" > /dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
     echo "a GPU but no CUDA toolkit (no nvcc on PATH or in /usr/local/cuda/bin): the CPU path"
     cpu_job
 else

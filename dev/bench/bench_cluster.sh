@@ -33,7 +33,8 @@ while [ $# -gt 0 ]; do
         *) echo "bench_cluster: unknown argument '$1' (see -h)" >&2; exit 2 ;;
     esac
 done
-for r in ${rates//,/ }; do   # tc's units, as scripts/cluster.sh takes them (bps: bytes/s)
+IFS=, read -ra rate_list <<< "$rates,"   # (the trailing comma keeps an empty last entry)
+for r in "${rate_list[@]}"; do   # tc's units, as scripts/cluster.sh takes them (bps: bytes/s)
     [[ "$r" =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|tbit|bps)$ ]] ||
         { echo "bench_cluster: --rates: '$r' is not a number with one of bit, kbit, mbit, gbit, tbit, bps" >&2; exit 2; }
 done

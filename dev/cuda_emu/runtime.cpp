@@ -953,9 +953,9 @@ cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned int flags) {
     return cudaSuccess;
 }
 
-// Unlike cudaFree and cudaFreeHost, documented to wait for nothing: a copy still queued that
-// touches the range faults when it runs (copy_async), and a kernel's argument in it is
-// pageable memory by then. The program synchronizes first.
+// Unlike cudaFree and cudaFreeHost, its documentation says nothing of waiting, so it does
+// not: a copy still queued that touches the range faults when it runs (copy_async), and a
+// kernel's argument in it is pageable memory by then. The program synchronizes first.
 cudaError_t cudaHostUnregister(void *p) {
     API_ENTRY();
     std::lock_guard<std::mutex> lk(g_mem_mu);
