@@ -149,6 +149,7 @@ int main(int argc, char **argv) {
             gpt2_cuda_update(&model, lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay, cfg.grad_clip, step + 1);
         train_state_stepped(&state, step, skipped);
         zero_trace_pass_end(opt_span, model.stream, "optimizer step");
+        gpt2_cuda_wait_device();   // the step's time holds its own queued update, as llm.c's does
         double dt = now_seconds() - t0;
         double tok_s = cfg.total_batch_tokens / dt;
         char eta[96];

@@ -173,6 +173,7 @@ int main(int argc, char **argv) {
         float loss = (float)mean_loss;
         int skipped = nonfinite_step(&cfg, step, loss, norm, rank) || outlier_skipped_last();
         train_state_stepped(&state, step, skipped);
+        gpt2_cuda_wait_device();   // the step's time holds its own queued update, as llm.c's does
         double dt = now_seconds() - t0;
         double tok_s = cfg.total_batch_tokens / dt;
         char eta[96];

@@ -105,6 +105,8 @@ int gpt2_cuda_require_device(void) {
     exit(GPT2_CUDA_EXIT_NO_DEVICE);
 }
 
+void gpt2_cuda_wait_device(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
 void gpt2_cuda_check_flags(const GPT2Config *c, const GPT2CudaOptions *opt) {
     char why[256];
     if (gpt2_cuda_check_options(c, opt, why, sizeof(why)) != 0)

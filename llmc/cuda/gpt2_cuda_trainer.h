@@ -23,6 +23,9 @@ extern "C" {
 // runtime finds none.
 int gpt2_cuda_require_device(void);
 
+// Waits for all the device's queued work (a step's update, before its time is taken).
+void gpt2_cuda_wait_device(void);
+
 // Mean loss over the first max_batches (< 0: all) validation batches of B sequences, dealt
 // to the ranks by number and added in batch order (../run/validation.h): every world size
 // gives the same bits. sum_ranks sums the per-batch slots over ranks; NULL: one rank.
