@@ -310,7 +310,7 @@ int main(int argc, char **argv) {
     progress_begin(&progress, start_step, cfg.max_steps);
     for (int step = start_step; step <= cfg.max_steps; step++) {
         int last = step == cfg.max_steps;
-        zero_trace_step(step);
+        if (!last) zero_trace_step(step);   // the last pass (final validation, export) counts in the last step
 
         if (have_val && (step % cfg.val_every == 0 || last)) {
             uint64_t s0 = zero_trace_begin();

@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     progress_begin(&progress, start_step, cfg.max_steps);
     for (int step = start_step; step <= cfg.max_steps; step++) {
         int last = step == cfg.max_steps;
-        zero_trace_step(step);
+        if (!last) zero_trace_step(step);   // the last pass (final validation, export) counts in the last step
 
         if (have_val && (step % cfg.val_every == 0 || last)) {
             float vl = gpt2_cuda_validate(&model, &val, cfg.val_max_steps, NULL, NULL);

@@ -30,6 +30,7 @@ static struct {
     pthread_mutex_t mu;
     Ev *ring;
     uint64_t count;          // events ever recorded; the ring holds the last ZERO_TRACE_EVENTS
+    int lost_step;           // the highest step of an event the ring overwrote (-1: none)
     int step, keep_steps, rank, world;
     int64_t offset_ns;
     uint64_t start_ns, start_realtime_ns;
@@ -38,7 +39,7 @@ static struct {
     int ntracks;
     char tracks[MAX_TRACKS][LABEL];
     Ev open[MAX_TRACKS];     // each track's span in progress (kind EV_OPEN), for a file written meanwhile
-} T = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} T = {.mu = PTHREAD_MUTEX_INITIALIZER, .lost_step = -1};
 
 static __thread int my_track = -1;
 static void (*flush_fn)(void);
@@ -66,6 +67,7 @@ int zero_trace_start(const char *path, int rank, int world, int keep_steps) {
     T.world = world;
     T.keep_steps = keep_steps;
     T.step = -1;
+    T.lost_step = -1;
     for (int t = 0; t < MAX_TRACKS; t++) T.open[t].kind = EV_NONE;
     T.start_ns = zero_trace_now();
     struct timespec rt;
@@ -104,7 +106,8 @@ static int track(void) {   // T.mu held
 // T.mu held
 static void put(int track, int step, int kind, const char *name, const char *label, uint64_t t0, uint64_t t1,
                 double value) {
-    Ev *e = &T.ring[T.count++ % ZERO_TRACE_EVENTS];
+    Ev *e = &T.ring[T.count % ZERO_TRACE_EVENTS];
+    if (T.count++ >= ZERO_TRACE_EVENTS && e->step > T.lost_step) T.lost_step = e->step;
     e->kind = kind;
     e->name = name;
     snprintf(e->label, LABEL, "%s", label ? label : "");
@@ -209,7 +212,7 @@ int zero_trace_write(void) {
     Ev *ev = malloc((held ? held : 1) * sizeof(Ev));
     if (ev)
         for (uint64_t i = 0; i < held; i++) ev[i] = T.ring[(count - held + i) % ZERO_TRACE_EVENTS];
-    int ntracks = T.ntracks, last = T.step;
+    int ntracks = T.ntracks, last = T.step, lost = T.lost_step;
     char tracks[MAX_TRACKS][LABEL];
     memcpy(tracks, T.tracks, sizeof tracks);
     Ev open[MAX_TRACKS];
@@ -220,11 +223,14 @@ int zero_trace_write(void) {
         fprintf(stderr, "zero: rank %d: out of host memory writing the trace\n", T.rank);
         return -1;
     }
-    // whole steps only: a wrapped ring lost the start of its oldest step; and at most the
-    // last keep_steps
+    // whole steps only: after the last step the wrapped ring lost events of (a span recorded
+    // late may carry an older step than events after it); and at most the last keep_steps
     int first = held ? ev[0].step : 0;
-    if (count > held) first++;
+    if (lost + 1 > first) first = lost + 1;
     if (T.keep_steps > 0 && last - T.keep_steps + 1 > first) first = last - T.keep_steps + 1;
+    if (first > last)
+        fprintf(stderr, "zero: rank %d: the trace %s holds no whole step: step %d alone took more than the ring's %d "
+                "events\n", T.rank, T.path, last, ZERO_TRACE_EVENTS);
     char tmp[4096 + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp", T.path);
     FILE *f = fopen(tmp, "w");

@@ -29,8 +29,8 @@ for rank, path in enumerate(sys.argv[1:]):
     d = json.load(open(path))
     o, ev = d["otherData"], d["traceEvents"]
     assert o["rank"] == rank and o["world"] == 2, o
-    # the ring: the last 5 steps of 6 (steps 1..5, the export in step 6)
-    assert o["last_step"] == 6 and o["first_step"] == 2, o
+    # the ring: the last 5 steps of 6 (steps 1..5 of 0..5; the final validation and export in step 5)
+    assert o["last_step"] == 5 and o["first_step"] == 1, o
     names = {e["tid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
     for want in ("main (the model)", "gather stream", "reduce stream"):
         assert want in names.values(), (want, names)
