@@ -17,7 +17,7 @@ const char *progress_duration(double s, char *buf, size_t len) {
     if (s < 0.0) s = 0.0;
     if (s < 59.95) {
         snprintf(buf, len, "%.1fs", s);
-    } else if (s < 3600.0) {
+    } else if (s < 3599.5) {   // what rounds to 60m00s is 1h00m
         long r = (long)(s + 0.5);
         snprintf(buf, len, "%ldm%02lds", r / 60, r % 60);
     } else {

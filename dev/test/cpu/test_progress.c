@@ -16,7 +16,7 @@ static void test_durations(void **state) {
     (void)state;
     static const struct { double s; const char *text; } cases[] = {
         {0.0, "0.0s"}, {-3.0, "0.0s"}, {12.34, "12.3s"}, {59.94, "59.9s"}, {59.96, "1m00s"},
-        {65.0, "1m05s"}, {3599.4, "59m59s"}, {3600.0, "1h00m"}, {7625.0, "2h07m"}, {90061.0, "25h01m"}};
+        {65.0, "1m05s"}, {3599.4, "59m59s"}, {3599.6, "1h00m"}, {3600.0, "1h00m"}, {7625.0, "2h07m"}, {90061.0, "25h01m"}};
     char buf[32];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         assert_string_equal(progress_duration(cases[i].s, buf, sizeof(buf)), cases[i].text);
