@@ -80,7 +80,7 @@ static void print_memory(const MemoryTable *t, const TrainConfig *cfg) {
         j.device[k] = tier ? t->device[k] : t->host[k];
         j.host[k] = tier ? t->host[k] : 0;
     }
-    memory_table_write_json(cfg->out_dir, "train_gpt2", &j);
+    memory_table_write_json(cfg->out_dir, "train_gpt2", cfg->dry_run ? "dry_run" : "live", &j);
 }
 
 // --dry-run without -z: the unsharded run's memory and the process's peak (its buffers and

@@ -78,7 +78,7 @@ def load_plotting():
 def read_log(path):
     """{step: (loss, text)} for train and validation lines; a later line of a step wins."""
     train, val = {}, {}
-    with open(path) as f:
+    with open(path, encoding="utf-8", errors="replace") as f:   # a damaged byte spoils its line only
         for n, line in enumerate(f, 1):
             m = LINE.match(line)
             if not m:
@@ -92,11 +92,18 @@ def read_log(path):
 
 
 def read_json(path):
+    """The JSON object in path (run.json and the reports are objects), or Refused naming it."""
     try:
-        with open(path) as f:
-            return json.load(f)
-    except json.JSONDecodeError as e:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise Refused(f"{path} is not valid JSON: {e}")
+    if not isinstance(d, dict):
+        raise Refused(f"{path} holds a JSON {type(d).__name__}, not an object")
+    ranks = d.get("ranks")
+    if ranks is not None and not (isinstance(ranks, list) and all(isinstance(r, dict) for r in ranks)):
+        raise Refused(f"{path}: 'ranks' is not a list of objects")
+    return d
 
 
 def settings_now(record):
@@ -145,12 +152,12 @@ class Run:
         """Why a memory report does not describe this run (a dry run's prediction, or the
         report of an earlier run in the same folder), or None."""
         stage = (self.info or {}).get("zero_stage")
+        if rep.get("source") != "live":
+            return f"its {fname} is a {rep.get('source')} prediction, not this run's measurement"
         if fname == "memory_report.json":
             if self.info is not None and stage != "unsharded":
                 return f"its memory_report.json is from an unsharded run: run.json says stage {stage}"
             return None
-        if rep.get("source") != "live":
-            return f"its zero_report.json is a {rep.get('source')} prediction, not this run's measurement"
         if self.info is None:
             return None
         world = self.info.get("world_size")

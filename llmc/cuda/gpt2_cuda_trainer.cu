@@ -92,7 +92,7 @@ void gpt2_cuda_print_memory(const GPT2Cuda *model, const TrainConfig *cfg) {
     t.host[MEMORY_OPTIM] = 2 * p;
     t.host[MEMORY_ACTS] = mem.host_activations;   // act_offload's pinned block inputs
     memory_table_print("unsharded bf16 model (fp32 master weights and AdamW moments) on one GPU", &t, "device", "host");
-    memory_table_write_json(cfg->out_dir, "train_gpt2cu", &t);
+    memory_table_write_json(cfg->out_dir, "train_gpt2cu", "live", &t);
 }
 
 int gpt2_cuda_require_device(void) {

@@ -62,10 +62,11 @@ static cJSON *kinds_json(const uint64_t v[MEMORY_KINDS]) {
     return o;
 }
 
-int memory_table_write_json(const char *out_dir, const char *trainer, const MemoryTable *t) {
+int memory_table_write_json(const char *out_dir, const char *trainer, const char *source, const MemoryTable *t) {
     cJSON *root = cJSON_CreateObject(), *ranks = cJSON_CreateArray(), *r = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", "gpt2-zero-memory");
     cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddStringToObject(root, "source", source);
     cJSON_AddStringToObject(root, "trainer", trainer);
     cJSON_AddNumberToObject(r, "rank", 0);
     cJSON_AddItemToObject(r, "device", kinds_json(t->device));

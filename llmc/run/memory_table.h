@@ -30,8 +30,9 @@ void memory_table_print(const char *title, const MemoryTable *t, const char *dev
 // atomically (a write error ends the run naming the file); returns 0, or -1 out of memory.
 // With t->runtime, also "runtime_bytes" and "process_peak_bytes" (every column and the
 // runtime: a CPU process's predicted peak), and with t->budget "device_budget_bytes" and
-// "fits" (that peak within it).
-int memory_table_write_json(const char *out_dir, const char *trainer, const MemoryTable *t);
+// "fits" (that peak within it). source: "live" (the run's own) or "dry_run" (a prediction), as
+// zero_report.json says it.
+int memory_table_write_json(const char *out_dir, const char *trainer, const char *source, const MemoryTable *t);
 // Every column and the runtime: a CPU process's peak.
 uint64_t memory_table_process_bytes(const MemoryTable *t);
 

@@ -10,7 +10,8 @@
 #  - the side-by-side memory rows equal memory_report.json / zero_report.json's largest rank
 #  - compare.png is a PNG (signature, IHDR with a valid CRC) of 1200 x 900 pixels
 #  - a run with another seed is refused naming the field and both values, and compared
-#    with --force; a missing folder or main.log gets a clear error
+#    with --force; a missing folder or main.log gets a clear error, and so do a run.json
+#    that is not a JSON object; a dry run's memory_report.json is not shown as the run's
 set -u
 cd "$(dirname "$0")/../../.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -224,4 +225,20 @@ mkdir "$tmp/empty"
 if scripts/compare_runs.py "$tmp/u" "$tmp/empty" > "$tmp/e.txt" 2>&1; then fail "a folder without main.log was accepted"; fi
 grep -qF "'$tmp/empty' has no main.log" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "no clear error for a missing main.log"; }
 scripts/compare_runs.py --help | grep -q "compare.png" || fail "--help does not name compare.png"
+# a dry run into a run's folder: its memory_report.json is a prediction, not the run's
+cp -r "$tmp/u" "$tmp/ud"
+./train_gpt2 --dry-run -e d2c64h2t64 -b 8 -t 64 -o "$tmp/ud" > /dev/null 2>&1 || fail "the dry run into a copy failed"
+scripts/compare_runs.py "$tmp/u" "$tmp/ud" -o "$tmp/ud.png" > "$tmp/ud.txt" 2>&1 || { cat "$tmp/ud.txt"; fail "the tool failed"; }
+grep -qF "ud: its memory_report.json is a dry_run prediction, not this run's measurement: not shown" "$tmp/ud.txt" \
+    || { cat "$tmp/ud.txt"; fail "a dry run's memory_report.json was not told from the run's"; }
+# files that are not what they should be: refused naming them, no traceback
+echo '[]' > "$tmp/ud/run.json"
+if scripts/compare_runs.py "$tmp/u" "$tmp/ud" > "$tmp/e.txt" 2>&1; then fail "a run.json holding a list was accepted"; fi
+grep -qF "$tmp/ud/run.json holds a JSON list, not an object" "$tmp/e.txt" && ! grep -q Traceback "$tmp/e.txt" \
+    || { cat "$tmp/e.txt"; fail "no clear error for a run.json holding a list"; }
+printf '\xff\xfe' > "$tmp/ud/run.json"
+if scripts/compare_runs.py "$tmp/u" "$tmp/ud" > "$tmp/e.txt" 2>&1; then fail "a run.json of bad bytes was accepted"; fi
+grep -qF "$tmp/ud/run.json is not valid JSON" "$tmp/e.txt" && ! grep -q Traceback "$tmp/e.txt" \
+    || { cat "$tmp/e.txt"; fail "no clear error for a run.json of bad bytes"; }
+echo "a dry run's memory report: not shown as the run's; a run.json that is a list, or not UTF-8: refused by name"
 echo "PASS test_compare_runs"
