@@ -87,9 +87,6 @@ void gpt2_cuda_print_memory(const GPT2Cuda *model, const TrainConfig *cfg) {
     t.device[MEMORY_GRADS] = mem.grads;
     t.device[MEMORY_OPTIM] = mem.optimizer;
     t.device[MEMORY_ACTS] = mem.total - mem.params;
-    uint64_t p = (uint64_t)model->num_parameters * sizeof(float);
-    t.host[MEMORY_PARAMS] = p;
-    t.host[MEMORY_OPTIM] = 2 * p;
     t.host[MEMORY_ACTS] = mem.host_activations;   // act_offload's pinned block inputs
     memory_table_print("unsharded bf16 model (fp32 master weights and AdamW moments) on one GPU", &t, "device", "host");
     memory_table_write_json(cfg->out_dir, "train_gpt2cu", "live", &t);

@@ -46,8 +46,9 @@ void gpt2_cuda_export_final(GPT2Cuda *model, const char *out_dir);
 
 // The unsharded model's memory in the layout of the ZeRO table. Device: gpt2_cuda_build's
 // buffers (activations with the model's workspaces: attention, reduction scratch, cuBLASLt,
-// as the ZeRO trainer counts them). Host: the fp32 parameters and AdamW moments the
-// unsharded trainer keeps for checkpoints.
+// as the ZeRO trainer counts them). Host: act_offload's pinned block inputs (a checkpoint's
+// save or load holds host copies of the master and moments, 12 bytes a parameter, only
+// while it lasts).
 void gpt2_cuda_print_memory(const GPT2Cuda *model, const TrainConfig *cfg);
 
 // The model flags (-r, --act-checkpoint, --act-offload, --tile-linear) against the model's
