@@ -12,20 +12,53 @@ machines they line up by the wall clock each recorded at its start (as good as N
 """
 import argparse
 import json
+import os
 import sys
+
+HEADER = ("rank", "world", "start_ns", "start_realtime_ns")   # what every rank's file says of itself
 
 
 def load(paths):
-    files = []
+    """The files, each a rank's of one run: one world size, each rank once."""
+    files, ranks = [], {}
     for p in paths:
         try:
-            d = json.load(open(p))
+            with open(p, encoding="utf-8") as f:
+                d = json.load(f)
         except (OSError, ValueError) as e:
             sys.exit(f"trace_merge.py: {p}: {e}")
-        if "traceEvents" not in d or "otherData" not in d:
-            sys.exit(f"trace_merge.py: {p} is not a --trace file (no traceEvents/otherData)")
+        o = d.get("otherData") if isinstance(d, dict) else None
+        if not isinstance(o, dict) or "traceEvents" not in d or any(k not in o for k in HEADER):
+            sys.exit(f"trace_merge.py: {p} is not a rank's --trace file (it lacks traceEvents or otherData's "
+                     f"{', '.join(HEADER)}; a merged file cannot be merged again)")
+        if o["rank"] in ranks:
+            sys.exit(f"trace_merge.py: {ranks[o['rank']]} and {p} are both rank {o['rank']}'s")
+        ranks[o["rank"]] = p
         files.append(d)
+    worlds = {f["otherData"]["world"] for f in files}
+    if len(worlds) > 1:
+        sys.exit("trace_merge.py: the files are of runs of different sizes (" + ", ".join(
+            f"{p}: {f['otherData']['world']} ranks" for p, f in zip(paths, files)) +
+            "): a stale file of an earlier run in the same place?")
+    world = worlds.pop()
+    if len(files) < world:
+        print(f"trace_merge.py: warning: {len(files)} of the run's {world} ranks' files", file=sys.stderr)
     return files
+
+
+def need_matplotlib():
+    """Before anything is written: Debian's matplotlib is /usr/bin/python3's; a different
+    python3 first in PATH (pyenv, a venv) may lack it, so run this script with that one."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as e:
+        system = "/usr/bin/python3"
+        if os.path.realpath(sys.executable) != os.path.realpath(system) and os.access(system, os.X_OK) \
+                and not os.environ.get("TRACE_MERGE_REEXEC"):
+            os.environ["TRACE_MERGE_REEXEC"] = "1"
+            os.execv(system, [system] + sys.argv)
+        sys.exit(f"trace_merge.py: {sys.executable} cannot import {e.name}: --png needs matplotlib "
+                 "(bash scripts/install_deps.sh installs Debian's python3-matplotlib)")
 
 
 def merge(files):
@@ -101,6 +134,8 @@ def main():
     ap.add_argument("--png")
     ap.add_argument("--step", type=int)
     a = ap.parse_args()
+    if a.png:
+        need_matplotlib()
     merged = merge(load(a.files))
     with open(a.out, "w") as f:
         json.dump(merged, f)

@@ -4,6 +4,7 @@
 #    whose structure holds (metadata naming the main thread and the gather and reduce
 #    streams; spans with a name, a start, a duration, a step; counters), the run's bits do
 #    not change with the trace on, and scripts/trace_merge.py joins the ranks and draws a step
+#    (under whichever python3 is first in PATH), refusing files that are not one run's ranks
 #  - what ZeRO's overlap promises shows in it: the reduction of unit u's gradients on the
 #    reduce stream runs while the model back-propagates the units before it (seen on some rank in some
 #    traced step: on a loaded 2-core machine the scheduler may serialize any single one)
@@ -68,9 +69,24 @@ for rank, path in enumerate(sys.argv[1:]):
           f"{len(found)} reductions overlap a later unit's backward{eg}")
 assert overlaps, "no reduction of a unit overlaps the backward of the units before it on any rank"
 EOF
-/usr/bin/python3 scripts/trace_merge.py "$tmp"/tr/t.rank*.json -o "$tmp/merged.json" --png "$tmp/step.png" > "$tmp/merge.txt" 2>&1 \
+# (run as a user would: whichever python3 is first in PATH, with or without matplotlib)
+scripts/trace_merge.py "$tmp"/tr/t.rank*.json -o "$tmp/merged.json" --png "$tmp/step.png" > "$tmp/merge.txt" 2>&1 \
     || { cat "$tmp/merge.txt"; fail "trace_merge.py"; }
 grep -q "2 ranks" "$tmp/merge.txt" && [ -s "$tmp/step.png" ] || { cat "$tmp/merge.txt"; fail "trace_merge.py wrote no merged trace or PNG"; }
+# files that are not one run's ranks: refused by name, nothing written
+python3 - "$tmp"/tr/t.rank00001.json "$tmp/other1.json" << 'EOF' || fail "cannot make a stale file"
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["otherData"]["world"] = 3   # as an earlier run of 3 ranks would have left it
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+for bad in "$tmp/other1.json" "$tmp/merged.json" "$tmp/tr/t.rank00000.json"; do
+    if scripts/trace_merge.py "$tmp"/tr/t.rank00000.json "$bad" -o "$tmp/bad.json" > "$tmp/bad.txt" 2>&1; then
+        fail "trace_merge.py merged $bad beside rank 0's file"; fi
+    grep -q "^trace_merge.py: .*$(basename "$bad")" "$tmp/bad.txt" && ! grep -q Traceback "$tmp/bad.txt" && [ ! -e "$tmp/bad.json" ] \
+        || { cat "$tmp/bad.txt"; fail "$bad: no clear refusal naming it"; }
+done
+echo "trace_merge.py: a file of a run of another size, a merged file and one rank twice: refused by name"
 # rank 1's trace cut before its last two steps (a rank killed): the step drawn is one both hold
 python3 - "$tmp"/tr/t.rank00001.json "$tmp/cut1.json" << 'EOF' || fail "cannot cut rank 1's trace"
 import json, sys
@@ -79,7 +95,7 @@ last = max(e["args"]["step"] for e in d["traceEvents"] if e.get("ph") == "X")
 d["traceEvents"] = [e for e in d["traceEvents"] if e.get("ph") != "X" or e["args"]["step"] <= last - 2]
 json.dump(d, open(sys.argv[2], "w"))
 EOF
-/usr/bin/python3 scripts/trace_merge.py "$tmp"/tr/t.rank00000.json "$tmp/cut1.json" -o "$tmp/cut.json" --png "$tmp/cut.png" \
+scripts/trace_merge.py "$tmp"/tr/t.rank00000.json "$tmp/cut1.json" -o "$tmp/cut.json" --png "$tmp/cut.png" \
     > "$tmp/cut.txt" 2>&1 || { cat "$tmp/cut.txt"; fail "trace_merge.py on a cut trace"; }
 drawn=$(sed -n 's/^wrote .*cut.png: step \([0-9]*\)$/\1/p' "$tmp/cut.txt")
 held=$(python3 -c 'import json, sys
