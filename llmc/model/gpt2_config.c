@@ -146,7 +146,8 @@ double gpt2_flops_per_token(const GPT2Config *c, int T) {
     size_t s[GPT2_NUM_PARAM_TENSORS];
     size_t N = gpt2_param_sizes(c, s) - s[GPT2_WPE]; // position embedding is a lookup
     // 6 flops per parameter per token (fwd 2 + bwd 4), plus attention's QK^T and AV:
-    // 6 * L * C * T (causal halving ignored, as is usual for MFU).
+    // 6 * L * C * T (per layer 4TC forward and 8TC backward, halved for the causal mask: a
+    // token attends to T/2 keys on average), llm.c's term (its N also counts wpe: 0.6% more at d12).
     return 6.0 * (double)N + 6.0 * c->num_layers * (double)c->channels * T;
 }
 
