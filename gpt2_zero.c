@@ -222,8 +222,15 @@ int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dt
     snprintf(path, sizeof(path), "%s/zero_report.json", cfg->out_dir);
     size_t sizes[GPT2_NUM_PARAM_TENSORS];
     printf("model %s: %zu parameters\n", cfg->model, gpt2_param_sizes(&mc, sizes));
-    ZeroDryRunModel model = {act_device, act_host, (size_t)cfg->gpu_mem, runtime_bytes != NULL,
-                             runtime_bytes ? runtime_bytes(cfg) : 0, (size_t)cfg->host_mem, act_file};
+    // where the model computes in host memory (runtime_bytes given), the model export's buffer
+    // of the largest slice (every rank's, gpt2_model_file_export) takes the released
+    // activations' place, and more when it is larger
+    size_t runtime = runtime_bytes ? runtime_bytes(cfg) : 0, largest = 0;
+    for (int i = 0; i < g.num_slices; i++)
+        if (g.slices[i].numel > largest) largest = g.slices[i].numel;
+    if (runtime_bytes && largest * sizeof(float) > act_device) runtime += largest * sizeof(float) - act_device;
+    ZeroDryRunModel model = {act_device, act_host, (size_t)cfg->gpu_mem, runtime_bytes != NULL, runtime,
+                             (size_t)cfg->host_mem, act_file};
     int rc = zero_dry_run(tensors, g.num_slices, gpt2_num_units_tiled(&mc, g.tiles, g.vocab_tiles), &zc, cfg->dry_run_world,
                           grad_accum, &model, path);
     if (rc < 0) die("dry run failed (see above)");

@@ -29,12 +29,17 @@ typedef struct {
 
 static ZeroCpu *side(const CpuTrainer *t) { return (ZeroCpu *)t->zero; }
 
-// The activations and their gradients a step of B x T allocates, known before it.
+// What -s's samples add to the activations (a forward of up to 1 x -g tokens).
+static size_t sample_extra(const GPT2Config *c, const TrainConfig *cfg, const GPT2CpuOptions *o) {
+    return cfg->sample_every > 0 ? gpt2_cpu_sample_extra_bytes(c, cfg->B, cfg->T, cfg->gen_tokens, o) : 0;
+}
+
+// The activations and their gradients a step of B x T allocates (and a sample), known before it.
 static size_t cpu_activation_bytes(const GPT2Config *c, const TrainConfig *cfg, size_t *host_bytes,
                                    size_t *file_bytes) {
     check_tiles(cfg, c);
     GPT2CpuOptions o = gpt2_cpu_options(cfg);
-    size_t bytes = gpt2_cpu_activation_bytes(c, cfg->B, cfg->T, &o);
+    size_t bytes = gpt2_cpu_activation_bytes(c, cfg->B, cfg->T, &o) + sample_extra(c, cfg, &o);
     *host_bytes = gpt2_cpu_activation_host_bytes(c, cfg->B, cfg->T, &o);
     *file_bytes = gpt2_cpu_activation_file_bytes(c, cfg->B, cfg->T, &o);
     printf("activations and their gradients for B=%d T=%d: %.2f MiB per rank", cfg->B, cfg->T, bytes / 1048576.0);
@@ -110,8 +115,8 @@ static void sharded_print_memory(CpuTrainer *t, int grad_accum) {
     const TrainConfig *cfg = t->cfg;
     GPT2CpuOptions o = gpt2_cpu_options(cfg);
     Zero *z = side(t)->glue.z;
-    zero_report_set_activation_bytes(z, gpt2_cpu_activation_bytes(&t->config, cfg->B, cfg->T, &o),
-                                     gpt2_cpu_activation_host_bytes(&t->config, cfg->B, cfg->T, &o));
+    size_t acts = gpt2_cpu_activation_bytes(&t->config, cfg->B, cfg->T, &o) + sample_extra(&t->config, cfg, &o);
+    zero_report_set_activation_bytes(z, acts, gpt2_cpu_activation_host_bytes(&t->config, cfg->B, cfg->T, &o));
     zero_report_print(z);
 }
 
@@ -137,12 +142,11 @@ static void sharded_save(CpuTrainer *t, const TrainState *st) {
     checkpoint_export_model(cfg->out_dir, st->step, t->rank, &t->config, &g->model, cfg->ckpt_keep, cfg->ckpt_major);
 }
 
-// What the model holds now for activations and their gradients (the report's measured
-// figures): the model's buffers, and act_offload's host tier apart.
+// The most the model has held for activations and their gradients (the report's measured
+// figures; a checkpoint's release leaves them): its buffers, and act_offload's host tier apart.
 static void sharded_report(CpuTrainer *t) {
     const GPT2 *m = t->model;
-    gpt2_zero_write_report(&side(t)->glue, t->cfg->out_dir, (m->act_capacity + m->grad_act_capacity) * sizeof(float),
-                           m->act_host_capacity * sizeof(float));
+    gpt2_zero_write_report(&side(t)->glue, t->cfg->out_dir, m->act_peak * sizeof(float), m->act_host_peak * sizeof(float));
 }
 
 // The model file streamed from the shards, tile by tile; with the host memory it took.

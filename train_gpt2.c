@@ -52,7 +52,7 @@ static size_t cpu_runtime_bytes(const TrainConfig *cfg) { return (size_t)6 * 104
 
 // The unsharded model's memory in the layout of the ZeRO table: all of it is host RAM. The
 // AdamW moments and the activations are allocated by the first step (the activations'
-// sizes for B x T; validation takes no more, a sample fewer). With --act-offload the block
+// sizes for B x T; validation takes no more; a sample of -g tokens may, by its forward's). With --act-offload the block
 // inputs in the host tier get a column of their own. --micro-grads 1 with accumulation adds
 // a second gradient-sized buffer (one micro-batch's gradient), allocated by the first step.
 // The same figures before anything is allocated are the unsharded --dry-run's.
@@ -66,6 +66,7 @@ static MemoryTable unsharded_memory(const GPT2Config *c, const GPT2CpuOptions *o
     model_ram[MEMORY_GRADS] = (grad_accum > 1 && opt->micro_grads ? 2 : 1) * p;
     model_ram[MEMORY_OPTIM] = 2 * p;   // AdamW m and v
     model_ram[MEMORY_ACTS] = gpt2_cpu_activation_bytes(c, cfg->B, cfg->T, opt);
+    if (cfg->sample_every > 0) model_ram[MEMORY_ACTS] += gpt2_cpu_sample_extra_bytes(c, cfg->B, cfg->T, cfg->gen_tokens, opt);
     t.host[MEMORY_ACTS] += tier;
     return t;
 }
@@ -367,8 +368,9 @@ int main(int argc, char **argv) {
 
     nonfinite_summary(&cfg);   // --nan-skip: how many steps were skipped
     outlier_summary(&cfg, rank);   // -sl/-sg: how many updates were skipped
-    // The final parameters: OUT/model_final.bin, as every trainer writes it (in the memory
-    // the activations held: the export never needs more than training did).
+    // The final parameters: OUT/model_final.bin, as every trainer writes it, in the memory the
+    // activations held (sharded, a rank's buffer of the largest slice may need more: the dry
+    // run counts it).
     run.report(&t);
     gpt2_cpu_release_activations(&model);
     uint64_t s_export = zero_trace_begin();

@@ -748,6 +748,20 @@ size_t gpt2_cpu_activation_bytes(const GPT2Config *c, int B, int T, const GPT2Cp
     return size_mul(floats, sizeof(float), "GPT-2 activation sizes");
 }
 
+size_t gpt2_cpu_sample_extra_bytes(const GPT2Config *c, int B, int T, int gen_tokens, const GPT2CpuOptions *opt) {
+    const GPT2CpuOptions *o = options_or_default(opt);
+    int t = gen_tokens < c->max_seq_len - 1 ? gen_tokens : c->max_seq_len - 1;
+    if (t < 1) return 0;
+    size_t train = layout_acts(c, o, B, T, NULL, NULL), sample = layout_acts(c, o, 1, t, NULL, NULL);
+    return sample > train ? size_mul(sample - train, sizeof(float), "GPT-2 activation sizes") : 0;
+}
+
+// The peaks the report measures: what acts and grad_acts (act_host) hold now, if more.
+static void note_peak(GPT2 *m) {
+    if (m->act_capacity + m->grad_act_capacity > m->act_peak) m->act_peak = m->act_capacity + m->grad_act_capacity;
+    if (m->act_host_capacity > m->act_host_peak) m->act_host_peak = m->act_host_capacity;
+}
+
 size_t gpt2_cpu_activation_host_bytes(const GPT2Config *c, int B, int T, const GPT2CpuOptions *opt) {
     return size_mul(layout_act_host(c, options_or_default(opt), B, T), sizeof(float), "GPT-2 activation sizes");
 }
@@ -1153,6 +1167,7 @@ void gpt2_cpu_forward(GPT2 *m, const int *inputs, const int *targets, int B, int
         m->act_host = (float *)p;
         m->act_host_capacity = need_host;
     }
+    note_peak(m);
     if (targets && m->opt.act_offload == GPT2_ACT_OFFLOAD_FILE && L > 1 &&
         (m->act_fd < 0 || m->act_slot_bytes < N * (size_t)C * sizeof(float))) {   // first use, or larger B x T
         if (m->act_fd >= 0) close(m->act_fd);
@@ -1259,6 +1274,7 @@ static void backward_into_tables(GPT2 *m, float loss_scale) {
         m->grad_acts = alloc_floats(need);
         m->grad_act_capacity = need;
     }
+    note_peak(m);
     Acts a = {0};
     GradActs g = {0};
     layout_acts(c, &m->opt, B, T, m->acts, &a);

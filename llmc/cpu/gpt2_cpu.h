@@ -70,6 +70,8 @@ typedef struct {
     float *grad_acts;    // backward scratch, reused by every layer
     float *act_host;     // act_offload: the host tier of block inputs 0..L-2 (the last stays)
     size_t act_host_capacity; // floats in act_host
+    size_t act_peak;          // the most floats acts and grad_acts held at once (a release keeps it)
+    size_t act_host_peak;     // the same for act_host
     int act_fd;          // act_offload 2: the swap file (already unlinked), -1 until the first use
     size_t act_slot_bytes;    // its slot per block input (a multiple of 4096)
     int act_direct;      // opened O_DIRECT (through the aligned act_bounce) or not
@@ -109,6 +111,9 @@ void gpt2_cpu_release_activations(GPT2 *m);
 // with a message). The host tier of act_offload apart: gpt2_cpu_activation_host_bytes.
 size_t gpt2_cpu_activation_bytes(const GPT2Config *c, int B, int T, const GPT2CpuOptions *opt);
 size_t gpt2_cpu_activation_host_bytes(const GPT2Config *c, int B, int T, const GPT2CpuOptions *opt);
+// What sampling gen_tokens tokens (forwards of 1 x t for t up to gen_tokens, at most
+// maxT - 1, without targets) adds to B x T's activation bytes: 0 when its layout fits theirs.
+size_t gpt2_cpu_sample_extra_bytes(const GPT2Config *c, int B, int T, int gen_tokens, const GPT2CpuOptions *opt);
 // act_offload 2: the bytes its swap file reserves under act_swap_dir (0 without it).
 size_t gpt2_cpu_activation_file_bytes(const GPT2Config *c, int B, int T, const GPT2CpuOptions *opt);
 
