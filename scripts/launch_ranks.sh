@@ -24,8 +24,9 @@ a signal to the launcher ends them all.
     alone; the caller's ZERO_BOOTSTRAP_TCP and ZERO_BOOTSTRAP_SECRET_FILE, and the variables
     by which a rank would take itself for one of an MPI launch (OMPI_COMM_WORLD_SIZE and
     _RANK, _LOCAL_RANK, _LOCAL_SIZE, PMI_SIZE, PMI_RANK, PMIX_RANK, SLURM_STEP_NUM_TASKS),
-    are not passed on. A signal to the launcher ends the ranks (SIGKILL after 10 s) before
-    it exits.
+    are not passed on; the secret is in the ranks' environment only, never on a command
+    line. A failed rank or a signal to the launcher ends the ranks and what they started
+    (SIGKILL after 10 s) before it exits.
 Both ways it sets NCCL_SOCKET_IFNAME=lo, NCCL_MULTI_RANK_GPU_ENABLE=1, NCCL_IB_DISABLE=1
 and NCCL_DEBUG (default WARN): one machine, loopback only.
 
@@ -61,36 +62,70 @@ bootdir=$(mktemp -d "${TMPDIR:-/tmp}/zero_boot.XXXXXX") || exit 1
 trap 'rm -rf "$bootdir"' EXIT
 secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 if [ ${#secret} -ne 64 ]; then echo "launch_ranks.sh: could not draw a secret from /dev/urandom" >&2; exit 1; fi
-pids=() running=()
-# the ranks are this script's children: a signal to it ends them too (its exit removes the
+pids=() running=() killer=
+# the ranks are this script's children, in its process group (a signal to the group ends
+# them all): a signal to the launcher ends them, and what they started (its exit removes the
 # bootstrap folder they would otherwise go on without), and it exits once they are gone
-stop_ranks() { [ ${#running[@]} -gt 0 ] && kill "${running[@]}" 2> /dev/null; }
+tree() {   # tree PID...: the processes and their descendants
+    local p
+    for p in "$@"; do
+        echo "$p"
+        command -v pgrep > /dev/null && tree $(pgrep -P "$p")
+    done
+}
+signal_ranks() {   # signal_ranks SIG PID...: the ranks and what they started
+    local sig=$1 procs; shift
+    procs=$(tree "$@")
+    [ -z "$procs" ] || kill "-$sig" $procs 2> /dev/null
+}
+stop_ranks() {   # SIGTERM now, SIGKILL to what is left after 10 s
+    [ ${#running[@]} -gt 0 ] || return 0
+    signal_ranks TERM "${running[@]}"
+    [ -n "$killer" ] || { (sleep 10; signal_ranks KILL "$@") > /dev/null 2>&1 & killer=$!; }
+}
 end_ranks() {
-    stop_ranks
-    for _ in $(seq 100); do [ -z "$(jobs -pr)" ] && break; sleep 0.1; done
-    [ -n "$(jobs -pr)" ] && kill -KILL $(jobs -pr) 2> /dev/null
+    [ ${#running[@]} -gt 0 ] && signal_ranks TERM "${running[@]}"
+    for _ in $(seq 100); do [ -z "$(jobs -pr | grep -vx "${killer:-none}")" ] && break; sleep 0.1; done
+    signal_ranks KILL $(jobs -pr)
     wait 2> /dev/null
 }
 trap 'end_ranks; exit 130' INT
 trap 'end_ranks; exit 143' TERM
 trap 'end_ranks; exit 129' HUP
 # what a caller's environment would make the ranks take for another launch
-inherited=(-u ZERO_BOOTSTRAP_TCP -u ZERO_BOOTSTRAP_SECRET_FILE -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK
-           -u OMPI_COMM_WORLD_LOCAL_RANK -u OMPI_COMM_WORLD_LOCAL_SIZE -u PMI_SIZE -u PMI_RANK -u PMIX_RANK
-           -u SLURM_STEP_NUM_TASKS)
+inherited=(ZERO_BOOTSTRAP_TCP ZERO_BOOTSTRAP_SECRET_FILE OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_RANK
+           OMPI_COMM_WORLD_LOCAL_RANK OMPI_COMM_WORLD_LOCAL_SIZE PMI_SIZE PMI_RANK PMIX_RANK SLURM_STEP_NUM_TASKS)
 for r in $(seq 0 $((np - 1))); do
-    env "${inherited[@]}" RANK=$r WORLD_SIZE=$np LOCAL_RANK=$r LOCAL_WORLD_SIZE=$np ZERO_BOOTSTRAP_FILE=$bootdir/id \
-        ZERO_BOOTSTRAP_SECRET=$secret NCCL_HOSTID="rank$r" "$@" &
+    # the secret goes through the environment only (a command line is readable by every user)
+    (
+        unset "${inherited[@]}"
+        export RANK=$r WORLD_SIZE=$np LOCAL_RANK=$r LOCAL_WORLD_SIZE=$np ZERO_BOOTSTRAP_FILE=$bootdir/id \
+            ZERO_BOOTSTRAP_SECRET=$secret NCCL_HOSTID="rank$r"
+        exec "$@"
+    ) &
     pids+=($!) running+=($!)
 done
 # as mpirun does: the first rank that fails ends the others, which would otherwise wait in a
 # collective for it until their timeout
-rc=0
+rc=0 misses=0
 while [ ${#running[@]} -gt 0 ]; do
     done_pid=
     wait -n -p done_pid "${running[@]}"
     st=$?
-    [ -n "$done_pid" ] || break
+    if [ -z "${done_pid-}" ]; then
+        # bash may have dropped a rank a signal killed from its jobs before wait -n saw it:
+        # such a one is no job any more, and wait PID still gives its status
+        live=" $(jobs -p | tr '\n' ' ') "
+        for p in "${running[@]}"; do
+            if [[ "$live" != *" $p "* ]]; then wait "$p"; st=$?; done_pid=$p; break; fi
+        done
+        if [ -z "$done_pid" ]; then
+            misses=$((misses + 1))
+            [ $misses -lt 100 ] || { echo "launch_ranks.sh: cannot tell which rank ended (wait -n: $st)" >&2; rc=1; break; }
+            sleep 0.1
+            continue
+        fi
+    fi
     rest=()
     for p in "${running[@]}"; do [ "$p" = "$done_pid" ] || rest+=("$p"); done
     running=("${rest[@]}")
@@ -98,7 +133,8 @@ while [ ${#running[@]} -gt 0 ]; do
         for r in "${!pids[@]}"; do [ "${pids[$r]}" = "$done_pid" ] && break; done
         echo "launch_ranks.sh: rank $r exited with status $st: stopping the other ranks" >&2
         rc=1
-        stop_ranks
+        stop_ranks "${running[@]}"
     fi
 done
+[ -z "$killer" ] || kill "$killer" 2> /dev/null
 exit $rc

@@ -119,7 +119,14 @@ ZeroComm *zero_comm_init(int *argc, char ***argv) {
         c->rank = env_int("RANK", 0);
         c->world = env_int("WORLD_SIZE", 1);
         c->local_rank = env_int("LOCAL_RANK", 0);
-        const char *r = getenv("RANK");
+        const char *r = getenv("RANK"), *w = getenv("WORLD_SIZE");
+        const char *placed = r && *r ? "RANK" : getenv("LOCAL_RANK") && *getenv("LOCAL_RANK") ? "LOCAL_RANK" : NULL;
+        if (placed && !(w && *w)) {   // a world of one would go on alone while its peers wait
+            fprintf(stderr, "zero: %s=%s but WORLD_SIZE is unset: give every process WORLD_SIZE too (or neither, "
+                    "for one process)\n", placed, getenv(placed));
+            free(c);
+            return NULL;
+        }
         if (c->world > 1 && !(r && *r)) {   // every process would be rank 0
             fprintf(stderr, "zero: WORLD_SIZE=%d but RANK is unset: give each process its RANK (0..%d)\n", c->world,
                     c->world - 1);
@@ -128,7 +135,7 @@ ZeroComm *zero_comm_init(int *argc, char ***argv) {
         }
         if (c->rank < 0 || c->world < 1 || c->local_rank < 0 || c->rank >= c->world) {
             fprintf(stderr, "zero: bad RANK/WORLD_SIZE/LOCAL_RANK in the environment "
-                    "(RANK=%s WORLD_SIZE=%s LOCAL_RANK=%s): need 0 <= RANK < WORLD_SIZE\n",
+                    "(RANK=%s WORLD_SIZE=%s LOCAL_RANK=%s): need 0 <= RANK < WORLD_SIZE and LOCAL_RANK >= 0\n",
                     getenv("RANK") ? getenv("RANK") : "unset",
                     getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : "unset",
                     getenv("LOCAL_RANK") ? getenv("LOCAL_RANK") : "unset");
@@ -358,6 +365,11 @@ int zero_comm_share_blob(ZeroComm *c, void *blob, size_t bytes, const char *what
     if (c->world == 1) return 0;
     if (!c->mpi) {
         const char *tcp = getenv("ZERO_BOOTSTRAP_TCP"), *file = getenv("ZERO_BOOTSTRAP_FILE");
+        if (tcp && *tcp && file && *file) {   // ranks given only one of them would wait for the others
+            fprintf(stderr, "zero: rank %d: both ZERO_BOOTSTRAP_TCP=%s and ZERO_BOOTSTRAP_FILE=%s are set: give every "
+                    "rank one of them\n", c->rank, tcp, file);
+            return -1;
+        }
         if (tcp && *tcp) return zero_share_blob_tcp(c, tcp, blob, bytes, what);
         if (file && *file) return zero_share_blob_file(c, file, blob, bytes, what);
         fprintf(stderr, "zero: rank %d: sharing %s across WORLD_SIZE=%d ranks without MPI needs ZERO_BOOTSTRAP_TCP "
