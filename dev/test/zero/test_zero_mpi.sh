@@ -115,6 +115,8 @@ refused_env() {   # refused_env WHAT PATTERN VAR=VALUE...
     else cat "$tmp/env.log"; bad "no launcher, $what refused (exit $rc)"; fi
 }
 refused_env "RANK unset" "zero: WORLD_SIZE=2 but RANK is unset" WORLD_SIZE=2
+refused_env "WORLD_SIZE unset" "zero: RANK=1 but WORLD_SIZE is unset" RANK=1
+refused_env "WORLD_SIZE unset beside LOCAL_RANK" "zero: LOCAL_RANK=0 but WORLD_SIZE is unset" LOCAL_RANK=0
 refused_env "LOCAL_WORLD_SIZE not dividing" "zero: rank 1: LOCAL_WORLD_SIZE=3 does not divide WORLD_SIZE=4" \
     RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=3
 refused_env "LOCAL_WORLD_SIZE malformed" "zero: rank 1: LOCAL_WORLD_SIZE=2x does not divide" RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2x
