@@ -136,5 +136,5 @@ while [ ${#running[@]} -gt 0 ]; do
         stop_ranks "${running[@]}"
     fi
 done
-[ -z "$killer" ] || kill "$killer" 2> /dev/null
+[ -z "$killer" ] || signal_ranks TERM "$killer"   # the killer and its sleep
 exit $rc

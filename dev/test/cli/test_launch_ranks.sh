@@ -9,7 +9,8 @@
 #  - a rank that fails makes the launcher fail; without MPI it also ends the other ranks at
 #    once, naming the rank, and a SIGTERM to the launcher ends every rank before it exits
 #    (one that ignores SIGTERM by SIGKILL after 10 s), also after a rank fails, and what a rank
-#    started goes with it; a rank killed by a signal is named with its status
+#    started goes with it, and nothing it started outlives it; a rank killed by a signal is
+#    named with its status
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -59,11 +60,16 @@ ZERO_BOOTSTRAP_TCP=127.0.0.1:1 ZERO_BOOTSTRAP_SECRET_FILE=/nonexistent PMI_SIZE=
 source dev/test/common/proc.sh   # running PID, alive FILE
 # a rank that fails ends the others at once, named; they would wait for it in a collective
 start=$SECONDS
-NO_MPI=1 bash $L 3 bash -c '[ "$RANK" = 1 ] && exit 3; echo $$ >> "$0"; exec sleep 60' "$tmp/alive" 2> "$tmp/f.err"
+mark="launch_ranks_test_$$_$RANDOM"   # in the environment of everything the launcher starts
+LAUNCH_MARK=$mark NO_MPI=1 bash $L 3 bash -c '[ "$RANK" = 1 ] && exit 3; echo $$ >> "$0"; exec sleep 60' "$tmp/alive" 2> "$tmp/f.err"
 rc=$?
 [ $rc = 1 ] && [ $((SECONDS - start)) -lt 20 ] && [ "$(alive "$tmp/alive")" = 0 ] &&
     grep -q "launch_ranks.sh: rank 1 exited with status 3: stopping the other ranks" "$tmp/f.err" ||
     { cat "$tmp/f.err"; fail "NO_MPI: rank 1 failed: exit $rc after $((SECONDS - start)) s, $(alive "$tmp/alive") ranks alive"; }
+# nothing it started outlives it, its SIGKILL timer included
+left=$(grep -lsa "LAUNCH_MARK=$mark" /proc/[0-9]*/environ | cut -d/ -f3 | tr '\n' ' ')
+[ -z "$left" ] || { ps -o pid,ppid,args -p ${left// /,} 2> /dev/null; kill $left 2> /dev/null
+    fail "NO_MPI: processes the launcher started outlive it: $left"; }
 # SIGTERM to the launcher ends its ranks too
 NO_MPI=1 bash $L 2 bash -c 'echo $$ >> "$0"; exec sleep 60' "$tmp/alive2" &
 lp=$!
