@@ -230,7 +230,7 @@ int gpt2_zero_dry_run(TrainConfig *cfg, ZeroDType param_dtype, ZeroDType grad_dt
         if (g.slices[i].numel > largest) largest = g.slices[i].numel;
     if (runtime_bytes && largest * sizeof(float) > act_device) runtime += largest * sizeof(float) - act_device;
     ZeroDryRunModel model = {act_device, act_host, (size_t)cfg->gpu_mem, runtime_bytes != NULL, runtime,
-                             (size_t)cfg->host_mem, act_file};
+                             (size_t)cfg->host_mem, act_file, cfg->max_steps > 0 ? cfg->max_steps : 0};
     int rc = zero_dry_run(tensors, g.num_slices, gpt2_num_units_tiled(&mc, g.tiles, g.vocab_tiles), &zc, cfg->dry_run_world,
                           grad_accum, &model, path);
     if (rc < 0) die("dry run failed (see above)");

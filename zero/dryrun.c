@@ -194,9 +194,10 @@ static void dry_init(void *ctx, int tensor, size_t offset, size_t count, float *
     (void)ctx; (void)tensor; (void)offset; (void)count; (void)out;
 }
 
-// One rank's run: init, then `steps` standard steps. Fills fig (and info when not NULL).
+// One rank's run: init, then `steps` standard steps. Fills fig (and info when not NULL; first,
+// when not NULL, with the figures after the first step).
 static int simulate(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world, int rank,
-                    int grad_accum, int steps, ZeroFigures *fig, ZeroReportInfo *info) {
+                    int grad_accum, int steps, ZeroFigures *fig, ZeroReportInfo *info, ZeroFigures *first) {
     ZeroComm comm;
     memset(&comm, 0, sizeof comm);
     comm.rank = rank;
@@ -227,6 +228,7 @@ static int simulate(const ZeroTensor *tensors, int n, int num_units, const ZeroC
         }
         a.t = s;
         zero_step(z, &a);
+        if (s == 1 && first) zero_figures(z, first);
     }
     zero_figures(z, fig);
     fig->hook_s = fig->step_s = fig->wall_s = fig->optimizer_s = 0.0;   // the simulation's time is no prediction
@@ -242,7 +244,34 @@ int zero_predict(const ZeroTensor *tensors, int n, int num_units, const ZeroConf
         return -1;
     }
     for (int r = 0; r < world; r++)
-        if (simulate(tensors, n, num_units, cfg, world, r, grad_accum, steps, &out_per_rank[r], NULL) != 0) return -1;
+        if (simulate(tensors, n, num_units, cfg, world, r, grad_accum, steps, &out_per_rank[r], NULL, NULL) != 0) return -1;
+    return 0;
+}
+
+// What a step adds to a counter: the first step differs from the rest (stage 3's first
+// forward gathers a unit every later step finds gathered), and each later step repeats the
+// second (the schedule is the same and starts from the same state).
+static uint64_t extend(uint64_t first, uint64_t second, int steps) {
+    return steps > 0 ? first + (uint64_t)(steps - 1) * (second - first) : second - first;
+}
+
+// zero_predict for a run of `steps` optimizer steps, from two simulated ones: the counters of
+// the whole run, as the live report sums them (0 steps: of one step after the first, the
+// steady state of a run whose length is not known).
+static int predict_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
+                       int grad_accum, int steps, ZeroPrediction *out_per_rank) {
+    if (steps == 1) return zero_predict(tensors, n, num_units, cfg, world, grad_accum, 1, out_per_rank);
+    for (int r = 0; r < world; r++) {
+        ZeroFigures one, *f = &out_per_rank[r];
+        if (simulate(tensors, n, num_units, cfg, world, r, grad_accum, 2, f, NULL, &one) != 0) return -1;
+#define EXTEND(x) f->x = extend(one.x, f->x, steps)
+        EXTEND(nvme_read); EXTEND(nvme_written);
+        EXTEND(gathers); EXTEND(prefetches); EXTEND(gather_hits); EXTEND(evictions); EXTEND(wasted_gathers);
+        EXTEND(buckets); EXTEND(qwz_gathers); EXTEND(hpz_gathers); EXTEND(steps);
+        for (int op = 0; op < ZERO_NUM_COLLS; op++) { EXTEND(calls[op]); EXTEND(intra_bytes[op]); EXTEND(inter_bytes[op]); }
+        for (int k = 0; k < ZERO_FLOWS; k++) { EXTEND(flow_intra[k]); EXTEND(flow_inter[k]); }
+#undef EXTEND
+    }
     return 0;
 }
 
@@ -265,7 +294,7 @@ static int predict_write(const char *path_json, const ZeroTensor *tensors, int n
     }
     ZeroReportInfo info;
     ZeroFigures scratch;
-    int rc = simulate(tensors, n, num_units, cfg, world, 0, grad_accum, 0, &scratch, &info);
+    int rc = simulate(tensors, n, num_units, cfg, world, 0, grad_accum, 0, &scratch, &info, NULL);
     if (model) {
         info.device_budget = model->device_budget;
         info.device_is_host = model->device_is_host;
@@ -397,20 +426,21 @@ int zero_check_disk(const char *what, uint64_t bytes, const char *dir) {
 
 int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConfig *cfg, int world,
                  int grad_accum, const ZeroDryRunModel *model, const char *path_json) {
-    ZeroDryRunModel none = {0, 0, 0, 0, 0, 0, 0};
+    ZeroDryRunModel none = {0, 0, 0, 0, 0, 0, 0, 0};
     if (!model) model = &none;
     ZeroPrediction *pred = calloc((size_t)world, sizeof(ZeroPrediction));
     if (pred == NULL) {
         fprintf(stderr, "zero: out of host memory for a %d-rank prediction\n", world);
         return -1;
     }
-    int rc = zero_predict(tensors, n, num_units, cfg, world, grad_accum, 1, pred);
+    int steps = model->steps > 0 ? model->steps : 0;
+    int rc = predict_run(tensors, n, num_units, cfg, world, grad_accum, steps, pred);
     for (int r = 0; rc == 0 && r < world; r++) {
         pred[r].act_device = model->act_device;
         pred[r].act_host = model->act_host;
     }
     if (rc == 0)
-        rc = predict_write(path_json, tensors, n, num_units, cfg, world, grad_accum, 1, pred, NULL, model);
+        rc = predict_write(path_json, tensors, n, num_units, cfg, world, grad_accum, steps, pred, NULL, model);
     if (rc == 0) {
         const double MiB = 1048576.0;
         const ZeroPrediction *p = &pred[0];
@@ -439,6 +469,10 @@ int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConf
         if (model->device_is_host)
             printf("rank 0 process peak (predicted): %.2f MiB = the device and host totals + %.2f MiB of runtime "
                    "(code, libraries, MPI, the data)\n", zero_budget_total(&in, p) / MiB, model->runtime_bytes / MiB);
+        if (steps == 0)
+            printf("rank 0 sends in a step after the first (the run's length is not known; with it, the average of its "
+                   "steps, as the live report gives):\n");
+        zero_figures_print_sent(p, "rank 0 ");
         printf("wrote %s\n", path_json);
         if (cfg->optimizer_tier == ZERO_TIER_HOST && cfg->optimizer_ratio > 0.0 && cfg->optimizer_ratio < 1.0 &&
             p->device[ZERO_USE_MASTER] == 0)

@@ -479,6 +479,23 @@ static const char *grouped(char *buf, size_t cap, uint64_t v) {
     return buf;
 }
 
+void zero_figures_print_sent(const ZeroFigures *f, const char *prefix) {
+    if (f->steps == 0) return;
+    char a[32], b[32];
+    printf("%ssent per step (%llu step%s):", prefix, (unsigned long long)f->steps, f->steps == 1 ? "" : "s");
+    for (int op = 0; op < ZERO_COLL_NUM; op++)
+        if (f->calls[op])
+            printf(" %s %s B intra + %s B inter;", zero_coll_name((ZeroCollOp)op),
+                   grouped(a, sizeof a, f->intra_bytes[op] / f->steps), grouped(b, sizeof b, f->inter_bytes[op] / f->steps));
+    printf("\n");
+    printf("%sby flow per step:", prefix);
+    for (int k = 0; k < ZERO_FLOWS; k++)
+        if (f->flow_intra[k] + f->flow_inter[k])
+            printf(" %s %s B intra + %s B inter;", zero_flow_name((ZeroFlow)k),
+                   grouped(a, sizeof a, f->flow_intra[k] / f->steps), grouped(b, sizeof b, f->flow_inter[k] / f->steps));
+    printf("\n");
+}
+
 void zero_report_print(const Zero *z) {
     if (z->rank != 0) return;
     ZeroFigures f;
@@ -532,20 +549,7 @@ void zero_report_print(const Zero *z) {
     printf("zero: model states %s B = %g B x %s + %g B x %s / %d + pools %s B (paper, mixed precision: %.0f B)\n",
            grouped(a, sizeof a, zero_figures_model_states(&f)), fm.replicated, grouped(b, sizeof b, in.padded), fm.sharded,
            grouped(c, sizeof c, in.padded), in.world, grouped(d, sizeof d, fm.pools), fm.paper_bytes);
-    if (f.steps > 0) {
-        printf("zero: sent per step (%llu steps):", (unsigned long long)f.steps);
-        for (int op = 0; op < ZERO_COLL_NUM; op++)
-            if (f.calls[op])
-                printf(" %s %s B intra + %s B inter;", zero_coll_name((ZeroCollOp)op),
-                       grouped(a, sizeof a, f.intra_bytes[op] / f.steps), grouped(b, sizeof b, f.inter_bytes[op] / f.steps));
-        printf("\n");
-        printf("zero: by flow per step:");
-        for (int k = 0; k < ZERO_FLOWS; k++)
-            if (f.flow_intra[k] + f.flow_inter[k])
-                printf(" %s %s B intra + %s B inter;", zero_flow_name((ZeroFlow)k),
-                       grouped(a, sizeof a, f.flow_intra[k] / f.steps), grouped(b, sizeof b, f.flow_inter[k] / f.steps));
-        printf("\n");
-    }
+    zero_figures_print_sent(&f, "zero: ");
     if (in.qwz || in.hpz > 1 || in.hier_reduce)
         printf("zero: ZeRO++: qwZ %s (records %s B), hpZ %d (secondary partition %s B), gradients %s\n",
                in.qwz ? "on" : "off", grouped(a, sizeof a, in.qwz_bytes), in.hpz, grouped(b, sizeof b, in.secondary_bytes),

@@ -48,6 +48,9 @@ void zero_formula(const ZeroReportInfo *info, const ZeroFigures *f, ZeroFormula 
 uint64_t zero_figures_model_states(const ZeroFigures *f);
 // Everything a rank holds in device memory: model states, buffers and activations.
 uint64_t zero_figures_device_total(const ZeroFigures *f);
+// "PREFIXsent per step (N steps): ..." and "PREFIXby flow per step: ...": what a rank sent in
+// a step, by collective and by flow (nothing when the figures cover no step).
+void zero_figures_print_sent(const ZeroFigures *f, const char *prefix);
 // What a device budget is checked against: the device total, and where device memory is
 // host memory (in->device_is_host) the host tier and the process's runtime too.
 uint64_t zero_budget_total(const ZeroReportInfo *in, const ZeroFigures *f);

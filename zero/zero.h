@@ -362,6 +362,8 @@ typedef struct {
     size_t host_budget;            // a GPU's dry run: host bytes per rank for offload's host tier, the
                                    //   pinned buffers and host activations; 0: no check
     size_t act_nvme;               // bytes per rank of the model's own swap file under cfg->nvme_path
+    int steps;                     // the run's optimizer steps: the bytes sent are their average, as
+                                   //   the live report's; 0: a step after the first (the steady state)
 } ZeroDryRunModel;
 // The whole dry run: predicts, writes the report JSON to path_json, prints a summary. With
 // a budget, each rank's device total (model states, buffers and activations; with

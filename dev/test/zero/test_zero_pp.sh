@@ -110,11 +110,12 @@ if want bytes; then
     run z3pp -z 3 --qwz --hpz 2 --qgz "${b[@]}"
     run z3pp3 -z 3 --qwz --hpz 2 --qgz "${b[@]}" -x 3
     run z3hier -z 3 --hier-reduce "${b[@]}"
-    run z3n1 -z 3 "${b[@]}" -x 1   # the dry run predicts one step
-    run z3pp1 -z 3 --qwz --hpz 2 --qgz "${b[@]}" -x 1
+    # the dry run simulates two steps and predicts a run of -x steps from them
     for r in z3n z3pp; do
-        ./train_gpt2 "${args[@]}" "${b[@]}" -z 3 $( [ $r = z3pp ] && echo --qwz --hpz 2 --qgz ) --dry-run --world 4 \
-            -o "$tmp/${r}dry" > "$tmp/${r}dry.txt" 2>&1 || { tail -20 "$tmp/${r}dry.txt"; fail "the dry run of $r"; }
+        for x in 4 3; do
+            ./train_gpt2 "${args[@]}" "${b[@]}" -z 3 $( [ $r = z3pp ] && echo --qwz --hpz 2 --qgz ) --dry-run --world 4 \
+                -x $x -o "$tmp/${r}dry$x" > "$tmp/${r}dry$x.txt" 2>&1 || { tail -20 "$tmp/${r}dry$x.txt"; fail "the dry run of $r, -x $x"; }
+        done
     done
     python3 - "$tmp" << 'EOF' || fail "bytes per flow"
 import json, sys
@@ -165,13 +166,16 @@ check("hpZ secondary partition", zp["secondary_partition_bytes"], sum(S4) * N //
 check("qwZ records of the shard", zp["qwz_records_bytes"], sum(rec8))
 inter = lambda f: sum(v["inter_node_bytes"] for k, v in f.items() if k != "step_param_gather")
 print(f"cross-node bytes in a step: stage 3 {inter(base):.0f}, ZeRO++ {inter(pp):.0f} ({inter(pp) / inter(base):.3f} x)")
-for run in ("z3n", "z3pp"):   # the dry run predicts the live figures of one step, every rank
-    dry = json.load(open(f"{tmp}/{run}dry/zero_report.json"))
-    for k in range(N):
-        live_r, dry_r = rep(run + "1")["ranks"][k], dry["ranks"][k]
-        assert live_r["sent_per_step_by_flow"] == dry_r["sent_per_step_by_flow"], (run, k)
-        assert live_r["zero_pp"]["secondary_partition_bytes"] == dry_r["zero_pp"]["secondary_partition_bytes"]
-print("dry run = live run, every rank")
+for run in ("z3n", "z3pp"):   # the dry run predicts the live figures of a run of 4 and 3 steps, every rank
+    for x, live in ((4, run), (3, run + "3")):
+        dry = json.load(open(f"{tmp}/{run}dry{x}/zero_report.json"))
+        assert dry["steps"] == rep(live)["steps"] == x, (run, x, dry["steps"], rep(live)["steps"])
+        for k in range(N):
+            live_r, dry_r = rep(live)["ranks"][k], dry["ranks"][k]
+            for key in ("sent_per_step", "sent_per_step_by_flow", "sent_total"):
+                assert live_r[key] == dry_r[key], (run, x, k, key, live_r[key], dry_r[key])
+            assert live_r["zero_pp"]["secondary_partition_bytes"] == dry_r["zero_pp"]["secondary_partition_bytes"]
+print("dry run = live run of 4 and of 3 steps, every rank")
 EOF
     echo "bytes: per-flow bytes match the formulas and the dry run"
 fi
