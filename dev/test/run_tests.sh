@@ -6,8 +6,8 @@
 # SHELL_TESTS: the shell tests to run (default every dev/test/*/test_*.sh; "" runs none).
 # GPU_PROGS: the GPU programs to run (default those built of the five below; "" runs none).
 # cmocka programs report their own counts; shell tests (dev/test/*/test_*.sh) count as one
-# test each (exit 0 = pass, exit 77 = skipped, as automake has it). A program whose output
-# (and no counts of its own) has a line starting with SKIP counts as one skipped. A run
+# test each (exit 0 = pass, exit 77 = skipped, as automake has it). A program that exits 0
+# with a line starting with SKIP and no counts of its own counts as one skipped. A run
 # that passes and fails nothing (nothing ran, or everything skipped) counts as a failure.
 set -u
 passed=0
@@ -42,13 +42,16 @@ laps=() cur= start=0   # each program's seconds, for the slowest-first list at t
 lap() { [ -n "$cur" ] && laps+=("$((SECONDS - start)) $cur"); cur=; }
 next() { lap; k=$((k + 1)); echo "=== $k/$total $*"; cur="$*" start=$SECONDS; }
 
-# A cmocka program: its "[  PASSED  ] N test(s)" and "[  FAILED  ] N test(s)" lines count.
+# A cmocka program: its "[  PASSED  ] N test(s)", "[  FAILED  ] N test(s)" and "[  SKIPPED ] N
+# test(s)" lines count.
 for bin in "$@"; do
     next "$bin"
     "$bin" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
     f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+    s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+    skipped=$((skipped + s))
     if [ "$rc" -eq 0 ] && [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && grep -q '^SKIP' "$log"; then
         skipped=$((skipped + 1)); continue
     fi
@@ -65,14 +68,14 @@ for sh in "${shell_tests[@]}"; do
     elif [ "$rc" -eq 0 ]; then passed=$((passed + 1))
     else failed=$((failed + 1)); failed_names+=("$sh"); fi
 done
-# A program that prints its own "N passed, N failed" (or "SKIP: reason"): its counts join ours.
+# A program that prints its own "N passed, N failed" (or "SKIP: reason" and exits 0): its counts
+# join ours. A SKIP line beside counts is a case the program skipped: its counts still hold.
 run_counted() {
     next "$*"
     "$@" 2>&1 | tee "$log"
-    local rc=${PIPESTATUS[0]}
-    if grep -q '^SKIP' "$log"; then skipped=$((skipped + 1)); return; fi
-    local counts p f
+    local rc=${PIPESTATUS[0]} counts p f
     counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    if [ "$rc" -eq 0 ] && [ -z "$counts" ] && grep -q '^SKIP' "$log"; then skipped=$((skipped + 1)); return; fi
     p=$(echo "$counts" | awk '{print $1+0}'); f=$(echo "$counts" | awk '{print $3+0}')
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
     if [ -z "$counts" ] && [ "$rc" -eq 0 ]; then f=1; echo "($* printed no counts)"; fi

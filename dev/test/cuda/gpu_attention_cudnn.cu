@@ -157,7 +157,7 @@ static void run_case(const char *name, int B, int T, int NH, int HS) {
     size_t ws_bytes = 0;
     if (!attention_cudnn_prepare(B, T, NH, HS, &ws_bytes)) {
         if (cudnnGetVersion() < 91501 && T % 128 != 0) {
-            printf("SKIP %s: cuDNN %zu runtime needs T %% 128 == 0 for the fused backward\n", name,
+            printf("case %s skipped: cuDNN %zu runtime needs T %% 128 == 0 for the fused backward\n", name,
                    (size_t)cudnnGetVersion());
             return;
         }

@@ -3,8 +3,10 @@
 #  - it prints "=== k/N name" before each program, N counting every program of the run,
 #    and before the closing line each program's seconds, slowest first
 #  - a cmocka program's "[  PASSED  ] N test(s)" and "[  FAILED  ] N test(s)" add up
-#  - a program that prints a line starting with SKIP, and a shell test that exits 77, count
-#    as skipped; the closing line is "N passed, N failed, N skipped"
+#  - a program that exits 0 with a line starting with SKIP, and a shell test that exits 77,
+#    count as skipped, and so do a cmocka program's "[  SKIPPED ] N test(s)"; the closing line
+#    is "N passed, N failed, N skipped"
+#  - a program with counts of its own that also skips a case: its counts and exit status hold
 #  - exit status: 0 with no failure, 1 with one; a run of skips only is a failure
 set -u
 cd "$(dirname "$0")/../../.."
@@ -20,7 +22,11 @@ mk sh_pass.sh 'exit 0'
 mk sh_skip.sh 'echo "needs a tool that is not here"; exit 77'
 mk sh_fail.sh 'exit 3'
 
-runner() { SHELL_TESTS="$1" GPU_PROGS= EMU_DIR= bash dev/test/run_tests.sh "${@:2}" > "$tmp/out" 2>&1; }
+mk cm_skip 'echo "[  PASSED  ] 2 test(s)."; echo "[  SKIPPED ] 3 test(s), listed below:"'
+mk counted_fail 'echo "SKIP B2_T64: not on this library"; echo "FAIL B4_T256"; echo "1 passed, 1 failed"; exit 1'
+mk counted_skip_rc 'echo "SKIP: no CUDA device"; exit 1'
+
+runner() { SHELL_TESTS="$1" GPU_PROGS="${GPU:-}" EMU_DIR= bash dev/test/run_tests.sh "${@:2}" > "$tmp/out" 2>&1; }
 
 # all good: 3 + 1 passed, a SKIP program and an exit-77 shell test skipped
 runner "$tmp/sh_pass.sh $tmp/sh_skip.sh" "$tmp/cm_pass" "$tmp/no_gpu"
@@ -46,6 +52,13 @@ rc=$?
 [ "$rc" -eq 1 ] || { cat "$tmp/out"; fail "a run with failures exited $rc"; }
 [ "$(tail -n 1 "$tmp/out")" = "1 passed, 3 failed, 2 skipped" ] || { cat "$tmp/out"; fail "summary with failures"; }
 grep -q "^failed: .*cm_fail .*sh_fail.sh" "$tmp/out" || { cat "$tmp/out"; fail "the failed programs are not named"; }
+
+# a program's own counts hold beside a case it skipped, and a SKIP with a failing exit is a failure
+GPU="$tmp/counted_fail $tmp/counted_skip_rc" runner "$tmp/sh_pass.sh" "$tmp/cm_skip"
+rc=$?
+[ "$rc" -eq 1 ] && [ "$(tail -n 1 "$tmp/out")" = "4 passed, 2 failed, 3 skipped" ] ||
+    { cat "$tmp/out"; fail "counts beside skips: exit $rc"; }
+grep -q "^failed: .*counted_fail .*counted_skip_rc" "$tmp/out" || { cat "$tmp/out"; fail "the failed programs are not named"; }
 
 # only skips: nothing was proven, so the run fails
 runner "$tmp/sh_skip.sh" "$tmp/no_gpu"
