@@ -43,8 +43,16 @@ args=(-b 1 -t 8 -x 2 -v 0 -s 1 -g 4 --threads 1)
 
 # 1. GPT-2's vocabulary: text
 ./train_gpt2 -e d1c16h1t16 "${args[@]}" -o "$tmp/gpt2" > "$tmp/gpt2.txt" 2>&1 || { tail "$tmp/gpt2.txt"; fail "GPT-2 vocabulary: the run failed"; }
-[ "$(grep -c "^generating:" "$tmp/gpt2.txt")" -ge 1 ] && ! grep -q "^note:.*tok" "$tmp/gpt2.txt" \
+[ "$(grep -ac "^generating:" "$tmp/gpt2.txt")" -ge 1 ] && ! grep -aq "^note:.*tok" "$tmp/gpt2.txt" \
     || { cat "$tmp/gpt2.txt"; fail "GPT-2 vocabulary: no sample, or a note about the tokenizer"; }
+# each sample: the text between the --- lines after "generating:", not token ids
+python3 - "$tmp/gpt2.txt" << 'PY' || fail "GPT-2 vocabulary: a sample is not decoded text (above)"
+import re, sys
+text = open(sys.argv[1], "rb").read().decode("utf-8", "replace")
+samples = re.findall(r"^generating:\n---\n(.*?)\n---$", text, re.M | re.S)
+print(f"{len(samples)} samples: {samples!r}")
+assert samples and all(s.strip() and not re.fullmatch(r"\s*\d+( \d+)*\s*", s) for s in samples)
+PY
 
 # 2. 64 tokens: no <|endoftext|>, sampling off
 model "$tmp/v64.bin" 64 && shard "$tmp/v64_000000.bin" 4000 64 || fail "cannot write the 64-token model or shard"
