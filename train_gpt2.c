@@ -20,6 +20,7 @@ unsharded hooks are below, the ZeRO ones in gpt2_zero_cpu.c.
 #include "llmc/model/gpt2_config.h"
 #include "llmc/cpu/gpt2_cpu.h"
 #include "llmc/model/gpt2_model_file.h"
+#include "llmc/numerics/adamw_cpu.h"
 #include "llmc/run/launch_env.h"
 #include "llmc/run/logger.h"
 #include "llmc/run/memory_table.h"
@@ -286,9 +287,9 @@ int main(int argc, char **argv) {
     Tokenizer tok;
     int have_tok = load_sampling_tokenizer(&tok, &cfg, mc.vocab_size);
 
-    printf("GPT-2 CPU trainer: %d layers, %d channels, %d heads, vocab %d (padded %d), %zu parameters, %d threads\n",
-           mc.num_layers, mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size,
-           model.num_parameters, omp_get_max_threads());
+    printf("GPT-2 CPU trainer: %d layers, %d channels, %d heads, vocab %d (padded %d), %zu parameters, %d threads, "
+           "AdamW kernel %s\n", mc.num_layers, mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size,
+           model.num_parameters, omp_get_max_threads(), adamw_cpu_path_name(adamw_cpu_auto_path()));
     printf("train: %d shard(s), %lld windows; val: %s\n", train.num_shards, (long long)train.total_windows,
            have_val ? cfg.val_pattern : "off");
     train_config_print(&cfg, grad_accum, world);

@@ -2,8 +2,8 @@
 # The CPU trainer, unsharded and with zero/'s host backend at one rank (-z 1), runs its
 # AdamW through llmc/numerics/adamw_cpu.h: forcing each SIMD path this CPU has (ADAMW_CPU_PATH)
 # gives the same losses and bit-identical parameters as the plain C path, and a path the
-# CPU lacks or an unknown name stops the run with a message (the variable is honoured,
-# so the kernel is on both routes).
+# CPU lacks or an unknown name stops the run with a message. Each run names the kernel it
+# took, so the runs compared are the paths named.
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -23,6 +23,7 @@ for route in unsharded z1; do
         ADAMW_CPU_PATH=$p ./train_gpt2 "${args[@]}" "${extra[@]}" -o "$out" > "$out.txt" 2>&1 \
             || { tail "$out.txt"; fail "$route run with ADAMW_CPU_PATH=$p failed"; }
         [ -s "$out/model_final.bin" ] || fail "no model_final.bin from $route, $p"
+        grep -q "AdamW kernel $p\$" "$out.txt" || { grep "AdamW kernel" "$out.txt"; fail "$route run with ADAMW_CPU_PATH=$p ran another kernel"; }
         [ "$p" = plain ] && continue
         cmp -s "$tmp/$route-plain/model_final.bin" "$out/model_final.bin" \
             || fail "$route: parameters with path $p differ from the plain path"

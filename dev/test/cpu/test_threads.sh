@@ -13,8 +13,8 @@ command -v mpirun > /dev/null || { echo "test_threads: no mpirun: skipped"; exit
 args=(-e d2c64h2t64 -b 2 -t 32 -d 128 -x 1 -v 0 -s 0)
 cores=$(getconf _NPROCESSORS_ONLN)
 half=$((cores / 2 > 0 ? cores / 2 : 1))
-# the trainer's own count: "GPT-2 CPU trainer: ..., N threads"
-used() { sed -n 's/^GPT-2 CPU trainer:.*, \([0-9]*\) threads$/\1/p' "$1"; }
+# the trainer's own count: "GPT-2 CPU trainer: ..., N threads, AdamW kernel K"
+used() { sed -n 's/^GPT-2 CPU trainer:.*, \([0-9]*\) threads, AdamW kernel [a-z0-9]*$/\1/p' "$1"; }
 
 # 2 ranks, not bound by the launcher (--bind-to none: each rank may run on every core)
 mpirun --bind-to none -np 2 ./train_gpt2 -z 1 "${args[@]}" -o "$tmp/two" > "$tmp/two.txt" 2>&1 \
