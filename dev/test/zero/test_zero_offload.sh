@@ -43,6 +43,9 @@ train() {
     if [ "$np" = 1 ]; then ./train_gpt2 "${args[@]}" -o "$out" "$@" > "$out.txt" 2>&1
     else mpirun -np "$np" -x ZERO_HOST_JITTER -x ZERO_NVME_ENGINE -x ZERO_NVME_JITTER ./train_gpt2 "${args[@]}" -o "$out" "$@" > "$out.txt" 2>&1; fi \
         || { grep -v -e '^\s*$' -e '^[-+|]' "$out.txt" | tail -30; fail "np $np $*: the run failed"; }
+    # a run said to be under jitter must be (the seed reaches the ranks, and the backend took it)
+    [ -z "${ZERO_HOST_JITTER:-}" ] || grep -qF "jitter is on (ZERO_HOST_JITTER=$ZERO_HOST_JITTER)" "$out.txt" \
+        || fail "$*: ZERO_HOST_JITTER=$ZERO_HOST_JITTER, and no start-up line says jitter is on"
 }
 same() {   # same BASE OUT WHAT
     cmp -s "$1/model_final.bin" "$2/model_final.bin" || fail "$3: the final parameters differ from the run without offload"

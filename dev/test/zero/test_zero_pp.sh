@@ -35,6 +35,9 @@ train() {   # train OUT ARGS... (4 ranks)
     shift
     mpirun -np 4 -x ZERO_HOST_JITTER ./train_gpt2 "${args[@]}" -o "$out" "$@" > "$out.txt" 2>&1 \
         || { grep -v -e '^\s*$' -e '^[-+|]' "$out.txt" | tail -30; fail "$*: the run failed"; }
+    # a run said to be under jitter must be (the seed reaches the ranks, and the backend took it)
+    [ -z "${ZERO_HOST_JITTER:-}" ] || grep -qF "jitter is on (ZERO_HOST_JITTER=$ZERO_HOST_JITTER)" "$out.txt" \
+        || fail "$*: ZERO_HOST_JITTER=$ZERO_HOST_JITTER, and no start-up line says jitter is on"
 }
 same() {   # same A B WHAT
     cmp -s "$1/model_final.bin" "$2/model_final.bin" || fail "$3: the final parameters differ"
