@@ -22,7 +22,14 @@ import json, sys
 path, stage, G, N = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 r = json.load(open(path))
 assert r["grad_accum"] == G, f"report says accumulation {r['grad_accum']}, ran {G}"
-psi = r["shard_elems"] * 4 * (N - 1)          # fp32, one shard to each peer
+# the shard from the model's shape (d2c64h2t64, vocabulary padded to 50304): each tensor of
+# each layer split into N slices of ceil(numel / N) rounded up to 16 (zero/partition.h)
+C, L, Vp, maxT = 64, 2, 50304, 64
+layer = [C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C]
+sizes = [Vp * C, maxT * C] + layer * L + [C, C]
+shard = sum(-(-(-(-n // N)) // 16) * 16 for n in sizes)
+assert r["shard_elems"] == shard, f"report's shard {r['shard_elems']} elements, the model's {shard}"
+psi = shard * 4 * (N - 1)          # fp32, one shard to each peer
 want = {"all_to_all": psi * (1 if stage == 1 else G), "all_gather": psi}
 ok = True
 for rank in r["ranks"]:
