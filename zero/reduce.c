@@ -48,18 +48,19 @@ static size_t wire_rec(const Zero *z, const ZeroTensorState *t) {
     return zero_wire_record_bytes(z->reduce.wire, z->cfg.grad_dtype, t->lay->split.shard, z->reduce.qgz_block);
 }
 
-// Room a tensor takes in the staging buffer: its padded gradient, or its records.
-static size_t staged_bytes(const Zero *z, const ZeroTensorState *t) {
-    return z->reduce.two_hops ? (size_t)z->world * wire_rec(z, t) : t->lay->split.padded * z->grad_size;
-}
-
 static void init_pp(Zero *z) {
-    // a bucket's records, or the largest tensor's; within the staging buffer (hop 1 lands
-    // there), which a tensor's records never exceed (they are no larger than its gradient)
-    size_t staging = z->reduce.hop_bytes;
-    z->reduce.hop_bytes = zero_wire_record_bytes(z->reduce.wire, z->cfg.grad_dtype, z->cfg.bucket_elems, z->reduce.qgz_block);
+    // the records of any group reduce_list forms (at most staging_elems padded elements), or
+    // the largest tensor's; within the staging buffer (hop 1 lands there), which records never
+    // exceed (they are no larger than their gradients). A group's slices each pad their
+    // payload and scales to 16 bytes and may end in a partial block's scale (36 bytes at most
+    // beyond one record of the group's share), in at most one tensor per 16 elements a rank.
+    size_t staging = z->reduce.hop_bytes, S = z->reduce.staging_elems, N = (size_t)z->world;
+    size_t count = S / (16 * N) + 1;
+    if (count > (size_t)z->num_tensors) count = (size_t)z->num_tensors;
+    z->reduce.hop_bytes = N * zero_wire_record_bytes(z->reduce.wire, z->cfg.grad_dtype, (S + N - 1) / N, z->reduce.qgz_block) +
+                          36 * N * count;
     for (int i = 0; i < z->num_tensors; i++) {
-        size_t b = staged_bytes(z, &z->t[i]);
+        size_t b = N * wire_rec(z, &z->t[i]);   // its slices' records, every rank's
         if (b > staging)
             zero_fail(z, "internal: the records of %s (%zu bytes) exceed the staging buffer (%zu bytes)", z->t[i].name,
                       b, staging);
@@ -92,6 +93,9 @@ static void reduce_two_hops(Zero *z, const int *list, int n, const char *what) {
         zero_flow_add(z, ZERO_FLOW_GRAD_HOP1, ZERO_GROUP_NODE, (uint64_t)Y * R);
         off += (size_t)z->world * R;
     }
+    if (off > z->reduce.hop_bytes)
+        zero_fail(z, "internal: the records of %s (%zu bytes) exceed the first hop's buffer (%zu bytes)", what, off,
+                  z->reduce.hop_bytes);
     if (X > 1) b->all_to_all(b, z->comm, ZERO_GROUP_NODE, z->parts, n, ZERO_U8, z->reduce.stream, what);
     const char *hop1 = X > 1 ? z->reduce.staging : z->reduce.hop1_send;   // X runs (one per local sender) of Y records
     off = 0;
@@ -191,15 +195,16 @@ static void reduce_fast(Zero *z, const int *list, int n, const char *what) {
     zero_reduce_slices_parts(b, z->reduce.sums, n, 1, ZERO_BF16, z->reduce.stream);
 }
 
-// Reduces tensors list[0..n) (their gradients live at z->t[i].grad) in groups that fit
-// the staging buffer, one bucket (and event) per group.
+// Reduces tensors list[0..n) (their gradients live at z->t[i].grad) in groups of at most
+// staging_elems padded elements (or one larger tensor), one bucket (and event) per group,
+// whatever the wire: the two hops' buffers hold any such group's records (init_pp).
 static void reduce_list(Zero *z, const int *list, int n) {
     const ZeroBackend *b = z->b;
     for (int g0 = 0; g0 < n;) {
-        size_t used = 0, cap = z->reduce.two_hops ? z->reduce.hop_bytes : z->reduce.staging_elems * z->grad_size;
+        size_t used = 0, cap = z->reduce.staging_elems;
         int g1 = g0;
-        while (g1 < n && (g1 == g0 || used + staged_bytes(z, &z->t[list[g1]]) <= cap))
-            used += staged_bytes(z, &z->t[list[g1++]]);
+        while (g1 < n && (g1 == g0 || used + z->t[list[g1]].lay->split.padded <= cap))
+            used += z->t[list[g1++]].lay->split.padded;
         // a free event slot, and room in the deferred list for this group's blocks
         while (z->reduce.bucket_next - z->reduce.bucket_done == (uint64_t)z->reduce.bucket_slots ||
                (z->stage >= 2 && z->reduce.num_deferred + (g1 - g0) > z->reduce.deferred_cap))

@@ -113,6 +113,15 @@ if want bytes; then
     run z3pp -z 3 --qwz --hpz 2 --qgz "${b[@]}"
     run z3pp3 -z 3 --qwz --hpz 2 --qgz "${b[@]}" -x 3
     run z3hier -z 3 --hier-reduce "${b[@]}"
+    # a bucket of the whole model (3,323,648 padded elements) is one collective a step on every
+    # wire: the records' padding must not push a group into a second one
+    for sw in flat --hier-reduce --qgz; do
+        ./train_gpt2 -e d2c64h2t64 -b 2 -t 32 -d 256 --node-size 2 -z 2 $( [ $sw = flat ] || echo $sw ) --zero-bucket 3330000 \
+            --dry-run --world 4 -x 3 -o "$tmp/bucket$sw" > "$tmp/bucket$sw.txt" 2>&1 || { tail "$tmp/bucket$sw.txt"; fail "the dry run, $sw"; }
+        n=$(python3 -c 'import json, sys; print({r["events"]["buckets"] for r in json.load(open(sys.argv[1]))["ranks"]})' \
+            "$tmp/bucket$sw/zero_report.json")
+        [ "$n" = "{3}" ] || fail "a bucket of the whole model, $sw: $n buckets in 3 steps on the ranks, not 3"
+    done
     # the dry run simulates two steps and predicts a run of -x steps from them
     for r in z3n z3pp; do
         for x in 4 3; do
