@@ -1,5 +1,6 @@
 // schedule.h: learning rate: linear warmup to the peak, then one of llm.c's schedules
-// (its llmc/schedulers.h) to final_frac * peak at the last step.
+// (its llmc/schedulers.h) towards final_frac * peak, which it reaches at step max_steps, one
+// past the last trained (llm.c's loop runs step = max_steps without training).
 #ifndef LLMC_SCHEDULE_H
 #define LLMC_SCHEDULE_H
 
