@@ -7,9 +7,14 @@
 # Logs go to $OUT (or ./gpu_logs). Pass part names to run a subset:
 #   tests quant bitwise matrix offload zeropp zero-toy bench-model bench-zero bench-wire
 set -u
+case "${1:-}" in -h|--help) sed -n '2,/^set -/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu_logs}; mkdir -p "$out"
-parts=${*:-tests quant bitwise matrix offload zeropp zero-toy bench-model bench-zero bench-wire}
+all="tests quant bitwise matrix offload zeropp zero-toy bench-model bench-zero bench-wire"
+parts=${*:-$all}
+for p in $parts; do   # a misspelt part would otherwise run nothing after the whole build
+    [[ " $all " == *" $p "* ]] || { echo "gpu_session.sh: unknown part '$p' (parts: $all; -h for help)" >&2; exit 2; }
+done
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 make -j"$(nproc)" cuda > "$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
 for p in $parts; do
@@ -25,6 +30,5 @@ for p in $parts; do
         bench-model) ./bench_gpt2cu 2>&1 | tee "$out/bench_model.txt" ;;
         bench-zero) bash dev/bench/bench_zero.sh 2>&1 | tee "$out/bench_zero.txt" ;;
         bench-wire) ./bench_wire_cuda 2>&1 | tee "$out/bench_wire.txt" ;;
-        *) echo "unknown part $p" ;;
     esac
 done

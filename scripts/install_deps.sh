@@ -3,6 +3,7 @@
 # or with sudo available). CUDA (nvcc, cuBLAS, cuDNN, NCCL) is expected to be present
 # already where GPU targets are wanted; everything else comes from Debian.
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^set -/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 # iproute2: ip and tc, for the cluster on one machine (scripts/cluster.sh); minimal images lack it
 pkgs=(build-essential libpcre2-dev libcjson-dev libcmocka-dev zlib1g-dev
       openmpi-bin libopenmpi-dev liburing-dev libssl-dev python3 python3-numpy python3-matplotlib iproute2)

@@ -3,6 +3,7 @@
 # rank, in one run (GPT-2 124M by default). Target: every stage within 2% of unsharded.
 #   dev/bench/bench_zero.sh [model=d12] [B=16] [T=1024] [steps=30]
 set -u
+case "${1:-}" in -h|--help) sed -n '2,/^set -/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 model=${1:-d12}; B=${2:-16}; T=${3:-1024}; steps=${4:-30}
 command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "SKIP: no CUDA device"; exit 0; }

@@ -10,6 +10,7 @@
 # 2 bytes of gradient element (fp32: 2 M'). The paper's 3M counts all three at fp16 and
 # a ring reduce-scatter; here the gradients go by all-to-all (flat, or two hops).
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^set -/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 tmp=$(mktemp -d)

@@ -13,6 +13,7 @@
 # vsllmc. BUILD_INFO records the commit and the toolkit's versions.
 # bundle.sh --sync-only: brings BUNDLE_SRC up to date with the working tree and stops.
 set -eu
+case "${1:-}" in -h|--help) sed -n '2,/^set -/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 llmc=${LLMC_DIR:+$(realpath -m "$LLMC_DIR")}
 cd "$(dirname "$0")/../.."
 sync_only=0

@@ -28,6 +28,7 @@
 # It copies the bundle's programs over this checkout's (meant for the lent machine's copy of
 # the tree) and puts stand-ins for make and apt-get first on the PATH.
 set -u
+case "${1:-}" in -h|--help) sed -n '2,/^set -/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 t0=$(date +%s)   # DEADLINE counts from here: the setup below is in it
 cd "$(dirname "$0")/../.."
 lanes=${*:-units bitwise matrix offload zeropp mainjob toy}

@@ -30,6 +30,7 @@
 #              the table has the steps it ran
 #   TRAINER    [./train_gpt2_zero]    LOGDIR [/tmp/offload_max]    OUT_MD [LOGDIR/offload_max.md]
 set -u
+case "${1:-}" in -h|--help) sed -n '2,/^set -/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
 model=${MODEL:-d50c4096h32} B=${B:-8} T=${T:-1024} accum=${ACCUM:-8} steps=${STEPS:-3} stage=${STAGE:-2} ratio=${RATIO:-0.6}

@@ -12,6 +12,7 @@
 # LOGDIR (default /tmp/sanitize), LANE_LEFT (seconds left: runs that would start with under
 # 20 s are listed as not run), RANK/WORLD_SIZE are set to one rank without MPI.
 set -u
+case "${1:-}" in -h|--help) sed -n '2,/^set -/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 tools=${*:-memcheck racecheck synccheck initcheck}
 san=${SANITIZER:-$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2> /dev/null | head -n 1)}
