@@ -778,7 +778,8 @@ void ds_config_usage(FILE *out, const char *indent) {
             } else if (k->kind == DS_LEGACY) {
                 snprintf(item, sizeof(item), "%s true|false (deprecated: %s cpu|none)", leaf, k->flag_name);
             } else if (k->kind == DS_PRECISION) {
-                snprintf(item, sizeof(item), "%s (enabled true: a note for bf16, a warning for fp16; fp32 on the CPU, bf16 on the GPU)", leaf);
+                snprintf(item, sizeof(item), "%s (enabled true: a %s; fp32 on the CPU, bf16 on the GPU)", leaf,
+                         strcmp(k->key, "fp16") == 0 ? "warning" : "note");
             } else if (k->kind == DS_PAIR) {
                 char e0[160], e1[160];
                 snprintf(e0, sizeof(e0), "%s[0]", k->key);
