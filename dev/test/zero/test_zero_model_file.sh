@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # -e MODEL.bin under ZeRO (mpirun -np 2): partition at init and a streamed export.
-#  - a run that starts from a model file holding exactly the descriptor's init trains
-#    bit-identically to the run that initializes from the descriptor (stages 1 and 3:
-#    final model files and losses), so each rank read the right values for its shards
+#  - a run that starts from a model file of trained values (which no seed's init gives)
+#    trains bit-identically to the unsharded run from that file (stages 1 and 3: final model
+#    files and losses), and at lr 0 exports the file unchanged, so each rank read the right
+#    values for its shards
 #  - the ranks together read each parameter byte of the file exactly once, rank 0 half
 #  - memory, as the kernel counts it (VmHWM), on a 101M-parameter model (387 MiB fp32):
 #    loading from the file peaks no higher than initializing from the descriptor (the
@@ -21,19 +22,22 @@ run() { # run OUT_NAME args...: mpirun -np 2, output in $tmp/OUT_NAME{,.txt}
 }
 mib() { sed -n "s/.*$2 \([0-9.]*\) MiB.*/\1/p" "$1" | head -n 1; }
 
-# 1. Bit-identical training from the file. lr 0 for one step leaves the parameters
-# exactly as initialized, so init/model_final.bin holds the descriptor's init.
+# 1. Bit-identical training from the file. One trained step makes init/model_final.bin hold
+# values no init gives, so a loader that fell back to the seed's init cannot pass.
 small=(-b 2 -t 32 -d 128 -v 0 -s 0 --threads 1 --seed 7)
-run init -e d2c64h2t64 "${small[@]}" -x 1 -l 0 -z 3
+run init -e d2c64h2t64 "${small[@]}" -x 1 -l 1e-3 -u 0 -z 3
+./train_gpt2 -e "$tmp/init/model_final.bin" "${small[@]}" -x 6 -o "$tmp/ref" > "$tmp/ref.txt" 2>&1 \
+    || { tail "$tmp/ref.txt"; fail "the unsharded run from the model file failed"; }
 for stage in 1 3; do
-    run desc_z$stage -e d2c64h2t64 "${small[@]}" -x 6 -z $stage
     run file_z$stage -e "$tmp/init/model_final.bin" "${small[@]}" -x 6 -z $stage
-    cmp -s "$tmp/desc_z$stage/model_final.bin" "$tmp/file_z$stage/model_final.bin" \
-        || fail "stage $stage: training from the model file differs from training from the descriptor"
-    diff <(losses "$tmp/desc_z$stage") <(losses "$tmp/file_z$stage") > /dev/null \
-        || fail "stage $stage: losses from the model file differ from the descriptor's"
+    cmp -s "$tmp/ref/model_final.bin" "$tmp/file_z$stage/model_final.bin" \
+        || fail "stage $stage: training from the model file differs from the unsharded run from it"
+    diff <(losses "$tmp/ref") <(losses "$tmp/file_z$stage") > /dev/null \
+        || fail "stage $stage: losses from the model file differ from the unsharded run's"
 done
-echo "training from the model file == from the descriptor's init (stages 1, 3; 6 steps; bit-identical)"
+run lr0 -e "$tmp/init/model_final.bin" "${small[@]}" -x 1 -l 0 -z 3
+cmp -s "$tmp/init/model_final.bin" "$tmp/lr0/model_final.bin" || fail "stage 3 at lr 0 did not export the file it loaded"
+echo "training from a model file of trained values == the unsharded run from it (stages 1, 3; 6 steps; bit-identical)"
 
 # 2. Who read what: "rank 0 read R of its P parameter bytes, all ranks A".
 line=$(grep "^model file '$tmp/init/model_final.bin': rank 0 read" "$tmp/file_z3.txt") || fail "no bytes-read line"
@@ -45,7 +49,7 @@ echo "2 ranks read the $total parameter bytes exactly once between them; rank 0:
 
 # 3. Memory on a model where a full copy shows: d24c512, 101M parameters.
 big=(-b 1 -t 16 -d 32 -x 1 -v 0 -s 0 -z 3)
-run big_desc -e d24c512h8t64 "${big[@]}" -l 0
+run big_desc -e d24c512h8t64 "${big[@]}" -l 1e-3 -u 0   # a trained step: values no init gives
 model="$tmp/big_desc/model_final.bin"
 run big_file -e "$model" "${big[@]}" -l 0
 cmp -s "$model" "$tmp/big_file/model_final.bin" || fail "d24c512: the file loaded and exported again (lr 0) changed"
