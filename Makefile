@@ -194,12 +194,13 @@ $(BUILD)/model_diff: dev/tools/model_diff.c $(BUILD)/libllmc.a
 $(BUILD)/model_bf16: dev/tools/model_bf16.c $(BUILD)/libllmc.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -o $@
 
+# Each test records what it includes (-MMD: a zero/ source some include directly, headers),
+# so that it rebuilds when any of them changes.
 $(BUILD)/tests/%: %.c dev/test/common/test_util.h $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d $< $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
+-include $(wildcard $(BUILD)/tests/*.d)
 
-# Unit tests that include a zero/ source directly rebuild when it changes.
-$(BUILD)/tests/test_zero_nvme: zero/io/nvme.c zero/io/nvme.h
 # The PyTorch reference's reader.
 $(BUILD)/tests/test_gpt2_ref: dev/ref/gpt2_ref.h
 
@@ -209,7 +210,7 @@ ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding $(BUILD)/tests/test_grad_norm
 $(BUILD)/tests/test_zero_wire $(BUILD)/tests/test_backend_ops: dev/test/zero/wire_ref.h dev/test/zero/quant_cases.h
 $(ZERO_TEST_BIN): $(BUILD)/tests/%: %.c dev/test/common/test_util.h $(BUILD)/libzero.a $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
+	$(MPICC) $(CFLAGS) -MMD -MP -MF $@.d $< $(BUILD)/libzero.a $(BUILD)/libllmc.a $(LDLIBS) -lcmocka -o $@
 
 # The CPU suite: unit tests (cmocka) and end-to-end trainer checks (shell), one summary.
 # the emulated device: make emu (dev/cuda_emu/)

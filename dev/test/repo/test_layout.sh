@@ -86,7 +86,9 @@ expect_violation row-state "zero/offload.c:[0-9]*: writes a tensor's reduce mark
 
 # the fork diff: what a user adds to an llm.c-style CUDA trainer to plug zero/ in stays short,
 # at most 150 changed lines (zero/README.md promises it)
+[ -f train_gpt2.cu ] && [ -f train_gpt2_zero.cu ] || fail "train_gpt2.cu or train_gpt2_zero.cu is missing"
 fork=$(diff train_gpt2.cu train_gpt2_zero.cu | grep -c '^[<>]')
+[ "$fork" -gt 0 ] || fail "diff train_gpt2.cu train_gpt2_zero.cu finds no changed line: the fork adds nothing?"
 [ "$fork" -le 150 ] || fail "the fork diff (diff train_gpt2.cu train_gpt2_zero.cu) is $fork changed lines, over 150"
 echo "fork diff: $fork changed lines (at most 150)"
 

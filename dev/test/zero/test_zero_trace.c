@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 #include <cjson/cJSON.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "../../../zero/trace.c"
@@ -112,8 +113,24 @@ static void test_step_larger_than_the_ring(void **state) {
     zero_trace_step(1);
     spans(ZERO_TRACE_EVENTS + 10);
     int first, last;
+    char path[4200], said[512] = "";
+    snprintf(path, sizeof path, "%s/stderr.txt", g_dir);
+    fflush(stderr);
+    int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);   // the line goes to stderr
+    assert_true(saved >= 0 && fd >= 0 && dup2(fd, 2) == 2);
     written(&first, &last, NULL, 1);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(said, 1, sizeof said - 1, f);
+    said[n] = '\0';
+    fclose(f);
     assert_true(first > last);
+    if (!strstr(said, "holds no whole step: step 1 alone took more than the ring's"))
+        fail_msg("no line says the trace holds no whole step; stderr: '%s'", said);
     zero_trace_stop();
 }
 
