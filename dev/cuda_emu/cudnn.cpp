@@ -33,6 +33,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <algorithm>
@@ -1580,7 +1581,19 @@ cudnnStatus_t execute(cudnnContext *h, const Desc &plan, const Desc &pack) {
 
 extern "C" {
 
-size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
+// CUDA_EMU_CUDNN_VERSION=N: the version reported, as another runtime cuDNN would report it,
+// for the callers' decisions by version (the emulated library itself stays this one).
+size_t cudnnGetVersion(void) {
+    const char *v = getenv("CUDA_EMU_CUDNN_VERSION");
+    if (v && *v) {
+        char *end;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (*end == '\0' && n > 0) return (size_t)n;
+        fprintf(stderr, "cuda_emu: CUDA_EMU_CUDNN_VERSION=%s is not a cudnnGetVersion() number (9.14.0 is 91400)\n", v);
+        exit(EXIT_FAILURE);
+    }
+    return CUDNN_VERSION;
+}
 
 const char *cudnnGetErrorString(cudnnStatus_t status) { return status_name(as_int(status)); }
 

@@ -685,19 +685,7 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_byte
 
     char detail[256];
     const size_t version = cudnnGetVersion();
-    if (version < 90000) {
-        snprintf(detail, sizeof(detail), "runtime cuDNN %zu is older than 9.0", version);
-        return unsupported(e, "", detail);
-    }
-    if (!attention_cudnn_backward_ok(version)) {
-        char name[32];
-        attention_cudnn_version_name(version, name, sizeof(name));
-        snprintf(detail, sizeof(detail),
-                 "runtime cuDNN %s (%zu) has a known bad bf16 attention backward; the plain kernels run "
-                 "instead (cuDNN 9.10.2 or newer is fine)", name, version);
-        return unsupported(e, "", detail);
-    }
-    if (HS % 8 != 0) return unsupported(e, "", "head size must be a multiple of 8 (16-byte aligned rows)");
+    if (!attention_cudnn_rules(version, T, HS, detail, sizeof(detail))) return unsupported(e, "", detail);
 
     int device = 0;
     cudaDeviceProp prop;
@@ -709,14 +697,6 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_byte
                  prop.major, prop.minor);
         return unsupported(e, "", detail);
     }
-    // Before 9.15.1 the fused backward needed an explicit padding mask when the key length is not
-    // a multiple of 128; that variant is not built here.
-    if (version < 91501 && T % 128 != 0) {
-        snprintf(detail, sizeof(detail), "runtime cuDNN %zu needs T %% 128 == 0 for the fused backward (T=%d)",
-                 version, T);
-        return unsupported(e, "", detail);
-    }
-
     if (g_handle == nullptr) {
         cudnnStatus_t st = cudnnCreate(&g_handle);
         if (st != CUDNN_STATUS_SUCCESS) {

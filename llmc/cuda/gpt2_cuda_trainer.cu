@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <cudnn.h>
+
+#include "attention_cudnn_version.h"
 #include "../model/gpt2_model_file.h"
 #include "matmul_cublaslt.h"
 #include "../run/memory_table.h"
@@ -124,7 +127,12 @@ size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConf
     GPT2CudaOptions opt = {cfg->recompute, cfg->use_cudnn, cfg->seed, 1, cfg->act_checkpoint, cfg->act_offload,
                            cfg->tile_linear, cfg->tile_vocab, 0};
     gpt2_cuda_check_flags(c, &opt);
-    int cudnn = cfg->use_cudnn && (c->channels / c->num_heads) % 8 == 0;
+    // cuDNN's attention where this runtime cuDNN's rules allow it (the device's, sm_80 or
+    // newer, is assumed: a dry run may have no GPU)
+    char no_cudnn[256] = "";
+    int cudnn = cfg->use_cudnn &&
+                attention_cudnn_rules(cudnnGetVersion(), cfg->T, c->channels / c->num_heads, no_cudnn, sizeof no_cudnn);
+    if (cfg->use_cudnn && !cudnn) printf("attention: the plain kernels, as a live run would take them: %s\n", no_cudnn);
     size_t ws = cudnn ? gpt2_cuda_cudnn_workspace_estimate(c, cfg->B, cfg->T) : 0;
     GPT2CudaMemory mem;
     gpt2_cuda_memory(c, cfg->B, cfg->T, &opt, cudnn, ws, &mem);

@@ -54,6 +54,32 @@ static void test_version_name(void **state) {
     assert_string_equal(buf, "9.15.1");
 }
 
+// The rules a dry run applies without a GPU, case by case: cuDNN 8, the bad backward, a head
+// size off 16-byte rows, and T off 128 before 9.15.1; each refusal says why.
+static void test_rules(void **state) {
+    (void)state;
+    const struct { size_t version; int T, HS, ok; const char *why; } cases[] = {
+        {8907, 1024, 64, 0, "older than 9.0"},
+        {v9(10, 0), 1024, 64, 0, "known bad bf16 attention backward"},
+        {v9(10, 1), 1024, 64, 0, "9.10.1"},
+        {v9(10, 2), 1024, 64, 1, ""},
+        {v9(19, 0), 1024, 60, 0, "multiple of 8"},
+        {v9(19, 0), 1024, 8, 1, ""},
+        {v9(14, 0), 64, 64, 0, "T % 128 == 0"},
+        {v9(15, 0), 1000, 64, 0, "(T=1000)"},
+        {v9(15, 0), 256, 64, 1, ""},
+        {v9(15, 1), 64, 64, 1, ""},
+        {v9(19, 0), 63, 128, 1, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char why[256] = "";
+        int ok = attention_cudnn_rules(cases[i].version, cases[i].T, cases[i].HS, why, sizeof why);
+        if (ok != cases[i].ok || (!ok && !strstr(why, cases[i].why)))
+            fail_msg("cuDNN %zu, T=%d, HS=%d: %d (%s), want %d (%s)", cases[i].version, cases[i].T, cases[i].HS, ok, why,
+                     cases[i].ok, cases[i].why);
+    }
+}
+
 // One finite mask value for every version: the lowest float, whose softmax weight is 0.
 static void test_mask_value_is_lowest_finite_float(void **state) {
     (void)state;
@@ -70,6 +96,7 @@ int main(void) {
         cmocka_unit_test(test_neighbours_accepted),
         cmocka_unit_test(test_all_of_cudnn_9),
         cmocka_unit_test(test_version_name),
+        cmocka_unit_test(test_rules),
         cmocka_unit_test(test_mask_value_is_lowest_finite_float),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
