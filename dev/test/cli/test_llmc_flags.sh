@@ -225,6 +225,7 @@ if [ -x "$EMU/train_gpt2cu" ] && [ -x "$EMU/train_gpt2_zero" ]; then
         if awk -v a="$l" 'BEGIN {exit !(a < 4)}'; then ok "emulated train_gpt2_zero -a 1: loss $l after 15 steps (from 10.8)"
         else bad "emulated train_gpt2_zero -a 1: loss $l after 15 steps, expected < 4"; fi
     else tail -n 3 "$tmp/eza.txt"; bad "emulated train_gpt2_zero failed"; fi
-else echo "SKIP the CUDA trainers emulated: $EMU not built (make emu)"; fi
+elif [ -n "${EMU_DIR:-}" ]; then bad "the emulated trainers are not in EMU_DIR=$EMU_DIR"   # make test built them
+else echo "(the CUDA trainers emulated not run: $EMU not built, make emu)"; fi
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
