@@ -226,6 +226,7 @@ static void *worker_main(void *arg) {
             int op = s->op;
             ZeroTicket t = s->ticket;
             size_t done = s->done;
+            n->stats.transfers++;
             pthread_mutex_unlock(&n->mu);
             if (n->jitter) jitter(n, t, done);
             ssize_t r = op == OP_READ ? pread(n->fd, p, len, off) : pwrite(n->fd, p, len, off);
@@ -256,6 +257,7 @@ static void uring_issue_locked(ZeroNvme *n, NvmeSlot *s) {
         if (s->op == OP_READ) io_uring_prep_read(sqe, n->fd, s->buf + s->done, (unsigned)len, s->offset + s->done);
         else io_uring_prep_write(sqe, n->fd, s->buf + s->done, (unsigned)len, s->offset + s->done);
         io_uring_sqe_set_data(sqe, s);
+        n->stats.transfers++;
         int r;
         do r = io_uring_submit(&n->ring);   // a refused submit leaves the entry queued: retry it
         while (r == -EINTR || r == -EAGAIN || r == -EBUSY);

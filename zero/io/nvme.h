@@ -99,6 +99,8 @@ const char *zero_nvme_path(const ZeroNvme *n);    // the (unlinked) file's path,
 typedef struct {
     uint64_t bytes_read, bytes_written;   // completed
     uint64_t reads, writes;
+    uint64_t transfers;                    // read and write calls made: a request moves in blocks of
+                                           //   at most block_bytes (and a short one takes another)
     double busy_s;                         // wall time with at least one request in flight on
                                            //   this engine or a sibling (the file's, counted once)
 } ZeroNvmeStats;

@@ -817,6 +817,8 @@ static void test_block_bytes(void **state) {
     ZeroNvmeStats st;
     zero_nvme_stats(n, &st);
     assert_true(st.reads == 1 && st.writes == 1 && st.bytes_read == 512 * KiB && st.bytes_written == 512 * KiB);
+    if (st.transfers != 2 * 64) fail_msg("%s: %llu read and write calls for two requests of 64 blocks", engine,
+                                         (unsigned long long)st.transfers);
     zero_nvme_close(n);
     cfg.num_buffers = 0;
     cfg.block_bytes = 0;   // the default: no note
