@@ -175,13 +175,16 @@ void zero_group_peers(const ZeroComm *c, ZeroGroup g, uint64_t *intra, uint64_t 
 // nothing.
 void zero_coll_begin_to_root(ZeroComm *c, ZeroCollOp op, uint64_t bytes, const char *what);
 void zero_coll_end(ZeroComm *c);
+// The same watch without a collective, for waits on the peers such as a communicator's
+// teardown; ended by zero_coll_end.
+void zero_watch_begin(ZeroComm *c, const char *what);
 // 1 once the watchdog has begun ending the job (it then aborts the device library, which
 // releases waits on the stalled collective with no result in them). Code that waits on
 // device work calls zero_comm_park_if_ending() after the wait: while the job ends, it never
 // returns, so nothing goes on from an aborted collective's buffers.
 int zero_comm_ending(void);
 void zero_comm_park_if_ending(void);
-// Tests: this rank sleeps `seconds` inside its next collective (to trip the watchdog).
+// Tests: this rank sleeps `seconds` inside its next collective or watched wait (to trip the watchdog).
 void zero_comm_inject_stall(ZeroComm *c, double seconds);
 
 // MPI over host memory (comm_mpi.c), used by the host backend. Each part moves `count`

@@ -110,9 +110,13 @@ static void *watch(void *arg) {
             if (t >= deadline) {
                 // Timed out: say what hung, then take the whole job down (the other ranks
                 // are most likely blocked in the same collective and would wait forever).
-                fprintf(stderr, "rank %d: collective %s on %llu bytes timed out after %.1f s (%s)\n",
-                        w->comm->rank, zero_coll_name(old->op), (unsigned long long)old->bytes, t - old->start,
-                        old->what);
+                if (old->op == ZERO_COLL_NUM)
+                    fprintf(stderr, "rank %d: %s timed out after %.1f s (waiting on the other ranks: one may have "
+                            "died)\n", w->comm->rank, old->what, t - old->start);
+                else
+                    fprintf(stderr, "rank %d: collective %s on %llu bytes timed out after %.1f s (%s)\n",
+                            w->comm->rank, zero_coll_name(old->op), (unsigned long long)old->bytes, t - old->start,
+                            old->what);
                 fflush(stderr);
                 watchdog_end_job(w->comm);
             }
@@ -198,13 +202,9 @@ static WatchSlot *slot_of(struct ZeroWatchdog *w, int take) {
     return take ? free_slot : NULL;
 }
 
-// Counts the bytes (atomically: collectives run on several threads), arms the calling
-// thread's watchdog slot, and runs the stall test hook.
-static void coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t intra, uint64_t inter, const char *what) {
-    ZeroCollBytes *s = &c->sent[op];
-    __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&s->intra_bytes, intra, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&s->inter_bytes, inter, __ATOMIC_RELAXED);
+// Arms the calling thread's watchdog slot (op ZERO_COLL_NUM: waiting on the peers outside a
+// collective) and runs the stall test hook.
+static void watch_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes, const char *what) {
     struct ZeroWatchdog *w = c->watchdog;
     if (w) {
         pthread_mutex_lock(&w->mu);
@@ -212,7 +212,7 @@ static void coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t intra, uint64_t inte
         if (sl && sl->depth++ == 0) {
             sl->start = now_s();
             sl->op = op;
-            sl->bytes = intra + inter;
+            sl->bytes = bytes;
             snprintf(sl->what, sizeof sl->what, "%s", what ? what : "");
             // Woken only when it would sleep past this deadline: with a device attached it
             // polls every poll_s anyway, and a wake per collective would run a whole device
@@ -228,6 +228,17 @@ static void coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t intra, uint64_t inte
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
     }
 }
+
+// Counts the bytes (atomically: collectives run on several threads), then watch_begin.
+static void coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t intra, uint64_t inter, const char *what) {
+    ZeroCollBytes *s = &c->sent[op];
+    __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->intra_bytes, intra, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->inter_bytes, inter, __ATOMIC_RELAXED);
+    watch_begin(c, op, intra + inter, what);
+}
+
+void zero_watch_begin(ZeroComm *c, const char *what) { watch_begin(c, ZERO_COLL_NUM, 0, what); }
 
 void zero_coll_begin(ZeroComm *c, ZeroCollOp op, uint64_t bytes_per_peer, const char *what) {
     zero_coll_begin_group(c, ZERO_GROUP_WORLD, op, bytes_per_peer, what);

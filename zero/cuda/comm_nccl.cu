@@ -520,8 +520,12 @@ void zero_nccl_free(ZeroNccl *n) {
     if (!n) return;
     ZeroComm *c = n->c;
     if (c->dev == &n->hooks) zero_comm_attach_device(c, NULL);   // the watchdog lets go first
+    // destroying a communicator finalizes it, which waits for its queued operations and so
+    // for the peers: one that died would hold this rank here, so the watchdog times it
+    zero_watch_begin(c, "releasing the NCCL communicators");
     CUDA_OK(c, cudaStreamSynchronize(n->own), "releasing the NCCL communicators");
     release(n);
+    zero_coll_end(c);
 }
 
 // ---------------------------------------------------------------- collectives

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The logic of dev/test/zero/gpu_zero.sh (zero/'s CUDA backend at 1, 2 and 4 ranks on one
-# GPU, the launches without MPI, the refusals and the two deaths) with PREBUILT, as the
+# GPU, the launches without MPI, the refusals and the deaths) with PREBUILT, as the
 # lent machine's lane toy runs it, on the emulated builds of gpu_zero_toy and
 # gpu_backend_ops: every case passes and the script exits 0; a rank whose checks fail makes
 # its case FAIL and the exit 1; a PREBUILT folder without the programs is refused by name.
@@ -12,7 +12,7 @@ export CUDA_EMU_QUIET=1
 PREBUILT=$EMU LIMIT=200 bash dev/test/zero/gpu_zero.sh np1 np2 np4 env errors bootstrap deaths > "$tmp/all.txt" 2>&1
 rc=$?
 cases=("collectives, 1 rank" "all, 1 rank" "all, 2 ranks" "all, 4 ranks" "collectives, 2 ranks without MPI"
-       "collectives, 3 ranks without MPI" "errors, 2 ranks" "bootstrap over file" "bootstrap over tcp" "timeout" "queued" "ring" "misuse")
+       "collectives, 3 ranks without MPI" "errors, 2 ranks" "bootstrap over file" "bootstrap over tcp" "timeout" "teardown" "queued" "ring" "misuse")
 missing=()
 for c in "${cases[@]}"; do grep -q "^PASS: $c" "$tmp/all.txt" || missing+=("$c"); done
 if [ $rc -eq 0 ] && [ ${#missing[@]} -eq 0 ] && ! grep -q "^FAIL" "$tmp/all.txt"

@@ -3,7 +3,8 @@
 # dev/test/zero/test_backend_ops.c and runs them: every backend kernel against its C reference, the NCCL collectives (also in the ZeRO++ groups, at every node size and hpZ size
 # that divides the world: 4 ranks include nodes of 2 with hpZ 2), and mpi_zero_toy.c's
 # stage 0-3 checks at 1, 2 and 4 ranks sharing one GPU; then the refusals and the two
-# deaths (a collective stalled past the watchdog's timeout, a hook called out of order), with
+# deaths (a collective stalled past the watchdog's timeout, a hang in the communicators'
+# teardown, a hook called out of order), with
 # the watchdog's non-death (a collective queued behind slow work) and its full ring (a
 # stalled collective among 256 is still watched).
 # Ranks start under mpirun when there is one, else as processes with RANK / WORLD_SIZE /
@@ -240,6 +241,10 @@ death() {
 # One rank sleeps 20 s inside an all-reduce; the watchdog (timeout 1 s) must end the job
 # with its message: the stalled rank from the host side, the other from the GPU side.
 death timeout 20 "^rank [01]: collective all_reduce on 8 bytes timed out after [0-9.]+ s"
+
+# The last rank hangs 20 s in the NCCL communicators' teardown (as behind a peer that died):
+# the watchdog (timeout 1 s) still watches there and ends the job, naming it.
+death teardown 20 "^rank 1: releasing the NCCL communicators timed out after [0-9.]+ s"
 
 # An all-gather queued behind 3 s of earlier work under the same 1 s watchdog is not stuck:
 # its clock starts when that work is done, and it completes.

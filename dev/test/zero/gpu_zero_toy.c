@@ -532,8 +532,9 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "ring")) run_ring(comm);
     if (!all && strcmp(mode, "collectives") && strcmp(mode, "groups") && strcmp(mode, "train") &&
         strcmp(mode, "errors") && strcmp(mode, "timeout") && strcmp(mode, "misuse") && strcmp(mode, "queued") &&
-        strcmp(mode, "ring")) {
-        fprintf(stderr, "usage: %s [all|collectives|groups|train|errors|timeout|misuse|queued|ring|bootstrap]\n", argv[0]);
+        strcmp(mode, "ring") && strcmp(mode, "teardown")) {
+        fprintf(stderr, "usage: %s [all|collectives|groups|train|errors|timeout|misuse|queued|ring|teardown|bootstrap]\n",
+                argv[0]);
         rc = 2;
     }
     double f[2] = {(double)fails, (double)passes};   // every rank learns whether any failed
@@ -541,6 +542,10 @@ int main(int argc, char **argv) {
     if (comm->rank == 0)   // the last line in the form dev/test/run_tests.sh reads
         printf("gpu_zero_toy %s: %d ranks\n%.0f passed, %.0f failed\n", mode, comm->world, f[1], f[0]);
     mirrors_free();
+    if (!strcmp(mode, "teardown")) {   // the last rank hangs in the communicators' teardown, as behind a dead peer
+        zero_comm_set_timeout(comm, 1.0);
+        if (comm->rank == comm->world - 1) zero_comm_inject_stall(comm, 20.0);
+    }
     zero_backend_cuda_free(gpu_b);
     cudaStreamDestroy(gpu_main);
     zero_comm_free(comm);
