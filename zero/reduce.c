@@ -48,25 +48,34 @@ static size_t wire_rec(const Zero *z, const ZeroTensorState *t) {
     return zero_wire_record_bytes(z->reduce.wire, z->cfg.grad_dtype, t->lay->split.shard, z->reduce.qgz_block);
 }
 
-static void init_pp(Zero *z) {
-    // the records of any group reduce_list forms (at most staging_elems padded elements), or
-    // the largest tensor's; within the staging buffer (hop 1 lands there), which records never
-    // exceed (they are no larger than their gradients). A group's slices each pad their
-    // payload and scales to 16 bytes and may end in a partial block's scale (36 bytes at most
-    // beyond one record of the group's share), in at most one tensor per 16 elements a rank.
-    size_t staging = z->reduce.hop_bytes, S = z->reduce.staging_elems, N = (size_t)z->world;
-    size_t count = S / (16 * N) + 1;
-    if (count > (size_t)z->num_tensors) count = (size_t)z->num_tensors;
-    z->reduce.hop_bytes = N * zero_wire_record_bytes(z->reduce.wire, z->cfg.grad_dtype, (S + N - 1) / N, z->reduce.qgz_block) +
-                          36 * N * count;
+static int by_size(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+// The most bytes the records of a group of at most S padded elements take (reduce_list's
+// groups): one record of the group's share a rank, and up to 24 bytes more per tensor slice
+// (shards are multiples of 16 elements: a payload pads at most 8 bytes to 16, the scales
+// 12, and a partial block adds one scale), in as many tensors as fit in S, smallest first.
+// Every rank's slices of a tensor, or the largest tensor's, when that is more.
+static size_t group_records_bound(Zero *z, size_t S) {
+    const size_t N = (size_t)z->world;
+    size_t *padded = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(size_t), "bucket lists");
+    size_t largest = 0, count = 0, sum = 0;
     for (int i = 0; i < z->num_tensors; i++) {
-        size_t b = N * wire_rec(z, &z->t[i]);   // its slices' records, every rank's
-        if (b > staging)
-            zero_fail(z, "internal: the records of %s (%zu bytes) exceed the staging buffer (%zu bytes)", z->t[i].name,
-                      b, staging);
-        if (b > z->reduce.hop_bytes) z->reduce.hop_bytes = b;
+        padded[i] = z->t[i].lay->split.padded;
+        size_t b = N * wire_rec(z, &z->t[i]);
+        if (b > largest) largest = b;
     }
-    if (z->reduce.hop_bytes > staging) z->reduce.hop_bytes = staging;
+    qsort(padded, (size_t)z->num_tensors, sizeof(size_t), by_size);
+    while (count < (size_t)z->num_tensors && sum + padded[count] <= S) sum += padded[count++];
+    free(padded);
+    size_t bound = N * zero_wire_record_bytes(z->reduce.wire, z->cfg.grad_dtype, (S + N - 1) / N, z->reduce.qgz_block) +
+                   24 * N * count;
+    return bound > largest ? bound : largest;
+}
+
+static void init_pp(Zero *z) {
     size_t hop2 = z->reduce.hop_bytes / (size_t)z->comm->local_size + 64;   // a bucket's share for one local rank
     z->reduce.hop1_send = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, z->reduce.hop_bytes, "gradient records (first hop)");
     if (z->comm->num_nodes > 1 && z->comm->local_size > 1)   // else hop 2 sends hop 1's packing or nothing
@@ -197,14 +206,20 @@ static void reduce_fast(Zero *z, const int *list, int n, const char *what) {
 
 // Reduces tensors list[0..n) (their gradients live at z->t[i].grad) in groups of at most
 // staging_elems padded elements (or one larger tensor), one bucket (and event) per group,
-// whatever the wire: the two hops' buffers hold any such group's records (init_pp).
+// whatever the wire: the two hops' buffers hold any such group's records.
 static void reduce_list(Zero *z, const int *list, int n) {
     const ZeroBackend *b = z->b;
     for (int g0 = 0; g0 < n;) {
-        size_t used = 0, cap = z->reduce.staging_elems;
+        size_t used = 0, bytes = 0, cap = z->reduce.staging_elems;
         int g1 = g0;
-        while (g1 < n && (g1 == g0 || used + z->t[list[g1]].lay->split.padded <= cap))
-            used += z->t[list[g1++]].lay->split.padded;
+        while (g1 < n) {   // (two hops: within cap elements the records fit, group_records_bound)
+            const ZeroTensorState *t = &z->t[list[g1]];
+            size_t e = t->lay->split.padded, r = z->reduce.two_hops ? (size_t)z->world * wire_rec(z, t) : 0;
+            if (g1 > g0 && (used + e > cap || bytes + r > z->reduce.hop_bytes)) break;
+            used += e;
+            bytes += r;
+            g1++;
+        }
         // a free event slot, and room in the deferred list for this group's blocks
         while (z->reduce.bucket_next - z->reduce.bucket_done == (uint64_t)z->reduce.bucket_slots ||
                (z->stage >= 2 && z->reduce.num_deferred + (g1 - g0) > z->reduce.deferred_cap))
@@ -381,8 +396,11 @@ void zero_reduce_init(Zero *z, size_t pool_elems) {
     r->staging_elems = z->cfg.bucket_elems > largest ? z->cfg.bucket_elems : largest;
     size_t staging_bytes = r->staging_elems * z->grad_size;
     if (largest * sizeof(float) > staging_bytes) staging_bytes = largest * sizeof(float);
+    // two hops: the first hop's records of a group land here (as large as the gradient or
+    // less, except int4 at blocks under 4 of bf16 gradients)
+    r->hop_bytes = r->two_hops ? group_records_bound(z, r->staging_elems) : 0;
+    if (r->hop_bytes > staging_bytes) staging_bytes = r->hop_bytes;
     r->staging = zero_alloc(z, ZERO_MEM_DEVICE, ZERO_USE_BUFFERS, staging_bytes, "collective staging buffer");
-    r->hop_bytes = staging_bytes;   // the most the two-hop path may use (init_pp)
     r->pending = zero_host_alloc(z, (size_t)z->num_tensors * sizeof(int), "bucket lists");
     r->sums = zero_host_alloc(z, (size_t)z->num_tensors * sizeof *r->sums, "bucket lists");
     r->deferred_cap = 2 * z->num_tensors;

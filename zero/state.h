@@ -245,7 +245,7 @@ typedef struct {
     int qgz_block;
     void *hop1_send;           // hop 1's packed send (hop 1 lands in staging)
     void *hop2_send, *hop2_recv;
-    size_t hop_bytes;          // capacity of hop1_send and of staging, in bytes
+    size_t hop_bytes;          // capacity of hop1_send (staging holds as much or more), in bytes
     uint64_t buckets;
 } ZeroReduce;
 
