@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ZeRO++'s cross-node traffic (paper 001, section 3.4, table 1: ZeRO-3 3M -> ZeRO++ 0.75M):
 # bytes a rank sends to other nodes per step, by flow, for stage 3 and each switch.
-#   1. dry run: GPT-2 d12 (124M) on 16 ranks in 2 nodes of 8, with train_gpt2_zero's dtypes
+#   1. dry run: GPT-2 d12 (124M) on 16 ranks in 2 nodes of 8, a step after the first, with train_gpt2_zero's dtypes
 #      (bf16 weights, fp32 gradients) when it is built, else the CPU trainer's (fp32, fp32)
 #   2. live: the CPU trainer, 4 ranks as 2 logical nodes of 2, bundled data, 3 steps
 # Units: M' = the bytes of stage 3's forward all-gather that cross nodes (each rank sends
@@ -40,7 +40,7 @@ PY
 dirs=()
 for k in "${!switches[@]}"; do
     d="$tmp/dry$k"
-    $trainer -e d12 -z 3 --dry-run --world 16 --node-size 8 ${switches[$k]} -o "$d" > "$d.txt" 2>&1 \
+    $trainer -e d12 -z 3 --dry-run --world 16 --node-size 8 -x -1 ${switches[$k]} -o "$d" > "$d.txt" 2>&1 \
         || { tail -5 "$d.txt"; exit 1; }
     echo "${switches[$k]}" > "$d/switches"
     dirs+=("$d")

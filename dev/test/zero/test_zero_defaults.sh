@@ -49,7 +49,7 @@ done
 
 # d48, stage 3, defaults, gradient accumulation 2 (the first micro-step records the fetch
 # order, the second can gather ahead): the window gathers ahead
-./train_gpt2 -z 3 --dry-run --world 8 -e d48 -b 8 -t 1024 -d $((8 * 1024 * 8 * 2)) -o "$tmp/d48" > /dev/null 2>&1 || fail "d48 dry run"
+./train_gpt2 -z 3 --dry-run --world 8 -e d48 -b 8 -t 1024 -d $((8 * 1024 * 8 * 2)) -x 1 -o "$tmp/d48" > /dev/null 2>&1 || fail "d48 dry run"
 python3 - "$tmp/d48/zero_report.json" <<'EOF' || fail "d48 stage 3 prefetches nothing at the defaults"
 import json, sys
 r = json.load(open(sys.argv[1]))["ranks"][0]["events"]
