@@ -406,8 +406,34 @@ static void test_export_slice_by_slice(void **state) {
     free(p);
 }
 
+// The bf16 the model files store is fp32 rounded to nearest, ties to even, NaNs quiet: bits
+// worked out by hand, so the range reads and the writer below (which use the same
+// conversion for their expected values) rest on a checked rounding.
+static void test_bf16_rounding_known_bits(void **state) {
+    (void)state;
+    static const struct { uint32_t f32; uint16_t bf16; } cases[] = {
+        {0x3f800000u, 0x3f80},   // 1
+        {0x3f808000u, 0x3f80},   // 1 + 2^-8: halfway, to the even 0x3f80
+        {0x3f80c000u, 0x3f81},   // 1 + 2^-8 + 2^-9: above halfway, up
+        {0x3f818000u, 0x3f82},   // halfway above the odd 0x3f81: up to the even
+        {0x3f817fffu, 0x3f81},   // just below halfway: down
+        {0xbfc00000u, 0xbfc0},   // -1.5, exact
+        {0x7f7fffffu, 0x7f80},   // the largest float rounds to infinity
+        {0x00000001u, 0x0000},   // the smallest subnormal rounds to zero
+        {0x7fc00001u, 0x7fc0},   // a quiet NaN stays one
+        {0x7f800001u, 0x7fc0},   // a signalling NaN comes out quiet, not infinity
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float x;
+        memcpy(&x, &cases[i].f32, 4);
+        uint16_t got = gpt2_f32_to_bf16(x);
+        if (got != cases[i].bf16) fail_msg("fp32 0x%08x: bf16 0x%04x, want 0x%04x", cases[i].f32, got, cases[i].bf16);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bf16_rounding_known_bits),
         cmocka_unit_test(test_wrapping_header_refused),
         cmocka_unit_test(test_header_fields_bounded),
         cmocka_unit_test(test_descriptors),

@@ -46,6 +46,8 @@ train() {
     # a run said to be under jitter must be (the seed reaches the ranks, and the backend took it)
     [ -z "${ZERO_HOST_JITTER:-}" ] || grep -qF "jitter is on (ZERO_HOST_JITTER=$ZERO_HOST_JITTER)" "$out.txt" \
         || fail "$*: ZERO_HOST_JITTER=$ZERO_HOST_JITTER, and no start-up line says jitter is on"
+    [ -z "${ZERO_NVME_JITTER:-}" ] || grep -qF "forced by ZERO_NVME_JITTER=$ZERO_NVME_JITTER" "$out.txt" \
+        || fail "$*: ZERO_NVME_JITTER=$ZERO_NVME_JITTER, and the NVMe engine's line does not say it"
 }
 same() {   # same BASE OUT WHAT
     cmp -s "$1/model_final.bin" "$2/model_final.bin" || fail "$3: the final parameters differ from the run without offload"
