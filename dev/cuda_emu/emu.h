@@ -35,6 +35,10 @@
 
 namespace emu {
 
+// SIGSEGV and SIGBUS name the kernel, block and thread they hit (kernels.cpp), unless the
+// program or a sanitizer handles them.
+void install_fault_report();
+
 enum MemKind { MEM_PAGEABLE = 0, MEM_DEVICE = 1, MEM_PINNED = 2 };
 const char *mem_kind_name(MemKind k);   // "pageable host", "device", "pinned host"
 

@@ -13,10 +13,12 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <map>
@@ -302,6 +304,49 @@ static std::string where(const Block *b, const Thread *t) {
              t->view.thread_idx.x, t->view.thread_idx.y, t->view.thread_idx.z);
     return buf;
 }
+
+// A fault (SIGSEGV, SIGBUS) names the kernel, block and thread running on this host thread,
+// where a GPU reports an illegal address with the kernel: an access the checks did not
+// cover (an index that overflowed to a wild address, a host pointer in a table the device
+// cannot read, a page past an allocation's end). Then the signal's default action.
+static void on_fault(int sig, siginfo_t *si, void *) {
+    char buf[768];
+    const Thread *t = t_cur;
+    const Grid *g = t_grid;
+    int n;
+    if (t && g)
+        n = snprintf(buf, sizeof buf, "cuda_emu: %s at address %p in kernel %s (launched at %s:%d), block (%u,%u,%u), "
+                     "thread (%u,%u,%u): an access outside the memory the device may use (on a GPU: an illegal "
+                     "address)\n", sig == SIGBUS ? "SIGBUS" : "SIGSEGV", si->si_addr, g->name.c_str(), g->file.c_str(),
+                     g->line, t->view.block_idx.x, t->view.block_idx.y, t->view.block_idx.z, t->view.thread_idx.x,
+                     t->view.thread_idx.y, t->view.thread_idx.z);
+    else
+        n = snprintf(buf, sizeof buf, "cuda_emu: %s at address %p outside any kernel\n", sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
+                     si->si_addr);
+    if (n > 0) (void)!write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+}  // namespace emu_dev
+
+namespace emu {
+// Where the program (or a sanitizer) has not installed its own.
+void install_fault_report() {
+    for (int sig : {SIGSEGV, SIGBUS}) {
+        struct sigaction old;
+        if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = emu_dev::on_fault;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sig, &sa, nullptr);
+    }
+}
+}  // namespace emu
+
+namespace emu_dev {
 
 // ---------------------------------------------------------------- settings
 

@@ -117,6 +117,7 @@ static void init_once() {
     const char *ml = getenv("CUDA_MODULE_LOADING");
     g_load_sync = env_u64("CUDA_EMU_LOAD_SYNC", 0) != 0 && !(ml && !strcmp(ml, "EAGER"));
     g_trace = (int)env_u64("CUDA_EMU_TRACE", 0);
+    install_fault_report();
     if (getenv("CUDA_EMU_QUIET") == NULL)
         say("emulated device sm_%d, %.1f GiB, seed %llu%s (a CPU emulation: it proves correctness, never speed)",
             g_arch, (double)g_mem_cap / (1 << 30), (unsigned long long)g_seed,

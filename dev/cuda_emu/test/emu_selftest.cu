@@ -485,6 +485,19 @@ static int case_kernel_out_of_bounds() {
     return 0;
 }
 
+// A kernel's store through an address made from an integer (an index that overflowed to a
+// wild address), outside everything the memory checks watch: the fault names the kernel,
+// its block and thread, as a GPU names the kernel of an illegal address (must die).
+__global__ void wild_store(unsigned long long addr) {
+    int *q = (int *)(uintptr_t)addr;
+    *q = 1;
+}
+static int case_wild_address() {
+    wild_store<<<1, 1>>>(16);
+    cudaDeviceSynchronize();
+    return 0;
+}
+
 static int case_warp_handoff() {   // must die: a shuffle does not order two warps
     int *d;
     CK(cudaMalloc(&d, 64 * sizeof(int)));
@@ -1159,6 +1172,7 @@ static const Case cases[] = {
     {"kernel_out_of_bounds", case_kernel_out_of_bounds, 1, "heap-buffer-overflow", nullptr},
 #else
     {"kernel_out_of_bounds", case_kernel_out_of_bounds, 1, "out-of-bounds global memory access: writes 4 bytes", nullptr},
+    {"wild_address", case_wild_address, 1, "SIGSEGV at address 0x10 in kernel wild_store (launched at", nullptr},
 #endif
     {"device_size", case_device_size, 0, nullptr, "CUDA_EMU_MEM=64M"},
     {"nccl_one_rank", case_nccl_one_rank, 0, nullptr, nullptr},
