@@ -86,12 +86,13 @@ done
 [ "$(losses "$tmp/load1")" = "$(losses "$tmp/load4")" ] || fail "the consolidated model gives another loss untiled"
 echo "tiled stage-3 checkpoint: consolidated == final model; loaded untiled and tiled: same loss ($(losses "$tmp/load1"))"
 
-# the stage-3 dry run's peak gathered parameters: a block's four weights (12 C^2; tensors
-# below --zero-persist stay whole) untiled, then the embeddings (wte + wpe, (Vp + T) C),
-# the largest unit once the block is in tiles; the pool (peak plus prefetch) shrinks with K
+# the stage-3 dry run's peak gathered parameters in one step (the first: no recorded fetch
+# order to prefetch by): a block's four weights (12 C^2; tensors below --zero-persist stay
+# whole) untiled, then the embeddings (wte + wpe, (Vp + T) C), the largest unit once the
+# block is in tiles; the pool (peak plus prefetch) shrinks with K
 C=8192
 for K in 1 2 4 8; do
-    ./train_gpt2 --dry-run -z 3 --world 2 -e d2c${C}h64t64 -b 1 -t 64 --tile-linear $K -o "$tmp/dry$K" > "$tmp/dry$K.txt" 2>&1 \
+    ./train_gpt2 --dry-run -z 3 --world 2 -e d2c${C}h64t64 -b 1 -t 64 -x 1 --tile-linear $K -o "$tmp/dry$K" > "$tmp/dry$K.txt" 2>&1 \
         || { cat "$tmp/dry$K.txt"; fail "dry run with --tile-linear $K failed"; }
 done
 python3 - "$tmp" "$C" <<'PY' || fail "the peak gathered parameters do not shrink with the tiles as expected"
