@@ -9,17 +9,16 @@ fail() { echo "FAIL test_script_help: $*"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 state() { git status --porcelain --ignored 2> /dev/null; }
-n=0
+n=0 before=$(state)
 for s in scripts/*.sh scripts/*.py dev/bench/*.sh dev/gpu/*.sh; do
     case $s in *.py) run=(python3 "$s") ;; *) run=(bash "$s") ;; esac
     for h in -h --help; do
-        before=$(state)
         timeout 20 "${run[@]}" $h > "$tmp/out" 2> "$tmp/err" < /dev/null
         rc=$?
         [ $rc -eq 0 ] || { head -5 "$tmp/out" "$tmp/err"; fail "$s $h exited $rc"; }
         [ "$(wc -l < "$tmp/out")" -ge 2 ] || { cat "$tmp/out" "$tmp/err"; fail "$s $h printed no usage on stdout"; }
-        [ "$(state)" = "$before" ] || { diff <(echo "$before") <(state); fail "$s $h changed the checkout (above)"; }
         n=$((n + 1))
     done
 done
+[ "$(state)" = "$before" ] || { diff <(echo "$before") <(state); fail "a help call changed the checkout (above)"; }
 echo "test_script_help: $n help calls, each usage and exit 0, the checkout unchanged"
