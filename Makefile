@@ -61,7 +61,7 @@ CPU_TARGETS := train_gpt2 tokenize zero_consolidate zero_to_model
 CUDA_TARGETS := train_gpt2cu train_gpt2_zero test_gpt2_zero bench_gpt2cu $(BUILD)/gpu_attention_cudnn $(BUILD)/gpu_zero_toy \
                 $(BUILD)/gpu_zero_quant $(BUILD)/gpu_backend_ops bench_wire_cuda
 
-.PHONY: all cpu cuda test test-cpu test-gpu clean check-layout
+.PHONY: all cpu cuda test test-programs clean check-layout
 all: cpu $(if $(HAVE_NVCC),cuda)
 cpu: $(CPU_TARGETS)
 cuda: $(CUDA_TARGETS)
@@ -217,8 +217,13 @@ $(ZERO_TEST_BIN): $(BUILD)/tests/%: %.c dev/test/common/test_util.h $(BUILD)/lib
 include dev/cuda_emu/emu.mk
 
 EMU_TESTS := $(if $(HAVE_NVCC),emu $(EMU)/test_cublaslt_emu $(EMU)/test_cudnn_emu $(EMU)/test_nccl_emu)
-test: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff $(BUILD)/model_bf16 $(EMU_TESTS)
+# The programs build side by side on every core (unless make already runs with -j); the
+# tests then run one after another.
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+test:
+	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(NPROC)) test-programs
 	@EMU_DIR=$(if $(HAVE_NVCC),$(EMU)) bash dev/test/run_tests.sh $(TEST_BIN)
+test-programs: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff $(BUILD)/model_bf16 $(EMU_TESTS)
 
 # zero/ and llmc/ keep their shape (dev/tools/check_layout.py; make test runs it too)
 check-layout: $(HOST_OBJ) $(ZERO_OBJ)

@@ -42,24 +42,73 @@ export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
 # (dev/cuda_emu/README.md, "Which checks run where").
 export CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0
 model=(-e d2c64h1t64 -b 2 -t 64 -v 0 -s 0 -l 1e-3)
-run() {   # run NAME COMMAND...: output in $tmp/NAME, log in $tmp/NAME.log
+# Every run starts first, two side by side (the emulator runs a kernel on one core); the
+# comparisons follow once all have ended.
+spawn() {   # spawn NAME COMMAND...: output in $tmp/NAME, log in $tmp/NAME.log, exit status in $tmp/NAME.rc
     local name=$1; shift
-    if ! timeout 900 "$@" -o "$tmp/$name" > "$tmp/$name.log" 2>&1; then
-        bad "$name: $* failed"; tail -n 15 "$tmp/$name.log"; return 1
-    fi
+    while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n; done
+    { timeout 900 "$@" -o "$tmp/$name" > "$tmp/$name.log" 2>&1; echo $? > "$tmp/$name.rc"; } &
+}
+ran() {   # ran NAME...: each exited 0 (else a FAIL line with its log's tail)
+    local name rc
+    for name in "$@"; do
+        rc=$(cat "$tmp/$name.rc" 2>/dev/null)
+        [ "$rc" = 0 ] && continue
+        bad "$name: exit ${rc:-unknown}"; tail -n 15 "$tmp/$name.log"; return 1
+    done
 }
 same_bits() {   # same_bits A B WHAT: model file, losses and norms identical
+    ran "$2" || return
     if ./build/model_diff "$tmp/$1/model_final.bin" "$tmp/$2/model_final.bin" 0 > "$tmp/$2.diff" 2>&1 &&
         diff <(grep trl "$tmp/$1/main.log" | cut -d' ' -f1,2,4) <(grep trl "$tmp/$2/main.log" | cut -d' ' -f1,2,4) > /dev/null
     then ok "$3"; else bad "$3: $(tail -n 1 "$tmp/$2.diff")"; fi
 }
 
+sched=("${model[@]}" -x 20 -u 2 -q 0.1 -c 0 -v 10 -m 4)
+spawn cu "$EMU/train_gpt2cu" "${sched[@]}"
+spawn cpu ./train_gpt2 "${sched[@]}"
+bw=("${model[@]}" -d 128 -x 8 --grad-clip 0.5)
+spawn bw_ref "$EMU/train_gpt2cu" "${bw[@]}"
+for z in 0 1 2 3; do spawn "bw_z$z" "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z"; done
+spawn kv_ref "$EMU/train_gpt2cu" "${bw[@]}" --tile-vocab 8
+spawn kv_z3 "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --tile-vocab 8
+mkdir -p "$tmp/nvme_kv"
+spawn kv_z3_nvme "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --tile-vocab 8 --offload-param nvme --offload-optimizer nvme \
+    --nvme-path "$tmp/nvme_kv"
+offload=("1 opt_cpu --offload-optimizer cpu"
+         "1 opt_nvme --offload-optimizer nvme --nvme-path NVME"
+         "3 opt_cpu --offload-optimizer cpu"
+         "3 opt_nvme --offload-optimizer nvme --nvme-path NVME"
+         "3 both_cpu --offload-optimizer cpu --offload-param cpu"
+         "3 both_nvme --offload-optimizer nvme --offload-param nvme --nvme-path NVME"
+         "3 param_nvme --offload-param nvme --nvme-path NVME"
+         "3 ratio --offload-optimizer cpu --offload-optimizer-ratio 0.01")
+for v in "${offload[@]}"; do
+    set -- $v
+    name="off_z$1_$2" z=$1; shift 2
+    mkdir -p "$tmp/nvme_$name"
+    # a first launch waits for the device as a lazy load may: the backend's spin wait for a
+    # host stream must not deadlock with it (dev/cuda_emu/README.md)
+    spawn "$name" env CUDA_EMU_HANG_S=120 CUDA_EMU_LOAD_SYNC=1 "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z" "${@/#NVME/$tmp/nvme_$name}"
+done
+acc=("${model[@]}" -d 256 -x 4 --grad-clip 0.5)
+spawn acc_mg1 "$EMU/train_gpt2cu" "${acc[@]}"
+for z in 1 2 3; do spawn "acc_z$z" "$EMU/train_gpt2_zero" "${acc[@]}" -z "$z"; done
+spawn acc_mg0 "$EMU/train_gpt2cu" "${acc[@]}" --micro-grads 0
+odd=(-e d2c64h1t64 -b 1 -t 63 -v 0 -s 0 -l 1e-3 -x 3 -u 2 -q 0.1 -c 0)
+spawn odd_cu "$EMU/train_gpt2cu" "${odd[@]}"
+spawn odd_cpu ./train_gpt2 "${odd[@]}"
+spawn sm86 env CUDA_EMU_ARCH=sm_86 "$EMU/train_gpt2cu" -e d1c3328h26t64 -b 1 -t 8 -x 1 -v 0 -s 0
+dry=(-z 1 -e d2c64h1t64 -b 2 -t 64 -v 0 -s 0)
+for v in "" 91400; do
+    spawn "dry$v" env CUDA_EMU_CUDNN_VERSION=$v "$EMU/train_gpt2_zero" "${dry[@]}" --dry-run --world 1
+    spawn "live$v" env CUDA_EMU_CUDNN_VERSION=$v "$EMU/train_gpt2_zero" "${dry[@]}" -x 1
+done
+wait
+
 # 1. against the CPU reference (with validation at steps 0, 10 and 20: the CUDA trainer's
 #    evaluation path against the CPU's, under the same bound)
-sched=("${model[@]}" -x 20 -u 2 -q 0.1 -c 0 -v 10 -m 4)
-start=$(date +%s.%N)
-if run cu "$EMU/train_gpt2cu" "${sched[@]}" && run cpu ./train_gpt2 "${sched[@]}"; then
-    secs=$(echo "$(date +%s.%N) - $start" | bc)
+if ran cu cpu; then
     worst=$(paste <(grep trl "$tmp/cu/main.log") <(grep trl "$tmp/cpu/main.log") |
             awk '{split($2,a,":"); split($6,b,":"); d=a[2]-b[2]; if (d<0) d=-d; if (d>m) {m=d; s=$1}} END {printf "%.2e at %s", m, s}')
     n=$(grep -c trl "$tmp/cu/main.log")
@@ -73,71 +122,49 @@ if run cu "$EMU/train_gpt2cu" "${sched[@]}" && run cpu ./train_gpt2 "${sched[@]}
         ok "train_gpt2cu (emulated) vs train_gpt2 (CPU), validation at steps 0, 10, 20: max |loss difference| $vworst (bound 5e-3)"
     else bad "train_gpt2cu vs train_gpt2 validation: $nv evaluations, max |loss difference| $vworst (bound 5e-3)"; fi
     ms=$(grep -o '| [0-9.]* ms |' "$tmp/cu.log" | awk '{s+=$2; n++} END {if (n) printf "%.0f", s/n}')
-    echo "emulator: train_gpt2cu d2c64h1t64 B=2 T=64: $ms ms/step on this machine's CPU (an emulation: no GPU speed)"
+    echo "emulator: train_gpt2cu d2c64h1t64 B=2 T=64: $ms ms/step on this machine's CPU, beside another run (an emulation: no GPU speed)"
 fi
 
 # 2. every stage at 1 rank against train_gpt2cu, bit for bit
-bw=("${model[@]}" -d 128 -x 8 --grad-clip 0.5)
-if run bw_ref "$EMU/train_gpt2cu" "${bw[@]}"; then
+if ran bw_ref; then
     if grep trl "$tmp/bw_ref/main.log" | awk '{split($4,a,":"); if (a[2] <= 0.5) low++} END {exit low > 0}'; then
         ok "the clip 0.5 bites on every step of the bitwise reference"
     else bad "some norm of the bitwise reference is <= the clip 0.5"; fi
     for z in 0 1 2 3; do
-        run "bw_z$z" "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z" &&
-            same_bits bw_ref "bw_z$z" "train_gpt2_zero -z $z (1 rank) = train_gpt2cu after 8 clipped steps (model, losses, norms)"
+        same_bits bw_ref "bw_z$z" "train_gpt2_zero -z $z (1 rank) = train_gpt2cu after 8 clipped steps (model, losses, norms)"
     done
 fi
 
 # vocabulary tiles: the unsharded trainer and stage 3 compute the same tiles (so the same
 # bits), and stage 3 with parameters and optimizer on NVMe reads the same tiled units
-mkdir -p "$tmp/nvme_kv"
-if run kv_ref "$EMU/train_gpt2cu" "${bw[@]}" --tile-vocab 8; then
-    run kv_z3 "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --tile-vocab 8 &&
-        same_bits kv_ref kv_z3 "train_gpt2_zero -z 3 --tile-vocab 8 (1 rank) = train_gpt2cu --tile-vocab 8 (model, losses, norms)"
-    run kv_z3_nvme "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --tile-vocab 8 --offload-param nvme --offload-optimizer nvme \
-        --nvme-path "$tmp/nvme_kv" &&
-        same_bits kv_ref kv_z3_nvme "train_gpt2_zero -z 3 --tile-vocab 8, parameters and optimizer on NVMe = train_gpt2cu --tile-vocab 8"
+if ran kv_ref; then
+    same_bits kv_ref kv_z3 "train_gpt2_zero -z 3 --tile-vocab 8 (1 rank) = train_gpt2cu --tile-vocab 8 (model, losses, norms)"
+    same_bits kv_ref kv_z3_nvme "train_gpt2_zero -z 3 --tile-vocab 8, parameters and optimizer on NVMe = train_gpt2cu --tile-vocab 8"
 fi
 
 # 3. offload: the same bits as without
-mkdir -p "$tmp/nvme"
-offload=("1 opt_cpu --offload-optimizer cpu"
-         "1 opt_nvme --offload-optimizer nvme --nvme-path $tmp/nvme"
-         "3 opt_cpu --offload-optimizer cpu"
-         "3 opt_nvme --offload-optimizer nvme --nvme-path $tmp/nvme"
-         "3 both_cpu --offload-optimizer cpu --offload-param cpu"
-         "3 both_nvme --offload-optimizer nvme --offload-param nvme --nvme-path $tmp/nvme"
-         "3 param_nvme --offload-param nvme --nvme-path $tmp/nvme"
-         "3 ratio --offload-optimizer cpu --offload-optimizer-ratio 0.01")
 for v in "${offload[@]}"; do
     set -- $v
-    z=$1 name="off_z$1_$2"; shift 2
-    [ -d "$tmp/bw_z$z" ] || continue
-    # a first launch waits for the device as a lazy load may: the backend's spin wait for a
-    # host stream must not deadlock with it (dev/cuda_emu/README.md)
-    run "$name" env CUDA_EMU_HANG_S=120 CUDA_EMU_LOAD_SYNC=1 "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z" "$@" &&
-        same_bits "bw_z$z" "$name" "train_gpt2_zero -z $z $* = -z $z without offload"
+    name="off_z$1_$2" z=$1; shift 2
+    [ "$(cat "$tmp/bw_z$z.rc")" = 0 ] || continue   # its failure is said above
+    same_bits "bw_z$z" "$name" "train_gpt2_zero -z $z ${*/#NVME/(a folder)} = -z $z without offload"
 done
 
 # 4. accumulation 2: the micro-batch gradient buffers give ZeRO's bits; without them, not
-acc=("${model[@]}" -d 256 -x 4 --grad-clip 0.5)
-if run acc_mg1 "$EMU/train_gpt2cu" "${acc[@]}"; then
+if ran acc_mg1; then
     for z in 2 3; do
-        run "acc_z$z" "$EMU/train_gpt2_zero" "${acc[@]}" -z "$z" &&
-            same_bits acc_mg1 "acc_z$z" "accumulation 2: train_gpt2_zero -z $z (1 rank) = train_gpt2cu --micro-grads 1"
+        same_bits acc_mg1 "acc_z$z" "accumulation 2: train_gpt2_zero -z $z (1 rank) = train_gpt2cu --micro-grads 1"
     done
-    if run acc_mg0 "$EMU/train_gpt2cu" "${acc[@]}" --micro-grads 0; then
+    if ran acc_mg0; then
         if ./build/model_diff "$tmp/acc_mg1/model_final.bin" "$tmp/acc_mg0/model_final.bin" 0 > /dev/null 2>&1
         then bad "accumulation 2: --micro-grads 0 gives --micro-grads 1's model: the case above proves nothing"
         else ok "accumulation 2: --micro-grads 0 (accumulation inside the kernels) differs from --micro-grads 1"; fi
-        run acc_z1 "$EMU/train_gpt2_zero" "${acc[@]}" -z 1 &&
-            same_bits acc_mg0 acc_z1 "accumulation 2: train_gpt2_zero -z 1 (1 rank) = train_gpt2cu --micro-grads 0"
+        same_bits acc_mg0 acc_z1 "accumulation 2: train_gpt2_zero -z 1 (1 rank) = train_gpt2cu --micro-grads 0"
     fi
 fi
 
 # 5. every layer's attention statistics aligned when B x T x NH is odd
-odd=(-e d2c64h1t64 -b 1 -t 63 -v 0 -s 0 -l 1e-3 -x 3 -u 2 -q 0.1 -c 0)
-if run odd_cu "$EMU/train_gpt2cu" "${odd[@]}" && run odd_cpu ./train_gpt2 "${odd[@]}"; then
+if ran odd_cu odd_cpu; then
     worst=$(paste <(grep trl "$tmp/odd_cu/main.log") <(grep trl "$tmp/odd_cpu/main.log") |
             awk '{split($2,a,":"); split($6,b,":"); d=a[2]-b[2]; if (d<0) d=-d; if (d>m) m=d} END {printf "%.2e", m}')
     if [ "$(grep -c trl "$tmp/odd_cu/main.log")" -eq 3 ] && awk -v w="$worst" 'BEGIN {exit !(w <= 5e-3)}'
@@ -146,20 +173,17 @@ if run odd_cu "$EMU/train_gpt2cu" "${odd[@]}" && run odd_cpu ./train_gpt2 "${odd
 fi
 
 # 6. the device's shared memory per block against the width
-CUDA_EMU_ARCH=sm_86 timeout 300 "$EMU/train_gpt2cu" -e d1c3328h26t64 -b 1 -t 8 -x 1 -v 0 -s 0 -o "$tmp/sm86" \
-    > "$tmp/sm86.log" 2>&1
-rc=$?
+rc=$(cat "$tmp/sm86.rc")
 want="C=3328: the LayerNorm backward needs 106496 bytes of shared memory a block, and this GPU (compute capability 8.6) allows 101376: C up to 3072 trains on it"
-if [ $rc -ne 0 ] && grep -qF "$want" "$tmp/sm86.log"; then ok "C=3328 on compute capability 8.6: refused at start-up (exit $rc)"
+if [ "$rc" -ne 0 ] && grep -qF "$want" "$tmp/sm86.log"; then ok "C=3328 on compute capability 8.6: refused at start-up (exit $rc)"
 else bad "C=3328 on compute capability 8.6: exit $rc, no '$want'"; tail -n 3 "$tmp/sm86.log"; fi
+
 # 7. the dry run predicts the attention a live run takes: a runtime cuDNN before 9.15.1 and T
 #    not a multiple of 128 take the plain kernels, whose score buffers the activations hold
+act() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["ranks"][0]["device"]["activations"])' "$1"; }
 for v in "" 91400; do
     what="cuDNN ${v:-as built}, T=64"
-    dry=(-z 1 -e d2c64h1t64 -b 2 -t 64 -v 0 -s 0)
-    CUDA_EMU_CUDNN_VERSION=$v run "dry$v" "$EMU/train_gpt2_zero" "${dry[@]}" --dry-run --world 1 &&
-        CUDA_EMU_CUDNN_VERSION=$v run "live$v" "$EMU/train_gpt2_zero" "${dry[@]}" -x 1 || continue
-    act() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["ranks"][0]["device"]["activations"])' "$1"; }
+    ran "dry$v" "live$v" || continue
     a_dry=$(act "$tmp/dry$v/zero_report.json") a_live=$(act "$tmp/live$v/zero_report.json")
     plain_dry=$(grep -c "attention: the plain kernels" "$tmp/dry$v.log") plain_live=$(grep -c "using the fallback" "$tmp/live$v.log")
     # exact for the plain kernels; cuDNN's live figure adds its engine workspace, which only the
