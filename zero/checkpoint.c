@@ -249,6 +249,13 @@ static int check_table(const Zero *z, const ZckManifest *m) {
     return -1;
 }
 
+// What zck_latest's answer says, for a message.
+static const char *latest_said(long long s, char *text, size_t cap) {
+    if (s >= 0) snprintf(text, cap, "step %lld", s);
+    else snprintf(text, cap, "%s", s == -2 ? "no step (malformed)" : "no step (missing)");
+    return text;
+}
+
 int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_bytes) {
     if (z->step.open) { zero_say(z, "zero_load inside a step (call it between steps)"); return -1; }
     const ZeroBackend *b = z->b;
@@ -261,8 +268,23 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
     void *extra_tmp = NULL;
     float *chunk = NULL;
     int bad = 0;
+    // every rank reads latest_zero itself: rank 0's reading decides, and a rank that read
+    // another step (a stale view of a shared folder) stops the load, since ranks that loaded
+    // different steps would train on a mix of them
+    if (step < 0 && z->world > 1) {
+        double at0 = z->rank == 0 ? (double)s : 0;
+        zero_allreduce_sum_f64(z, &at0, 1);
+        if ((long long)at0 != s) {
+            char here[64], there[64];
+            zero_say(z, "%s/latest_zero names %s here and %s on rank 0: do all ranks see the same folder (a stale "
+                     "network file system cache, a per-rank working folder)?", dir ? dir : "(null)",
+                     latest_said(s, here, sizeof here), latest_said((long long)at0, there, sizeof there));
+            bad = 1;
+        }
+    }
     // phase 1: read and verify everything this rank needs; change nothing
-    if (!dir || s < 0) {
+    if (bad) {
+    } else if (!dir || s < 0) {
         zero_say(z, "no checkpoint to load in %s: %s/latest_zero is %s", dir ? dir : "(null)", dir ? dir : "",
             s == -2 ? "malformed (not a step number)" : "missing");
         bad = 1;

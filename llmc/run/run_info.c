@@ -45,6 +45,9 @@ static const char *const FLAG_OF[][2] = {
     {"grad_accum", "gradient accumulation steps"}, {"world_size", "ranks"}, {"zero_stage", "-z"}, {"lr", "-l"},
     {"warmup_steps", "-u"}, {"final_lr_frac", "-q"}, {"weight_decay", "-c"}, {"grad_clip", "--grad-clip"},
     {"beta1", "--beta1"}, {"beta2", "--beta2"}, {"adam_eps", "--adam-eps"}, {"steps", "-x"}, {"lr_schedule", "-k"},
+    {"overfit_batch", "-a"}, {"skip_loss_z", "-sl"}, {"skip_norm_z", "-sg"}, {"micro_grads", "--micro-grads"},
+    {"qwz", "--qwz"}, {"qwz_block", "--qwz-block"}, {"hpz", "--hpz"}, {"qgz", "--qgz"}, {"qgz_block", "--qgz-block"},
+    {"hier_reduce", "--hier-reduce"}, {"fast_reduce", "--fast-reduce"},
 };
 
 static cJSON *parse_or_die(const char *text, const char *path) {
@@ -94,6 +97,15 @@ static cJSON *settings(const char *trainer, const TrainConfig *cfg, int grad_acc
     add_or_die(o, "skip_loss_z", float_item(cfg->skip_loss_z), path);
     add_or_die(o, "skip_norm_z", float_item(cfg->skip_norm_z), path);
     add_or_die(o, "micro_grads", cJSON_CreateNumber(cfg->micro_grads), path);
+    // ZeRO++ and the reduction's path change the arithmetic (int8 or int4 blocks, another sum
+    // order): a resume that changes them says so
+    add_or_die(o, "qwz", cJSON_CreateNumber(cfg->qwz), path);
+    add_or_die(o, "qwz_block", cJSON_CreateNumber(cfg->qwz_block), path);
+    add_or_die(o, "hpz", cJSON_CreateNumber(cfg->hpz), path);
+    add_or_die(o, "qgz", cJSON_CreateNumber(cfg->qgz), path);
+    add_or_die(o, "qgz_block", cJSON_CreateNumber(cfg->qgz_block), path);
+    add_or_die(o, "hier_reduce", cJSON_CreateNumber(cfg->hier_reduce), path);
+    add_or_die(o, "fast_reduce", cJSON_CreateNumber(cfg->fast_reduce), path);
     char *text = cJSON_PrintUnformatted(o);
     if (text == NULL) die("out of host memory building '%s'", path);
     cJSON_Delete(o);

@@ -173,4 +173,18 @@ grep -qF "resume at step 2: -l (lr) changed from 0.002 to 0.001" "$tmp/z2.txt" |
 check_record "$zrun/run.json" 'r["lr"] == 0.002 and r["steps"] == 2 and r["zero_stage"] == 2 and len(r["timing"]["step_seconds"]) == 2' \
     'r["resumes"][0]["changed"] == {"lr": {"from": 0.002, "to": 0.001}, "steps": {"from": 2, "to": 4}}'
 echo "sharded: the same record across a resume"
+# ZeRO++'s quantized gradients sum other bits: a resume that turns them on says so
+"${zero[@]}" -x 6 -n 2 -y 1 -l 0.001 --qgz -o "$zrun" > "$tmp/z3.txt" 2>&1 || { cat "$tmp/z3.txt"; fail "sharded history: resume with --qgz failed"; }
+grep -qF "resume at step 4: --qgz (qgz) changed from 0 to 1" "$tmp/z3.txt" || { cat "$tmp/z3.txt"; fail "sharded: turning --qgz on is not printed"; }
+check_record "$zrun/run.json" 'r["qgz"] == 0 and r["resumes"][1]["changed"] == {"qgz": {"from": 0, "to": 1}, "steps": {"from": 4, "to": 6}}'
+echo "sharded: a resume that turns on --qgz says so"
+# ranks that read different steps from latest_zero (here: a folder each) stop, naming both
+stale="$tmp/zstale"
+cp -r "$zrun" "$stale" && echo 4 > "$stale/latest_zero"
+timeout 120 mpirun -np 1 ./train_gpt2 "${small[@]}" -z 2 -x 8 -n 2 -y 1 -o "$zrun" : \
+    -np 1 ./train_gpt2 "${small[@]}" -z 2 -x 8 -n 2 -y 1 -o "$stale" > "$tmp/z4.txt" 2>&1
+rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qF "zero: rank 1: $stale/latest_zero names step 4 here and step 6 on rank 0" "$tmp/z4.txt" \
+    || { cat "$tmp/z4.txt"; fail "sharded: ranks reading different latest_zero steps (exit $rc) were not stopped with both named"; }
+echo "sharded: ranks that read different checkpoint steps stop, naming both"
 echo "PASS test_ckpt_resume"
