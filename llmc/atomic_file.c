@@ -119,10 +119,21 @@ static void close_and_rename(AtomicFile *af) {
         remove(af->tmp_path);
         die("cannot rename '%s' to '%s': %s", af->tmp_path, af->path, strerror(e));
     }
+    // the new name reaches the disk too: a failed sync of the folder is the disk's failure;
+    // a folder this process cannot open, or a file system that cannot sync folders (EINVAL,
+    // ENOTSUP), leaves it to the file system
     char dir[4096];
-    strcpy(dir, af->path);
-    int fd = open(dirname(dir), O_RDONLY);
-    if (fd >= 0) { fsync(fd); close(fd); } // best effort: some filesystems refuse dir fsync
+    snprintf(dir, sizeof dir, "%s", af->path);
+    const char *folder = dirname(dir);
+    int fd = open(folder, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return;
+    if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP && errno != EOPNOTSUPP) {
+        int e = errno;
+        close(fd);
+        die("'%s' took its name, but syncing its folder '%s' to disk failed: %s (the name may not survive a crash)",
+            af->path, folder, strerror(e));
+    }
+    close(fd);
 }
 
 void atomic_file_commit(AtomicFile *af) {

@@ -106,18 +106,21 @@ int zfile_write(ZFile *zf, const void *data, size_t n) {
     return 0;
 }
 
-static void fsync_parent(const char *path) {
+// Syncs the folder holding path, so that a rename into it survives a crash. 0, or the
+// errno of a failed sync (then the disk failed). A folder this process cannot open, or a file
+// system that cannot sync folders (EINVAL, ENOTSUP), leaves it to the file system: 0.
+static int fsync_parent(const char *path) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash == dir) dir[1] = 0;
     else if (slash) *slash = 0;
     else snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {   // best effort: some file systems refuse to fsync a folder
-        (void)fsync(fd);
-        close(fd);
-    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return 0;
+    int e = fsync(fd) == 0 || errno == EINVAL || errno == ENOTSUP || errno == EOPNOTSUPP ? 0 : errno;
+    close(fd);
+    return e;
 }
 
 int zfile_commit(ZFile *zf) {
@@ -146,7 +149,10 @@ int zfile_commit(ZFile *zf) {
         remove(zf->tmp);
         return fail(zf->err, sizeof zf->err, "renaming %s to %s failed: %s", zf->tmp, zf->path, strerror(e));
     }
-    fsync_parent(zf->path);   // make the rename itself durable
+    int e = fsync_parent(zf->path);   // make the rename itself durable
+    if (e != 0)
+        return fail(zf->err, sizeof zf->err, "%s took its name, but syncing its folder to disk failed: %s (the name may "
+                    "not survive a crash)", zf->path, strerror(e));
     return 0;
 }
 
