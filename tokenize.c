@@ -49,7 +49,8 @@ static void usage(FILE *f) {
         "                         it their presence is an error (a second run's shards would mix\n"
         "                         with them, and a run that stopped leaves only part of its data)\n"
         "  --vocab DIR            folder with encoder.json and vocab.bpe (default: data/gpt2 next\n"
-        "                         to this executable, else ./data/gpt2)\n"
+        "                         to this executable, else ./data/gpt2); -o takes at most 65536\n"
+        "                         tokens (the shards' ids are uint16)\n"
         "  -h, --help             this help\n"
         "\n"
         "Progress (tokens/s) goes to standard error on inputs that take more than a few seconds.\n"
@@ -193,36 +194,53 @@ static char *read_all(const char *path, size_t *n) {
     return buf;
 }
 
-// cJSON strings are NUL-terminated, so a \u0000 escape would silently cut the text. Turns
-// every such escape in line into \u0001 (one character, not a NUL); returns how many.
-static int nul_escapes_to_soh(char *line, size_t len) {
+// cJSON strings are NUL-terminated, so a \u0000 escape would cut the text. Turns every such
+// escape in line into \u000D (D a digit: one character, not a NUL); returns how many.
+static int nul_escapes_to(char *line, size_t len, char digit) {
     int n = 0;
     for (char *p = line; (p = memmem(p, len - (size_t)(p - line), "u0000", 5)) != NULL; p += 5) {
         const char *q = p;
         while (q > line && q[-1] == '\\') q--;
         if ((p - q) % 2 == 1) { // an odd run of backslashes escapes the 'u'
-            p[4] = '1';
+            p[4] = digit;
             n++;
         }
     }
     return n;
 }
 
-// Whether document's "text" holds a \u0000 (one elsewhere in the line cuts no text): the
-// text parsed again with those escapes as \u0001 is then longer than the one cJSON gave.
-static int text_has_nul(const char *line, size_t len, size_t text_len) {
-    char *copy = malloc_check(len + 1);
+// The "text" of line parsed with its \u0000 escapes as \u000D (malloc'd, *n bytes), or NULL.
+static char *text_with(const char *line, size_t len, char digit, size_t *n) {
+    char *copy = malloc_check(len + 1), *out = NULL;
     memcpy(copy, line, len);
     copy[len] = '\0';
-    int has = 0;
-    if (nul_escapes_to_soh(copy, len) > 0) {
-        cJSON *obj = cJSON_ParseWithLength(copy, len);
-        const cJSON *text = obj ? cJSON_GetObjectItemCaseSensitive(obj, "text") : NULL;
-        has = cJSON_IsString(text) && text->valuestring && strlen(text->valuestring) != text_len;
-        cJSON_Delete(obj);
+    nul_escapes_to(copy, len, digit);
+    cJSON *obj = cJSON_ParseWithLength(copy, len);
+    const cJSON *text = obj ? cJSON_GetObjectItemCaseSensitive(obj, "text") : NULL;
+    if (cJSON_IsString(text) && text->valuestring) {
+        *n = strlen(text->valuestring);
+        out = malloc_check(*n + 1);
+        memcpy(out, text->valuestring, *n + 1);
     }
+    cJSON_Delete(obj);
     free(copy);
-    return has;
+    return out;
+}
+
+// The document's "text" whole, with the NUL characters its \u0000 escapes stand for (as
+// Python's json reads them, and tiktoken encodes them): parsed once with those escapes as
+// U+0001 and once as U+0002, the two texts differ exactly where a NUL stood. NULL when the
+// line holds no \u0000 escape (cJSON's text is whole); else malloc'd, *n bytes.
+static char *text_with_nuls(const char *line, size_t len, size_t *n) {
+    if (!memmem(line, len, "u0000", 5)) return NULL;
+    size_t n1 = 0, n2 = 0;
+    char *t1 = text_with(line, len, '1', &n1), *t2 = text_with(line, len, '2', &n2);
+    if (!t1 || !t2 || n1 != n2) die("internal: the text parsed twice gives %zu and %zu bytes", n1, n2);
+    for (size_t i = 0; i < n1; i++)
+        if (t1[i] != t2[i]) t1[i] = '\0';
+    free(t2);
+    *n = n1;
+    return t1;
 }
 
 // The value of the four hex digits at s (the caller checked them).
@@ -296,10 +314,11 @@ static void do_jsonl(Tokenizer *tok, Sink *s, const char *path) {
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(obj, "text");
         if (!cJSON_IsObject(obj) || !cJSON_IsString(text) || text->valuestring == NULL)
             die("%s:%ld: expected a JSON object with a \"text\" string field", name, lineno);
-        if (text_has_nul(line, (size_t)len, strlen(text->valuestring)))
-            die("%s:%ld: \"text\" holds a \\u0000 escape; NUL characters in the text are not supported", name,
-                lineno);
-        do_document(tok, s, text->valuestring, strlen(text->valuestring));
+        size_t n = 0;
+        char *whole = text_with_nuls(line, (size_t)len, &n);
+        if (whole) do_document(tok, s, whole, n);
+        else do_document(tok, s, text->valuestring, strlen(text->valuestring));
+        free(whole);
         cJSON_Delete(obj);
     }
     if (ferror(f)) die("read error on '%s': %s", name, strerror(errno));
@@ -409,6 +428,14 @@ int main(int argc, char **argv) {
     int tokenizing = nfiles > 0 || prefix || print || !write_tok;
     if (tokenizing && !prefix && !print) die("no output: give -o PREFIX to write shards, or --print (see --help)");
 
+    char vocab_dir[4096];
+    if (vocab) snprintf(vocab_dir, sizeof(vocab_dir), "%s", vocab);
+    else default_vocab_dir(vocab_dir, sizeof(vocab_dir));
+    Tokenizer tok;
+    tokenizer_load_bpe_dir(&tok, vocab_dir);
+    if (prefix && !print && tok.vocab_size > 65536)
+        die("--vocab %s holds %d tokens, and token shards store ids as uint16 (llm.c's format): at most 65536 tokens "
+            "(--print takes any)", vocab_dir, tok.vocab_size);
     // The shards' folder, as the trainers create -o: before anything is tokenized.
     const char *slash = prefix && !print ? strrchr(prefix, '/') : NULL;
     if (slash && slash > prefix) {
@@ -420,11 +447,6 @@ int main(int argc, char **argv) {
     }
     if (prefix && !print) clear_old_shards(prefix, overwrite);
 
-    char vocab_dir[4096];
-    if (vocab) snprintf(vocab_dir, sizeof(vocab_dir), "%s", vocab);
-    else default_vocab_dir(vocab_dir, sizeof(vocab_dir));
-    Tokenizer tok;
-    tokenizer_load_bpe_dir(&tok, vocab_dir);
     if (write_tok) {
         tokenizer_save(&tok, write_tok);
         fprintf(stderr, "tokenize: wrote %s (%d tokens, EOT %d)\n", write_tok, tok.vocab_size, tok.eot_token);

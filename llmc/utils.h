@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 // die: print "error: <message>" (with the source location) and exit(1).
 static inline void die_at(const char *srcfile, int line, const char *fmt, ...)
@@ -28,6 +29,9 @@ static inline void die_at(const char *srcfile, int line, const char *fmt, ...) {
 static inline FILE *fopen_check_at(const char *path, const char *mode, const char *srcfile, int line) {
     FILE *f = fopen(path, mode);
     if (f == NULL) die_at(srcfile, line, "cannot open '%s' (mode %s): %s", path, mode, strerror(errno));
+    // a folder opens for reading, and then reads as an error or as a size of 2^63
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) die_at(srcfile, line, "'%s' is a folder, not a file", path);
     return f;
 }
 #define fopen_check(path, mode) fopen_check_at(path, mode, __FILE__, __LINE__)

@@ -619,6 +619,10 @@ static void test_bad_vocab_files_exit_with_message(void **state) {
     spit(v.json, js, n);
     free(js);
     expect_death(load_bpe_child, &v, 1, v.json, "token \"ab\" has id 999", NULL);
+    // a folder where a file belongs (it opens for reading): named as such
+    VocabPaths d = {tmp_path("vocab_folder"), v.bpe};
+    assert_int_equal(mkdir(d.json, 0700), 0);
+    expect_death(load_bpe_child, &d, 1, d.json, "is a folder, not a file", NULL);
 }
 
 // ---------------------------------------------------------------------------------
@@ -769,14 +773,19 @@ static void test_cli_jsonl(void **state) {
     if (!strstr(err, where) || !strstr(err, "\"text\"")) fail_msg("stderr lacks \"%s\" / \"text\": %s", where, err);
     free(err);
 
-    // cJSON would cut the text at a NUL, so \u0000 is refused rather than truncated.
-    const char *nul = "{\"text\": \"a\\u0000b\"}\n";
+    // \u0000 is a NUL character of the text (Python's json reads it so; tiktoken encodes it):
+    // cJSON's strings end at a NUL, yet the text is taken whole, a \u0001 beside it unchanged
+    const char *nul = "{\"text\": \"a\\u0000b\\u0001c\\u0000\"}\n";
     spit(tmp_path("nul.jsonl"), nul, strlen(nul));
-    snprintf(cmd, sizeof(cmd), "%s --jsonl --print %s", TOKENIZE_BIN, tmp_path("nul.jsonl"));
-    assert_int_equal(run_cmd(cmd, NULL, &err), 1);
-    snprintf(where, sizeof(where), "%s:1", tmp_path("nul.jsonl"));
-    if (!strstr(err, where) || !strstr(err, "u0000")) fail_msg("stderr lacks \"%s\" / u0000: %s", where, err);
-    free(err);
+    snprintf(cmd, sizeof(cmd), "%s --jsonl -o %s %s", TOKENIZE_BIN, tmp_path("jn"), tmp_path("nul.jsonl"));
+    assert_int_equal(run_cmd(cmd, NULL, NULL), 0);
+    tokenbuf_push(&want, GPT2_EOT_TOKEN);
+    tokenizer_encode_append(&g_tok, "a\0b\x01" "c\0", 6, &want);
+    got = read_shards(tmp_path("jn"), 0, 0, &nsh);
+    assert_int_equal(nsh, 1);
+    assert_true(ids_equal(&got, want.ids, want.n));
+    tokenbuf_free(&got);
+    tokenbuf_free(&want);
     // one in another field cuts no text: the document is taken whole (an escaped backslash
     // before "u0000" in the text is no escape either)
     const char *other = "{\"id\": \"x\\u0000y\", \"text\": \"a\\\\u0000b\"}\n";
@@ -820,6 +829,43 @@ static void test_cli_jsonl(void **state) {
         if (cases[i].want && !strstr(err, cases[i].want)) fail_msg("%s: stderr lacks \"%s\": %s", cases[i].name, cases[i].want, err);
         free(err);
     }
+}
+
+// A vocabulary of more than 65536 tokens: shards hold uint16 ids, so -o refuses it before
+// anything is written, naming the vocabulary and its size; --print takes it.
+static void test_cli_vocab_too_big_for_shards(void **state) {
+    (void)state;
+    if (!have_cli()) { printf("(%s not built)\n", TOKENIZE_BIN); skip(); }
+    char dir[512], json[600], bpe[600], cmd[2048], *out, *err;
+    snprintf(dir, sizeof dir, "%s", tmp_path("bigvocab"));
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(json, sizeof json, "%s/encoder.json", dir);
+    snprintf(bpe, sizeof bpe, "%s/vocab.bpe", dir);
+    write_tiny_vocab(json, bpe, "#version: 0.2\na b\n", -1);   // 260 tokens, EOT 259
+    size_t n;
+    char *js = slurp(json, &n);
+    cJSON *o = cJSON_Parse(js);
+    free(js);
+    for (int id = 260; id <= 65536; id++) {   // 65537 tokens in all
+        char key[16];
+        snprintf(key, sizeof key, "zz%d", id);
+        cJSON_AddNumberToObject(o, key, id);
+    }
+    js = cJSON_PrintUnformatted(o);
+    spit(json, js, strlen(js));
+    free(js);
+    cJSON_Delete(o);
+    spit(tmp_path("big.txt"), "ab", 2);
+    snprintf(cmd, sizeof cmd, "%s --vocab %s -o %s %s", TOKENIZE_BIN, dir, tmp_path("big/out"), tmp_path("big.txt"));
+    assert_int_equal(run_cmd(cmd, NULL, &err), 1);
+    if (!strstr(err, dir) || !strstr(err, "holds 65537 tokens") || !strstr(err, "at most 65536"))
+        fail_msg("stderr lacks the vocabulary, its size and the limit: %s", err);
+    free(err);
+    assert_int_not_equal(access(tmp_path("big"), F_OK), 0);   // nothing written, not even the folder
+    snprintf(cmd, sizeof cmd, "%s --vocab %s --print %s", TOKENIZE_BIN, dir, tmp_path("big.txt"));
+    assert_int_equal(run_cmd(cmd, &out, NULL), 0);
+    assert_string_equal(out, "256\n");   // "ab": the one merge
+    free(out);
 }
 
 static void test_cli_write_tokenizer_and_help(void **state) {
@@ -892,6 +938,7 @@ int main(void) {
         cmocka_unit_test(test_cli_print_matches_library),
         cmocka_unit_test(test_cli_shards),
         cmocka_unit_test(test_cli_jsonl),
+        cmocka_unit_test(test_cli_vocab_too_big_for_shards),
         cmocka_unit_test(test_cli_write_tokenizer_and_help),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
