@@ -1,7 +1,7 @@
 // test_gpt2_zero.cu: GPU tests. Kernels against small C references, then the CUDA model
 // against the CPU fp32 reference (llmc/cpu/gpt2_cpu.h) on logits, loss, all 16 gradient
 // tensors and 10 AdamW steps, for both attention paths; and against the PyTorch ground truth
-// of dev/ref/ (argv[1] "ref": that alone).
+// of dev/ref/ (argv[1] "ref": that alone; main names the other parts).
 //
 // Prints "PASS name (numbers)" or "FAIL name (numbers)" per check and a final
 // "N passed, N failed"; exits non-zero on any failure, 0 with a SKIP line without a GPU.
@@ -1403,11 +1403,21 @@ static void test_pytorch_reference(int use_cudnn) {
     gpt2_ref_free(&r);
 }
 
-// argv[1] "tiles": only the model's tiled runs (and the reference they need), for the
-// emulated device, where the whole program takes long; "ref": only the PyTorch reference.
+// argv[1] names one part, so that parts can run side by side where the whole program takes
+// long (the emulated device): "kernels" (each kernel against its C reference), "model" (the
+// model against the CPU reference), "checkpoints" (the same with activation checkpoints),
+// "tiles" (the tiled runs), "ref" (the PyTorch reference). No argument: every part.
 int main(int argc, char **argv) {
-    const int only_tiles = argc > 1 && strcmp(argv[1], "tiles") == 0;
-    const int only_ref = argc > 1 && strcmp(argv[1], "ref") == 0;
+    const char *part = argc > 1 ? argv[1] : "all";
+    const char *parts[] = {"all", "kernels", "model", "checkpoints", "tiles", "ref"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) known |= strcmp(part, parts[i]) == 0;
+    if (!known || argc > 2) {
+        fprintf(stderr, "usage: %s [kernels | model | checkpoints | tiles | ref]   (no argument: every part); got "
+                "'%s'%s\n", argv[0], part, argc > 2 ? " and more" : "");
+        return 2;
+    }
+#define PART(name) (strcmp(part, "all") == 0 || strcmp(part, name) == 0)
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {
@@ -1418,13 +1428,7 @@ int main(int argc, char **argv) {
     printf("device: %s (sm_%d%d, %d SMs)\n", p->name, p->major, p->minor, p->multiProcessorCount);
     matmul_init();
 
-    if (only_ref) {
-        test_pytorch_reference(0);
-        test_pytorch_reference(1);
-        printf("%d passed, %d failed\n", n_passed, n_failed);
-        return n_failed ? 1 : 0;
-    }
-    if (!only_tiles) {
+    if (PART("kernels")) {
         test_layernorm(37, 200);
         test_layernorm(300, 768);
         test_layernorm(70, 2040);   // the widest rows: MAXV 8 with a partial last vector, and 16
@@ -1446,32 +1450,36 @@ int main(int argc, char **argv) {
         test_attention(0, 3, 37, 3, 16);
         test_attention(1, 2, 128, 2, 64);
     }
-
-    Reference ref;
-    reference_build(&ref);
-    if (!only_tiles) {
-        test_model(&ref, 1, 0, 1, 0); // cuDNN's default backward (may accumulate dQ atomically)
-        test_model(&ref, 0, 1, 0, 1);
-        // Rebuild the cuDNN plans with the deterministic backward, as the ZeRO comparisons need.
-        attention_cudnn_destroy();
+    if (PART("model") || PART("checkpoints") || PART("tiles")) {
+        Reference ref;
+        reference_build(&ref);
+        if (PART("model")) {
+            test_model(&ref, 1, 0, 1, 0); // cuDNN's default backward (may accumulate dQ atomically)
+            test_model(&ref, 0, 1, 0, 1);
+            // Rebuild the cuDNN plans with the deterministic backward, as the ZeRO comparisons need.
+            attention_cudnn_destroy();
+        }
         setenv("LLMC_CUDNN_DETERMINISTIC", "1", 1);
-        test_model(&ref, 1, 2, 0, 1);
-        test_act_checkpoint(&ref, 0, 0);
-        test_act_checkpoint(&ref, 0, 2);
-        test_act_checkpoint(&ref, 1, 1);   // deterministic cuDNN backward (set above)
-    } else {
-        setenv("LLMC_CUDNN_DETERMINISTIC", "1", 1);
+        if (PART("model")) test_model(&ref, 1, 2, 0, 1);
+        if (PART("checkpoints")) {
+            test_act_checkpoint(&ref, 0, 0);
+            test_act_checkpoint(&ref, 0, 2);
+            test_act_checkpoint(&ref, 1, 1);   // deterministic cuDNN backward (set above)
+        }
+        if (PART("tiles")) {
+            test_tiles(&ref, 2, 1, 0);
+            test_tiles(&ref, 4, 2, 0);
+            test_tiles(&ref, 4, 0, 1);
+            test_vocab_tiles(&ref, 8, 1, 0);
+            test_vocab_tiles(&ref, 24, 1, 1);
+            test_vocab_tiles(&ref, 8, 2, 2);
+        }
     }
-    test_tiles(&ref, 2, 1, 0);
-    test_tiles(&ref, 4, 2, 0);
-    test_tiles(&ref, 4, 0, 1);
-    test_vocab_tiles(&ref, 8, 1, 0);
-    test_vocab_tiles(&ref, 24, 1, 1);
-    test_vocab_tiles(&ref, 8, 2, 2);
-    if (!only_tiles) {
+    if (PART("ref")) {
         test_pytorch_reference(0);
         test_pytorch_reference(1);
     }
+#undef PART
 
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

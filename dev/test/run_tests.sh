@@ -2,7 +2,8 @@
 # Runs every test program and prints one closing line "N passed, N failed, N skipped".
 # Before each program it prints "=== k/N name", N being every program this run will start;
 # before the closing line, the slowest programs with their seconds.
-# EMU_DIR (set by make test when the CUDA toolkit is there): the emulated programs' folder.
+# EMU_DIR (set by make test when the CUDA toolkit is there): the emulated programs' folder;
+# EMU_JOBS: how many of them run at once (default the core count); EMU_PROGS: which (below).
 # SHELL_TESTS: the shell tests to run (default every dev/test/*/test_*.sh; "" runs none).
 # GPU_PROGS: the GPU programs to run (default those built of the five below; "" runs none).
 # cmocka programs report their own counts; shell tests (dev/test/*/test_*.sh) count as one
@@ -14,8 +15,9 @@ passed=0
 failed=0
 skipped=0
 failed_names=()
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+logs=$(mktemp -d)
+log=$logs/log
+trap 'rm -rf "$logs"' EXIT
 
 if [ -n "${SHELL_TESTS+set}" ]; then read -r -a shell_tests <<< "$SHELL_TESTS"
 else
@@ -32,8 +34,16 @@ done
 emu_progs=()
 # The same CUDA sources on the emulated device (make emu; dev/cuda_emu/README.md), and the
 # emulator's own tests: they run wherever the CUDA toolkit is, GPU or not.
-[ -n "${EMU_DIR:-}" ] && emu_progs=(emu_selftest test_cublaslt_emu test_cudnn_emu gpu_zero_quant gpu_backend_ops
-                                    "gpu_zero_toy all" gpu_attention_cudnn test_gpt2_zero)
+# They run side by side (EMU_JOBS at a time, default the core count: the emulator runs a
+# kernel on one core), the longest first; each program's output shows once it has ended.
+# test_gpt2_zero runs as its parts.
+# EMU_PROGS: another list, comma-separated.
+if [ -n "${EMU_DIR:-}" ] && [ -n "${EMU_PROGS+set}" ]; then IFS=, read -r -a emu_progs <<< "$EMU_PROGS"
+elif [ -n "${EMU_DIR:-}" ]; then
+    emu_progs=("test_gpt2_zero model" "test_gpt2_zero checkpoints" "test_gpt2_zero tiles" gpu_backend_ops
+               "gpu_zero_toy all" gpu_zero_quant gpu_attention_cudnn "test_gpt2_zero kernels" "test_gpt2_zero ref"
+               emu_selftest test_cublaslt_emu test_cudnn_emu)
+fi
 n_sh=0
 for sh in "${shell_tests[@]}"; do [ -e "$sh" ] && n_sh=$((n_sh + 1)); done
 total=$(($# + n_sh + ${#gpu_progs[@]} + ${#emu_progs[@]}))
@@ -70,27 +80,56 @@ for sh in "${shell_tests[@]}"; do
 done
 # A program that prints its own "N passed, N failed" (or "SKIP: reason" and exits 0): its counts
 # join ours. A SKIP line beside counts is a case the program skipped: its counts still hold.
-run_counted() {
-    next "$*"
-    "$@" 2>&1 | tee "$log"
-    local rc=${PIPESTATUS[0]} counts p f
+count_log() {   # count_log RC NAME: the counts of $log, the output of NAME that exited RC
+    local rc=$1 counts p f
     counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     if [ "$rc" -eq 0 ] && [ -z "$counts" ] && grep -q '^SKIP' "$log"; then skipped=$((skipped + 1)); return; fi
     p=$(echo "$counts" | awk '{print $1+0}'); f=$(echo "$counts" | awk '{print $3+0}')
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-    if [ -z "$counts" ] && [ "$rc" -eq 0 ]; then f=1; echo "($* printed no counts)"; fi
+    if [ -z "$counts" ] && [ "$rc" -eq 0 ]; then f=1; echo "($2 printed no counts)"; fi
     passed=$((passed + p)); failed=$((failed + f))
-    [ "$f" -gt 0 ] && failed_names+=("$*")
+    [ "$f" -gt 0 ] && failed_names+=("$2")
+}
+run_counted() {
+    next "$*"
+    "$@" 2>&1 | tee "$log"
+    count_log "${PIPESTATUS[0]}" "$*"
 }
 for gpu in "${gpu_progs[@]}"; do run_counted "$gpu"; done
 if [ ${#emu_progs[@]} -gt 0 ]; then
     # OMP_WAIT_POLICY: OpenMP's idle threads do not spin (dev/cuda_emu/README.md, Cost)
     export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_WAIT_POLICY=passive
-    for prog in "${emu_progs[@]}"; do
-        set -- $prog
-        if [ -x "$EMU_DIR/$1" ]; then run_counted "$EMU_DIR/$1" "${@:2}"
-        else next "$EMU_DIR/$1"; echo "$EMU_DIR/$1: not built"; failed=$((failed + 1)); failed_names+=("$EMU_DIR/$1"); fi
+    jobs_max=${EMU_JOBS:-$(nproc 2>/dev/null || echo 1)}
+    lap   # the program before ends here, not when these do
+    echo "(the ${#emu_progs[@]} emulated programs run $jobs_max at a time: each one's output shows once it and those before it have ended)"
+    shown=0
+    show_ended() {   # prints and counts the programs that have ended, in the list's order
+        while [ "$shown" -lt ${#emu_progs[@]} ]; do
+            set -- ${emu_progs[$shown]}
+            [ ! -x "$EMU_DIR/$1" ] || [ -e "$logs/emu$shown.rc" ] || return 0
+            k=$((k + 1)); echo "=== $k/$total $EMU_DIR/$*"
+            if [ ! -x "$EMU_DIR/$1" ]; then
+                echo "$EMU_DIR/$1: not built"; failed=$((failed + 1)); failed_names+=("$EMU_DIR/$1")
+            else
+                cp "$logs/emu$shown" "$log"
+                cat "$log"
+                read -r rc secs < "$logs/emu$shown.rc"
+                laps+=("$secs $EMU_DIR/$*")
+                count_log "$rc" "$EMU_DIR/$*"
+            fi
+            shown=$((shown + 1))
+        done
+    }
+    for i in "${!emu_progs[@]}"; do
+        set -- ${emu_progs[$i]}
+        [ -x "$EMU_DIR/$1" ] || continue
+        while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; show_ended; done
+        { t0=$SECONDS; "$EMU_DIR/$1" "${@:2}" > "$logs/emu$i" 2>&1; echo "$? $((SECONDS - t0))" > "$logs/emu$i.rt"
+          mv "$logs/emu$i.rt" "$logs/emu$i.rc"; } &
     done
+    while [ -n "$(jobs -rp)" ]; do wait -n; show_ended; done
+    wait
+    show_ended
 fi
 lap
 if [ ${#laps[@]} -gt 0 ]; then

@@ -8,6 +8,8 @@
 #    is "N passed, N failed, N skipped"
 #  - a program with counts of its own that also skips a case: its counts and exit status hold
 #  - exit status: 0 with no failure, 1 with one; a run of skips only is a failure
+#  - the emulated programs (EMU_DIR, EMU_PROGS) run side by side, EMU_JOBS at a time: each
+#    one's output and counts appear in the list's order, one not built is a failure
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -65,4 +67,21 @@ runner "$tmp/sh_skip.sh" "$tmp/no_gpu"
 rc=$?
 [ "$rc" -ne 0 ] || { cat "$tmp/out"; fail "a run of skips only passed"; }
 [ "$(tail -n 1 "$tmp/out")" = "0 passed, 1 failed, 2 skipped" ] || { cat "$tmp/out"; fail "summary of skips only"; }
+# emulated programs side by side: "first" ends only once "second" has started (it waits for
+# its mark), so run one after the other it would fail; outputs and counts follow the list
+emu="$tmp/emu"
+mkdir -p "$emu"
+mk emu/first 'for i in $(seq 100); do [ -e "'"$tmp"'/mark" ] && break; sleep 0.1; done
+[ -e "'"$tmp"'/mark" ] || { echo "0 passed, 1 failed"; exit 1; }; echo "out of first"; echo "2 passed, 0 failed"'
+mk emu/second 'touch "'"$tmp"'/mark"; echo "out of second $1"; echo "1 passed, 1 failed"; exit 1'
+mk emu/skips 'echo "SKIP: not here"'
+EMU_DIR=$emu EMU_PROGS="first,second part,skips,absent" EMU_JOBS=2 SHELL_TESTS="$tmp/sh_pass.sh" GPU_PROGS= \
+    bash dev/test/run_tests.sh > "$tmp/out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && [ "$(tail -n 1 "$tmp/out")" = "4 passed, 2 failed, 1 skipped" ] ||
+    { cat "$tmp/out"; fail "emulated programs side by side: exit $rc"; }
+got=$(grep -E '^=== |^out of' "$tmp/out" | sed 's|'"$tmp"'/||')
+want=$'=== 1/5 sh_pass.sh\n=== 2/5 emu/first\nout of first\n=== 3/5 emu/second part\nout of second part\n=== 4/5 emu/skips\n=== 5/5 emu/absent'
+[ "$got" = "$want" ] || { cat "$tmp/out"; fail "emulated programs: order of outputs '$got'"; }
+grep -q "^failed: .*emu/second part .*emu/absent" "$tmp/out" || { cat "$tmp/out"; fail "the failed emulated programs are not named"; }
 echo "test_run_tests: OK"
