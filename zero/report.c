@@ -294,24 +294,34 @@ static void add_rank_counts(cJSON *e, const ZeroReportInfo *in, const ZeroFigure
 
 // One rank's figures: memory by kind and use, NVMe traffic, time, the budget, the formula,
 // and its counts (add_rank_counts).
-static void add_rank(cJSON *e, const ZeroReportInfo *in, const ZeroFigures *f, int r) {
+// dry (a dry run's prediction): what it does not predict is null, not 0: the time a step
+// takes, and the swap file's traffic (a dry run moves no bytes through it).
+static void add_rank(cJSON *e, const ZeroReportInfo *in, const ZeroFigures *f, int r, int dry) {
     add_num(e, "rank", r);
     add_kinds(add_obj(e, "device"), f->device, f->act_device);
     add_kinds(add_obj(e, "host"), f->host, f->act_host);
     add_kinds(add_obj(e, "nvme"), f->nvme, 0);
-    cJSON *nv = add_obj(e, "nvme_per_step");   // the swap file's traffic (offload to nvme)
-    add_num(nv, "read_bytes", f->steps ? (double)f->nvme_read / (double)f->steps : 0.0);
-    add_num(nv, "written_bytes", f->steps ? (double)f->nvme_written / (double)f->steps : 0.0);
-    add_num(nv, "busy_seconds", f->steps ? f->nvme_busy_s / (double)f->steps : 0.0);   // requests in flight
-    add_num(nv, "last_step_read_bytes", (double)f->nvme_last_read);       // a step after the first: the
-    add_num(nv, "last_step_written_bytes", (double)f->nvme_last_written); // deferred update's I/O is in it
-    cJSON *ts = add_obj(e, "seconds_per_step");   // the calling thread's time (ZeroFigures)
-    double ns = f->steps ? (double)f->steps : 1.0;
-    add_num(ts, "step", f->wall_s / ns);
-    add_num(ts, "in_hooks", f->hook_s / ns);
-    add_num(ts, "in_zero_step", f->step_s / ns);
-    add_num(ts, "model", (f->wall_s - f->hook_s - f->step_s) / ns);
-    add_num(ts, "optimizer_compute", f->optimizer_s / ns);   // offload: the CPU AdamW inside zero_step
+    uint64_t on_nvme = 0;
+    for (int u = 0; u < ZERO_USE_KINDS; u++) on_nvme += f->nvme[u];
+    if (dry && on_nvme) cJSON_AddNullToObject(e, "nvme_per_step");
+    else {
+        cJSON *nv = add_obj(e, "nvme_per_step");   // the swap file's traffic (offload to nvme)
+        add_num(nv, "read_bytes", f->steps ? (double)f->nvme_read / (double)f->steps : 0.0);
+        add_num(nv, "written_bytes", f->steps ? (double)f->nvme_written / (double)f->steps : 0.0);
+        add_num(nv, "busy_seconds", f->steps ? f->nvme_busy_s / (double)f->steps : 0.0);   // requests in flight
+        add_num(nv, "last_step_read_bytes", (double)f->nvme_last_read);       // a step after the first: the
+        add_num(nv, "last_step_written_bytes", (double)f->nvme_last_written); // deferred update's I/O is in it
+    }
+    if (dry) cJSON_AddNullToObject(e, "seconds_per_step");
+    else {
+        cJSON *ts = add_obj(e, "seconds_per_step");   // the calling thread's time (ZeroFigures)
+        double ns = f->steps ? (double)f->steps : 1.0;
+        add_num(ts, "step", f->wall_s / ns);
+        add_num(ts, "in_hooks", f->hook_s / ns);
+        add_num(ts, "in_zero_step", f->step_s / ns);
+        add_num(ts, "model", (f->wall_s - f->hook_s - f->step_s) / ns);
+        add_num(ts, "optimizer_compute", f->optimizer_s / ns);   // offload: the CPU AdamW inside zero_step
+    }
     if (in->device_budget) {   // headroom < 0: over the budget by that much
         cJSON *b = add_obj(e, "device_budget");
         uint64_t total = zero_budget_total(in, f);
@@ -374,7 +384,7 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
     for (int r = 0; arr && r < in->world; r++) {
         cJSON *e = cJSON_CreateObject();
         if (!e || !cJSON_AddItemToArray(arr, e)) break;
-        add_rank(e, in, &ranks[r], r);
+        add_rank(e, in, &ranks[r], r, strcmp(source, "dry_run") == 0);
     }
     if (extra_obj) add_extra(root, extra_obj);
     char *text = cJSON_Print(root);
