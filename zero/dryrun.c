@@ -473,6 +473,7 @@ int zero_dry_run(const ZeroTensor *tensors, int n, int num_units, const ZeroConf
             printf("rank 0 sends in a step after the first (the run's length is not known; with it, the average of its "
                    "steps, as the live report gives):\n");
         zero_figures_print_sent(p, "rank 0 ");
+        zero_figures_print_nvme(p, "rank 0 ");
         printf("wrote %s\n", path_json);
         if (cfg->optimizer_tier == ZERO_TIER_HOST && cfg->optimizer_ratio > 0.0 && cfg->optimizer_ratio < 1.0 &&
             p->device[ZERO_USE_MASTER] == 0)

@@ -261,6 +261,101 @@ static uint64_t file_at(const Zero *z, int k, int ti, size_t off, size_t es) {
 }
 static size_t io_bytes(size_t n, size_t es) { return (size_t)align_up((uint64_t)n * es, ZERO_NVME_ALIGN); }
 
+// ---------------------------------------------------------------- a dry run's NVMe traffic
+
+// A dry run moves no byte through the swap file. Where a live run reads or writes it, the
+// dry run adds the bytes the live run's request would move (io_bytes) to dry_read and
+// dry_written, on the live run's schedule: the deferred update's catch-ups and settle, the
+// accumulation's tiles, the parks. The step's NVMe figures are then taken from them.
+
+// The rounded working parameters' write of a tile of len elements (send_params): where they
+// live on NVMe apart from the master.
+static uint64_t dry_param_write(const Zero *z, size_t len) {
+    const ZeroOffload *o = &z->off;
+    return z->stage == 3 && o->param == ZERO_TIER_NVME && !o->param_is_master ? io_bytes(len, z->param_size) : 0;
+}
+
+// update_tiles over tensor ti's tiles: a tile's reads (master, m, v and gradient; a refresh
+// alone the master), the update's writes of master, m and v, and the parameters' write.
+static void dry_update_tiles(Zero *z, int ti, int update) {
+    ZeroOffload *o = &z->off;
+    const size_t n = z->t[ti].lay->own_count;
+    for (size_t c = 0; c < n; c += o->tile) {
+        const size_t len = min_sz(o->tile, n - c);
+        o->dry_read += (update ? 4 : 1) * io_bytes(len, sizeof(float));
+        if (update) o->dry_written += 3 * io_bytes(len, sizeof(float));
+        o->dry_written += dry_param_write(z, len);
+    }
+}
+
+static void dry_catch_up(Zero *z, int ti) {
+    if (!z->off.defer || !z->off.stale[ti]) return;
+    dry_update_tiles(z, ti, 1);
+    z->off.stale[ti] = 0;
+}
+
+static void dry_catch_up_all(Zero *z) {
+    for (int i = 0; i < z->num_tensors; i++) dry_catch_up(z, i);
+}
+
+// zero_offload_update's I/O
+static void dry_update(Zero *z, int update) {
+    ZeroOffload *o = &z->off;
+    o->settled = 0;
+    if (update && o->defer) {
+        dry_catch_up_all(z);
+        memset(o->stale, 1, (size_t)z->num_tensors);
+    } else if (!update && o->param_is_master) {
+    } else if (o->opt == ZERO_TIER_NVME) {
+        for (int i = 0; i < z->num_tensors; i++) dry_update_tiles(z, i, update);
+    } else {   // update_host (from opt_first) or refresh_from_device (every tensor): the parameters' writes
+        for (int i = o->opt == ZERO_TIER_HOST ? o->opt_first : 0; i < z->num_tensors; i++)
+            for (size_t c = 0; c < z->t[i].lay->own_count; c += o->tile)
+                o->dry_written += dry_param_write(z, min_sz(o->tile, z->t[i].lay->own_count - c));
+    }
+}
+
+// zero_offload_shard's read of tensor ti's NVMe parameters (settle first on the step's first
+// backward read; a stale tensor read before that takes its deferred update instead)
+static void dry_shard(Zero *z, int ti, int bwd) {
+    ZeroOffload *o = &z->off;
+    const size_t n = z->t[ti].lay->own_count;
+    if (bwd && !o->settled) {
+        dry_catch_up_all(z);
+        o->settled = 1;
+    }
+    if (!o->settled && o->defer && o->stale[ti]) {
+        dry_catch_up(z, ti);
+        return;
+    }
+    for (size_t c = 0; c < n; c += o->tile) o->dry_read += io_bytes(min_sz(o->tile, n - c), z->param_size);
+}
+
+// accumulate's tiles of a bucket's tensors (the optimizer on NVMe): read unless the step's
+// first, written back
+static void dry_accumulate(Zero *z, const OffJob *j) {
+    ZeroOffload *o = &z->off;
+    if (o->opt != ZERO_TIER_NVME) return;
+    for (int k = 0; k < j->n; k++) {
+        const int ti = j->tensors[k];
+        const size_t n = z->t[ti].lay->own_count;
+        dry_catch_up(z, ti);
+        for (size_t c = 0; c < n; c += o->tile) {
+            const size_t bytes = io_bytes(min_sz(o->tile, n - c), sizeof(float));
+            if (!j->first) o->dry_read += bytes;
+            o->dry_written += bytes;
+        }
+    }
+}
+
+// park_io on NVMe: the whole gradient block out or back, in the engine buffer's chunks
+static void dry_park(Zero *z, const OffPark *r) {
+    ZeroOffload *o = &z->off;
+    if (o->park != ZERO_TIER_NVME) return;
+    const size_t bytes = z->t[r->ti].lay->split.padded * z->grad_size, chunk = o->tile * sizeof(float);
+    for (size_t c = 0; c < bytes; c += chunk) *(r->out ? &o->dry_written : &o->dry_read) += io_bytes(min_sz(chunk, bytes - c), 1);
+}
+
 // ---------------------------------------------------------------- init and free
 
 int zero_offload_parks_tied(const ZeroConfig *c) {
@@ -322,7 +417,7 @@ void zero_offload_init(Zero *z, int park_tied) {
     o->param_is_master = z->cfg.param_dtype == ZERO_F32 && o->param == o->opt;
     // the step's update waits for each tensor's next read (update_tiles): its I/O then runs
     // beside the next forward's compute instead of between two steps
-    o->defer = o->param_is_master && o->opt == ZERO_TIER_NVME && !counts_only(z);
+    o->defer = o->param_is_master && o->opt == ZERO_TIER_NVME;
     if (o->defer && !(o->stale = calloc((size_t)z->num_tensors, 1))) zero_fail(z, "out of host memory for the deferred update");
     if (o->park_tied) park_init(z);
     const size_t Sh = z->layout.shard_total, Soff = Sh - o->opt_base;   // Soff: the offloaded part of the shard
@@ -601,6 +696,7 @@ void zero_offload_reduce(Zero *z, const int *list, int n, const void *received) 
     j->first = z->stage <= 1 || z->reduce.micro == 0;   // stages 0-1 reduce only in the last micro-step
     j->last = z->reduce.micro == z->step.grad_accum - 1;
     b->stream_wait(b, o->host_stream, o->slot_full[s]);
+    if (counts_only(z)) dry_accumulate(z, j);   // a dry run runs no host call
     b->host_call(b, o->host_stream, accumulate, j);
     b->event_record(b, o->slot_free[s], o->host_stream);
 }
@@ -779,6 +875,10 @@ static void catch_up_all(Zero *z) {
 
 void zero_offload_flush(Zero *z) {
     if (!z->off.defer) return;
+    if (counts_only(z)) {
+        dry_catch_up_all(z);
+        return;
+    }
     zero_offload_wait(z);
     catch_up_all(z);
 }
@@ -804,7 +904,11 @@ static void refresh_from_device(Zero *z, int t) {
 void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
-    if (counts_only(z) || (o->opt == ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE)) return;
+    if (o->opt == ZERO_TIER_DEVICE && o->param == ZERO_TIER_DEVICE) return;
+    if (counts_only(z)) {
+        dry_update(z, update);
+        return;
+    }
     zero_offload_wait(z);   // no accumulation or parameter read runs beside the step's I/O
     o->settled = 0;         // what the step writes, a read stream's read must not pass
     // The uploads overwrite working parameters that work queued on the main stream may still
@@ -887,7 +991,11 @@ void *zero_offload_shard(Zero *z, int ti, void *mine, int bwd) {
                 l->own_count * z->param_size, z->gather.stream);
         return mine;
     }
-    if (l->own_count == 0 || counts_only(z)) return mine;
+    if (l->own_count == 0) return mine;
+    if (counts_only(z)) {
+        dry_shard(z, ti, bwd);
+        return mine;
+    }
     // NVMe: read on the host stream once the model no longer reads the recycled block (and no
     // earlier gather writes it: below). The
     // tensor's record is free again once its previous read has run (the host stream is in
@@ -971,6 +1079,7 @@ static void park_queue(Zero *z, OffPark *r, void *grad) {
     r->dev = grad;
     b->event_record(b, z->main_mark, z->main);
     b->stream_wait(b, o->host_stream, z->main_mark);
+    if (counts_only(z)) dry_park(z, r);
     b->host_call(b, o->host_stream, park_io, r);
 }
 
@@ -1000,23 +1109,34 @@ static void engine_stats(Zero *z, ZeroNvmeStats *st) {
     st->writes += r.writes;
 }
 
+// The engines' totals, or a dry run's (its swap file exists only there)
+static int io_totals(Zero *z, ZeroNvmeStats *st) {
+    if (counts_only(z) && z->off.file_bytes) {
+        memset(st, 0, sizeof *st);
+        st->bytes_read = z->off.dry_read;
+        st->bytes_written = z->off.dry_written;
+        return 1;
+    }
+    if (!z->off.nvme) return 0;
+    engine_stats(z, st);
+    return 1;
+}
+
 void zero_offload_step_begin(Zero *z) {
-    if (!z->off.nvme) return;
     ZeroNvmeStats st;
-    engine_stats(z, &st);
+    if (!io_totals(z, &st)) return;
     z->off.mark_read = st.bytes_read;
     z->off.mark_written = st.bytes_written;
     z->off.mark_busy = st.busy_s;
 }
 
 void zero_offload_step_end(Zero *z) {
-    if (!z->off.nvme) return;
     // A skipped update waited for none of the gradient writes; the next step's first write of
     // the same bytes would not wait for them either (the engine does not order writes), and
     // AdamW would read the skipped step's gradient.
-    gradient_writes_done(z);
+    if (z->off.nvme) gradient_writes_done(z);
     ZeroNvmeStats st;
-    engine_stats(z, &st);
+    if (!io_totals(z, &st)) return;
     z->off.last_read = st.bytes_read - z->off.mark_read;
     z->off.last_written = st.bytes_written - z->off.mark_written;
     z->off.step_read += z->off.last_read;

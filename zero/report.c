@@ -295,7 +295,7 @@ static void add_rank_counts(cJSON *e, const ZeroReportInfo *in, const ZeroFigure
 // One rank's figures: memory by kind and use, NVMe traffic, time, the budget, the formula,
 // and its counts (add_rank_counts).
 // dry (a dry run's prediction): what it does not predict is null, not 0: the time a step
-// takes, and the swap file's traffic (a dry run moves no bytes through it).
+// takes and the time a swap file is busy.
 static void add_rank(cJSON *e, const ZeroReportInfo *in, const ZeroFigures *f, int r, int dry) {
     add_num(e, "rank", r);
     add_kinds(add_obj(e, "device"), f->device, f->act_device);
@@ -303,15 +303,13 @@ static void add_rank(cJSON *e, const ZeroReportInfo *in, const ZeroFigures *f, i
     add_kinds(add_obj(e, "nvme"), f->nvme, 0);
     uint64_t on_nvme = 0;
     for (int u = 0; u < ZERO_USE_KINDS; u++) on_nvme += f->nvme[u];
-    if (dry && on_nvme) cJSON_AddNullToObject(e, "nvme_per_step");
-    else {
-        cJSON *nv = add_obj(e, "nvme_per_step");   // the swap file's traffic (offload to nvme)
-        add_num(nv, "read_bytes", f->steps ? (double)f->nvme_read / (double)f->steps : 0.0);
-        add_num(nv, "written_bytes", f->steps ? (double)f->nvme_written / (double)f->steps : 0.0);
-        add_num(nv, "busy_seconds", f->steps ? f->nvme_busy_s / (double)f->steps : 0.0);   // requests in flight
-        add_num(nv, "last_step_read_bytes", (double)f->nvme_last_read);       // a step after the first: the
-        add_num(nv, "last_step_written_bytes", (double)f->nvme_last_written); // deferred update's I/O is in it
-    }
+    cJSON *nv = add_obj(e, "nvme_per_step");   // the swap file's traffic (offload to nvme)
+    add_num(nv, "read_bytes", f->steps ? (double)f->nvme_read / (double)f->steps : 0.0);
+    add_num(nv, "written_bytes", f->steps ? (double)f->nvme_written / (double)f->steps : 0.0);
+    if (dry && on_nvme) cJSON_AddNullToObject(nv, "busy_seconds");   // (without a swap file: none, as live)
+    else add_num(nv, "busy_seconds", f->steps ? f->nvme_busy_s / (double)f->steps : 0.0);   // requests in flight
+    add_num(nv, "last_step_read_bytes", (double)f->nvme_last_read);       // a step after the first: the
+    add_num(nv, "last_step_written_bytes", (double)f->nvme_last_written); // deferred update's I/O is in it
     if (dry) cJSON_AddNullToObject(e, "seconds_per_step");
     else {
         cJSON *ts = add_obj(e, "seconds_per_step");   // the calling thread's time (ZeroFigures)
@@ -504,6 +502,17 @@ void zero_figures_print_sent(const ZeroFigures *f, const char *prefix) {
             printf(" %s %s B intra + %s B inter;", zero_flow_name((ZeroFlow)k),
                    grouped(a, sizeof a, f->flow_intra[k] / f->steps), grouped(b, sizeof b, f->flow_inter[k] / f->steps));
     printf("\n");
+}
+
+void zero_figures_print_nvme(const ZeroFigures *f, const char *prefix) {
+    uint64_t on_nvme = 0;
+    for (int u = 0; u < ZERO_USE_KINDS; u++) on_nvme += f->nvme[u];
+    if (f->steps == 0 || on_nvme == 0) return;
+    char a[32], b[32], c[32], d[32];
+    printf("%sNVMe swap file per step (%llu step%s): read %s B, written %s B; its last step: read %s B, written %s B\n",
+           prefix, (unsigned long long)f->steps, f->steps == 1 ? "" : "s", grouped(a, sizeof a, f->nvme_read / f->steps),
+           grouped(b, sizeof b, f->nvme_written / f->steps), grouped(c, sizeof c, f->nvme_last_read),
+           grouped(d, sizeof d, f->nvme_last_written));
 }
 
 void zero_report_print(const Zero *z) {

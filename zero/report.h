@@ -51,6 +51,9 @@ uint64_t zero_figures_device_total(const ZeroFigures *f);
 // "PREFIXsent per step (N steps): ..." and "PREFIXby flow per step: ...": what a rank sent in
 // a step, by collective and by flow (nothing when the figures cover no step).
 void zero_figures_print_sent(const ZeroFigures *f, const char *prefix);
+// The swap file's bytes read and written per step and in the last step, when anything lives
+// on NVMe (a dry run's prediction, or a live run's count).
+void zero_figures_print_nvme(const ZeroFigures *f, const char *prefix);
 // What a device budget is checked against: the device total, and where device memory is
 // host memory (in->device_is_host) the host tier and the process's runtime too.
 uint64_t zero_budget_total(const ZeroReportInfo *in, const ZeroFigures *f);

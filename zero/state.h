@@ -185,6 +185,7 @@ typedef struct {
     uint64_t grad_write[2];  // the gradient's two buffers' last writes, left in flight by accumulate
     uint64_t grad_writes;    // gradient tiles written (which buffer is next)
     double mark_busy, step_busy;        // the engine's busy seconds, likewise
+    uint64_t dry_read, dry_written;     // a dry run: the bytes a live run's engines would have moved
 } ZeroOffload;
 
 // Stage 3's gathering (gather.c): the pool the unit's tensors are gathered into, the fetch
