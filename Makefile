@@ -218,11 +218,11 @@ $(ZERO_TEST_BIN): $(BUILD)/tests/%: %.c dev/test/common/test_util.h $(BUILD)/lib
 include dev/cuda_emu/emu.mk
 
 EMU_TESTS := $(if $(HAVE_NVCC),emu $(EMU)/test_cublaslt_emu $(EMU)/test_cudnn_emu $(EMU)/test_nccl_emu)
-# The programs build side by side on every core (unless make already runs with -j); the
-# tests then run one after another.
+# The programs build side by side on every core, unless make was given -j; then the tests
+# run (dev/test/run_tests.sh; the emulated programs side by side, EMU_JOBS).
 NPROC := $(shell nproc 2>/dev/null || echo 1)
 test:
-	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(NPROC)) test-programs
+	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC)) test-programs
 	@EMU_DIR=$(if $(HAVE_NVCC),$(EMU)) bash dev/test/run_tests.sh $(TEST_BIN)
 test-programs: $(TEST_BIN) $(CPU_TARGETS) $(BUILD)/model_diff $(BUILD)/model_bf16 $(EMU_TESTS)
 

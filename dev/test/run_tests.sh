@@ -38,7 +38,9 @@ emu_progs=()
 # kernel on one core), the longest first; each program's output shows once it has ended.
 # test_gpt2_zero runs as its parts.
 # EMU_PROGS: another list, comma-separated.
-if [ -n "${EMU_DIR:-}" ] && [ -n "${EMU_PROGS+set}" ]; then IFS=, read -r -a emu_progs <<< "$EMU_PROGS"
+if [ -n "${EMU_DIR:-}" ] && [ -n "${EMU_PROGS+set}" ]; then
+    IFS=, read -r -a listed <<< "$EMU_PROGS"
+    for entry in "${listed[@]}"; do [ -n "${entry// /}" ] && emu_progs+=("$entry"); done
 elif [ -n "${EMU_DIR:-}" ]; then
     emu_progs=("test_gpt2_zero model" "test_gpt2_zero checkpoints" "test_gpt2_zero tiles" gpu_backend_ops
                "gpu_zero_toy all" gpu_zero_quant gpu_attention_cudnn "test_gpt2_zero kernels" "test_gpt2_zero ref"
@@ -100,6 +102,7 @@ if [ ${#emu_progs[@]} -gt 0 ]; then
     # OMP_WAIT_POLICY: OpenMP's idle threads do not spin (dev/cuda_emu/README.md, Cost)
     export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_WAIT_POLICY=passive
     jobs_max=${EMU_JOBS:-$(nproc 2>/dev/null || echo 1)}
+    case $jobs_max in ''|*[!0-9]*|0) echo "EMU_JOBS=$jobs_max is not a count of programs: 1 at a time"; jobs_max=1 ;; esac
     lap   # the program before ends here, not when these do
     echo "(the ${#emu_progs[@]} emulated programs run $jobs_max at a time: each one's output shows once it and those before it have ended)"
     shown=0

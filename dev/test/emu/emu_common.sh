@@ -1,7 +1,8 @@
 # emu_common.sh (sourced by the emulated tests, from the repository root): EMU, the emulated
 # programs' folder (EMU_DIR, default build/emu); $tmp, a scratch folder removed at exit;
 # ok/bad, which print PASS/FAIL lines and count them in pass/failn; need_emu PROG..., which
-# stops the test with a FAIL line when one of the emulated programs is not built.
+# stops the test with a FAIL line when one of the emulated programs is not built; spawn and
+# ran, which run commands side by side and check how they ended.
 EMU=${EMU_DIR:-build/emu}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -14,4 +15,21 @@ bad() { echo "FAIL $*"; failn=$((failn + 1)); }
 export OMP_WAIT_POLICY=passive
 need_emu() {
     for p in "$@"; do [ -x "$EMU/$p" ] || { echo "FAIL: $EMU/$p not built (make emu, or make test)"; exit 1; }; done
+}
+# spawn NAME COMMAND...: COMMAND in the background, EMU_JOBS at a time (default the core
+# count: the emulator runs a kernel on one core), its output in $tmp/NAME.log and, once it
+# has ended, its exit status in $tmp/NAME.rc. `wait` then waits for them all.
+spawn() {
+    local name=$1 most=${EMU_JOBS:-$(nproc 2> /dev/null || echo 1)}; shift
+    case $most in ''|*[!0-9]*|0) most=1 ;; esac
+    while [ "$(jobs -rp | wc -l)" -ge "$most" ]; do wait -n; done
+    { timeout 900 "$@" > "$tmp/$name.log" 2>&1; echo $? > "$tmp/$name.rc"; } &
+}
+ran() {   # ran NAME...: each exited 0 (else a FAIL line with its log's tail)
+    local name rc
+    for name in "$@"; do
+        rc=$(cat "$tmp/$name.rc" 2> /dev/null)
+        [ "$rc" = 0 ] && continue
+        bad "$name: exit ${rc:-unknown}"; tail -n 15 "$tmp/$name.log"; return 1
+    done
 }

@@ -39,6 +39,7 @@ run_seed() {   # run_seed SEED: seed 0 trains; another seed, with jitter, also r
         done
     fi
     train_all
+    echo "$pass $failn" > "$tmp/seed$seed.counts"   # the lines above also quote programs' own PASS and FAIL
 }
 # Each seed is one process at a time (the emulator runs a kernel on one core): two seeds
 # side by side, each into its own file, read back in seed order.
@@ -49,7 +50,8 @@ done
 wait
 for seed in 0 1 2 3; do
     cat "$tmp/seed$seed.out"
-    pass=$((pass + $(grep -c '^PASS' "$tmp/seed$seed.out"))); failn=$((failn + $(grep -c '^FAIL' "$tmp/seed$seed.out")))
+    read -r p f < "$tmp/seed$seed.counts" || { p=0; f=1; echo "FAIL seed $seed: it ended before counting"; }
+    pass=$((pass + p)); failn=$((failn + f))
 done
 for seed in 1 2 3; do
     for t in "${trainers[@]}"; do

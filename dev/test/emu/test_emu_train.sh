@@ -35,28 +35,13 @@ need_emu train_gpt2cu train_gpt2_zero
 [ -x ./train_gpt2 ] && [ -x build/model_diff ] || { echo "FAIL: train_gpt2 or build/model_diff not built"; exit 1; }
 export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
 # The runs here compare bits between configurations (or streams): their kernels keep the
-# bounds, alignment and race checks (the race check on the first launch of each kernel and
-# block shape), but run one block at a time without forced switches. Interleaved blocks and
+# bounds, alignment and race checks (the race check on the first launch of each kernel,
+# block and grid shape), but run one block at a time without forced switches. Interleaved blocks and
 # forced switches run on a chosen subset: the kernels' own tests (test_gpt2_zero,
 # gpu_zero_quant, gpu_zero_toy, gpu_attention_cudnn) and test_emu_seeds.sh
 # (dev/cuda_emu/README.md, "Which checks run where").
 export CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0
 model=(-e d2c64h1t64 -b 2 -t 64 -v 0 -s 0 -l 1e-3)
-# Every run starts first, two side by side (the emulator runs a kernel on one core); the
-# comparisons follow once all have ended.
-spawn() {   # spawn NAME COMMAND...: output in $tmp/NAME, log in $tmp/NAME.log, exit status in $tmp/NAME.rc
-    local name=$1; shift
-    while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n; done
-    { timeout 900 "$@" -o "$tmp/$name" > "$tmp/$name.log" 2>&1; echo $? > "$tmp/$name.rc"; } &
-}
-ran() {   # ran NAME...: each exited 0 (else a FAIL line with its log's tail)
-    local name rc
-    for name in "$@"; do
-        rc=$(cat "$tmp/$name.rc" 2>/dev/null)
-        [ "$rc" = 0 ] && continue
-        bad "$name: exit ${rc:-unknown}"; tail -n 15 "$tmp/$name.log"; return 1
-    done
-}
 same_bits() {   # same_bits A B WHAT: model file, losses and norms identical
     ran "$2" || return
     if ./build/model_diff "$tmp/$1/model_final.bin" "$tmp/$2/model_final.bin" 0 > "$tmp/$2.diff" 2>&1 &&
@@ -64,17 +49,19 @@ same_bits() {   # same_bits A B WHAT: model file, losses and norms identical
     then ok "$3"; else bad "$3: $(tail -n 1 "$tmp/$2.diff")"; fi
 }
 
+# Every run starts first, side by side (spawn, emu_common.sh); the comparisons follow once
+# all have ended. Each writes its output folder $tmp/NAME.
 sched=("${model[@]}" -x 20 -u 2 -q 0.1 -c 0 -v 10 -m 4)
-spawn cu "$EMU/train_gpt2cu" "${sched[@]}"
-spawn cpu ./train_gpt2 "${sched[@]}"
+spawn cu "$EMU/train_gpt2cu" "${sched[@]}" -o "$tmp/cu"
+spawn cpu ./train_gpt2 "${sched[@]}" -o "$tmp/cpu"
 bw=("${model[@]}" -d 128 -x 8 --grad-clip 0.5)
-spawn bw_ref "$EMU/train_gpt2cu" "${bw[@]}"
-for z in 0 1 2 3; do spawn "bw_z$z" "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z"; done
-spawn kv_ref "$EMU/train_gpt2cu" "${bw[@]}" --tile-vocab 8
-spawn kv_z3 "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --tile-vocab 8
+spawn bw_ref "$EMU/train_gpt2cu" "${bw[@]}" -o "$tmp/bw_ref"
+for z in 0 1 2 3; do spawn "bw_z$z" "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z" -o "$tmp/bw_z$z"; done
+spawn kv_ref "$EMU/train_gpt2cu" "${bw[@]}" --tile-vocab 8 -o "$tmp/kv_ref"
+spawn kv_z3 "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --tile-vocab 8 -o "$tmp/kv_z3"
 mkdir -p "$tmp/nvme_kv"
 spawn kv_z3_nvme "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --tile-vocab 8 --offload-param nvme --offload-optimizer nvme \
-    --nvme-path "$tmp/nvme_kv"
+    --nvme-path "$tmp/nvme_kv" -o "$tmp/kv_z3_nvme"
 offload=("1 opt_cpu --offload-optimizer cpu"
          "1 opt_nvme --offload-optimizer nvme --nvme-path NVME"
          "3 opt_cpu --offload-optimizer cpu"
@@ -89,20 +76,21 @@ for v in "${offload[@]}"; do
     mkdir -p "$tmp/nvme_$name"
     # a first launch waits for the device as a lazy load may: the backend's spin wait for a
     # host stream must not deadlock with it (dev/cuda_emu/README.md)
-    spawn "$name" env CUDA_EMU_HANG_S=120 CUDA_EMU_LOAD_SYNC=1 "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z" "${@/#NVME/$tmp/nvme_$name}"
+    spawn "$name" env CUDA_EMU_HANG_S=120 CUDA_EMU_LOAD_SYNC=1 "$EMU/train_gpt2_zero" "${bw[@]}" -z "$z" \
+        "${@/#NVME/$tmp/nvme_$name}" -o "$tmp/$name"
 done
 acc=("${model[@]}" -d 256 -x 4 --grad-clip 0.5)
-spawn acc_mg1 "$EMU/train_gpt2cu" "${acc[@]}"
-for z in 1 2 3; do spawn "acc_z$z" "$EMU/train_gpt2_zero" "${acc[@]}" -z "$z"; done
-spawn acc_mg0 "$EMU/train_gpt2cu" "${acc[@]}" --micro-grads 0
+spawn acc_mg1 "$EMU/train_gpt2cu" "${acc[@]}" -o "$tmp/acc_mg1"
+for z in 1 2 3; do spawn "acc_z$z" "$EMU/train_gpt2_zero" "${acc[@]}" -z "$z" -o "$tmp/acc_z$z"; done
+spawn acc_mg0 "$EMU/train_gpt2cu" "${acc[@]}" --micro-grads 0 -o "$tmp/acc_mg0"
 odd=(-e d2c64h1t64 -b 1 -t 63 -v 0 -s 0 -l 1e-3 -x 3 -u 2 -q 0.1 -c 0)
-spawn odd_cu "$EMU/train_gpt2cu" "${odd[@]}"
-spawn odd_cpu ./train_gpt2 "${odd[@]}"
-spawn sm86 env CUDA_EMU_ARCH=sm_86 "$EMU/train_gpt2cu" -e d1c3328h26t64 -b 1 -t 8 -x 1 -v 0 -s 0
+spawn odd_cu "$EMU/train_gpt2cu" "${odd[@]}" -o "$tmp/odd_cu"
+spawn odd_cpu ./train_gpt2 "${odd[@]}" -o "$tmp/odd_cpu"
+spawn sm86 env CUDA_EMU_ARCH=sm_86 "$EMU/train_gpt2cu" -e d1c3328h26t64 -b 1 -t 8 -x 1 -v 0 -s 0 -o "$tmp/sm86"
 dry=(-z 1 -e d2c64h1t64 -b 2 -t 64 -v 0 -s 0)
 for v in "" 91400; do
-    spawn "dry$v" env CUDA_EMU_CUDNN_VERSION=$v "$EMU/train_gpt2_zero" "${dry[@]}" --dry-run --world 1
-    spawn "live$v" env CUDA_EMU_CUDNN_VERSION=$v "$EMU/train_gpt2_zero" "${dry[@]}" -x 1
+    spawn "dry$v" env CUDA_EMU_CUDNN_VERSION=$v "$EMU/train_gpt2_zero" "${dry[@]}" --dry-run --world 1 -o "$tmp/dry$v"
+    spawn "live$v" env CUDA_EMU_CUDNN_VERSION=$v "$EMU/train_gpt2_zero" "${dry[@]}" -x 1 -o "$tmp/live$v"
 done
 wait
 

@@ -8,8 +8,8 @@
 #    is "N passed, N failed, N skipped"
 #  - a program with counts of its own that also skips a case: its counts and exit status hold
 #  - exit status: 0 with no failure, 1 with one; a run of skips only is a failure
-#  - the emulated programs (EMU_DIR, EMU_PROGS) run side by side, EMU_JOBS at a time: each
-#    one's output and counts appear in the list's order, one not built is a failure
+#  - the emulated programs (EMU_DIR, EMU_PROGS) run side by side, EMU_JOBS at a time and no
+#    more: each one's output and counts appear in the list's order, one not built is a failure
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -71,11 +71,16 @@ rc=$?
 # its mark), so run one after the other it would fail; outputs and counts follow the list
 emu="$tmp/emu"
 mkdir -p "$emu"
-mk emu/first 'for i in $(seq 100); do [ -e "'"$tmp"'/mark" ] && break; sleep 0.1; done
-[ -e "'"$tmp"'/mark" ] || { echo "0 passed, 1 failed"; exit 1; }; echo "out of first"; echo "2 passed, 0 failed"'
-mk emu/second 'touch "'"$tmp"'/mark"; echo "out of second $1"; echo "1 passed, 1 failed"; exit 1'
-mk emu/skips 'echo "SKIP: not here"'
-EMU_DIR=$emu EMU_PROGS="first,second part,skips,absent" EMU_JOBS=2 SHELL_TESTS="$tmp/sh_pass.sh" GPU_PROGS= \
+# each stays a second after it has seen the other, so "skips", third in the list, would find
+# both running if the runner started more than EMU_JOBS=2 at once
+mk emu/first 'touch "'"$tmp"'/running.first"; for i in $(seq 100); do [ -e "'"$tmp"'/mark" ] && break; sleep 0.1; done
+[ -e "'"$tmp"'/mark" ] || { echo "0 passed, 1 failed"; exit 1; }; sleep 1; rm "'"$tmp"'/running.first"
+echo "out of first"; echo "2 passed, 0 failed"'
+mk emu/second 'touch "'"$tmp"'/running.second" "'"$tmp"'/mark"; sleep 1; rm "'"$tmp"'/running.second"
+echo "out of second $1"; echo "1 passed, 1 failed"; exit 1'
+mk emu/skips 'n=$(ls "'"$tmp"'"/running.* 2> /dev/null | wc -l); [ "$n" -le 1 ] || { echo "0 passed, 1 failed ($n running)"; exit 1; }
+echo "SKIP: not here"'
+EMU_DIR=$emu EMU_PROGS="first,second part,skips,,absent" EMU_JOBS=2 SHELL_TESTS="$tmp/sh_pass.sh" GPU_PROGS= \
     bash dev/test/run_tests.sh > "$tmp/out" 2>&1
 rc=$?
 [ "$rc" -eq 1 ] && [ "$(tail -n 1 "$tmp/out")" = "4 passed, 2 failed, 1 skipped" ] ||

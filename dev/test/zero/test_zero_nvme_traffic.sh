@@ -36,9 +36,11 @@ for c in "${cases[@]}"; do
         || { tail -n 5 "$tmp/live_$name.txt"; fail "$name: the live run failed"; }
     ./train_gpt2 "${a[@]}" --dry-run --world "$world" -o "$tmp/dry_$name" > "$tmp/dry_$name.txt" 2>&1 \
         || { tail -n 5 "$tmp/dry_$name.txt"; fail "$name: the dry run failed"; }
-    python3 - "$tmp/live_$name/zero_report.json" "$tmp/dry_$name/zero_report.json" "$name" << 'EOF' || fail "$name: see above"
+    python3 - "$tmp/live_$name/zero_report.json" "$tmp/dry_$name/zero_report.json" "$name" "$world" << 'EOF' || fail "$name: see above"
 import json, sys
 live, dry = (json.load(open(f))["ranks"] for f in sys.argv[1:3])
+if not len(live) == len(dry) == int(sys.argv[4]):
+    sys.exit(f"{sys.argv[3]}: {len(live)} ranks in the live report, {len(dry)} in the dry run's, {sys.argv[4]} wanted")
 keys = ("read_bytes", "written_bytes", "last_step_read_bytes", "last_step_written_bytes")
 for l, d in zip(live, dry):
     got = {k: d["nvme_per_step"][k] for k in keys}
