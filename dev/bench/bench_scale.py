@@ -165,6 +165,7 @@ def record(runs, config, model, cap, dry_dir, dry_rc, mem, run_dir, log, disk_rd
         r["predicted_fits"] = int(dry_rc) == 0
         if config != "unsharded":
             r["predicted_nvme_bytes"] = d["ranks"][0]["nvme"]["total"]
+            r["predicted_nvme_per_step"] = d["ranks"][0]["nvme_per_step"]
     if inferred:
         status, cap0 = inferred.split()
         r.update(status=status, inferred_from=int(cap0))
@@ -201,7 +202,7 @@ def report(out):
     runs = [json.loads(l) for l in open(os.path.join(out, "runs.jsonl"))]
     G, M = 1e9, 1 << 20
     lines = ["| cap | configuration | model | parameters | result | peak (cgroup) | predicted | "
-             "ms/step (last) | NVMe B/param, last step: read, written (formula) | disk-bound s | compute s |",
+             "ms/step (last) | NVMe B/param, last step: read, written (formula; dry run) | disk-bound s | compute s |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     best = {}
     for r in runs:
@@ -221,7 +222,11 @@ def report(out):
         if nv and r["config"] == "z3nvme":
             P = r["params"]
             rd, wr = nv.get("last_step_read_bytes", nv["read_bytes"]), nv.get("last_step_written_bytes", nv["written_bytes"])
-            io = f"{rd / P:.1f}, {wr / P:.1f} ({r['formula_read_bytes'] / P:.1f}, {r['formula_written_bytes'] / P:.1f})"
+            io = f"{rd / P:.1f}, {wr / P:.1f} (formula {r['formula_read_bytes'] / P:.1f}, {r['formula_written_bytes'] / P:.1f}"
+            pn = r.get("predicted_nvme_per_step")
+            if pn:
+                io += f"; dry run {pn['last_step_read_bytes'] / P:.1f}, {pn['last_step_written_bytes'] / P:.1f}"
+            io += ")"
             disk_s = f"{rd / r['disk_read_Bps'] + wr / r['disk_write_Bps']:.1f}"
         sp = r.get("seconds_per_step")
         if sp:

@@ -23,8 +23,9 @@
 # dry run's prediction of that peak and its answer to "does it fit" (--gpu-mem CAP, with
 # the NVMe bytes against the free disk), ms per step, where the step's time went (the
 # model, the plugin's waits, the optimizer step; zero_report.json), the NVMe bytes read and
-# written per step against the formula's minimum, and the step time against the disk
-# (the bytes over the bandwidths dd measures in --nvme-path) and against the compute.
+# written per step against the formula's minimum and the dry run's prediction, and the step
+# time against the disk (the bytes over the bandwidths dd measures in --nvme-path) and
+# against the compute.
 #
 #   dev/bench/bench_scale.sh [--caps 512M[,1G...]] [--configs unsharded,z3,z3nvme] [--nvme-path DIR]
 #                            [-o OUT] [--steps N] [--models d12c768,...] [--dd-mib N] [--render]
