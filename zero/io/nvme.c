@@ -458,6 +458,26 @@ static int start_uring(ZeroNvme *n, char *reason, size_t len) {
         snprintf(reason, len, "the kernel's io_uring lacks IORING_OP_READ or IORING_OP_WRITE (Linux 5.6)");
         return 0;
     }
+    // a ring that sets up may still refuse its requests (a seccomp filter on io_uring_enter
+    // alone): one no-op goes through it before it is trusted
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&n->ring);
+    struct io_uring_cqe *cqe = NULL;
+    r = -EBUSY;
+    if (sqe) {
+        io_uring_prep_nop(sqe);
+        io_uring_sqe_set_data64(sqe, 0);
+        for (int tries = 0; tries < 100 && (r = io_uring_submit_and_wait(&n->ring, 1)) == -EINTR; tries++) {}
+        if (r >= 0) r = io_uring_wait_cqe(&n->ring, &cqe);
+        if (r == 0) {
+            r = cqe->res < 0 ? cqe->res : 0;
+            io_uring_cqe_seen(&n->ring, cqe);
+        }
+    }
+    if (r < 0) {
+        io_uring_queue_exit(&n->ring);
+        snprintf(reason, len, "a first request through io_uring: %s", strerror(-r));
+        return 0;
+    }
     n->ring_ok = 1;
     if (pthread_create(&n->reaper, NULL, reaper_main, n) != 0) {
         snprintf(reason, len, "cannot start the io_uring completion thread");

@@ -634,13 +634,15 @@ static void open_report(char *out, size_t len) {
     zero_nvme_close(n);
 }
 
-// In a child: io_uring_setup refused by seccomp, as in a container that blocks it.
+// In a child: a system call of io_uring (arg: its number) refused by seccomp, as in a
+// container that blocks io_uring_setup, or a sandbox that lets a ring be set up but refuses
+// io_uring_enter (the requests).
 static void child_without_io_uring(void *arg) {
-    (void)arg;
+    const long nr = *(const long *)arg;
 #ifdef __NR_io_uring_setup
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
@@ -656,7 +658,18 @@ static void child_without_io_uring(void *arg) {
     setenv("ZERO_NVME_ENGINE", "io_uring", 1);
     open_report(line, sizeof line);
     fprintf(stderr, "forced: %s\n", line);
+    unsetenv("ZERO_NVME_ENGINE");   // the engine chosen moves bytes
+    ZeroNvmeConfig cfg = {.dir = g_dir, .rank = 0, .file_bytes = 64 * KiB, .queue_depth = 4};
+    char err[1024];
+    ZeroNvme *n = zero_nvme_open(&cfg, err, sizeof err);
+    uint8_t *src = aligned(64 * KiB), *dst = aligned(64 * KiB);
+    fill(src, 0, 64 * KiB, 9);
+    int moved = n && zero_nvme_wait(n, zero_nvme_write(n, src, 0, 64 * KiB)) == 0 &&
+                zero_nvme_wait(n, zero_nvme_read(n, dst, 0, 64 * KiB)) == 0 && mismatch(dst, 0, 64 * KiB, 9) < 0;
+    fprintf(stderr, "moved: %s\n", moved ? "yes" : n ? zero_nvme_error(n) : err);
+    zero_nvme_close(n);
 #else
+    (void)nr;
     _exit(77);
 #endif
 }
@@ -684,15 +697,23 @@ static void test_engine_choice(void **state) {
     assert_true(strcmp(line, "engine=io_uring note=io_uring, queue depth 4") == 0
                 || strstr(line, "engine=threads note=threads (4): io_uring refused (") == line);
 
-    char msg[4096];
-    int rc = run_in_child(child_without_io_uring, NULL, msg, sizeof msg);
-    if (rc == 77) { print_message("skipping the seccomp part: %s\n", msg); return; }
-    if (rc != 0
-        || !strstr(msg, "auto: engine=threads note=threads (4): io_uring refused (io_uring_queue_init: Operation not permitted)")
-        || !strstr(msg, "forced: error=rank 0: ZERO_NVME_ENGINE=io_uring, but io_uring is not available "
-                        "(io_uring_queue_init: Operation not permitted)"))
-        fail_msg("with io_uring refused (child status %d): %s", rc, msg);
-    assert_int_equal(entries_in(g_dir), 0);
+#ifdef __NR_io_uring_setup
+    static const struct { long nr; const char *why; } refused[] = {
+        {__NR_io_uring_setup, "io_uring_queue_init: Operation not permitted"},
+        {__NR_io_uring_enter, "a first request through io_uring: Operation not permitted"},
+    };
+    for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+        char msg[4096], want_auto[512], want_forced[512];
+        int rc = run_in_child(child_without_io_uring, (void *)&refused[k].nr, msg, sizeof msg);
+        if (rc == 77) { print_message("skipping the seccomp part: %s\n", msg); return; }
+        snprintf(want_auto, sizeof want_auto, "auto: engine=threads note=threads (4): io_uring refused (%s)", refused[k].why);
+        snprintf(want_forced, sizeof want_forced, "forced: error=rank 0: ZERO_NVME_ENGINE=io_uring, but io_uring is not "
+                 "available (%s)", refused[k].why);
+        if (rc != 0 || !strstr(msg, want_auto) || !strstr(msg, want_forced) || !strstr(msg, "moved: yes"))
+            fail_msg("with system call %ld refused (child status %d): %s", refused[k].nr, rc, msg);
+        assert_int_equal(entries_in(g_dir), 0);
+    }
+#endif
 }
 
 // 64 writes of 4 KiB through one worker, then the bytes read back and checked; the writes'
