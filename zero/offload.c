@@ -238,10 +238,12 @@ static void nvme_open(Zero *z) {
 }
 
 // rc from engine nv (the main one, or the read stream's): its first failure says why.
+// A failed wait covers every request before the ticket too: the engine's message names the
+// request that failed (its offset in the swap file), which may be another tensor's.
 static void nvme_check_on(Zero *z, ZeroNvme *nv, int rc, const char *what, int ti) {
     if (rc != 0)
-        zero_fail(z, "NVMe offload: %s of %s failed: %s (swap file %s)", what, ti >= 0 ? z->t[ti].name : "?",
-                  engine_msg(zero_nvme_error(nv)), zero_nvme_path(nv));
+        zero_fail(z, "NVMe offload: %s%s%s stopped: a request to the swap file failed: %s", what, ti >= 0 ? " of " : "",
+                  ti >= 0 ? z->t[ti].name : "", engine_msg(zero_nvme_error(nv)));
 }
 static void nvme_check(Zero *z, int rc, const char *what, int ti) { nvme_check_on(z, z->off.nvme, rc, what, ti); }
 
