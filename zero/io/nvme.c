@@ -644,12 +644,25 @@ void zero_nvme_close(ZeroNvme *n) {
     pthread_mutex_unlock(&n->mu);
     for (int i = 0; i < n->nthreads; i++) pthread_join(n->threads[i], NULL);
 #if ZERO_NVME_URING
-    if (n->reaper_started) {
+    if (n->reaper_started) {   // a no-op wakes the completion thread, which then ends
         struct io_uring_sqe *sqe = io_uring_get_sqe(&n->ring);   // free: nothing is in flight
-        io_uring_prep_nop(sqe);
-        io_uring_sqe_set_data(sqe, NULL);
-        io_uring_submit(&n->ring);
-        pthread_join(n->reaper, NULL);
+        int r = -EBUSY;
+        if (sqe) {
+            io_uring_prep_nop(sqe);
+            io_uring_sqe_set_data(sqe, NULL);
+            for (int tries = 0; tries < 1000; tries++) {   // a busy or interrupted submit, again
+                if ((r = io_uring_submit(&n->ring)) >= 0 || (r != -EINTR && r != -EAGAIN && r != -EBUSY)) break;
+                struct timespec ms = {0, 1000000};
+                nanosleep(&ms, NULL);
+            }
+        }
+        if (r >= 0) pthread_join(n->reaper, NULL);
+        else {   // it cannot be woken: left waiting on the ring, which stays mapped for it
+            fprintf(stderr, "zero: rank %d: warning: the io_uring of %s could not be stopped (%s); its completion "
+                    "thread is left behind\n", n->rank, n->path, strerror(-r));
+            pthread_detach(n->reaper);
+            n->ring_ok = 0;
+        }
     }
     if (n->ring_ok) io_uring_queue_exit(&n->ring);
 #endif
