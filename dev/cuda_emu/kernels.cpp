@@ -352,7 +352,7 @@ namespace emu_dev {
 
 struct Settings {
     int blocks_at_once;      // CUDA_EMU_BLOCKS: blocks interleaved (default 4)
-    int racecheck;           // CUDA_EMU_RACECHECK: 0 off, 1 the first launch of each kernel and block shape (default), 2 all
+    int racecheck;           // CUDA_EMU_RACECHECK: 0 off, 1 the first launch of each kernel, block and grid shape (default), 2 all
     uint32_t preempt;        // CUDA_EMU_PREEMPT: mean shared/global accesses between forced switches (0: none)
 };
 static Settings g_settings;   // read once, before the first grid runs
@@ -1165,15 +1165,19 @@ static cudaError_t check_config(const void *kernel, const char *name, const char
 static std::atomic<uint64_t> g_launches{0};
 
 // The race check costs most of the emulated time: by default it watches the first launch
-// of each kernel with each block shape, whose threads' accesses follow the same indices as
-// in the later ones; CUDA_EMU_RACECHECK=2 watches every launch.
-static bool race_this_launch(const void *kernel, dim3 b) {
+// of each kernel with each block shape and each grid shape (which of its x, y and z are
+// more than 1), whose threads' accesses follow the same indices as in the later ones; a
+// launch of one block, which no other block can race, does not stand for one of several
+// (the grid's sizes themselves would multiply the launches checked). CUDA_EMU_RACECHECK=2
+// watches every launch.
+static bool race_this_launch(const void *kernel, dim3 g, dim3 b) {
     const Settings &st = settings();
     if (st.racecheck != 1) return st.racecheck >= 2;
     static std::mutex mu;
-    static std::map<std::tuple<const void *, unsigned, unsigned, unsigned>, int> seen;
+    static std::map<std::tuple<const void *, unsigned, unsigned, unsigned, unsigned>, int> seen;
     std::lock_guard<std::mutex> lk(mu);
-    return seen[std::make_tuple(kernel, b.x, b.y, b.z)]++ == 0;
+    const unsigned grid_shape = (g.x > 1) | (g.y > 1) << 1 | (g.z > 1) << 2;
+    return seen[std::make_tuple(kernel, b.x, b.y, b.z, grid_shape)]++ == 0;
 }
 
 void launch(const void *kernel, const char *name, const char *file, int line, dim3 grid, dim3 block, size_t smem,
@@ -1195,7 +1199,7 @@ void launch(const void *kernel, const char *name, const char *file, int line, di
     gr->ptrs.assign(ptrs, ptrs + nptrs);
     gr->body = std::move(body);
     gr->kernel = kernel;
-    gr->racecheck = race_this_launch(kernel, block);
+    gr->racecheck = race_this_launch(kernel, grid, block);
     gr->launch_no = g_launches++;
     gr->gen = (uint32_t)(gr->launch_no % 0xffffffffu) + 1;
     std::string what = std::string("kernel ") + name;

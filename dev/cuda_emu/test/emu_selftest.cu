@@ -285,6 +285,18 @@ static int case_block_order() {   // a result that depends on block order change
     return g_bad;
 }
 
+// A first launch of one block has no other block to race with: a later launch of 64
+// (the same kernel and block shape) is checked too, and its blocks race on *out.
+static int case_grid_race_after_one_block() {
+    int *out;
+    CK(cudaMalloc(&out, sizeof(int)));
+    last_writer<<<1, 32>>>(out);
+    CK(cudaDeviceSynchronize());
+    last_writer<<<64, 32>>>(out);
+    CK(cudaDeviceSynchronize());
+    return g_bad;
+}
+
 static int case_divergent_barrier() {   // must die, naming the kernel
     float *x;
     CK(cudaMalloc(&x, 64 * sizeof(float)));
@@ -1131,6 +1143,7 @@ static const Case cases[] = {
     // the memory checks (the instrumentation, which the AddressSanitizer build has not)
     {"missing_barrier_race", case_missing_barrier, 1, "data race on shared memory at byte", nullptr},
     {"block_order_race", case_block_order, 1, "data race on global memory", nullptr},
+    {"grid_race_after_one_block", case_grid_race_after_one_block, 1, "data race on global memory", nullptr},
     {"warp_handoff", case_warp_handoff, 1, "data race on shared memory", nullptr},
     {"lost_update", case_lost_update, 1, "data race on global memory", nullptr},
     {"lost_update_shows", case_lost_update_shows, 0, "launches counted short", "CUDA_EMU_RACECHECK=0"},

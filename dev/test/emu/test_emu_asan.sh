@@ -8,32 +8,24 @@
 # and the emulated NCCL across processes (test_nccl_emu, gpu_zero_toy's training at 2 ranks).
 set -u
 cd "$(dirname "$0")/../../.."
-EMU=build/emu-asan
 san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 progs=(emu_selftest test_cublaslt_emu test_cudnn_emu test_nccl_emu gpu_zero_quant gpu_backend_ops gpu_zero_toy train_gpt2cu
        train_gpt2_zero)
-if ! make -j2 EMU=$EMU EMU_SAN="$san" "${progs[@]/#/$EMU/}" > "$EMU.build.log" 2>&1; then
-    tail -n 30 "$EMU.build.log"; echo "FAIL test_emu_asan: the sanitizer build"; exit 1
+if ! make -j2 EMU=build/emu-asan EMU_SAN="$san" "${progs[@]/#/build/emu-asan/}" > build/emu-asan.build.log 2>&1; then
+    tail -n 30 build/emu-asan.build.log; echo "FAIL test_emu_asan: the sanitizer build"; exit 1
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; failn=0
+source dev/test/emu/emu_common.sh
+EMU=build/emu-asan
 export ZERO_GPU_TEST_SMALL=1   # gpu_backend_ops's 1 GiB norm: in make test's own emulated run
 # the emulator keeps its streams and registry for the life of the process: no leak checks
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
-export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive
+export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
 # AddressSanitizer checks here, not the instrumented memory checks (no forced switches in this
 # build): blocks run one at a time, as fewer fibers cost ASan's fake stacks less.
 export CUDA_EMU_BLOCKS=1
-check() {   # check NAME COMMAND...: exit 0, and no sanitizer report
-    local name=$1; shift
-    if timeout 900 "$@" > "$tmp/$name.log" 2>&1 && ! grep -q "ERROR: AddressSanitizer\|runtime error" "$tmp/$name.log"; then
-        echo "PASS $name under ASan/UBSan: $(grep -E '^[0-9]+ passed' "$tmp/$name.log" | tail -n 1)"; pass=$((pass + 1))
-    else
-        echo "FAIL $name under ASan/UBSan"; grep -m3 -A12 "ERROR: AddressSanitizer\|runtime error" "$tmp/$name.log"
-        tail -n 5 "$tmp/$name.log"; failn=$((failn + 1))
-    fi
-}
+# every program starts first, side by side (spawn); then each is checked, in this order
+names=()
+check() { names+=("$1"); spawn "$@"; }
 for p in emu_selftest test_cublaslt_emu test_cudnn_emu gpu_zero_quant gpu_backend_ops; do check "$p" "$EMU/$p"; done
 check gpu_zero_toy "$EMU/gpu_zero_toy" all
 check test_nccl_emu_np2 env NO_MPI=1 scripts/launch_ranks.sh 2 "$EMU/test_nccl_emu"
@@ -44,5 +36,14 @@ mkdir -p "$tmp/nvme"
 check train_gpt2_zero_offload_cpu "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --offload-optimizer cpu --offload-param cpu -o "$tmp/z3c"
 check train_gpt2_zero_offload_nvme "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --offload-optimizer nvme \
     --offload-param nvme --nvme-path "$tmp/nvme" -o "$tmp/z3n"
+wait
+for name in "${names[@]}"; do   # exit 0, and no sanitizer report
+    if [ "$(cat "$tmp/$name.rc")" = 0 ] && ! grep -q "ERROR: AddressSanitizer\|runtime error" "$tmp/$name.log"; then
+        ok "$name under ASan/UBSan: $(grep -E '^[0-9]+ passed' "$tmp/$name.log" | tail -n 1)"
+    else
+        bad "$name under ASan/UBSan (exit $(cat "$tmp/$name.rc"))"
+        grep -m3 -A12 "ERROR: AddressSanitizer\|runtime error" "$tmp/$name.log"; tail -n 5 "$tmp/$name.log"
+    fi
+done
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
