@@ -20,10 +20,14 @@ need_emu() {
 # count: the emulator runs a kernel on one core), its output in $tmp/NAME.log and, once it
 # has ended, its exit status in $tmp/NAME.rc. `wait` then waits for them all.
 spawn() {
-    local name=$1 most=${EMU_JOBS:-$(nproc 2> /dev/null || echo 1)}; shift
+    local name=$1; shift
+    wait_for_slot
+    { timeout 900 "$@" > "$tmp/$name.log" 2>&1; echo $? > "$tmp/$name.rc"; } &
+}
+wait_for_slot() {   # returns once fewer than EMU_JOBS background jobs run
+    local most=${EMU_JOBS:-$(nproc 2> /dev/null || echo 1)}
     case $most in ''|*[!0-9]*|0) most=1 ;; esac
     while [ "$(jobs -rp | wc -l)" -ge "$most" ]; do wait -n; done
-    { timeout 900 "$@" > "$tmp/$name.log" 2>&1; echo $? > "$tmp/$name.rc"; } &
 }
 ran() {   # ran NAME...: each exited 0 (else a FAIL line with its log's tail)
     local name rc

@@ -41,10 +41,10 @@ run_seed() {   # run_seed SEED: seed 0 trains; another seed, with jitter, also r
     train_all
     echo "$pass $failn" > "$tmp/seed$seed.counts"   # the lines above also quote programs' own PASS and FAIL
 }
-# Each seed is one process at a time (the emulator runs a kernel on one core): two seeds
-# side by side, each into its own file, read back in seed order.
+# Each seed is one process at a time (the emulator runs a kernel on one core): seeds side by
+# side (wait_for_slot, emu_common.sh), each into its own file, read back in seed order.
 for seed in 0 1 2 3; do
-    while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n; done
+    wait_for_slot
     run_seed "$seed" > "$tmp/seed$seed.out" 2>&1 &
 done
 wait
