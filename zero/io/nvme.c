@@ -44,6 +44,11 @@
 #define NVME_MAX_DEPTH ZERO_NVME_MAX_DEPTH
 #define NVME_MAX_CHUNK ZERO_NVME_MAX_BLOCK   // one pread/SQE moves at most this (or block_bytes); the rest follows
 #define NVME_JITTER_MAX_US 2000   // longest ZERO_NVME_JITTER sleep
+// An interrupted or refused transfer goes again, up to NVME_RETRIES times in a row for one
+// request; a busy io_uring submit, for about a second (NVME_SUBMIT_TRIES, 1 ms apart after
+// the first few). Past either, the request fails with the error, instead of spinning forever.
+#define NVME_RETRIES 100
+#define NVME_SUBMIT_TRIES 1000
 
 enum { OP_READ, OP_WRITE };
 enum { ENGINE_THREADS, ENGINE_URING };
@@ -63,6 +68,7 @@ typedef struct {
     char *buf;
     uint64_t offset;
     size_t bytes, done;  // asked for; moved so far
+    int retries;         // transfers in a row interrupted or refused (EINTR, EAGAIN)
 } NvmeSlot;
 
 struct ZeroNvme {
@@ -165,17 +171,23 @@ static ZeroTicket low_water_locked(const ZeroNvme *n) {
 // rest must be issued again (the mutex is held).
 static int complete_locked(ZeroNvme *n, NvmeSlot *s, long res) {
     size_t want = s->bytes - s->done;
-    if (res == -EINTR || res == -EAGAIN) return 1;
+    if ((res == -EINTR || res == -EAGAIN) && s->retries < NVME_RETRIES) {
+        s->retries++;
+        return 1;
+    }
     if (res > 0 && (size_t)res < want && res % ZERO_NVME_ALIGN == 0) {
         s->done += (size_t)res;
+        s->retries = 0;
         return 1;
     }
     if (res > 0 && (size_t)res == want) {
         if (s->op == OP_READ) { n->stats.bytes_read += s->bytes; n->stats.reads++; }
         else { n->stats.bytes_written += s->bytes; n->stats.writes++; }
     } else if (res < 0) {
-        char moved[64] = "";   // where it stopped, when part of it went through
+        char moved[96] = "";   // where it stopped, when part of it went through, and how often it was tried
         if (s->done) snprintf(moved, sizeof moved, " after %zu bytes", s->done);
+        if (s->retries)
+            snprintf(moved + strlen(moved), sizeof moved - strlen(moved), " (%d tries in a row)", s->retries + 1);
         fail_locked(n, s->ticket, "rank %d: %s of %zu bytes at offset %" PRIu64 " in %s failed%s: %s",
                     n->rank, op_name(s->op), s->bytes, s->offset, n->path, moved, strerror((int)-res));
     } else {
@@ -249,6 +261,20 @@ static void threads_issue_locked(ZeroNvme *n, NvmeSlot *s) {
 // io_uring engine: the caller's thread submits, a reaper thread takes completions
 
 #if ZERO_NVME_URING
+// io_uring_submit, again while the ring is busy or the call interrupted, up to
+// NVME_SUBMIT_TRIES times: its result (a refused submit leaves the entries queued).
+static int submit_bounded(ZeroNvme *n) {
+    int r = 0;
+    for (int tries = 0; tries < NVME_SUBMIT_TRIES; tries++) {
+        if ((r = io_uring_submit(&n->ring)) >= 0 || (r != -EINTR && r != -EAGAIN && r != -EBUSY)) return r;
+        if (tries >= 8) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+    }
+    return r;
+}
+
 static void uring_issue_locked(ZeroNvme *n, NvmeSlot *s) {
     for (;;) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(&n->ring);
@@ -258,14 +284,13 @@ static void uring_issue_locked(ZeroNvme *n, NvmeSlot *s) {
         else io_uring_prep_write(sqe, n->fd, s->buf + s->done, (unsigned)len, s->offset + s->done);
         io_uring_sqe_set_data(sqe, s);
         n->stats.transfers++;
-        int r;
-        do r = io_uring_submit(&n->ring);   // a refused submit leaves the entry queued: retry it
-        while (r == -EINTR || r == -EAGAIN || r == -EBUSY);
+        int r = submit_bounded(n);
         if (r >= 0) return;
         // not taken: make the queued entry a no-op the reaper ignores, so no later submit
         // moves bytes for a request that has already failed
         io_uring_prep_nop(sqe);
         io_uring_sqe_set_data(sqe, &n->ring);
+        s->retries = NVME_SUBMIT_TRIES - 1;   // a second of refusals already: the request fails now
         if (!complete_locked(n, s, r)) return;
     }
 }
@@ -275,7 +300,12 @@ static void *reaper_main(void *arg) {
     for (;;) {
         struct io_uring_cqe *cqe;
         int r = io_uring_wait_cqe(&n->ring, &cqe);
-        if (r == -EINTR || r == -EAGAIN) continue;
+        if (r == -EINTR) continue;
+        if (r == -EAGAIN) {   // no spinning while the kernel refuses the wait
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+            continue;
+        }
         if (r < 0) {   // the ring itself failed: end every request so no waiter hangs, and
                        // refuse later ones, which nothing would reap
             pthread_mutex_lock(&n->mu);
@@ -326,7 +356,7 @@ static ZeroTicket submit(ZeroNvme *n, int op, void *buf, uint64_t offset, size_t
     NvmeSlot *s = n->slots;
     while (s->ticket) s++;
     t = ++n->issued;
-    *s = (NvmeSlot){t, op, buf, offset, bytes, 0};
+    *s = (NvmeSlot){t, op, buf, offset, bytes, 0, 0};
     n->in_flight++;
     clock_tick(n->clock, +1);
 #if ZERO_NVME_URING
@@ -650,11 +680,7 @@ void zero_nvme_close(ZeroNvme *n) {
         if (sqe) {
             io_uring_prep_nop(sqe);
             io_uring_sqe_set_data(sqe, NULL);
-            for (int tries = 0; tries < 1000; tries++) {   // a busy or interrupted submit, again
-                if ((r = io_uring_submit(&n->ring)) >= 0 || (r != -EINTR && r != -EAGAIN && r != -EBUSY)) break;
-                struct timespec ms = {0, 1000000};
-                nanosleep(&ms, NULL);
-            }
+            r = submit_bounded(n);
         }
         if (r >= 0) pthread_join(n->reaper, NULL);
         else {   // it cannot be woken: left waiting on the ring, which stays mapped for it

@@ -2,7 +2,8 @@
 // reach the swap file's descriptor), on both engines: patterned data written at many
 // offsets with many requests in flight and read back in another order, tickets, short
 // reads, I/O errors, refused requests, the folder and disk-full errors, the unlinked file
-// and its space, and the choice of engine (io_uring refused by a seccomp filter).
+// and its space, the choice of engine (io_uring refused by a seccomp filter), and a ring
+// whose every request the kernel answers "try again" (EAGAIN): a bounded failure, no spin.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -637,13 +638,13 @@ static void open_report(char *out, size_t len) {
 // In a child: a system call of io_uring (arg: its number) refused by seccomp, as in a
 // container that blocks io_uring_setup, or a sandbox that lets a ring be set up but refuses
 // io_uring_enter (the requests).
-static void child_without_io_uring(void *arg) {
-    const long nr = *(const long *)arg;
-#ifdef __NR_io_uring_setup
+// From here on, system call nr fails with error err in this process (a seccomp filter);
+// exits 77 (skipped) where no filter can be installed.
+static void refuse_syscall(long nr, int err) {
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)err & SECCOMP_RET_DATA)),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     struct sock_fprog prog = {sizeof f / sizeof f[0], f};
@@ -651,6 +652,12 @@ static void child_without_io_uring(void *arg) {
         fprintf(stderr, "cannot install a seccomp filter: %s\n", strerror(errno));
         _exit(77);
     }
+}
+
+static void child_without_io_uring(void *arg) {
+    const long nr = *(const long *)arg;
+#ifdef __NR_io_uring_setup
+    refuse_syscall(nr, EPERM);
     char line[1400];
     unsetenv("ZERO_NVME_ENGINE");
     open_report(line, sizeof line);
@@ -714,6 +721,52 @@ static void test_engine_choice(void **state) {
         assert_int_equal(entries_in(g_dir), 0);
     }
 #endif
+}
+
+// In a child: io_uring up and moving bytes, then every io_uring_enter refused with EAGAIN
+// (seccomp), as a kernel that keeps saying "try again": the next write fails within seconds
+// naming the error, instead of the engine resubmitting it forever; an alarm ends a child
+// that hangs. Prints what the write's wait returned and the engine's error.
+static void child_uring_again(void *arg) {
+    (void)arg;
+#ifdef __NR_io_uring_enter
+    setenv("ZERO_NVME_ENGINE", "io_uring", 1);
+    ZeroNvmeConfig cfg = {.dir = g_dir, .rank = 0, .file_bytes = 64 * KiB, .queue_depth = 4};
+    char err[1024];
+    ZeroNvme *n = zero_nvme_open(&cfg, err, sizeof err);
+    if (!n) {
+        fprintf(stderr, "no io_uring here: %s\n", err);
+        _exit(77);
+    }
+    uint8_t *src = aligned(64 * KiB);
+    fill(src, 0, 64 * KiB, 3);
+    if (zero_nvme_wait(n, zero_nvme_write(n, src, 0, 64 * KiB)) != 0) {
+        fprintf(stderr, "the first write failed: %s\n", zero_nvme_error(n));
+        _exit(3);
+    }
+    refuse_syscall(__NR_io_uring_enter, EAGAIN);
+    alarm(60);
+    double t0 = now_s();
+    int rc = zero_nvme_wait(n, zero_nvme_write(n, src, 0, 64 * KiB));
+    fprintf(stderr, "wait: %d after %.1f s: %s\n", rc, now_s() - t0, rc ? zero_nvme_error(n) : "");
+    _exit(0);   // no close: its wake-up of the completion thread is refused too
+#else
+    _exit(77);
+#endif
+}
+
+static void test_uring_refuses_again(void **state) {
+    (void)state;
+    char msg[4096];
+    int rc = run_in_child(child_uring_again, NULL, msg, sizeof msg);
+    if (rc == 77) { print_message("skipping: %s\n", msg); return; }
+    double secs = -1;
+    const char *w = strstr(msg, "wait: -1 after ");
+    if (w) secs = atof(w + strlen("wait: -1 after "));
+    if (rc != 0 || !w || secs > 30 || !strstr(msg, "write of 65536 bytes at offset 0") ||
+        !strstr(msg, "(1000 tries in a row): Resource temporarily unavailable"))
+        fail_msg("io_uring_enter refused with EAGAIN (child status %d): %s", rc, msg);
+    print_message("  %s", w);
 }
 
 // 64 writes of 4 KiB through one worker, then the bytes read back and checked; the writes'
@@ -879,6 +932,7 @@ int main(void) {
         ONE(test_disk_full),
         ONE(test_no_file_after_error_exit),
         ONE(test_engine_choice),
+        ONE(test_uring_refuses_again),
         ONE(test_jitter),
         ONE(test_pool_allocator),
     };
