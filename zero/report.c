@@ -467,6 +467,7 @@ int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fie
             bad = 1;
         }
         free(text);
+        zero_figures_print_nvme(&all[0], "zero: rank 0's ");   // the swap file's traffic, in the log too
     }
     free(d);
     free(all);

@@ -331,7 +331,8 @@ void zero_report_set_activation_bytes(Zero *z, size_t device_bytes, size_t host_
 // which writes path atomically as JSON (bytes by kind on device and host,
 // "optimizer_states" = fp32 master + m + v, bytes sent per collective per step, the ZeRO
 // formula). extra_json_fields: NULL or a JSON object whose
-// fields are added at the top level. Returns 0, or -1 on every rank.
+// fields are added at the top level. With anything on NVMe, rank 0 also prints its swap
+// file's bytes read and written per step. Returns 0, or -1 on every rank.
 int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fields);
 // Rank 0 prints a short table of its figures (not collective).
 void zero_report_print(const Zero *z);

@@ -4,8 +4,9 @@
 # optimizer, the parameters or both on NVMe (fp32 parameters beside the master: the deferred
 # update, folded into the next gather), stages 1-3, accumulation 2, 3 ranks, activation
 # checkpoints with recompute, no prefetch, linear tiles, persistent small tensors, and
-# vocabulary tiles (the tied embedding's partial gradients parked on NVMe between its units). The live figures are the engines' own counts; the dry run
-# moves no byte and adds up what each request of the live schedule would move.
+# vocabulary tiles (the tied embedding's partial gradients parked on NVMe between its units).
+# The live figures are the engines' own counts; the dry run moves no byte and adds up what
+# each request of the live schedule would move. The live run's log prints rank 0's figures.
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -36,8 +37,9 @@ for c in "${cases[@]}"; do
         || { tail -n 5 "$tmp/live_$name.txt"; fail "$name: the live run failed"; }
     ./train_gpt2 "${a[@]}" --dry-run --world "$world" -o "$tmp/dry_$name" > "$tmp/dry_$name.txt" 2>&1 \
         || { tail -n 5 "$tmp/dry_$name.txt"; fail "$name: the dry run failed"; }
-    python3 - "$tmp/live_$name/zero_report.json" "$tmp/dry_$name/zero_report.json" "$name" "$world" << 'EOF' || fail "$name: see above"
-import json, sys
+    python3 - "$tmp/live_$name/zero_report.json" "$tmp/dry_$name/zero_report.json" "$name" "$world" "$tmp/live_$name.txt" \
+        << 'EOF' || fail "$name: see above"
+import json, re, sys
 live, dry = (json.load(open(f))["ranks"] for f in sys.argv[1:3])
 if not len(live) == len(dry) == int(sys.argv[4]):
     sys.exit(f"{sys.argv[3]}: {len(live)} ranks in the live report, {len(dry)} in the dry run's, {sys.argv[4]} wanted")
@@ -52,6 +54,12 @@ for l, d in zip(live, dry):
     if d["nvme_per_step"]["busy_seconds"] is not None:
         sys.exit(f"{sys.argv[3]}: the dry run states a busy time it cannot predict")
 r0 = live[0]["nvme_per_step"]
+# the live run's log says the same at its end (whole bytes a step)
+said = [l for l in open(sys.argv[5]) if l.startswith("zero: rank 0's NVMe swap file per step (3 steps)")]
+want = "read {:,} B, written {:,} B; its last step: read {:,} B, written {:,} B".format(
+    int(r0["read_bytes"]), int(r0["written_bytes"]), int(r0["last_step_read_bytes"]), int(r0["last_step_written_bytes"]))
+if not said or want not in said[-1]:
+    sys.exit(f"{sys.argv[3]}: the live run's log does not end with rank 0's NVMe traffic '{want}': {said}")
 print(f"{sys.argv[3]}: {len(live)} ranks, rank 0 reads {r0['read_bytes']:,.0f} B and writes {r0['written_bytes']:,.0f} B "
       f"a step (last step {r0['last_step_read_bytes']:,} and {r0['last_step_written_bytes']:,}): predicted alike")
 EOF
