@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test program and prints one closing line "N passed, N failed, N skipped".
 # Before each program it prints "=== k/N name", N being every program this run will start;
-# before the closing line, the slowest programs with their seconds.
+# before the closing line, the slowest programs with their seconds, and the first failure lines
+# of each program that failed.
 # EMU_DIR (set by make test when the CUDA toolkit is there): the emulated programs' folder;
 # EMU_JOBS: how many of them run at once (default the core count); EMU_PROGS: which (below).
 # SHELL_TESTS: the shell tests to run (default every dev/test/*/test_*.sh; "" runs none).
@@ -52,6 +53,12 @@ total=$(($# + n_sh + ${#gpu_progs[@]} + ${#emu_progs[@]}))
 k=0
 laps=() cur= start=0   # each program's seconds, for the slowest-first list at the end
 lap() { [ -n "$cur" ] && laps+=("$((SECONDS - start)) $cur"); cur=; }
+# digest NAME: the first failure lines of $log, NAME's output, kept for the end of the run
+# (a long run's failures are otherwise far above its closing lines)
+digest() {
+    grep -m 6 -E '(^|[^A-Za-z_])FAIL|\[  FAILED  \]|ERROR: AddressSanitizer|runtime error' "$log" | cut -c1-240 |
+        sed "s|^|  $1: |" >> "$logs/digest"
+}
 next() { lap; k=$((k + 1)); echo "=== $k/$total $*"; cur="$*" start=$SECONDS; }
 
 # A cmocka program: its "[  PASSED  ] N test(s)", "[  FAILED  ] N test(s)" and "[  SKIPPED ] N
@@ -69,16 +76,20 @@ for bin in "$@"; do
     fi
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi   # crashed before reporting
     passed=$((passed + p)); failed=$((failed + f))
-    [ "$f" -gt 0 ] && failed_names+=("$bin")
+    [ "$f" -gt 0 ] && { failed_names+=("$bin"); digest "$bin"; }
 done
 for sh in "${shell_tests[@]}"; do
     [ -e "$sh" ] || continue
     next "$sh"
-    bash "$sh"
+    # its output as it comes, and in $log; tail ends with the test, whatever it left running
+    bash "$sh" > "$log" 2>&1 &
+    pid=$!
+    tail -n +1 -s 0.2 --pid=$pid -f "$log"
+    wait $pid
     rc=$?
     if [ "$rc" -eq 77 ]; then skipped=$((skipped + 1))
     elif [ "$rc" -eq 0 ]; then passed=$((passed + 1))
-    else failed=$((failed + 1)); failed_names+=("$sh"); fi
+    else failed=$((failed + 1)); failed_names+=("$sh"); digest "$sh"; fi
 done
 # A program that prints its own "N passed, N failed" (or "SKIP: reason" and exits 0): its counts
 # join ours. A SKIP line beside counts is a case the program skipped: its counts still hold.
@@ -90,7 +101,7 @@ count_log() {   # count_log RC NAME: the counts of $log, the output of NAME that
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
     if [ -z "$counts" ] && [ "$rc" -eq 0 ]; then f=1; echo "($2 printed no counts)"; fi
     passed=$((passed + p)); failed=$((failed + f))
-    [ "$f" -gt 0 ] && failed_names+=("$2")
+    [ "$f" -gt 0 ] && { failed_names+=("$2"); digest "$2"; }
 }
 run_counted() {
     next "$*"
@@ -140,6 +151,9 @@ if [ ${#laps[@]} -gt 0 ]; then
     printf '%s\n' "${laps[@]}" | sort -rn | head -n 12 | sed 's/^/  /'
 fi
 [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ] && { echo "no test passed or failed"; failed=1; }
-[ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"
+if [ ${#failed_names[@]} -gt 0 ]; then
+    [ -s "$logs/digest" ] && { echo "the first failure lines of each program that failed:"; cat "$logs/digest"; }
+    echo "failed: ${failed_names[*]}"
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -8,6 +8,8 @@
 #    is "N passed, N failed, N skipped"
 #  - a program with counts of its own that also skips a case: its counts and exit status hold
 #  - exit status: 0 with no failure, 1 with one; a run of skips only is a failure
+#  - each failed program's first failure lines come again before the closing lines; a shell
+#    test's output shows as it runs, and a process it leaves behind does not hold the run
 #  - the emulated programs (EMU_DIR, EMU_PROGS) run side by side, EMU_JOBS at a time and no
 #    more: each one's output and counts appear in the list's order, one not built is a failure
 set -u
@@ -22,7 +24,9 @@ mk cm_fail 'echo "[  PASSED  ] 1 test(s)."; echo "[  FAILED  ] 2 test(s), listed
 mk no_gpu 'echo "SKIP: no CUDA device"'
 mk sh_pass.sh 'exit 0'
 mk sh_skip.sh 'echo "needs a tool that is not here"; exit 77'
-mk sh_fail.sh 'exit 3'
+mk sh_fail.sh 'echo "step 1 ok"; echo "FAIL the widget: 3 bytes differ"; echo "more output"; exit 3'
+# leaves a process behind that holds its output open: the runner goes on when the test ends
+mk sh_leak.sh 'sleep 30 & echo "left a sleep behind"; exit 0'
 
 mk cm_skip 'echo "[  PASSED  ] 2 test(s)."; echo "[  SKIPPED ] 3 test(s), listed below:"'
 mk counted_fail 'echo "SKIP B2_T64: not on this library"; echo "FAIL B4_T256"; echo "1 passed, 1 failed"; exit 1'
@@ -54,6 +58,18 @@ rc=$?
 [ "$rc" -eq 1 ] || { cat "$tmp/out"; fail "a run with failures exited $rc"; }
 [ "$(tail -n 1 "$tmp/out")" = "1 passed, 3 failed, 2 skipped" ] || { cat "$tmp/out"; fail "summary with failures"; }
 grep -q "^failed: .*cm_fail .*sh_fail.sh" "$tmp/out" || { cat "$tmp/out"; fail "the failed programs are not named"; }
+# their failure lines again before the closing lines, each with its program
+grep -q "^step 1 ok$" "$tmp/out" || { cat "$tmp/out"; fail "a shell test's output is not shown"; }
+digest=$(sed -n '/^the first failure lines of each program that failed:$/,/^failed: /p' "$tmp/out" | sed 's|'"$tmp"'/||')
+echo "$digest" | grep -qx "  sh_fail.sh: FAIL the widget: 3 bytes differ" &&
+    echo "$digest" | grep -qx "  cm_fail: \[  FAILED  \] 2 test(s), listed below:" && ! echo "$digest" | grep -q "more output" ||
+    { cat "$tmp/out"; fail "the failure lines before the closing lines: '$digest'"; }
+# a shell test that leaves a process holding its output: its output shown, the run goes on
+start=$SECONDS
+runner "$tmp/sh_leak.sh" "$tmp/cm_pass"
+rc=$?
+[ "$rc" -eq 0 ] && [ $((SECONDS - start)) -lt 20 ] && grep -q "^left a sleep behind$" "$tmp/out" ||
+    { cat "$tmp/out"; fail "a test that left a process behind: exit $rc after $((SECONDS - start)) s"; }
 
 # a program's own counts hold beside a case it skipped, and a SKIP with a failing exit is a failure
 GPU="$tmp/counted_fail $tmp/counted_skip_rc" runner "$tmp/sh_pass.sh" "$tmp/cm_skip"
