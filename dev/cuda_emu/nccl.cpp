@@ -21,9 +21,10 @@
 //    to progress deadlock here too, and every message carries its kind and size, so ranks
 //    that call different operations (or sizes) in the same position fail by name instead
 //    of exchanging garbage.
-//  - a wait that sees no movement for CUDA_EMU_NCCL_TIMEOUT seconds, a peer that aborted,
-//    failed, destroyed its communicator or exited, or a message of another kind or size
-//    fails the operation: the message names the operation, the rank and the peers, and the
+//  - a wait that sees no movement for CUDA_EMU_NCCL_TIMEOUT seconds (its value when the
+//    communicator was created, so a test may give one communicator a short one), a peer
+//    that aborted, failed, destroyed its communicator or exited, or a message of another
+//    kind or size fails the operation: the message names the operation, the rank and the peers, and the
 //    communicator gets an asynchronous error (ncclCommGetAsyncError: ncclSystemError for a
 //    timeout, ncclRemoteError for a peer, ncclInvalidUsage for mismatched calls). As an NCCL
 //    kernel whose peer is gone, the operation (and every later one of the communicator)
@@ -112,13 +113,11 @@ struct MsgHdr {
     uint64_t bytes;
 };
 
-double timeout_s() {
-    static double t = [] {
-        const char *e = getenv("CUDA_EMU_NCCL_TIMEOUT");
-        double v = e && *e ? atof(e) : 120.0;
-        return v > 0 ? v : 120.0;
-    }();
-    return t;
+// CUDA_EMU_NCCL_TIMEOUT as a communicator is created: each keeps the value it was made with
+double env_timeout_s() {
+    const char *e = getenv("CUDA_EMU_NCCL_TIMEOUT");
+    double v = e && *e ? atof(e) : 120.0;
+    return v > 0 ? v : 120.0;
 }
 
 double now_s() {
@@ -151,6 +150,7 @@ struct ncclComm {
     char *seg[MAX_RANKS] = {};    // rank q's inbound rings (ring from p into q: seg[q] + p * RING_STRIDE)
     size_t seg_bytes = 0;
     uint64_t splits = 0;          // ncclCommSplit calls so far
+    double timeout = 120;         // CUDA_EMU_NCCL_TIMEOUT when it was created
 
     std::atomic<bool> aborted{false};
     std::atomic<int> async_err{ncclSuccess};
@@ -326,7 +326,7 @@ ncclResult_t join(ncclComm *c, const char *call) {
         return fail(ncclSystemError, std::string(why) + " of " + seg_name(c, r) + ": " + strerror(errno), true);
     own_seg = true;
     auto wait_all = [&](int at_least, const char *stage) -> std::string {
-        double deadline = now_s() + timeout_s();
+        double deadline = now_s() + c->timeout;
         for (;;) {
             uint32_t b = h->slot[r].bell.load(std::memory_order_acquire);
             if (int e = h->error_rank.load(std::memory_order_acquire)) return std::string("rank ") + std::to_string(e - 1) +
@@ -342,7 +342,7 @@ ncclResult_t join(ncclComm *c, const char *call) {
             if (missing.empty()) return "";
             if (now_s() > deadline)
                 return "rank " + std::to_string(r) + " of " + std::to_string(n) + " waited " +
-                       std::to_string((int)timeout_s()) + " s " + stage + " for rank(s) " + rank_list(missing) +
+                       std::to_string((int)c->timeout) + " s " + stage + " for rank(s) " + rank_list(missing) +
                        " (CUDA_EMU_NCCL_TIMEOUT): are all ranks running, with the same id?";
             emu::progress();
             futex_wait(&h->slot[r].bell, b, 0.05);
@@ -387,6 +387,7 @@ ncclResult_t make_comm(ncclComm_t *out, int nranks, const uint64_t tok[2], int r
     c->rank = rank;
     c->token[0] = tok[0];
     c->token[1] = tok[1];
+    c->timeout = env_timeout_s();
     if (nranks > 1) {
         r = join(c, call);
         if (r != ncclSuccess) {
@@ -644,9 +645,9 @@ void run_op(CommOp &op) {
             if (gone.empty()) gone = peer_gone(c, x.peer, false);
         }
         if (!gone.empty()) { op_failed(c, op, ncclRemoteError, gone + " while this rank waited for it"); failed = true; break; }
-        if (now_s() - last_move > timeout_s()) {
+        if (now_s() - last_move > c->timeout) {
             op_failed(c, op, ncclSystemError,
-                      "waited " + std::to_string((int)timeout_s()) + " s without progress for rank(s) " + rank_list(waiting) +
+                      "waited " + std::to_string((int)c->timeout) + " s without progress for rank(s) " + rank_list(waiting) +
                           " (CUDA_EMU_NCCL_TIMEOUT): a peer never issued the matching call");
             failed = true;
             break;
@@ -817,10 +818,10 @@ ncclResult_t exchange_split(ncclComm *c, int color, int key, std::vector<int64_t
         if (missing.empty()) break;
         if (!gone.empty()) return bad(c, ncclRemoteError, "ncclCommSplit (rank %d of %d): %s", c->rank, c->nranks, gone.c_str());
         if (c->aborted) return bad(c, ncclInvalidUsage, "ncclCommSplit: the communicator was aborted");
-        if (now_s() - last > timeout_s())
+        if (now_s() - last > c->timeout)
             return bad(c, ncclSystemError,
                        "ncclCommSplit (rank %d of %d) waited %d s for rank(s) %s (CUDA_EMU_NCCL_TIMEOUT): a rank did not call it",
-                       c->rank, c->nranks, (int)timeout_s(), rank_list(missing).c_str());
+                       c->rank, c->nranks, (int)c->timeout, rank_list(missing).c_str());
         emu::progress();
         futex_wait(&mine.bell, b, 0.05);
     }

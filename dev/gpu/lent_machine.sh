@@ -99,11 +99,10 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
 # groups of their own, out of reach of the lane's timeout) are among them; unlike a session of
 # its own, the tag keeps them within reach of whatever stops this script.
 tag=lent.$$
-kill_tagged() {
-    local p
-    for p in /proc/[0-9]*; do
-        grep -qz "^LANE_TAG=$1\$" "$p/environ" 2> /dev/null && kill -KILL "${p#/proc/}" 2> /dev/null
-    done
+kill_tagged() {   # one grep over every process's environment: quick on a busy machine too
+    local pids
+    pids=$(grep -lzs "^LANE_TAG=$1\$" /proc/[0-9]*/environ | sed 's|^/proc/\([0-9]*\)/environ$|\1|')
+    [ -z "$pids" ] || kill -KILL $pids 2> /dev/null
 }
 trap 'kill_tagged "$tag\..*"' EXIT
 trap 'exit 143' TERM INT HUP

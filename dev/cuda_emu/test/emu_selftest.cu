@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -626,8 +627,13 @@ static int slow_producer(bool wait) {
     int *x, *y, h[32];
     CK(cudaMalloc(&x, sizeof h));
     CK(cudaMalloc(&y, sizeof h));
-    int stale = 0;
-    for (int rep = 0; rep < 20; rep++) {
+    // waited: 20 reads, none stale. Unwaited: reads until one is stale (the slowed stream
+    // pauses only some kernels, for milliseconds: on a busy machine the consumer's stream
+    // may not wake inside those pauses for a while), for at most 60 s
+    int stale = 0, rep = 0;
+    auto start = std::chrono::steady_clock::now();
+    for (; wait ? rep < 20 : stale == 0 && (rep < 20 || std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
+         rep++) {
         fill_ints<<<1, 32, 0, a>>>(x, 1000 * rep);
         CK(cudaEventRecord(ev, a));
         if (wait) CK(cudaStreamWaitEvent(b, ev, 0));
@@ -636,7 +642,7 @@ static int slow_producer(bool wait) {
         CK(cudaMemcpy(h, y, sizeof h, cudaMemcpyDeviceToHost));
         stale += h[5] != 1000 * rep + 5;
     }
-    printf("slow producer: %d of 20 reads stale\n", stale);
+    printf("slow producer: %d of %d reads stale\n", stale, rep);
     expect(wait ? stale == 0 : stale > 0, wait ? "the waiting consumer reads the producer's data"
                                                : "a consumer without its wait reads stale data");
     return g_bad;
@@ -684,7 +690,7 @@ static int case_copy_kinds() {
 // the legacy stream or the device, an event recorded after the copy, a blocking stream, or
 // the copy on the kernel's own stream makes it see the data. From pinned memory the call
 // is synchronous; to host memory it returns with the data there. Run with
-// CUDA_EMU_HANG_S=1: a held copy is not a hang.
+// CUDA_EMU_HANG_S=2: a held copy is not a hang.
 enum Fence { NONE, SYNC_LEGACY, SYNC_DEVICE, EVENT, BLOCKING_STREAM, ASYNC_ON_STREAM, FROM_PINNED };
 static bool kernel_sees_copy(Fence f, int base) {
     const int n = 64;
@@ -711,7 +717,7 @@ static bool kernel_sees_copy(Fence f, int base) {
         CK(cudaEventRecord(ev, 0));
         CK(cudaStreamWaitEvent(nb, ev, 0));
     }
-    if (f == NONE) usleep(1500000);   // longer than CUDA_EMU_HANG_S: the watchdog stays quiet
+    if (f == NONE) usleep(2500000);   // longer than CUDA_EMU_HANG_S: the watchdog stays quiet
     copy_ints<<<1, n, 0, st>>>(d_in, d_out);
     CK(cudaStreamSynchronize(st));
     CK(cudaMemcpy(got, d_out, sizeof got, cudaMemcpyDeviceToHost));
@@ -1054,13 +1060,19 @@ static int nccl_two_threads(int mode) {
             }
             return;
         }
-        for (int i = 0; i < 50; i++) {
-            if (mode == 2) {
+        if (mode == 2) {
+            for (int i = 0; i < 50; i++) {
                 std::lock_guard<std::mutex> lk(turn);
                 expect(ncclAllGather(a, b, 64, ncclFloat, comm, s) == ncclSuccess, "an all-gather in turn");
-            } else {
-                ncclAllGather(a, b, 64, ncclFloat, comm, s);
             }
+            return;
+        }
+        // until the two calls meet (the death): a fixed count may end on a busy machine
+        // before the other thread is scheduled at all, and then nothing overlapped
+        auto start = std::chrono::steady_clock::now();
+        for (int i = 1; std::chrono::steady_clock::now() - start < std::chrono::seconds(60); i++) {
+            ncclAllGather(a, b, 64, ncclFloat, comm, s);
+            if (i % 64 == 0) cudaStreamSynchronize(s);   // a bounded queue
         }
     };
     std::thread t0(worker, 0), t1(worker, 1);
@@ -1167,17 +1179,19 @@ static const Case cases[] = {
     {"copy_kinds", case_copy_kinds, 0, nullptr, nullptr},
     {"lazy_load_while_spinning", case_lazy_load_while_spinning, 1, "loading kernel set_flag at its first launch",
      "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1"},
-    {"lazy_load_preloaded", case_lazy_load_preloaded, 0, nullptr, "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1"},
+    // the cases that must not hang get a long limit: a loaded machine may starve a stream's
+    // thread for a while, and that must not read as the hang the dying cases show
+    {"lazy_load_preloaded", case_lazy_load_preloaded, 0, nullptr, "CUDA_EMU_HANG_S=20 CUDA_EMU_LOAD_SYNC=1"},
     {"eager_loading", case_lazy_load_while_spinning, 0, nullptr,
-     "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1 CUDA_MODULE_LOADING=EAGER"},
-    {"load_sync_off", case_lazy_load_while_spinning, 0, nullptr, "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=0"},
+     "CUDA_EMU_HANG_S=20 CUDA_EMU_LOAD_SYNC=1 CUDA_MODULE_LOADING=EAGER"},
+    {"load_sync_off", case_lazy_load_while_spinning, 0, nullptr, "CUDA_EMU_HANG_S=20 CUDA_EMU_LOAD_SYNC=0"},
     {"lazy_load_library_while_spinning", case_lazy_load_library_while_spinning, 1,
      "loading cuBLASLt's kernels for CUDA_R_32F x CUDA_R_32F -> CUDA_R_32F with epilogue", "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1"},
-    {"lazy_load_library_warm", case_lazy_load_library_warm, 0, nullptr, "CUDA_EMU_HANG_S=2 CUDA_EMU_LOAD_SYNC=1"},
+    {"lazy_load_library_warm", case_lazy_load_library_warm, 0, nullptr, "CUDA_EMU_HANG_S=20 CUDA_EMU_LOAD_SYNC=1"},
     {"slow_producer_unwaited", case_slow_producer_unwaited, 0, "reads stale", "CUDA_EMU_SLOW=0"},
     {"slow_producer_waited", case_slow_producer_waited, 0, "0 of 20 reads stale", "CUDA_EMU_SLOW=0"},
-    {"pageable_copy_lands_late", case_pageable_copy_lands_late, 0, nullptr, "CUDA_EMU_HANG_S=1"},
-    {"legacy_work_held", case_legacy_work_held, 0, nullptr, "CUDA_EMU_HANG_S=1"},
+    {"pageable_copy_lands_late", case_pageable_copy_lands_late, 0, nullptr, "CUDA_EMU_HANG_S=2"},
+    {"legacy_work_held", case_legacy_work_held, 0, nullptr, "CUDA_EMU_HANG_S=20"},
     {"legacy_work_observed", case_legacy_work_observed, 0, nullptr, "CUDA_EMU_HANG_S=3"},
     {"host_unregister_waits_for_nothing", case_host_unregister_waits_for_nothing, 0,
      "was freed or unregistered (cudaHostUnregister) after the copy was queued", "CUDA_EMU_HANG_S=5"},

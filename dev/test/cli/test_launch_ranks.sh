@@ -96,10 +96,12 @@ done
 # after a rank fails, what the others started is ended too (each rank is a process group),
 # and what ignores SIGTERM is killed after 10 s
 start=$SECONDS
-NO_MPI=1 bash $L 3 bash -c 'if [ "$RANK" = 1 ]; then sleep 0.5; exit 3; fi
+# (rank 1 fails once ranks 0 and 2 have written their two pids each, up to 15 s)
+NO_MPI=1 bash $L 3 bash -c 'if [ "$RANK" = 1 ]; then
+        for _ in $(seq 300); do [ "$(cat "$0" 2> /dev/null | wc -l)" -ge 4 ] && break; sleep 0.05; done; exit 3; fi
     trap "" TERM; sleep 60 & echo $! >> "$0"; echo $$ >> "$0"; wait' "$tmp/alive4" 2> "$tmp/g.err"
 rc=$?
-[ $rc = 1 ] && [ $((SECONDS - start)) -lt 20 ] && [ "$(wc -l < "$tmp/alive4")" = 4 ] && [ "$(alive "$tmp/alive4")" = 0 ] ||
+[ $rc = 1 ] && [ $((SECONDS - start)) -lt 30 ] && [ "$(wc -l < "$tmp/alive4")" = 4 ] && [ "$(alive "$tmp/alive4")" = 0 ] ||
     { kill -9 $(cat "$tmp/alive4") 2> /dev/null; cat "$tmp/g.err"
       fail "NO_MPI: rank 1 failed beside ranks ignoring SIGTERM with children: exit $rc, $(alive "$tmp/alive4") alive"; }
 if command -v mpirun > /dev/null; then

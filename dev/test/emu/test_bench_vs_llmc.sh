@@ -135,9 +135,10 @@ sleep 1
 echo "\$1 end \$(date +%s.%N)" >> "$tmp/order"
 EOF
 chmod +x "$tmp/lane"
-# vsllmc's window: BENCH_DEADLINE less the 13 s it leaves, less the setup (which takes seconds
-# on a loaded machine: copying the bundle, finding NVIDIA's libraries)
-LANE_CMD=$tmp/lane LOGDIR=$tmp/lm DEADLINE=50 BENCH_DEADLINE=30 PROFILE_S=2 KERNELS_S=3 OFFLOAD_MAX_S=8 OUT=$tmp/out \
+# vsllmc's window: BENCH_DEADLINE less the 17 s it leaves, less the setup (which takes seconds
+# on a loaded machine: copying the bundle, finding NVIDIA's libraries); offload-max's 12 s
+# leave room for ending the overrunning kernels lane before it (a lane needs over 5 s)
+LANE_CMD=$tmp/lane LOGDIR=$tmp/lm DEADLINE=60 BENCH_DEADLINE=40 PROFILE_S=2 KERNELS_S=3 OFFLOAD_MAX_S=12 OUT=$tmp/out \
     bash "$tmp/tree/dev/gpu/lent_machine.sh" units vsllmc profile kernels offload-max bitwise > "$tmp/lm.log" 2>&1
 lm_rc=$?
 at() { awk -v p="$1" -v e="$2" '$1 == p && $2 == e { print $3 }' "$tmp/order"; }
@@ -146,13 +147,13 @@ if [ -n "$(at vsllmc end)" ] && [ -n "$(at units start)" ] && [ -n "$(at bitwise
 then ok "lent_machine.sh: the benchmark lane ran alone, before the correctness lanes"
 else bad "lent_machine.sh: order $(tr '\n' ';' < "$tmp/order" 2> /dev/null)"; fi
 # profile, kernels, then offload-max after vsllmc, alone too; vsllmc was told to leave them
-# 2 + 3 + 8 s, and kernels, which overran, was ended in time to leave offload-max its 8 s
+# 2 + 3 + 12 s, and kernels, which overran, was ended in time to leave offload-max its 12 s
 after() { awk -v p="$1" '$1 == p && $2 == "start" { print $4 }' "$tmp/order"; }
-if [ "$(after vsllmc)" = 13 ] && [ "$(after profile)" = 11 ] && [ "$(after kernels)" = 8 ] &&
+if [ "$(after vsllmc)" = 17 ] && [ "$(after profile)" = 15 ] && [ "$(after kernels)" = 12 ] &&
    awk -v v="$(at vsllmc end)" -v p0="$(at profile start)" -v p1="$(at profile end)" -v k0="$(at kernels start)" \
        -v o0="$(at offload-max start)" -v o1="$(at offload-max end)" -v u="$(at units start)" \
        'BEGIN { exit !(p0 != "" && k0 != "" && o0 != "" && v <= p0 && p1 <= k0 && k0 < o0 && o1 <= u) }'
-then ok "lent_machine.sh: profile, kernels, then offload-max alone after vsllmc, which leaves them 2 + 3 + 8 s"
+then ok "lent_machine.sh: profile, kernels, then offload-max alone after vsllmc, which leaves them 2 + 3 + 12 s"
 else bad "lent_machine.sh: order $(tr '\n' ';' < "$tmp/order" 2> /dev/null)"; fi
 grep -q "^lane kernels: exit 124" "$tmp/lm/summary.txt" && [ -n "$(at offload-max end)" ] &&
     ok "lent_machine.sh: the overrunning kernels lane was stopped, and offload-max still ran" ||

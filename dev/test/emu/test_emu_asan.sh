@@ -42,7 +42,8 @@ for name in "${names[@]}"; do   # exit 0, and no sanitizer report
         ok "$name under ASan/UBSan: $(grep -E '^[0-9]+ passed' "$tmp/$name.log" | tail -n 1)"
     else
         bad "$name under ASan/UBSan (exit $(cat "$tmp/$name.rc"))"
-        grep -m3 -A12 "ERROR: AddressSanitizer\|runtime error" "$tmp/$name.log"; tail -n 5 "$tmp/$name.log"
+        grep -m3 -A12 "ERROR: AddressSanitizer\|runtime error" "$tmp/$name.log"; grep -m5 -A3 "^FAIL" "$tmp/$name.log"
+        tail -n 5 "$tmp/$name.log"
     fi
 done
 echo "$pass passed, $failn failed"

@@ -254,7 +254,8 @@ rank olda1 1 2 3 ZERO_BOOTSTRAP_FILE="$stale" ZERO_BOOTSTRAP_SECRET="$W"; p1=$!
 ok=1
 expect olda0 $p0 0 "rank 0: blob ok" && expect olda1 $p1 0 "rank 1: blob ok" || ok=0
 rank new1 1 2 4 ZERO_BOOTSTRAP_FILE="$stale" ZERO_BOOTSTRAP_SECRET="$S"; p1=$!
-sleep 1.5
+# rank 0 comes once rank 1 has met the stale file (up to 15 s on a busy machine)
+for _ in $(seq 300); do grep -q "rank 1: ignoring" "$tmp/new1.log" 2> /dev/null && break; sleep 0.05; done
 rank new0 0 2 4 ZERO_BOOTSTRAP_FILE="$stale" ZERO_BOOTSTRAP_SECRET="$S"; p0=$!
 expect new0 $p0 0 "rank 0: blob ok" || ok=0
 expect new1 $p1 0 "rank 1: blob ok" || ok=0

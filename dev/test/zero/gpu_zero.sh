@@ -238,28 +238,28 @@ death() {
     fi
 }
 
-# One rank sleeps 20 s inside an all-reduce; the watchdog (timeout 1 s) must end the job
+# One rank sleeps 60 s inside an all-reduce; the watchdog (timeout 1 s) must end the job
 # with its message: the stalled rank from the host side, the other from the GPU side.
-death timeout 20 "^rank [01]: collective all_reduce on 8 bytes timed out after [0-9.]+ s"
+death timeout 45 "^rank [01]: collective all_reduce on 8 bytes timed out after [0-9.]+ s"
 
-# The last rank hangs 20 s in the NCCL communicators' teardown (as behind a peer that died):
+# The last rank hangs 60 s in the NCCL communicators' teardown (as behind a peer that died):
 # the watchdog (timeout 1 s) still watches there and ends the job, naming it.
-death teardown 20 "^rank 1: releasing the NCCL communicators timed out after [0-9.]+ s"
+death teardown 45 "^rank 1: releasing the NCCL communicators timed out after [0-9.]+ s"
 
-# An all-gather queued behind 3 s of earlier work under the same 1 s watchdog is not stuck:
+# An all-gather queued behind 4 s of earlier work under a 2 s watchdog is not stuck:
 # its clock starts when that work is done, and it completes.
 launch 2 "$multi" "$tmp/queued.log" queued
 rc=$?
 if [ "$rc" -eq 0 ] && ! grep -q "timed out" "$tmp/queued.log"; then
-    pass "queued (a collective behind 3 s of work, 1 s timeout)"
+    pass "queued (a collective behind 4 s of work, 2 s timeout)"
 else
     cat "$tmp/queued.log"; bad "queued (exit $rc)"
 fi
 
-# The watchdog's ring of 256 collectives filled twice behind an unfinished one (48 s of work
-# ahead), with one more unfinished in between (8 s ahead) that only the last rank joins:
-# compaction makes room for it and keeps it, so it ends the job at about 9 s (unwatched, the
-# other rank's summary times out at about 61 s).
+# The watchdog's ring of 256 collectives filled twice behind an unfinished one (40 s of work
+# ahead), with one more unfinished in between (behind a gate) that only the last rank joins:
+# compaction makes room for it and keeps it, so it ends the job within seconds of the gate
+# opening (unwatched, the other rank's summary times out after its 60 s sleep).
 death ring 40 "^rank 1: collective all_gather on [0-9]+ bytes timed out after [0-9.]+ s \\(the all-gather only the last rank joins"
 
 # zero_step with only one unit's gradients ready must stop with a message naming it.

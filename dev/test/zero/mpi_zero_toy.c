@@ -813,7 +813,7 @@ static int run_timeout(ZeroComm *comm) {
     cfg.timeout_s = 1.0;
     Zero *z = zero_init(toy.t, TOY_NT, TOY_NU, &cfg, comm, host_b, counted_init, &ic);
     if (!z) return 1;
-    if (comm->rank == comm->world - 1) zero_comm_inject_stall(comm, 20.0);   // a hung peer
+    if (comm->rank == comm->world - 1) zero_comm_inject_stall(comm, 60.0);   // a hung peer
     double x = 1.0;
     zero_allreduce_sum_f64(z, &x, 1);
     printf("rank %d: the stalled all-reduce returned: the watchdog did not fire\n", comm->rank);
