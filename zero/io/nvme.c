@@ -44,10 +44,13 @@
 #define NVME_MAX_DEPTH ZERO_NVME_MAX_DEPTH
 #define NVME_MAX_CHUNK ZERO_NVME_MAX_BLOCK   // one pread/SQE moves at most this (or block_bytes); the rest follows
 #define NVME_JITTER_MAX_US 2000   // longest ZERO_NVME_JITTER sleep
-// An interrupted or refused transfer goes again, up to NVME_RETRIES times in a row for one
-// request; a busy io_uring submit, for about a second (NVME_SUBMIT_TRIES, 1 ms apart after
-// the first few). Past either, the request fails with the error, instead of spinning forever.
-#define NVME_RETRIES 100
+// A transfer interrupted or refused for now (EINTR, EAGAIN: a kernel short of block-layer
+// tags answers a large O_DIRECT transfer so, to be issued again) goes again, 1 ms apart after
+// NVME_QUICK_TRIES in a row, until NVME_RETRY_S seconds have passed since the first; a busy
+// io_uring submit likewise, for about a second a round (NVME_SUBMIT_TRIES). Past that the
+// request fails naming the error, instead of spinning forever.
+#define NVME_QUICK_TRIES 8
+#define NVME_RETRY_S 5.0
 #define NVME_SUBMIT_TRIES 1000
 
 enum { OP_READ, OP_WRITE };
@@ -68,7 +71,8 @@ typedef struct {
     char *buf;
     uint64_t offset;
     size_t bytes, done;  // asked for; moved so far
-    int retries;         // transfers in a row interrupted or refused (EINTR, EAGAIN)
+    int retries;         // tries in a row interrupted or refused (EINTR, EAGAIN), since retry_since
+    double retry_since;
 } NvmeSlot;
 
 struct ZeroNvme {
@@ -171,9 +175,13 @@ static ZeroTicket low_water_locked(const ZeroNvme *n) {
 // rest must be issued again (the mutex is held).
 static int complete_locked(ZeroNvme *n, NvmeSlot *s, long res) {
     size_t want = s->bytes - s->done;
-    if ((res == -EINTR || res == -EAGAIN) && s->retries < NVME_RETRIES) {
-        s->retries++;
-        return 1;
+    if (res == -EINTR || res == -EAGAIN) {
+        double t = now_s();
+        if (s->retries == 0) s->retry_since = t;
+        if (t - s->retry_since < NVME_RETRY_S) {
+            s->retries++;
+            return 1;
+        }
     }
     if (res > 0 && (size_t)res < want && res % ZERO_NVME_ALIGN == 0) {
         s->done += (size_t)res;
@@ -184,10 +192,11 @@ static int complete_locked(ZeroNvme *n, NvmeSlot *s, long res) {
         if (s->op == OP_READ) { n->stats.bytes_read += s->bytes; n->stats.reads++; }
         else { n->stats.bytes_written += s->bytes; n->stats.writes++; }
     } else if (res < 0) {
-        char moved[96] = "";   // where it stopped, when part of it went through, and how often it was tried
+        char moved[128] = "";   // where it stopped, when part of it went through, and how often it was tried
         if (s->done) snprintf(moved, sizeof moved, " after %zu bytes", s->done);
         if (s->retries)
-            snprintf(moved + strlen(moved), sizeof moved - strlen(moved), " (%d tries in a row)", s->retries + 1);
+            snprintf(moved + strlen(moved), sizeof moved - strlen(moved), " (%d tries in a row over %.1f s)",
+                     s->retries + 1, now_s() - s->retry_since);
         fail_locked(n, s->ticket, "rank %d: %s of %zu bytes at offset %" PRIu64 " in %s failed%s: %s",
                     n->rank, op_name(s->op), s->bytes, s->offset, n->path, moved, strerror((int)-res));
     } else {
@@ -203,6 +212,14 @@ static int complete_locked(ZeroNvme *n, NvmeSlot *s, long res) {
     clock_tick(n->clock, -1);
     pthread_cond_broadcast(&n->done);
     return 0;
+}
+
+// Before a request's next try: a pause of 1 ms once it has been refused NVME_QUICK_TRIES
+// times in a row (retries: its count, read under the mutex; the pause is taken outside it).
+static void retry_pause(int retries) {
+    if (retries <= NVME_QUICK_TRIES) return;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
 }
 
 static size_t chunk_of(const ZeroNvme *n, const NvmeSlot *s) {
@@ -238,8 +255,10 @@ static void *worker_main(void *arg) {
             int op = s->op;
             ZeroTicket t = s->ticket;
             size_t done = s->done;
+            int retries = s->retries;
             n->stats.transfers++;
             pthread_mutex_unlock(&n->mu);
+            retry_pause(retries);
             if (n->jitter) jitter(n, t, done);
             ssize_t r = op == OP_READ ? pread(n->fd, p, len, off) : pwrite(n->fd, p, len, off);
             long res = r < 0 ? -(long)errno : (long)r;
@@ -262,17 +281,15 @@ static void threads_issue_locked(ZeroNvme *n, NvmeSlot *s) {
 
 #if ZERO_NVME_URING
 // io_uring_submit, again while the ring is busy or the call interrupted, up to
-// NVME_SUBMIT_TRIES times: its result (a refused submit leaves the entries queued).
-static int submit_bounded(ZeroNvme *n) {
+// NVME_SUBMIT_TRIES times: its result (a refused submit leaves the entries queued), and in
+// *tries how many calls it took.
+static int submit_bounded(ZeroNvme *n, int *tries) {
     int r = 0;
-    for (int tries = 0; tries < NVME_SUBMIT_TRIES; tries++) {
+    for (*tries = 1;; ++*tries) {
         if ((r = io_uring_submit(&n->ring)) >= 0 || (r != -EINTR && r != -EAGAIN && r != -EBUSY)) return r;
-        if (tries >= 8) {
-            struct timespec ms = {0, 1000000};
-            nanosleep(&ms, NULL);
-        }
+        if (*tries == NVME_SUBMIT_TRIES) return r;
+        retry_pause(*tries);
     }
-    return r;
 }
 
 static void uring_issue_locked(ZeroNvme *n, NvmeSlot *s) {
@@ -284,28 +301,36 @@ static void uring_issue_locked(ZeroNvme *n, NvmeSlot *s) {
         else io_uring_prep_write(sqe, n->fd, s->buf + s->done, (unsigned)len, s->offset + s->done);
         io_uring_sqe_set_data(sqe, s);
         n->stats.transfers++;
-        int r = submit_bounded(n);
+        int tries, r = submit_bounded(n, &tries);
         if (r >= 0) return;
         // not taken: make the queued entry a no-op the reaper ignores, so no later submit
         // moves bytes for a request that has already failed
         io_uring_prep_nop(sqe);
         io_uring_sqe_set_data(sqe, &n->ring);
-        s->retries = NVME_SUBMIT_TRIES - 1;   // a second of refusals already: the request fails now
+        if (r == -EBUSY) r = -EAGAIN;   // busy for a second: tried again like a refused transfer
+        if (r == -EAGAIN || r == -EINTR) {
+            if (s->retries == 0) s->retry_since = now_s() - (double)(tries - 1) * 1e-3;   // about when it began
+            s->retries += tries - 1;
+        }
         if (!complete_locked(n, s, r)) return;
     }
 }
 
 static void *reaper_main(void *arg) {
     ZeroNvme *n = arg;
+    double refused_since = 0;   // when the waits began to be refused (EAGAIN), or 0
     for (;;) {
         struct io_uring_cqe *cqe;
         int r = io_uring_wait_cqe(&n->ring, &cqe);
         if (r == -EINTR) continue;
-        if (r == -EAGAIN) {   // no spinning while the kernel refuses the wait
-            struct timespec ms = {0, 1000000};
-            nanosleep(&ms, NULL);
-            continue;
+        if (r == -EAGAIN) {   // refused for now: again, 1 ms apart, for NVME_RETRY_S at most
+            if (refused_since == 0) refused_since = now_s();
+            if (now_s() - refused_since < NVME_RETRY_S) {
+                retry_pause(NVME_QUICK_TRIES + 1);
+                continue;
+            }
         }
+        refused_since = 0;
         if (r < 0) {   // the ring itself failed: end every request so no waiter hangs, and
                        // refuse later ones, which nothing would reap
             pthread_mutex_lock(&n->mu);
@@ -326,7 +351,12 @@ static void *reaper_main(void *arg) {
         if (!s) return NULL;   // the no-op zero_nvme_close sends
         if ((void *)s == &n->ring) continue;   // an entry withdrawn by uring_issue_locked
         pthread_mutex_lock(&n->mu);
-        if (complete_locked(n, s, res)) uring_issue_locked(n, s);
+        int again = complete_locked(n, s, res), retries = s->retries;
+        pthread_mutex_unlock(&n->mu);
+        if (!again) continue;
+        retry_pause(retries);   // the slot stays this request's while it waits
+        pthread_mutex_lock(&n->mu);
+        uring_issue_locked(n, s);
         pthread_mutex_unlock(&n->mu);
     }
 }
@@ -356,7 +386,7 @@ static ZeroTicket submit(ZeroNvme *n, int op, void *buf, uint64_t offset, size_t
     NvmeSlot *s = n->slots;
     while (s->ticket) s++;
     t = ++n->issued;
-    *s = (NvmeSlot){t, op, buf, offset, bytes, 0, 0};
+    *s = (NvmeSlot){t, op, buf, offset, bytes, 0, 0, 0};
     n->in_flight++;
     clock_tick(n->clock, +1);
 #if ZERO_NVME_URING
@@ -680,7 +710,8 @@ void zero_nvme_close(ZeroNvme *n) {
         if (sqe) {
             io_uring_prep_nop(sqe);
             io_uring_sqe_set_data(sqe, NULL);
-            r = submit_bounded(n);
+            int tries;
+            r = submit_bounded(n, &tries);
         }
         if (r >= 0) pthread_join(n->reaper, NULL);
         else {   // it cannot be woken: left waiting on the ring, which stays mapped for it
