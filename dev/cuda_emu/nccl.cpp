@@ -22,7 +22,8 @@
 //    that call different operations (or sizes) in the same position fail by name instead
 //    of exchanging garbage.
 //  - a wait that sees no movement for CUDA_EMU_NCCL_TIMEOUT seconds (its value when the
-//    communicator was created, so a test may give one communicator a short one), a peer
+//    communicator was created, so a test may give one communicator a short one; a split's
+//    set-up waits at least as long as its parent's calls), a peer
 //    that aborted, failed, destroyed its communicator or exited, or a message of another
 //    kind or size fails the operation: the message names the operation, the rank and the peers, and the
 //    communicator gets an asynchronous error (ncclCommGetAsyncError: ncclSystemError for a
@@ -379,7 +380,10 @@ ncclResult_t claim_id(const uint64_t tok[2], int nranks, int rank, const char *c
     return ncclSuccess;
 }
 
-ncclResult_t make_comm(ncclComm_t *out, int nranks, const uint64_t tok[2], int rank, const char *call) {
+// parent: the communicator split (NULL for ncclCommInitRank), whose timeout the new one's
+// set-up keeps when it is the longer (a split is a call on the parent).
+ncclResult_t make_comm(ncclComm_t *out, int nranks, const uint64_t tok[2], int rank, const char *call,
+                       const ncclComm *parent) {
     ncclResult_t r = claim_id(tok, nranks, rank, call);
     if (r != ncclSuccess) return r;
     ncclComm *c = new ncclComm;
@@ -387,7 +391,8 @@ ncclResult_t make_comm(ncclComm_t *out, int nranks, const uint64_t tok[2], int r
     c->rank = rank;
     c->token[0] = tok[0];
     c->token[1] = tok[1];
-    c->timeout = env_timeout_s();
+    const double own = env_timeout_s();
+    c->timeout = parent && parent->timeout > own ? parent->timeout : own;
     if (nranks > 1) {
         r = join(c, call);
         if (r != ncclSuccess) {
@@ -395,6 +400,7 @@ ncclResult_t make_comm(ncclComm_t *out, int nranks, const uint64_t tok[2], int r
             return r;
         }
     }
+    c->timeout = own;
     *out = c;
     return ncclSuccess;
 }
@@ -899,7 +905,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
                    MAX_RANKS);
     uint64_t tok[2];
     memcpy(tok, id.internal, sizeof tok);
-    return make_comm(comm, nranks, tok, rank, "ncclCommInitRank");
+    return make_comm(comm, nranks, tok, rank, "ncclCommInitRank", nullptr);
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t *) {
@@ -926,7 +932,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     for (size_t i = 0; i < members.size(); i++)
         if (members[i] == comm->rank) my = (int)i;
     uint64_t tok[2] = {mix(comm->token[0] ^ mix(nsplit)), mix(comm->token[1] ^ mix(((uint64_t)color << 32) + nsplit + 0x51ed))};
-    return make_comm(newcomm, (int)members.size(), tok, my, "ncclCommSplit");
+    return make_comm(newcomm, (int)members.size(), tok, my, "ncclCommSplit", comm);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
