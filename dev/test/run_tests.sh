@@ -53,10 +53,10 @@ total=$(($# + n_sh + ${#gpu_progs[@]} + ${#emu_progs[@]}))
 k=0
 laps=() cur= start=0   # each program's seconds, for the slowest-first list at the end
 lap() { [ -n "$cur" ] && laps+=("$((SECONDS - start)) $cur"); cur=; }
-# digest NAME: the first failure lines of $log, NAME's output, kept for the end of the run
-# (a long run's failures are otherwise far above its closing lines)
+# digest NAME [FILE]: the first failure lines of FILE (default $log), NAME's output, kept for
+# the end of the run (a long run's failures are otherwise far above its closing lines)
 digest() {
-    grep -m 6 -E '(^|[^A-Za-z_])FAIL|\[  FAILED  \]|ERROR: AddressSanitizer|runtime error' "$log" | cut -c1-240 |
+    grep -m 6 -E '(^|[^A-Za-z_])FAIL|\[  FAILED  \]|ERROR: AddressSanitizer|runtime error' "${2:-$log}" | cut -c1-240 |
         sed "s|^|  $1: |" >> "$logs/digest"
 }
 next() { lap; k=$((k + 1)); echo "=== $k/$total $*"; cur="$*" start=$SECONDS; }
@@ -81,15 +81,19 @@ done
 for sh in "${shell_tests[@]}"; do
     [ -e "$sh" ] || continue
     next "$sh"
-    # its output as it comes, and in $log; tail ends with the test, whatever it left running
-    bash "$sh" > "$log" 2>&1 &
-    pid=$!
-    tail -n +1 -s 0.2 --pid=$pid -f "$log"
-    wait $pid
+    # its output as it comes, and in a log of its own (tee): the test runs in the foreground
+    # (Ctrl-C reaches it); a process it leaves behind holding the output keeps only tee alive,
+    # for which the runner waits 2 s at most
+    shlog=$logs/sh$k
+    exec {out}> >(tee "$shlog")
+    teepid=$!
+    bash "$sh" >&$out 2>&1 {out}>&-
     rc=$?
+    exec {out}>&-
+    for _ in $(seq 40); do kill -0 "$teepid" 2> /dev/null || break; sleep 0.05; done
     if [ "$rc" -eq 77 ]; then skipped=$((skipped + 1))
     elif [ "$rc" -eq 0 ]; then passed=$((passed + 1))
-    else failed=$((failed + 1)); failed_names+=("$sh"); digest "$sh"; fi
+    else failed=$((failed + 1)); failed_names+=("$sh"); digest "$sh" "$shlog"; fi
 done
 # A program that prints its own "N passed, N failed" (or "SKIP: reason" and exits 0): its counts
 # join ours. A SKIP line beside counts is a case the program skipped: its counts still hold.
