@@ -301,6 +301,7 @@ static void uring_issue_locked(ZeroNvme *n, NvmeSlot *s) {
         else io_uring_prep_write(sqe, n->fd, s->buf + s->done, (unsigned)len, s->offset + s->done);
         io_uring_sqe_set_data(sqe, s);
         n->stats.transfers++;
+        double began = now_s();
         int tries, r = submit_bounded(n, &tries);
         if (r >= 0) return;
         // not taken: make the queued entry a no-op the reaper ignores, so no later submit
@@ -309,7 +310,7 @@ static void uring_issue_locked(ZeroNvme *n, NvmeSlot *s) {
         io_uring_sqe_set_data(sqe, &n->ring);
         if (r == -EBUSY) r = -EAGAIN;   // busy for a second: tried again like a refused transfer
         if (r == -EAGAIN || r == -EINTR) {
-            if (s->retries == 0) s->retry_since = now_s() - (double)(tries - 1) * 1e-3;   // about when it began
+            if (s->retries == 0) s->retry_since = began;
             s->retries += tries - 1;
         }
         if (!complete_locked(n, s, r)) return;

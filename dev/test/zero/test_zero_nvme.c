@@ -638,21 +638,36 @@ static void open_report(char *out, size_t len) {
 // In a child: a system call of io_uring (arg: its number) refused by seccomp, as in a
 // container that blocks io_uring_setup, or a sandbox that lets a ring be set up but refuses
 // io_uring_enter (the requests).
-// From here on, system call nr fails with error err in this process (a seccomp filter);
-// exits 77 (skipped) where no filter can be installed.
-static void refuse_syscall(long nr, int err) {
+// From here on, system call nr fails with error err (a seccomp filter): in the calling
+// thread, or in every thread of the process (all_threads); with waits_only, only the calls
+// that submit nothing (io_uring_enter's second argument, to_submit, is 0: a thread waiting
+// for completions). Exits 77 (skipped) where no filter can be installed.
+static void refuse_syscall_in(long nr, int err, int all_threads, int waits_only) {
+    const unsigned allow_jump = waits_only ? 3 : 1;
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, (unsigned char)allow_jump),
+        // the low 32 bits of args[1] (little-endian), an unsigned int for io_uring_enter
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)err & SECCOMP_RET_DATA)),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+    if (!waits_only) {   // drop the argument test: nr, then refuse or allow
+        f[2] = f[4];
+        f[3] = f[5];
+        prog.len = 4;
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        (all_threads ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog)
+                     : prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) != 0) {
         fprintf(stderr, "cannot install a seccomp filter: %s\n", strerror(errno));
         _exit(77);
     }
 }
+
+static void refuse_syscall(long nr, int err) { refuse_syscall_in(nr, err, 0, 0); }
 
 static void child_without_io_uring(void *arg) {
     const long nr = *(const long *)arg;
@@ -768,6 +783,65 @@ static void test_uring_refuses_again(void **state) {
         !strstr(msg, "tries in a row over ") || !strstr(msg, " s): Resource temporarily unavailable"))
         fail_msg("io_uring_enter refused with EAGAIN (child status %d): %s", rc, msg);
     print_message("  %s", w);
+}
+
+
+// In a child: io_uring up and moving bytes, then every wait for completions refused with
+// EAGAIN in every thread (the completion thread's waits; submits go through): the completion
+// thread tries again 1 ms apart for NVME_RETRY_S, then fails the ring, so a request made
+// after that fails at once naming the error, instead of waiting for a completion nothing
+// reaps. An alarm ends a child that hangs. Prints when the engine failed and what a later
+// read's wait returned.
+static void child_uring_reaper_refused(void *arg) {
+    (void)arg;
+#ifdef __NR_io_uring_enter
+    setenv("ZERO_NVME_ENGINE", "io_uring", 1);
+    ZeroNvmeConfig cfg = {.dir = g_dir, .rank = 0, .file_bytes = 64 * KiB, .queue_depth = 4};
+    char err[1024];
+    ZeroNvme *n = zero_nvme_open(&cfg, err, sizeof err);
+    if (!n) {
+        fprintf(stderr, "no io_uring here: %s\n", err);
+        _exit(77);
+    }
+    uint8_t *src = aligned(64 * KiB), *dst = aligned(64 * KiB);
+    fill(src, 0, 64 * KiB, 4);
+    alarm(60);
+    refuse_syscall_in(__NR_io_uring_enter, EAGAIN, 1, 1);
+    double t0 = now_s();
+    // the completion thread may still be inside the wait it began before the filter: this
+    // write's completion ends that wait, or is found by a refused wait's look at the queue
+    int wrote = zero_nvme_wait(n, zero_nvme_write(n, src, 0, 64 * KiB));
+    fprintf(stderr, "write: %d\n", wrote);
+    for (int failed = 0; !failed && now_s() - t0 < 30;) {
+        struct timespec ms = {0, 10000000};
+        nanosleep(&ms, NULL);
+        pthread_mutex_lock(&n->mu);
+        failed = n->fail_ticket != 0;
+        pthread_mutex_unlock(&n->mu);
+    }
+    fprintf(stderr, "failed after %.1f s\n", now_s() - t0);
+    int rc = zero_nvme_wait(n, zero_nvme_read(n, dst, 0, 64 * KiB));
+    fprintf(stderr, "read: %d: %s\n", rc, zero_nvme_error(n));
+    zero_nvme_close(n);   // the completion thread has ended; close joins it
+    fprintf(stderr, "closed\n");
+    _exit(0);
+#else
+    _exit(77);
+#endif
+}
+
+static void test_uring_reaper_refused(void **state) {
+    (void)state;
+    char msg[4096], want[PATH_MAX + 200];
+    int rc = run_in_child(child_uring_reaper_refused, NULL, msg, sizeof msg);
+    if (rc == 77) { print_message("skipping: %s\n", msg); return; }
+    const char *at = strstr(msg, "failed after ");
+    double secs = at ? atof(at + strlen("failed after ")) : -1;
+    snprintf(want, sizeof want, "read: -1: rank 0: the io_uring completion queue of %s/zero_swap_rank0_", g_dir);
+    if (rc != 0 || !strstr(msg, "write: 0\n") || secs < NVME_RETRY_S - 0.5 || secs > 25 || !strstr(msg, want) ||
+        !strstr(msg, " failed: Resource temporarily unavailable\n") || !strstr(msg, "closed\n"))
+        fail_msg("completion waits refused with EAGAIN (child status %d): %s", rc, msg);
+    print_message("  %s", at);
 }
 
 // 64 writes of 4 KiB through one worker, then the bytes read back and checked; the writes'
@@ -934,6 +1008,7 @@ int main(void) {
         ONE(test_no_file_after_error_exit),
         ONE(test_engine_choice),
         ONE(test_uring_refuses_again),
+        ONE(test_uring_reaper_refused),
         ONE(test_jitter),
         ONE(test_pool_allocator),
     };
