@@ -738,14 +738,8 @@ static void test_engine_choice(void **state) {
 #endif
 }
 
-// In a child: io_uring up and moving bytes, then every io_uring_enter of the submitting
-// thread refused with EAGAIN (seccomp filters the calling thread only; the completion
-// thread waits on as before), as a kernel that keeps saying "try again": the next write
-// fails within seconds naming the error, instead of the engine resubmitting it forever; an
-// alarm ends a child that hangs. Prints what the write's wait returned and the engine's error.
-static void child_uring_again(void *arg) {
-    (void)arg;
-#ifdef __NR_io_uring_enter
+// In a child: a 64 KiB engine on io_uring, forced; exits 77 (skipped) where there is none.
+static ZeroNvme *open_uring_or_skip(void) {
     setenv("ZERO_NVME_ENGINE", "io_uring", 1);
     ZeroNvmeConfig cfg = {.dir = g_dir, .rank = 0, .file_bytes = 64 * KiB, .queue_depth = 4};
     char err[1024];
@@ -754,6 +748,18 @@ static void child_uring_again(void *arg) {
         fprintf(stderr, "no io_uring here: %s\n", err);
         _exit(77);
     }
+    return n;
+}
+
+// In a child: io_uring up and moving bytes, then every io_uring_enter of the submitting
+// thread refused with EAGAIN (seccomp filters the calling thread only; the completion
+// thread waits on as before), as a kernel that keeps saying "try again": the next write
+// fails within seconds naming the error, instead of the engine resubmitting it forever; an
+// alarm ends a child that hangs. Prints what the write's wait returned and the engine's error.
+static void child_uring_again(void *arg) {
+    (void)arg;
+#ifdef __NR_io_uring_enter
+    ZeroNvme *n = open_uring_or_skip();
     uint8_t *src = aligned(64 * KiB);
     fill(src, 0, 64 * KiB, 3);
     if (zero_nvme_wait(n, zero_nvme_write(n, src, 0, 64 * KiB)) != 0) {
@@ -795,14 +801,7 @@ static void test_uring_refuses_again(void **state) {
 static void child_uring_reaper_refused(void *arg) {
     (void)arg;
 #ifdef __NR_io_uring_enter
-    setenv("ZERO_NVME_ENGINE", "io_uring", 1);
-    ZeroNvmeConfig cfg = {.dir = g_dir, .rank = 0, .file_bytes = 64 * KiB, .queue_depth = 4};
-    char err[1024];
-    ZeroNvme *n = zero_nvme_open(&cfg, err, sizeof err);
-    if (!n) {
-        fprintf(stderr, "no io_uring here: %s\n", err);
-        _exit(77);
-    }
+    ZeroNvme *n = open_uring_or_skip();
     uint8_t *src = aligned(64 * KiB), *dst = aligned(64 * KiB);
     fill(src, 0, 64 * KiB, 4);
     alarm(60);
