@@ -1071,24 +1071,31 @@ static float *host_slot(GPT2 *m, int l) {
     return slot_of(m->act_host, (size_t)m->B * m->T * m->config.channels, (size_t)l);
 }
 
-// act_offload 2: the swap file, DIR/act_swap_PID.bin, created exclusively (mode 0600, never
-// through a link) and unlinked at once, so that nothing is left behind however the process
-// ends; O_DIRECT where the file system takes it (no page cache), else plain writes whose
-// cache is dropped. Slots of act_slot_bytes for block inputs 0..L-2, reserved at open.
+// act_offload 2: the swap file, an unnamed file in DIR (O_TMPFILE, mode 0600) or, where the
+// file system makes none, DIR/act_swap_PID.bin created exclusively (never through a link)
+// and unlinked at once, so that nothing is left behind however the process ends; O_DIRECT
+// where the file system takes it (no page cache), else plain writes whose cache is dropped.
+// Slots of act_slot_bytes for block inputs 0..L-2, reserved at open.
 static void act_file_open(GPT2 *m, size_t NC) {
     m->act_slot_bytes = act_file_slot_floats(NC) * sizeof(float);
     int n = snprintf(m->act_path, sizeof(m->act_path), "%s/act_swap_%ld.bin", m->opt.act_swap_dir, (long)getpid());
     if (n < 0 || (size_t)n >= sizeof(m->act_path)) die("activation swap folder name too long: '%s'", m->opt.act_swap_dir);
     const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
     m->act_direct = 1;
-    m->act_fd = open(m->act_path, flags | O_DIRECT, 0600);
-    if (m->act_fd < 0 && errno == EINVAL) {   // no O_DIRECT on this file system (tmpfs before Linux 6.6)
-        unlink(m->act_path);   // the kernel creates the file before it refuses O_DIRECT: O_EXCL's, so ours
-        m->act_direct = 0;
-        m->act_fd = open(m->act_path, flags, 0600);
+    m->act_fd = -1;
+#ifdef O_TMPFILE
+    m->act_fd = open(m->opt.act_swap_dir, O_TMPFILE | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
+#endif
+    if (m->act_fd < 0) {   // the named file, whose open explains any refusal
+        m->act_fd = open(m->act_path, flags | O_DIRECT, 0600);
+        if (m->act_fd < 0 && errno == EINVAL) {   // no O_DIRECT on this file system (tmpfs before Linux 6.6)
+            unlink(m->act_path);   // the kernel creates the file before it refuses O_DIRECT: O_EXCL's, so ours
+            m->act_direct = 0;
+            m->act_fd = open(m->act_path, flags, 0600);
+        }
+        if (m->act_fd < 0) die("cannot create the activation swap file '%s': %s", m->act_path, strerror(errno));
+        unlink(m->act_path);
     }
-    if (m->act_fd < 0) die("cannot create the activation swap file '%s': %s", m->act_path, strerror(errno));
-    unlink(m->act_path);
     uint64_t bytes = act_file_bytes(m->config.num_layers, NC);
     int rc = posix_fallocate(m->act_fd, 0, (off_t)bytes);
     if (rc != 0) die("cannot reserve %llu bytes for the activation swap file '%s': %s", (unsigned long long)bytes,

@@ -433,44 +433,8 @@ int zero_nvme_drain(ZeroNvme *n) {
 // ---------------------------------------------------------------------------------------
 // open and close
 
-// The swap file: created O_DIRECT in dir, unlinked at once, its space reserved.
-static int open_swap_file(ZeroNvme *n, const char *dir, char *err, size_t errlen) {
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        if (errno == ENOENT)
-            set_err(err, errlen, "rank %d: the NVMe folder %s does not exist", n->rank, dir);
-        else if (errno == ENOTDIR)
-            set_err(err, errlen, "rank %d: the NVMe folder %s is not a folder (part of its path is a file)", n->rank, dir);
-        else
-            set_err(err, errlen, "rank %d: the NVMe folder %s: %s", n->rank, dir, strerror(errno));
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        set_err(err, errlen, "rank %d: the NVMe folder %s is not a folder", n->rank, dir);
-        return -1;
-    }
-    snprintf(n->path, sizeof n->path, "%s/zero_swap_rank%d_%ld.bin", dir, n->rank, (long)getpid());
-    n->fd = open(n->path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
-    if (n->fd < 0) {
-        int e = errno;
-        if (e == EINVAL) {   // some kernels create the file before refusing O_DIRECT
-            unlink(n->path);
-            set_err(err, errlen, "rank %d: the file system under %s does not support O_DIRECT (direct I/O, "
-                    "which keeps the swap file out of the page cache): choose a folder on a local disk",
-                    n->rank, dir);
-        } else if (e == EACCES || e == EPERM || e == EROFS) {
-            set_err(err, errlen, "rank %d: the NVMe folder %s is not writable: cannot create %s: %s",
-                    n->rank, dir, n->path, strerror(e));
-        } else {
-            set_err(err, errlen, "rank %d: cannot create the swap file %s: %s", n->rank, n->path, strerror(e));
-        }
-        return -1;
-    }
-    if (unlink(n->path) != 0) {
-        set_err(err, errlen, "rank %d: cannot unlink the swap file %s right after creating it: %s",
-                n->rank, n->path, strerror(errno));
-        return -1;
-    }
+// The swap file's space, reserved up front, so that a full disk shows at start-up.
+static int reserve_space(ZeroNvme *n, const char *dir, char *err, size_t errlen) {
     if (fallocate(n->fd, 0, 0, (off_t)n->file_bytes) != 0) {
         int e = errno;
         double gib = (double)n->file_bytes / (1 << 30);
@@ -499,6 +463,55 @@ static int open_swap_file(ZeroNvme *n, const char *dir, char *err, size_t errlen
     }
     return 0;
 }
+
+// The swap file: an unnamed file in dir (O_TMPFILE: no crash can leave it behind), or where
+// the file system has none, one created O_DIRECT and unlinked at once; its space reserved.
+// n->path names it in messages.
+static int open_swap_file(ZeroNvme *n, const char *dir, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (errno == ENOENT)
+            set_err(err, errlen, "rank %d: the NVMe folder %s does not exist", n->rank, dir);
+        else if (errno == ENOTDIR)
+            set_err(err, errlen, "rank %d: the NVMe folder %s is not a folder (part of its path is a file)", n->rank, dir);
+        else
+            set_err(err, errlen, "rank %d: the NVMe folder %s: %s", n->rank, dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        set_err(err, errlen, "rank %d: the NVMe folder %s is not a folder", n->rank, dir);
+        return -1;
+    }
+    snprintf(n->path, sizeof n->path, "%s/zero_swap_rank%d_%ld.bin", dir, n->rank, (long)getpid());
+#ifdef O_TMPFILE
+    // any refusal here is explained by the named file's open below, which meets it again
+    n->fd = open(dir, O_TMPFILE | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
+    if (n->fd >= 0) return reserve_space(n, dir, err, errlen);
+#endif
+    n->fd = open(n->path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
+    if (n->fd < 0) {
+        int e = errno;
+        if (e == EINVAL) {   // some kernels create the file before refusing O_DIRECT
+            unlink(n->path);
+            set_err(err, errlen, "rank %d: the file system under %s does not support O_DIRECT (direct I/O, "
+                    "which keeps the swap file out of the page cache): choose a folder on a local disk",
+                    n->rank, dir);
+        } else if (e == EACCES || e == EPERM || e == EROFS) {
+            set_err(err, errlen, "rank %d: the NVMe folder %s is not writable: cannot create %s: %s",
+                    n->rank, dir, n->path, strerror(e));
+        } else {
+            set_err(err, errlen, "rank %d: cannot create the swap file %s: %s", n->rank, n->path, strerror(e));
+        }
+        return -1;
+    }
+    if (unlink(n->path) != 0) {
+        set_err(err, errlen, "rank %d: cannot unlink the swap file %s right after creating it: %s",
+                n->rank, n->path, strerror(errno));
+        return -1;
+    }
+    return reserve_space(n, dir, err, errlen);
+}
+
 
 // io_uring, or the reason it is not used (in reason). 1: in use, 0: not, -1: error.
 static int start_uring(ZeroNvme *n, char *reason, size_t len) {

@@ -4,8 +4,9 @@ swap file, for optimizer states and parameters that live on NVMe. Host code, use
 backends; it knows nothing of what the bytes are.
 
   - One file per rank, created 0600 under the --nvme-path folder, opened with O_DIRECT
-    (no page cache: the point is to not use host memory) and unlinked at once, so that it
-    disappears whatever way the process ends; its size is reserved at open (fallocate).
+    (no page cache: the point is to not use host memory) and never named there (O_TMPFILE;
+    else unlinked at once), so that it disappears whatever way the process ends; its size
+    is reserved at open (fallocate).
   - A fixed pool of aligned buffers (ZERO_NVME_ALIGN), allocated at open through the
     caller's allocator (the backend's pinned host memory under CUDA) and never again.
   - Several requests in flight: io_uring (liburing) when the kernel allows it, else a pool

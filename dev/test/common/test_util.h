@@ -4,11 +4,13 @@
 #define TEST_UTIL_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -83,6 +85,36 @@ static inline void expect_death(void (*fn)(void *), void *arg, int want, ...) {
         }
     }
     va_end(ap);
+}
+
+// 1 when dir's file system makes unnamed files for direct I/O (O_TMPFILE | O_DIRECT).
+static inline int makes_unnamed_files(const char *dir) {
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+
+// What is created, removed or moved into a folder between folder_watch_begin and
+// folder_watch_end: " created NAME; removed NAME;" ... in seen ("" for nothing).
+static inline int folder_watch_begin(const char *dir) {
+    int watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    assert_true(watch >= 0);
+    assert_true(inotify_add_watch(watch, dir, IN_CREATE | IN_DELETE | IN_MOVED_TO) >= 0);
+    return watch;
+}
+
+static inline void folder_watch_end(int watch, char *seen, size_t cap) {
+    char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    ssize_t got = read(watch, events, sizeof events);
+    seen[0] = '\0';
+    for (ssize_t at = 0; got > 0 && at < got;) {
+        const struct inotify_event *e = (const struct inotify_event *)(events + at);
+        size_t used = strlen(seen);
+        snprintf(seen + used, cap - used, " %s %s;", e->mask & IN_CREATE ? "created" : e->mask & IN_DELETE ? "removed"
+                 : "moved in", e->len ? e->name : "?");
+        at += (ssize_t)sizeof *e + e->len;
+    }
+    close(watch);
 }
 
 #endif // TEST_UTIL_H

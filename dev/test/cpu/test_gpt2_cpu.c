@@ -876,7 +876,12 @@ static void test_act_swap_file_across_release(void **state) {
     GPT2 m;
     gpt2_cpu_build(&m, &c, 5);
     gpt2_cpu_set_options(&m, &file);
+    int watch = folder_watch_begin(dir);   // the swap file never shows in the folder
     gpt2_cpu_forward(&m, in, tg, 4, 16);
+    char seen[1024];
+    folder_watch_end(watch, seen, sizeof seen);
+    if (makes_unnamed_files(dir) ? seen[0] != '\0' : !strstr(seen, " removed act_swap_"))
+        fail_msg("the activation swap file in %s: the folder saw:%s", dir, seen);
     gpt2_cpu_zero_grad(&m);
     gpt2_cpu_backward(&m, 1.0f);
     assert_true(m.act_fd >= 0);

@@ -422,6 +422,23 @@ static void test_file_unlinked_and_space_freed(void **state) {
     assert_int_equal(entries_in(g_dir), 0);
 }
 
+// The swap file never has a name in the folder, not even for an instant, where the file
+// system makes unnamed files (O_TMPFILE): a watch on the folder sees nothing created. Where
+// it makes none, the named file's creation and removal are all it sees.
+static void test_file_never_named(void **state) {
+    (void)state;
+    const int unnamed = makes_unnamed_files(g_dir);
+    int watch = folder_watch_begin(g_dir);
+    ZeroNvme *n = open_engine("threads", 4 * MiB, 2, 0, 0);
+    char seen[1024];
+    folder_watch_end(watch, seen, sizeof seen);
+    zero_nvme_close(n);
+    print_message("  %s: the folder saw:%s\n", unnamed ? "O_TMPFILE" : "no O_TMPFILE here", seen[0] ? seen : " nothing");
+    if (unnamed && seen[0]) fail_msg("the swap file showed in %s:%s", g_dir, seen);
+    if (!unnamed && (!strstr(seen, " created zero_swap_rank3_") || !strstr(seen, " removed zero_swap_rank3_")))
+        fail_msg("without O_TMPFILE, expected the named file created and removed in %s, saw:%s", g_dir, seen);
+}
+
 static void expect_open_error(const char *dir, uint64_t bytes, const char *want1, const char *want2) {
     ZeroNvmeConfig cfg = {.dir = dir, .rank = 2, .file_bytes = bytes, .queue_depth = 2};
     char err[1024];
@@ -1001,6 +1018,7 @@ int main(void) {
         BOTH(test_refused_requests),
         BOTH(test_block_bytes),
         ONE(test_file_unlinked_and_space_freed),
+        ONE(test_file_never_named),
         ONE(test_folder_errors),
         ONE(test_file_size_limit),
         ONE(test_disk_full),
