@@ -1184,7 +1184,7 @@ cudaError_t cudaStreamQuery(cudaStream_t h) {
     Stream *s = stream_of(h);
     if (!s) return ret(cudaErrorInvalidResourceHandle);
     if (s->legacy) release_legacy_hold();   // a polling loop sees the copy land
-    if (s->finished < s->queued) return cudaErrorNotReady;
+    if (s->finished < s->queued) return ret(cudaErrorNotReady);   // a result, also kept as the last error
     join(t_host_vc, s->done_vc);
     return cudaSuccess;
 }
@@ -1260,7 +1260,7 @@ cudaError_t cudaEventQuery(cudaEvent_t ev) {
     Event *e = (Event *)ev;
     if (!e || e->destroyed) return ret(cudaErrorInvalidResourceHandle);
     release_for(e->latest);   // a polling loop sees the legacy stream's work land
-    if (e->latest && !e->latest->done) return cudaErrorNotReady;
+    if (e->latest && !e->latest->done) return ret(cudaErrorNotReady);   // kept as the last error, as cudart does
     if (e->latest) join(t_host_vc, e->latest->vc);
     return cudaSuccess;
 }

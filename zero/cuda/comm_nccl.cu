@@ -3,6 +3,7 @@
 // (zero/*.c, no CUDA) never sees nccl.h.
 #include "comm_nccl.h"
 #include "a2a_plan.h"
+#include "event_query.h"
 
 #include <errno.h>
 #include <nccl.h>
@@ -167,18 +168,10 @@ int zero_nccl_select_device(ZeroComm *c) {
 
 static ZeroNccl *of(ZeroComm *c) { return (ZeroNccl *)(void *)c->dev; }
 
-// cudaEventQuery that leaves no "not ready" behind as the calling thread's last error:
-// track() polls on the trainer's thread, whose launches are checked with cudaGetLastError.
-static cudaError_t query(cudaEvent_t ev) {
-    cudaError_t e = cudaEventQuery(ev);
-    if (e == cudaErrorNotReady && cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
-    return e;
-}
-
 // Drops finished collectives from the front of the ring; returns the first error, if any.
 static cudaError_t pop_finished(ZeroNccl *n) {
     while (n->count > 0) {
-        cudaError_t e = query(n->ring[n->head].ev);
+        cudaError_t e = zero_event_query(n->ring[n->head].ev);
         if (e == cudaErrorNotReady) return cudaSuccess;
         if (e != cudaSuccess) return e;
         n->head = (n->head + 1) % TRACK;
@@ -194,7 +187,7 @@ static void compact(ZeroNccl *n) {
     int kept = 0;
     for (int i = 0; i < n->count; i++) {
         int from = (n->head + i) % TRACK, to = (n->head + kept) % TRACK;
-        if (i > 0 && query(n->ring[from].ev) == cudaSuccess) continue;   // the head is unfinished (pop_finished)
+        if (i > 0 && zero_event_query(n->ring[from].ev) == cudaSuccess) continue;   // the head is unfinished (pop_finished)
         if (to != from) {
             Tracked t = n->ring[to];
             n->ring[to] = n->ring[from];
@@ -210,11 +203,11 @@ static void compact(ZeroNccl *n) {
 static Tracked *overdue(ZeroNccl *n, double t, double timeout_s, cudaError_t *e) {
     for (int i = 0; i < n->count; i++) {
         Tracked *h = &n->ring[(n->head + i) % TRACK];
-        cudaError_t done = i > 0 ? query(h->ev) : cudaErrorNotReady;   // the head is unfinished (pop_finished)
+        cudaError_t done = i > 0 ? zero_event_query(h->ev) : cudaErrorNotReady;   // the head is unfinished (pop_finished)
         if (done == cudaSuccess) continue;
         if (done != cudaErrorNotReady) { *e = done; return h; }
         if (h->since == 0) {
-            cudaError_t started = query(h->start);
+            cudaError_t started = zero_event_query(h->start);
             if (started == cudaSuccess) h->since = t;
             else if (started != cudaErrorNotReady) { *e = started; return h; }
         }

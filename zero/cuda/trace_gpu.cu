@@ -3,6 +3,7 @@
 // completed, so a slow stream holds back the others' spans a while, never loses them.
 #include "trace_gpu.h"
 #include "../trace.h"
+#include "event_query.h"
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -69,7 +70,7 @@ static int resolve_oldest(int wait) {
     if (G.head == G.tail) return 0;
     Pair *p = &G.ring[G.head % ZERO_TRACE_GPU_PENDING];
     if (!p->name) return 0;   // begun, not yet ended
-    cudaError_t q = wait ? cudaEventSynchronize(p->e1) : cudaEventQuery(p->e1);
+    cudaError_t q = wait ? cudaEventSynchronize(p->e1) : zero_event_query(p->e1);   // polled on the trainer's thread
     if (q == cudaErrorNotReady) return 0;
     if (!ok(q, "waiting for a span's end event")) return 0;
     uint64_t t0 = host_ns(p->e0), t1 = host_ns(p->e1);

@@ -414,6 +414,36 @@ static int case_event_binds_at_wait() {   // a wait sees the record current when
     return g_bad;
 }
 
+// "not ready" from a query is also the thread's last error (cudart keeps every code a call
+// returns other than cudaSuccess): a launch checked by cudaGetLastError after a poll that
+// did not clear it reads as failed
+static int case_not_ready_is_last_error() {
+    cudaStream_t a;
+    cudaEvent_t ev;
+    float *x;
+    CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CK(cudaMalloc(&x, 32 * sizeof(float)));
+    write_one<<<1, 32, 0, a>>>(x);   // loaded before the gate closes the stream
+    CK(cudaStreamSynchronize(a));
+    CK(cudaGetLastError());
+    CK(cudaLaunchHostFunc(a, wait_gate, (void *)3));
+    CK(cudaEventRecord(ev, a));
+    expect(cudaEventQuery(ev) == cudaErrorNotReady, "the event has not fired");
+    expect(cudaPeekAtLastError() == cudaErrorNotReady, "cudaPeekAtLastError returns the event query's \"not ready\"");
+    write_one<<<1, 32>>>(x);
+    expect(cudaGetLastError() == cudaErrorNotReady, "a good launch leaves it: cudaGetLastError returns it");
+    expect(cudaGetLastError() == cudaSuccess, "cudaGetLastError reset it");
+    expect(cudaStreamQuery(a) == cudaErrorNotReady, "the stream has work left");
+    expect(cudaGetLastError() == cudaErrorNotReady, "the stream query's \"not ready\" is the last error too");
+    open_gate(3);
+    CK(cudaStreamSynchronize(a));
+    expect(cudaEventQuery(ev) == cudaSuccess && cudaStreamQuery(a) == cudaSuccess, "both done");
+    expect(cudaGetLastError() == cudaSuccess, "a query that finds the work done leaves no error");
+    CK(cudaDeviceSynchronize());
+    return g_bad;
+}
+
 static int case_legacy_stream() {   // the legacy stream waits for blocking streams only
     cudaStream_t blocking, nonblocking;
     float *x;
@@ -1173,6 +1203,7 @@ static const Case cases[] = {
     {"launch_limits", case_launch_limits, 0, "registers per thread in the build", nullptr},
     {"pageable_kernel_arg", case_pageable_kernel_arg, 0, "pageable host or freed", nullptr},
     {"event_binds_at_wait", case_event_binds_at_wait, 0, nullptr, nullptr},
+    {"not_ready_is_last_error", case_not_ready_is_last_error, 0, nullptr, nullptr},
     {"legacy_stream", case_legacy_stream, 0, nullptr, nullptr},
     {"host_function_no_cuda", case_host_function_no_cuda, 0, "must not make CUDA calls", nullptr},
     {"host_functions_serialize", case_host_functions_serialize, 1, "no progress for 2 s", "CUDA_EMU_HANG_S=2"},
