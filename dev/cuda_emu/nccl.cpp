@@ -996,6 +996,21 @@ ncclResult_t ncclGroupEnd() {
     return flush();
 }
 
+// NCCL's in-place operations (user guide, "In-place Operations"): an all-gather is in place
+// when sendbuff == recvbuff + rank * sendcount, a reduce-scatter when recvbuff == sendbuff +
+// rank * recvcount, the others when sendbuff == recvbuff. Any other overlap of the per-rank
+// buffer (part, part_bytes) with the whole one (whole, whole_bytes) has a collective read
+// what it has already overwritten: refused.
+static ncclResult_t check_in_place(ncclComm_t comm, const char *call, const void *part, size_t part_bytes,
+                                   const void *whole, size_t whole_bytes, int in_place_rank) {
+    const char *p = (const char *)part, *w = (const char *)whole;
+    if (p == w + (size_t)in_place_rank * part_bytes || p + part_bytes <= w || w + whole_bytes <= p) return ncclSuccess;
+    return bad(comm, ncclInvalidArgument, "%s: its buffers overlap without being in place (the %zu bytes at %p and the "
+               "%zu bytes at %p): NCCL works in place only when the per-rank buffer sits at the rank's offset of the "
+               "whole one (rank %d: %p)", call, part_bytes, part, whole_bytes, whole, in_place_rank,
+               (const void *)(w + (size_t)in_place_rank * part_bytes));
+}
+
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclComm_t comm,
                            cudaStream_t s) {
     ncclResult_t r = entry(comm, "ncclAllGather");
@@ -1005,7 +1020,8 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
     if (!es) return bad(comm, ncclInvalidArgument, "ncclAllGather: data type %d", (int)dt);
     size_t bytes = count * es;
     if ((r = check_range(comm, "ncclAllGather", recv, bytes * comm->nranks, "receive")) != ncclSuccess ||
-        (r = check_range(comm, "ncclAllGather", send, bytes, "send")) != ncclSuccess)
+        (r = check_range(comm, "ncclAllGather", send, bytes, "send")) != ncclSuccess ||
+        (r = check_in_place(comm, "ncclAllGather", send, bytes, recv, bytes * comm->nranks, comm->rank)) != ncclSuccess)
         return r;
     if (bytes == 0) return ncclSuccess;
     return add_call(Call{K_ALLGATHER, false, send, recv, bytes, -1, comm, s});
@@ -1019,7 +1035,8 @@ static ncclResult_t one_rank_copy(ncclComm_t comm, const char *call, void *recv,
                    call, comm->nranks);
     ncclResult_t r;
     if ((r = check_range(comm, call, recv, bytes, "receive")) != ncclSuccess ||
-        (r = check_range(comm, call, send, bytes, "send")) != ncclSuccess || bytes == 0)
+        (r = check_range(comm, call, send, bytes, "send")) != ncclSuccess ||
+        (r = check_in_place(comm, call, send, bytes, recv, bytes, 0)) != ncclSuccess || bytes == 0)
         return r;
     cudaError_t e = emu::enqueue_observed(s, call, [recv, send, bytes] { memmove(recv, send, bytes); });
     if (e != cudaSuccess) return bad(comm, ncclUnhandledCudaError, "%s: queuing on its stream: %s", call, cudaGetErrorName(e));
@@ -1039,7 +1056,8 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclD
                    "bfloat16 and float64 is)", (int)op, (int)dt);
     size_t bytes = count * es;
     if ((r = check_range(comm, "ncclReduceScatter", recv, bytes, "receive")) != ncclSuccess ||
-        (r = check_range(comm, "ncclReduceScatter", send, bytes * comm->nranks, "send")) != ncclSuccess)
+        (r = check_range(comm, "ncclReduceScatter", send, bytes * comm->nranks, "send")) != ncclSuccess ||
+        (r = check_in_place(comm, "ncclReduceScatter", recv, bytes, send, bytes * comm->nranks, comm->rank)) != ncclSuccess)
         return r;
     if (bytes == 0) return ncclSuccess;
     Call k{K_REDUCESCATTER, false, send, recv, bytes, -1, comm, s};

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -156,7 +157,11 @@ static cudaError_t ret(cudaError_t e) {
 
 cudaError_t record_error(cudaError_t e) { return ret(e); }
 
-// The common prologue of an API call: a call from a host function, or after a fault.
+static std::atomic<bool> g_sources_pending{false};
+static void settle_pageable_sources();   // below: the pageable sources of cudaMemcpyAsync calls
+
+// The common prologue of an API call: a call from a host function, or after a fault; the
+// pageable sources that earlier cudaMemcpyAsync calls left to read.
 #define API_ENTRY()                                                                    \
     do {                                                                               \
         init();                                                                        \
@@ -165,6 +170,7 @@ cudaError_t record_error(cudaError_t e) { return ret(e); }
                 "must not make CUDA calls", __func__);                                 \
             return ret(cudaErrorNotPermitted);                                         \
         }                                                                              \
+        if (g_sources_pending.load()) settle_pageable_sources();                       \
         int st_ = g_sticky.load();                                                     \
         if (st_ != cudaSuccess) return ret((cudaError_t)st_);                          \
     } while (0)
@@ -413,6 +419,7 @@ struct Op {
     cudaHostFn_t fn = nullptr;    // OP_HOSTFN
     void *arg = nullptr;
     RecordP hold;                 // not started before this fires (held legacy work, below)
+    RecordP source_hold;          // nor before this one (a pageable source not yet read, below)
     bool observed = false;        // its effect may be awaited outside CUDA's ordering (below)
     VClock host;                  // what the issuing host thread had synchronized with
     Op(OpKind k, std::string w, std::function<void()> f = nullptr, RecordP r = nullptr)
@@ -470,6 +477,59 @@ static void release_legacy_hold() {   // g_mu held
 static void release_for(const RecordP &r) {   // g_mu held
     if (r && r->stream && r->stream->legacy && !r->done) release_legacy_hold();
 }
+
+// cudaMemcpyAsync from pageable host memory to device memory "might be synchronous with
+// respect to host" (API synchronization behavior): the runtime may stage the source before
+// returning, or read it in stream order (a system where the device reads pageable memory
+// directly), so a program may change or free it only once the copy is done. Of those, the
+// latest the emulator can check: the copy runs on a snapshot taken at the call, and is held
+// until the program's next CUDA call (from any thread: whatever waits for the copy is
+// ordered after it by such a call, so the hold can never deadlock); that call first reads
+// the source again and faults, naming the copy, when it changed or is gone.
+struct PageableSource {
+    const void *src;
+    size_t n;
+    std::shared_ptr<std::vector<char>> snapshot;
+    std::string what;
+};
+static std::vector<PageableSource> &g_sources = *new std::vector<PageableSource>;   // g_mu held
+static RecordP g_source_hold;   // the held copies wait for this (g_mu held)
+
+// 0 when the n bytes at p still read as want; 1 when they differ; -1 when they cannot be
+// read (unmapped: freed to the system). Read through the kernel, so a freed range neither
+// faults here nor trips a sanitizer.
+static int source_differs(const void *p, size_t n, const char *want) {
+    char buf[1 << 16];
+    for (size_t at = 0; at < n;) {
+        size_t len = std::min(sizeof buf, n - at);
+        struct iovec local = {buf, len}, remote = {(char *)p + at, len};
+        ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+        if (got <= 0) return -1;
+        if (memcmp(buf, want + at, (size_t)got) != 0) return 1;
+        at += (size_t)got;
+    }
+    return 0;
+}
+
+static void settle_pageable_sources() {
+    std::lock_guard<std::mutex> lk(g_mu);
+    for (const PageableSource &ps : g_sources) {
+        int d = source_differs(ps.src, ps.n, ps.snapshot->data());
+        if (d)
+            fault(cudaErrorIllegalAddress, "%s from pageable host memory %p: its source was %s before the program's "
+                  "next CUDA call; such a copy may read its source until it is done (\"might be synchronous\", API "
+                  "synchronization behavior): wait for the stream before reusing it, or copy with cudaMemcpy, which "
+                  "returns once the source is staged", ps.what.c_str(), ps.src, d < 0 ? "freed (unmapped)" : "changed");
+    }
+    g_sources.clear();
+    if (g_source_hold) {
+        g_source_hold->done = true;
+        g_source_hold.reset();
+        g_cv.notify_all();
+    }
+    g_sources_pending.store(false);
+}
+
 static std::atomic<uint64_t> g_progress{0};
 void progress() { g_progress++; }
 static int g_waiters = 0;               // host threads blocked in a synchronize
@@ -527,6 +587,7 @@ static void worker(Stream *s) {
         if (s->q.empty()) break;   // destroyed and drained
         Op &op = s->q.front();
         if (op.hold) g_cv.wait(lk, [&op] { return op.hold->done; });
+        if (op.source_hold) g_cv.wait(lk, [&op] { return op.source_hold->done; });
         s->running = true;
         s->doing = op.what;
         if (g_trace) say("stream %d: %s", s->id, op.what.c_str());
@@ -585,7 +646,8 @@ static void watchdog() {
         std::unique_lock<std::mutex> lk(g_mu);
         bool busy = g_waiters > 0 || !g_cb_q.empty();
         for (Stream *s : g_streams)   // held legacy work waits for the program, not for the device
-            busy = busy || (!s->q.empty() && !(s->q.front().hold && !s->q.front().hold->done));
+            busy = busy || (!s->q.empty() && !(s->q.front().hold && !s->q.front().hold->done) &&
+                            !(s->q.front().source_hold && !s->q.front().source_hold->done));
         if (!busy) { since = now_ms(); continue; }
         if (now_ms() - since < g_hang_s * 1e3) continue;
         say("no progress for %.0f s: a deadlock (CUDA_EMU_HANG_S sets the limit). State:", g_hang_s);
@@ -643,7 +705,10 @@ static Stream *legacy_stream() {   // g_mu held
 // a handle that is not a live stream. g_mu held.
 static Stream *stream_of(cudaStream_t h) {
     if (h == 0 || h == cudaStreamLegacy) return legacy_stream();
-    if (h == cudaStreamPerThread) return legacy_stream();   // no per-thread default stream in this build
+    if (h == cudaStreamPerThread) {   // ordered only with the legacy stream: not emulated, rather than over-ordered
+        say("cudaStreamPerThread (the per-thread default stream) is not emulated: use a stream of your own");
+        return nullptr;
+    }
     for (Stream *s : g_streams)
         if ((cudaStream_t)s == h) return s->destroyed ? nullptr : s;
     return nullptr;
@@ -1066,6 +1131,7 @@ static cudaError_t copy_async(const char *call, void *dst, const void *src, size
     // From pageable memory the runtime copies into a staging buffer before returning; the
     // copy to device memory happens in stream order.
     std::shared_ptr<std::vector<char>> staged;
+    const void *src_arg = src;
     if (sk == MEM_PAGEABLE && dk != MEM_PAGEABLE) {
         staged = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
         src = staged->data();
@@ -1086,6 +1152,12 @@ static cudaError_t copy_async(const char *call, void *dst, const void *src, size
         memmove(dst, src, n);
     });
     op.observed = dk != MEM_DEVICE;   // into host memory: the host may poll it
+    if (staged && !sync) {   // held until the program's next CUDA call, which checks the source (above)
+        if (!g_source_hold) g_source_hold = std::make_shared<Record>();
+        op.source_hold = g_source_hold;
+        g_sources.push_back(PageableSource{src_arg, n, staged, what});
+        g_sources_pending.store(true);
+    }
     // cudaMemcpy from pageable memory to device memory returns once the source is staged,
     // and one from device memory to device memory at once ("no host-side synchronization
     // is performed"): the write stays queued on the legacy stream, held (g_legacy_hold)

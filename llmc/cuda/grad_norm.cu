@@ -19,8 +19,10 @@ void grad_norm_plan_init(GradNormPlan *plan, void *mem, const GPT2Slice *slices,
     plan->nspans = n;
     plan->spans = (GradNormSpan *)mem;
     plan->partials = (double *)((char *)mem + round_up((size_t)n * sizeof(GradNormSpan), 256));
-    // pageable source: the call returns once the table is staged, so it may be freed
+    // a pageable source: the copy may read it until it is done ("might be synchronous"), so
+    // it is freed after the stream's wait (once, at start-up)
     CUDA_CHECK(cudaMemcpyAsync(plan->spans, host, (size_t)n * sizeof(GradNormSpan), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
     free(host);
 }
 

@@ -740,7 +740,10 @@ static bool kernel_sees_copy(Fence f, int base) {
     if (f == ASYNC_ON_STREAM) CK(cudaMemcpyAsync(d_in, h, sizeof h, cudaMemcpyHostToDevice, nb));
     else if (f == FROM_PINNED) CK(cudaMemcpy(d_in, pinned, sizeof h, cudaMemcpyHostToDevice));
     else CK(cudaMemcpy(d_in, h, sizeof h, f == NONE ? cudaMemcpyHostToDevice : cudaMemcpyDefault));
-    for (int i = 0; i < n; i++) h[i] = -1;   // staged: the copy has what h held at the call
+    // cudaMemcpy returns with the source staged: the copy has what h held at the call (a
+    // cudaMemcpyAsync's source stays the program's to keep until the copy is done)
+    if (f != ASYNC_ON_STREAM)
+        for (int i = 0; i < n; i++) h[i] = -1;
     if (f == SYNC_LEGACY) CK(cudaStreamSynchronize(0));
     if (f == SYNC_DEVICE) CK(cudaDeviceSynchronize());
     if (f == EVENT) {
@@ -786,6 +789,23 @@ static int case_pageable_copy_lands_late() {
                          : "cudaMemcpy to pageable memory returns with the data there");
     }
     CK(cudaDeviceSynchronize());
+    return g_bad;
+}
+
+// cudaMemcpyAsync from pageable memory "might be synchronous" (API synchronization
+// behavior): it may read its source until the copy is done, so a source changed (or freed)
+// before the stream is waited for is a fault at the program's next CUDA call, naming the
+// copy; one left alone until after a wait is not (the case itself then dies at the change)
+static int case_pageable_async_source_reused() {
+    int h[64], *d;
+    CK(cudaMalloc(&d, sizeof h));
+    for (int i = 0; i < 64; i++) h[i] = i;
+    CK(cudaMemcpyAsync(d, h, sizeof h, cudaMemcpyHostToDevice, 0));
+    CK(cudaStreamSynchronize(0));
+    h[0] = -1;   // after the wait: the program's again
+    CK(cudaMemcpyAsync(d, h, sizeof h, cudaMemcpyHostToDevice, 0));
+    h[0] = 0;    // before any wait: the copy may still read it
+    CK(cudaStreamSynchronize(0));
     return g_bad;
 }
 
@@ -1222,6 +1242,8 @@ static const Case cases[] = {
     {"slow_producer_unwaited", case_slow_producer_unwaited, 0, "reads stale", "CUDA_EMU_SLOW=0"},
     {"slow_producer_waited", case_slow_producer_waited, 0, "0 of 20 reads stale", "CUDA_EMU_SLOW=0"},
     {"pageable_copy_lands_late", case_pageable_copy_lands_late, 0, nullptr, "CUDA_EMU_HANG_S=2"},
+    {"pageable_async_source_reused", case_pageable_async_source_reused, 1,
+     "cudaMemcpyAsync of 256 bytes from pageable host memory", nullptr},
     {"legacy_work_held", case_legacy_work_held, 0, nullptr, "CUDA_EMU_HANG_S=20"},
     {"legacy_work_observed", case_legacy_work_observed, 0, nullptr, "CUDA_EMU_HANG_S=3"},
     {"host_unregister_waits_for_nothing", case_host_unregister_waits_for_nothing, 0,

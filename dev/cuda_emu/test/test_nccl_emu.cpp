@@ -249,6 +249,15 @@ static void case_reduce_scatter(ncclComm_t comm, int n, int me) {
     ncclResult_t r = ncclReduceScatter(buf, recv, count, ncclFloat32, ncclMax, comm, g_s);
     CHECK(r == ncclInvalidUsage && std::string(ncclGetLastError(comm)).find("ncclReduceScatter") != std::string::npos,
           "ncclMax is refused naming the call (%d: %s)", (int)r, ncclGetLastError(comm));
+    // buffers that overlap other than in place are refused (NCCL would read what it overwrote)
+    r = ncclReduceScatter(buf, buf + 1, count, ncclFloat32, ncclSum, comm, g_s);
+    CHECK(r == ncclInvalidArgument && std::string(ncclGetLastError(comm)).find("overlap without being in place") !=
+          std::string::npos, "a reduce-scatter into its own send buffer off the rank's offset is refused (%d: %s)", (int)r,
+          ncclGetLastError(comm));
+    r = ncclAllGather(buf + 1, buf, count, ncclFloat32, comm, g_s);
+    CHECK(r == ncclInvalidArgument && std::string(ncclGetLastError(comm)).find("ncclAllGather") != std::string::npos,
+          "an all-gather from inside its receive buffer off the rank's offset is refused (%d: %s)", (int)r,
+          ncclGetLastError(comm));
     OK(cudaFree(buf));
     OK(cudaFree(recv));
     OK(cudaFree(b16));
