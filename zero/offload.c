@@ -85,19 +85,6 @@ static int counts_only(const Zero *z) { return z->b->counts_only; }
 static void catch_up(Zero *z, int ti, void *dst);   // a deferred update, where the tensor is read next
 static void writes_drained(Zero *z);                // every write a deferred update left in flight, done
 
-// The accumulation leaves its last gradient writes in flight; whatever reads the gradient
-// (the optimizer, the accumulation of a later micro-step) waits for them first: the engine
-// does not order a read after a write of the same bytes.
-static void gradient_writes_done(Zero *z) {
-    ZeroOffload *o = &z->off;
-    for (int b2 = 0; b2 < 2; b2++)
-        if (o->grad_write[b2]) {
-            if (zero_nvme_wait(o->nvme, o->grad_write[b2]) != 0)
-                zero_fail(z, "NVMe offload: a gradient write failed: %s", zero_nvme_error(o->nvme));
-            o->grad_write[b2] = 0;
-        }
-}
-
 int zero_offload_validate(const ZeroConfig *c, int rank) {
     if (c->optimizer_tier < ZERO_TIER_DEVICE || c->optimizer_tier > ZERO_TIER_NVME || c->param_tier < ZERO_TIER_DEVICE ||
         c->param_tier > ZERO_TIER_NVME) {
@@ -247,8 +234,6 @@ static void nvme_check_on(Zero *z, ZeroNvme *nv, int rc, const char *what, int t
 }
 static void nvme_check(Zero *z, int rc, const char *what, int ti) { nvme_check_on(z, z->off.nvme, rc, what, ti); }
 
-// File bytes of elements [off, off + n) of tensor ti's kind-k range: from the aligned
-// start below off to the aligned end above (the range's tail padding is its own).
 // A read or write of tensor ti's master, m or v comes after the writes of them an update left in flight.
 static void state_writes_done(Zero *z, int ti) {
     ZeroOffload *o = &z->off;
@@ -258,6 +243,20 @@ static void state_writes_done(Zero *z, int ti) {
     }
 }
 
+// The accumulation leaves its last gradient writes in flight; whatever reads the gradient
+// (the optimizer, the accumulation of a later micro-step) waits for them first: the engine
+// does not order a read after a write of the same bytes.
+static void gradient_writes_done(Zero *z) {
+    ZeroOffload *o = &z->off;
+    for (int b2 = 0; b2 < 2; b2++)
+        if (o->grad_write[b2]) {
+            nvme_check(z, zero_nvme_wait(o->nvme, o->grad_write[b2]), "a gradient write", -1);
+            o->grad_write[b2] = 0;
+        }
+}
+
+// Where element off of tensor ti's kind-k range lies in the swap file (each range starts
+// aligned; the bytes a request moves, io_bytes, end aligned: the range's tail padding is its own).
 static uint64_t file_at(const Zero *z, int k, int ti, size_t off, size_t es) {
     return z->off.file_off[k][ti] + (uint64_t)off * es;
 }
@@ -636,8 +635,11 @@ static void accumulate(void *arg) {
         }
         // NVMe: by tiles through the host stream's two buffers: read (unless starting), add,
         // write, the write left in flight while the next tile fills the other buffer. A
-        // deferred update of the tensor reads the old gradient: it goes first.
+        // deferred update of the tensor reads the old gradient: it goes first. The writes in
+        // flight before the tensor's first tile may be of its own bytes (an earlier
+        // micro-step's): its reads come after them; inside the loop they are its other tiles'.
         catch_up(z, ti, NULL);
+        if (!j->first) gradient_writes_done(z);
         double sq = 0.0;
         for (size_t c = 0; c < n; c += o->tile) {
             size_t len = min_sz(o->tile, n - c);
@@ -645,13 +647,11 @@ static void accumulate(void *arg) {
             size_t bytes = io_bytes(len, sizeof(float));
             const int b2 = (int)(o->grad_writes++ & 1);
             float *buf = zero_nvme_buffer(o->nvme, BUF_HS + b2);
-            if (j->first) {   // this buffer's last write must be done before it is filled again
-                if (o->grad_write[b2]) nvme_check(z, zero_nvme_wait(o->nvme, o->grad_write[b2]), "a gradient write", ti);
-                memset(buf, 0, len * sizeof(float));
-            } else {          // and a read of the gradient comes after every write of it
-                gradient_writes_done(z);
-                nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, at, bytes)), "a gradient read", ti);
-            }
+            // this buffer's last write must be done before it is filled again
+            if (o->grad_write[b2]) nvme_check(z, zero_nvme_wait(o->nvme, o->grad_write[b2]), "a gradient write", ti);
+            o->grad_write[b2] = 0;
+            if (j->first) memset(buf, 0, len * sizeof(float));
+            else nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, at, bytes)), "a gradient read", ti);
             zero_cpu_slices(buf, sum + c, 0, 1, len, ZERO_F32, 1);
             if (j->last) sq = zero_cpu_sum_squares(sq, buf, len);
             if (!(o->grad_write[b2] = zero_nvme_write(o->nvme, buf, at, bytes))) nvme_check(z, -1, "queueing a gradient write", ti);
@@ -710,6 +710,11 @@ void zero_offload_wait(Zero *z) {
 
 // ---------------------------------------------------------------- the step
 
+// The CPU AdamW's time since t0 (zero_clock), on the calling thread or the host stream's.
+static void add_adamw_time(ZeroOffload *o, double t0) {
+    atomic_fetch_add_explicit(&o->adamw_ns, (uint64_t)((zero_clock() - t0) * 1e9), memory_order_relaxed);
+}
+
 // Where tensor ti's refreshed working parameters go: the own slot of the device's working
 // tensor (stages 1-2), the device's working shard (stage 3, parameters on the device), the
 // host shard, or NVMe (returns NULL then).
@@ -763,7 +768,7 @@ static void update_host(Zero *z, const AdamWParams *p, int update, int t) {
             double t0 = zero_clock();
             zero_cpu_adamw(o->host[ZK_MASTER] + off, o->host[ZK_GRAD] + off, o->host[ZK_M] + off, o->host[ZK_V] + off, n, p,
                            z->t[i].decay);
-            o->adamw_s += zero_clock() - t0;
+            add_adamw_time(o, t0);
         }
         for (size_t c = 0; c < n; c += o->tile, k++) {   // NVMe parameters: NVME_SETS writes in flight
             int set = (int)(k % NVME_SETS);
@@ -819,7 +824,7 @@ static void update_tiles(Zero *z, const AdamWParams *p, int update, int t, size_
             double t0 = zero_clock();
             uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
             zero_cpu_adamw(mb, g, m, v, n, p, z->t[ti].decay);
-            o->adamw_s += zero_clock() - t0;
+            add_adamw_time(o, t0);
             if (zero_trace_on)
                 zero_trace_span(dst ? "adamw (cpu, fused with the gather)" : "adamw (cpu, a tile from nvme)", z->t[ti].name,
                                 n0, zero_trace_now());

@@ -41,8 +41,9 @@ void zero_offload_unwaited_gather(Zero *z);
 // Stage 3 gathers and qwZ's packing: this rank's shard of tensor ti in the working dtype,
 // brought into `mine` on the gather stream (or used where it lives, the uploaded device
 // shard); returns where it is, or NULL when offload does not hold the parameters. From NVMe
-// the read waits for the main stream only: `mine` must be a slot the gather stream does not
-// read before (a gather block's own slot). bwd: for a backward use. From the step's first
+// the read waits for the main stream (and the backward's settle; after an unwaited gather,
+// zero_offload_unwaited_gather, for the gather stream), not for the gather stream's other
+// work: `mine` must be a slot the gather stream does not read before (a gather block's own slot). bwd: for a backward use. From the step's first
 // backward read on, NVMe reads run on the read stream, beside the gradient accumulation
 // (with hpZ the backward gathers from the secondary copy and reads none: every read then
 // stays on the host stream).

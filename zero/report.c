@@ -54,7 +54,7 @@ void zero_figures(const Zero *z, ZeroFigures *f) {
     f->hook_s = z->step.hook_s;
     f->step_s = z->step.step_s;
     f->wall_s = z->step.wall_s;
-    f->optimizer_s = z->off.adamw_s;
+    f->optimizer_s = (double)atomic_load_explicit(&z->off.adamw_ns, memory_order_relaxed) * 1e-9;
     for (int op = 0; op < ZERO_COLL_NUM; op++) {
         f->calls[op] = z->step.sent[op].calls;
         f->intra_bytes[op] = z->step.sent[op].intra_bytes;
@@ -318,7 +318,7 @@ static void add_rank(cJSON *e, const ZeroReportInfo *in, const ZeroFigures *f, i
         add_num(ts, "in_hooks", f->hook_s / ns);
         add_num(ts, "in_zero_step", f->step_s / ns);
         add_num(ts, "model", (f->wall_s - f->hook_s - f->step_s) / ns);
-        add_num(ts, "optimizer_compute", f->optimizer_s / ns);   // offload: the CPU AdamW inside zero_step
+        add_num(ts, "optimizer_compute", f->optimizer_s / ns);   // offload: the CPU AdamW (zero.h: ZeroFigures)
     }
     if (in->device_budget) {   // headroom < 0: over the budget by that much
         cJSON *b = add_obj(e, "device_budget");

@@ -175,7 +175,8 @@ typedef struct {
     struct OffRead *reads;   // NVMe parameters: one read record per tensor, reused gather to gather
     uint64_t file_bytes;
     size_t tile;             // elements per transfer (a multiple of ZERO_SUMSQ_BLOCK and of 2048)
-    double adamw_s;          // the CPU AdamW's seconds, summed over steps
+    _Atomic uint64_t adamw_ns;   // the CPU AdamW's nanoseconds, summed over steps (also a deferred
+                                 // update's, on the host stream)
     uint64_t mark_read, mark_written;   // engine totals at zero_begin_step
     uint64_t step_read, step_written;   // summed over steps
     uint64_t last_read, last_written;   // the last step's (a deferred update moves I/O into the next step)

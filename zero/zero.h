@@ -321,7 +321,8 @@ typedef struct {
     // gathers, pool room), in zero_step (reduction tail, norm, optimizer, refresh), and from
     // zero_begin_step to the end of zero_step; what is left is the model's own work
     double hook_s, step_s, wall_s;
-    double optimizer_s;    // offload: the CPU AdamW's own seconds inside zero_step (its arithmetic)
+    double optimizer_s;    // offload: the CPU AdamW's own seconds (its arithmetic): inside zero_step, or for
+                           // a deferred update on the host stream during the next forward
 } ZeroFigures;
 typedef ZeroFigures ZeroPrediction;
 
