@@ -104,11 +104,11 @@ void *zero_alloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const cha
         zero_fail(z, "too many buffers (allocating %s)", what);
     void *p = z->b->alloc(z->b, kind, bytes);
     if (!p) zero_fail(z, "out of %s memory allocating %zu bytes for %s", kind == ZERO_MEM_HOST ? "host" : "device", bytes, what);
-    z->b->memset0(z->b, p, bytes, z->main);
-    // Host memory is written by the CPU directly (offload's states, its initial master):
-    // the zeros must be there first. The host backend's main stream is the calling thread;
-    // a GPU's memset of pinned memory is as asynchronous as any.
-    if (kind == ZERO_MEM_HOST) z->b->stream_sync(z->b, z->main);
+    // Host memory is written by the CPU directly (offload's states, its initial master): its
+    // zeros come from the CPU too, at once (a device memset of registered host memory would
+    // need its device address, and cross the bus).
+    if (kind == ZERO_MEM_HOST) memset(p, 0, bytes);
+    else z->b->memset0(z->b, p, bytes, z->main);
     z->acct.allocs[z->acct.nallocs].p = p;
     z->acct.allocs[z->acct.nallocs].kind = kind;
     z->acct.nallocs++;

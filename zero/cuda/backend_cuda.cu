@@ -10,6 +10,7 @@
 #include "backend_cuda.h"
 #include "../host/backend_host.h"
 #include "comm_nccl.h"
+#include "last_error.h"
 #include "trace_gpu.h"
 #include "wire_cuda.h"
 
@@ -416,7 +417,7 @@ static void *c_alloc(const ZeroBackend *b, ZeroMemKind kind, size_t bytes) {
     if (e != cudaSuccess) {
         fprintf(stderr, "zero: rank %d: %s of %zu bytes on device %d failed: %s\n", x->c->rank,
                 kind == ZERO_MEM_HOST ? "cudaHostRegister" : "cudaMalloc", n, x->device, cudaGetErrorString(e));
-        cudaGetLastError();   // not sticky: keep it from being blamed on the next launch
+        zero_cuda_take_back(e);   // not sticky: keep it from being blamed on the next launch
         return NULL;
     }
     return p;

@@ -3,7 +3,7 @@
 // (zero/*.c, no CUDA) never sees nccl.h.
 #include "comm_nccl.h"
 #include "a2a_plan.h"
-#include "event_query.h"
+#include "last_error.h"
 
 #include <errno.h>
 #include <nccl.h>

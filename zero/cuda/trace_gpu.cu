@@ -3,7 +3,7 @@
 // completed, so a slow stream holds back the others' spans a while, never loses them.
 #include "trace_gpu.h"
 #include "../trace.h"
-#include "event_query.h"
+#include "last_error.h"
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -29,8 +29,11 @@ static struct {
 } G;
 
 // A failed event call ends the GPU tracks (the host tracks go on): what is pending is dropped.
+// Its error is taken back from cudart's last error (where it is the last), so the trainer's
+// next launch check does not read it as a failed launch.
 static int ok(cudaError_t e, const char *what) {
     if (e == cudaSuccess) return 1;
+    zero_cuda_take_back(e);
     if (!G.broken) fprintf(stderr, "zero: --trace: %s failed: %s; the GPU tracks stop here\n", what, cudaGetErrorString(e));
     G.broken = 1;
     G.head = G.tail;
