@@ -220,8 +220,9 @@ static void nvme_open(Zero *z) {
     if (read_buffers && !(o->read_nvme = zero_nvme_open_sibling(o->nvme, &nc, err, sizeof err)))
         zero_fail(z, "NVMe offload: %s", engine_msg(err));
     if (z->rank == 0)
-        printf("zero: NVMe swap files, one per rank; rank 0's: %s, %.2f GiB; engine %s\n", zero_nvme_path(o->nvme),
-               (double)o->file_bytes / (1024.0 * 1024.0 * 1024.0), zero_nvme_engine_note(o->nvme));
+        printf("zero: NVMe swap files, one per rank; rank 0's: %s%s, %.2f GiB; engine %s\n", zero_nvme_path(o->nvme),
+               zero_nvme_unnamed(o->nvme) ? " (unnamed)" : "", (double)o->file_bytes / (1024.0 * 1024.0 * 1024.0),
+               zero_nvme_engine_note(o->nvme));
 }
 
 // rc from engine nv (the main one, or the read stream's): its first failure says why.

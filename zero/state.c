@@ -107,8 +107,8 @@ void *zero_alloc(Zero *z, ZeroMemKind kind, ZeroUse use, size_t bytes, const cha
     // Host memory is written by the CPU directly (offload's states, its initial master): its
     // zeros come from the CPU too, at once (a device memset of registered host memory would
     // need its device address, and cross the bus).
-    if (kind == ZERO_MEM_HOST) memset(p, 0, bytes);
-    else z->b->memset0(z->b, p, bytes, z->main);
+    if (kind != ZERO_MEM_HOST) z->b->memset0(z->b, p, bytes, z->main);
+    else if (!z->b->counts_only) memset(p, 0, bytes);   // a dry run's are address space only
     z->acct.allocs[z->acct.nallocs].p = p;
     z->acct.allocs[z->acct.nallocs].kind = kind;
     z->acct.nallocs++;

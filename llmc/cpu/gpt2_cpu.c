@@ -1084,7 +1084,7 @@ static void act_file_open(GPT2 *m, size_t NC) {
     m->act_direct = 1;
     m->act_fd = -1;
 #ifdef O_TMPFILE
-    m->act_fd = open(m->opt.act_swap_dir, O_TMPFILE | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
+    m->act_fd = open(m->opt.act_swap_dir, O_TMPFILE | O_EXCL | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);   // never linkable
 #endif
     if (m->act_fd < 0) {   // the named file, whose open explains any refusal
         m->act_fd = open(m->act_path, flags | O_DIRECT, 0600);

@@ -600,8 +600,8 @@ static const Flag flags[] = {
      "memory (cpu) or in the swap file (nvme), brought up ahead of use along\n"
      "the prefetch order (default none)", NULL},
     {"--nvme-path", NULL, "DIR", V_STR, AT(nvme_path), 0, 0, TRAIN_FLAG_NVME_PATH, FOR_ZERO, 1,
-     "folder for the NVMe swap files (one per rank, O_DIRECT, never named in the\n"
-     "folder: the space is freed however the run ends)", NULL},
+     "folder for the NVMe swap files (one per rank, O_DIRECT, unnamed, else\n"
+     "unlinked at once: the space is freed however the run ends)", NULL},
     HEADING(FOR_ZERO, 0, "ZeRO++ (each on its own; --node-size N makes N consecutive ranks a logical node):"),
     {"--qwz", NULL, NULL, V_SET, AT(qwz), 0, 0, TRAIN_FLAG_QWZ, FOR_ZERO, 1,
      "stage 3: forward all-gathers move int8 blocks of the weights (one fp32\n"

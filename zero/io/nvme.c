@@ -77,6 +77,7 @@ typedef struct {
 
 struct ZeroNvme {
     int fd, rank, engine, depth;
+    int unnamed;   // O_TMPFILE: path is the name it would have had
     uint64_t file_bytes;
     size_t max_chunk;
     char path[PATH_MAX + 64], note[256], err[1024];
@@ -485,8 +486,12 @@ static int open_swap_file(ZeroNvme *n, const char *dir, char *err, size_t errlen
     snprintf(n->path, sizeof n->path, "%s/zero_swap_rank%d_%ld.bin", dir, n->rank, (long)getpid());
 #ifdef O_TMPFILE
     // any refusal here is explained by the named file's open below, which meets it again
-    n->fd = open(dir, O_TMPFILE | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
-    if (n->fd >= 0) return reserve_space(n, dir, err, errlen);
+    // O_EXCL: it can never be given a name (linkat through /proc)
+    n->fd = open(dir, O_TMPFILE | O_EXCL | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
+    if (n->fd >= 0) {
+        n->unnamed = 1;
+        return reserve_space(n, dir, err, errlen);
+    }
 #endif
     n->fd = open(n->path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
     if (n->fd < 0) {
@@ -671,6 +676,7 @@ static ZeroNvme *engine_open(const ZeroNvmeConfig *cfg, const ZeroNvme *of, char
 
     if (of) {   // the same open file: its reads and writes are positioned, so nothing is shared but the bytes
         snprintf(n->path, sizeof n->path, "%s", of->path);
+        n->unnamed = of->unnamed;
         if ((n->fd = fcntl(of->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
             set_err(err, errlen, "rank %d: cannot open a second engine on the swap file %s: %s", n->rank, n->path,
                     strerror(errno));
@@ -764,6 +770,7 @@ const char *zero_nvme_error(const ZeroNvme *n) { return n->err; }
 const char *zero_nvme_engine(const ZeroNvme *n) { return n->engine == ENGINE_URING ? "io_uring" : "threads"; }
 const char *zero_nvme_engine_note(const ZeroNvme *n) { return n->note; }
 const char *zero_nvme_path(const ZeroNvme *n) { return n->path; }
+int zero_nvme_unnamed(const ZeroNvme *n) { return n->unnamed; }
 
 void zero_nvme_stats(const ZeroNvme *n, ZeroNvmeStats *out) {
     ZeroNvme *m = (ZeroNvme *)n;   // the lock is not part of the engine's value

@@ -96,6 +96,7 @@ const char *zero_nvme_engine(const ZeroNvme *n);  // "io_uring" or "threads"
 // by ZERO_NVME_ENGINE=threads", "threads (8): built without liburing".
 const char *zero_nvme_engine_note(const ZeroNvme *n);
 const char *zero_nvme_path(const ZeroNvme *n);    // the (unlinked) file's path, for messages
+int zero_nvme_unnamed(const ZeroNvme *n);         // 1: made unnamed (O_TMPFILE), the path never existed
 
 typedef struct {
     uint64_t bytes_read, bytes_written;   // completed

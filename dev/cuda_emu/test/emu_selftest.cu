@@ -809,6 +809,26 @@ static int case_pageable_async_source_reused() {
     return g_bad;
 }
 
+// a held pageable copy, then a kernel's first launch whose load waits for the device
+// (CUDA_EMU_LOAD_SYNC=1): the launch is the program's next call, so the copy goes first
+static int case_pageable_copy_then_first_load() {
+    int h[64], got[64], *d_in, *d_out;
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CK(cudaMalloc(&d_in, sizeof h));
+    CK(cudaMalloc(&d_out, sizeof h));
+    for (int i = 0; i < 64; i++) h[i] = 7 * i;
+    CK(cudaMemcpyAsync(d_in, h, sizeof h, cudaMemcpyHostToDevice, st));
+    copy_ints<<<1, 64, 0, st>>>(d_in, d_out);
+    CK(cudaStreamSynchronize(st));   // (a non-blocking stream: the legacy stream's copy would not wait)
+    CK(cudaMemcpy(got, d_out, sizeof got, cudaMemcpyDeviceToHost));
+    bool ok = true;
+    for (int i = 0; i < 64; i++) ok = ok && got[i] == 7 * i;
+    expect(ok, "the kernel read what the copy brought");
+    CK(cudaDeviceSynchronize());
+    return g_bad;
+}
+
 // Any work on stream 0, and not only its last op, waits until something orders it: a
 // cudaMemset ("asynchronous with respect to the host"), the first of two device-to-device
 // copies, a kernel followed by a memset there. A kernel on a non-blocking stream reads the
@@ -1242,6 +1262,8 @@ static const Case cases[] = {
     {"slow_producer_unwaited", case_slow_producer_unwaited, 0, "reads stale", "CUDA_EMU_SLOW=0"},
     {"slow_producer_waited", case_slow_producer_waited, 0, "0 of 20 reads stale", "CUDA_EMU_SLOW=0"},
     {"pageable_copy_lands_late", case_pageable_copy_lands_late, 0, nullptr, "CUDA_EMU_HANG_S=2"},
+    {"pageable_copy_then_first_load", case_pageable_copy_then_first_load, 0, nullptr,
+     "CUDA_EMU_LOAD_SYNC=1 CUDA_EMU_HANG_S=10"},
     {"pageable_async_source_reused", case_pageable_async_source_reused, 1,
      "cudaMemcpyAsync of 256 bytes from pageable host memory", nullptr},
     {"legacy_work_held", case_legacy_work_held, 0, nullptr, "CUDA_EMU_HANG_S=20"},
