@@ -5,9 +5,11 @@
 # test_ckpt_prune.sh's; this covers the rest:
 #  1. a run's files and folders take the process's umask: 0644/0755 under umask 022, and
 #     0600/0700 under umask 077 (unsharded and -z 1: checkpoints, model files, logs, reports)
-#  2. an NVMe swap file (--offload-optimizer nvme) is DIR/zero_swap_rank0_PID.bin, mode 0600,
-#     unlinked while the run holds it open (the folder shows no file), and gone at the end;
-#     a symbolic link planted at that name stops the start and its target stays untouched
+#  2. an NVMe swap file (--offload-optimizer nvme) is unnamed (O_TMPFILE) or
+#     DIR/zero_swap_rank0_PID.bin unlinked at once, mode 0600, while the run holds it open
+#     (the folder shows no file), and gone at the end; a symbolic link planted at that name
+#     stops the start of a run whose file is named, is never opened by one whose file is
+#     unnamed, and its target stays untouched
 #  3. scripts/launch_ranks.sh without MPI: every rank of a job gets the same secret of 32
 #     random bytes, two jobs get different ones, and the bootstrap file's folder is private
 #     (mode 0700, this user's) and removed when the job ends
@@ -49,28 +51,34 @@ for _ in $(seq 600); do   # up to 60 s for the swap file to be open
     kill -0 "$run_pid" 2> /dev/null || { tail "$tmp/swap.log"; fail "the NVMe run ended early"; }
     for fd in /proc/"$run_pid"/fd/*; do
         t=$(readlink "$fd" 2> /dev/null) || continue
-        if [ "$t" = "$nv/zero_swap_rank0_$run_pid.bin (deleted)" ]; then swap=$fd; break; fi
+        # unlinked at once, or made unnamed (O_TMPFILE: the kernel shows "DIR/#INODE (deleted)")
+        case $t in "$nv/zero_swap_rank0_$run_pid.bin (deleted)"|"$nv/#"*" (deleted)") swap=$fd; seen=$t; break ;; esac
     done
     [ -n "$swap" ] && break
     sleep 0.1
 done
-[ -n "$swap" ] || { ls -l /proc/"$run_pid"/fd; fail "no unlinked $nv/zero_swap_rank0_$run_pid.bin held open"; }
+[ -n "$swap" ] || { ls -l /proc/"$run_pid"/fd; fail "no unlinked or unnamed swap file in $nv held open"; }
 mode=$(stat -L -c %a "$swap")
 [ "$mode" = 600 ] || fail "the swap file's mode is $mode, not 600"
 [ -z "$(ls -A "$nv")" ] || fail "the swap folder shows files while the run holds its swap file: $(ls -A "$nv")"
 kill "$run_pid"; wait "$run_pid" 2> /dev/null; run_pid=
 [ -z "$(ls -A "$nv")" ] || fail "files left in the swap folder after the run: $(ls -A "$nv")"
-echo "swap file: open as $nv/zero_swap_rank0_PID.bin (deleted), mode 600; the folder stays empty"
+echo "swap file: open as ${seen/$run_pid/PID}, mode 600; the folder stays empty"
 
-# a link planted at the swap file's name (the PID is known: the shell execs the trainer)
+# a link planted at the swap file's name (the PID is known: the shell execs the trainer): the
+# start refused where the file is named; where it is unnamed the name is never opened, and
+# the run goes on without writing through the link
 echo "not the trainer's" > "$tmp/target"
-if bash -c 'ln -s "$1" "$2/zero_swap_rank0_$$.bin" && shift 2 && exec "$@"' plant "$tmp/target" "$nv" \
-        ./train_gpt2 -z 1 "${tiny[@]}" -x 2 --offload-optimizer nvme --nvme-path "$nv" -o "$tmp/plant" \
-        > "$tmp/plant.log" 2>&1; then
-    fail "the run started through a link planted at its swap file's name"
-fi
+bash -c 'ln -s "$1" "$2/zero_swap_rank0_$$.bin" && shift 2 && exec "$@"' plant "$tmp/target" "$nv" \
+    ./train_gpt2 -z 1 "${tiny[@]}" -x 2 --offload-optimizer nvme --nvme-path "$nv" -o "$tmp/plant" > "$tmp/plant.log" 2>&1
+rc=$?
+case $seen in
+    "$nv/#"*) [ $rc -eq 0 ] || { tail "$tmp/plant.log"; fail "an unnamed swap file's run failed beside a planted link (exit $rc)"; } ;;
+    *) [ $rc -ne 0 ] || fail "the run started through a link planted at its swap file's name" ;;
+esac
 [ "$(cat "$tmp/target")" = "not the trainer's" ] || fail "the planted link's target was written"
-echo "a link planted at the swap file's name: refused ($(grep -m1 -i 'swap\|nvme' "$tmp/plant.log"))"
+echo "a link planted at the swap file's name: $([ $rc -eq 0 ] && echo "never opened (the file is unnamed)" ||
+    echo "refused ($(grep -m1 -i 'swap\|nvme' "$tmp/plant.log"))")"
 
 # 3. the launcher's secret and bootstrap folder, without MPI
 show='d=$(dirname "$ZERO_BOOTSTRAP_FILE"); echo "$RANK $ZERO_BOOTSTRAP_SECRET $d $(stat -c "%a %u" "$d")"'
