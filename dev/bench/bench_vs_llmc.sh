@@ -15,11 +15,12 @@ LLMC_DIR/cudnn-frontend/include or ~/cudnn-frontend/include; with CUDA 13, nvcc 
 dev/bench/llmc_cuda13_compat.h), then runs, in this order, each under what is left of DEADLINE:
   1. both trainers on the first model of MODELS at its B: llm.c, then train_gpt2cu;
   2. train_gpt2_zero at 1 rank, -z for each of ZERO_STAGES, and each of OFFLOAD_STAGES
-     with --offload-optimizer cpu, against train_gpt2cu's run of 1.; then at 2 ranks on
-     the one GPU, -z for each of FAST_STAGES with the default reduction and with
-     --fast-reduce (the ratio is --fast-reduce's tok/s over the default's);
+     with --offload-optimizer cpu, against train_gpt2cu's run of 1.;
   3. the largest B of BIG_B that each trainer fits (ascending, up to the first failure);
-  4. the other models of MODELS, both trainers.
+  4. the other models of MODELS, both trainers;
+  5. train_gpt2_zero at 2 ranks on the one GPU, -z for each of FAST_STAGES with the default
+     reduction and with --fast-reduce (the ratio is --fast-reduce's tok/s over the
+     default's): last, as two ranks sharing one GPU time NCCL over loopback more than ZeRO.
 Every run starts from one model file (train_gpt2cu's random init of the model, rounded to
 bf16: llm.c's version-5 file, which both read) and trains STEPS steps on the first batch
 of the train shard again and again (-a 1; llm.c always shuffles otherwise), so the two
@@ -58,6 +59,8 @@ Environment (defaults in brackets):
   PEAK_TFLOPS     peak bf16 dense TFLOP/s for MFU [from the GPU's name: 989 for H100/H200]
   LOSS_TOL        relative loss difference that still counts as agreeing [0.02]
   LOGDIR          every run's output [/tmp/bench_vs_llmc]
+  MODEL_DIR       the initial model files; when set, one there already is reused (the
+                  benchmark, then --profile, naming the same folder) [LOGDIR, never reused]
   OUT_MD          the table [LOGDIR/bench_vs_llmc.md]
   BUILD_INFO      a file whose lines join the table's header (dev/gpu/bundle.sh writes
                   gpubundle/BUILD_INFO) [gpubundle/BUILD_INFO when it exists]
@@ -211,14 +214,16 @@ flops_tok() {
     header "$1" | awk -v T="$T" '{ L = $5; C = $7; Vp = $8
         N = Vp * C + L * (12 * C * C + 13 * C) + 2 * C; printf "%.0f", 6 * N + 6 * L * C * T }'
 }
-# init DESC: LOG/init_DESC.bin, train_gpt2cu's random init of DESC (one step at lr 0 leaves it
+# init DESC: MODEL_DIR/init_DESC.bin, train_gpt2cu's random init of DESC (one step at lr 0 leaves it
 # unchanged), rounded to bf16 (llm.c's version 5, which llm.c's bf16 build requires)
 init_model() {
-    local d=$1 f=$log/init_$1.bin
+    local d=$1 f=${MODEL_DIR:-$log}/init_$1.bin
+    [ -n "${MODEL_DIR:-}" ] && [ -s "$f" ] && { echo "$f"; return 0; }   # made by an earlier run named the same MODEL_DIR
     if [ "$(left)" -lt "$min_left" ]; then return 1; fi
+    mkdir -p "$(dirname "$f")"
     timeout -k 10 "$(left)" "$CU" -e "$d" -b 1 -t 64 -x 1 -l 0 -v 0 -s 0 --shuffle 0 -o "$log/init_$d" > "$log/init_$d.txt" 2>&1 ||
         { echo "bench_vs_llmc: init of $d failed: $(tail -n 1 "$log/init_$d.txt")" >&2; return 1; }
-    "$model_bf16" "$log/init_$d/model_final.bin" "$f" > /dev/null || return 1
+    "$model_bf16" "$log/init_$d/model_final.bin" "$f.tmp" > /dev/null && mv "$f.tmp" "$f" || return 1
     rm -rf "$log/init_$d"
     echo "$f"
 }
@@ -280,17 +285,24 @@ profile_kernels() {
     local names=(llmc cu) labels=("llm.c" "train_gpt2cu") z
     rm -f "$log"/prof_*.csv "$log"/prof_*.rc
     # LC_ALL=C: ncu's numbers as 1,234.5 whatever the machine's locale
-    run prof_llmc "$b0" "$mf" env LC_ALL=C "$ncu" "${flags[@]}" --log-file "$log/prof_llmc.csv" "$llmc_bin"
-    run prof_cu "$b0" "$mf" env LC_ALL=C "$ncu" "${flags[@]}" --log-file "$log/prof_cu.csv" "$CU" --shuffle 0
+    local secs=() t   # each run's seconds under ncu: what the next plan of GPU time is sized from
+    t=$(date +%s); run prof_llmc "$b0" "$mf" env LC_ALL=C "$ncu" "${flags[@]}" --log-file "$log/prof_llmc.csv" "$llmc_bin"
+    secs+=($(( $(date +%s) - t )))
+    t=$(date +%s); run prof_cu "$b0" "$mf" env LC_ALL=C "$ncu" "${flags[@]}" --log-file "$log/prof_cu.csv" "$CU" --shuffle 0
+    secs+=($(( $(date +%s) - t )))
     for z in ${PROFILE_STAGES-3}; do
+        t=$(date +%s)
         run "prof_zero-z$z" "$b0" "$mf" env LC_ALL=C "$ncu" "${flags[@]}" --log-file "$log/prof_zero-z$z.csv" \
             "${zero[@]}" -z "$z" --shuffle 0
+        secs+=($(( $(date +%s) - t )))
         names+=("zero-z$z"); labels+=("zero -z $z")
     done
     local args=() optional=() runs=() i st dims rc
+    local took=()
     for i in "${!names[@]}"; do
         st=$(run_status "prof_${names[$i]}" 120)
         [ "$st" = ok ] || runs+=("${labels[$i]}: $st")
+        took+=("${labels[$i]} ${secs[$i]} s")
         args+=("${labels[$i]}=$log/prof_${names[$i]}.csv")
         [ "$i" -ge 2 ] && optional+=("${labels[$i]}")   # train_gpt2_zero's: the report without them still answers
     done
@@ -303,6 +315,7 @@ profile_kernels() {
         echo "GPU: $gpu_name, driver $driver; $llmc_info; ncu: $("$ncu" --version 2> /dev/null | tail -n 1)."
         echo "Each trainer ran $STEPS steps (${common[*]} -b $b0) under ncu ${flags[*]}."
         for i in "${runs[@]}"; do echo "Run: $i."; done
+        echo "Time under ncu, start-up included: $(IFS=,; echo "${took[*]}" | sed 's/,/, /g')."
     } > "$out_md"
     cat "$out_md"
     return $rc
@@ -324,14 +337,6 @@ done
 for z in "${ostages[@]}"; do
     run "zero-z${z}_offcpu_${m0}_b$b0" "$b0" "$mf0" "${zero[@]}" -z "$z" --offload-optimizer cpu --shuffle 0
     row "zero-z${z}_offcpu_${m0}_b$b0" "train_gpt2_zero -z $z --offload-optimizer cpu" "$m0" "$b0" "$mf0" "cu_${m0}_b$b0" "cu_${m0}_b$b0"
-done
-# the price of determinism: 2 ranks on the GPU, the default reduction (fp32, rank order)
-# against --fast-reduce (NCCL's bf16 reduce-scatter), the same micro-batch per rank
-for z in "${fstages[@]}"; do
-    run "zero2-z${z}_${m0}_b$b0" "$b0" "$mf0" "${zero_n[@]}" -z "$z" --shuffle 0
-    run "zero2-z${z}_fast_${m0}_b$b0" "$b0" "$mf0" "${zero_n[@]}" -z "$z" --fast-reduce --shuffle 0
-    row "zero2-z${z}_${m0}_b$b0" "train_gpt2_zero -z $z, 2 ranks (per-rank tok/s)" "$m0" "$b0" "$mf0" "" "" "$b0" 2
-    row "zero2-z${z}_fast_${m0}_b$b0" "train_gpt2_zero -z $z --fast-reduce, 2 ranks" "$m0" "$b0" "$mf0" "zero2-z${z}_${m0}_b$b0" "zero2-z${z}_${m0}_b$b0" "$b0" 2
 done
 # the largest B of BIG_B each trainer fits: ascending, stopping at the first that fails
 rc=0
@@ -358,6 +363,15 @@ for m in "${models[@]:1}"; do
     run "llmc_${d}_b$b" "$b" "$mf" "${llmc_run[@]}"; run "cu_${d}_b$b" "$b" "$mf" "$CU" --shuffle 0
     row "llmc_${d}_b$b" "llm.c train_gpt2cu" "$d" "$b" "$mf" "" ""
     row "cu_${d}_b$b" "train_gpt2cu" "$d" "$b" "$mf" "llmc_${d}_b$b" "llmc_${d}_b$b"
+done
+
+# the price of determinism: 2 ranks on the GPU, the default reduction (fp32, rank order)
+# against --fast-reduce (NCCL's bf16 reduce-scatter), the same micro-batch per rank
+for z in "${fstages[@]}"; do
+    run "zero2-z${z}_${m0}_b$b0" "$b0" "$mf0" "${zero_n[@]}" -z "$z" --shuffle 0
+    run "zero2-z${z}_fast_${m0}_b$b0" "$b0" "$mf0" "${zero_n[@]}" -z "$z" --fast-reduce --shuffle 0
+    row "zero2-z${z}_${m0}_b$b0" "train_gpt2_zero -z $z, 2 ranks (per-rank tok/s)" "$m0" "$b0" "$mf0" "" "" "$b0" 2
+    row "zero2-z${z}_fast_${m0}_b$b0" "train_gpt2_zero -z $z --fast-reduce, 2 ranks" "$m0" "$b0" "$mf0" "zero2-z${z}_${m0}_b$b0" "zero2-z${z}_${m0}_b$b0" "$b0" 2
 done
 
 # --- the table ----------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
 # dev/gpu/bundle.sh built elsewhere (BUNDLE, default gpubundle/). Runs the lanes at once,
 # each under DEADLINE seconds (default 300), and writes LOGDIR (default /tmp/gpu_logs) with
 # summary.txt (every PASS/FAIL line and each lane's verdict) and, when OUT is set, copies
-# the lanes' verdicts and tables there as each lane ends, then summary.txt and logs.tgz (the
+# the lanes' verdicts, their PASS/FAIL/SKIP lines (progress.txt, also printed) and tables
+# there as each lane ends, then summary.txt and logs.tgz (the
 # runs' files under 8 MiB; model files and checkpoints left out). A lane name it does not
 # know is refused before anything runs.
 # Lanes (default all but bench, vsllmc, profile, kernels, offload-max and sanitize): units
@@ -44,14 +45,21 @@ fi
 B=${BUNDLE:-gpubundle}
 log=${LOGDIR:-/tmp/gpu_logs}; mkdir -p "$log"
 # a rerun on a warm machine: this run's summary, lanes and tables only
-rm -f "$log"/*.txt "$log"/*.md "$log"/runs.tgz
+rm -f "$log"/*.txt "$log"/*.md "$log"/*.progress "$log"/runs.tgz
+rm -rf /tmp/gm_models   # the initial models vsllmc makes and profile reuses
 export GPU_BUNDLE=$PWD/$B GPU_LOGDIR=$log   # for the lanes (each runs in a bash of its own)
 deadline=${DEADLINE:-300}
 cp -p "$B"/bin/* . && mkdir -p build && cp -p "$B"/build/* build/ || { echo "no bundle in $B"; exit 1; }
 # NVIDIA's libraries from wherever this image keeps them (the toolkit, Python wheels)
 libdirs=$PWD/$B/lib
 libs=(libnccl.so.2 libcudnn.so.9 libcublasLt.so.13 libcublas.so.13 libnvrtc.so.13)   # NVRTC: llm.c's cudnn-frontend
-found=$(find /usr/local /usr/lib /opt \( -name "${libs[0]}" $(printf -- '-o -name %s ' "${libs[@]:1}") \) 2> /dev/null)
+# the usual places first (the toolkit, the system's, the Python wheels' nvidia/*/lib): a walk of
+# the whole image, in the deadline, only for what is not there
+found=$(ls /usr/local/cuda*/lib64/lib* /usr/local/cuda*/targets/*/lib/lib* /usr/lib/*-linux-gnu/lib* \
+           /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib/lib* /usr/local/lib/python3*/dist-packages/nvidia/*/lib/lib* 2> /dev/null)
+missing=()
+for n in "${libs[@]}"; do grep -q "/$n\$" <<< "$found" || missing+=("$n"); done
+[ ${#missing[@]} -eq 0 ] || found+=$'\n'$(find /usr/local /usr/lib /opt \( -name "${missing[0]}" $(printf -- '-o -name %s ' "${missing[@]:1}") \) 2> /dev/null)
 for n in "${libs[@]}"; do
     d=$(grep -m 1 "/$n\$" <<< "$found")
     if [ -n "$d" ]; then libdirs=$libdirs:$(dirname "$d"); else echo "lent_machine: $n not found" | tee -a "$log/summary.txt"; fi
@@ -91,7 +99,7 @@ lane() {   # lane NAME: one lane's commands, its output in LOGDIR/NAME.txt
                 local flag= md=bench_vs_llmc margin=20
                 [ "$1" = profile ] && flag=--profile md=profile margin=25
                 LLMC_BIN=$GPU_BUNDLE/bin/llmc_train_gpt2cu BUILD_INFO=$GPU_BUNDLE/BUILD_INFO DEADLINE=$((LANE_LEFT - margin)) MIN_LEFT=30 \
-                    LOGDIR=/tmp/gm_$1 OUT_MD=$GPU_LOGDIR/$md.md bash dev/bench/bench_vs_llmc.sh $flag ;;
+                    LOGDIR=/tmp/gm_$1 MODEL_DIR=/tmp/gm_models OUT_MD=$GPU_LOGDIR/$md.md bash dev/bench/bench_vs_llmc.sh $flag ;;
     esac
 }
 # kill_tagged PATTERN: every process whose environment has a LANE_TAG that PATTERN (a grep
@@ -119,8 +127,11 @@ run_lane() {   # run_lane LANE END AFTER: LANE's parts one after the other, each
         wait $!
         echo "lane $p: exit $? after $(( $(date +%s) - t0 )) s" >> "$log/lanes.txt"
         kill_tagged "$tag\.$p"
-        # what is done comes back even when the command is cut short later
-        [ -n "${OUT:-}" ] && mkdir -p "$OUT" && cp "$log/lanes.txt" $(ls "$log"/*.md 2> /dev/null) "$OUT/"
+        # what is done comes back even when the command is cut short later: the verdicts, the
+        # tables and the lane's PASS/FAIL/SKIP lines (also in the command's output)
+        grep -E "^(PASS|FAIL|SKIP)" "$log/$p.txt" | cut -c1-300 | sed "s|^|$p: |" > "$log/$p.progress"
+        cat "$log/$p.progress" && cat "$log/$p.progress" >> "$log/progress.txt"   # one append: lanes end at once
+        [ -n "${OUT:-}" ] && mkdir -p "$OUT" && cp "$log/lanes.txt" "$log/progress.txt" $(ls "$log"/*.md 2> /dev/null) "$OUT/"
     done
 }
 solo=(); shared=()
@@ -140,9 +151,17 @@ for i in "${!solo[@]}"; do
     done
     run_lane "${solo[$i]}" "$bench_end" "$after"
 done
+# a solo lane killed at its deadline leaves its GPU memory to the driver to free (offload-max's
+# can hold most of it): the shared lanes start once no process holds any, or after 30 s
+if [ ${#shared[@]} -gt 0 ] && [ ${#solo[@]} -gt 0 ] && command -v nvidia-smi > /dev/null; then
+    for _ in $(seq 30); do
+        [ -z "$(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2> /dev/null)" ] && break
+        sleep 1
+    done
+fi
 for l in "${shared[@]}"; do run_lane "$l" "$deadline" 0 & done
 wait
-{ cat "$log/lanes.txt"; for t in bench_vs_llmc profile offload_max; do [ -f "$log/$t.md" ] && cat "$log/$t.md"; done; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v -e "^$log/env.txt" -e "^$log/summary.txt" | cut -c1-300; } >> "$log/summary.txt"
+{ cat "$log/lanes.txt"; for t in bench_vs_llmc profile offload_max; do [ -f "$log/$t.md" ] && cat "$log/$t.md"; done; grep -H -E "^(PASS|FAIL|SKIP)|FAIL|passed|bit-identical|MiB|error|Error" "$log"/*.txt | grep -v -e "^$log/env.txt" -e "^$log/summary.txt" -e "^$log/progress.txt" | cut -c1-300; } >> "$log/summary.txt"
 # exit 0 only when every lane exited 0 and no log line but a PASS line says FAIL
 nfail=$(grep "^$log/[^/]*\.txt:" "$log/summary.txt" | grep -v "^$log/[^/]*\.txt:PASS" | grep -c FAIL)
 nlane=$(grep -c -e '^lane .*: exit [1-9]' -e '^lane .*: not started' "$log/lanes.txt")

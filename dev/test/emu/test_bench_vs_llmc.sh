@@ -14,7 +14,8 @@
 #     lanes, which then run at once; profile, kernels and then offload-max run alone after
 #     it, each lane ended in time to leave the ones after it their seconds (kernels, made to
 #     overrun, is stopped and offload-max still runs); the tables land in LOGDIR, and in OUT
-#     as each lane ends; a misspelt lane is refused before anything runs.
+#     as each lane ends, with the lanes' PASS/FAIL/SKIP lines (progress.txt); a misspelt lane
+#     is refused before anything runs.
 #  3. bench_vs_llmc.sh --profile with a stand-in for Nsight Compute that writes ncu's CSV from
 #     the emulator's trace (a row per kernel launch, cuBLASLt call and cuDNN execution, 2 us
 #     each): the report's step must hold exactly one step's launches as the trace of a
@@ -122,6 +123,7 @@ touch "$tmp/tree/gpubundle/bin/none" "$tmp/tree/gpubundle/build/none"
 cat > "$tmp/lane" <<EOF
 #!/usr/bin/env bash
 echo "\$1 start \$(date +%s.%N) \$SOLO_AFTER" >> "$tmp/order"
+echo "PASS stand-in \$1"
 [ "\$1" = vsllmc ] && echo "| stand-in table |" > "\$GPU_LOGDIR/bench_vs_llmc.md"
 [ "\$1" = profile ] && echo "| stand-in kernel table |" > "\$GPU_LOGDIR/profile.md"
 # what OUT holds when kernels starts: the tables of the lanes before it, already there
@@ -173,6 +175,10 @@ grep -qx bench_vs_llmc.md "$tmp/out_at_kernels" && grep -qx profile.md "$tmp/out
     grep -qx lanes.txt "$tmp/out_at_kernels" && grep -q "stand-in kernel table" "$tmp/lm.log" &&
     ok "lent_machine.sh: each lane's table in OUT as the lane ends (before the next), and in the output" ||
     bad "lent_machine.sh: OUT held '$(tr '\n' ' ' < "$tmp/out_at_kernels" 2>&1)' when kernels started"
+grep -q "^vsllmc: PASS stand-in vsllmc" "$tmp/out/progress.txt" && grep -q "^bitwise: PASS stand-in bitwise" "$tmp/out/progress.txt" &&
+    grep -qx progress.txt "$tmp/out_at_kernels" && grep -q "^units: PASS stand-in units" "$tmp/lm.log" &&
+    ok "lent_machine.sh: each lane's PASS/FAIL/SKIP lines in OUT/progress.txt as it ends, and in the output" ||
+    bad "lent_machine.sh: progress.txt: $(tr '\n' ';' < "$tmp/out/progress.txt" 2>&1)"
 # a misspelt lane: refused at once, before the bundle is copied or any lane runs
 LOGDIR=$tmp/lm4 bash "$tmp/tree/dev/gpu/lent_machine.sh" units offload_max > "$tmp/lm4.log" 2>&1
 rc=$?
@@ -268,6 +274,7 @@ grep -q "^GPU: .*ncu: NVIDIA (R) Nsight Compute" "$tmp/profile.md" && grep -q "h
     ok "--profile: the report names the GPU and ncu, and lists the heaviest kernels" || bad "--profile: report header or kernel lists missing"
 # -z 9 is refused at its start: its run and its missing profile are named, and the exit stays 0
 grep -q "^Run: zero -z 9: exit [1-9][0-9]*: .*" "$tmp/profile.md" && grep -q "^- No profile: zero -z 9: .*prof_zero-z9.csv: " "$tmp/profile.md" &&
+    grep -q "^Time under ncu, start-up included: llm.c [0-9]* s, train_gpt2cu [0-9]* s, zero -z 3 [0-9]* s, zero -z 9 [0-9]* s\.$" "$tmp/profile.md" &&
     ! grep -q -e "^Run: zero -z 3" -e "^Run: train_gpt2cu" -e "No profile: zero -z 3" "$tmp/profile.md" &&
     ok "--profile: a run that failed (-z 9) is named, with no profile, and the others reported" ||
     bad "--profile: -z 9's failure not named: $(grep -e "^Run" -e "No profile" "$tmp/profile.md" | tr '\n' ';')"
