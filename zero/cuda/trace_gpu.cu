@@ -25,7 +25,7 @@ static struct {
     unsigned long long head, tail;   // pending pairs: [head, tail)
     cudaEvent_t base;                // completed at host time base_ns
     uint64_t base_ns;
-    int have_base, broken;
+    int have_base, broken, said_full;
 } G;
 
 // A failed event call ends the GPU tracks (the host tracks go on): what is pending is dropped.
@@ -89,7 +89,18 @@ int zero_trace_gpu_begin(cudaStream_t s, int track) {
     pthread_mutex_lock(&mu);
     int span = -1;
     if (have_base()) {
-        while (G.tail - G.head >= ZERO_TRACE_GPU_PENDING && resolve_oldest(1)) {}
+        while (G.tail - G.head >= ZERO_TRACE_GPU_PENDING && !G.broken) {
+            // Full: wait for the oldest span's end with the lock released; a thread the GPU's
+            // work may be waiting for (a host stream's) must not be held at its own span.
+            const Pair *p = &G.ring[G.head % ZERO_TRACE_GPU_PENDING];
+            if (!p->name) break;   // begun, not yet ended: nothing to wait for
+            cudaEvent_t end = p->e1;
+            pthread_mutex_unlock(&mu);
+            cudaError_t q = cudaEventSynchronize(end);
+            pthread_mutex_lock(&mu);
+            if (!ok(q, "waiting for a span's end event")) break;
+            while (resolve_oldest(0)) {}
+        }
         if (G.tail - G.head < ZERO_TRACE_GPU_PENDING) {
             Pair *p = &G.ring[G.tail % ZERO_TRACE_GPU_PENDING];
             if ((p->e0 || ok(cudaEventCreate(&p->e0), "cudaEventCreate")) &&
@@ -99,6 +110,10 @@ int zero_trace_gpu_begin(cudaStream_t s, int track) {
                 p->step = zero_trace_current_step();
                 span = (int)(G.tail++ % ZERO_TRACE_GPU_PENDING);
             }
+        } else if (!G.broken && !G.said_full) {
+            G.said_full = 1;
+            fprintf(stderr, "zero: --trace: %d GPU spans pending behind one still open; spans begun while it is open "
+                    "are left off the GPU tracks\n", ZERO_TRACE_GPU_PENDING);
         }
     }
     pthread_mutex_unlock(&mu);
@@ -134,6 +149,6 @@ void zero_trace_gpu_free(void) {
     if (G.have_base) cudaEventDestroy(G.base);
     G.have_base = 0;
     G.head = G.tail = 0;
-    G.broken = 0;
+    G.broken = G.said_full = 0;
     pthread_mutex_unlock(&mu);
 }

@@ -16,7 +16,9 @@ event whose host time is known.
     zero_trace_pass_end(p, stream, "forward pass");
 
 Off, every call returns after one test. On, at most ZERO_TRACE_GPU_PENDING spans wait for
-their events; a begin that finds them all taken waits for the oldest. Spans of one stream
+their events; a begin that finds them all taken waits for the oldest (without the lock that
+other threads' spans take), or, when the oldest is still open, records nothing and says so
+once. Spans of one stream
 must nest or follow each other (a stream runs in order); begins and ends come from one host
 thread at a time per stream (the stream's owner).
 */
@@ -32,7 +34,9 @@ thread at a time per stream (the stream's owner).
 extern "C" {
 #endif
 
+#ifndef ZERO_TRACE_GPU_PENDING
 #define ZERO_TRACE_GPU_PENDING 4096
+#endif
 
 int zero_trace_gpu_track(const char *name);
 int zero_trace_gpu_begin(cudaStream_t s, int track);
