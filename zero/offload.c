@@ -247,13 +247,13 @@ static void state_writes_done(Zero *z, int ti) {
 // The accumulation leaves its last gradient writes in flight; whatever reads the gradient
 // (the optimizer, the accumulation of a later micro-step) waits for them first: the engine
 // does not order a read after a write of the same bytes.
-static void gradient_writes_done(Zero *z) {
+static void gradient_write_done(Zero *z, int b2, int ti) {   // the one from buffer b2 (ti: the tensor, or -1)
     ZeroOffload *o = &z->off;
-    for (int b2 = 0; b2 < 2; b2++)
-        if (o->grad_write[b2]) {
-            nvme_check(z, zero_nvme_wait(o->nvme, o->grad_write[b2]), "a gradient write", -1);
-            o->grad_write[b2] = 0;
-        }
+    if (o->grad_write[b2]) nvme_check(z, zero_nvme_wait(o->nvme, o->grad_write[b2]), "a gradient write", ti);
+    o->grad_write[b2] = 0;
+}
+static void gradient_writes_done(Zero *z) {
+    for (int b2 = 0; b2 < 2; b2++) gradient_write_done(z, b2, -1);
 }
 
 // Where element off of tensor ti's kind-k range lies in the swap file (each range starts
@@ -648,9 +648,7 @@ static void accumulate(void *arg) {
             size_t bytes = io_bytes(len, sizeof(float));
             const int b2 = (int)(o->grad_writes++ & 1);
             float *buf = zero_nvme_buffer(o->nvme, BUF_HS + b2);
-            // this buffer's last write must be done before it is filled again
-            if (o->grad_write[b2]) nvme_check(z, zero_nvme_wait(o->nvme, o->grad_write[b2]), "a gradient write", ti);
-            o->grad_write[b2] = 0;
+            gradient_write_done(z, b2, ti);   // before the buffer is filled again
             if (j->first) memset(buf, 0, len * sizeof(float));
             else nvme_check(z, zero_nvme_wait(o->nvme, zero_nvme_read(o->nvme, buf, at, bytes)), "a gradient read", ti);
             zero_cpu_slices(buf, sum + c, 0, 1, len, ZERO_F32, 1);
