@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "llmc/atomic_file.h"
 #include "llmc/data/dataloader.h"
 #include "llmc/data/tokenizer.h"
 #include "llmc/run/logger.h"   // make_dirs
@@ -29,7 +30,9 @@ static void usage(FILE *f) {
         "valid UTF-8 are kept and encoded byte-level.\n"
         "\n"
         "  -o PREFIX              write shards PREFIX_000000.bin, PREFIX_000001.bin, ... (the\n"
-        "                         folder of PREFIX is created when it does not exist)\n"
+        "                         folder of PREFIX is created when it does not exist); each is\n"
+        "                         written as NAME.partial and takes its name once the whole input\n"
+        "                         is tokenized (a run that fails removes them)\n"
         "  --shard-size N         tokens per shard (default %lld); a document may continue\n"
         "                         into the next shard\n"
         "  --val-first            the first shard is validation data: PREFIX_val_000000.bin,\n"
@@ -45,9 +48,10 @@ static void usage(FILE *f) {
         "                         document, no <|endoftext|>) instead of writing shards\n"
         "  --write-tokenizer PATH write the llm.c tokenizer file (for decoding samples); with no\n"
         "                         FILE, -o or --print, nothing is tokenized\n"
-        "  --overwrite            remove the shards of PREFIX an earlier run wrote first; without\n"
-        "                         it their presence is an error (a second run's shards would mix\n"
-        "                         with them, and a run that stopped leaves only part of its data)\n"
+        "  --overwrite            remove the shards of PREFIX an earlier run left first; without\n"
+        "                         it their presence is an error (a trainer's PREFIX_*.bin would mix\n"
+        "                         them with this run's). Nothing is removed while a name may be\n"
+        "                         another dataset's (PREFIX_val_000001.bin is -o PREFIX_val's)\n"
         "  --vocab DIR            folder with encoder.json and vocab.bpe (default: data/gpt2 next\n"
         "                         to this executable, else ./data/gpt2); -o takes at most 65536\n"
         "                         tokens (the shards' ids are uint16)\n"
@@ -103,18 +107,62 @@ static void progress(Sink *s, int final) {
             final ? ", finished" : "");
 }
 
+// Shards are written as NAME.partial, and take their names only once the whole input is
+// tokenized: a run that fails part way (a bad line, a full disk) leaves no shard that a
+// trainer's -i glob would take for the whole dataset. A failed run removes its staged shards
+// as it exits; a killed one leaves them, and the next run into PREFIX counts them as its own.
+#define STAGED ".partial"
+
+// Shard i's final name, and with staged its name until the run ends.
+static void shard_name(const Sink *s, int i, int staged, char *path, size_t size) {
+    int val = s->val_first || s->val_tokens > 0;
+    const char *kind = !val ? "" : i == 0 ? "val_" : "train_";
+    if ((size_t)snprintf(path, size, "%s_%s%06d.bin%s", s->prefix, kind, i, staged ? STAGED : "") >= size)
+        die("output prefix too long: '%s'", s->prefix);
+}
+
+static const Sink *staged_run;   // the run whose shards are staged, until they take their names
+
+static void remove_staged(void) {
+    if (!staged_run) return;
+    char path[4096];
+    int n = 0;
+    for (int i = 0; i <= staged_run->shard_index; i++) {   // with the one being written when it failed
+        shard_name(staged_run, i, 1, path, sizeof path);
+        n += unlink(path) == 0;
+    }
+    if (n) fprintf(stderr, "tokenize: removed the %d shard(s) this failed run had written (%s_*" STAGED ")\n", n,
+                   staged_run->prefix);
+}
+
 static void flush_shard(Sink *s) {
     char path[4096];
-    int val = s->val_first || s->val_tokens > 0;
-    const char *kind = !val ? "" : s->shard_index == 0 ? "val_" : "train_";
-    if ((size_t)snprintf(path, sizeof(path), "%s_%s%06d.bin", s->prefix, kind, s->shard_index) >= sizeof(path))
-        die("output prefix too long: '%s'", s->prefix);
+    shard_name(s, s->shard_index, 1, path, sizeof path);
+    if (!staged_run) {
+        staged_run = s;
+        atexit(remove_staged);
+    }
     shard_write(path, s->buf.ids, (int64_t)s->buf.n);
-    if (val && s->shard_index == 0) s->val_written = (long long)s->buf.n;
+    if ((s->val_first || s->val_tokens > 0) && s->shard_index == 0) s->val_written = (long long)s->buf.n;
     else s->train_written += (long long)s->buf.n;
     fprintf(stderr, "tokenize: wrote %s (%zu tokens)\n", path, s->buf.n);
     s->shard_index++;
     s->buf.n = 0;
+}
+
+// The whole input is in: every staged shard takes its name.
+static void shards_in_place(Sink *s) {
+    char from[4096], to[4096];
+    for (int i = 0; i < s->shard_index; i++) {
+        shard_name(s, i, 1, from, sizeof from);
+        shard_name(s, i, 0, to, sizeof to);
+        atomic_file_rename(from, to);
+    }
+    staged_run = NULL;
+    shard_name(s, 0, 0, from, sizeof from);
+    shard_name(s, s->shard_index - 1, 0, to, sizeof to);
+    fprintf(stderr, "tokenize: %d shard(s) in place: %s%s%s\n", s->shard_index, from, s->shard_index > 1 ? " to " : "",
+            s->shard_index > 1 ? to : "");
 }
 
 static int in_val_shard(const Sink *s) { return s->val_tokens > 0 && s->shard_index == 0; }
@@ -344,20 +392,25 @@ static void default_vocab_dir(char *out, size_t size) {
     snprintf(out, size, "data/gpt2");
 }
 
-// Whether name is one of prefix's shards: BASE_NNNNNN.bin, BASE_val_NNNNNN.bin or
-// BASE_train_NNNNNN.bin (six digits or more), BASE the prefix's last part.
-static int is_shard_of(const char *name, const char *base) {
+// The index of a shard name of -o BASE (BASE the prefix's last part): BASE_NNNNNN.bin,
+// BASE_val_NNNNNN.bin or BASE_train_NNNNNN.bin (six digits or more; *kind "", "val_" or
+// "train_"), or one staged (.partial); -1 for any other name.
+static long shard_index_of(const char *name, const char *base, const char **kind) {
     size_t b = strlen(base);
-    if (strncmp(name, base, b) != 0 || name[b] != '_') return 0;
+    if (strncmp(name, base, b) != 0 || name[b] != '_') return -1;
     const char *p = name + b + 1;
-    if (strncmp(p, "val_", 4) == 0) p += 4;
-    else if (strncmp(p, "train_", 6) == 0) p += 6;
+    *kind = strncmp(p, "val_", 4) == 0 ? "val_" : strncmp(p, "train_", 6) == 0 ? "train_" : "";
+    p += strlen(*kind);
     size_t digits = strspn(p, "0123456789");
-    return digits >= 6 && strcmp(p + digits, ".bin") == 0;
+    if (digits < 6 || (strcmp(p + digits, ".bin") != 0 && strcmp(p + digits, ".bin" STAGED) != 0)) return -1;
+    return strtol(p, NULL, 10);
 }
 
 // The shards of prefix already there: an error naming the first and how many, or with
-// overwrite removed (and said).
+// overwrite removed (and said). The names of -o BASE_val and -o BASE_train (other datasets)
+// can look like BASE's val and train shards: BASE writes only val shard 0 and train shards
+// from 1, so a val shard past 0 or a train shard 0 is another dataset's, and a val shard 0
+// with no train shard may be. --overwrite removes nothing while any name is in doubt.
 static void clear_old_shards(const char *prefix, int overwrite) {
     const char *slash = strrchr(prefix, '/');
     char dir[4096];
@@ -367,20 +420,47 @@ static void clear_old_shards(const char *prefix, int overwrite) {
     const char *base = slash ? slash + 1 : prefix;
     DIR *d = opendir(dir);
     if (!d) die("cannot list the output folder '%s': %s", dir, strerror(errno));
-    int n = 0;
-    char first[4096 + 256] = "";
+    int n = 0, trains = 0;
+    char first[4096 + 256] = "", other[4096 + 256] = "", val0[4096 + 256] = "";
+    const char *other_kind = "";
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (!is_shard_of(e->d_name, base)) continue;
+        const char *kind;
+        long i = shard_index_of(e->d_name, base, &kind);
+        if (i < 0) continue;
         char path[4096 + 256];
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
         if (!n) snprintf(first, sizeof(first), "%s", path);
         n++;
-        if (overwrite && unlink(path) != 0) die("--overwrite: cannot remove '%s': %s", path, strerror(errno));
+        trains += strcmp(kind, "train_") == 0;
+        if (!strcmp(kind, "val_") && i == 0) snprintf(val0, sizeof val0, "%s", path);
+        if (!other[0] && ((!strcmp(kind, "val_") && i > 0) || (!strcmp(kind, "train_") && i == 0))) {
+            snprintf(other, sizeof other, "%s", path);
+            other_kind = kind;
+        }
+    }
+    if (!other[0] && val0[0] && !trains) {
+        snprintf(other, sizeof other, "%s", val0);
+        other_kind = "val_";
+    }
+    char other_prefix[4096 + 16] = "";   // the other dataset's -o
+    if (other[0]) snprintf(other_prefix, sizeof other_prefix, "%s_%.*s", prefix, (int)strlen(other_kind) - 1, other_kind);
+    if (n && !overwrite)
+        die("%d shard(s) of -o %s are there already (%s%s): a trainer's -i %s_*.bin would take them with this run's; "
+            "remove them, give another -o, or --overwrite%s%s%s%s%s", n, prefix, n > 1 ? "e.g. " : "", first, prefix,
+            other[0] ? " (" : "", other, other[0] ? " may be a shard of another dataset: -o " : "",
+            other[0] ? other_prefix : "", other[0] ? ")" : "");
+    if (n && other[0])
+        die("--overwrite: %s may be a shard of another dataset (-o %s), not of -o %s; nothing removed: remove the "
+            "shards of -o %s yourself, or give another -o", other, other_prefix, prefix, prefix);
+    rewinddir(d);
+    for (struct dirent *e; n && (e = readdir(d)) != NULL;) {
+        const char *kind;
+        if (shard_index_of(e->d_name, base, &kind) < 0) continue;
+        char path[4096 + 256];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0) die("--overwrite: cannot remove '%s': %s", path, strerror(errno));
     }
     closedir(d);
-    if (n && !overwrite)
-        die("%d shard(s) of -o %s are there already (%s%s): a second run's shards would mix with them; remove "
-            "them, give another -o, or --overwrite", n, prefix, n > 1 ? "e.g. " : "", first);
     if (n) fprintf(stderr, "tokenize: --overwrite: removed %d shard(s) of %s an earlier run wrote\n", n, prefix);
 }
 
@@ -481,6 +561,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "tokenize: warning: all %lld tokens went to the val shard (--val-tokens %lld); "
                     "no train shard written\n", s.tokens, val_tokens);
         if (s.buf.n > 0) flush_shard(&s);
+        shards_in_place(&s);
         if (!all_val && (val_first || val_tokens > 0) && s.train_written < s.val_written)
             fprintf(stderr, "tokenize: warning: the train split (%lld tokens in %d shard(s)) is smaller than the val "
                     "split (%lld tokens): %s\n", s.train_written, s.shard_index - 1, s.val_written,

@@ -106,6 +106,24 @@ static void flush_to_disk(AtomicFile *af) {
     (void)posix_fadvise(fileno(af->f), 0, 0, POSIX_FADV_DONTNEED);   // on disk now: out of the cache
 }
 
+// The name path took reaches the disk too: a failed sync of the folder is the disk's
+// failure; a folder this process cannot open, or a file system that cannot sync folders
+// (EINVAL, ENOTSUP), leaves it to the file system.
+static void sync_folder_of(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    const char *folder = dirname(dir);
+    int fd = open(folder, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return;
+    if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP && errno != EOPNOTSUPP) {
+        int e = errno;
+        close(fd);
+        die("'%s' took its name, but syncing its folder '%s' to disk failed: %s (the name may not survive a crash)",
+            path, folder, strerror(e));
+    }
+    close(fd);
+}
+
 static void close_and_rename(AtomicFile *af) {
     if (fclose(af->f) != 0) {
         af->f = NULL;
@@ -119,21 +137,12 @@ static void close_and_rename(AtomicFile *af) {
         remove(af->tmp_path);
         die("cannot rename '%s' to '%s': %s", af->tmp_path, af->path, strerror(e));
     }
-    // the new name reaches the disk too: a failed sync of the folder is the disk's failure;
-    // a folder this process cannot open, or a file system that cannot sync folders (EINVAL,
-    // ENOTSUP), leaves it to the file system
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", af->path);
-    const char *folder = dirname(dir);
-    int fd = open(folder, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return;
-    if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP && errno != EOPNOTSUPP) {
-        int e = errno;
-        close(fd);
-        die("'%s' took its name, but syncing its folder '%s' to disk failed: %s (the name may not survive a crash)",
-            af->path, folder, strerror(e));
-    }
-    close(fd);
+    sync_folder_of(af->path);
+}
+
+void atomic_file_rename(const char *from, const char *to) {
+    if (rename(from, to) != 0) die("cannot rename '%s' to '%s': %s", from, to, strerror(errno));
+    sync_folder_of(to);
 }
 
 void atomic_file_commit(AtomicFile *af) {

@@ -36,6 +36,8 @@ void atomic_file_commit(AtomicFile *af);
 void atomic_file_commit_verified(AtomicFile *af, const char *what);
 // Removes the temp file (used on error paths that can recover).
 void atomic_file_abort(AtomicFile *af);
+// Renames a complete file (one a commit wrote) to its final name and fsyncs the folder.
+void atomic_file_rename(const char *from, const char *to);
 
 // Removes the temp files "<name>.tmp.<pid>" that a writer (this one, or zero/'s, which
 // names them the same way) left when it died before its commit: in dir, and in the folders

@@ -8,6 +8,10 @@
 #  3. a second run into a PREFIX whose shards are there is refused, naming how many and
 #     writing nothing; --overwrite removes exactly those shards first (files that only look
 #     alike stay) and writes its own
+#  4. other datasets whose names look like PREFIX's val and train shards (-o PREFIX_val,
+#     -o PREFIX_train): --overwrite removes nothing and names one; a run that fails part way
+#     leaves no shard under a shard's name (they are staged as NAME.partial), and a staged
+#     shard a killed run left counts as PREFIX's
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -60,4 +64,35 @@ grep -q "3 shard(s) of -o $d/doc are there already (e.g. $d/doc_.*\.bin): .*--ov
 grep -q "removed 3 shard(s) of $d/doc" "$tmp/7.txt" || { cat "$tmp/7.txt"; fail "--overwrite does not say what it removed"; }
 [ "$(ls "$d" | sort | tr '\n' ' ')" = "doc2_000000.bin doc_000000.bin doc_notes.txt doc_val_000000.bin.bak " ] \
     || { ls "$d"; fail "--overwrite: not exactly the old shards replaced by the new one"; }
+grep -q "^tokenize: 1 shard(s) in place: $d/doc_000000.bin$" "$tmp/7.txt" || { cat "$tmp/7.txt"; fail "no line for the shards in place"; }
+
+# 4. other datasets -o o/fw_val and -o o/fw_train (3 shards each), then -o o/fw --overwrite
+o=$tmp/o
+for p in fw_val fw_train; do ./tokenize -o "$o/$p" --shard-size 3000 "$tmp/doc.txt" > /dev/null 2>&1 || fail "-o $p"; done
+before=$(ls "$o" | tr '\n' ' ')
+./tokenize -o "$o/fw" --overwrite "$tmp/doc.txt" > "$tmp/8.txt" 2>&1 && fail "--overwrite over other datasets' shards passed"
+grep -q "^error: --overwrite: $o/fw_\(val_00000[12]\|train_000000\)\.bin may be a shard of another dataset (-o $o/fw_\(val\|train\)), not of -o $o/fw; nothing removed" \
+    "$tmp/8.txt" || { cat "$tmp/8.txt"; fail "--overwrite does not name the other dataset's shard"; }
+[ "$(ls "$o" | tr '\n' ' ')" = "$before" ] || { ls "$o"; fail "--overwrite changed other datasets' shards"; }
+# a lone val shard 0 may be -o fw_val's single shard, or fw's own: in doubt too
+mkdir "$o/lone" && cp "$o/fw_val_000000.bin" "$o/lone/"
+./tokenize -o "$o/lone/fw" --overwrite "$tmp/doc.txt" > "$tmp/9.txt" 2>&1 && fail "--overwrite over a lone val shard passed"
+grep -q "fw_val_000000.bin may be a shard of another dataset (-o $o/lone/fw_val)" "$tmp/9.txt" || { cat "$tmp/9.txt"; fail "no doubt over a lone val shard"; }
+# a bad line after 300 good ones: the run fails, its shards written so far are removed
+mkdir "$o/bad"
+for i in $(seq 1 300); do echo "{\"text\": \"line $i of a document long enough to fill a few shards\"}"; done > "$tmp/bad.jsonl"
+echo '{"text": bad}' >> "$tmp/bad.jsonl"
+./tokenize --jsonl -o "$o/bad/x" --val-first --shard-size 1000 "$tmp/bad.jsonl" > "$tmp/10.txt" 2>&1 && fail "a bad JSONL line passed"
+grep -q "bad.jsonl:301: not valid JSON" "$tmp/10.txt" || { cat "$tmp/10.txt"; fail "the bad line is not named"; }
+n=$(grep -c "^tokenize: wrote $o/bad/x_.*\.bin\.partial" "$tmp/10.txt")
+[ "$n" -ge 2 ] || { cat "$tmp/10.txt"; fail "the fixture wrote $n shards before the bad line (want 2 or more)"; }
+grep -q "^tokenize: removed the $n shard(s) this failed run had written" "$tmp/10.txt" || { cat "$tmp/10.txt"; fail "the failed run does not say it removed its shards"; }
+[ -z "$(ls "$o/bad")" ] || { ls "$o/bad"; fail "a failed run left files"; }
+# a shard a killed run left staged: refused, then removed by --overwrite
+cp "$o/fw_val_000000.bin" "$o/bad/x_val_000000.bin.partial"
+cp "$o/fw_val_000001.bin" "$o/bad/x_train_000001.bin.partial"
+./tokenize -o "$o/bad/x" --val-first "$tmp/doc.txt" > "$tmp/11.txt" 2>&1 && fail "a staged shard of PREFIX was not counted"
+grep -q "2 shard(s) of -o $o/bad/x are there already (e.g. $o/bad/x_.*\.bin\.partial)" "$tmp/11.txt" || { cat "$tmp/11.txt"; fail "the staged shards are not named"; }
+./tokenize -o "$o/bad/x" --val-first --overwrite --shard-size 3000 "$tmp/doc.txt" > "$tmp/12.txt" 2>&1 || { cat "$tmp/12.txt"; fail "--overwrite over a staged shard"; }
+[ "$(ls "$o/bad" | tr '\n' ' ')" = "x_train_000001.bin x_train_000002.bin x_val_000000.bin " ] || { ls "$o/bad"; fail "not exactly the new shards"; }
 echo "test_tokenize_out: OK"
