@@ -220,13 +220,13 @@ static float batch_loss(void *model, const DataLoader *val) {
     return m->mean_loss;
 }
 
-// Generates gen_tokens after an EOT prompt; the coins depend only on (seed, step).
+// Generates gen_tokens after an <|endoftext|> prompt (eot); the coins depend only on (seed, step).
 // Under ZeRO every rank runs the forward (it gathers), rank 0 prints.
-static void sample_text(GPT2 *model, const Tokenizer *tok, int gen_tokens, uint64_t seed, int step, int rank) {
+static void sample_text(GPT2 *model, const Tokenizer *tok, int eot, int gen_tokens, uint64_t seed, int step, int rank) {
     int T = model->config.max_seq_len;
     if (gen_tokens + 1 > T) gen_tokens = T - 1;
     int *tokens = (int *)malloc_check((size_t)(gen_tokens + 1) * sizeof(int));
-    tokens[0] = GPT2_EOT;
+    tokens[0] = eot;
     if (rank == 0) printf("generating:\n---\n");
     for (int t = 1; t <= gen_tokens; t++) {
         gpt2_cpu_forward(model, tokens, NULL, 1, t);
@@ -285,7 +285,8 @@ int main(int argc, char **argv) {
     int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum, mc.vocab_size);
 
     Tokenizer tok;
-    int have_tok = load_sampling_tokenizer(&tok, &cfg, mc.vocab_size);
+    int eot;   // where samples start: the tokenizer's <|endoftext|>
+    int have_tok = load_sampling_tokenizer(&tok, &cfg, mc.vocab_size, &eot);
 
     printf("GPT-2 CPU trainer: %d layers, %d channels, %d heads, vocab %d (padded %d), %zu parameters, %d threads, "
            "AdamW kernel %s\n", mc.num_layers, mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size,
@@ -322,7 +323,7 @@ int main(int argc, char **argv) {
             logger_val(&logger, step, vl);
         }
         if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last))
-            sample_text(&model, have_tok ? &tok : NULL, cfg.gen_tokens, cfg.seed, step, rank);
+            sample_text(&model, have_tok ? &tok : NULL, eot, cfg.gen_tokens, cfg.seed, step, rank);
         if (cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last)) {
             uint64_t s0 = zero_trace_begin();
             TrainState st = train_state_at(&state, step, &train);

@@ -62,7 +62,8 @@ int main(int argc, char **argv) {
     DataLoader train, val;
     int have_val = open_data(&cfg, &train, &val, rank, world, grad_accum, mc.vocab_size);
     Tokenizer tok;
-    int have_tok = load_sampling_tokenizer(&tok, &cfg, mc.vocab_size);
+    int eot;   // where samples start: the tokenizer's <|endoftext|>
+    int have_tok = load_sampling_tokenizer(&tok, &cfg, mc.vocab_size, &eot);
 
     GPT2CudaOptions opt = {cfg.recompute, cfg.use_cudnn, cfg.seed, 0, cfg.act_checkpoint, cfg.act_offload,
                            cfg.tile_linear, cfg.tile_vocab, cfg.micro_grads && grad_accum > 1};
@@ -116,7 +117,7 @@ int main(int argc, char **argv) {
             logger_val(&logger, step, vl);
         }
         if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last))
-            gpt2_cuda_sample(&model, have_tok ? &tok : NULL, cfg.gen_tokens, cfg.seed, step, 1);
+            gpt2_cuda_sample(&model, have_tok ? &tok : NULL, eot, cfg.gen_tokens, cfg.seed, step, 1);
         if (cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last)) {
             TrainState st = train_state_at(&state, step, &train);
             gpt2_cuda_checkpoint_save(&model, cfg.out_dir, &st, cfg.ckpt_keep, cfg.ckpt_major);

@@ -29,11 +29,11 @@ float gpt2_cuda_validate(GPT2Cuda *model, DataLoader *val, int max_batches, SumR
     return validation_loss(val, max_batches, batch_loss, model, sum_ranks, ctx);
 }
 
-void gpt2_cuda_sample(GPT2Cuda *model, const Tokenizer *tok, int gen_tokens, uint64_t seed, int step, int print) {
+void gpt2_cuda_sample(GPT2Cuda *model, const Tokenizer *tok, int eot, int gen_tokens, uint64_t seed, int step, int print) {
     int T = model->T;
     if (gen_tokens + 1 > T) gen_tokens = T - 1;
     int *tokens = (int *)calloc_check((size_t)T, sizeof(int));
-    tokens[0] = GPT2_EOT;
+    tokens[0] = eot;
     if (print) printf("generating:\n---\n");
     for (int t = 1; t <= gen_tokens; t++) {
         // One sequence; positions past t are ignored thanks to causal attention.

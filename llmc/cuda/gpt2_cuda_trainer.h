@@ -31,9 +31,9 @@ void gpt2_cuda_wait_device(void);
 // gives the same bits. sum_ranks sums the per-batch slots over ranks; NULL: one rank.
 float gpt2_cuda_validate(GPT2Cuda *model, DataLoader *val, int max_batches, SumRanks sum_ranks, void *ctx);
 
-// Generates gen_tokens after an EOT prompt and prints them when `print` (every rank of a
+// Generates gen_tokens after an <|endoftext|> prompt (eot) and prints them when `print` (every rank of a
 // ZeRO run runs the forward: stage 3 gathers). The coins depend only on (seed, step).
-void gpt2_cuda_sample(GPT2Cuda *model, const Tokenizer *tok, int gen_tokens, uint64_t seed, int step, int print);
+void gpt2_cuda_sample(GPT2Cuda *model, const Tokenizer *tok, int eot, int gen_tokens, uint64_t seed, int step, int print);
 
 // The unsharded trainer's checkpoints (llmc/run/checkpoint.h: fp32 master, AdamW moments and
 // the training state in one file, and model_STEP.bin beside it), through host copies made

@@ -157,26 +157,28 @@ void print_cost(const char *what, double t0) {
            host_memory_peak() / 1048576.0);
 }
 
-int load_sampling_tokenizer(Tokenizer *tok, TrainConfig *cfg, int vocab_size) {
+int load_sampling_tokenizer(Tokenizer *tok, TrainConfig *cfg, int vocab_size, int *eot) {
+    *eot = GPT2_EOT;
     if (cfg->sample_every <= 0) return 0;
-    if (vocab_size <= GPT2_EOT) {
+    int found = file_exists(cfg->tokenizer_path), fits = 0;
+    if (found) {
+        tokenizer_load(tok, cfg->tokenizer_path);
+        fits = tok->vocab_size == vocab_size;
+        if (fits) *eot = tok->eot_token;   // one of its tokens: the loader checks it
+    }
+    if (*eot >= vocab_size) {
         printf("note: sampling is off (-s): the model's %d tokens hold no <|endoftext|> (%d) to start a sample "
-               "from\n", vocab_size, GPT2_EOT);
+               "from\n", vocab_size, *eot);
         cfg->sample_every = 0;
-        return 0;
-    }
-    if (!file_exists(cfg->tokenizer_path)) {
+    } else if (!found) {
         printf("note: tokenizer '%s' not found, samples print token ids\n", cfg->tokenizer_path);
-        return 0;
-    }
-    tokenizer_load(tok, cfg->tokenizer_path);
-    if (tok->vocab_size != vocab_size) {
+    } else if (!fits) {
         printf("note: tokenizer '%s' has %d tokens and the model %d: samples print token ids\n", cfg->tokenizer_path,
                tok->vocab_size, vocab_size);
-        tokenizer_free(tok);
-        return 0;
     }
-    return 1;
+    int have = found && fits && cfg->sample_every > 0;
+    if (found && !have) tokenizer_free(tok);
+    return have;
 }
 
 void print_token(const Tokenizer *tok, int id) {

@@ -54,11 +54,11 @@ int host_memory_reset_peak(void);
 // "dry run took 2.10 s and at most 57.3 MiB of host memory": the wall time since t0
 // (now_seconds()) and the process's peak resident memory, after `what`.
 void print_cost(const char *what, double t0);
-// Samples start from GPT-2's <|endoftext|>: with a model of vocab_size tokens that lacks it,
-// sampling is turned off (cfg->sample_every 0) with a note. Else loads the tokenizer for
-// them if the file exists and has the model's vocab_size tokens (samples print token ids
-// otherwise, saying why); returns 1 when it did.
-int load_sampling_tokenizer(Tokenizer *tok, TrainConfig *cfg, int vocab_size);
+// Loads the tokenizer for the samples if the file exists and has the model's vocab_size
+// tokens (samples print token ids otherwise, saying why); returns 1 when it did. Samples
+// start from its <|endoftext|> (*eot), or GPT-2's (50256) without one; a model whose tokens
+// lack it gets sampling turned off (cfg->sample_every 0) with a note.
+int load_sampling_tokenizer(Tokenizer *tok, TrainConfig *cfg, int vocab_size, int *eot);
 // Prints a sampled token's bytes (multi-byte characters may span tokens; the terminal
 // joins them), or its id when tok is NULL.
 void print_token(const Tokenizer *tok, int id);

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Samples (-s N) against the model's vocabulary. A sample starts from GPT-2's <|endoftext|>
-# (50256) and is decoded with the tokenizer file:
+# Samples (-s N) against the model's vocabulary. A sample starts from the tokenizer file's
+# <|endoftext|> (GPT-2's 50256 without a tokenizer of the model's size) and is decoded with it:
 #  1. a GPT-2 model: samples decode to text (no token ids, no note)
 #  2. a model file of 64 tokens, trained on a shard of ids below 64: there is no
 #     <|endoftext|> to start from, so sampling is off with a note, and training runs on
 #  3. a model file of 50300 tokens with GPT-2's tokenizer (50257): samples may draw ids the
 #     tokenizer cannot decode, so they print token ids, saying why
+#  4. the 64-token model with a tokenizer of its own 64 tokens (<|endoftext|> is 63): samples
+#     start from it and decode to that tokenizer's text, with no note
 # Both model files are written here in llm.c's format (version 3, fp32).
 set -u
 cd "$(dirname "$0")/../../.."
@@ -71,4 +73,24 @@ grep -qF "note: tokenizer 'data/gpt2/gpt2_tokenizer.bin' has 50257 tokens and th
     "$tmp/v50300.txt" && grep -qE "^[0-9]+( [0-9]+)+ ?$" "$tmp/v50300.txt" \
     || { cat "$tmp/v50300.txt"; fail "50300 tokens: no note, or the sample is not token ids"; }
 echo "50300 tokens with a 50257-token tokenizer: samples print ids, said"
+# 4. 64 tokens with their own tokenizer: tokens 0-62 the letters a-z, A-Z, digits and ".", 63 <|endoftext|>
+python3 - "$tmp/v64_tokenizer.bin" << 'PY' || fail "cannot write the 64-token tokenizer"
+import string, struct, sys
+toks = [c.encode() for c in string.ascii_lowercase + string.ascii_uppercase + string.digits + "."] + [b"<|endoftext|>"]
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<4i", 20240328, 2, 64, 63) + bytes(1024 - 16))
+    for t in toks:
+        f.write(bytes([len(t)]) + t)
+PY
+./train_gpt2 -e "$tmp/v64.bin" -i "$tmp/v64_000000.bin" "${args[@]}" --tokenizer "$tmp/v64_tokenizer.bin" -o "$tmp/v64t" \
+    > "$tmp/v64t.txt" 2>&1 || { tail "$tmp/v64t.txt"; fail "64 tokens with their tokenizer: the run failed"; }
+grep -q "^note:" "$tmp/v64t.txt" && { cat "$tmp/v64t.txt"; fail "64 tokens with their tokenizer: a note"; }
+python3 - "$tmp/v64t.txt" << 'PY' || fail "64 tokens with their tokenizer: no sample, or one not in its text (above)"
+import re, sys
+text = open(sys.argv[1]).read()
+samples = re.findall(r"^generating:\n---\n(.*?)\n---$", text, re.M | re.S)
+print(f"{len(samples)} samples: {samples!r}")
+assert len(samples) == 2 and all(re.fullmatch(r"([a-zA-Z0-9.]|<\|endoftext\|>){4}", s) for s in samples)
+PY
+echo "64 tokens with a 64-token tokenizer: samples from its <|endoftext|>, decoded"
 echo "PASS test_train_samples"
