@@ -467,8 +467,8 @@ static void attention_forward(float *y, float *att, const float *qkv, int B, int
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t C3 = (size_t)3 * C;
     #pragma omp parallel for schedule(dynamic, 16)
-    for (int task = 0; task < B * NH * T; task++) {
-        int t = task % T, h = (task / T) % NH, b = task / (T * NH);
+    for (long task = 0; task < (long)B * NH * T; task++) {
+        int t = (int)(task % T), h = (int)(task / T % NH), b = (int)(task / ((long)T * NH));
         const float *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * HS;
         float *p = att + (((size_t)b * NH + h) * T + t) * T;
         float mx = -INFINITY;
@@ -597,15 +597,17 @@ static void softmax_xent_forward(float *probs, float *losses, const int *targets
     for (int n = 0; n < N; n++) {
         float *row = probs + (size_t)n * Vp;
         const int V8 = V / 8 * 8;
+        // the max takes a NaN logit (x != x), so it reaches the loss instead of vanishing
+        // as a probability of 0 (exp_nonpos maps NaN to 0)
         v8f vmax = splat(-INFINITY);
         for (int o = 0; o < V8; o += 8) {
             v8f x = ld8(row + o);
-            vmax = SELECT8(x > vmax, x, vmax);
+            vmax = SELECT8((x > vmax) | (x != x), x, vmax);
         }
         float mx = -INFINITY, lanes[8];
         ST8(lanes, vmax);
-        for (int j = 0; j < 8; j++) mx = lanes[j] > mx ? lanes[j] : mx;
-        for (int o = V8; o < V; o++) mx = row[o] > mx ? row[o] : mx;
+        for (int j = 0; j < 8; j++) mx = lanes[j] > mx || lanes[j] != lanes[j] ? lanes[j] : mx;
+        for (int o = V8; o < V; o++) mx = row[o] > mx || row[o] != row[o] ? row[o] : mx;
         float zt = row[targets[n]] - mx;
         v4d slo = {0}, shi = {0}; // lanes 0-3 and 4-7 of the sum, in double
         for (int o = 0; o < V8; o += 8) {
