@@ -4,11 +4,13 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LABEL 48
 #define MAX_TRACKS 64
@@ -57,6 +59,22 @@ int zero_trace_start(const char *path, int rank, int world, int keep_steps) {
         fprintf(stderr, "zero: rank %d: --trace path too long: %s\n", rank, path);
         return -1;
     }
+    // The file is written at the end (or when the watchdog ends a stuck run): rank 0 refuses
+    // a path that cannot take it now, not after the run. Only rank 0: the trainers make their
+    // output folder (where a trace usually goes) on rank 0, and the others may start first.
+    char tmp[sizeof T.path + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", T.path);
+    int made = 1, fd = rank != 0 ? -2 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) {   // an earlier run's: the write replaces it
+        made = 0;
+        fd = open(tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (fd == -1) {
+        fprintf(stderr, "zero: rank %d: --trace %s: cannot write %s: %s\n", rank, path, tmp, strerror(errno));
+        return -1;
+    }
+    if (fd >= 0) close(fd);
+    if (fd >= 0 && made) unlink(tmp);
     T.ring = calloc(ZERO_TRACE_EVENTS, sizeof(Ev));
     if (!T.ring) {
         fprintf(stderr, "zero: rank %d: out of host memory for the trace ring (%zu bytes)\n", rank,

@@ -7,6 +7,7 @@ host-stream work, NVMe transfers and waits; a trainer adds its own spans (forwar
 backward, the optimizer step, validation, checkpoints).
 
   zero_trace_start(path, rank, world, keep_steps)  on: memory for the last keep_steps steps
+                                                   (-1 when rank 0's file cannot be written)
   zero_trace_step(step)                            a step begins (the ring keeps whole steps)
   zero_trace_span(name, label, t0, t1)             t0, t1 from zero_trace_now() (ns)
   zero_trace_enter(name, label) .. zero_trace_exit()  the same, and while it lasts the span

@@ -510,7 +510,7 @@ static const Flag flags[] = {
      "buffer of its own (one more gradient-sized buffer) and adds it to the sum,\n"
      "so accumulation N gives the bits of ZeRO on N ranks; 0 accumulates inside\n"
      "the backward's kernels (no buffer; the last bits differ from N ranks)\n"
-     "(default %s)", read_micro_grads},
+     "(default %s){}{; refused with -z, where the gradients are the ZeRO plugin's}", read_micro_grads},
     // train_gpt2_zero: the gradients are the plugin's; no flag, a fixed rule per stage
     {"--micro-grads", NULL, "", V_INT, AT(micro_grads), 0, 1, -1, FOR_CU_ZERO, 0,
      "refused here (the gradients are the ZeRO plugin's): with accumulation,\n"
@@ -859,10 +859,11 @@ void train_config_check(TrainConfig *c, const char *flavour) {
                 c->deepspeed);
         exit(1);
     }
-    if (flavour_cuda_zero(flavour) && c->micro_grads_given) {
-        fprintf(stderr, "error: --micro-grads is not train_gpt2_zero's: its gradients are the ZeRO plugin's; with "
+    if (c->zero_stage >= 0 && c->micro_grads_given) {
+        fprintf(stderr, "error: --micro-grads is not %s: its gradients are the ZeRO plugin's; with "
                 "accumulation -z 2 and 3 add each micro-step's reduced gradient into their shard (the rule of "
-                "--micro-grads 1), -z 0 and 1 accumulate inside the backward's kernels (as --micro-grads 0)\n");
+                "--micro-grads 1), -z 0 and 1 accumulate inside the backward's kernels (as --micro-grads 0)\n",
+                flavour_cuda_zero(flavour) ? "train_gpt2_zero's" : "a ZeRO run's (-z)");
         exit(1);
     }
     if (c->act_offload == TRAIN_ACT_OFFLOAD_NVME && flavour_cuda(flavour)) {

@@ -55,6 +55,7 @@ done
 refuse ./train_gpt2 cpu_r "error: -r .*--act-checkpoint" -r 1
 refuse ./train_gpt2cu cu_mg "error: --micro-grads expects" --micro-grads 2
 refuse ./train_gpt2_zero zero_mg "error: --micro-grads is not train_gpt2_zero's" --micro-grads 1
+refuse ./train_gpt2 cpu_zero_mg "error: --micro-grads is not a ZeRO run's (-z)" -z 2 --micro-grads 0
 refuse ./train_gpt2 cpu_k "error: -k expects .*cosine, linear, constant or wsd" -k step
 refuse ./train_gpt2 cpu_nk "error: -nk expects" -nk k
 refuse ./train_gpt2 cpu_sl "error: -sl expects" -sl -1

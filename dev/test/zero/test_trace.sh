@@ -11,6 +11,7 @@
 #  - the ring keeps the last --trace-steps steps
 #  - a stuck run: one rank stopped, the other's watchdog ends the job and writes its trace,
 #    with the collective it was stuck in as an open span
+#  - a trace that cannot be written (its folder missing) is refused before the first step
 set -u
 cd "$(dirname "$0")/../../.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
@@ -126,4 +127,8 @@ for p in sys.argv[1:]:
     ok = ok or any(e["name"] in ("all_gather", "all_to_all", "wait") for e in stuck)
 sys.exit(0 if ok else 1)
 EOF
+./train_gpt2 -e d4c128h4t64 -b 2 -t 32 -x 2 -v 0 -s 0 --threads 1 --trace "$tmp/none/t" -o "$tmp/bad" > "$tmp/bad.txt" 2>&1 \
+    && fail "a --trace in a missing folder passed"
+grep -q "^zero: rank 0: --trace $tmp/none/t: cannot write $tmp/none/t.rank00000.json.tmp: No such file" "$tmp/bad.txt" \
+    && ! grep -q "^step" "$tmp/bad.txt" || { cat "$tmp/bad.txt"; fail "a --trace in a missing folder is not refused before the first step"; }
 echo "PASS test_trace"
