@@ -31,7 +31,7 @@ static int any_failed(Zero *z, int failed) {
 }
 
 int zero_latest(const char *dir) {
-    long long s = dir ? zck_latest(dir) : -1;
+    long long s = dir ? zck_latest(dir, NULL, 0) : -1;
     return s > 0x7fffffff ? -2 : (int)s;
 }
 
@@ -259,7 +259,8 @@ static const char *latest_said(long long s, char *text, size_t cap) {
 int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_bytes) {
     if (z->step.open) { zero_say(z, "zero_load inside a step (call it between steps)"); return -1; }
     const ZeroBackend *b = z->b;
-    long long s = step >= 0 ? step : (dir ? zck_latest(dir) : -1);
+    char latest_why[4400] = "";
+    long long s = step >= 0 ? step : (dir ? zck_latest(dir, latest_why, sizeof latest_why) : -1);
     ZckManifest m;
     ZckReader r;
     memset(&m, 0, sizeof m);
@@ -285,8 +286,8 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
     // phase 1: read and verify everything this rank needs; change nothing
     if (bad) {
     } else if (!dir || s < 0) {
-        zero_say(z, "no checkpoint to load in %s: %s/latest_zero is %s", dir ? dir : "(null)", dir ? dir : "",
-            s == -2 ? "malformed (not a step number)" : "missing");
+        if (s == -2) zero_say(z, "no checkpoint to load in %s: %s", dir ? dir : "(null)", latest_why);
+        else zero_say(z, "no checkpoint to load in %s: %s/latest_zero is missing", dir ? dir : "(null)", dir ? dir : "");
         bad = 1;
     } else if (zck_manifest_read(dir, s, &m, err, sizeof err) != 0) {
         zero_say(z, "%s", err);
@@ -462,7 +463,7 @@ static int newer_first(const void *a, const void *b) {
 
 int zero_prune(Zero *z, const char *dir, int keep, long long major) {
     if (z->rank != 0 || keep < 1) return 0;
-    long long latest = zck_latest(dir);
+    long long latest = zck_latest(dir, NULL, 0);
     if (latest < 0) return 0;
     int parent = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (parent < 0) return -1;

@@ -44,30 +44,68 @@ static void ckpt_path(char *buf, size_t n, const char *dir, const char *what, in
 
 static long body_bytes(size_t n) { return (long)(HEADER_BYTES + 3 * n * sizeof(float)); }
 
+// What a file of this st_mode is, for a message.
+static const char *file_kind(mode_t mode) {
+    return S_ISLNK(mode) ? "a symbolic link" : S_ISDIR(mode) ? "a folder" : S_ISFIFO(mode) ? "a FIFO (named pipe)"
+         : S_ISCHR(mode) ? "a character device" : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket"
+         : "not a regular file";
+}
+
 // The step a pointer file OUT/NAME (latest, latest_zero) names: -1 when it is missing, -2
-// when it is malformed.
-static int read_step_file(const char *out_dir, const char *name) {
-    char path[4096];
+// when it is malformed or cannot be read, with the reason in why (if not NULL). Only a
+// regular file is read: a symbolic link is not followed (one to /dev/zero reads without
+// end), and a FIFO opens without waiting for a writer (O_NONBLOCK) and is refused.
+static int read_step_file(const char *out_dir, const char *name, char *why, size_t cap) {
+    char path[4096], scratch[8];
+    if (why == NULL) why = scratch, cap = sizeof(scratch);
     snprintf(path, sizeof(path), "%s/%s", out_dir, name);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) return -1;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 && errno == ENOENT) return -1;
+    if (fd < 0) {
+        int e = errno;
+        char to[256];
+        ssize_t k = e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? readlink(path, to, sizeof(to) - 1) : -1;
+        if (k >= 0)
+            snprintf(why, cap, "'%s' is a symbolic link (to %.*s), which is not followed (the trainer writes a regular "
+                     "file there)", path, (int)k, to);
+        else snprintf(why, cap, "cannot open '%s': %s", path, strerror(e));
+        return -2;
+    }
+    if (fstat(fd, &st) != 0) {
+        snprintf(why, cap, "cannot examine '%s': %s", path, strerror(errno));
+        close(fd);
+        return -2;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, cap, "'%s' is %s, not a regular file holding a step number", path, file_kind(st.st_mode));
+        close(fd);
+        return -2;
+    }
     char text[32] = {0};   // what the writer puts there: the step in decimal, then a newline
-    size_t got = fread(text, 1, sizeof(text) - 1, f);
-    int more = fgetc(f) != EOF;
-    fclose(f);
+    ssize_t got;
+    do got = read(fd, text, sizeof(text) - 1);
+    while (got < 0 && errno == EINTR);
+    char more;
+    int longer = got > 0 && read(fd, &more, 1) == 1;
+    close(fd);
     char *end;
     errno = 0;
     long step = strtol(text, &end, 10);
-    if (more || got == 0 || end == text || text[0] < '0' || text[0] > '9' || errno != 0 || step > INT_MAX ||
-        (strcmp(end, "\n") != 0 && *end != '\0'))
+    if (longer || got <= 0 || end == text || text[0] < '0' || text[0] > '9' || errno != 0 || step > INT_MAX ||
+        (strcmp(end, "\n") != 0 && *end != '\0')) {
+        snprintf(why, cap, "'%s' is corrupt: expected a step number, found %lld bytes%s", path, (long long)st.st_size,
+                 got < 0 ? " that cannot be read" : "");
         return -2;
+    }
     return (int)step;
 }
 
 // OUT/latest as a step, -1 when it is missing; exits when it is malformed.
 static int read_latest(const char *out_dir) {
-    int step = read_step_file(out_dir, "latest");
-    if (step == -2) die("'%s/latest' is corrupt: expected a step number", out_dir);
+    char why[4400];
+    int step = read_step_file(out_dir, "latest", why, sizeof(why));
+    if (step == -2) die("%s", why);
     return step;
 }
 
@@ -133,8 +171,8 @@ typedef struct {
 
 static void look(const char *out_dir, Found *f) {
     memset(f, 0, sizeof(*f));
-    f->latest = read_step_file(out_dir, "latest");
-    f->latest_zero = read_step_file(out_dir, "latest_zero");
+    f->latest = read_step_file(out_dir, "latest", NULL, 0);
+    f->latest_zero = read_step_file(out_dir, "latest_zero", NULL, 0);
     StepFile *files;
     f->ckpts = list_steps(out_dir, "ckpt", &files);
     for (int i = 0; i < f->ckpts; i++) {

@@ -10,8 +10,10 @@
 
 static long long resolve_step(const char *dir, int step) {
     if (step >= 0) return step;
-    long long s = zck_latest(dir);
-    if (s < 0) fprintf(stderr, "zero: no checkpoint in %s: %s/latest_zero is %s\n", dir, dir, s == -2 ? "malformed" : "missing");
+    char why[4400];
+    long long s = zck_latest(dir, why, sizeof why);
+    if (s == -1) fprintf(stderr, "zero: no checkpoint in %s: %s/latest_zero is missing\n", dir, dir);
+    if (s == -2) fprintf(stderr, "zero: no checkpoint in %s: %s\n", dir, why);
     if (s > INT_MAX) {   // the step travels as an int (zero_consolidate_state)
         fprintf(stderr, "zero: %s/latest_zero names step %lld, past the largest step a checkpoint may have (%d)\n", dir, s,
                 INT_MAX);

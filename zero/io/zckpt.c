@@ -63,17 +63,21 @@ int zck_is_format_file(const char *name) {
     return r >= 0 && r <= 0x7fffffff;
 }
 
-long long zck_latest(const char *dir) {
-    char path[4200], err[256], *text = NULL;
+long long zck_latest(const char *dir, char *why, size_t cap) {
+    char path[4200], err[4400], *text = NULL;
     snprintf(path, sizeof path, "%s/latest_zero", dir);
     struct stat st;
-    if (stat(path, &st) != 0 && errno == ENOENT) return -1;
-    if (zfile_read_all(path, &text, NULL, err, sizeof err) != 0) return -2;
+    if (lstat(path, &st) != 0 && errno == ENOENT) return -1;
+    if (zfile_read_all(path, ZCK_LATEST_MAX_BYTES, &text, NULL, err, sizeof err) != 0) {
+        if (why) snprintf(why, cap, "%s", err);
+        return -2;
+    }
     char *end;
     errno = 0;
     long long s = strtoll(text, &end, 10);
     while (*end == '\n' || *end == ' ' || *end == '\r') end++;
     int ok = errno == 0 && end != text && *end == 0 && s >= 0;
+    if (!ok && why) snprintf(why, cap, "%s is malformed: it does not hold a step number", path);
     free(text);
     return ok ? s : -2;
 }
@@ -175,7 +179,7 @@ int zck_manifest_read(const char *dir, long long step, ZckManifest *m, char *err
     zck_folder(m->folder, sizeof m->folder, dir, step);
     char path[4200], why[512], *text = NULL;
     snprintf(path, sizeof path, "%s/" ZCK_MANIFEST_FILE, m->folder);
-    if (zfile_read_all(path, &text, NULL, why, sizeof why) != 0)
+    if (zfile_read_all(path, ZCK_MANIFEST_MAX_BYTES, &text, NULL, why, sizeof why) != 0)
         return fail(err, errlen, "checkpoint %s has no readable manifest: %s", m->folder, why);
     cJSON *root = cJSON_Parse(text);
     free(text);
@@ -320,6 +324,11 @@ int zck_manifest_write(const ZckManifest *m, char *err, size_t errlen) {
     if (!text) return fail(err, errlen, "out of host memory building the checkpoint manifest");
     snprintf(path, sizeof path, "%s/" ZCK_MANIFEST_FILE, m->folder);
     size_t len = strlen(text);
+    if (len + 1 > ZCK_MANIFEST_MAX_BYTES) {
+        free(text);
+        return fail(err, errlen, "checkpoint manifest %s would be %zu bytes, more than a reader takes (%zu): not written",
+                    path, len + 1, ZCK_MANIFEST_MAX_BYTES);
+    }
     text[len] = '\n';   // cJSON leaves room for the NUL: replace it, write len + 1 bytes
     int rc = zfile_write_all(path, text, len + 1, NULL, err, errlen);
     free(text);

@@ -110,6 +110,11 @@ typedef struct {
 
 #define ZCK_MANIFEST_FILE "manifest.json"
 #define ZCK_EXTRA_FILE "extra.bin"
+// The most bytes a reader takes from latest_zero ("S\n": 21 at most) and from a manifest
+// (about 60 bytes a tensor and 90 a saved rank: 64 MiB holds a million of each). A save
+// whose manifest would be larger fails rather than publish what no load could read.
+#define ZCK_LATEST_MAX_BYTES 64
+#define ZCK_MANIFEST_MAX_BYTES ((size_t)64 << 20)
 
 void zck_folder(char *out, size_t cap, const char *dir, long long step);
 void zck_rank_file(char *out, size_t cap, int rank);
@@ -119,8 +124,9 @@ long long zck_folder_step(const char *name);
 // manifest.json, extra.bin, or one's temp file NAME.tmp.PID (zfile.h); 0 otherwise. Pruning
 // removes these and nothing else.
 int zck_is_format_file(const char *name);
-// DIR/latest_zero as a step; -1 when it is missing, -2 when it is malformed.
-long long zck_latest(const char *dir);
+// DIR/latest_zero as a step; -1 when it is missing, -2 when it is malformed or cannot be
+// read (a symbolic link, a FIFO, too large: zfile_read_all), the reason then in why (if not NULL).
+long long zck_latest(const char *dir, char *why, size_t cap);
 
 // A run id as 32 lowercase hex digits (out: at least 33 bytes), and back (0, or -1).
 void zck_run_id_hex(const uint8_t id[ZCK_RUN_ID_BYTES], char *out);

@@ -224,27 +224,69 @@ int zfile_write_all(const char *path, const void *data, size_t n, uint32_t *crc,
     return 0;
 }
 
-int zfile_read_all(const char *path, char **out, size_t *n, char *err, size_t errlen) {
+// What a file of this st_mode is, for a message.
+static const char *file_kind(mode_t mode) {
+    return S_ISLNK(mode) ? "a symbolic link" : S_ISDIR(mode) ? "a folder" : S_ISFIFO(mode) ? "a FIFO (named pipe)"
+         : S_ISCHR(mode) ? "a character device" : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket"
+         : "not a regular file";
+}
+
+int zfile_read_all(const char *path, size_t max, char **out, size_t *n, char *err, size_t errlen) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap + 1);
-    for (;;) {
-        if (!buf) { fclose(f); return fail(err, errlen, "out of host memory reading %s", path); }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-        if (len == cap) {
-            char *bigger = realloc(buf, cap * 2 + 1);
-            if (!bigger) free(buf);
-            buf = bigger;
-            cap *= 2;
-        }
+    // O_NOFOLLOW: a link planted at the name is refused, not followed (to /dev/zero it would
+    // be read without end); O_NONBLOCK: a FIFO opens at once, to be refused below, rather
+    // than wait for a writer that never comes
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        int e = errno;
+        char to[256];
+        ssize_t k = e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? readlink(path, to, sizeof to - 1) : -1;
+        if (k >= 0)
+            return fail(err, errlen, "cannot read %s: it is a symbolic link (to %.*s), which is not followed (the writer "
+                        "puts a regular file there)", path, (int)k, to);
+        return fail(err, errlen, "cannot open %s: %s", path, strerror(e));
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); return fail(err, errlen, "read error on %s", path); }
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return fail(err, errlen, "cannot examine %s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(err, errlen, "cannot read %s: it is %s, not a regular file", path, file_kind(st.st_mode));
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return fail(err, errlen, "cannot read %s: it is %lld bytes, more than the %zu bytes such a file may hold", path,
+                    (long long)st.st_size, max);
+    }
+    // one byte past the size fstat gave is asked for: a file that grows while it is read is refused
+    const size_t size = (size_t)st.st_size;
+    char *buf = malloc(size + 2);
+    if (!buf) {
+        close(fd);
+        return fail(err, errlen, "out of host memory reading %s (%zu bytes)", path, size);
+    }
+    size_t len = 0;
+    while (len <= size) {
+        ssize_t got = read(fd, buf + len, size + 1 - len);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return fail(err, errlen, "read error on %s: %s", path, strerror(e));
+        }
+        if (got == 0) break;
+        len += (size_t)got;
+    }
+    close(fd);
+    if (len > size) {
+        free(buf);
+        return fail(err, errlen, "cannot read %s: it grew past its %zu bytes while it was read (is something writing it?)",
+                    path, size);
+    }
     buf[len] = 0;
     *out = buf;
     if (n) *n = len;

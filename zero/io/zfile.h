@@ -46,8 +46,11 @@ int zfile_verify(const char *path, uint32_t crc, uint64_t bytes, char *err, size
 // Writes a whole file atomically, read back before it replaces the old one (zfile_commit);
 // *crc (if not NULL) receives its CRC-32.
 int zfile_write_all(const char *path, const void *data, size_t n, uint32_t *crc, char *err, size_t errlen);
-// Reads a whole small file (NUL-terminated copy in *out, free() it); -1 if missing/unreadable.
-int zfile_read_all(const char *path, char **out, size_t *n, char *err, size_t errlen);
+// Reads a whole small file of at most max bytes (NUL-terminated copy in *out, free() it).
+// Only a regular file is read: a symbolic link at path is not followed, and a FIFO, a device
+// or a folder is refused at once (never waited on, never read without end); so is a file
+// past max bytes. -1, naming the file and what it is or its size, otherwise.
+int zfile_read_all(const char *path, size_t max, char **out, size_t *n, char *err, size_t errlen);
 // mkdir -p; existing folders are fine.
 int zfile_mkdirs(const char *path, char *err, size_t errlen);
 // Reads exactly n bytes at offset; -1 (with the reason) on a short read.

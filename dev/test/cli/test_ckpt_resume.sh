@@ -5,6 +5,8 @@
 #     sharded zero_N and latest_zero), or its own kind with the pointer file deleted, and a
 #     new run (no -y 1) into one holding either: refused with a message saying what is
 #     there; main.log, the model files and the checkpoints stay byte for byte
+#  1b. latest_zero, a manifest.json or latest that is a FIFO or a symbolic link to /dev/zero:
+#     refused at once by -y 1 (and zero_consolidate), naming the file and what it is
 #  2. a sharded manifest whose stage, seed or last_t differs from the rank files': refused
 #     by -y 1 and by zero_consolidate, naming the file and both values
 #  3. an unsharded checkpoint of another step copied over the latest one (ckpt_2 over
@@ -68,6 +70,32 @@ refused new_over_sharded "holds 'latest_zero' (a step number), 2 sharded checkpo
     "${zero[@]}" -x 3
 [ -f "$tmp/new_over_unsharded/ckpt_00000004.bin" ] && [ -d "$tmp/new_over_sharded/zero_4" ] ||
     fail "a refused new run removed a checkpoint"
+
+# 1b. a pointer file or manifest that is a FIFO or a symbolic link to /dev/zero: refused at
+# once, naming the file and what it is (timeout: a reader that waits on the FIFO or reads
+# /dev/zero without end fails here rather than hangs)
+odd() {   # odd NAME FILE KIND: FILE, relative to the copy $tmp/NAME, becomes a FIFO or a link to /dev/zero
+    rm "$tmp/$1/$2"
+    if [ "$3" = fifo ]; then mkfifo "$tmp/$1/$2"; else ln -s /dev/zero "$tmp/$1/$2"; fi
+}
+said() { [ "$1" = fifo ] && echo "it is a FIFO (named pipe), not a regular file" || echo "it is a symbolic link (to /dev/zero), which is not followed"; }
+for kind in fifo devzero; do
+    for file in latest_zero zero_4/manifest.json; do
+        name="odd_${file//\//_}_$kind"
+        cp -r "$tmp/zbase" "$tmp/$name"
+        odd "$name" "$file" "$kind"
+        refused "$name" "cannot read $tmp/$name/$file: $(said "$kind")" timeout 60 "${zero[@]}" -x 6 -n 2 -y 1
+        timeout 20 ./zero_consolidate "$tmp/$name" latest "$tmp/$name.out" > "$tmp/$name.cons" 2>&1
+        rc=$?
+        [ "$rc" -eq 1 ] && grep -qF "cannot read $tmp/$name/$file: $(said "$kind")" "$tmp/$name.cons" \
+            || { cat "$tmp/$name.cons"; fail "$name: zero_consolidate (exit $rc) does not refuse it naming the file"; }
+    done
+    name="odd_latest_$kind"
+    cp -r "$tmp/base" "$tmp/$name"
+    odd "$name" latest "$kind"
+    refused "$name" "'$tmp/$name/latest' $(said "$kind" | sed 's/^it //')" timeout 60 ./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1
+done
+echo "a FIFO or a link to /dev/zero as latest_zero, manifest.json or latest: refused at once (-y 1 and zero_consolidate)"
 
 # 2. a manifest's stage, seed or last_t against the rank files'
 for edit in "stage 2 1" "last_t 4 5" "seed 1337 1338"; do
