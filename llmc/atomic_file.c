@@ -106,22 +106,15 @@ static void flush_to_disk(AtomicFile *af) {
     (void)posix_fadvise(fileno(af->f), 0, 0, POSIX_FADV_DONTNEED);   // on disk now: out of the cache
 }
 
-// The name path took reaches the disk too: a failed sync of the folder is the disk's
-// failure; a folder this process cannot open, or a file system that cannot sync folders
-// (EINVAL, ENOTSUP), leaves it to the file system.
+// The name path took reaches the disk too (atomic_file_sync_folder); exits when the disk failed.
 static void sync_folder_of(const char *path) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     const char *folder = dirname(dir);
-    int fd = open(folder, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return;
-    if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP && errno != EOPNOTSUPP) {
-        int e = errno;
-        close(fd);
+    int e = atomic_file_sync_folder(folder);
+    if (e != 0)
         die("'%s' took its name, but syncing its folder '%s' to disk failed: %s (the name may not survive a crash)",
             path, folder, strerror(e));
-    }
-    close(fd);
 }
 
 static void close_and_rename(AtomicFile *af) {
@@ -143,6 +136,14 @@ static void close_and_rename(AtomicFile *af) {
 void atomic_file_rename(const char *from, const char *to) {
     if (rename(from, to) != 0) die("cannot rename '%s' to '%s': %s", from, to, strerror(errno));
     sync_folder_of(to);
+}
+
+int atomic_file_sync_folder(const char *folder) {
+    int fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int e = fsync(fd) == 0 || errno == EINVAL || errno == ENOTSUP || errno == EOPNOTSUPP ? 0 : errno;
+    close(fd);
+    return e;
 }
 
 void atomic_file_commit(AtomicFile *af) {

@@ -38,6 +38,11 @@ void atomic_file_commit_verified(AtomicFile *af, const char *what);
 void atomic_file_abort(AtomicFile *af);
 // Renames a complete file (one a commit wrote) to its final name and fsyncs the folder.
 void atomic_file_rename(const char *from, const char *to);
+// Syncs a folder, so that the names created, renamed or removed in it survive a crash.
+// 0, or the errno of a failed sync (then the disk failed); a folder this process cannot
+// open, or a file system that cannot sync folders (EINVAL, ENOTSUP), leaves it to the file
+// system: 0.
+int atomic_file_sync_folder(const char *folder);
 
 // Removes the temp files "<name>.tmp.<pid>" that a writer (this one, or zero/'s, which
 // names them the same way) left when it died before its commit: in dir, and in the folders

@@ -2,6 +2,7 @@
 #include "logger.h"
 
 #include <errno.h>
+#include <libgen.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,8 +19,16 @@ void make_dirs(const char *path) {
         if (*p == '/' || *p == '\0') {
             char saved = *p;
             *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            if (mkdir(buf, 0755) == 0) {
+                // the new folder is an entry of its parent: synced there, so that a crash
+                // does not take it away with everything later written and synced inside it
+                char parent[4096];
+                snprintf(parent, sizeof(parent), "%s", buf);
+                int e = atomic_file_sync_folder(dirname(parent));
+                if (e != 0) die("created folder '%s', but syncing the folder holding it to disk failed: %s", buf, strerror(e));
+            } else if (errno != EEXIST) {
                 die("cannot create folder '%s': %s", buf, strerror(errno));
+            }
             *p = saved;
             if (saved == '\0') break;
         }

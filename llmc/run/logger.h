@@ -23,7 +23,8 @@ void logger_train(Logger *lg, int step, float loss, float lr, float grad_norm);
 void logger_val(Logger *lg, int step, float loss);
 void logger_close(Logger *lg);
 
-// mkdir -p; exits with a message naming the folder on failure.
+// mkdir -p, syncing each folder it creates into its parent (a new -o folder survives a
+// crash); exits with a message naming the folder on failure.
 void make_dirs(const char *path);
 
 #ifdef __cplusplus

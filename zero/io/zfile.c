@@ -106,9 +106,19 @@ int zfile_write(ZFile *zf, const void *data, size_t n) {
     return 0;
 }
 
-// Syncs the folder holding path, so that a rename into it survives a crash. 0, or the
-// errno of a failed sync (then the disk failed). A folder this process cannot open, or a file
-// system that cannot sync folders (EINVAL, ENOTSUP), leaves it to the file system: 0.
+int zfile_sync_folder_fd(int fd) {
+    return fsync(fd) == 0 || errno == EINVAL || errno == ENOTSUP || errno == EOPNOTSUPP ? 0 : errno;
+}
+
+int zfile_sync_folder(const char *folder) {
+    int fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int e = zfile_sync_folder_fd(fd);
+    close(fd);
+    return e;
+}
+
+// Syncs the folder holding path (zfile_sync_folder), so that a rename into it survives a crash.
 static int fsync_parent(const char *path) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
@@ -116,11 +126,7 @@ static int fsync_parent(const char *path) {
     if (slash == dir) dir[1] = 0;
     else if (slash) *slash = 0;
     else snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return 0;
-    int e = fsync(fd) == 0 || errno == EINVAL || errno == ENOTSUP || errno == EOPNOTSUPP ? 0 : errno;
-    close(fd);
-    return e;
+    return zfile_sync_folder(dir);
 }
 
 int zfile_commit(ZFile *zf) {
@@ -301,7 +307,14 @@ int zfile_mkdirs(const char *path, char *err, size_t errlen) {
         char c = *s;
         *s = 0;
         // several ranks may race to create the same folder: EEXIST is success
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+        if (mkdir(p, 0755) == 0) {
+            // the new folder's name is an entry of its parent: synced there, so that a crash
+            // does not take the folder (and what is later written and synced inside it) away
+            int e = fsync_parent(p);
+            if (e != 0)
+                return fail(err, errlen, "created folder %s, but syncing the folder holding it to disk failed: %s", p,
+                            strerror(e));
+        } else if (errno != EEXIST) {
             int e = errno;
             struct stat st;
             if (!(stat(p, &st) == 0 && S_ISDIR(st.st_mode))) return fail(err, errlen, "cannot create folder %s: %s", p, strerror(e));

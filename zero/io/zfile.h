@@ -51,8 +51,15 @@ int zfile_write_all(const char *path, const void *data, size_t n, uint32_t *crc,
 // or a folder is refused at once (never waited on, never read without end); so is a file
 // past max bytes. -1, naming the file and what it is or its size, otherwise.
 int zfile_read_all(const char *path, size_t max, char **out, size_t *n, char *err, size_t errlen);
-// mkdir -p; existing folders are fine.
+// mkdir -p; existing folders are fine. Each folder it creates is synced into its parent
+// (zfile_sync_folder), so the new path survives a crash; a failed sync is a failure.
 int zfile_mkdirs(const char *path, char *err, size_t errlen);
+// Syncs a folder, by descriptor or by name, so that the names created, renamed or removed
+// in it survive a crash. 0, or the errno of a failed sync (then the disk failed). A file
+// system that cannot sync folders (EINVAL, ENOTSUP), or by name a folder this process
+// cannot open, leaves it to the file system: 0.
+int zfile_sync_folder_fd(int fd);
+int zfile_sync_folder(const char *folder);
 // Reads exactly n bytes at offset; -1 (with the reason) on a short read.
 int zfile_pread(int fd, void *buf, size_t n, uint64_t offset);
 

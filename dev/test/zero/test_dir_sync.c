@@ -1,8 +1,10 @@
 // test_dir_sync.c: the two atomic writers (llmc/atomic_file.c for the trainers' files,
 // zero/io/zfile.c for ZeRO's checkpoints) sync the folder after the rename that gives a file
 // its name, and a failed sync there (EIO: the disk failed) is a failed save, while a file
-// system that cannot sync folders (EINVAL) is not. This file's fsync stands in for libc's
-// and fails a folder's sync with the errno the test sets.
+// system that cannot sync folders (EINVAL) is not. The two mkdir -p (make_dirs for -o,
+// zfile_mkdirs for zero_S/) sync each folder they create into its parent, and fail alike.
+// This file's fsync stands in for libc's, records which folders it synced and fails a
+// folder's sync with the errno the test sets.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,17 +19,20 @@
 #include <unistd.h>
 
 #include "../../../llmc/atomic_file.h"
+#include "../../../llmc/run/logger.h"
 #include "../../../zero/io/zfile.h"
 #include "../common/test_util.h"
 
 static int g_folder_errno;   // a folder's fsync fails with this (0: it goes to libc)
 static int g_folder_syncs;   // folder syncs asked for
+static ino_t g_synced[16];   // the folders of the first 16 of them
 
 int fsync(int fd) {
     static int (*libc_fsync)(int);
     if (!libc_fsync) libc_fsync = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
     struct stat st;
     if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (g_folder_syncs < 16) g_synced[g_folder_syncs] = st.st_ino;
         g_folder_syncs++;
         if (g_folder_errno) {
             errno = g_folder_errno;
@@ -125,6 +130,66 @@ static void test_zfile_goes_on_where_folders_cannot_sync(void **state) {
     assert_true(exists("rank_00001.bin"));
 }
 
+static ino_t inode_of(const char *rel) {
+    char path[128];
+    struct stat st;
+    snprintf(path, sizeof path, "%s%s%s", g_dir, *rel ? "/" : "", rel);
+    return stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+// make_dirs or zfile_mkdirs of g_dir/rel: 0, or -1 (zfile_mkdirs's message in g_err)
+static char g_err[512];
+static int mkdirs_with(int zfile, const char *rel) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", g_dir, rel);
+    if (zfile) return zfile_mkdirs(path, g_err, sizeof g_err);
+    make_dirs(path);
+    return 0;
+}
+
+// Two new folders: each synced into its parent (g_dir, then g_dir/NAME); made again: none.
+static void check_mkdirs_syncs_new_folders(int zfile, const char *top) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "%s/inner", top);
+    g_folder_errno = 0;
+    g_folder_syncs = 0;
+    assert_int_equal(mkdirs_with(zfile, rel), 0);
+    assert_int_equal(g_folder_syncs, 2);
+    assert_true(g_synced[0] == inode_of("") && g_synced[1] == inode_of(top));
+    g_folder_syncs = 0;
+    assert_int_equal(mkdirs_with(zfile, rel), 0);
+    assert_int_equal(g_folder_syncs, 0);
+}
+
+static void test_make_dirs_syncs_each_new_folder(void **state) {
+    (void)state;
+    check_mkdirs_syncs_new_folders(0, "out_dir");
+}
+
+static void test_zfile_mkdirs_syncs_each_new_folder(void **state) {
+    (void)state;
+    check_mkdirs_syncs_new_folders(1, "zero_dir");
+}
+
+static void make_dirs_new(void *rel) { (void)mkdirs_with(0, (const char *)rel); }
+
+static void test_make_dirs_dies_when_the_folder_sync_fails(void **state) {
+    (void)state;
+    g_folder_errno = EIO;
+    expect_death(make_dirs_new, "out_eio", DEATH_ANY_STATUS, "created folder '", "out_eio', but syncing the folder holding "
+                 "it to disk failed", strerror(EIO), NULL);
+    g_folder_errno = 0;
+}
+
+static void test_zfile_mkdirs_fails_when_the_folder_sync_fails(void **state) {
+    (void)state;
+    g_folder_errno = EIO;
+    assert_int_equal(mkdirs_with(1, "zero_eio"), -1);
+    g_folder_errno = 0;
+    assert_non_null(strstr(g_err, "zero_eio, but syncing the folder holding it to disk failed"));
+    assert_non_null(strstr(g_err, strerror(EIO)));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_atomic_file_syncs_its_folder),
@@ -132,6 +197,10 @@ int main(void) {
         cmocka_unit_test(test_atomic_file_goes_on_where_folders_cannot_sync),
         cmocka_unit_test(test_zfile_fails_when_the_folder_sync_fails),
         cmocka_unit_test(test_zfile_goes_on_where_folders_cannot_sync),
+        cmocka_unit_test(test_make_dirs_syncs_each_new_folder),
+        cmocka_unit_test(test_zfile_mkdirs_syncs_each_new_folder),
+        cmocka_unit_test(test_make_dirs_dies_when_the_folder_sync_fails),
+        cmocka_unit_test(test_zfile_mkdirs_fails_when_the_folder_sync_fails),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
