@@ -21,9 +21,21 @@
 // written out (waiting for it), dropped from the page cache, and the newer one's writeback
 // is started, so the disk works while the caller produces the next window. The flush must
 // succeed: stdio drops the bytes it could not write and the next ones land in their place
-// (a short file whose fsync reports nothing). The writeback is best effort: its errors show
-// again at the commit's fsync.
+// (a short file whose fsync reports nothing). So must each sync_file_range: a writeback
+// error it reports is reported once per open file (Linux 4.14 on), so the commit's fsync
+// would return 0 after it; the write stops here, naming the file. Where the call is not
+// available (ENOSYS, EINVAL, ESPIPE: it did nothing) the cache is kept until the commit.
 #define CACHE_WINDOW ((uint64_t)2 << 20)
+static void write_back(AtomicFile *af, int fd, uint64_t offset, uint64_t bytes, unsigned flags) {
+    if (sync_file_range(fd, (off_t)offset, (off_t)bytes, flags) == 0 || errno == ENOSYS || errno == EINVAL ||
+        errno == ESPIPE)
+        return;
+    int e = errno;
+    atomic_file_abort(af);
+    die("write error on '%s' (for '%s'): writing its bytes from offset %llu back to disk failed: %s", af->tmp_path,
+        af->path, (unsigned long long)offset, strerror(e));
+}
+
 static void drop_written(AtomicFile *af) {
     if (af->bytes - af->dropped < 2 * CACHE_WINDOW) return;
     if (fflush(af->f) != 0) {
@@ -33,12 +45,12 @@ static void drop_written(AtomicFile *af) {
     }
     int fd = fileno(af->f);
     while (af->bytes - af->dropped >= 2 * CACHE_WINDOW) {
-        (void)sync_file_range(fd, (off_t)af->dropped, (off_t)CACHE_WINDOW,
-                              SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+        write_back(af, fd, af->dropped, CACHE_WINDOW,
+                   SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
         (void)posix_fadvise(fd, (off_t)af->dropped, (off_t)CACHE_WINDOW, POSIX_FADV_DONTNEED);
         af->dropped += CACHE_WINDOW;
     }
-    (void)sync_file_range(fd, (off_t)af->dropped, 0, SYNC_FILE_RANGE_WRITE);   // 0: to the end
+    write_back(af, fd, af->dropped, 0, SYNC_FILE_RANGE_WRITE);   // 0: to the end
 }
 
 void atomic_file_open(AtomicFile *af, const char *path) {

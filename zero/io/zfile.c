@@ -34,18 +34,30 @@ uint32_t zfile_crc32(uint32_t crc, const void *data, size_t n) {
 }
 
 // Write-behind (zfile.h): with two windows written past what was dropped, the older goes
-// to disk (waited for) and out of the cache, and the newer's writeback starts. Best effort:
-// an I/O error shows again at the commit's fsync.
+// to disk (waited for) and out of the cache, and the newer's writeback starts. Every step
+// must succeed: a writeback error sync_file_range reports is reported once per open file
+// (Linux 4.14 on), so the commit's fsync would return 0 after it. Where the call is not
+// available (ENOSYS, EINVAL, ESPIPE: it did nothing) the cache is kept until the commit.
+// 0, or -1 with the reason in zf->err.
 #define CACHE_WINDOW ((uint64_t)2 << 20)
-static void write_behind(ZFile *zf) {
-    if (zf->bytes < zf->dropped + 2 * CACHE_WINDOW || fflush(zf->f) != 0) return;
+static int write_back(ZFile *zf, int fd, uint64_t offset, uint64_t bytes, unsigned flags) {
+    if (sync_file_range(fd, (off_t)offset, (off_t)bytes, flags) == 0 || errno == ENOSYS || errno == EINVAL ||
+        errno == ESPIPE)
+        return 0;
+    return fail(zf->err, sizeof zf->err, "writing %s failed: writing its bytes from offset %llu back to disk: %s",
+                zf->tmp, (unsigned long long)offset, strerror(errno));
+}
+
+static int write_behind(ZFile *zf) {
+    if (zf->bytes < zf->dropped + 2 * CACHE_WINDOW) return 0;
+    if (fflush(zf->f) != 0) return fail(zf->err, sizeof zf->err, "writing %s failed: %s", zf->tmp, strerror(errno));
     const int fd = fileno(zf->f);
     for (; zf->bytes >= zf->dropped + 2 * CACHE_WINDOW; zf->dropped += CACHE_WINDOW) {
         unsigned all = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-        if (sync_file_range(fd, (off_t)zf->dropped, (off_t)CACHE_WINDOW, all) == 0)
-            (void)posix_fadvise(fd, (off_t)zf->dropped, (off_t)CACHE_WINDOW, POSIX_FADV_DONTNEED);
+        if (write_back(zf, fd, zf->dropped, CACHE_WINDOW, all) != 0) return -1;
+        (void)posix_fadvise(fd, (off_t)zf->dropped, (off_t)CACHE_WINDOW, POSIX_FADV_DONTNEED);
     }
-    (void)sync_file_range(fd, (off_t)zf->dropped, 0, SYNC_FILE_RANGE_WRITE);   // 0: to the end
+    return write_back(zf, fd, zf->dropped, 0, SYNC_FILE_RANGE_WRITE);   // 0: to the end
 }
 
 int zfile_open(ZFile *zf, const char *path) {
@@ -101,7 +113,10 @@ int zfile_write(ZFile *zf, const void *data, size_t n) {
         zf->crc = zfile_crc32(zf->crc, p + done, k);
         zf->bytes += k;
         done += k;
-        write_behind(zf);
+        if (write_behind(zf) != 0) {   // the reason is in zf->err, which zfile_abort keeps
+            zfile_abort(zf);
+            return -1;
+        }
     }
     return 0;
 }

@@ -3,8 +3,10 @@
 // its name, and a failed sync there (EIO: the disk failed) is a failed save, while a file
 // system that cannot sync folders (EINVAL) is not. The two mkdir -p (make_dirs for -o,
 // zfile_mkdirs for zero_S/) sync each folder they create into its parent, and fail alike.
-// This file's fsync stands in for libc's, records which folders it synced and fails a
-// folder's sync with the errno the test sets.
+// A writeback error sync_file_range reports (the writers' write-behind) fails the write: the
+// kernel reports it once, so the commit's fsync would not. This file's fsync stands in for
+// libc's, records which folders it synced and fails a folder's sync with the errno the test
+// sets; its sync_file_range fails with the errno the test sets, or goes to libc.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -40,6 +42,18 @@ int fsync(int fd) {
         }
     }
     return libc_fsync(fd);
+}
+
+static int g_range_errno;   // sync_file_range fails with this (0: it goes to libc)
+
+int sync_file_range(int fd, off64_t offset, off64_t nbytes, unsigned int flags) {
+    static int (*libc_range)(int, off64_t, off64_t, unsigned int);
+    if (!libc_range) libc_range = (int (*)(int, off64_t, off64_t, unsigned int))dlsym(RTLD_NEXT, "sync_file_range");
+    if (g_range_errno) {
+        errno = g_range_errno;
+        return -1;
+    }
+    return libc_range(fd, offset, nbytes, flags);
 }
 
 static char g_dir[64];
@@ -190,6 +204,72 @@ static void test_zfile_mkdirs_fails_when_the_folder_sync_fails(void **state) {
     assert_non_null(strstr(g_err, strerror(EIO)));
 }
 
+// 6 MiB: past the two 2 MiB windows after which the writers start their write-behind
+enum { BIG = 6 << 20 };
+
+static void atomic_save_big(void *name) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", g_dir, (const char *)name);
+    char *data = calloc(1, BIG);
+    AtomicFile af;
+    atomic_file_open(&af, path);
+    atomic_file_write(&af, data, BIG);
+    atomic_file_commit(&af);
+    free(data);
+}
+
+static int zfile_save_big(const char *name, char *err, size_t cap) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    char *data = calloc(1, BIG);
+    ZFile zf;
+    int rc = zfile_open(&zf, path) != 0 || zfile_write(&zf, data, BIG) != 0 || zfile_commit(&zf) != 0 ? -1 : 0;
+    snprintf(err, cap, "%s", zf.err);
+    free(data);
+    return rc;
+}
+
+// a temp file of name left in g_dir
+static int temp_left(const char *name) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -q '^%s.tmp.'", g_dir, name);
+    return system(cmd) == 0;
+}
+
+static void test_atomic_file_dies_when_the_write_behind_fails(void **state) {
+    (void)state;
+    g_range_errno = EIO;
+    expect_death(atomic_save_big, "big.bin", DEATH_ANY_STATUS, "write error on '", "big.bin.tmp.", "(for '",
+                 "writing its bytes from offset 0 back to disk failed", strerror(EIO), NULL);
+    g_range_errno = 0;
+    assert_false(exists("big.bin"));
+    assert_false(temp_left("big.bin"));
+}
+
+static void test_zfile_fails_when_the_write_behind_fails(void **state) {
+    (void)state;
+    char err[512];
+    g_range_errno = EIO;
+    assert_int_equal(zfile_save_big("rank_00002.bin", err, sizeof err), -1);
+    g_range_errno = 0;
+    assert_non_null(strstr(err, "rank_00002.bin.tmp."));
+    assert_non_null(strstr(err, "writing its bytes from offset 0 back to disk"));
+    assert_non_null(strstr(err, strerror(EIO)));
+    assert_false(exists("rank_00002.bin"));
+    assert_false(temp_left("rank_00002.bin"));
+}
+
+// A kernel without sync_file_range (ENOSYS): the files are written, the cache kept
+static void test_writers_go_on_without_sync_file_range(void **state) {
+    (void)state;
+    char err[512];
+    g_range_errno = ENOSYS;
+    atomic_save_big("big_nosys.bin");
+    assert_int_equal(zfile_save_big("rank_00003.bin", err, sizeof err), 0);
+    g_range_errno = 0;
+    assert_true(exists("big_nosys.bin") && exists("rank_00003.bin"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_atomic_file_syncs_its_folder),
@@ -201,6 +281,9 @@ int main(void) {
         cmocka_unit_test(test_zfile_mkdirs_syncs_each_new_folder),
         cmocka_unit_test(test_make_dirs_dies_when_the_folder_sync_fails),
         cmocka_unit_test(test_zfile_mkdirs_fails_when_the_folder_sync_fails),
+        cmocka_unit_test(test_atomic_file_dies_when_the_write_behind_fails),
+        cmocka_unit_test(test_zfile_fails_when_the_write_behind_fails),
+        cmocka_unit_test(test_writers_go_on_without_sync_file_range),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
