@@ -189,6 +189,28 @@ out:
     return rc;
 }
 
+// Rank 0, before any rank writes step S's files: a manifest already in zero_S (an earlier
+// save of S, by a run that went back to an older checkpoint) is removed, and the removal
+// synced to disk. Otherwise an interrupted save leaves it over a mix of old and new rank
+// files, a folder that zero_prune would keep as a published checkpoint in place of a good
+// older one. Returns 0 or -1 (printed).
+static int unpublish(Zero *z, const char *folder) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" ZCK_MANIFEST_FILE, folder);
+    if (unlink(path) != 0 && errno != ENOENT) {
+        zero_say(z, "saving checkpoint: cannot remove the earlier manifest %s before the rank files are rewritten: %s",
+                 path, strerror(errno));
+        return -1;
+    }
+    int e = zfile_sync_folder(folder);
+    if (e != 0) {
+        zero_say(z, "saving checkpoint: syncing %s to disk failed: %s (its earlier manifest may come back over new rank "
+                 "files after a crash)", folder, strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
 int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extra_bytes) {
     // same answer on every rank: the step state and arguments are the same everywhere
     if (z->step.open) { zero_say(z, "zero_save inside a step (call it after zero_step)"); return -1; }
@@ -209,22 +231,31 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
         zero_say(z, "saving checkpoint: %s is a symbolic link, not a folder of this run: nothing is written through it "
                  "(remove the link, or choose another output folder)", folder);
         bad = 1;
-    } else if (write_rank_file(z, path, step, &crc, &bytes) != 0) {
+    } else if (z->rank == 0 && unpublish(z, folder) != 0) {
         bad = 1;
     }
+    // the agreement orders the ranks: none writes its file before rank 0 removed the manifest
     if (any_failed(z, bad)) {
-        if (z->rank == 0) zero_say(z, "checkpoint %s not published: a rank failed to write its file (see above)", folder);
+        if (z->rank == 0) zero_say(z, "checkpoint %s not saved: a rank could not prepare its folder (see above)", folder);
         return -1;
     }
+    bad = write_rank_file(z, path, step, &crc, &bytes) != 0;
     // rank 0 alone needs every file's size and CRC (for the manifest): a gather, O(1)
-    // bytes from each rank rather than an all-reduce of world-sized slots
-    double mine[2] = {(double)bytes, (double)crc}, *files = NULL;   // exact: integers < 2^53
+    // bytes from each rank rather than an all-reduce of world-sized slots. A rank whose
+    // write failed sends size 0 (a rank file is never empty: its header comes first).
+    double mine[2] = {bad ? 0.0 : (double)bytes, (double)crc}, *files = NULL;   // exact: integers < 2^53
     if (z->rank == 0 && !(files = malloc((size_t)z->world * 2 * sizeof(double))))
         zero_fail(z, "out of host memory saving a checkpoint");
     z->b->gather_f64(z->b, z->comm, mine, 2, files, "checkpoint file sizes and CRCs");
-    int pub = z->rank == 0 ? publish(z, dir, folder, step, files, extra, extra_bytes) : 0;
+    int pub = 0;
+    for (int q = 0; z->rank == 0 && q < z->world && pub == 0; q++)
+        if (files[2 * q] == 0.0) {
+            zero_say(z, "checkpoint %s not published: rank %d failed to write its file (see above)", folder, q);
+            pub = -1;
+        }
+    if (z->rank == 0 && pub == 0) pub = publish(z, dir, folder, step, files, extra, extra_bytes);
     free(files);
-    return any_failed(z, pub != 0) ? -1 : 0;
+    return any_failed(z, pub != 0 || bad) ? -1 : 0;
 }
 
 // Checks the manifest's tensor table against ours. Returns 0 or -1 (printed): the same
@@ -389,8 +420,10 @@ typedef struct {
 } PruneResult;
 
 // Removes the format's files from parent/name (a real folder, not a link) and, when
-// nothing else is in it, the folder. Returns 0, or -1 with errno set (ELOOP or ENOTDIR:
-// name is a symbolic link or no folder, and nothing was touched).
+// nothing else is in it, the folder. The manifest goes first, its removal synced to disk
+// before any rank file goes: a prune cut short leaves a folder that no longer looks like a
+// published checkpoint, never a manifest over missing files. Returns 0, or -1 with errno
+// set (ELOOP or ENOTDIR: name is a symbolic link or no folder, and nothing was touched).
 static int prune_folder(int parent, const char *name, PruneResult *res) {
     memset(res, 0, sizeof *res);
     int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -420,9 +453,25 @@ static int prune_folder(int parent, const char *name, PruneResult *res) {
         if ((names[n] = strdup(e->d_name)) == NULL) { rc = -1; break; }
         n++;
     }
+    // the manifest's removal failed or is not on disk (or the listing is incomplete): the
+    // rank files stay
+    int manifest_left = rc != 0;
+    for (size_t i = 0; i < n && !manifest_left; i++) {
+        if (strcmp(names[i], ZCK_MANIFEST_FILE) != 0) continue;
+        int failed = unlinkat(fd, names[i], 0) == 0 ? zfile_sync_folder_fd(fd) : errno;
+        if (failed == 0) {
+            res->removed++;
+        } else {
+            manifest_left = 1;
+            rc = -1;
+            errno = failed;
+        }
+    }
     for (size_t i = 0; i < n; i++) {
-        if (unlinkat(fd, names[i], 0) == 0) res->removed++;
-        else rc = -1;
+        if (!manifest_left && strcmp(names[i], ZCK_MANIFEST_FILE) != 0) {
+            if (unlinkat(fd, names[i], 0) == 0) res->removed++;
+            else rc = -1;
+        }
         free(names[i]);
     }
     free(names);
@@ -431,12 +480,33 @@ static int prune_folder(int parent, const char *name, PruneResult *res) {
     return rc;
 }
 
-// Whether parent/name is a real folder (not a link) holding a regular manifest.json.
-static int has_manifest(int parent, const char *name) {
+// Whether the file name in the folder fd is a regular file of `bytes` bytes; if not, why.
+static int holds(int fd, const char *name, uint64_t bytes, char *why, size_t cap) {
+    struct stat st;
+    if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) snprintf(why, cap, "%s: %s", name, strerror(errno));
+    else if (!S_ISREG(st.st_mode)) snprintf(why, cap, "%s is not a regular file", name);
+    else if ((uint64_t)st.st_size != bytes)
+        snprintf(why, cap, "%s is %lld bytes, the manifest says %" PRIu64, name, (long long)st.st_size, bytes);
+    else return 1;
+    return 0;
+}
+
+// Whether dir/name, zero_`step` (a real folder: not a link), holds a published checkpoint:
+// a manifest that reads, and every file it names there, a regular file of the size it
+// records. A manifest over missing or cut files (a save or a prune cut short) is none; then
+// *has_manifest is 1 and why says what is wrong.
+static int published(int parent, const char *dir, const char *name, long long step, int *has_manifest, char *why,
+                     size_t cap) {
+    *has_manifest = 0;
     int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return 0;
     struct stat st;
-    int yes = fstatat(fd, ZCK_MANIFEST_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+    *has_manifest = fstatat(fd, ZCK_MANIFEST_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    ZckManifest m;
+    int yes = *has_manifest && zck_manifest_read(dir, step, &m, why, cap) == 0;
+    for (int q = 0; yes && q < m.world; q++) yes = holds(fd, m.ranks[q].file, m.ranks[q].bytes, why, cap);
+    if (yes && m.has_extra) yes = holds(fd, m.extra_file, m.extra_bytes, why, cap);
+    if (*has_manifest) zck_manifest_free(&m);
     close(fd);
     return yes;
 }
@@ -453,7 +523,9 @@ static int first_sighting(long long step) {
 
 typedef struct {
     long long step;
-    int complete;   // holds a manifest: a published checkpoint
+    int complete;   // a published checkpoint: its manifest and every file it names (published())
+    int stale;      // holds a manifest, but is not complete (`why` says what is wrong)
+    char why[512];
 } PruneEntry;
 
 static int newer_first(const void *a, const void *b) {
@@ -497,7 +569,8 @@ int zero_prune(Zero *z, const char *dir, int keep, long long major) {
             list = bigger;
         }
         list[n].step = s;
-        list[n].complete = has_manifest(parent, e->d_name);
+        list[n].complete = published(parent, dir, e->d_name, s, &list[n].stale, list[n].why, sizeof list[n].why);
+        list[n].stale = list[n].stale && !list[n].complete;
         n++;
     }
     closedir(d);
@@ -516,7 +589,11 @@ int zero_prune(Zero *z, const char *dir, int keep, long long major) {
         if (prune_folder(parent, name, &res) != 0) {
             zero_say(z, "could not remove old checkpoint %s/%s: %s", dir, name, strerror(errno));
             rc = -1;
-        } else if (res.strays > 0 && res.removed > 0) {   // said when its files go, not at every later save
+        } else if (list[i].stale && res.removed > 0) {
+            zero_say(z, "removed %s/%s: it holds a manifest but is no complete checkpoint (%s), so it did not count "
+                     "among the %d kept", dir, name, list[i].why, keep);
+        }
+        if (rc == 0 && res.strays > 0 && res.removed > 0) {   // said when its files go, not at every later save
             zero_say(z, "removed old checkpoint %s/%s but kept the folder: it also holds %d file%s the checkpoint "
                      "format does not name (%s%s), left as they are", dir, name, res.strays, res.strays == 1 ? "" : "s",
                      res.stray, res.strays > 1 ? ", ..." : "");

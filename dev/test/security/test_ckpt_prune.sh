@@ -9,8 +9,13 @@
 #   2. a user's notes.txt inside the real checkpoint folder zero_2: when zero_2 is pruned its
 #      rank files, manifest and extra blob go, notes.txt and the folder stay, said once; and
 #      a save into zero_2 when it is a link to the user's folder is refused, writing nothing
+#   3. a manifest never stands over files it does not vouch for: a zero_6 whose manifest
+#      names a rank file that is gone is no kept checkpoint (-nk 3 keeps zero_4 in its place
+#      and removes zero_6, saying why once); a save of step 8 again (latest_zero moved back
+#      to 6) removes zero_8's manifest before any rank writes, so rank 1 failing its file
+#      (ulimit -f) leaves zero_8 without one
 #  unsharded:
-#   3. files named like checkpoints but not as the trainer names them (ckpt_1.bin,
+#   4. files named like checkpoints but not as the trainer names them (ckpt_1.bin,
 #      model_7_notes.bin), a symbolic link ckpt_00000003.bin to a user's file, and a folder
 #      model_00000001.bin all survive, while the trainer's old ckpt_/model_ files go
 set -u
@@ -59,7 +64,37 @@ grep -q "saving checkpoint: $out/zero_2 is a symbolic link, not a folder of this
 (cd "$user" && sha256sum -c --quiet "$tmp/user.sums") && [ "$(ls "$user" | wc -l)" = 3 ] || fail "the save wrote into the user's folder behind zero_2"
 echo "sharded: a save into zero_2, a link to a user's folder, is refused; the folder is untouched"
 
-# 3: unsharded
+# 3. manifests over files they do not vouch for
+zbase="$tmp/zbase"
+mpirun -np 2 ./train_gpt2 "${small[@]}" -z 2 -x 8 -nk 0 -o "$zbase" > "$tmp/zbase.txt" 2>&1 || { cat "$tmp/zbase.txt"; fail "the sharded base run failed"; }
+out="$tmp/zstale"
+cp -r "$zbase" "$out"
+rm "$out/zero_6/rank_00001.bin"
+mpirun -np 2 ./train_gpt2 "${small[@]}" -z 2 -x 10 -nk 3 -y 1 -o "$out" > "$tmp/zstale.txt" 2>&1 || { cat "$tmp/zstale.txt"; fail "the resume over zero_6 without its rank 1 file failed"; }
+[ -e "$out/zero_6" ] && fail "zero_6, a manifest over a missing rank file, was kept as one of the 3 newest checkpoints"
+[ -e "$out/zero_2" ] && fail "zero_2, the 5th newest, was not pruned"
+for s in 4 8 10; do [ -f "$out/zero_$s/manifest.json" ] && [ -f "$out/zero_$s/rank_00001.bin" ] || fail "checkpoint zero_$s is incomplete"; done
+[ "$(grep -c "removed $out/zero_6: it holds a manifest but is no complete checkpoint (rank_00001.bin: No such file or directory), so it did not count among the 3 kept" "$tmp/zstale.txt")" = 1 ] \
+    || { cat "$tmp/zstale.txt"; fail "removing zero_6 is not said once, naming its missing file"; }
+./zero_consolidate "$out" 4 "$tmp/c4s" > /dev/null || fail "zero_4, kept in zero_6's place, does not consolidate"
+echo "sharded: a manifest over a missing rank file is no kept checkpoint: zero_4 stays in its place, zero_6 goes (said once)"
+out="$tmp/zresave"
+cp -r "$zbase" "$out"
+echo 6 > "$out/latest_zero"
+args=("${small[@]}" -z 2 -x 8 -nk 0 -y 1 -o "$out")
+if timeout 120 mpirun -np 1 ./train_gpt2 "${args[@]}" : -np 1 bash -c 'ulimit -f 8192 && exec "$@"' _ ./train_gpt2 "${args[@]}" \
+        > "$tmp/zresave.txt" 2>&1; then
+    fail "the save of step 8 again, with rank 1 held under ulimit -f, succeeded"
+fi
+grep -q "zero: rank 1: saving checkpoint: writing $out/zero_8/rank_00001.bin.tmp.[0-9]* failed: File too large" "$tmp/zresave.txt" &&
+    grep -qF "zero: rank 0: checkpoint $out/zero_8 not published: rank 1 failed to write its file" "$tmp/zresave.txt" \
+    || { cat "$tmp/zresave.txt"; fail "rank 1's failed file and the unpublished zero_8 are not said"; }
+[ -e "$out/zero_8/manifest.json" ] && fail "the save of step 8 again left zero_8's earlier manifest over its rewritten rank files"
+[ "$(cat "$out/latest_zero")" = 6 ] || fail "latest_zero moved from 6 to $(cat "$out/latest_zero")"
+./zero_consolidate "$out" latest "$tmp/c6" > /dev/null || fail "zero_6, latest_zero's, does not consolidate after the failed save"
+echo "sharded: saving step 8 again removes zero_8's manifest before the ranks write: rank 1's failure leaves none"
+
+# 4: unsharded
 out="$tmp/run"
 mkdir -p "$out/model_00000001.bin"
 echo "a user's run notes" > "$out/ckpt_1.bin"
