@@ -364,6 +364,14 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
     if (z->rank == 0 && (m.world != z->world || m.stage != z->stage))
         printf("zero: loading %s, saved by %d ranks at stage %d, into %d ranks at stage %d\n", m.folder, m.world, m.stage,
                z->world, z->stage);
+    // a change of precision is allowed (an fp32 CPU run resumed by the bf16 CUDA trainer),
+    // and said, as it changes the numbers from here on
+    static const char *dtype[] = {"fp32", "bf16"};
+    const int run_dtype = z->cfg.param_dtype != ZERO_F32;
+    if (z->rank == 0 && m.param_dtype != run_dtype)
+        printf("zero: loading %s, saved with %s working parameters, into a run with %s ones: the fp32 master weights "
+               "carry over, and the steps from here compute in %s, not as the saved run's would\n", m.folder,
+               dtype[m.param_dtype != 0], dtype[run_dtype], dtype[run_dtype]);
     if (z->rank == 0 && m.seed != z->cfg.seed && z->cfg.param_dtype != ZERO_F32)
         printf("zero: note: %s was saved with rounding seed %" PRIu64 ", this run uses %" PRIu64
                ": bf16 weights will not round as in the saved run\n", m.folder, m.seed, z->cfg.seed);

@@ -347,6 +347,13 @@ static int run_cross(ZeroComm *comm, const char *base) {
     // training goes on from there
     toy_train(z, &toy, comm->rank, W, 1, F, F, SAVE_AT, SAVE_AT + 2);
     zero_free(z);
+    // the fp32 checkpoint into a run with bf16 working weights: loaded, and said (the shell checks the line)
+    Variant Vbf = {"cross bf16", V.stage, 1, 4096, 0, 0, BF, BF};
+    z = make(comm, &toy, &Vbf);
+    check(zero_load(z, src, SAVE_AT, &e, sizeof e) == 0, "cross: loading the fp32 checkpoint into a bf16 run failed");
+    toy_gather_all(z, &toy, got);
+    check(memcmp(got, want, N * sizeof(float)) == 0, "cross: the fp32 master loaded into a bf16 run differs");
+    zero_free(z);
     if (W == 1) {
         // consolidation (no MPI involved) of the stage-3 checkpoint equals the stage-0
         // run's gathered master at the same step and world (accum 1: bit-identical)

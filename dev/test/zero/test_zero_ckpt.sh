@@ -3,7 +3,8 @@
 # run (dev/test/zero/mpi_zero_ckpt.c with the toy model), under mpirun:
 #   - save at step 3 of 6 and resume in a fresh process group, bit-exact (stages 0-3,
 #     fp32 and bf16, 2 and 4 ranks)
-#   - a 4-rank stage-3 checkpoint loaded at 2 ranks stage 1 and 1 rank stage 0
+#   - a 4-rank stage-3 checkpoint loaded at 2 ranks stage 1 and 1 rank stage 0, and into a
+#     run with bf16 working weights (said in one line)
 #   - consolidation (library and the zero_consolidate tool) against the stage-0 run
 #   - every manifest records each rank file's own body CRC (not one shared residue)
 #   - refusals: another model, corrupt / truncated / missing rank file, bad manifest, a
@@ -80,6 +81,14 @@ run "load 4-rank stage 3 at 2 ranks stage 1" 2 cross
 run "load 4-rank stage 3 at 1 rank stage 0, consolidate" 1 cross
 grep -h "cross\|consolidate:" "$tmp/load 4-rank stage 3 at 2 ranks stage 1.log" \
     "$tmp/load 4-rank stage 3 at 1 rank stage 0, consolidate.log" | grep -v "mpi_zero_ckpt" | sed 's/^/    /'
+# the fp32 checkpoint loaded into a run with bf16 working weights: said, in one line
+for log in "$tmp/load 4-rank stage 3 at 2 ranks stage 1.log" "$tmp/load 4-rank stage 3 at 1 rank stage 0, consolidate.log"; do
+    if [ "$(grep -c "^zero: loading [^ ]*/np4/s3/zero_3, saved with fp32 working parameters, into a run with bf16 ones" "$log")" = 1 ]; then
+        pass "a change of parameter precision on load is said ($(basename "$log" .log))"
+    else
+        bad "the fp32 checkpoint loaded into a bf16 run is not said once: $(basename "$log" .log)"
+    fi
+done
 
 # the command-line tool, without MPI, on the 4-rank stage-3 checkpoint
 if "$tool" "$base/np4/s3" latest "$tmp/consolidated.f32" > "$tmp/tool.log" 2>&1 &&
