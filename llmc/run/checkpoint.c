@@ -334,20 +334,35 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
     ckpt_path(path, sizeof(path), out_dir, "ckpt", step);
     FILE *f = fopen_check(path, "rb");
     long size = file_size_check(f, path);
-    if (size < HEADER_BYTES_V1) die("checkpoint '%s' is truncated: %ld bytes", path, size);
+    // the size a checkpoint of this model has: a file of another size is cut short or another model's
+    long expect = body_bytes(n) + (long)sizeof(CkptTrailer);
+    if (size < HEADER_BYTES_V1)
+        die("checkpoint '%s' is truncated: %ld bytes, shorter than a header; a checkpoint of this model is %ld", path,
+            size, expect);
     unsigned char header[HEADER_BYTES];
     fread_check(header, 1, HEADER_BYTES_V1, f, path);
     CkptHeader h;
     memcpy(&h, header, 32);   // magic, version, header size, step
-    if (h.magic != CKPT_MAGIC) die("'%s' is not a training checkpoint (bad magic)", path);
+    // these fields are read before the CRC can vouch for them (it needs the layout they
+    // give): one that does not fit may be a damaged byte as well as another file
+    if (h.magic != CKPT_MAGIC)
+        die("'%s' is corrupt, or not a training checkpoint: its magic is %016llx, a checkpoint's %016llx (%ld bytes; a "
+            "checkpoint of this model is %ld)", path, (unsigned long long)h.magic, (unsigned long long)CKPT_MAGIC, size,
+            expect);
     if (h.version == 1)
-        die("checkpoint '%s' has version 1, which lacks what a bit-exact resume needs (the last applied step, the skip "
-            "detectors' windows, the data identity); this build reads version %d. Resume it with the build that "
-            "wrote it, or start a new run from its model file %s/model_%08d.bin (-e)", path, CKPT_VERSION, out_dir, step);
-    if (h.version != CKPT_VERSION) die("checkpoint '%s' has version %u, this build reads %d", path, h.version, CKPT_VERSION);
+        die("checkpoint '%s' is corrupt, or has version 1, which lacks what a bit-exact resume needs (the last applied "
+            "step, the skip detectors' windows, the data identity); this build reads version %d. Resume it with the "
+            "build that wrote it, or start a new run from its model file %s/model_%08d.bin (-e)", path, CKPT_VERSION,
+            out_dir, step);
+    if (h.version != CKPT_VERSION)
+        die("checkpoint '%s' is corrupt, or has version %u: this build reads version %d (%ld bytes; a checkpoint of "
+            "this model is %ld)", path, h.version, CKPT_VERSION, size, expect);
     if (h.header_bytes != HEADER_BYTES)
-        die("checkpoint '%s' has a %u-byte header, version %d's is %d", path, h.header_bytes, CKPT_VERSION, HEADER_BYTES);
-    if (size < HEADER_BYTES + (long)sizeof(CkptTrailer)) die("checkpoint '%s' is truncated: %ld bytes", path, size);
+        die("checkpoint '%s' is corrupt, or has a %u-byte header: version %d's is %d", path, h.header_bytes,
+            CKPT_VERSION, HEADER_BYTES);
+    if (size < HEADER_BYTES + (long)sizeof(CkptTrailer))
+        die("checkpoint '%s' is truncated: %ld bytes, shorter than its header and trailer; a checkpoint of this model "
+            "is %ld", path, size, expect);
     fread_check(header + HEADER_BYTES_V1, 1, HEADER_BYTES - HEADER_BYTES_V1, f, path);
     memcpy(&h, header, sizeof(h));
     // the whole file against its trailer before any field is believed: a damaged byte in the
@@ -355,7 +370,10 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
     CkptTrailer tr;
     if (fseek(f, size - (long)sizeof(tr), SEEK_SET) != 0) die("cannot seek in checkpoint '%s': %s", path, strerror(errno));
     fread_check(&tr, sizeof(tr), 1, f, path);
-    if (tr.end_magic != CKPT_END) die("checkpoint '%s' has a damaged trailer (truncated or cut short?)", path);
+    if (tr.end_magic != CKPT_END)
+        die("checkpoint '%s' has a damaged trailer: it is %ld bytes, a checkpoint of this model is %ld (%s)", path, size,
+            expect, size < expect ? "cut short" : size > expect ? "another model's, or with bytes past its end"
+                                                                : "its last bytes are damaged");
     uint32_t crc = file_crc32(path, 0, size - (long)sizeof(tr), NULL);
     if (crc != tr.crc) die("checkpoint '%s' is corrupt: CRC %08x, recorded %08x", path, crc, tr.crc);
     if (fseek(f, HEADER_BYTES, SEEK_SET) != 0) die("cannot seek in checkpoint '%s': %s", path, strerror(errno));
@@ -365,8 +383,7 @@ void checkpoint_load(const char *out_dir, int step, TrainState *st, float *param
     if (h.num_params != n)
         die("checkpoint '%s' holds %llu parameters, the model has %zu (another model?)", path,
             (unsigned long long)h.num_params, n);
-    long expect = body_bytes(n) + (long)sizeof(CkptTrailer);
-    if (size != expect) die("checkpoint '%s' is %ld bytes, expected %ld (truncated?)", path, size, expect);
+    if (size != expect) die("checkpoint '%s' is %ld bytes, a checkpoint of this model is %ld (truncated?)", path, size, expect);
     fread_check(params, sizeof(float), n, f, path);
     fread_check(m, sizeof(float), n, f, path);
     fread_check(v, sizeof(float), n, f, path);

@@ -11,7 +11,9 @@
 #     by -y 1 and by zero_consolidate, naming the file and both values
 #  3. an unsharded checkpoint of another step copied over the latest one (ckpt_2 over
 #     ckpt_4, latest says 4): refused naming the file and both steps; a damaged byte in its
-#     header's step: refused as corrupt (its CRC), not as another step's; -x below the saved
+#     header's step: refused as corrupt (its CRC), not as another step's; one cut short:
+#     refused with its size and the size it should have; a damaged byte in its version or
+#     magic (read before the CRC): "corrupt, or" another version or file; -x below the saved
 #     step, and a sharded resume on 4 ranks without -d (the default batch grows with the
 #     ranks): refused, the second naming the -d that keeps the saved batch
 #  4. settings changed on resume (-l, -c, --grad-clip, -u, --beta1, -x) are printed, and
@@ -126,6 +128,21 @@ refused step_copied "checkpoint '$tmp/step_copied/ckpt_00000004.bin' holds step 
 cp -r "$tmp/base" "$tmp/header_flip"
 printf '\x7f' | dd of="$tmp/header_flip/ckpt_00000004.bin" bs=1 seek=16 conv=notrunc status=none
 refused header_flip "checkpoint '$tmp/header_flip/ckpt_00000004.bin' is corrupt: CRC" ./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1
+# a checkpoint cut short: refused with its size and the size a checkpoint of this model has
+cp -r "$tmp/base" "$tmp/cut_short"
+full=$(stat -c %s "$tmp/cut_short/ckpt_00000004.bin")
+truncate -s $((full - 100)) "$tmp/cut_short/ckpt_00000004.bin"
+refused cut_short "checkpoint '$tmp/cut_short/ckpt_00000004.bin' has a damaged trailer: it is $((full - 100)) bytes, a checkpoint of this model is $full (cut short)" \
+    ./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1
+# a damaged byte in the version or the magic, read before the CRC can vouch for them: corrupt, or another file
+cp -r "$tmp/base" "$tmp/version_flip"
+printf '\x06' | dd of="$tmp/version_flip/ckpt_00000004.bin" bs=1 seek=8 conv=notrunc status=none
+refused version_flip "checkpoint '$tmp/version_flip/ckpt_00000004.bin' is corrupt, or has version 6: this build reads version 2" \
+    ./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1
+cp -r "$tmp/base" "$tmp/magic_flip"
+printf 'g' | dd of="$tmp/magic_flip/ckpt_00000004.bin" bs=1 seek=0 conv=notrunc status=none
+refused magic_flip "'$tmp/magic_flip/ckpt_00000004.bin' is corrupt, or not a training checkpoint: its magic is" \
+    ./train_gpt2 "${small[@]}" -x 6 -n 2 -y 1
 
 # 3b. -x below the checkpoint's step: refused (the loop would not run); another batch size
 # without -d: refused, naming this run's B and ranks and the -d that keeps the saved batch
