@@ -238,8 +238,9 @@ void zero_gather_master(Zero *z, int tensor, float *out);
 const char *zero_run_id(const Zero *z);
 
 // Sharded checkpoint of the optimizer state (fp32 master, AdamW m and v) between steps.
-// Collective. Every rank writes DIR/zero_STEP/rank_RRRRR.bin (its owned elements, run id
-// and step, CRC-32; temp file + fsync + rename); rank 0 then writes extra.bin (rank 0's
+// Collective. Rank 0 first removes a manifest.json an earlier save of STEP left in
+// DIR/zero_STEP (synced), then every rank writes DIR/zero_STEP/rank_RRRRR.bin (its owned
+// elements, run id and step, CRC-32; temp file + fsync + rename); rank 0 then writes extra.bin (rank 0's
 // `extra` blob, may be NULL/0), manifest.json (run id, step, world, stage, tensor table,
 // every file's size and body CRC) and last DIR/latest_zero. Returns 0 on every rank, or
 // -1 on every rank after the failing rank printed why (nothing of the new checkpoint is
@@ -250,16 +251,19 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
 // (names, sizes) must match; the world size and stage may differ: each rank reads its own
 // ranges from whichever saved rank files hold them, verifying their CRCs. Working
 // parameters are then refreshed as after the saved step (same t for bf16 rounding), so a
-// resumed run is bit-identical. extra receives the saved blob (extra_bytes must equal its
+// resumed run is bit-identical (a checkpoint of another working-parameter precision loads
+// too, saying so in one line). extra receives the saved blob (extra_bytes must equal its
 // size). Returns 0, or -1 on every rank (nothing changed) after printing which file or
 // tensor is wrong (a rank file of another run or step is named with both run ids and
 // steps). On success the run adopts the checkpoint's run id.
 int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_bytes);
 // The step DIR/latest_zero names; -1 when there is none (no checkpoint yet), -2 when the
-// file exists but is malformed (zero_load then says why).
+// file exists but is malformed, or is no regular file (zero_load then says why).
 int zero_latest(const char *dir);
 // Rank 0 removes all but the newest `keep` published checkpoints in dir and those whose
-// step is a multiple of major (> 0) (others no-op; keep < 1: nothing is removed).
+// step is a multiple of major (> 0) (others no-op; keep < 1: nothing is removed). Published:
+// its manifest reads and every file it names is there at its size. A folder's manifest is
+// removed (and synced) before its other files, so a prune cut short leaves none that looks published.
 int zero_prune(Zero *z, const char *dir, int keep, long long major);
 
 // Consolidation without MPI or a Zero: the fp32 master weights of a checkpoint, every
