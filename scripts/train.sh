@@ -6,6 +6,7 @@
 # train_gpt2cu against train_gpt2_zero; without: the CPU trainer train_gpt2 against itself
 # under mpirun with -z.
 set -euo pipefail
+caller=$PWD   # -o is taken from here; the trainers run from the repository's root
 cd "$(dirname "$0")/.."
 
 usage() {
@@ -23,11 +24,14 @@ otherwise the CPU path.
   -z STAGE   ZeRO stage of the sharded run, 0-3 (default 3)
   -n RANKS   ranks of the sharded run (default 4)
   -x STEPS   optimizer steps of both runs (default: 40 on the CPU, one epoch on a GPU)
-  -o DIR     output folder (default out/main_job): DIR/unsharded, DIR/zeroSTAGE, DIR/compare.png
+  -o DIR     output folder (default out/main_job in the repository): DIR/unsharded,
+             DIR/zeroSTAGE, DIR/compare.png; a relative DIR is taken from the current folder
   -h         this help
   -- ARGS    passed to both trainers after the script's own flags, so they take
              precedence (e.g. -- -e d6 -l 1e-3); -b and -t set the micro-batch and
-             sequence of both (the global batch, B*T*RANKS, follows); not -o, -z or -d
+             sequence of both (the global batch, B*T*RANKS, follows); not -o, -z or -d.
+             The trainers run in the repository's root (where their default data lies):
+             relative paths in ARGS are taken from there
 
 CPU: model d12c384h6t128 (40.7M parameters), micro-batch 1 per rank, sequence 64, global
 batch 64*RANKS tokens (the unsharded run accumulates RANKS micro-batches), both runs with
@@ -63,7 +67,7 @@ while [ $# -gt 0 ]; do
                 -x) is_int "$2" && { [ "$2" -ge 1 ] || [ "$2" -eq -1 ]; } \
                         || { echo "train.sh: -x expects steps >= 1 (or -1: one epoch), got '$2'" >&2; exit 1; }
                     steps=$2 ;;
-                -o) out=$2 ;;
+                -o) out=$2; [[ $out = /* ]] || out=$caller/$out ;;
             esac
             shift 2 ;;
         --) shift; break ;;

@@ -1,6 +1,7 @@
 // train_config.c: command-line parsing with getopt_long from one table of the flags, which
 // also gives the help (-h); every value is range-checked.
 #include "train_config.h"
+#include "launch_env.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -418,8 +419,9 @@ static const Flag flags[] = {
     {"-u", NULL, "N", V_INT, AT(warmup_steps), 0, 1 << 30, -1, FOR_ALL, 0, "warmup steps (default %s)", NULL},
     {"-k", NULL, "NAME", V_SCHEDULE, AT(lr_schedule), 0, 0, -1, FOR_ALL, 0,
      "learning rate schedule after the warmup, llm.c's: cosine (to -q x peak), linear\n"
-     "(to -q x peak), constant (the peak), wsd (the peak until 80%% of the steps, then\n"
-     "1 - sqrt decay to -q x peak) (default %s)", NULL},
+     "(to -q x peak), constant (the peak from the first step: no warmup, -u unused),\n"
+     "wsd (the peak until 80%% of the steps, then 1 - sqrt decay to -q x peak)\n"
+     "(default %s)", NULL},
     {"-q", NULL, "F", V_FLOAT, AT(final_lr_frac), 0, 1, -1, FOR_ALL, 0,
      "final learning rate as a fraction of the peak (default %s)", NULL},
     {"-c", NULL, "WD", V_FLOAT, AT(weight_decay), 0, 10, TRAIN_FLAG_WEIGHT_DECAY, FOR_ALL, 0,
@@ -853,6 +855,12 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
 }
 
 void train_config_check(TrainConfig *c, const char *flavour) {
+    char launcher[96];
+    if (c->dry_run && launch_env_ranks(launcher, sizeof launcher) != 1) {
+        fprintf(stderr, "error: --dry-run plays every rank in one process (--world N): start it once, not as one of "
+                "several ranks (%s)\n", launcher);
+        exit(1);
+    }
     if (c->zero_stage < 0 && strcmp(flavour, "cuda-zero") == 0) c->zero_stage = 0;   // train_gpt2_zero: -z 0
     if (c->deepspeed && c->zero_stage < 0 && !flavour_cuda(flavour)) {
         fprintf(stderr, "error: --deepspeed configures a ZeRO run: give -z STAGE or zero_optimization.stage in '%s'\n",

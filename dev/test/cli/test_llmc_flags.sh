@@ -57,6 +57,12 @@ refuse ./train_gpt2cu cu_mg "error: --micro-grads expects" --micro-grads 2
 refuse ./train_gpt2_zero zero_mg "error: --micro-grads is not train_gpt2_zero's" --micro-grads 1
 refuse ./train_gpt2 cpu_zero_mg "error: --micro-grads is not a ZeRO run's (-z)" -z 2 --micro-grads 0
 refuse ./train_gpt2 cpu_k "error: -k expects .*cosine, linear, constant or wsd" -k step
+# a dry run plays every rank in one process: started by a launcher as one of several, refused
+if OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 ./train_gpt2 -z 1 --dry-run --world 2 "${small[@]}" -o "$tmp/dry_r1" \
+        > "$tmp/dry_r1.txt" 2>&1; then bad "a dry run as rank 1 of 2: accepted"
+elif grep -q "error: --dry-run plays every rank in one process (--world N).*(OMPI_COMM_WORLD_SIZE=2)" "$tmp/dry_r1.txt" \
+        && [ ! -e "$tmp/dry_r1" ]; then ok "a dry run as rank 1 of 2: refused, naming the launcher's variable"
+else cat "$tmp/dry_r1.txt"; bad "a dry run as rank 1 of 2: not refused as it should be"; fi
 refuse ./train_gpt2 cpu_nk "error: -nk expects" -nk k
 refuse ./train_gpt2 cpu_sl "error: -sl expects" -sl -1
 refuse ./train_gpt2 cpu_a "error: -a expects" -a 2

@@ -7,6 +7,7 @@
 #  - -t after -- sets both runs' sequence, and the global batch follows it
 #  - a GPU that nvidia-smi lists but CUDA cannot use gives the CPU path
 #  - -h documents the flags; a bad stage, and -z, -d or -o after --, are refused
+#  - a relative -o is taken from the folder the script is run from
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -72,4 +73,10 @@ for bad in "-z 1" "-d 128" "-o x"; do   # the script's own settings, not the tra
     if scripts/train.sh -- $bad > "$tmp/e.txt" 2>&1; then fail "-- $bad accepted"; fi
     grep -qF "train.sh: " "$tmp/e.txt" && ! grep -q "^+ " "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "-- $bad: no refusal before any run"; }
 done
+root=$PWD
+(cd "$tmp" && "$root/scripts/train.sh" -z 1 -n 1 -x 1 -o rel/job -- -e d2c64h2t64 -t 32 -v 0 -s 0 > "$tmp/rel.txt" 2>&1) \
+    || { tail -n 30 "$tmp/rel.txt"; fail "a relative -o: the job failed"; }
+[ -s "$tmp/rel/job/compare.png" ] && [ ! -e "$root/rel/job" ] \
+    || { ls "$tmp/rel/job" "$root/rel" 2>&1; fail "a relative -o was not taken from the current folder"; }
+echo "a relative -o: the job's files are under the current folder"
 echo "PASS test_main_job"
