@@ -37,6 +37,32 @@ void zero_config_defaults(ZeroConfig *cfg) {
 
 static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
 
+// Tensors by name, equal names in table order (validate's duplicate check).
+static int by_name(const void *a, const void *b) {
+    const ZeroTensor *x = *(const ZeroTensor *const *)a, *y = *(const ZeroTensor *const *)b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x > y) - (x < y);
+}
+
+// Two tensors of one name would be two independent weights that drift apart (a tensor
+// shared by units is one entry listing them) and a checkpoint could not tell them apart.
+// Sorted rather than compared pairwise: the dry run validates the table once per rank.
+static int refuse_duplicate_names(const ZeroTensor *tensors, int num_tensors, int r) {
+    const ZeroTensor **named = malloc((size_t)num_tensors * sizeof *named);
+    if (!named) return zero_refuse(r, "out of host memory checking the names of %d tensors", num_tensors);
+    int n = 0, rc = 0;
+    for (int i = 0; i < num_tensors; i++)
+        if (tensors[i].name) named[n++] = &tensors[i];
+    qsort(named, (size_t)n, sizeof *named, by_name);
+    for (int k = 1; k < n && rc == 0; k++)
+        if (strcmp(named[k - 1]->name, named[k]->name) == 0)
+            rc = zero_refuse(r, "tensors %d and %d are both named \"%s\": a tensor read by two units is one entry "
+                             "listing both (units, num_units)", (int)(named[k - 1] - tensors), (int)(named[k] - tensors),
+                             named[k]->name);
+    free(named);
+    return rc;
+}
+
 // Checks that do not need the buffers; prints and returns -1 on a bad table or config.
 static int validate(const ZeroTensor *tensors, int num_tensors, int num_units, const ZeroConfig *cfg, ZeroComm *comm,
                     const ZeroBackend *b) {
@@ -73,7 +99,7 @@ static int validate(const ZeroTensor *tensors, int num_tensors, int num_units, c
             }
         }
     }
-    return 0;
+    return refuse_duplicate_names(tensors, num_tensors, r);
 }
 
 // The ZeRO++ switches, once the node layout is known.

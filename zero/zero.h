@@ -82,7 +82,7 @@ typedef enum { ZERO_TIER_DEVICE = 0, ZERO_TIER_HOST = 1, ZERO_TIER_NVME = 2 } Ze
 const char *zero_tier_name(ZeroTier t);   // "device", "cpu", "nvme" (DeepSpeed's names)
 
 typedef struct {
-    const char *name;
+    const char *name;                     // unique (zero_init refuses a second tensor of one name)
     size_t numel;
     int decay;                            // AdamW weight decay applies to this tensor
     int units[ZERO_MAX_TENSOR_UNITS];     // units that read it

@@ -787,6 +787,11 @@ static int run_errors(ZeroComm *comm) {
     bad[0].units[1] = bad[0].units[0];   // the same unit twice
     check(zero_init(bad, TOY_NT, TOY_NU, &cfg, comm, b, counted_init, &ic) == NULL, "errors: duplicate unit accepted");
     memcpy(bad, toy.t, sizeof bad);
+    bad[4].name = bad[1].name;   // two tensors of one name: two weights where one was meant
+    Zero *dup = zero_init(bad, TOY_NT, TOY_NU, &cfg, comm, b, counted_init, &ic);
+    check(dup == NULL, "errors: two tensors named %s accepted", bad[1].name);
+    zero_free(dup);
+    memcpy(bad, toy.t, sizeof bad);
     bad[0].num_units = 3;
     check(zero_init(bad, TOY_NT, TOY_NU, &cfg, comm, b, counted_init, &ic) == NULL, "errors: 3 units per tensor accepted");
     cfg.stage = 3;
