@@ -630,6 +630,9 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     const double t0 = zero_clock();
     const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
     if (!z->step.open) zero_fail(z, "zero_step without zero_begin_step");
+    // AdamW's bias corrections 1 - beta^t are 0 at t 0: every weight would become NaN while
+    // the norm stays finite, so no later check would catch it
+    if (a->t < 1) zero_fail(z, "zero_step with t %d: t is the 1-based optimizer step (the first step is 1)", a->t);
     if (z->reduce.units_ready != 0 || z->reduce.micro != z->step.grad_accum)
         zero_fail(z, "zero_step after %d complete micro-steps and %d of %d units' grads_ready in the next; "
                   "zero_begin_step announced %d", z->reduce.micro, z->reduce.units_ready, z->num_units, z->step.grad_accum);

@@ -165,7 +165,7 @@ void zero_grads_ready(Zero *z, int unit);
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     float grad_clip;            // <= 0: no clipping
-    int t;                      // 1-based optimizer step (bias correction, rounding seed)
+    int t;                      // 1-based optimizer step (bias correction, rounding seed); < 1 ends the run
 } ZeroStepArgs;
 
 // Reduces what is left, computes the global gradient norm across shards, clips, runs

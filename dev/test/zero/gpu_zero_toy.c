@@ -532,7 +532,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(mode, "train")) rc |= run_training(comm);
     if (!strcmp(mode, "errors")) rc |= run_errors(comm);
     if (!strcmp(mode, "timeout")) rc |= run_timeout(comm);
-    if (!strcmp(mode, "misuse")) rc |= run_misuse(comm, 0);
+    if (!strcmp(mode, "misuse")) rc |= run_misuse(comm, MISUSE_PARTIAL);
     if (!strcmp(mode, "queued")) run_queued(comm);
     if (!strcmp(mode, "ring")) run_ring(comm);
     if (!all && strcmp(mode, "collectives") && strcmp(mode, "groups") && strcmp(mode, "train") &&

@@ -23,7 +23,7 @@ references do not show (unbiased rounding, thread counts); edges: offload where 
 little (nothing at all; one tile, after a skipped step), and a gradient pool that holds every
 gradient at once with blocks returned out of order; errors: bad tables and configs are
 refused; timeout: one rank stalls inside a collective, the watchdog must end the job; misuse,
-misuse_bwd: a hook out of order must end the job.
+misuse_bwd: a hook out of order must end the job; step_t0: so must zero_step with t 0.
 */
 #include <math.h>
 #include <omp.h>
@@ -827,8 +827,12 @@ static int run_timeout(ZeroComm *comm) {
 
 // A hook out of order must end the job. misuse: zero_step with one unit's grads ready;
 // misuse_bwd: zero_step after a complete micro-step and one more backward fetch of unit 1
-// whose grads_ready never came.
-static int run_misuse(ZeroComm *comm, int extra_backward) {
+// whose grads_ready never came; step_t0: zero_step with t 0 after a complete micro-step (a
+// loop counter from 0 passed for the 1-based step: AdamW's bias corrections would be 0,
+// every weight NaN under a finite norm).
+typedef enum { MISUSE_PARTIAL, MISUSE_EXTRA_BACKWARD, MISUSE_T0 } Misuse;
+
+static int run_misuse(ZeroComm *comm, Misuse how) {
     Toy toy;
     toy_table(&toy);
     InitCtx ic = {&toy, comm->rank, comm->world, {0}, 0};
@@ -838,19 +842,21 @@ static int run_misuse(ZeroComm *comm, int extra_backward) {
     Zero *z = zero_init(toy.t, TOY_NT, TOY_NU, &cfg, comm, host_b, counted_init, &ic);
     if (!z) return 1;
     zero_begin_step(z, 1);
-    for (int u = extra_backward ? TOY_NU - 1 : 2; u >= (extra_backward ? 0 : 2); u--) {
+    const int whole = how != MISUSE_PARTIAL;   // every unit's backward: a complete micro-step
+    for (int u = whole ? TOY_NU - 1 : 2; u >= (whole ? 0 : 2); u--) {
         zero_fetch(z, u, 1);
         zero_grads_ready(z, u);
         zero_release(z, u, 1);
     }
-    if (extra_backward) {
+    if (how == MISUSE_EXTRA_BACKWARD) {
         zero_fetch(z, 1, 1);
         zero_release(z, 1, 1);
     }
-    ZeroStepArgs a = {TOY_LR, TOY_B1, TOY_B2, TOY_EPS, TOY_WD, TOY_CLIP, 1};
+    ZeroStepArgs a = {TOY_LR, TOY_B1, TOY_B2, TOY_EPS, TOY_WD, TOY_CLIP, how == MISUSE_T0 ? 0 : 1};
     zero_step(z, &a);   // must stop here
-    printf("rank %d: zero_step accepted an incomplete micro-step\n", comm->rank);
-    return 0;
+    printf("rank %d: zero_step accepted %s\n", comm->rank, how == MISUSE_T0 ? "t 0" : "an incomplete micro-step");
+    zero_free(z);
+    return 1;
 }
 
 int main(int argc, char **argv) {
@@ -866,9 +872,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "edges")) rc = run_edges(comm);
     else if (!strcmp(mode, "errors")) rc = run_errors(comm);
     else if (!strcmp(mode, "timeout")) rc = run_timeout(comm);
-    else if (!strcmp(mode, "misuse")) rc = run_misuse(comm, 0);
-    else if (!strcmp(mode, "misuse_bwd")) rc = run_misuse(comm, 1);
-    else { fprintf(stderr, "usage: %s [train|kernels|edges|errors|timeout|misuse|misuse_bwd]\n", argv[0]); rc = 2; }
+    else if (!strcmp(mode, "misuse")) rc = run_misuse(comm, MISUSE_PARTIAL);
+    else if (!strcmp(mode, "misuse_bwd")) rc = run_misuse(comm, MISUSE_EXTRA_BACKWARD);
+    else if (!strcmp(mode, "step_t0")) rc = run_misuse(comm, MISUSE_T0);
+    else { fprintf(stderr, "usage: %s [train|kernels|edges|errors|timeout|misuse|misuse_bwd|step_t0]\n", argv[0]); rc = 2; }
     // every rank learns whether any rank failed
     double f[2] = {(double)fails, (double)passes};
     zero_mpi_allreduce_sum_f64(comm, f, 2, "test summary");

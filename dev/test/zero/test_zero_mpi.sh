@@ -6,8 +6,9 @@
 # at 1, 2, 3 and 4 ranks against the unsharded reference (also with the host backend's
 # jitter, ZERO_HOST_JITTER, and the NVMe engine's, ZERO_NVME_JITTER, under several seeds:
 # the same bits), the overlap properties
-# read from a recording backend (mpi_zero_overlap.c), and two runs that must die: a
-# collective stalled past the watchdog's timeout and a hook called out of order.
+# read from a recording backend (mpi_zero_overlap.c), and runs that must die: a
+# collective stalled past the watchdog's timeout, a hook called out of order and zero_step
+# with t 0.
 # Run from the repository root. Prints PASS/FAIL per case; exit 0 only if all pass.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -149,7 +150,7 @@ misuse() {
     timeout 60 mpirun "${mpiflags[@]}" -np 2 "$bin" "$mode" > "$tmp/$mode.log" 2>&1
     rc=$?
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "$pattern" "$tmp/$mode.log" &&
-       ! grep -q "accepted an incomplete" "$tmp/$mode.log"; then
+       ! grep -q "zero_step accepted" "$tmp/$mode.log"; then
         pass "$mode (exit $rc)"
     else
         cat "$tmp/$mode.log"
@@ -160,6 +161,8 @@ misuse() {
 misuse misuse "zero: rank [01]: zero_step after 0 complete micro-steps and 1 of 5 units' grads_ready"
 # zero_step after a complete micro-step and a backward fetch whose grads_ready never came
 misuse misuse_bwd "zero: rank [01]: zero_step after a backward zero_fetch of unit 1 whose zero_grads_ready never came (1 complete"
+# zero_step with t 0 after a complete micro-step (t counts optimizer steps from 1)
+misuse step_t0 "zero: rank [01]: zero_step with t 0: t is the 1-based optimizer step"
 
 if [ "$fail" -eq 0 ]; then echo "test_zero_mpi: all passed"; else echo "test_zero_mpi: FAILED"; fi
 exit "$fail"
