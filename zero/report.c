@@ -91,6 +91,7 @@ void zero_report_info(const Zero *z, ZeroReportInfo *in) {
     in->hpz = z->comm->hpz_size;
     in->qgz = z->cfg.qgz;
     in->hier_reduce = z->reduce.two_hops;
+    in->fast_reduce = z->cfg.fast_reduce;
     in->qwz_block = z->gather.qwz_block;
     in->qgz_block = z->reduce.qgz_block;
     in->qwz_bytes = z->gather.qwz_own ? z->gather.qwz_own_bytes : 0;
@@ -116,8 +117,9 @@ void zero_formula(const ZeroReportInfo *in, const ZeroFigures *f, ZeroFormula *o
     // fp32 master, m, v: 12 bytes a parameter (the paper's K); the reduced gradient shard
     // is always fp32 (4); working params and gradients in their dtypes
     switch (in->stage) {
-    case 0:   // everything whole; the reduced shard is the only 1/N term
-        out->replicated = pes + ges + 12.0 + (in->grad_dtype == ZERO_F32 ? 0.0 : 4.0);
+    case 0:   // everything whole; the reduced shard is the only 1/N term; --fast-reduce
+              // gathers the bf16 sums into a whole buffer of their own
+        out->replicated = pes + ges + 12.0 + (in->grad_dtype == ZERO_F32 ? 0.0 : 4.0) + (in->fast_reduce ? 2.0 : 0.0);
         out->sharded = 4.0;
         break;
     case 1:

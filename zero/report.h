@@ -23,6 +23,7 @@ typedef struct {
     size_t host_budget;              // dry run, a GPU: host bytes a rank has for the host side (0: not checked)
     ZeroTier optimizer_tier, param_tier;   // where offload keeps them (device: not offloaded)
     int qwz, hpz, qgz, hier_reduce, qwz_block, qgz_block;   // ZeRO++ switches as used
+    int fast_reduce;                 // bf16 gradient sums (stage 0 keeps them whole: 2 B a parameter)
     size_t qwz_bytes, secondary_bytes;     // qwZ's int8 records of the shard, hpZ's secondary partition
     int param_is_master;             // offloaded fp32 working parameters stored as the master (one copy)
     size_t opt_device_shard;         // elements of this rank's shard whose optimizer states are on the device

@@ -9,6 +9,7 @@
 #  - zero_report.json: the gradients' bytes per step are half the default's (bf16 against
 #    fp32), as a reduce-scatter, and the dry run predicts the same count; stage 0 gathers the
 #    bf16 sums (an all-reduce in its two halves): half the bytes stage 1's fp32 weights take
+#  - every rank's model states are the report's formula, live and in the dry run
 #  - stopped at step 10 and resumed (-y 1): the uninterrupted run's bits
 #  - combinations it does not support are refused with a message
 set -u
@@ -76,6 +77,21 @@ assert all(a > 0 and 2 * a == b for a, b in zip(z0, z1)), "stage 0 does not gath
 assert sent(sys.argv[4], "reduce_scatter") == sent(sys.argv[5], "reduce_scatter"), "stages 0 and 1 reduce other bytes"
 PY
 echo "PASS: --fast-reduce sends half the default's gradient bytes, as a reduce-scatter; the dry run counts the same"
+# memory: each rank's model states are the report's formula, live at every stage and in the
+# dry run (stage 0 gathers the bf16 sums into a whole buffer of their own)
+./train_gpt2 "${args[@]}" -z 0 --fast-reduce --dry-run --world 2 -o "$tmp/dry0" > "$tmp/dry0.txt" 2>&1 \
+    || { tail "$tmp/dry0.txt"; fail "the stage-0 dry run of --fast-reduce failed"; }
+python3 - "$tmp"/fast{0,1,2,3}/zero_report.json "$tmp/dry0/zero_report.json" "$tmp/dry/zero_report.json" << 'PY' \
+    || fail "--fast-reduce's model states off the formula (above)"
+import json, sys
+for path in sys.argv[1:]:
+    r = json.load(open(path))
+    for rank in r["ranks"]:
+        got, want = rank["model_states_bytes"], rank["formula"]["model_states_bytes"]
+        print(f"{path.split('/')[-2]} (stage {r['stage']}) rank {rank['rank']}: model states {got} B, formula {want} B")
+        assert got == want, path
+PY
+echo "PASS: --fast-reduce: every rank's model states are the formula's, live at stages 0-3 and in the dry run"
 # refusals
 expect_refused() {   # expect_refused PATTERN ARGS...
     local pat=$1; shift
