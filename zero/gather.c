@@ -155,6 +155,13 @@ static int kind_val(const ZeroTensorState *t, int kind) { return kind == GK_QWZ 
 // What a fetch (forward or backward) needs the block to hold: what its gather would bring.
 static int wanted(const Zero *z, const ZeroTensorState *t, int bwd) { return kind_val(t, gather_kind(z, t, bwd)); }
 
+// The events (gathers, hits, evictions, ...) count inside a step only, as the bytes do
+// (zero_flow_add): the trainer's forward passes between steps (evaluation, generation) are
+// not the steps a dry run predicts.
+static void count_event(const Zero *z, uint64_t *counter, uint64_t n) {
+    if (z->step.open) *counter += n;
+}
+
 static int in_pool(const ZeroTensorState *t) { return !t->persistent && t->lay->split.padded > 0; }
 
 // Number of trace entries ahead: the rest of this micro-step, and the next micro-step's
@@ -213,7 +220,7 @@ static int next_use(const Zero *z, int ti) {
 
 static void drop(Zero *z, int ti) {
     ZeroTensorState *t = &z->t[ti];
-    if (t->gather.issued && !t->gather.used) z->gather.wasted++;
+    if (t->gather.issued && !t->gather.used) count_event(z, &z->gather.wasted, 1);
     // its all-gather may still be queued: what is placed here next must not be written
     // before it runs by another stream than the gather stream (an NVMe read: offload.c)
     if (t->gather.issued && !t->gather.main_waited) zero_offload_unwaited_gather(z);
@@ -252,7 +259,7 @@ static int evict_furthest(Zero *z, int unit, int ti, int after) {
         if (d > best_use) { best = i; best_use = d; }
     }
     if (best < 0) return 0;
-    if (z->t[best].gather.issued) z->gather.evictions++;
+    if (z->t[best].gather.issued) count_event(z, &z->gather.evictions, 1);
     drop(z, best);
     return 1;
 }
@@ -270,7 +277,7 @@ static void evict_own(Zero *z, int unit) {
     for (int i = 0; i < U->n; i++) {
         ZeroTensorState *t = &z->t[U->tensors[i]];
         if (t->gather.block == ZERO_ARENA_FULL || t->gather.holders > 0) continue;
-        if (t->gather.issued) z->gather.evictions++;
+        if (t->gather.issued) count_event(z, &z->gather.evictions, 1);
         drop(z, U->tensors[i]);
     }
 }
@@ -317,9 +324,9 @@ static void gather_batch(Zero *z, int kind, const int *coded, int n, const char 
             b->wire_unpack(b, ZERO_WIRE_INT8, z->gather.qwz_block, byte_at(z->gather.qwz_land, off, 1), t->lay->split.shard, z->world,
                            t->work, z->cfg.param_dtype, z->gather.stream);
             off += (size_t)z->world * qrec_bytes(z, t);
-            z->gather.qwz_gathers++;
+            count_event(z, &z->gather.qwz_gathers, 1);
         }
-        if (kind == GK_HPZ) z->gather.hpz_gathers++;
+        if (kind == GK_HPZ) count_event(z, &z->gather.hpz_gathers, 1);
         if (!bwd && z->gather.hpz_copy) {   // the backward will gather from here, inside the group
             size_t cnt = sec_count(z, t), h = (size_t)zero_group_index(z->comm, ZERO_GROUP_HPZ);
             b->copy(b, byte_at(z->gather.hpz_copy, t->gather.sec_off, z->param_size), ZERO_MEM_DEVICE, byte_at(t->work, h * cnt, z->param_size),
@@ -333,7 +340,7 @@ static void gather_batch(Zero *z, int kind, const int *coded, int n, const char 
     for (int k = 0; k < n; k++) {
         ZeroTensorState *t = &z->t[coded[k] >> 1];
         b->event_record(b, t->gather.ready, z->gather.stream);
-        if (t->gather.issued && !t->gather.used) z->gather.wasted++;   // gathered again before any use
+        if (t->gather.issued && !t->gather.used) count_event(z, &z->gather.wasted, 1);   // gathered again before any use
         t->gather.issued = 1;
         t->gather.used = 0;
         t->gather.main_waited = 0;
@@ -432,7 +439,7 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward) {
         ZeroTensorState *t = &z->t[U->tensors[i]];
         if (!in_pool(t)) continue;
         if (t->gather.issued && t->gather.val == wanted(z, t, is_backward)) {
-            z->gather.hits++;
+            count_event(z, &z->gather.hits, 1);
             continue;
         }
         if (t->gather.issued && t->gather.holders > 0)
@@ -440,7 +447,7 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward) {
                       "(qwZ/hpZ)", t->name, unit, is_backward ? "backward" : "forward");
         z->gather.batch[n++] = U->tensors[i] << 1 | (is_backward ? 1 : 0);
     }
-    z->gather.gathers += (uint64_t)n;
+    count_event(z, &z->gather.gathers, (uint64_t)n);
     issue(z, z->gather.batch, n, is_backward ? "params (backward):" : "params:");
     for (int i = 0; i < U->n; i++) {
         ZeroTensorState *t = &z->t[U->tensors[i]];
@@ -454,7 +461,7 @@ void zero_gather_fetch(Zero *z, int unit, int is_backward) {
     if (z->cfg.prefetch_elems > 0) {
         int np = 0;
         walk_window(z, collect_prefetch, &np);
-        z->gather.prefetches += (uint64_t)np;
+        count_event(z, &z->gather.prefetches, (uint64_t)np);
         issue(z, z->gather.batch, np, "prefetch params:");
     }
     uint64_t waited = 0;   // tensors of one all-gather share one wait

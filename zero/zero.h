@@ -205,6 +205,7 @@ typedef struct {
     double nvme_busy_s;                // time with NVMe requests in flight, all steps so far
     size_t param_pool_elems, param_pool_peak;  // stage 3 gather pool: capacity, most ever live
     size_t grad_pool_elems, grad_pool_peak;    // stage 2/3 gradient pool
+    // stage 3's events count inside zero_begin_step .. zero_step only, as the bytes sent do
     uint64_t gathers;       // stage 3: tensors all-gathered on demand at fetch
     uint64_t prefetches;    // stage 3: tensors all-gathered ahead of their fetch
     uint64_t gather_hits;   // stage 3: fetches of a tensor still gathered (kept or prefetched)

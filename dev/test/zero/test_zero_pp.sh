@@ -8,7 +8,8 @@
 #                (--node-size 1) sums in rank order: the same bits as the flat reduction;
 #                stages 2 and 3 give the same bits with --qgz and with --hier-reduce
 #   bytes        the report's bytes per flow against formulas from the tensor sizes (the
-#                checkpoint manifest's table), and the dry run's against the live ones
+#                checkpoint manifest's table), and the dry run's bytes and stage-3 events
+#                against live runs that validate and generate text between steps
 #   offload      qwZ and hpZ with the optimizer or the parameters offloaded (cpu, nvme): the
 #                same bits as without offload
 #   resume       a checkpoint of a run with every switch resumes bit-exact
@@ -106,8 +107,9 @@ if want bytes; then
     # forward, every tensor once and wte twice (the embeddings and the classifier read it);
     # backward, every tensor once (the classifier's wte is kept from its forward). The first
     # step records the fetch order and differs: the formulas take the fourth step alone (the
-    # totals of 4 steps less those of 3)
-    b=(-d 256 --zero-prefetch 0)
+    # totals of 4 steps less those of 3). Validation (-v 2) and text generation (-s 2) fetch
+    # between steps: neither the bytes nor the events count them, as the dry run has none
+    b=(-d 256 --zero-prefetch 0 -s 2 -g 4)
     run z3n -z 3 -n 4 "${b[@]}"
     run z3n3 -z 3 "${b[@]}" -x 3
     run z3pp -z 3 --qwz --hpz 2 --qgz "${b[@]}"
@@ -129,6 +131,10 @@ if want bytes; then
                 -x $x -o "$tmp/${r}dry$x" > "$tmp/${r}dry$x.txt" 2>&1 || { tail -20 "$tmp/${r}dry$x.txt"; fail "the dry run of $r, -x $x"; }
         done
     done
+    # and with prefetch (args' window): prefetches, hits and kept tensors beside validation
+    run z3pf -z 3 -s 2 -g 4
+    ./train_gpt2 "${args[@]}" -z 3 -s 2 -g 4 --dry-run --world 4 -o "$tmp/z3pfdry4" > "$tmp/z3pfdry4.txt" 2>&1 \
+        || { tail -20 "$tmp/z3pfdry4.txt"; fail "the dry run of z3pf"; }
     python3 - "$tmp" << 'EOF' || fail "bytes per flow"
 import json, sys
 tmp = sys.argv[1]
@@ -178,16 +184,17 @@ check("hpZ secondary partition", zp["secondary_partition_bytes"], sum(S4) * N //
 check("qwZ records of the shard", zp["qwz_records_bytes"], sum(rec8))
 inter = lambda f: sum(v["inter_node_bytes"] for k, v in f.items() if k != "step_param_gather")
 print(f"cross-node bytes in a step: stage 3 {inter(base):.0f}, ZeRO++ {inter(pp):.0f} ({inter(pp) / inter(base):.3f} x)")
-for run in ("z3n", "z3pp"):   # the dry run predicts the live figures of a run of 4 and 3 steps, every rank
-    for x, live in ((4, run), (3, run + "3")):
-        dry = json.load(open(f"{tmp}/{run}dry{x}/zero_report.json"))
-        assert dry["steps"] == rep(live)["steps"] == x, (run, x, dry["steps"], rep(live)["steps"])
-        for k in range(N):
-            live_r, dry_r = rep(live)["ranks"][k], dry["ranks"][k]
-            for key in ("sent_per_step", "sent_per_step_by_flow", "sent_total"):
-                assert live_r[key] == dry_r[key], (run, x, k, key, live_r[key], dry_r[key])
-            assert live_r["zero_pp"]["secondary_partition_bytes"] == dry_r["zero_pp"]["secondary_partition_bytes"]
-print("dry run = live run of 4 and of 3 steps, every rank")
+# the dry run predicts the live figures of a run of 4 and 3 steps, every rank: bytes and events
+for run, x, live in (("z3n", 4, "z3n"), ("z3n", 3, "z3n3"), ("z3pp", 4, "z3pp"), ("z3pp", 3, "z3pp3"), ("z3pf", 4, "z3pf")):
+    dry = json.load(open(f"{tmp}/{run}dry{x}/zero_report.json"))
+    assert dry["steps"] == rep(live)["steps"] == x, (run, x, dry["steps"], rep(live)["steps"])
+    for k in range(N):
+        live_r, dry_r = rep(live)["ranks"][k], dry["ranks"][k]
+        for key in ("sent_per_step", "sent_per_step_by_flow", "sent_total", "events", "zero_pp"):
+            assert live_r[key] == dry_r[key], (live, x, k, key, live_r[key], dry_r[key])
+ev = rep("z3pf")["ranks"][0]["events"]
+assert ev["prefetches"] > 0 and ev["gather_hits"] > 0, ev
+print(f"dry run = live run (validation and generation between steps) of 4 and of 3 steps, every rank; with prefetch {ev}")
 EOF
     echo "bytes: per-flow bytes match the formulas and the dry run"
 fi
