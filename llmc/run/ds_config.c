@@ -30,6 +30,7 @@ typedef enum {
     DS_LEGACY,   // DeepSpeed's deprecated offload switch: true or false into an offload device
     DS_PRECISION,// fp16 / bf16: their "enabled" gets a message; the rest has no effect here
     DS_COMM_DTYPE,// communication_data_type: "fp32" (the default reduction) or "bf16" (--fast-reduce)
+    DS_REFUSED,  // a section whose settings this trainer takes from flags only (why says which)
 } DsKind;
 
 typedef enum { F_INT, F_LONG, F_I64, F_FLOAT, F_STRING } FieldType;
@@ -90,6 +91,13 @@ static const DsKey KEYS[] = {
     // DeepSpeed's Adam with adam_w_mode false is Adam with L2 regularization
     {.key = "optimizer.params.adam_w_mode", .kind = DS_LATER, .off = {"true"}},
     {.key = "optimizer.params.bias_correction", .kind = DS_LATER, .off = {"true"}},
+    {.key = "optimizer.params.amsgrad", .kind = DS_LATER, .off = {"false"}},
+    // DeepSpeed's schedulers (WarmupLR's log warmup from warmup_min_lr, WarmupDecayLR, ...)
+    // are not llm.c's: a section read as if they were would train with another schedule
+    {.key = "scheduler", .kind = DS_REFUSED,
+     .why = "DeepSpeed's learning-rate schedulers are not this trainer's; its schedule is llm.c's, set by flags: "
+            "-k cosine|linear|constant|wsd, -u warmup steps, -l peak, -q final fraction of the peak. Remove the "
+            "section, or give its parameters as \"auto\""},
     {.key = "zero_optimization", .kind = DS_SECTION},
     {.key = "zero_optimization.stage", .kind = DS_INT, .lo = 0, .hi = 3, .flag = TRAIN_FLAG_ZERO_STAGE,
      .flag_name = "-z", INT_FIELD(zero_stage)},
@@ -484,6 +492,18 @@ static int apply_key(Reader *r, const char *key, const cJSON *v, const cJSON *pa
         return 0;
     case DS_ADAM: return apply_adam(r, k, v);
     case DS_LATER: return apply_later(r, k, v);
+    case DS_REFUSED: {
+        // Hugging Face's templates give every parameter "auto", the trainer's own values: that
+        // is the trainer's schedule (the type names none of it), so it is accepted
+        const cJSON *params = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "params") : NULL, *set = NULL;
+        int accepted = cJSON_IsObject(v) && (params == NULL || cJSON_IsObject(params));
+        for (const cJSON *e = accepted && params ? params->child : NULL; e && !set; e = e->next)
+            if (!is_auto(e)) set = e;
+        if (accepted && !set) return 0;
+        fprintf(r->log, "error: '%s': %s%s%s%s%s: %s\n", r->path, key, set ? ".params." : "", set ? set->string : "",
+                set ? " = " : "", set ? json_text(set, text, sizeof(text)) : "", k->why);
+        return -1;
+    }
     case DS_OFFLOAD: return apply_offload(r, k, v);
     case DS_PATH: return apply_path(r, k, v);
     case DS_BOOL: return apply_bool(r, k, v);
@@ -757,7 +777,7 @@ void ds_config_usage(FILE *out, const char *indent) {
         for (size_t i = 0; i < NUM_KEYS; i++) {
             const DsKey *k = &KEYS[i];
             size_t len = strlen(k->key);
-            int is_later = k->kind == DS_LATER || (k->kind == DS_IDLE && !k->why_idle);
+            int is_later = k->kind == DS_LATER || k->kind == DS_REFUSED || (k->kind == DS_IDLE && !k->why_idle);
             if (k->kind == DS_SECTION || k->key[len - 1] == ']' || is_later != later) continue;
             const char *dot = strrchr(k->key, '.');
             size_t sec = dot ? (size_t)(dot - k->key) : 0;
@@ -765,6 +785,8 @@ void ds_config_usage(FILE *out, const char *indent) {
             char item[160];
             if (k->kind == DS_LATER) {
                 snprintf(item, sizeof(item), "%s %s", leaf, k->off[0]);
+            } else if (k->kind == DS_REFUSED) {
+                snprintf(item, sizeof(item), "%s with its params \"auto\" (flags set it: -k, -u, -l, -q)", leaf);
             } else if (k->kind == DS_IDLE) {
                 snprintf(item, sizeof(item), "%s (any: %s)", leaf, k->why_idle ? k->why_idle : "no effect");
             } else if (k->kind == DS_OFFLOAD) {

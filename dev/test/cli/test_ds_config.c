@@ -282,10 +282,18 @@ static void test_later_features_refused_unless_off(void **state) {
         {"{\"optimizer\": {\"type\": \"Lamb\"}}", "optimizer.type \"Lamb\" is not supported"},
         {"{\"optimizer\": {\"type\": \"OneBitAdam\"}}", "optimizer.type \"OneBitAdam\" is not supported"},
         {"{\"aio\": {\"use_gds\": true}}", "aio.use_gds = true is not supported yet"},
+        {"{\"optimizer\": {\"params\": {\"amsgrad\": true}}}", "optimizer.params.amsgrad = true is not supported yet"},
+        // a scheduler would train with another schedule than the one it names: refused, with the flags
+        {"{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_num_steps\": 10}}}",
+         "scheduler.params.warmup_num_steps = 10: DeepSpeed's learning-rate schedulers are not this trainer's; its "
+         "schedule is llm.c's, set by flags: -k cosine|linear|constant|wsd, -u warmup steps"},
+        {"{\"scheduler\": \"WarmupLR\"}", "scheduler: DeepSpeed's learning-rate schedulers are not this trainer's"},
     };
     for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++)
         expect_refused("", later[i].json, later[i].says, NULL);
     // their "off" values, written out, are fine (and change nothing)
+    expect_no_change("", "{\"scheduler\": \"auto\", \"optimizer\": {\"params\": {\"amsgrad\": false}}}");
+    expect_no_change("", "{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_num_steps\": \"auto\"}}}");
     expect_no_change("", "{\"zero_optimization\": {"
                          " \"offload_optimizer\": {\"pin_memory\": true, \"nvme_path\": null},"
                          " \"offload_param\": {\"nvme_path\": null, \"pin_memory\": false}}}");
@@ -297,13 +305,13 @@ static void test_unknown_keys_warned_by_name(void **state) {
     assert_int_equal(apply(&c, "",
                            "{\"fp16\": {\"enabled\": true}, \"steps_per_print\": 10,"
                            " \"zero_optimization\": {\"stage\": 1, \"overlap_comm\": true},"
-                           " \"optimizer\": {\"params\": {\"lr\": 0.001, \"amsgrad\": false}}}"),
+                           " \"optimizer\": {\"params\": {\"lr\": 0.001, \"torch_adam\": false}}}"),
                      0);
     expect_log("warning: ");
     expect_log(g_path);
     // fp16 has a message of its own (test_precision), not a place in the list
     expect_log("ignoring 3 keys this trainer does not know: steps_per_print, "
-               "zero_optimization.overlap_comm, optimizer.params.amsgrad");
+               "zero_optimization.overlap_comm, optimizer.params.torch_adam");
     expect_log("fp16.enabled true: no fp16 runs here");
     assert_null(strstr(g_log, "error"));
     assert_int_equal(c.zero_stage, 1);  // the known keys beside them still apply
