@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# launch_ranks.sh NP COMMAND...: runs NP ranks of COMMAND on this machine, with mpirun
-# when there is one and NO_MPI is unset, else as plain processes with RANK /
+# launch_ranks.sh NP COMMAND...: runs NP ranks of COMMAND on this machine, with Open MPI's
+# mpirun when there is one and NO_MPI is unset, else as plain processes with RANK /
 # WORLD_SIZE / LOCAL_RANK and a shared bootstrap file for the NCCL id: ZERO_BOOTSTRAP_FILE
 # in a fresh private folder (mode 0700), and ZERO_BOOTSTRAP_SECRET, a fresh secret of 32
 # random bytes drawn for this job alone, which binds the file to this job (the ranks refuse
@@ -16,9 +16,9 @@ usage: scripts/launch_ranks.sh NP COMMAND [ARGS...]
 Starts NP ranks of COMMAND on this machine and waits for them; exits non-zero if any rank
 does (mpirun's status, or 1). Without mpirun, the first rank that fails ends the others, and
 a signal to the launcher ends them all.
-  - With mpirun on the PATH (and NO_MPI unset): mpirun --allow-run-as-root --oversubscribe
-    -np NP, each rank with NCCL_HOSTID=rank<R> so that ranks may share one GPU.
-  - Else (or NO_MPI=1; bash 5.1 or later): NP plain processes with RANK, WORLD_SIZE,
+  - With Open MPI's mpirun on the PATH (and NO_MPI unset): mpirun --allow-run-as-root
+    --oversubscribe -np NP, each rank with NCCL_HOSTID=rank<R> so that ranks may share one GPU.
+  - Else (another MPI's mpirun, said; or NO_MPI=1; bash 5.1 or later): NP plain processes with RANK, WORLD_SIZE,
     LOCAL_RANK and LOCAL_WORLD_SIZE=NP, ZERO_BOOTSTRAP_FILE in a fresh private folder (mode
     0700, removed at the end) and ZERO_BOOTSTRAP_SECRET, 32 random bytes drawn for this job
     alone; the caller's ZERO_BOOTSTRAP_TCP and ZERO_BOOTSTRAP_SECRET_FILE, and the variables
@@ -47,6 +47,12 @@ if [ $# -lt 2 ] || ! [[ "$1" =~ ^[1-9][0-9]*$ ]]; then
 fi
 np=$1; shift
 export NCCL_SOCKET_IFNAME=lo NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_IB_DISABLE=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+# Open MPI's mpirun only: its flags and OMPI_COMM_WORLD_RANK below are Open MPI's (the
+# trainers are built against it); another MPI's mpirun is passed over, saying so
+if command -v mpirun > /dev/null 2>&1 && [ -z "${NO_MPI:-}" ] && ! mpirun --version 2>&1 | grep -q "Open MPI"; then
+    echo "launch_ranks.sh: the mpirun on the PATH ($(command -v mpirun)) is not Open MPI's: starting the ranks without it" >&2
+    NO_MPI=1
+fi
 if command -v mpirun > /dev/null 2>&1 && [ -z "${NO_MPI:-}" ]; then
     pass=(-x NCCL_SOCKET_IFNAME -x NCCL_MULTI_RANK_GPU_ENABLE -x NCCL_IB_DISABLE -x NCCL_DEBUG)
     [ -n "${LLMC_CUDNN_DETERMINISTIC+set}" ] && pass+=(-x LLMC_CUDNN_DETERMINISTIC)   # mpirun warns on an unset one

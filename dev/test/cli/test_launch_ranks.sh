@@ -11,6 +11,8 @@
 #    (one that ignores SIGTERM by SIGKILL after 10 s), also after a rank fails, and what a rank
 #    started goes with it, and nothing it started outlives it; a rank killed by a signal is
 #    named with its status
+#  - another MPI's mpirun on the PATH (not Open MPI's) is passed over, saying so: the ranks
+#    start without it
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -108,4 +110,13 @@ if command -v mpirun > /dev/null; then
     bash $L 2 sh -c 'echo "$OMPI_COMM_WORLD_RANK $NCCL_HOSTID"' > "$tmp/mpi.txt" 2>&1 || { cat "$tmp/mpi.txt"; fail "mpirun run"; }
     [ "$(sort "$tmp/mpi.txt")" = $'0 rank0\n1 rank1' ] || { cat "$tmp/mpi.txt"; fail "mpirun ranks' NCCL_HOSTID (or a warning)"; }
 fi
+mkdir "$tmp/mpich"
+printf '#!/bin/sh\n[ "$1" = --version ] && { echo "HYDRA build details:"; exit 0; }\ntouch "%s/mpich_ran"; exit 1\n' "$tmp" \
+    > "$tmp/mpich/mpirun"
+chmod +x "$tmp/mpich/mpirun"
+PATH="$tmp/mpich:$PATH" bash $L 2 sh -c 'echo "$RANK/$WORLD_SIZE"' > "$tmp/mpich.txt" 2> "$tmp/mpich.err" \
+    || { cat "$tmp/mpich.txt" "$tmp/mpich.err"; fail "another MPI's mpirun: the launch failed"; }
+[ "$(sort "$tmp/mpich.txt")" = $'0/2\n1/2' ] && [ ! -e "$tmp/mpich_ran" ] \
+    && grep -q "launch_ranks.sh: the mpirun on the PATH ($tmp/mpich/mpirun) is not Open MPI's: starting the ranks without it" \
+        "$tmp/mpich.err" || { cat "$tmp/mpich.txt" "$tmp/mpich.err"; fail "another MPI's mpirun was not passed over, saying so"; }
 echo "test_launch_ranks: OK"
