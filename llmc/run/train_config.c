@@ -803,6 +803,28 @@ static char **llmc_flags(int argc, char **argv, const char *shorts, const struct
     return out;
 }
 
+// Why getopt refused a long option as typed: a value given to a flag that takes none
+// ("--nan-skip=3"), a prefix of several flags ("--tile"), or no such flag.
+static void refuse_long(const char *typed, const struct option *longs) {
+    const char *name = typed + (strncmp(typed, "--", 2) == 0 ? 2 : 1), *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    char matches[256] = "";
+    int n = 0;
+    for (const struct option *o = longs; o->name; o++) {
+        int again = 0;   // a flag of two rows (one per trainer) is one flag
+        for (const struct option *q = longs; q < o && !again; q++) again = strcmp(q->name, o->name) == 0;
+        if (again || strncmp(o->name, name, len) != 0) continue;
+        if (strlen(o->name) == len && eq && o->has_arg == no_argument) {
+            fprintf(stderr, "error: option '--%s' takes no value, got '%s' (see -h)\n", o->name, typed);
+            return;
+        }
+        size_t at = strlen(matches);
+        snprintf(matches + at, sizeof matches - at, "%s--%s", n++ ? ", " : "", o->name);
+    }
+    if (n > 1) fprintf(stderr, "error: option '%s' is ambiguous: %s (see -h)\n", typed, matches);
+    else fprintf(stderr, "error: unknown option '%s' (see -h)\n", typed);
+}
+
 int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *flavour) {
     defaults(c, flavour_cuda(flavour));
     static char shorts[2 * NUM_FLAGS + 3];
@@ -824,7 +846,7 @@ int train_config_parse_flags(TrainConfig *c, int argc, char **argv, const char *
             if (optopt > 0 && optopt < 256 && strlen(typed) > 2 && typed[1] != '-')   // "-Q7", "-bq": name the letter
                 fprintf(stderr, "error: unknown option '-%c' in '%s' (see -h)\n", optopt, typed);
             else
-                fprintf(stderr, "error: unknown option '%s' (see -h)\n", typed);
+                refuse_long(typed, longs);
             exit(1);
         }
         if (f->zero && !flavour_zero(flavour)) {

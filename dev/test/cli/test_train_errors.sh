@@ -11,6 +11,8 @@ expect_error() { # expect_error "pattern" args...
     grep -q -- "$pattern" "$tmp/log" || { cat "$tmp/log"; fail "message for [$*] lacks '$pattern'"; }
 }
 expect_error "unknown option" --no-such-flag
+expect_error "option '--nan-skip' takes no value, got '--nan-skip=3'" --nan-skip=3
+expect_error "option '--tile' is ambiguous: --tile-linear, --tile-vocab" --tile 2
 # flags that would do nothing here are refused: ZeRO's knobs without -z, a dry run's --world without --dry-run, a block without its switch, --trace-steps
 # without --trace, the CUDA trainers' --cudnn 0, -m 0 (no batch: a NaN loss), values a float
 # holds as 0, and a -t the model has no positions for in a dry run too
