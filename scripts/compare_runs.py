@@ -37,6 +37,7 @@ SAME_FIELDS = [
     ("seed", "--seed"),
     ("seq_len", "-t"),
     ("total_batch_tokens", "-d, the global batch in tokens"),
+    ("overfit_batch", "-a, one batch over and over"),
 ]
 
 MEMORY_KINDS = [("parameters", "params"), ("gradients", "grads"), ("optimizer_states", "optimizer"),

@@ -4,9 +4,12 @@
 # already where GPU targets are wanted; everything else comes from Debian.
 set -euo pipefail
 case "${1:-}" in -h|--help) sed -n '2,/^set -/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
-# iproute2: ip and tc, for the cluster on one machine (scripts/cluster.sh); minimal images lack it
+# iproute2: ip and tc, for the cluster on one machine (scripts/cluster.sh); jq, bc, procps
+# (pgrep) and time (/usr/bin/time: peak memory) for the tests and benchmarks. Minimal images
+# lack them.
 pkgs=(build-essential libpcre2-dev libcjson-dev libcmocka-dev zlib1g-dev
-      openmpi-bin libopenmpi-dev liburing-dev libssl-dev python3 python3-numpy python3-matplotlib iproute2)
+      openmpi-bin libopenmpi-dev liburing-dev libssl-dev python3 python3-numpy python3-matplotlib iproute2
+      jq bc procps time)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

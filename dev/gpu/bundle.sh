@@ -27,6 +27,12 @@ git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$
 (cd "$stage" && find . -type f -print0) | while IFS= read -r -d '' f; do
     cmp -s "$stage/$f" "$src/$f" || { mkdir -p "$(dirname "$src/$f")" && cp --preserve=mode "$stage/$f" "$src/$f"; }
 done
+# a source the tree no longer has (removed, renamed) leaves the copy too: the Makefile builds
+# every source its wildcards find there. Build outputs (build/, the programs) stay.
+(cd "$src" && find . -path ./build -prune -o -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
+    -o -name '*.sh' -o -name '*.py' -o -name '*.mk' \) -print0) | while IFS= read -r -d '' f; do
+    [ -e "$stage/$f" ] || rm -f "$src/$f"
+done
 [ "$sync_only" = 1 ] && { echo "bundle.sh: $src is up to date with the working tree"; exit 0; }
 cd "$src"
 b=build

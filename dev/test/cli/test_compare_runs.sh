@@ -175,6 +175,12 @@ if scripts/compare_runs.py "$tmp/u" "$tmp/s7" -o "$tmp/refused.png" > "$tmp/e.tx
 grep -qF "differ in seed (--seed): $tmp/u has 1337, $tmp/s7 has 7" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "the refusal does not name the seed and both values"; }
 [ ! -e "$tmp/refused.png" ] || fail "a refused comparison wrote a plot"
 echo "another seed: refused ($(cat "$tmp/e.txt"))"
+# a run that trained on one batch over and over (-a 1): refused by name
+cp -r "$tmp/u" "$tmp/a1"
+python3 -c 'import json, sys; p = sys.argv[1]; d = json.load(open(p)); d["overfit_batch"] = 1; json.dump(d, open(p, "w"))' "$tmp/a1/run.json"
+if scripts/compare_runs.py "$tmp/u" "$tmp/a1" -o "$tmp/a1.png" > "$tmp/e.txt" 2>&1; then fail "a run of -a 1 was compared with one of -a 0"; fi
+grep -qF "differ in overfit_batch (-a, one batch over and over): $tmp/u has 0, $tmp/a1 has 1" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "-a 1 against -a 0: not refused by name"; }
+echo "-a 1 against -a 0: refused"
 scripts/compare_runs.py "$tmp/u" "$tmp/z3" "$tmp/s7" --force -o "$tmp/forced.png" > "$tmp/f.txt" 2>&1 \
     || { cat "$tmp/f.txt"; fail "--force did not compare"; }
 [ -s "$tmp/forced.png" ] || fail "--force wrote no plot"
