@@ -91,7 +91,9 @@ def draw(merged, png, step):
     steps = sorted({e["args"]["step"] for e in spans if e["args"]["step"] >= 0})
     if not steps:
         sys.exit("trace_merge.py: no step in the traces")
-    per_rank = {}   # a rank's trace may end early (killed, or cut by the watchdog)
+    # a rank's trace may end early (killed, or cut by the watchdog), or hold no step at all:
+    # every rank of the files counts, spans or not
+    per_rank = {e["pid"]: set() for e in merged["traceEvents"] if "pid" in e}
     for e in spans:
         if e["args"]["step"] >= 0:
             per_rank.setdefault(e["pid"], set()).add(e["args"]["step"])
@@ -99,7 +101,8 @@ def draw(merged, png, step):
     if step is None:
         if not common:
             sys.exit("trace_merge.py: no step is in every rank's trace (" + ", ".join(
-                f"rank {p}: steps {min(s)}..{max(s)}" for p, s in sorted(per_rank.items())) + "): give --step")
+                f"rank {p}: steps {min(s)}..{max(s)}" if s else f"rank {p}: none"
+                for p, s in sorted(per_rank.items())) + "): give --step")
         step = common[-2] if len(common) > 1 else common[-1]   # the last one may hold only the end of the run
     missing = [p for p, s in sorted(per_rank.items()) if step not in s]
     if missing:

@@ -7,8 +7,10 @@
 #   z3_pp                  stage 3 with all three
 #   z3_hier                stage 3 with the two-hop gradients unquantized (--hier-reduce)
 # Per run: tokens/s (the median of the steps after the first), the inter-node bytes per step
-# the report counts, the bytes the links carried (their counters) and the links' use (a
-# node's bytes sent over time x rate). Writes OUT/cluster.md (the table, ZeRO++ against
+# the report counts, the bytes the links carried (their counters over the whole job, divided
+# by its steps: the start-up's wiring, first gathers and the final export included, so they
+# read high on runs of few steps) and the links' use (those bytes a step over the median
+# step's time x rate). Writes OUT/cluster.md (the table, ZeRO++ against
 # stage 3 per rate) and OUT/cluster.png (throughput against link rate per configuration);
 # at the lowest rate every run also writes its timeline (--trace, OUT/RUN/trace.rank*.json)
 # and OUT/RUN_timeline.png draws a step of it (scripts/trace_merge.py).
@@ -99,7 +101,7 @@ for rate in rates:
         nsteps = len(steps)
         use = carried / nsteps / (ms / 1e3) / (bits(rate) / 8 * int(links["nodes"]))
         res[(c, rate)] = dict(ms=ms, toks=toks, inter=inter, carried=carried / nsteps, use=use)
-lines = ["| link | configuration | tokens/s | ms/step | inter-node bytes/step (report) | link bytes/step | link use | vs stage 3 |",
+lines = ["| link | configuration | tokens/s | ms/step | inter-node bytes/step (report) | link bytes/step (with start-up) | link use (with start-up) | vs stage 3 |",
          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
 for rate in rates:
     base = res.get(("z3", rate))

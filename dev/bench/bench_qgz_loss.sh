@@ -28,13 +28,17 @@ mkdir -p "$out"
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 args=(-e "$model" -b 2 -t 64 -x "$steps" -v 0 -s 0 --threads 1 -z 3 --node-size 2 $extra)
-run() {   # run NAME FLAGS...
+run() {   # run NAME FLAGS...: reuses an earlier run of the same command that finished
     local name=$1
     shift
-    [ -f "$out/$name/main.log" ] && grep -q "s:$((steps - 1)) trl" "$out/$name/main.log" && return 0
+    local cmd="${args[*]} $*"
+    [ -f "$out/$name/main.log" ] && grep -q "s:$((steps - 1)) trl" "$out/$name/main.log" &&
+        [ "$(cat "$out/$name.cmd" 2> /dev/null)" = "$cmd" ] && return 0
     echo "bench_qgz_loss: $name: $*"
+    rm -rf "${out:?}/$name" "$out/$name.cmd"
     mpirun -np 4 ./train_gpt2 "${args[@]}" "$@" -o "$out/$name" > "$out/$name.txt" 2>&1 \
         || { tail -5 "$out/$name.txt"; echo "bench_qgz_loss: $name failed" >&2; exit 1; }
+    echo "$cmd" > "$out/$name.cmd"
 }
 run stage3
 for b in ${blocks//,/ }; do run "qgz_b$b" --qgz --qgz-block "$b"; done
@@ -44,7 +48,7 @@ import json, os, re, sys
 out, blocks = sys.argv[1], [int(b) for b in sys.argv[2].split(",")]
 def loss(name):
     v = [float(x) for x in re.findall(r"trl:([0-9.]+)", open(f"{out}/{name}/main.log").read())]
-    return sum(v[-20:]) / 20
+    return sum(v[-20:]) / len(v[-20:])
 def bytes_per_value(name):
     # a rank's gradient bytes to other nodes per gradient value it sends there: two hops (qgZ)
     # send 1 slice of each tensor per other node (Y - 1 slices of psi / N), the flat

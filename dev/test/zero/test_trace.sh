@@ -104,6 +104,19 @@ print(max(e["args"]["step"] for e in json.load(open(sys.argv[1]))["traceEvents"]
 [ -n "$drawn" ] && [ "$drawn" -ge 0 ] && [ "$drawn" -le "$held" ] && ! grep -q warning "$tmp/cut.txt" \
     || { cat "$tmp/cut.txt"; fail "a cut trace: drew step '$drawn', past rank 1's last step $held"; }
 echo "rank 1's trace cut at step $held: trace_merge.py drew step $drawn, which both ranks hold"
+# rank 1's trace with no span at all: no step is in every rank's, said naming it (not a
+# drawing of rank 0 alone)
+python3 - "$tmp"/tr/t.rank00001.json "$tmp/empty1.json" << 'EOF' || fail "cannot empty rank 1's trace"
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["traceEvents"] = [e for e in d["traceEvents"] if e.get("ph") != "X"]
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+scripts/trace_merge.py "$tmp"/tr/t.rank00000.json "$tmp/empty1.json" -o "$tmp/empty.json" --png "$tmp/empty.png" \
+    > "$tmp/empty.txt" 2>&1 && { cat "$tmp/empty.txt"; fail "a rank without spans: drawn anyway"; }
+grep -q "no step is in every rank's trace (rank 0: steps .*, rank 1: none)" "$tmp/empty.txt" \
+    || { cat "$tmp/empty.txt"; fail "a rank without spans: not named"; }
+echo "a rank's trace without spans: refused, naming it"
 
 # a stuck run: rank 1 stopped after its first step; rank 0's watchdog (2 s) ends the job
 mpirun -np 2 ./train_gpt2 "${args[@]}" -x 200 --zero-timeout 2 --trace "$tmp/st/t" -o "$tmp/st" > "$tmp/st.txt" 2>&1 &
