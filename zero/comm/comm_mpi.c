@@ -81,6 +81,15 @@ static const char *launched_by_mpi(void) {
     return NULL;
 }
 
+// A start-up failure once MPI runs, its message printed. The other ranks may already wait in
+// a start-up collective (the node split), where no watchdog watches yet, and would wait
+// forever for a rank that finalized: end the whole job. A world of one finalizes and returns.
+static ZeroComm *init_failed(ZeroComm *c) {
+    if (c->mpi && c->world > 1) zero_comm_abort(c, 1);
+    zero_comm_free(c);
+    return NULL;
+}
+
 ZeroComm *zero_comm_init(int *argc, char ***argv) {
     ZeroComm *c = calloc(1, sizeof(ZeroComm));
     if (!c) { fprintf(stderr, "zero: out of host memory for the communicator\n"); return NULL; }
@@ -143,10 +152,7 @@ ZeroComm *zero_comm_init(int *argc, char ***argv) {
             return NULL;
         }
     }
-    if (zero_bootstrap_timeout_check(c->rank) != 0 || zero_comm_set_layout(c, 0, 0) != 0) {
-        zero_comm_free(c);
-        return NULL;
-    }
+    if (zero_bootstrap_timeout_check(c->rank) != 0 || zero_comm_set_layout(c, 0, 0) != 0) return init_failed(c);
     return c;
 }
 

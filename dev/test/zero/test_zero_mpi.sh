@@ -7,6 +7,7 @@
 # jitter, ZERO_HOST_JITTER, and the NVMe engine's, ZERO_NVME_JITTER, under several seeds:
 # the same bits), the overlap properties
 # read from a recording backend (mpi_zero_overlap.c), and runs that must die: a
+# start-up failure on one rank, a
 # collective stalled past the watchdog's timeout, a hook called out of order and zero_step
 # with t 0.
 # Run from the repository root. Prints PASS/FAIL per case; exit 0 only if all pass.
@@ -127,6 +128,16 @@ refused_env "LOCAL_RANK against the numbering" "zero: rank 1: LOCAL_RANK=0, but 
     RANK=1 WORLD_SIZE=2 LOCAL_RANK=0
 refused_env "ZERO_BOOTSTRAP_TIMEOUT=5m" "zero: rank 0: ZERO_BOOTSTRAP_TIMEOUT=5m is not a number of seconds" ZERO_BOOTSTRAP_TIMEOUT=5m
 refused_env "ZERO_BOOTSTRAP_TIMEOUT=inf" "ZERO_BOOTSTRAP_TIMEOUT=inf is not a number of seconds in (0, 1000000]" ZERO_BOOTSTRAP_TIMEOUT=inf
+
+# A start-up failure on one rank once MPI runs ends the job: the other rank waits in the
+# start-up's node split, where no watchdog watches yet.
+start=$SECONDS
+timeout 60 mpirun "${mpiflags[@]}" -np 2 bash -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export ZERO_BOOTSTRAP_TIMEOUT=abc
+    exec "$0" errors' "$bin" > "$tmp/onerank.log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "zero: rank 1: ZERO_BOOTSTRAP_TIMEOUT=abc is not a number" "$tmp/onerank.log"
+then pass "a start-up failure on rank 1 only ends the job (exit $rc after $((SECONDS - start)) s)"
+else cat "$tmp/onerank.log"; bad "a start-up failure on rank 1 only ends the job (exit $rc after $((SECONDS - start)) s)"; fi
 
 # One rank sleeps 60 s inside an all-reduce; the watchdog (timeout 1 s) must end the job
 # with its message, well before the sleep ends.
