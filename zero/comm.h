@@ -110,9 +110,9 @@ struct ZeroComm {
     void (*end_job)(ZeroComm *c, int code);
 };
 
-// Start-up. Returns NULL after printing why (bad environment, MPI failure); once MPI runs in
-// a world of several ranks, a failure ends the job instead (zero_comm_abort): the others may
-// already wait in a start-up collective.
+// Start-up. Returns NULL after printing why (bad environment, MPI failure, a launcher's world
+// size that MPI's contradicts); once MPI runs in a world of several ranks, a failure ends the
+// job instead (zero_comm_abort): the others may already wait in a start-up collective.
 ZeroComm *zero_comm_init(int *argc, char ***argv);
 // Finalizes MPI if zero_comm_init started it.
 void zero_comm_free(ZeroComm *c);

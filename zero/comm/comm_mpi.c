@@ -81,6 +81,31 @@ static const char *launched_by_mpi(void) {
     return NULL;
 }
 
+// The world sizes launchers state in the environment, checked against MPI's once it runs: a
+// process that took itself for one of an MPI launch without being one (srun with PMIx sets
+// PMIX_RANK in every task, so torchrun under srun, or RANK/WORLD_SIZE given by hand, starts
+// MPI) is a world of one, and would train alone while its peers wait or do the same.
+// SLURM_STEP_NUM_TASKS only where no mpirun variable is set: mpirun inside an allocation
+// starts its daemons as a job step of one task per node, and its ranks inherit that count.
+// 0, or -1 after naming the variable, both sizes and what to unset.
+static int check_world_size(const ZeroComm *c, const char *by) {
+    static const char *const vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *s = getenv(vars[i]);
+        if (!s || !*s) continue;
+        if (!strcmp(vars[i], "SLURM_STEP_NUM_TASKS") && (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE"))) continue;
+        if (env_int(vars[i], -1) == c->world) continue;
+        fprintf(stderr, "zero: rank %d: %s=%s, but the MPI world this process joined (it started MPI because %s=%s is "
+                "set) has %d rank(s): refusing to train in a world that is not the job's. If mpirun or srun started "
+                "the ranks, unset %s (or give the launch's rank count); if another launcher did (torchrun, or "
+                "RANK/WORLD_SIZE by hand), unset OMPI_COMM_WORLD_SIZE, PMI_SIZE and PMIX_RANK for the ranks, so that "
+                "they start from RANK/WORLD_SIZE\n",
+                c->rank, vars[i], s, by, getenv(by), c->world, vars[i]);
+        return -1;
+    }
+    return 0;
+}
+
 // A start-up failure once MPI runs, its message printed. The other ranks may already wait in
 // a start-up collective (the node split), where no watchdog watches yet, and would wait
 // forever for a rank that finalized: end the whole job. A world of one finalizes and returns.
@@ -122,6 +147,7 @@ ZeroComm *zero_comm_init(int *argc, char ***argv) {
         c->mpi->intra = c->mpi->inter = MPI_COMM_NULL;
         c->mpi->scratch = malloc((size_t)c->world * ALLREDUCE_CHUNK * sizeof(double));
         if (!c->mpi->scratch) comm_fail(c, "out of host memory for the all-reduce scratch");
+        if (check_world_size(c, by) != 0) return init_failed(c);
     } else {
         // No launcher: the environment names our place (torchrun-style variables).
         c->launch = ZERO_LAUNCH_ENV;

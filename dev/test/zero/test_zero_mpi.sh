@@ -6,8 +6,8 @@
 # at 1, 2, 3 and 4 ranks against the unsharded reference (also with the host backend's
 # jitter, ZERO_HOST_JITTER, and the NVMe engine's, ZERO_NVME_JITTER, under several seeds:
 # the same bits), the overlap properties
-# read from a recording backend (mpi_zero_overlap.c), and runs that must die: a
-# start-up failure on one rank, a
+# read from a recording backend (mpi_zero_overlap.c), and runs that must die: a launcher's
+# world size that MPI's contradicts, a start-up failure on one rank, a
 # collective stalled past the watchdog's timeout, a hook called out of order and zero_step
 # with t 0.
 # Run from the repository root. Prints PASS/FAIL per case; exit 0 only if all pass.
@@ -129,6 +129,28 @@ refused_env "LOCAL_RANK against the numbering" "zero: rank 1: LOCAL_RANK=0, but 
 refused_env "ZERO_BOOTSTRAP_TIMEOUT=5m" "zero: rank 0: ZERO_BOOTSTRAP_TIMEOUT=5m is not a number of seconds" ZERO_BOOTSTRAP_TIMEOUT=5m
 refused_env "ZERO_BOOTSTRAP_TIMEOUT=inf" "ZERO_BOOTSTRAP_TIMEOUT=inf is not a number of seconds in (0, 1000000]" ZERO_BOOTSTRAP_TIMEOUT=inf
 
+# A launcher variable that states another world size than MPI's is refused, naming it and
+# both sizes: srun with PMIx sets PMIX_RANK in every task, and a process given RANK/WORLD_SIZE
+# besides would otherwise start MPI as a world of one and train alone.
+mpi_world() {   # mpi_world WHAT PATTERN VAR=VALUE...: one process, MPI started by the variables
+    local what=$1 want=$2
+    shift 2
+    timeout 60 "${nolaunch[@]}" -u WORLD_SIZE -u RANK "$@" "$bin" errors > "$tmp/world.log" 2>&1
+    local rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "$want" "$tmp/world.log" && ! grep -q "checks passed" "$tmp/world.log"
+    then pass "MPI world, $what refused (exit $rc)"
+    else cat "$tmp/world.log"; bad "MPI world, $what refused (exit $rc)"; fi
+}
+mpi_world "WORLD_SIZE=2 beside PMIX_RANK" \
+    "zero: rank 0: WORLD_SIZE=2, but the MPI world this process joined (it started MPI because PMIX_RANK=0 is set) has 1 rank(s)" \
+    PMIX_RANK=0 RANK=1 WORLD_SIZE=2
+mpi_world "SLURM_STEP_NUM_TASKS=2 of srun" \
+    "zero: rank 0: SLURM_STEP_NUM_TASKS=2, but the MPI world .*SLURM_STEP_NUM_TASKS=2 is set) has 1 rank(s)" SLURM_STEP_NUM_TASKS=2
+timeout 60 mpirun "${mpiflags[@]}" -np 2 -x WORLD_SIZE=3 "$bin" errors > "$tmp/world3.log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "zero: rank [01]: WORLD_SIZE=3, but the MPI world .* has 2 rank(s)" "$tmp/world3.log"
+then pass "mpirun -np 2 with WORLD_SIZE=3 refused (exit $rc)"
+else cat "$tmp/world3.log"; bad "mpirun -np 2 with WORLD_SIZE=3 refused (exit $rc)"; fi
 # A start-up failure on one rank once MPI runs ends the job: the other rank waits in the
 # start-up's node split, where no watchdog watches yet.
 start=$SECONDS
