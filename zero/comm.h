@@ -210,6 +210,7 @@ void zero_mpi_all_to_all(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCo
 // Each part's send holds N slices of count elements (slice q for member q); recv gets the sum
 // of every member's slice for this rank, in MPI's order (bf16: each addition rounded to
 // nearest even, as a ring of bf16 buffers adds). Not the same bits across rank counts.
+// count x N must fit an int (MPI counts the whole send buffer in one); else the job ends.
 void zero_mpi_reduce_scatter(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCollPart *parts, int nparts,
                              ZeroDType dt, const char *what);
 // values[0..n) summed over ranks in rank order 0..N-1 (an all-gather, then a local sum):

@@ -496,6 +496,13 @@ static void sliced(ZeroComm *c, ZeroChannel *ch, ZeroGroup g, const ZeroCollPart
     uint64_t per_peer = 0;
     for (int i = 0; i < nparts; i++) per_peer += parts[i].count * es;
     const int size = zero_group_size(c, g);
+    // MPI_Reduce_scatter_block's implementations (Open MPI's among them) count the whole send
+    // buffer, count x members, in an int: a larger one would overflow inside MPI
+    for (int i = 0; i < nparts && op == ZERO_COLL_REDUCE_SCATTER && size > 1; i++)
+        if (parts[i].count > (size_t)INT_MAX / (size_t)size)
+            comm_fail(c, "reduce_scatter of %s in the %s group (part %d): %zu elements per rank x %d ranks = %zu exceed "
+                      "MPI's int count (MPI_Reduce_scatter_block counts the whole send buffer in an int)",
+                      what, zero_group_name(g), i, parts[i].count, size, parts[i].count * (size_t)size);
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (size > 1 && op == ZERO_COLL_REDUCE_SCATTER && dt == ZERO_BF16) pthread_once(&once, bf16_sum_create);
     zero_coll_begin_group(c, g, op, per_peer, what);

@@ -23,8 +23,10 @@ references do not show (unbiased rounding, thread counts); edges: offload where 
 little (nothing at all; one tile, after a skipped step), and a gradient pool that holds every
 gradient at once with blocks returned out of order; errors: bad tables and configs are
 refused; timeout: one rank stalls inside a collective, the watchdog must end the job; misuse,
-misuse_bwd: a hook out of order must end the job; step_t0: so must zero_step with t 0.
+misuse_bwd: a hook out of order must end the job; step_t0: so must zero_step with t 0;
+bigcount: so must a reduce-scatter whose count x ranks exceeds MPI's int count.
 */
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -825,6 +827,17 @@ static int run_timeout(ZeroComm *comm) {
     return 0;
 }
 
+// A reduce-scatter whose whole send buffer, count x ranks elements, exceeds MPI's int count
+// must end the job before MPI sees it (the buffers are never read: a single element each).
+static int run_bigcount(ZeroComm *comm) {
+    float send = 0.0f, recv = 0.0f;
+    ZeroCollPart part = {&send, &recv, (size_t)INT_MAX / (size_t)comm->world + 1};
+    zero_mpi_reduce_scatter(comm, NULL, ZERO_GROUP_WORLD, &part, 1, ZERO_F32, "bucket 7");
+    printf("rank %d: a reduce-scatter of %zu elements per rank x %d ranks went to MPI\n", comm->rank, part.count,
+           comm->world);
+    return 1;
+}
+
 // A hook out of order must end the job. misuse: zero_step with one unit's grads ready;
 // misuse_bwd: zero_step after a complete micro-step and one more backward fetch of unit 1
 // whose grads_ready never came; step_t0: zero_step with t 0 after a complete micro-step (a
@@ -875,7 +888,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "misuse")) rc = run_misuse(comm, MISUSE_PARTIAL);
     else if (!strcmp(mode, "misuse_bwd")) rc = run_misuse(comm, MISUSE_EXTRA_BACKWARD);
     else if (!strcmp(mode, "step_t0")) rc = run_misuse(comm, MISUSE_T0);
-    else { fprintf(stderr, "usage: %s [train|kernels|edges|errors|timeout|misuse|misuse_bwd|step_t0]\n", argv[0]); rc = 2; }
+    else if (!strcmp(mode, "bigcount")) rc = run_bigcount(comm);
+    else {
+        fprintf(stderr, "usage: %s [train|kernels|edges|errors|timeout|misuse|misuse_bwd|step_t0|bigcount]\n", argv[0]);
+        rc = 2;
+    }
     // every rank learns whether any rank failed
     double f[2] = {(double)fails, (double)passes};
     zero_mpi_allreduce_sum_f64(comm, f, 2, "test summary");

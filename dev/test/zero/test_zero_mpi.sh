@@ -8,8 +8,8 @@
 # the same bits), the overlap properties
 # read from a recording backend (mpi_zero_overlap.c), and runs that must die: a launcher's
 # world size that MPI's contradicts, a start-up failure on one rank, a
-# collective stalled past the watchdog's timeout, a hook called out of order and zero_step
-# with t 0.
+# collective stalled past the watchdog's timeout, a hook called out of order, zero_step
+# with t 0 and a reduce-scatter whose count x ranks exceeds MPI's int count.
 # Run from the repository root. Prints PASS/FAIL per case; exit 0 only if all pass.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -196,6 +196,8 @@ misuse misuse "zero: rank [01]: zero_step after 0 complete micro-steps and 1 of 
 misuse misuse_bwd "zero: rank [01]: zero_step after a backward zero_fetch of unit 1 whose zero_grads_ready never came (1 complete"
 # zero_step with t 0 after a complete micro-step (t counts optimizer steps from 1)
 misuse step_t0 "zero: rank [01]: zero_step with t 0: t is the 1-based optimizer step"
+# a reduce-scatter of count x ranks above MPI's int count, refused before MPI sees it
+misuse bigcount "zero: rank [01]: reduce_scatter of bucket 7 in the world group (part 0): 1073741824 elements per rank x 2 ranks = 2147483648 exceed MPI's int count"
 
 if [ "$fail" -eq 0 ]; then echo "test_zero_mpi: all passed"; else echo "test_zero_mpi: FAILED"; fi
 exit "$fail"
