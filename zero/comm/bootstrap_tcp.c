@@ -328,11 +328,36 @@ static int resolve(const char *host, const char *port, struct addrinfo **res, ch
     return -1;
 }
 
+static int is_loopback(const struct sockaddr *sa) {
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family != AF_INET6) return 0;
+    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127);
+}
+
 // Listens on every address host resolves to (only those: not on every interface); the
-// number of sockets in fds, or -1 after filling err.
-static int listen_on(const char *host, const char *port, int fds[MAX_LISTEN], char *err, size_t errlen) {
+// number of sockets in fds, or -1 after filling err. remote: ranks run on other machines,
+// which a loopback address (Debian maps the hostname to 127.0.1.1) never reaches: refused
+// at once rather than waited on for the bootstrap timeout. An address this machine does not
+// have (EADDRNOTAVAIL) or whose family it lacks (EAFNOSUPPORT: IPv6 off) is passed over,
+// said, as long as another one listens.
+static int listen_on(const char *host, const char *port, int remote, int fds[MAX_LISTEN], char *err, size_t errlen) {
     struct addrinfo *res;
     if (resolve(host, port, &res, err, errlen) != 0) return -1;
+    int loopback = 1;
+    for (struct addrinfo *a = res; a; a = a->ai_next) loopback &= is_loopback(a->ai_addr);
+    if (remote && loopback && res) {
+        char as[80];
+        addr_str(res->ai_addr, res->ai_addrlen, as, sizeof as);
+        snprintf(err, errlen, "%.128s resolves only to loopback addresses (%s%s), which the ranks on other machines "
+                 "cannot reach (LOCAL_WORLD_SIZE=%s of WORLD_SIZE=%s); give an address of this machine that they "
+                 "reach (its IP address on their network, or a name that resolves to it)", host, as,
+                 res->ai_next ? ", ..." : "", getenv("LOCAL_WORLD_SIZE"), getenv("WORLD_SIZE"));
+        freeaddrinfo(res);
+        return -1;
+    }
+    char skipped[256] = "";
     int n = 0;
     for (struct addrinfo *a = res; a; a = a->ai_next) {
         int dup = 0;   // a name listed twice (/etc/hosts) resolves to the same address twice
@@ -353,6 +378,12 @@ static int listen_on(const char *host, const char *port, int fds[MAX_LISTEN], ch
             if (a->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
             if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 128) != 0) e = errno;
         }
+        if ((e == EADDRNOTAVAIL || e == EAFNOSUPPORT) && (n > 0 || a->ai_next)) {
+            size_t len = strlen(skipped);
+            snprintf(skipped + len, sizeof skipped - len, "%s%s (%s)", len ? ", " : "", as, strerror(e));
+            if (fd >= 0) close(fd);
+            continue;
+        }
         if (e) {
             snprintf(err, errlen, "cannot listen on %s: %.100s%s", as, strerror(e),
                      e == EADDRINUSE ? " (another process holds the port: another job, or one that must not get "
@@ -367,9 +398,15 @@ static int listen_on(const char *host, const char *port, int fds[MAX_LISTEN], ch
     freeaddrinfo(res);
     if (err[0] || n == 0) {
         for (int i = 0; i < n; i++) close(fds[i]);
-        if (!err[0]) snprintf(err, errlen, "%s resolves to no address", host);
+        if (!err[0] && skipped[0])
+            snprintf(err, errlen, "cannot listen on any address of %.128s: %s (host must be an address of rank 0's "
+                     "machine, the one the other ranks connect to)", host, skipped);
+        else if (!err[0]) snprintf(err, errlen, "%s resolves to no address", host);
         return -1;
     }
+    if (skipped[0])
+        fprintf(stderr, "zero: rank 0: bootstrap host %.128s: not listening on %s; listening on its other "
+                "address(es)\n", host, skipped);
     return n;
 }
 
@@ -545,9 +582,13 @@ static int conn_step(Server *s, Conn *k) {
 
 static int serve(ZeroComm *c, const char *spec, const char *host, const char *port, const void *blob, size_t bytes,
                  const char *what, const unsigned char *key, double timeout) {
-    char err[512] = "";
+    char err[768] = "";
     int lfd[MAX_LISTEN];
-    int nl = listen_on(host, port, lfd, err, sizeof err);
+    // ranks on other machines: LOCAL_WORLD_SIZE (the ranks on each machine, checked at start-up)
+    // below the world
+    const char *lw = getenv("LOCAL_WORLD_SIZE");
+    const int remote = lw && *lw && atoi(lw) < c->world;
+    int nl = listen_on(host, port, remote, lfd, err, sizeof err);
     if (nl < 0) {
         fprintf(stderr, "zero: rank 0: cannot share %s over ZERO_BOOTSTRAP_TCP=%s: %s\n", what, spec, err);
         return -1;

@@ -7,7 +7,9 @@
 #     started by scripts/launch_ranks.sh without MPI: every rank gets rank 0's bytes;
 #   - no secret, a secret file others may read, a short secret: refused, saying how to set one;
 #   - rank 0 listens on the address given only: 127.0.0.2, ::1 and this machine's other
-#     addresses are refused;
+#     addresses are refused; a host of loopback addresses only, with ranks on other machines
+#     (LOCAL_WORLD_SIZE below WORLD_SIZE), is refused at once; an address of the host this
+#     machine lacks is passed over when another listens (a getaddrinfo shim names both);
 #   - stray clients (silent, half a line of text, junk) get nothing and do not hold rank 0:
 #     a rank joins while they are connected, and they are dropped at their deadline;
 #   - an impersonator (a rank 1 with another secret): refused, gets nothing; the real rank 1 joins;
@@ -40,6 +42,14 @@ if ! "${cc[@]}" -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I. dev/test/se
         "${extra[@]}" -lcrypto -lpthread -lm -o "$peer" > "$tmp/build.log" 2>&1; then
     cat "$tmp/build.log"
     echo "FAIL: building bootstrap_peer (needs libcrypto: scripts/install_deps.sh)"
+    exit 1
+fi
+# the name zero-shim-host resolves to $SHIM_ADDRS under it (getaddrinfo_shim.c)
+shim=$tmp/getaddrinfo_shim.so
+if ! "${CC:-cc}" -std=c11 -O2 -Wall -Wextra -Werror -shared -fPIC dev/test/security/getaddrinfo_shim.c -ldl -o "$shim" \
+        > "$tmp/build.log" 2>&1; then
+    cat "$tmp/build.log"
+    echo "FAIL: building getaddrinfo_shim"
     exit 1
 fi
 pass "build (warning-free)"
@@ -186,6 +196,31 @@ done
     { echo "--- rank 0 did not refuse 4 connections that sent text or junk:"; cat "$tmp/st0.log"; ok=0; }
 [ $ok = 1 ] && pass "the strays got 0 bytes; rank 0 refused text and junk at once and dropped the silent ones after 10 s" ||
     bad "stray connections"
+
+# ---- a host that only loopback addresses have, with ranks on other machines: refused at once
+# (they could never connect, and would wait the whole bootstrap timeout)
+ok=1
+for h in localhost 127.0.1.1; do
+    port=$(new_port)
+    start=$SECONDS
+    rank lb0 0 2 7 ZERO_BOOTSTRAP_TCP=$h:$port ZERO_BOOTSTRAP_SECRET="$S" LOCAL_WORLD_SIZE=1
+    expect lb0 $! 1 "rank 0: cannot share .*: $h resolves only to loopback addresses \(127\.0\.[01]\.1:$port.*cannot reach \(LOCAL_WORLD_SIZE=1 of WORLD_SIZE=2\); give an address of this machine" &&
+        [ $((SECONDS - start)) -lt 10 ] || { echo "--- $h: refused after $((SECONDS - start)) s"; ok=0; }
+done
+[ $ok = 1 ] && pass "a loopback host with ranks on other machines (LOCAL_WORLD_SIZE=1 of 2) is refused at once" ||
+    bad "a loopback host with ranks on other machines"
+# a host with an address this machine lacks beside one it has: rank 0 listens on the one it has
+port=$(new_port)
+rank sk0 0 2 7 ZERO_BOOTSTRAP_TCP=zero-shim-host:$port ZERO_BOOTSTRAP_SECRET="$S" LD_PRELOAD="$shim" SHIM_ADDRS=192.0.2.1,127.0.0.1
+p0=$!
+rank sk1 1 2 7 ZERO_BOOTSTRAP_TCP=zero-shim-host:$port ZERO_BOOTSTRAP_SECRET="$S" LD_PRELOAD="$shim" SHIM_ADDRS=127.0.0.1
+ok=1
+expect sk1 $! 0 "rank 1: blob ok" || ok=0
+expect sk0 $p0 0 "rank 0: blob ok" || ok=0
+grep -q "zero: rank 0: bootstrap host zero-shim-host: not listening on 192.0.2.1:$port (Cannot assign requested address)" \
+    "$tmp/sk0.log" || { echo "--- rank 0 did not say it passed over 192.0.2.1:"; cat "$tmp/sk0.log"; ok=0; }
+[ $ok = 1 ] && pass "a host resolving to 192.0.2.1 and 127.0.0.1: rank 0 passes over the first, saying so, and listens on the second" ||
+    bad "a host with an address this machine lacks"
 
 # ---- an impersonator: rank 1 without the job's secret
 port=$(new_port)
