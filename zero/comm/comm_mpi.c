@@ -357,9 +357,12 @@ ZeroChannel *zero_comm_channel_open(ZeroComm *c) {
         return NULL;
     }
     char eb[MPI_MAX_ERROR_STRING];
+    // collective over the world: watched, so a rank that never comes ends the job
+    zero_watch_begin(c, "opening a stream's communicators (MPI_Comm_dup, MPI_Comm_split)");
     int rc = MPI_Comm_dup(c->mpi->world, &ch->comm);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(ch->comm, MPI_ERRORS_RETURN);
     if (rc != MPI_SUCCESS) {
+        zero_coll_end(c);
         fprintf(stderr, "zero: rank %d: duplicating the world communicator for a stream failed: %s\n", c->rank,
                 mpi_err(rc, eb));
         free(ch);
@@ -377,6 +380,7 @@ ZeroChannel *zero_comm_channel_open(ZeroComm *c) {
             fprintf(stderr, "zero: rank %d: splitting a stream's communicator into %s groups failed: %s\n", c->rank,
                     zero_group_name((ZeroGroup)g), mpi_err(rc, eb));
     }
+    zero_coll_end(c);
     if (rc != MPI_SUCCESS) {
         zero_comm_channel_close(c, ch);
         return NULL;

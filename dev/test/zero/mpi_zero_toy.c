@@ -22,7 +22,8 @@ Modes: (none) train and check every configuration; kernels: what the host kernel
 references do not show (unbiased rounding, thread counts); edges: offload where a rank holds
 little (nothing at all; one tile, after a skipped step), and a gradient pool that holds every
 gradient at once with blocks returned out of order; errors: bad tables and configs are
-refused; timeout: one rank stalls inside a collective, the watchdog must end the job; misuse,
+refused; timeout: one rank stalls inside a collective, the watchdog must end the job;
+timeout_open: the same while opening a stream's communicators; misuse,
 misuse_bwd: a hook out of order must end the job; step_t0: so must zero_step with t 0;
 bigcount: so must a reduce-scatter whose count x ranks exceeds MPI's int count.
 */
@@ -827,6 +828,17 @@ static int run_timeout(ZeroComm *comm) {
     return 0;
 }
 
+// One rank stalls while the ranks open a stream's communicators (a collective over the
+// world): the watchdog must end the job there too.
+static int run_timeout_open(ZeroComm *comm) {
+    if (zero_comm_set_timeout(comm, 1.0) != 0) return 1;
+    if (comm->rank == comm->world - 1) zero_comm_inject_stall(comm, 60.0);   // a hung peer
+    ZeroChannel *ch = zero_comm_channel_open(comm);
+    printf("rank %d: opening a channel returned: the watchdog did not fire\n", comm->rank);
+    zero_comm_channel_close(comm, ch);
+    return 1;
+}
+
 // A reduce-scatter whose whole send buffer, count x ranks elements, exceeds MPI's int count
 // must end the job before MPI sees it (the buffers are never read: a single element each).
 static int run_bigcount(ZeroComm *comm) {
@@ -889,8 +901,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "misuse_bwd")) rc = run_misuse(comm, MISUSE_EXTRA_BACKWARD);
     else if (!strcmp(mode, "step_t0")) rc = run_misuse(comm, MISUSE_T0);
     else if (!strcmp(mode, "bigcount")) rc = run_bigcount(comm);
+    else if (!strcmp(mode, "timeout_open")) rc = run_timeout_open(comm);
     else {
-        fprintf(stderr, "usage: %s [train|kernels|edges|errors|timeout|misuse|misuse_bwd|step_t0|bigcount]\n", argv[0]);
+        fprintf(stderr, "usage: %s [train|kernels|edges|errors|timeout|timeout_open|misuse|misuse_bwd|step_t0|bigcount]\n",
+                argv[0]);
         rc = 2;
     }
     // every rank learns whether any rank failed

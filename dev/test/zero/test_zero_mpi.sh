@@ -8,7 +8,8 @@
 # the same bits), the overlap properties
 # read from a recording backend (mpi_zero_overlap.c), and runs that must die: a launcher's
 # world size that MPI's contradicts, a start-up failure on one rank, a
-# collective stalled past the watchdog's timeout, a hook called out of order, zero_step
+# collective (or the opening of a stream's communicators) stalled past the watchdog's
+# timeout, a hook called out of order, zero_step
 # with t 0 and a reduce-scatter whose count x ranks exceeds MPI's int count.
 # Run from the repository root. Prints PASS/FAIL per case; exit 0 only if all pass.
 set -u
@@ -174,6 +175,19 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 45 ] &&
 else
     cat "$tmp/timeout.log"
     bad "timeout (exit $rc after ${elapsed} s)"
+fi
+
+# The same stall while the ranks open a stream's communicators (MPI_Comm_dup and the splits)
+start=$SECONDS
+timeout 120 mpirun "${mpiflags[@]}" -np 2 "$bin" timeout_open > "$tmp/timeout_open.log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ $((SECONDS - start)) -lt 45 ] &&
+   grep -Eq "^rank 1: opening a stream's communicators \(MPI_Comm_dup, MPI_Comm_split\) timed out after [0-9.]+ s" \
+       "$tmp/timeout_open.log" && ! grep -q "did not fire" "$tmp/timeout_open.log"; then
+    pass "timeout opening a channel (exit $rc after $((SECONDS - start)) s)"
+else
+    cat "$tmp/timeout_open.log"
+    bad "timeout opening a channel (exit $rc after $((SECONDS - start)) s)"
 fi
 
 # misuse MODE PATTERN: a hook out of order must end the job with a message matching PATTERN,
