@@ -121,17 +121,18 @@ static void shard_name(const Sink *s, int i, int staged, char *path, size_t size
         die("output prefix too long: '%s'", s->prefix);
 }
 
-static const Sink *staged_run;   // the run whose shards are staged, until they take their names
+static const Sink *staged_run;   // the run whose shards are staged, until they all take their names
+static int in_place;             // of those, how many took theirs (a rename that failed stops part way)
 
 static void remove_staged(void) {
     if (!staged_run) return;
     char path[4096];
     int n = 0;
     for (int i = 0; i <= staged_run->shard_index; i++) {   // with the one being written when it failed
-        shard_name(staged_run, i, 1, path, sizeof path);
+        shard_name(staged_run, i, i >= in_place, path, sizeof path);
         n += unlink(path) == 0;
     }
-    if (n) fprintf(stderr, "tokenize: removed the %d shard(s) this failed run had written (%s_*" STAGED ")\n", n,
+    if (n) fprintf(stderr, "tokenize: removed the %d shard(s) this failed run had written (%s_*)\n", n,
                    staged_run->prefix);
 }
 
@@ -156,7 +157,8 @@ static void shards_in_place(Sink *s) {
     for (int i = 0; i < s->shard_index; i++) {
         shard_name(s, i, 1, from, sizeof from);
         shard_name(s, i, 0, to, sizeof to);
-        atomic_file_rename(from, to);
+        atomic_file_rename(from, to);   // exits on failure: remove_staged removes those in place too
+        in_place = i + 1;
     }
     staged_run = NULL;
     shard_name(s, 0, 0, from, sizeof from);
@@ -410,8 +412,9 @@ static long shard_index_of(const char *name, const char *base, const char **kind
 // overwrite removed (and said). The names of -o BASE_val and -o BASE_train (other datasets)
 // can look like BASE's val and train shards: BASE writes only val shard 0 and train shards
 // from 1, so a val shard past 0 or a train shard 0 is another dataset's, and a val shard 0
-// with no train shard may be. --overwrite removes nothing while any name is in doubt.
-static void clear_old_shards(const char *prefix, int overwrite) {
+// with no train shard may be (unless this run writes that name itself: val). --overwrite
+// removes nothing while any name is in doubt.
+static void clear_old_shards(const char *prefix, int overwrite, int val) {
     const char *slash = strrchr(prefix, '/');
     char dir[4096];
     if (!slash) snprintf(dir, sizeof(dir), ".");
@@ -438,7 +441,7 @@ static void clear_old_shards(const char *prefix, int overwrite) {
             other_kind = kind;
         }
     }
-    if (!other[0] && val0[0] && !trains) {
+    if (!other[0] && val0[0] && !trains && !val) {
         snprintf(other, sizeof other, "%s", val0);
         other_kind = "val_";
     }
@@ -525,7 +528,7 @@ int main(int argc, char **argv) {
         dir[slash - prefix] = '\0';
         make_dirs(dir);
     }
-    if (prefix && !print) clear_old_shards(prefix, overwrite);
+    if (prefix && !print) clear_old_shards(prefix, overwrite, val_first || val_tokens > 0);
 
     if (write_tok) {
         tokenizer_save(&tok, write_tok);

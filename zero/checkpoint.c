@@ -500,9 +500,10 @@ static int holds(int fd, const char *name, uint64_t bytes, char *why, size_t cap
 }
 
 // Whether dir/name, zero_`step` (a real folder: not a link), holds a published checkpoint:
-// a manifest that reads, and every file it names there, a regular file of the size it
-// records. A manifest over missing or cut files (a save or a prune cut short) is none; then
-// *has_manifest is 1 and why says what is wrong.
+// a manifest, and every file it names there a regular file of the size it records. A
+// manifest over missing or cut files (a save or a prune cut short) is none; then
+// *has_manifest is 1 and why says what is wrong. A manifest this build cannot read (another
+// version, an I/O error) counts as published: pruning removes nothing it cannot judge.
 static int published(int parent, const char *dir, const char *name, long long step, int *has_manifest, char *why,
                      size_t cap) {
     *has_manifest = 0;
@@ -511,10 +512,10 @@ static int published(int parent, const char *dir, const char *name, long long st
     struct stat st;
     *has_manifest = fstatat(fd, ZCK_MANIFEST_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0;
     ZckManifest m;
-    int yes = *has_manifest && zck_manifest_read(dir, step, &m, why, cap) == 0;
-    for (int q = 0; yes && q < m.world; q++) yes = holds(fd, m.ranks[q].file, m.ranks[q].bytes, why, cap);
-    if (yes && m.has_extra) yes = holds(fd, m.extra_file, m.extra_bytes, why, cap);
-    if (*has_manifest) zck_manifest_free(&m);
+    int yes = *has_manifest, read = yes && zck_manifest_read(dir, step, &m, why, cap) == 0;
+    for (int q = 0; read && yes && q < m.world; q++) yes = holds(fd, m.ranks[q].file, m.ranks[q].bytes, why, cap);
+    if (read && yes && m.has_extra) yes = holds(fd, m.extra_file, m.extra_bytes, why, cap);
+    if (read) zck_manifest_free(&m);
     close(fd);
     return yes;
 }

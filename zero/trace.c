@@ -65,7 +65,7 @@ int zero_trace_start(const char *path, int rank, int world, int keep_steps) {
     char tmp[sizeof T.path + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", T.path);
     int made = 1, fd = rank != 0 ? -2 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == EEXIST) {   // an earlier run's: the write replaces it
+    if (fd == -1 && errno == EEXIST) {   // an earlier run's: the write replaces it
         made = 0;
         fd = open(tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
     }

@@ -23,6 +23,7 @@ tokens than the val shard (tokenize warns otherwise).
     python3 dev/data/fineweb.py --from-jsonl docs.jsonl --out data/mine --shard-size 1000000
 """
 import argparse
+import glob
 import json
 import os
 import subprocess
@@ -99,12 +100,16 @@ def main():
     except BaseException as e:
         # The source failed part way (a dropped connection, a bad line): tokenize must not
         # write the documents so far as if they were all.
+        # Killed, it leaves the shards it staged (NAME.partial, and the temp file of the one
+        # it was writing; no -i pattern takes them) and none under a shard's name: removed here.
         proc.kill()
         proc.wait()
+        for f in glob.glob(os.path.join(args.out, "fineweb_*.bin.partial*")):
+            os.remove(f)
         if isinstance(e, SystemExit):
             raise
         sys.exit(f"error: reading the documents failed after {n} of them ({type(e).__name__}: {e}); "
-                 f"tokenize was stopped: shards already in {args.out} hold only part of the data")
+                 f"tokenize was stopped before any shard took its name in {args.out}")
     try:
         proc.stdin.close()
     except BrokenPipeError:

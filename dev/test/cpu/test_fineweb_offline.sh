@@ -9,6 +9,9 @@
 #  2. without --from-jsonl and without the datasets package (or with one that cannot reach
 #     the hub): one error that points to --from-jsonl, no error of tokenize's, no shards
 #  3. --help documents the offline flow
+#  4. a second run into the same folder (one shard, val only) writes it anew; a JSONL that
+#     goes bad after good documents ends the run with nothing under a shard's name and no
+#     staged file left
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -99,4 +102,18 @@ python3 dev/data/fineweb.py --help > "$tmp/3.txt" || fail "--help"
 for want in "--from-jsonl FILE" "Offline" '"text"' "fineweb_train_000001.bin" "fineweb_val_000000.bin" "20240520"; do
     grep -q -- "$want" "$tmp/3.txt" || fail "--help does not say '$want'"
 done
+# 4. the same small run twice (all of it in the val shard), then a file that goes bad
+head -n 1 "$tmp/docs.jsonl" > "$tmp/one.jsonl"
+for k in 1 2; do
+    python3 dev/data/fineweb.py --from-jsonl "$tmp/one.jsonl" --out "$tmp/again" > "$tmp/4$k.txt" 2>&1 \
+        || { cat "$tmp/4$k.txt"; fail "a small run into the same folder, run $k, failed"; }
+done
+[ "$(ls "$tmp/again")" = "fineweb_val_000000.bin" ] || { ls "$tmp/again"; fail "the second run: not one val shard"; }
+# (3000 documents first, so that tokenize has staged shards when the bad line comes)
+{ for _ in $(seq 3000); do head -n 1 "$tmp/docs.jsonl"; done; echo '{"text": broken'; } > "$tmp/bad.jsonl"
+python3 dev/data/fineweb.py --from-jsonl "$tmp/bad.jsonl" --out "$tmp/bad" --shard-size 1000 > "$tmp/4b.txt" 2>&1 \
+    && { cat "$tmp/4b.txt"; fail "a JSONL that goes bad passed"; }
+grep -q "^tokenize: wrote .*\.partial" "$tmp/4b.txt" || { cat "$tmp/4b.txt"; fail "the bad JSONL ended the run before a shard was staged"; }
+[ -d "$tmp/bad" ] && [ -z "$(ls "$tmp/bad")" ] || { ls "$tmp/bad"; tail -n 3 "$tmp/4b.txt"; fail "a run that failed left files"; }
+echo "a small run twice into one folder; a JSONL gone bad leaves no file"
 echo "test_fineweb_offline: OK"

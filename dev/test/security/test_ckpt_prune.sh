@@ -13,7 +13,8 @@
 #      names a rank file that is gone is no kept checkpoint (-nk 3 keeps zero_4 in its place
 #      and removes zero_6, saying why once); a save of step 8 again (latest_zero moved back
 #      to 6) removes zero_8's manifest before any rank writes, so rank 1 failing its file
-#      (ulimit -f) leaves zero_8 without one
+#      (ulimit -f) leaves zero_8 without one; a manifest this build cannot read (another
+#      version) is not judged: its checkpoint is kept
 #  unsharded:
 #   4. files named like checkpoints but not as the trainer names them (ckpt_1.bin,
 #      model_7_notes.bin), a symbolic link ckpt_00000003.bin to a user's file, and a folder
@@ -78,6 +79,15 @@ for s in 4 8 10; do [ -f "$out/zero_$s/manifest.json" ] && [ -f "$out/zero_$s/ra
     || { cat "$tmp/zstale.txt"; fail "removing zero_6 is not said once, naming its missing file"; }
 ./zero_consolidate "$out" 4 "$tmp/c4s" > /dev/null || fail "zero_4, kept in zero_6's place, does not consolidate"
 echo "sharded: a manifest over a missing rank file is no kept checkpoint: zero_4 stays in its place, zero_6 goes (said once)"
+# a manifest this build cannot read (another format version): not judged, so kept and counted
+other="$tmp/zother"
+cp -r "$zbase" "$other"
+sed -i 's/"version":[[:space:]]*[0-9]*/"version": 99/' "$other/zero_2/manifest.json"
+grep -q '"version": 99' "$other/zero_2/manifest.json" || fail "cannot set zero_2's manifest version"
+mpirun -np 2 ./train_gpt2 "${small[@]}" -z 2 -x 10 -nk 5 -y 1 -o "$other" > "$tmp/zother.txt" 2>&1 || { cat "$tmp/zother.txt"; fail "the resume beside an unreadable manifest failed"; }
+[ -f "$other/zero_2/rank_00001.bin" ] && ! grep -q "removed $other/zero_2" "$tmp/zother.txt" \
+    || { cat "$tmp/zother.txt"; fail "zero_2, whose manifest this build cannot read, was removed"; }
+echo "sharded: a checkpoint whose manifest this build cannot read is kept, not judged"
 out="$tmp/zresave"
 cp -r "$zbase" "$out"
 echo 6 > "$out/latest_zero"

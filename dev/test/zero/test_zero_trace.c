@@ -134,9 +134,24 @@ static void test_step_larger_than_the_ring(void **state) {
     zero_trace_stop();
 }
 
+// The start-up check of the file's path is rank 0's (the trainers make the output folder
+// there); another rank starts whatever errno an earlier call left (here EEXIST, which the
+// check reads as "an earlier run's temp file"), and a missing folder is refused on rank 0.
+static void test_start_checks_the_path_on_rank_0(void **state) {
+    (void)state;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/not_yet/t", g_dir);
+    errno = EEXIST;
+    assert_int_equal(zero_trace_start(path, 1, 2, 2), 0);
+    zero_trace_stop();
+    errno = EEXIST;
+    assert_int_equal(zero_trace_start(path, 0, 2, 2), -1);
+}
+
 int main(void) {
     if (!mkdtemp(g_dir)) return 1;
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_start_checks_the_path_on_rank_0),
         cmocka_unit_test(test_last_steps),
         cmocka_unit_test(test_wrap_with_a_late_span),
         cmocka_unit_test(test_step_larger_than_the_ring),
