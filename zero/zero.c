@@ -37,29 +37,47 @@ void zero_config_defaults(ZeroConfig *cfg) {
 
 static char *byte_at(void *base, size_t elems, size_t es) { return (char *)base + elems * es; }
 
+// A tensor's name as zero_init keeps it: its own, or "tensor<i>" when it has none (made up
+// in a buffer apart from the array that is sorted).
+typedef struct {
+    const char *name;
+    int index;
+} NamedTensor;
+
 // Tensors by name, equal names in table order (validate's duplicate check).
 static int by_name(const void *a, const void *b) {
-    const ZeroTensor *x = *(const ZeroTensor *const *)a, *y = *(const ZeroTensor *const *)b;
+    const NamedTensor *x = a, *y = b;
     int c = strcmp(x->name, y->name);
-    return c ? c : (x > y) - (x < y);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
 }
 
 // Two tensors of one name would be two independent weights that drift apart (a tensor
-// shared by units is one entry listing them) and a checkpoint could not tell them apart.
-// Sorted rather than compared pairwise: the dry run validates the table once per rank.
+// shared by units is one entry listing them) and a checkpoint could not tell them apart; a
+// tensor named "tensor3" beside a nameless tensor 3 is two of one name too. Sorted rather
+// than compared pairwise: the dry run validates the table once per rank.
 static int refuse_duplicate_names(const ZeroTensor *tensors, int num_tensors, int r) {
-    const ZeroTensor **named = malloc((size_t)num_tensors * sizeof *named);
-    if (!named) return zero_refuse(r, "out of host memory checking the names of %d tensors", num_tensors);
-    int n = 0, rc = 0;
-    for (int i = 0; i < num_tensors; i++)
-        if (tensors[i].name) named[n++] = &tensors[i];
-    qsort(named, (size_t)n, sizeof *named, by_name);
-    for (int k = 1; k < n && rc == 0; k++)
-        if (strcmp(named[k - 1]->name, named[k]->name) == 0)
-            rc = zero_refuse(r, "tensors %d and %d are both named \"%s\": a tensor read by two units is one entry "
-                             "listing both (units, num_units)", (int)(named[k - 1] - tensors), (int)(named[k] - tensors),
-                             named[k]->name);
+    NamedTensor *named = malloc((size_t)num_tensors * sizeof *named);
+    char(*made)[24] = malloc((size_t)num_tensors * sizeof *made);
+    if (!named || !made) {
+        free(named);
+        free(made);
+        return zero_refuse(r, "out of host memory checking the names of %d tensors", num_tensors);
+    }
+    for (int i = 0; i < num_tensors; i++) {
+        named[i].index = i;
+        snprintf(made[i], sizeof made[i], "tensor%d", i);
+        named[i].name = tensors[i].name ? tensors[i].name : made[i];
+    }
+    qsort(named, (size_t)num_tensors, sizeof *named, by_name);
+    int rc = 0;
+    for (int k = 1; k < num_tensors && rc == 0; k++)
+        if (strcmp(named[k - 1].name, named[k].name) == 0)
+            rc = zero_refuse(r, "tensors %d and %d are both named \"%s\"%s: a tensor read by two units is one entry "
+                             "listing both (units, num_units)", named[k - 1].index, named[k].index, named[k].name,
+                             tensors[named[k - 1].index].name && tensors[named[k].index].name ? ""
+                                                                                            : " (a tensor without a name is called tensor<i>)");
     free(named);
+    free(made);
     return rc;
 }
 

@@ -795,6 +795,12 @@ static int run_errors(ZeroComm *comm) {
     check(dup == NULL, "errors: two tensors named %s accepted", bad[1].name);
     zero_free(dup);
     memcpy(bad, toy.t, sizeof bad);
+    bad[2].name = NULL;        // called tensor2 ...
+    bad[3].name = "tensor2";   // ... as this one is
+    dup = zero_init(bad, TOY_NT, TOY_NU, &cfg, comm, b, counted_init, &ic);
+    check(dup == NULL, "errors: a tensor named tensor2 beside a nameless tensor 2 accepted");
+    zero_free(dup);
+    memcpy(bad, toy.t, sizeof bad);
     bad[0].num_units = 3;
     check(zero_init(bad, TOY_NT, TOY_NU, &cfg, comm, b, counted_init, &ic) == NULL, "errors: 3 units per tensor accepted");
     cfg.stage = 3;

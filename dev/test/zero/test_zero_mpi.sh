@@ -65,6 +65,8 @@ run kernels 1 kernels
 run errors 2 errors
 grep -q 'zero: rank [01]: tensors 1 and 4 are both named "b0"' "$tmp/errors.log" ||
     { cat "$tmp/errors.log"; bad "errors: no message naming the duplicate name b0 and tensors 1 and 4"; }
+grep -q 'zero: rank [01]: tensors 2 and 3 are both named "tensor2" (a tensor without a name is called tensor<i>)' "$tmp/errors.log" ||
+    { cat "$tmp/errors.log"; bad "errors: no message naming tensor2, a nameless tensor 2 and one of that name"; }
 # offload where a rank holds little: nothing at all (no swap file engine), one NVMe tile after a
 # skipped step (under 16 NVMe jitter seeds)
 for np in 2 3; do run "edges-np$np" "$np" edges; done
