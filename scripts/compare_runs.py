@@ -104,6 +104,13 @@ def read_json(path):
     ranks = d.get("ranks")
     if ranks is not None and not (isinstance(ranks, list) and all(isinstance(r, dict) for r in ranks)):
         raise Refused(f"{path}: 'ranks' is not a list of objects")
+    for r in ranks or []:   # the memory table reads these as numbers
+        for where in ("device", "host"):
+            tier = r.get(where, {})
+            if not isinstance(tier, dict) or not all(isinstance(v, (int, float)) for v in tier.values()):
+                raise Refused(f"{path}: rank {r.get('rank')}'s '{where}' is not an object of numbers")
+        if not isinstance(r.get("rank", 0), int):
+            raise Refused(f"{path}: a rank's 'rank' is {r.get('rank')!r}, not a number")
     return d
 
 

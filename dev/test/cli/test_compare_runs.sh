@@ -246,5 +246,12 @@ printf '\xff\xfe' > "$tmp/ud/run.json"
 if scripts/compare_runs.py "$tmp/u" "$tmp/ud" > "$tmp/e.txt" 2>&1; then fail "a run.json of bad bytes was accepted"; fi
 grep -qF "$tmp/ud/run.json is not valid JSON" "$tmp/e.txt" && ! grep -q Traceback "$tmp/e.txt" \
     || { cat "$tmp/e.txt"; fail "no clear error for a run.json of bad bytes"; }
-echo "a dry run's memory report: not shown as the run's; a run.json that is a list, or not UTF-8: refused by name"
+# a memory report whose device total is not a number: refused naming the file and the rank
+cp -r "$tmp/u" "$tmp/un"
+python3 -c 'import json, sys; p = sys.argv[1]; d = json.load(open(p)); d["ranks"][0]["device"]["total"] = None; json.dump(d, open(p, "w"))' \
+    "$tmp/un/memory_report.json"
+if scripts/compare_runs.py "$tmp/u" "$tmp/un" > "$tmp/e.txt" 2>&1; then fail "a memory report with a null total was accepted"; fi
+grep -qF "$tmp/un/memory_report.json: rank 0's 'device' is not an object of numbers" "$tmp/e.txt" && ! grep -q Traceback "$tmp/e.txt" \
+    || { cat "$tmp/e.txt"; fail "no clear error for a memory report with a null total"; }
+echo "a dry run's memory report: not shown as the run's; a run.json that is a list, or not UTF-8, and a memory report of a null total: refused by name"
 echo "PASS test_compare_runs"
