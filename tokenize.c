@@ -131,6 +131,10 @@ static void remove_staged(void) {
     for (int i = 0; i <= staged_run->shard_index; i++) {   // with the one being written when it failed
         shard_name(staged_run, i, i >= in_place, path, sizeof path);
         n += unlink(path) == 0;
+        if (i == in_place) {   // renamed, its folder's sync then failed: it may have its name
+            shard_name(staged_run, i, 0, path, sizeof path);
+            n += unlink(path) == 0;
+        }
     }
     if (n) fprintf(stderr, "tokenize: removed the %d shard(s) this failed run had written (%s_*)\n", n,
                    staged_run->prefix);

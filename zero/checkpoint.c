@@ -503,19 +503,20 @@ static int holds(int fd, const char *name, uint64_t bytes, char *why, size_t cap
 // a manifest, and every file it names there a regular file of the size it records. A
 // manifest over missing or cut files (a save or a prune cut short) is none; then
 // *has_manifest is 1 and why says what is wrong. A manifest this build cannot read (another
-// version, an I/O error) counts as published: pruning removes nothing it cannot judge.
-static int published(int parent, const char *dir, const char *name, long long step, int *has_manifest, char *why,
-                     size_t cap) {
-    *has_manifest = 0;
+// version, an I/O error) sets *unjudged: pruning neither removes nor counts that folder.
+static int published(int parent, const char *dir, const char *name, long long step, int *has_manifest, int *unjudged,
+                     char *why, size_t cap) {
+    *has_manifest = *unjudged = 0;
     int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return 0;
     struct stat st;
     *has_manifest = fstatat(fd, ZCK_MANIFEST_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0;
     ZckManifest m;
-    int yes = *has_manifest, read = yes && zck_manifest_read(dir, step, &m, why, cap) == 0;
-    for (int q = 0; read && yes && q < m.world; q++) yes = holds(fd, m.ranks[q].file, m.ranks[q].bytes, why, cap);
-    if (read && yes && m.has_extra) yes = holds(fd, m.extra_file, m.extra_bytes, why, cap);
-    if (read) zck_manifest_free(&m);
+    int readable = *has_manifest && zck_manifest_read(dir, step, &m, why, cap) == 0, yes = readable;
+    *unjudged = *has_manifest && !readable;
+    for (int q = 0; yes && q < m.world; q++) yes = holds(fd, m.ranks[q].file, m.ranks[q].bytes, why, cap);
+    if (yes && m.has_extra) yes = holds(fd, m.extra_file, m.extra_bytes, why, cap);
+    if (readable) zck_manifest_free(&m);
     close(fd);
     return yes;
 }
@@ -534,6 +535,7 @@ typedef struct {
     long long step;
     int complete;   // a published checkpoint: its manifest and every file it names (published())
     int stale;      // holds a manifest, but is not complete (`why` says what is wrong)
+    int unjudged;   // holds a manifest this build cannot read: left alone, not counted
     char why[512];
 } PruneEntry;
 
@@ -578,8 +580,9 @@ int zero_prune(Zero *z, const char *dir, int keep, long long major) {
             list = bigger;
         }
         list[n].step = s;
-        list[n].complete = published(parent, dir, e->d_name, s, &list[n].stale, list[n].why, sizeof list[n].why);
-        list[n].stale = list[n].stale && !list[n].complete;
+        list[n].complete = published(parent, dir, e->d_name, s, &list[n].stale, &list[n].unjudged, list[n].why,
+                                     sizeof list[n].why);
+        list[n].stale = list[n].stale && !list[n].complete && !list[n].unjudged;
         n++;
     }
     closedir(d);
@@ -587,6 +590,7 @@ int zero_prune(Zero *z, const char *dir, int keep, long long major) {
     // the newest `keep` published checkpoints survive; the rest are removed, their files only
     int kept = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
+        if (list[i].unjudged) continue;   // another version's, or unreadable now: not this prune's to judge
         if ((list[i].complete && kept < keep) || list[i].step == latest) {   // latest_zero's: never removed
             kept++;
             continue;

@@ -263,8 +263,8 @@ int zero_load(Zero *z, const char *dir, int step, void *extra, size_t extra_byte
 int zero_latest(const char *dir);
 // Rank 0 removes all but the newest `keep` published checkpoints in dir and those whose
 // step is a multiple of major (> 0) (others no-op; keep < 1: nothing is removed). Published:
-// a manifest, and every file it names there at its size (a manifest this build cannot read
-// counts: it is not judged). A folder's manifest is
+// a manifest, and every file it names there at its size (a folder whose manifest this build
+// cannot read is left alone and not counted). A folder's manifest is
 // removed (and synced) before its other files, so a prune cut short leaves none that looks published.
 int zero_prune(Zero *z, const char *dir, int keep, long long major);
 

@@ -104,7 +104,7 @@ def main():
         # it was writing; no -i pattern takes them) and none under a shard's name: removed here.
         proc.kill()
         proc.wait()
-        for f in glob.glob(os.path.join(args.out, "fineweb_*.bin.partial*")):
+        for f in glob.glob(os.path.join(glob.escape(args.out), "fineweb_*.bin.partial*")):
             os.remove(f)
         if isinstance(e, SystemExit):
             raise

@@ -358,7 +358,7 @@ static int listen_on(const char *host, const char *port, int remote, int fds[MAX
         return -1;
     }
     char skipped[256] = "";
-    int n = 0;
+    int n = 0, outside = 0;   // outside: sockets on addresses other machines can reach
     for (struct addrinfo *a = res; a; a = a->ai_next) {
         int dup = 0;   // a name listed twice (/etc/hosts) resolves to the same address twice
         for (struct addrinfo *b = res; b != a && !dup; b = b->ai_next)
@@ -394,8 +394,13 @@ static int listen_on(const char *host, const char *port, int remote, int fds[MAX
             break;
         }
         fds[n++] = fd;
+        outside += !is_loopback(a->ai_addr);
     }
     freeaddrinfo(res);
+    if (!err[0] && n > 0 && remote && !outside)   // its other addresses passed over: only loopback listens
+        snprintf(err, errlen, "%.128s: of its addresses only loopback ones take connections here (not %s), which the "
+                 "ranks on other machines cannot reach (LOCAL_WORLD_SIZE=%s of WORLD_SIZE=%s); give an address of "
+                 "this machine that they reach", host, skipped, getenv("LOCAL_WORLD_SIZE"), getenv("WORLD_SIZE"));
     if (err[0] || n == 0) {
         for (int i = 0; i < n; i++) close(fds[i]);
         if (!err[0] && skipped[0])

@@ -95,12 +95,19 @@ static int check_world_size(const ZeroComm *c, const char *by) {
         if (!s || !*s) continue;
         if (!strcmp(vars[i], "SLURM_STEP_NUM_TASKS") && (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE"))) continue;
         if (env_int(vars[i], -1) == c->world) continue;
+        // srun's tasks that MPI took for singletons: srun did not give MPI its process manager
+        const int srun = !strcmp(vars[i], "SLURM_STEP_NUM_TASKS") || !strcmp(by, "PMIX_RANK") || !strcmp(by, "PMI_SIZE");
         fprintf(stderr, "zero: rank %d: %s=%s, but the MPI world this process joined (it started MPI because %s=%s is "
-                "set) has %d rank(s): refusing to train in a world that is not the job's. If mpirun or srun started "
-                "the ranks, unset %s (or give the launch's rank count); if another launcher did (torchrun, or "
-                "RANK/WORLD_SIZE by hand), unset OMPI_COMM_WORLD_SIZE, PMI_SIZE and PMIX_RANK for the ranks, so that "
-                "they start from RANK/WORLD_SIZE\n",
-                c->rank, vars[i], s, by, getenv(by), c->world, vars[i]);
+                "set) has %d rank(s): refusing to train in a world that is not the job's. %s\n",
+                c->rank, vars[i], s, by, getenv(by), c->world,
+                srun ? "If srun started the ranks, give MPI Slurm's process manager (srun --mpi=pmix, or pmi2, as "
+                       "this MPI supports), or start them with mpirun; if another launcher did (torchrun, or "
+                       "RANK/WORLD_SIZE by hand), unset PMIX_RANK, PMI_SIZE and OMPI_COMM_WORLD_SIZE for the ranks, "
+                       "so that they start from RANK/WORLD_SIZE"
+                     : "If mpirun started the ranks, unset this variable (a leftover of another launch) or give the "
+                       "launch's rank count; if another launcher did (torchrun, or RANK/WORLD_SIZE by hand), unset "
+                       "OMPI_COMM_WORLD_SIZE, PMI_SIZE and PMIX_RANK for the ranks, so that they start from "
+                       "RANK/WORLD_SIZE");
         return -1;
     }
     return 0;

@@ -55,7 +55,7 @@ fi
 pass "build (warning-free)"
 
 # no launcher in sight, and no bootstrap setting but those each case gives
-clean=(env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_STEP_NUM_TASKS -u ZERO_BOOTSTRAP_TCP -u ZERO_BOOTSTRAP_FILE
+clean=(env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_STEP_NUM_TASKS -u LOCAL_WORLD_SIZE -u ZERO_BOOTSTRAP_TCP -u ZERO_BOOTSTRAP_FILE
        -u ZERO_BOOTSTRAP_SECRET -u ZERO_BOOTSTRAP_SECRET_FILE -u ZERO_BOOTSTRAP_TIMEOUT)
 secret() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
 S=$(secret)   # this job's secret
@@ -204,7 +204,7 @@ for h in localhost 127.0.1.1; do
     port=$(new_port)
     start=$SECONDS
     rank lb0 0 2 7 ZERO_BOOTSTRAP_TCP=$h:$port ZERO_BOOTSTRAP_SECRET="$S" LOCAL_WORLD_SIZE=1
-    expect lb0 $! 1 "rank 0: cannot share .*: $h resolves only to loopback addresses \(127\.0\.[01]\.1:$port.*cannot reach \(LOCAL_WORLD_SIZE=1 of WORLD_SIZE=2\); give an address of this machine" &&
+    expect lb0 $! 1 "rank 0: cannot share .*: $h resolves only to loopback addresses \((127\.0\.[01]\.1|\[::1\]):$port.*cannot reach \(LOCAL_WORLD_SIZE=1 of WORLD_SIZE=2\); give an address of this machine" &&
         [ $((SECONDS - start)) -lt 10 ] || { echo "--- $h: refused after $((SECONDS - start)) s"; ok=0; }
 done
 [ $ok = 1 ] && pass "a loopback host with ranks on other machines (LOCAL_WORLD_SIZE=1 of 2) is refused at once" ||

@@ -14,7 +14,7 @@
 #      and removes zero_6, saying why once); a save of step 8 again (latest_zero moved back
 #      to 6) removes zero_8's manifest before any rank writes, so rank 1 failing its file
 #      (ulimit -f) leaves zero_8 without one; a manifest this build cannot read (another
-#      version) is not judged: its checkpoint is kept
+#      version) is not judged: its checkpoint is left alone and not counted among -nk
 #  unsharded:
 #   4. files named like checkpoints but not as the trainer names them (ckpt_1.bin,
 #      model_7_notes.bin), a symbolic link ckpt_00000003.bin to a user's file, and a folder
@@ -84,10 +84,12 @@ other="$tmp/zother"
 cp -r "$zbase" "$other"
 sed -i 's/"version":[[:space:]]*[0-9]*/"version": 99/' "$other/zero_2/manifest.json"
 grep -q '"version": 99' "$other/zero_2/manifest.json" || fail "cannot set zero_2's manifest version"
-mpirun -np 2 ./train_gpt2 "${small[@]}" -z 2 -x 10 -nk 5 -y 1 -o "$other" > "$tmp/zother.txt" 2>&1 || { cat "$tmp/zother.txt"; fail "the resume beside an unreadable manifest failed"; }
+mpirun -np 2 ./train_gpt2 "${small[@]}" -z 2 -x 10 -nk 2 -y 1 -o "$other" > "$tmp/zother.txt" 2>&1 || { cat "$tmp/zother.txt"; fail "the resume beside an unreadable manifest failed"; }
 [ -f "$other/zero_2/rank_00001.bin" ] && ! grep -q "removed $other/zero_2" "$tmp/zother.txt" \
     || { cat "$tmp/zother.txt"; fail "zero_2, whose manifest this build cannot read, was removed"; }
-echo "sharded: a checkpoint whose manifest this build cannot read is kept, not judged"
+[ ! -e "$other/zero_4" ] && [ ! -e "$other/zero_6" ] && [ -f "$other/zero_8/manifest.json" ] && [ -f "$other/zero_10/manifest.json" ] \
+    || { ls "$other"; fail "-nk 2 beside an unjudged zero_2: not exactly zero_8 and zero_10 kept of the others"; }
+echo "sharded: a checkpoint whose manifest this build cannot read is left alone and not counted: -nk 2 keeps zero_8, zero_10"
 out="$tmp/zresave"
 cp -r "$zbase" "$out"
 echo 6 > "$out/latest_zero"
