@@ -298,7 +298,8 @@ void gpt2_slices_tiled(const GPT2Config *c, int K, int KV, GPT2Slice *out) {
             GPT2Slice *o = &out[n++];
             *o = *s;
             if (tiles > 1) {   // rows [k R/tiles, (k+1) R/tiles) of the layer's (R, cols) matrix: contiguous
-                snprintf(o->name, sizeof(o->name), "%s.t%d", s->name, k);
+                if ((size_t)snprintf(o->name, sizeof(o->name), "%s.t%d", s->name, k) >= sizeof(o->name))
+                    die("tile %d of %s: its name does not fit the %zu bytes of a slice name", k, s->name, sizeof(o->name));
                 o->tile = k;
                 o->numel = s->numel / (size_t)tiles;
                 o->offset = s->offset + (size_t)k * o->numel;

@@ -11,7 +11,7 @@ fail() { echo "FAIL test_sanitizers: $*"; exit 1; }
 san=(-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all)
 flags=(-std=c11 -D_GNU_SOURCE -fopenmp -ffp-contract=off -Wall -Wextra -I.)
 llmc=(llmc/atomic_file.c llmc/data/dataloader.c llmc/data/tokenizer.c llmc/model/gpt2_config.c llmc/model/gpt2_model_file.c
-      llmc/run/train_config.c llmc/run/ds_config.c llmc/run/train_args.c llmc/run/train_common.c)
+      llmc/run/train_config.c llmc/run/ds_config.c llmc/run/train_args.c llmc/run/train_common.c llmc/run/launch_env.c)
 libs=(-lcmocka -lpcre2-8 -lcjson -lz -lm)
 printf '#include <liburing.h>\n' | gcc -E -x c - > /dev/null 2>&1 && libs+=(-luring)   # zero/io/nvme.c
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
