@@ -1103,6 +1103,12 @@ void zero_offload_unpark(Zero *z, int ti, void *grad) {
 
 // ---------------------------------------------------------------- accounting
 
+// A step's NVMe bytes are those of the requests it made (the engines' read_asked and
+// write_asked), not of those completed by its end: a deferred update's writes stay in
+// flight past it (stage 3's persistent tensors, caught up at the step's end), and when
+// they land depends on the disk and the machine's load. The dry run adds up the same
+// requests.
+
 // Both engines' totals (the busy seconds are already the file's, both engines counted once).
 static void engine_stats(Zero *z, ZeroNvmeStats *st) {
     zero_nvme_stats(z->off.nvme, st);
@@ -1111,6 +1117,8 @@ static void engine_stats(Zero *z, ZeroNvmeStats *st) {
     zero_nvme_stats(z->off.read_nvme, &r);
     st->bytes_read += r.bytes_read;
     st->bytes_written += r.bytes_written;
+    st->read_asked += r.read_asked;
+    st->write_asked += r.write_asked;
     st->reads += r.reads;
     st->writes += r.writes;
 }
@@ -1119,8 +1127,8 @@ static void engine_stats(Zero *z, ZeroNvmeStats *st) {
 static int io_totals(Zero *z, ZeroNvmeStats *st) {
     if (counts_only(z) && z->off.file_bytes) {
         memset(st, 0, sizeof *st);
-        st->bytes_read = z->off.dry_read;
-        st->bytes_written = z->off.dry_written;
+        st->read_asked = z->off.dry_read;
+        st->write_asked = z->off.dry_written;
         return 1;
     }
     if (!z->off.nvme) return 0;
@@ -1131,8 +1139,8 @@ static int io_totals(Zero *z, ZeroNvmeStats *st) {
 void zero_offload_step_begin(Zero *z) {
     ZeroNvmeStats st;
     if (!io_totals(z, &st)) return;
-    z->off.mark_read = st.bytes_read;
-    z->off.mark_written = st.bytes_written;
+    z->off.mark_read = st.read_asked;
+    z->off.mark_written = st.write_asked;
     z->off.mark_busy = st.busy_s;
 }
 
@@ -1143,8 +1151,8 @@ void zero_offload_step_end(Zero *z) {
     if (z->off.nvme) gradient_writes_done(z);
     ZeroNvmeStats st;
     if (!io_totals(z, &st)) return;
-    z->off.last_read = st.bytes_read - z->off.mark_read;
-    z->off.last_written = st.bytes_written - z->off.mark_written;
+    z->off.last_read = st.read_asked - z->off.mark_read;
+    z->off.last_written = st.write_asked - z->off.mark_written;
     z->off.step_read += z->off.last_read;
     z->off.step_written += z->off.last_written;
     z->off.step_busy += st.busy_s - z->off.mark_busy;

@@ -388,6 +388,7 @@ static ZeroTicket submit(ZeroNvme *n, int op, void *buf, uint64_t offset, size_t
     NvmeSlot *s = n->slots;
     while (s->ticket) s++;
     t = ++n->issued;
+    *(op == OP_READ ? &n->stats.read_asked : &n->stats.write_asked) += bytes;
     *s = (NvmeSlot){t, op, buf, offset, bytes, 0, 0, 0};
     n->in_flight++;
     clock_tick(n->clock, +1);

@@ -100,6 +100,8 @@ int zero_nvme_unnamed(const ZeroNvme *n);         // 1: made unnamed (O_TMPFILE)
 
 typedef struct {
     uint64_t bytes_read, bytes_written;   // completed
+    uint64_t read_asked, write_asked;     // the bytes of the requests accepted, complete or not: what a
+                                          //   stretch of the caller's program asked for, whatever the timing
     uint64_t reads, writes;
     uint64_t transfers;                    // read and write calls made: a request moves in blocks of
                                            //   at most block_bytes (and a short one takes another)

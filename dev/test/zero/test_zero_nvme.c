@@ -195,6 +195,8 @@ static void test_patterned_roundtrip(void **state) {
     assert_int_equal(st.bytes_written, file);
     assert_int_equal(st.writes, nw);
     assert_int_equal(st.bytes_read, 2 * file);
+    assert_int_equal(st.write_asked, file);   // everything asked has completed
+    assert_int_equal(st.read_asked, 2 * file);
     assert_int_equal(st.reads, nr + pool_reads);
     assert_true(st.busy_s > 0 && st.busy_s <= now_s() - t0);
     zero_nvme_close(n);
@@ -974,6 +976,9 @@ static void test_block_bytes(void **state) {
     fill(w, 64 * KiB, 512 * KiB, 11);
     memset(r, 0, 512 * KiB);
     ZeroTicket tw = zero_nvme_write(n, w, 64 * KiB, 512 * KiB);   // 64 blocks
+    ZeroNvmeStats asked;   // counted when accepted, before any block moves
+    zero_nvme_stats(n, &asked);
+    assert_true(asked.write_asked == 512 * KiB && asked.read_asked == 0);
     assert_int_equal(zero_nvme_wait(n, tw), 0);
     ZeroTicket tr = zero_nvme_read(n, r, 64 * KiB, 512 * KiB);
     assert_int_equal(zero_nvme_wait(n, tr), 0);

@@ -35,18 +35,18 @@ for c in "${cases[@]}"; do
     a=("${base[@]}" "${flags[@]}" --nvme-path "$tmp/nv_$name")
     ./train_gpt2 "${a[@]}" --dry-run --world "$world" -o "$tmp/dry_$name" > "$tmp/dry_$name.txt" 2>&1 \
         || { tail -n 5 "$tmp/dry_$name.txt"; fail "$name: the dry run failed"; }
-    # On a loaded machine a live run's written bytes can differ from the prediction by a few
-    # 4 KiB requests (z3_tiles: 26,988,544 or 27,013,120 B in the last step against 27,000,832
-    # in about 1 run of 7, with the same gathers and evictions): the writes depend on timing
-    # somewhere not yet found. Until they do not, a case passes when one of five live runs
-    # moves exactly the predicted bytes (each run is printed).
-    for try in 1 2 3 4 5; do
+    # each case twice: the engine the machine gives, then the threads engine with a random
+    # sleep before half of its transfers (ZERO_NVME_JITTER), where requests a step leaves in
+    # flight complete at another time than the first run's
+    for jitter in "" 7; do
         rm -rf "$tmp/live_$name" "$tmp/nv_$name" && mkdir -p "$tmp/nv_$name"
-        timeout 300 mpirun -np "$world" ./train_gpt2 "${a[@]}" -o "$tmp/live_$name" > "$tmp/live_$name.txt" 2>&1 \
-            || { tail -n 5 "$tmp/live_$name.txt"; fail "$name: the live run failed"; }
+        env ${jitter:+ZERO_NVME_JITTER=$jitter} timeout 300 mpirun ${jitter:+-x ZERO_NVME_JITTER} -np "$world" ./train_gpt2 "${a[@]}" \
+            -o "$tmp/live_$name" > "$tmp/live_$name.txt" 2>&1 \
+            || { tail -n 5 "$tmp/live_$name.txt"; fail "$name${jitter:+ with ZERO_NVME_JITTER=$jitter}: the live run failed"; }
         python3 - "$tmp/live_$name/zero_report.json" "$tmp/dry_$name/zero_report.json" "$name" "$world" "$tmp/live_$name.txt" \
-            << 'EOF' > "$tmp/check_$name.txt" 2>&1 && break
+            "${jitter:+ with ZERO_NVME_JITTER=$jitter}" << 'EOF' || fail "$name: see above"
 import json, re, sys
+sys.argv[3] += sys.argv[6]   # the case's name, and the jitter's seed
 live, dry = (json.load(open(f))["ranks"] for f in sys.argv[1:3])
 if not len(live) == len(dry) == int(sys.argv[4]):
     sys.exit(f"{sys.argv[3]}: {len(live)} ranks in the live report, {len(dry)} in the dry run's, {sys.argv[4]} wanted")
@@ -70,11 +70,7 @@ if not said or want not in said[-1]:
 print(f"{sys.argv[3]}: {len(live)} ranks, rank 0 reads {r0['read_bytes']:,.0f} B and writes {r0['written_bytes']:,.0f} B "
       f"a step (last step {r0['last_step_read_bytes']:,} and {r0['last_step_written_bytes']:,}): predicted alike")
 EOF
-        cat "$tmp/check_$name.txt"
-        [ "$try" -lt 5 ] || fail "$name: see above (5 live runs)"
-        echo "$name: live run $try of 5 did not move the predicted bytes; again"
     done
-    cat "$tmp/check_$name.txt"
     n=$((n + 1))
 done
 echo "PASS test_zero_nvme_traffic ($n configurations)"
