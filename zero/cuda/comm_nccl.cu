@@ -399,6 +399,36 @@ static void release(ZeroNccl *n) {
     free(n);
 }
 
+// Without MPI each rank places itself on its machine from LOCAL_WORLD_SIZE alone: ranks
+// that disagree on it would split into nodes of different sizes, whose collectives mismatch.
+// Every rank all-gathers every rank's figure, so all refuse together. 0, or -1 after saying
+// which ranks differ.
+static int same_machines(ZeroNccl *n) {
+    ZeroComm *c = n->c;
+    char b[512];
+    n->hscratch[c->rank] = (double)c->local_size;
+    cudaError_t e = cudaMemcpyAsync(n->dscratch + c->rank, n->hscratch + c->rank, sizeof(double), cudaMemcpyHostToDevice, n->own);
+    ncclResult_t r = ncclSuccess;
+    if (e == cudaSuccess) r = ncclAllGather(n->dscratch + c->rank, n->dscratch, 1, ncclDouble, n->world, n->own);
+    if (e == cudaSuccess && r == ncclSuccess)
+        e = cudaMemcpyAsync(n->hscratch, n->dscratch, (size_t)c->world * sizeof(double), cudaMemcpyDeviceToHost, n->own);
+    if (e == cudaSuccess && r == ncclSuccess) e = cudaStreamSynchronize(n->own);
+    if (e != cudaSuccess || r != ncclSuccess) {
+        fprintf(stderr, "zero: rank %d: the all-gather of every rank's LOCAL_WORLD_SIZE failed: %s\n", c->rank,
+                e != cudaSuccess ? cudaGetErrorString(e) : nccl_reason(r, n->world, b, sizeof b));
+        return -1;
+    }
+    for (int q = 0; q < c->world; q++)
+        if (n->hscratch[q] != (double)c->local_size) {
+            fprintf(stderr, "zero: rank %d: the ranks disagree on how many ranks each machine runs: rank %d has "
+                    "LOCAL_WORLD_SIZE %.0f, rank %d has %d; give every rank the same LOCAL_WORLD_SIZE (machines of "
+                    "equal size, ranks numbered machine by machine)\n", c->rank, q, n->hscratch[q], c->rank,
+                    c->local_size);
+            return -1;
+        }
+    return 0;
+}
+
 // Joins the world communicator and splits the node ones; 0 or -1 after printing why.
 static int join(ZeroNccl *n) {
     ZeroComm *c = n->c;
@@ -446,6 +476,10 @@ static int join(ZeroNccl *n) {
     // every rank holds the id once the world communicator exists: a later run must not read it
     if (rc == 0 && by_file && c->rank == 0 && unlink(file) != 0 && errno != ENOENT)
         fprintf(stderr, "zero: rank 0: warning: could not remove ZERO_BOOTSTRAP_FILE %s: %s\n", file, strerror(errno));
+    if (rc == 0 && !c->mpi) {
+        set_stage(&g, "comparing the ranks' LOCAL_WORLD_SIZE");
+        rc = same_machines(n);
+    }
     if (rc == 0) {
         set_stage(&g, "ncclCommSplit");
         r = ncclCommSplit(n->world, c->node, c->rank, &n->intra, NULL);

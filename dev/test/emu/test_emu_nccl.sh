@@ -6,7 +6,8 @@
 #     all-to-alls of grouped sends and receives, splits, and broken callers (different
 #     sizes, a peer that never comes, ncclCommAbort).
 #  2. refusals of the set-up: a rank joining with another nranks (every rank refused, at
-#     once) and a rank whose peer never starts (refused after CUDA_EMU_NCCL_TIMEOUT, naming it).
+#     once), a rank whose peer never starts (refused after CUDA_EMU_NCCL_TIMEOUT, naming it),
+#     and ranks that disagree on LOCAL_WORLD_SIZE (refused by zero's set-up, before the split).
 #  3. gpu_zero_toy (zero/'s CUDA backend against the host backend and the unsharded toy) at 2
 #     and 4 ranks: collectives, the ZeRO++ groups, training at stages 0-3 against the
 #     unsharded reference, the configuration errors, and a misuse that must end the job with
@@ -59,6 +60,20 @@ rc=$?
 if [ "$rc" -eq 0 ] && ranks_ok "$log" 1 && grep -q "waited 2 s to join for rank(s) 1" "$log"; then
     ok "a rank whose peer never starts: refused after CUDA_EMU_NCCL_TIMEOUT naming rank 1"
 else bad "a missing peer at ncclCommInitRank (exit $rc)"; cat "$log"; fi
+
+# ranks that disagree on LOCAL_WORLD_SIZE (ranks 0-1 say 2, ranks 2-3 say 4) split into
+# nodes of different sizes and hang in the first collective: zero's NCCL set-up refuses
+# them at once, before the split
+log=$tmp/machines.log
+printf '#!/bin/sh\nif [ "$RANK" -lt 2 ]; then export LOCAL_WORLD_SIZE=2; fi\nexec "$@"\n' > "$tmp/machines.sh"
+chmod +x "$tmp/machines.sh"
+timeout 60 scripts/launch_ranks.sh 4 "$tmp/machines.sh" "$EMU/gpu_zero_toy" collectives > "$log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
+   grep -Eq "zero: rank ([01]: .*: rank 2 has LOCAL_WORLD_SIZE 4, rank [01] has 2|[23]: .*: rank 0 has LOCAL_WORLD_SIZE 2, rank [23] has 4);" "$log" &&
+   ! grep -q "ncclCommSplit" "$log"; then
+    ok "ranks with LOCAL_WORLD_SIZE 2 and 4 are refused before the node split (exit $rc)"
+else bad "ranks that disagree on LOCAL_WORLD_SIZE (exit $rc)"; cat "$log"; fi
 
 # 3. gpu_zero_toy across ranks
 for np in 2 4; do
