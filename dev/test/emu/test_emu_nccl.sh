@@ -64,16 +64,22 @@ else bad "a missing peer at ncclCommInitRank (exit $rc)"; cat "$log"; fi
 # ranks that disagree on LOCAL_WORLD_SIZE (ranks 0-1 say 2, ranks 2-3 say 4) split into
 # nodes of different sizes and hang in the first collective: zero's NCCL set-up refuses
 # them at once, before the split
-log=$tmp/machines.log
+# ends_job WHAT LIMIT PATTERN ABSENT ARGS...: launch_ranks.sh ARGS must fail (not by `timeout`
+# LIMIT) with a line matching PATTERN (grep -E) and none containing ABSENT
+ends_job() {
+    local what=$1 limit=$2 pattern=$3 absent=$4 log=$tmp/ends_job.log rc
+    shift 4
+    timeout "$limit" scripts/launch_ranks.sh "$@" > "$log" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -Eq "$pattern" "$log" && ! grep -q "$absent" "$log"; then
+        ok "$what (exit $rc)"
+    else bad "$what (exit $rc)"; cat "$log"; fi
+}
 printf '#!/bin/sh\nif [ "$RANK" -lt 2 ]; then export LOCAL_WORLD_SIZE=2; fi\nexec "$@"\n' > "$tmp/machines.sh"
 chmod +x "$tmp/machines.sh"
-timeout 60 scripts/launch_ranks.sh 4 "$tmp/machines.sh" "$EMU/gpu_zero_toy" collectives > "$log" 2>&1
-rc=$?
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
-   grep -Eq "zero: rank ([01]: .*: rank 2 has LOCAL_WORLD_SIZE 4, rank [01] has 2|[23]: .*: rank 0 has LOCAL_WORLD_SIZE 2, rank [23] has 4);" "$log" &&
-   ! grep -q "ncclCommSplit" "$log"; then
-    ok "ranks with LOCAL_WORLD_SIZE 2 and 4 are refused before the node split (exit $rc)"
-else bad "ranks that disagree on LOCAL_WORLD_SIZE (exit $rc)"; cat "$log"; fi
+ends_job "ranks with LOCAL_WORLD_SIZE 2 and 4 are refused before the node split" 60 \
+    "zero: rank ([01]: .*: rank 2 has LOCAL_WORLD_SIZE 4, rank [01] has 2|[23]: .*: rank 0 has LOCAL_WORLD_SIZE 2, rank [23] has 4);" \
+    ncclCommSplit 4 "$tmp/machines.sh" "$EMU/gpu_zero_toy" collectives
 
 # 3. gpu_zero_toy across ranks
 for np in 2 4; do
@@ -89,14 +95,9 @@ for np in 2 4; do
         else bad "gpu_zero_toy $mode at $np ranks (exit $rc): $counts"; grep -E 'FAIL|rank [0-9]+:|zero:' "$log" | head -n 20; fi
     done
 done
-log=$tmp/toy_misuse.log
-timeout 120 scripts/launch_ranks.sh 2 "$EMU/gpu_zero_toy" misuse > "$log" 2>&1
-rc=$?
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
-   grep -q "zero: rank [01]: zero_step after 0 complete micro-steps and 1 of 5 units' grads_ready" "$log" &&
-   ! grep -q "accepted an incomplete" "$log"; then
-    ok "gpu_zero_toy misuse at 2 ranks ends the job with its message (exit $rc)"
-else bad "gpu_zero_toy misuse at 2 ranks (exit $rc)"; cat "$log"; fi
+ends_job "gpu_zero_toy misuse at 2 ranks ends the job with its message" 120 \
+    "zero: rank [01]: zero_step after 0 complete micro-steps and 1 of 5 units' grads_ready" \
+    "accepted an incomplete" 2 "$EMU/gpu_zero_toy" misuse
 
 # watchdog_death MODE SECONDS PATTERN WHAT: gpu_zero_toy MODE at 2 ranks must end the job
 # (not by `timeout`) within SECONDS with a line matching PATTERN, and no rank may print that
