@@ -145,6 +145,12 @@ static int validate_pp(const ZeroConfig *cfg, const ZeroComm *comm) {
     if (cfg->hpz < 0) {
         return zero_refuse(r, "--hpz %d: the secondary partition size must be >= 1", cfg->hpz);
     }
+    // hpZ's point is a backward gather inside the node; a group that spans nodes still
+    // trains the same bits (and crosses fewer nodes than the world's gather), so it is allowed
+    if (cfg->hpz > 1 && comm->local_size % cfg->hpz != 0 && r == 0)
+        zero_say_rank(r, "warning: --hpz %d: a group of %d consecutive ranks spans nodes of %d ranks, so the backward "
+                      "gathers cross nodes; hpZ keeps them inside one node when N divides the node size (--node-size "
+                      "sets a logical one)", cfg->hpz, cfg->hpz, comm->local_size);
     if ((cfg->qwz_block && quant_check_block(cfg->qwz_block, "the qwZ block size") != 0) ||
         (cfg->qgz_block && quant_check_block(cfg->qgz_block, "the qgZ block size") != 0))
         return -1;

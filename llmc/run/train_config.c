@@ -611,9 +611,9 @@ static const Flag flags[] = {
      "move the weights as they are (qwZ)", NULL},
     {"--hpz", NULL, "N", V_INT, AT(hpz), 0, 1 << 20, TRAIN_FLAG_HPZ, FOR_ZERO, 1,
      "stage 3: after a unit's forward gather each rank keeps 1/N of it, so that\n"
-     "its backward gather stays inside groups of N consecutive ranks (N = the\n"
-     "node size: no inter-node traffic); costs psi/N working values per rank\n"
-     "(hpZ; 0 or 1: off)", NULL},
+     "its backward gather stays inside groups of N consecutive ranks (N dividing\n"
+     "the node size: no inter-node traffic; a wider group is warned of); costs\n"
+     "psi/N working values per rank (hpZ; 0 or 1: off)", NULL},
     {"--qgz", NULL, NULL, V_SET, AT(qgz), 0, 0, TRAIN_FLAG_QGZ, FOR_ZERO, 1,
      "gradients reduced in two hops, inside the node then across nodes, as int4\n"
      "blocks, summed in fp32 in a fixed order (qgZ)", NULL},

@@ -15,7 +15,8 @@
 #   resume       a checkpoint of a run with every switch resumes bit-exact
 #   nan          a run that diverges through the quantized paths stops naming the step (a
 #                NaN travels as a NaN block, never as plausible numbers)
-#   errors       switches the run cannot honour are refused with a message
+#   errors       switches the run cannot honour are refused with a message; an hpZ group
+#                wider than the node is warned of and trains
 # Arguments pick parts (default all).
 set -u
 cd "$(dirname "$0")/../../.."
@@ -252,5 +253,19 @@ if want errors; then
     expect "not supported yet" -z 3 --qwz --offload-param nvme --nvme-path "$tmp"
     expect "even number" -z 3 --qwz --qwz-block 7
     echo "errors: refused with messages"
+    # an hpZ group across nodes trains, with a warning that its backward gathers cross nodes
+    warned() {   # warned YES|NO ARGS...
+        local want=$1
+        shift
+        mpirun -np 4 ./train_gpt2 "${args[@]}" -x 1 -o "$tmp/warn" "$@" > "$tmp/warn.txt" 2>&1 \
+            || { tail -5 "$tmp/warn.txt"; fail "$*: the run failed"; }
+        local n
+        n=$(grep -c "warning: --hpz .* spans nodes of 2 ranks, so the backward gathers cross nodes" "$tmp/warn.txt")
+        { [ "$want" = YES ] && [ "$n" -eq 1 ]; } || { [ "$want" = NO ] && [ "$n" -eq 0 ]; } \
+            || fail "$*: $n warnings that hpZ groups span nodes (wanted: $want)"
+    }
+    warned YES -z 3 --hpz 4 --node-size 2
+    warned NO -z 3 --hpz 2 --node-size 2
+    echo "errors: an hpZ group wider than the node is warned of once, and trains"
 fi
 echo "test_zero_pp: all passed"
