@@ -863,8 +863,8 @@ void zero_nccl_gather_f64(ZeroNccl *n, const double *values, int count, double *
         }
         zero_coll_end(c);
         track(n, s, ZERO_GROUP_WORLD, ZERO_COLL_GATHER, c->rank == 0 ? 0 : kb, what);
-        if (c->rank == 0)
-            CUDA_OK(c, cudaMemcpyAsync(n->hscratch, n->dscratch, kb * (size_t)c->world, cudaMemcpyDeviceToHost, s),
+        if (c->rank == 0)   // slots 1.. (rank 0's own slot of the device scratch is never written)
+            CUDA_OK(c, cudaMemcpyAsync(n->hscratch + k, n->dscratch + k, kb * (size_t)(c->world - 1), cudaMemcpyDeviceToHost, s),
                     "gather of %s (%d doubles)", what, k);
         // blocking by contract (the host buffers are reused); the watchdog polls meanwhile
         CUDA_OK(c, cudaStreamSynchronize(s), "gather of %s (%d doubles per rank, %d ranks)", what, k, c->world);
