@@ -73,7 +73,7 @@ static bf16 *dev_bf16(const float *x, size_t n) {
     uint16_t *tmp = (uint16_t *)malloc(n * sizeof(uint16_t));
     for (size_t i = 0; i < n; i++) tmp[i] = gpt2_f32_to_bf16(x[i]);
     bf16 *d;
-    CUDA_CHECK(cudaMalloc(&d, n * sizeof(bf16) + 16));
+    CUDA_CHECK(cudaMalloc(&d, n * sizeof(bf16)));
     CUDA_CHECK(cudaMemcpy(d, tmp, n * sizeof(bf16), cudaMemcpyHostToDevice));
     // a copy from pageable memory may return before its DMA lands, and the model's
     // non-blocking stream does not wait for the legacy stream: wait here
@@ -84,7 +84,7 @@ static bf16 *dev_bf16(const float *x, size_t n) {
 
 static float *dev_f32(const float *x, size_t n) {
     float *d;
-    CUDA_CHECK(cudaMalloc(&d, n * sizeof(float) + 16));
+    CUDA_CHECK(cudaMalloc(&d, n * sizeof(float)));
     if (x) CUDA_CHECK(cudaMemcpy(d, x, n * sizeof(float), cudaMemcpyHostToDevice));
     else CUDA_CHECK(cudaMemset(d, 0, n * sizeof(float)));
     CUDA_CHECK(cudaDeviceSynchronize());   // as in dev_bf16
