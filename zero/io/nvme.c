@@ -318,6 +318,20 @@ static void uring_issue_locked(ZeroNvme *n, NvmeSlot *s) {
     }
 }
 
+// The ring itself failed with r: every request it holds ends as failed, so no waiter hangs,
+// and later ones are refused, which nothing would reap. The requests end with ECANCELED, not
+// r: a refused wait (EAGAIN) is what complete_locked retries, and would keep their slots.
+static void ring_failed_locked(ZeroNvme *n, int r) {
+    fail_locked(n, n->issued + 1, "rank %d: the io_uring completion queue of %s failed: %s", n->rank, n->path,
+                strerror(-r));
+    for (int i = 0; i < n->depth; i++)
+        if (n->slots[i].ticket) {
+            n->slots[i].done = 0;
+            complete_locked(n, &n->slots[i], -ECANCELED);
+        }
+    pthread_cond_broadcast(&n->done);
+}
+
 static void *reaper_main(void *arg) {
     ZeroNvme *n = arg;
     double refused_since = 0;   // when the waits began to be refused (EAGAIN), or 0
@@ -333,17 +347,9 @@ static void *reaper_main(void *arg) {
             }
         }
         refused_since = 0;
-        if (r < 0) {   // the ring itself failed: end every request so no waiter hangs, and
-                       // refuse later ones, which nothing would reap
+        if (r < 0) {
             pthread_mutex_lock(&n->mu);
-            fail_locked(n, n->issued + 1, "rank %d: the io_uring completion queue of %s failed: %s", n->rank, n->path,
-                        strerror(-r));
-            pthread_cond_broadcast(&n->done);
-            for (int i = 0; i < n->depth; i++)
-                if (n->slots[i].ticket) {
-                    n->slots[i].done = 0;
-                    complete_locked(n, &n->slots[i], r);
-                }
+            ring_failed_locked(n, r);
             pthread_mutex_unlock(&n->mu);
             return NULL;
         }

@@ -862,6 +862,45 @@ static void test_uring_reaper_refused(void **state) {
     print_message("  %s", at);
 }
 
+// In a child: the completion thread's ending of the ring (its waits refused for
+// NVME_RETRY_S) with a request still held, as when one is made in the last moments of those
+// seconds: its waiter returns failed at once, where a refusal, tried again, kept the slot and
+// the wait hung. The held request is set up by hand (never given to the ring), so the ending
+// meets it every run. An alarm ends a child that hangs. Prints what the wait returned.
+static void child_uring_failed_with_held(void *arg) {
+    (void)arg;
+#if ZERO_NVME_URING
+    ZeroNvme *n = open_uring_or_skip();
+    uint8_t *src = aligned(64 * KiB);
+    alarm(20);
+    pthread_mutex_lock(&n->mu);
+    ZeroTicket t = ++n->issued;
+    n->slots[0] = (NvmeSlot){t, OP_WRITE, (char *)src, 0, 64 * KiB, 0, 0, 0};
+    n->in_flight++;
+    clock_tick(n->clock, +1);
+    ring_failed_locked(n, -EAGAIN);
+    pthread_mutex_unlock(&n->mu);
+    int rc = zero_nvme_wait(n, t);
+    fprintf(stderr, "wait: %d: %s\n", rc, zero_nvme_error(n));
+    zero_nvme_close(n);
+    fprintf(stderr, "closed\n");
+    _exit(0);
+#else
+    _exit(77);
+#endif
+}
+
+static void test_uring_failed_with_held(void **state) {
+    (void)state;
+    char msg[4096], want[PATH_MAX + 200];
+    int rc = run_in_child(child_uring_failed_with_held, NULL, msg, sizeof msg);
+    if (rc == 77) { print_message("skipping: %s\n", msg); return; }
+    snprintf(want, sizeof want, "wait: -1: rank 0: the io_uring completion queue of %s/zero_swap_rank0_", g_dir);
+    if (rc != 0 || !strstr(msg, want) || !strstr(msg, " failed: Resource temporarily unavailable\n") ||
+        !strstr(msg, "closed\n"))
+        fail_msg("the ring ended with a request held (child status %d): %s", rc, msg);
+}
+
 // 64 writes of 4 KiB through one worker, then the bytes read back and checked; the writes'
 // milliseconds. jitter: ZERO_NVME_JITTER's value, or NULL for none.
 static double timed_writes(const char *jitter) {
@@ -1031,6 +1070,7 @@ int main(void) {
         ONE(test_engine_choice),
         ONE(test_uring_refuses_again),
         ONE(test_uring_reaper_refused),
+        ONE(test_uring_failed_with_held),
         ONE(test_jitter),
         ONE(test_pool_allocator),
     };
