@@ -860,7 +860,12 @@ static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
 static void catch_up(Zero *z, int ti, void *dst) {
     ZeroOffload *o = &z->off;
     if (!o->defer || !o->stale[ti]) return;
+    ZeroNvmeStats before, after;   // the main engine is this thread's alone meanwhile
+    zero_nvme_stats(o->nvme, &before);
     update_tiles(z, &o->pend, 1, o->pend_t, o->tile_first[ti], o->tile_first[ti + 1], dst, 1);
+    zero_nvme_stats(o->nvme, &after);
+    atomic_fetch_add_explicit(&o->caught_read, after.read_asked - before.read_asked, memory_order_relaxed);
+    atomic_fetch_add_explicit(&o->caught_written, after.write_asked - before.write_asked, memory_order_relaxed);
     o->stale[ti] = 0;
 }
 
@@ -1107,7 +1112,9 @@ void zero_offload_unpark(Zero *z, int ti, void *grad) {
 // write_asked), not of those completed by its end: a deferred update's writes stay in
 // flight past it (stage 3's persistent tensors, caught up at the step's end), and when
 // they land depends on the disk and the machine's load. The dry run adds up the same
-// requests.
+// requests. A deferred update run between two steps (a validation's gather, a checkpoint or
+// an export read the tensor first) is counted in the next step, so that the updates' bytes
+// are in the figures whatever else the run does between its steps.
 
 // Both engines' totals (the busy seconds are already the file's, both engines counted once).
 static void engine_stats(Zero *z, ZeroNvmeStats *st) {
@@ -1139,9 +1146,10 @@ static int io_totals(Zero *z, ZeroNvmeStats *st) {
 void zero_offload_step_begin(Zero *z) {
     ZeroNvmeStats st;
     if (!io_totals(z, &st)) return;
-    z->off.mark_read = st.read_asked;
-    z->off.mark_written = st.write_asked;
-    z->off.mark_busy = st.busy_s;
+    ZeroOffload *o = &z->off;
+    o->mark_read = st.read_asked - (atomic_load(&o->caught_read) - o->caught_mark_read);
+    o->mark_written = st.write_asked - (atomic_load(&o->caught_written) - o->caught_mark_written);
+    o->mark_busy = st.busy_s;
 }
 
 void zero_offload_step_end(Zero *z) {
@@ -1156,4 +1164,6 @@ void zero_offload_step_end(Zero *z) {
     z->off.step_read += z->off.last_read;
     z->off.step_written += z->off.last_written;
     z->off.step_busy += st.busy_s - z->off.mark_busy;
+    z->off.caught_mark_read = atomic_load(&z->off.caught_read);
+    z->off.caught_mark_written = atomic_load(&z->off.caught_written);
 }

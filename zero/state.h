@@ -178,6 +178,8 @@ typedef struct {
     _Atomic uint64_t adamw_ns;   // the CPU AdamW's nanoseconds, summed over steps (also a deferred
                                  // update's, on the host stream)
     uint64_t mark_read, mark_written;   // engine totals at zero_begin_step
+    _Atomic uint64_t caught_read, caught_written;   // the deferred updates' requests, summed
+    uint64_t caught_mark_read, caught_mark_written; // those sums at the last step's end
     uint64_t step_read, step_written;   // summed over steps
     uint64_t last_read, last_written;   // the last step's (a deferred update moves I/O into the next step)
     uint64_t step_write[3];  // the step's buffer sets' last writes (update_tiles), left in flight
