@@ -383,8 +383,14 @@ static int shard_open(const ZckManifest *m, int q, ZckShard *s, char *err, size_
     s->count = calloc((size_t)m->num_tensors, sizeof(uint64_t));
     int rc = -1;
     if (!h || !s->data_off || !s->begin || !s->count) { fail(err, errlen, "out of host memory"); goto out; }
-    if (zfile_pread(s->fd, trailer, 4, size - 4) != 0 || zfile_pread(s->fd, h, hs, 0) != 0) {
-        fail(err, errlen, "checkpoint file %s (rank %d of %d) cannot be read", p, q, m->world);
+    if (zfile_pread(s->fd, trailer, 4, size - 4) != 0) {
+        fail(err, errlen, "checkpoint file %s (rank %d of %d): its 4-byte trailer at byte %lld cannot be read: %s", p, q,
+             m->world, (long long)(size - 4), zfile_pread_why());
+        goto out;
+    }
+    if (zfile_pread(s->fd, h, hs, 0) != 0) {
+        fail(err, errlen, "checkpoint file %s (rank %d of %d): its %zu-byte header cannot be read: %s", p, q, m->world,
+             (size_t)hs, zfile_pread_why());
         goto out;
     }
     if (zle_get32(trailer) != body_crc) {
@@ -570,8 +576,8 @@ static int read_piece(ZckReader *r, int q, int t, uint64_t a, uint64_t b, void *
     if (shard_ready(r, q, err, errlen) != 0) return -1;
     uint64_t off = s->data_off[t] + ((uint64_t)ra->kind * s->count[t] + (a - s->begin[t])) * 4;
     if (zfile_pread(s->fd, ra->out + (a - ra->begin), (size_t)(b - a) * 4, off) != 0)
-        return fail(err, errlen, "checkpoint file %s (rank %d of %d) could not be read at byte %" PRIu64 " (changed since "
-                    "it was verified?)", s->path, q, r->m->world, off);
+        return fail(err, errlen, "checkpoint file %s (rank %d of %d): %" PRIu64 " bytes at byte %" PRIu64 " could not be "
+                    "read (changed since it was verified?): %s", s->path, q, r->m->world, (b - a) * 4, off, zfile_pread_why());
     return 0;
 }
 
@@ -597,7 +603,7 @@ int zck_read_extra(const ZckManifest *m, void *buf, size_t bytes, char *err, siz
         rc = fail(err, errlen, "checkpoint file %s (trainer data) is %s: %lld bytes, the manifest says %zu", path,
                   (uint64_t)st.st_size < bytes ? "truncated" : "the wrong size", (long long)st.st_size, bytes);
     else if (zfile_pread(fd, buf, bytes, 0) != 0)
-        rc = fail(err, errlen, "checkpoint file %s (trainer data) cannot be read", path);
+        rc = fail(err, errlen, "checkpoint file %s (trainer data) cannot be read: %s", path, zfile_pread_why());
     else if (zfile_crc32(0, buf, bytes) != m->extra_crc)
         rc = fail(err, errlen, "checkpoint file %s (trainer data) is corrupt: CRC-32 0x%08x, the manifest says 0x%08x", path,
                   zfile_crc32(0, buf, bytes), m->extra_crc);

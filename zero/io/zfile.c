@@ -342,6 +342,8 @@ int zfile_mkdirs(const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+const char *zfile_pread_why(void) { return errno ? strerror(errno) : "the file ends before them"; }
+
 int zfile_pread(int fd, void *buf, size_t n, uint64_t offset) {
     char *p = buf;
     if (offset > (uint64_t)INT64_MAX || n > (uint64_t)INT64_MAX - offset) {   // past what an off_t holds
@@ -351,6 +353,7 @@ int zfile_pread(int fd, void *buf, size_t n, uint64_t offset) {
     while (n > 0) {
         ssize_t got = pread(fd, p, n, (off_t)offset);
         if (got < 0 && errno == EINTR) continue;
+        if (got == 0) errno = 0;   // the file ended first
         if (got <= 0) return -1;
         p += got;
         n -= (size_t)got;

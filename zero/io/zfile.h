@@ -60,8 +60,10 @@ int zfile_mkdirs(const char *path, char *err, size_t errlen);
 // cannot open, leaves it to the file system: 0.
 int zfile_sync_folder_fd(int fd);
 int zfile_sync_folder(const char *folder);
-// Reads exactly n bytes at offset; -1 (with the reason) on a short read.
+// Reads exactly n bytes at offset; -1 when it cannot, and then zfile_pread_why() says why
+// (errno's text, or that the file ended first).
 int zfile_pread(int fd, void *buf, size_t n, uint64_t offset);
+const char *zfile_pread_why(void);
 
 // Little-endian fields, so checkpoint headers mean the same on every host.
 static inline void zle_put32(unsigned char *p, uint32_t v) {
