@@ -18,7 +18,9 @@ backends; it knows nothing of what the bytes are.
     issued before it) has completed. Orchestration waits on tickets as on events. Queueing
     a request while queue_depth are in flight blocks until one completes.
   - The first failure stops the engine: later requests are refused (ticket 0) and every
-    wait on a ticket from the failed one on returns -1, so no error goes unseen.
+    wait on a ticket from the failed one on returns -1, so no error goes unseen. After a
+    failure of the io_uring ring itself, requests it held may still be moving bytes in the
+    kernel: their buffers are not to be reused, only the engine closed (offload ends the run).
 
 Offsets, sizes and buffer addresses are multiples of ZERO_NVME_ALIGN, and a request lies
 inside file_bytes; anything else is refused with a message. Errors (missing or
