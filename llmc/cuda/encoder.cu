@@ -27,8 +27,9 @@ __global__ void encoder_forward_kernel(bf16 *out, const int *tokens, const bf16 
 
 void encoder_forward_tile(bf16 *out, const int *tokens, const bf16 *wte, const bf16 *wpe, int v0, int v1, int B,
                           int T, int C, cudaStream_t stream) {
-    if (C % 8 != 0) {
-        die("encoder_forward: C=%d must be a multiple of 8", C);
+    if (C % 8 != 0 || (((uintptr_t)out | (uintptr_t)wte | (uintptr_t)wpe) & 15)) {   // 16-byte rows
+        die("encoder_forward: C=%d must be a multiple of 8, out, wte and wpe 16-byte aligned (%p, %p, %p)", C,
+            (void *)out, (const void *)wte, (const void *)wpe);
     }
     size_t n = (size_t)B * T * (C / 8);
     if (n == 0) return;
@@ -108,8 +109,9 @@ void encoder_backward(float *dwte, float *dwpe, const bf16 *dout, const EncoderB
 
 void encoder_backward_tile(float *dwte, float *dwpe, const bf16 *dout, const EncoderBuckets *buckets, int v0, int v1,
                            int B, int T, int C, cudaStream_t stream) {
-    if (C % 8 != 0) {
-        die("encoder_backward: C=%d must be a multiple of 8", C);
+    if (C % 8 != 0 || (((uintptr_t)dwte | (uintptr_t)dwpe | (uintptr_t)dout) & 15)) {   // 16-byte rows
+        die("encoder_backward: C=%d must be a multiple of 8, dwte, dwpe and dout 16-byte aligned (%p, %p, %p)", C,
+            (void *)dwte, (void *)dwpe, (const void *)dout);
     }
     if (buckets->num_unique > 0) {
         int threads = (int)round_up(ceil_div(C, 8), 32);

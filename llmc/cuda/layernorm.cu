@@ -70,6 +70,7 @@ layernorm_forward_kernel(bf16 *out, float *mean, float *rstd, const bf16 *inp, c
 void layernorm_forward(bf16 *out, float *mean, float *rstd, const bf16 *inp, const bf16 *weight,
                        const bf16 *bias, int N, int C, cudaStream_t stream) {
     layernorm_check(C, out, inp, "layernorm_forward");
+    layernorm_check(C, weight, bias, "layernorm_forward");
     if (N <= 0) return;
     unsigned blocks = (unsigned)ceil_div(N, LN_FWD_WARPS);
     switch (ceil_div(C, 256)) {
