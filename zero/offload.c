@@ -860,10 +860,10 @@ static void update_nvme(Zero *z, const AdamWParams *p, int update, int t) {
 static void catch_up(Zero *z, int ti, void *dst) {
     ZeroOffload *o = &z->off;
     if (!o->defer || !o->stale[ti]) return;
-    ZeroNvmeStats before, after;   // the main engine is this thread's alone meanwhile
-    zero_nvme_stats(o->nvme, &before);
+    ZeroNvmeStats before = {0}, after = {0};   // the main engine is this thread's alone meanwhile
+    if (o->nvme) zero_nvme_stats(o->nvme, &before);   // (a rank owning no element has none)
     update_tiles(z, &o->pend, 1, o->pend_t, o->tile_first[ti], o->tile_first[ti + 1], dst, 1);
-    zero_nvme_stats(o->nvme, &after);
+    if (o->nvme) zero_nvme_stats(o->nvme, &after);
     atomic_fetch_add_explicit(&o->caught_read, after.read_asked - before.read_asked, memory_order_relaxed);
     atomic_fetch_add_explicit(&o->caught_written, after.write_asked - before.write_asked, memory_order_relaxed);
     o->stale[ti] = 0;
