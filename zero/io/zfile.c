@@ -191,13 +191,21 @@ int zfile_crc_of(const char *path, uint64_t limit, uint32_t *crc, uint64_t *byte
     int direct = 1, fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
     if (fd < 0) { direct = 0; fd = open(path, O_RDONLY | O_CLOEXEC); }
     if (fd < 0) return fail(err, errlen, "%s", strerror(errno));
-    unsigned char *buf = aligned_alloc(4096, CHUNK);
+    // a buffer no larger than the file (in whole 4 KiB blocks, as O_DIRECT wants): a direct
+    // read pins the whole buffer first, 4 MiB for a file of a few KB
+    size_t cap = CHUNK;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_size >= 0) {
+        uint64_t want = (uint64_t)st.st_size < limit ? (uint64_t)st.st_size : limit;
+        if (want < CHUNK) cap = want / 4096 * 4096 + 4096;
+    }
+    unsigned char *buf = aligned_alloc(4096, cap);
     if (!buf) { close(fd); return fail(err, errlen, "out of host memory"); }
     uint32_t c = zfile_crc32(0, NULL, 0);
     uint64_t total = 0;
     int rc = 0;
     while (total < limit) {
-        ssize_t got = pread(fd, buf, CHUNK, (off_t)total);
+        ssize_t got = pread(fd, buf, cap, (off_t)total);
         if (got < 0 && errno == EINVAL && direct) {   // O_DIRECT refused here: buffered
             close(fd);
             if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) { rc = fail(err, errlen, "%s", strerror(errno)); break; }
