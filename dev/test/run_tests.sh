@@ -151,8 +151,10 @@ if [ ${#emu_progs[@]} -gt 0 ]; then
 fi
 lap
 if [ ${#laps[@]} -gt 0 ]; then
+    # the 30 slowest and the sum of all: where a long run's time goes
     echo "the slowest programs (seconds):"
-    printf '%s\n' "${laps[@]}" | sort -rn | head -n 12 | sed 's/^/  /'
+    printf '%s\n' "${laps[@]}" | sort -rn | head -n 30 | sed 's/^/  /'
+    printf '%s\n' "${laps[@]}" | awk '{s += $1} END {print "  (" s " s in all programs, the emulated ones side by side counted each)"}'
 fi
 [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ] && { echo "no test passed or failed"; failed=1; }
 if [ ${#failed_names[@]} -gt 0 ]; then
