@@ -207,7 +207,7 @@ $(BUILD)/tests/test_gpt2_ref: dev/ref/gpt2_ref.h
 # Unit tests that call zero/'s host backend link libzero.a, hence MPI.
 ZERO_TEST_BIN := $(BUILD)/tests/test_bf16_rounding $(BUILD)/tests/test_grad_norm $(BUILD)/tests/test_zero_quant \
                  $(BUILD)/tests/test_zero_wire $(BUILD)/tests/test_backend_ops $(BUILD)/tests/test_zero_buckets \
-                 $(BUILD)/tests/test_dir_sync
+                 $(BUILD)/tests/test_dir_sync $(BUILD)/tests/test_zfile_crc
 $(BUILD)/tests/test_zero_wire $(BUILD)/tests/test_backend_ops: dev/test/zero/wire_ref.h dev/test/zero/quant_cases.h
 $(ZERO_TEST_BIN): $(BUILD)/tests/%: %.c dev/test/common/test_util.h $(BUILD)/libzero.a $(BUILD)/libllmc.a
 	@mkdir -p $(dir $@)
