@@ -51,15 +51,24 @@ n_sh=0
 for sh in "${shell_tests[@]}"; do [ -e "$sh" ] && n_sh=$((n_sh + 1)); done
 total=$(($# + n_sh + ${#gpu_progs[@]} + ${#emu_progs[@]}))
 k=0
-laps=() cur= start=0   # each program's seconds, for the slowest-first list at the end
-lap() { [ -n "$cur" ] && laps+=("$((SECONDS - start)) $cur"); cur=; }
+laps=() cur= start=0 cpu0=0   # each program's seconds, for the slowest-first list at the end
+# cpu_s: sets cpu to the CPU seconds (user + system) of the calling shell's ended children so
+# far (bash's times; in a background subshell, that subshell's own children)
+cpu_s() {
+    local f=$logs/times.$BASHPID
+    times > "$f"
+    cpu=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%.0f", n }' "$f")
+}
+# a program's line in the list: wall seconds, then its processes' CPU seconds (on the CI
+# machine's 2 cores, a program using under a core's worth leaves one idle)
+lap() { [ -n "$cur" ] && { cpu_s; laps+=("$((SECONDS - start)) (cpu $((cpu - cpu0))) $cur"); }; cur=; }
 # digest NAME [FILE]: the first failure lines of FILE (default $log), NAME's output, kept for
 # the end of the run (a long run's failures are otherwise far above its closing lines)
 digest() {
     grep -m 6 -E '(^|[^A-Za-z_])FAIL|\[  FAILED  \]|ERROR: AddressSanitizer|runtime error' "${2:-$log}" | cut -c1-240 |
         sed "s|^|  $1: |" >> "$logs/digest"
 }
-next() { lap; k=$((k + 1)); echo "=== $k/$total $*"; cur="$*" start=$SECONDS; }
+next() { lap; k=$((k + 1)); echo "=== $k/$total $*"; cpu_s; cur="$*" start=$SECONDS cpu0=$cpu; }
 
 # A cmocka program: its "[  PASSED  ] N test(s)", "[  FAILED  ] N test(s)" and "[  SKIPPED ] N
 # test(s)" lines count.
@@ -131,8 +140,8 @@ if [ ${#emu_progs[@]} -gt 0 ]; then
             else
                 cp "$logs/emu$shown" "$log"
                 cat "$log"
-                read -r rc secs < "$logs/emu$shown.rc"
-                laps+=("$secs $EMU_DIR/$*")
+                read -r rc secs cpu < "$logs/emu$shown.rc"
+                laps+=("$secs (cpu $cpu) $EMU_DIR/$*")
                 count_log "$rc" "$EMU_DIR/$*"
             fi
             shown=$((shown + 1))
@@ -142,7 +151,8 @@ if [ ${#emu_progs[@]} -gt 0 ]; then
         set -- ${emu_progs[$i]}
         [ -x "$EMU_DIR/$1" ] || continue
         while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; show_ended; done
-        { t0=$SECONDS; "$EMU_DIR/$1" "${@:2}" > "$logs/emu$i" 2>&1; echo "$? $((SECONDS - t0))" > "$logs/emu$i.rt"
+        { t0=$SECONDS; cpu_s; c0=$cpu; "$EMU_DIR/$1" "${@:2}" > "$logs/emu$i" 2>&1; rc=$?; cpu_s
+          echo "$rc $((SECONDS - t0)) $((cpu - c0))" > "$logs/emu$i.rt"
           mv "$logs/emu$i.rt" "$logs/emu$i.rc"; } &
     done
     while [ -n "$(jobs -rp)" ]; do wait -n; show_ended; done
@@ -152,9 +162,9 @@ fi
 lap
 if [ ${#laps[@]} -gt 0 ]; then
     # the 30 slowest and the sum of all: where a long run's time goes
-    echo "the slowest programs (seconds):"
+    echo "the slowest programs (seconds, and the CPU seconds of their processes):"
     printf '%s\n' "${laps[@]}" | sort -rn | head -n 30 | sed 's/^/  /'
-    printf '%s\n' "${laps[@]}" | awk '{s += $1} END {print "  (" s " s in all programs, the emulated ones side by side counted each)"}'
+    printf '%s\n' "${laps[@]}" | awk '{s += $1; c += $3} END {print "  (" s " s in all programs, the emulated ones side by side counted each; cpu " c " s)"}'
 fi
 [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ] && { echo "no test passed or failed"; failed=1; }
 if [ ${#failed_names[@]} -gt 0 ]; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_run_tests.sh: the test runner (dev/test/run_tests.sh) on made-up programs:
 #  - it prints "=== k/N name" before each program, N counting every program of the run,
-#    and before the closing line each program's seconds, slowest first
+#    and before the closing line each program's seconds and CPU seconds, slowest first
 #  - a cmocka program's "[  PASSED  ] N test(s)" and "[  FAILED  ] N test(s)" add up
 #  - a program that exits 0 with a line starting with SKIP, and a shell test that exits 77,
 #    count as skipped, and so do a cmocka program's "[  SKIPPED ] N test(s)"; the closing line
@@ -45,12 +45,14 @@ echo "$last" | grep -qE '^[0-9]+ passed, [0-9]+ failed' || fail "summary no long
 got=$(grep '^=== ' "$tmp/out" | sed 's|'"$tmp"'/||')
 want=$'=== 1/4 cm_pass\n=== 2/4 no_gpu\n=== 3/4 sh_pass.sh\n=== 4/4 sh_skip.sh'
 [ "$got" = "$want" ] || { cat "$tmp/out"; fail "progress lines: '$got'"; }
-# the seconds of each program, slowest first, before the closing line
+# the seconds of each program, slowest first, and the CPU seconds of its processes, before the
+# closing line: slow.sh sleeps 2 s, burn.sh's child spins for 2 s
 mk slow.sh 'sleep 2'
-runner "$tmp/sh_pass.sh $tmp/slow.sh" "$tmp/cm_pass"
-laps=$(sed -n '/^the slowest programs (seconds):$/,$p' "$tmp/out" | sed -n '2,4p' | sed 's|'"$tmp"'/||')
-[ "$(echo "$laps" | head -n 1 | grep -cE '^  [2-9] slow\.sh$')" = 1 ] && [ "$(echo "$laps" | grep -cE '^  [01] ')" = 2 ] \
-    || { cat "$tmp/out"; fail "the slowest-programs list: '$laps'"; }
+mk burn.sh 'timeout 2 bash -c "while :; do :; done"; exit 0'
+runner "$tmp/sh_pass.sh $tmp/slow.sh $tmp/burn.sh" "$tmp/cm_pass"
+laps=$(sed -n '/^the slowest programs (seconds, and the CPU seconds of their processes):$/,$p' "$tmp/out" | sed -n '2,5p' | sed 's|'"$tmp"'/||')
+[ "$(echo "$laps" | head -n 2 | grep -cE '^  [2-9] \(cpu 0\) slow\.sh$|^  [2-9] \(cpu [12]\) burn\.sh$')" = 2 ] &&
+    [ "$(echo "$laps" | grep -cE '^  [01] \(cpu 0\) ')" = 2 ] || { cat "$tmp/out"; fail "the slowest-programs list: '$laps'"; }
 
 # failures: counted, named, exit status 1
 runner "$tmp/sh_fail.sh $tmp/sh_skip.sh" "$tmp/cm_fail" "$tmp/no_gpu"
