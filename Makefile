@@ -219,7 +219,7 @@ include dev/cuda_emu/emu.mk
 
 EMU_TESTS := $(if $(HAVE_NVCC),emu $(EMU)/test_cublaslt_emu $(EMU)/test_cudnn_emu $(EMU)/test_nccl_emu)
 # The programs build side by side on every core, unless make was given -j; then the tests
-# run (dev/test/run_tests.sh; the emulated programs side by side, EMU_JOBS).
+# run (dev/test/run_tests.sh; most of them side by side, TEST_JOBS).
 NPROC := $(shell nproc 2>/dev/null || echo 1)
 test:
 	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC)) test-programs

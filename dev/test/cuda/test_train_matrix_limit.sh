@@ -4,6 +4,7 @@
 # that hangs (train_gpt2cu's reference, or one offload case's ranks under the real
 # scripts/launch_ranks.sh) is ended after RUN_LIMIT seconds with all of its processes,
 # counts as a failure, and the cases after it still run and pass.
+# run alone: its hung runs must end within seconds of their 3-second limit
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)

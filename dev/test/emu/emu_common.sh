@@ -2,7 +2,8 @@
 # programs' folder (EMU_DIR, default build/emu); $tmp, a scratch folder removed at exit;
 # ok/bad, which print PASS/FAIL lines and count them in pass/failn; need_emu PROG..., which
 # stops the test with a FAIL line when one of the emulated programs is not built; spawn and
-# ran, which run commands side by side and check how they ended.
+# ran, which run commands side by side and check how they ended; side_by_side, which runs a
+# function of the test once per argument, side by side, and adds up their PASS/FAIL counts.
 EMU=${EMU_DIR:-build/emu}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -35,5 +36,22 @@ ran() {   # ran NAME...: each exited 0 (else a FAIL line with its log's tail)
         rc=$(cat "$tmp/$name.rc" 2> /dev/null)
         [ "$rc" = 0 ] && continue
         bad "$name: exit ${rc:-unknown}"; tail -n 15 "$tmp/$name.log"; return 1
+    done
+}
+# side_by_side FUNC ARG...: FUNC ARG for each ARG, EMU_JOBS at a time, each in a subshell that
+# counts its own PASS/FAIL lines from 0 (its output in $tmp/FUNC.ARG.out); once all have ended,
+# their outputs in ARG's order, their counts added to pass/failn. FUNC sees every ARG's results
+# only after side_by_side returns.
+side_by_side() {
+    local fn=$1 arg p f; shift
+    for arg in "$@"; do
+        wait_for_slot
+        ( pass=0 failn=0; "$fn" "$arg"; echo "$pass $failn" > "$tmp/$fn.$arg.counts" ) > "$tmp/$fn.$arg.out" 2>&1 &
+    done
+    wait
+    for arg in "$@"; do
+        cat "$tmp/$fn.$arg.out"
+        { read -r p f < "$tmp/$fn.$arg.counts"; } 2> /dev/null || { p=0; f=1; echo "FAIL $fn $arg: it ended before counting"; }
+        pass=$((pass + p)); failn=$((failn + f))
     done
 }

@@ -30,6 +30,7 @@
 #  4. lent_machine.sh's own lanes with a bundle that has no programs: vsllmc and profile fail
 #     by name without llm.c's binary, units names each of its programs; and a process a lane
 #     leaves in a process group of its own is ended with the lane.
+# run alone: its lanes' deadlines (part 2) are seconds, and tighter on a loaded machine
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh

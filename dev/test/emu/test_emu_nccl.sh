@@ -16,6 +16,8 @@
 #     from the collective that the watchdog's ncclCommAbort ended; with its ring of 256
 #     collectives full around unfinished ones, a stalled one among them is still watched.
 #  4. nothing is left in /dev/shm.
+# run alone: it counts every /dev/shm/cuda_emu_nccl_* (another emulated NCCL job's would
+# count), and its watchdogs' timeouts are seconds
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh

@@ -39,20 +39,10 @@ run_seed() {   # run_seed SEED: seed 0 trains; another seed, with jitter, also r
         done
     fi
     train_all
-    echo "$pass $failn" > "$tmp/seed$seed.counts"   # the lines above also quote programs' own PASS and FAIL
 }
-# Each seed is one process at a time (the emulator runs a kernel on one core): seeds side by
-# side (wait_for_slot, emu_common.sh), each into its own file, read back in seed order.
-for seed in 0 1 2 3; do
-    wait_for_slot
-    run_seed "$seed" > "$tmp/seed$seed.out" 2>&1 &
-done
-wait
-for seed in 0 1 2 3; do
-    cat "$tmp/seed$seed.out"
-    read -r p f < "$tmp/seed$seed.counts" || { p=0; f=1; echo "FAIL seed $seed: it ended before counting"; }
-    pass=$((pass + p)); failn=$((failn + f))
-done
+# Each seed is one process at a time (the emulator runs a kernel on one core): the seeds side
+# by side (side_by_side, emu_common.sh)
+side_by_side run_seed 0 1 2 3
 for seed in 1 2 3; do
     for t in "${trainers[@]}"; do
         name=${t%% *}

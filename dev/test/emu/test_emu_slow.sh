@@ -29,9 +29,8 @@ train_all() {   # train_all TAG: every trainer into $tmp/TAG/
             { bad "$tag: $name failed"; tail -n 10 "$tmp/$tag/$name.log"; }
     done
 }
-run_slow() {   # run_slow N: the checks with stream N slowed, counted into $tmp/slowN.counts
+run_slow() {   # run_slow N: the checks with stream N slowed
     local slow=$1 t name
-    pass=0 failn=0   # a subshell: its own counts, added to the parent's below
     export CUDA_EMU_SLOW=$slow
     if timeout 900 "$EMU/gpu_zero_toy" all > "$tmp/toy.$slow.log" 2>&1 && grep -q ' 0 failed$' "$tmp/toy.$slow.log"; then
         ok "slow stream $slow: gpu_zero_toy all: $(grep -E '^[0-9]+ passed' "$tmp/toy.$slow.log" | tail -n 1)"
@@ -45,20 +44,10 @@ run_slow() {   # run_slow N: the checks with stream N slowed, counted into $tmp/
         then ok "slow stream $slow: ${t#* } gives the unslowed run's model, losses and norms"
         else bad "slow stream $slow: ${t#* } differs from the unslowed run"; fi
     done
-    echo "$pass $failn" > "$tmp/slow$slow.counts"
 }
 train_all plain
 # Each slowed stream is one process at a time (blocks run one at a time: one core): the four
-# side by side (wait_for_slot, emu_common.sh), each into its own file, read back in order.
-for slow in 0 1 2 3; do
-    wait_for_slot
-    run_slow "$slow" > "$tmp/slow$slow.out" 2>&1 &
-done
-wait
-for slow in 0 1 2 3; do
-    cat "$tmp/slow$slow.out"
-    read -r p f < "$tmp/slow$slow.counts" || { p=0; f=1; echo "FAIL slow stream $slow: it ended before counting"; }
-    pass=$((pass + p)); failn=$((failn + f))
-done
+# side by side (side_by_side, emu_common.sh)
+side_by_side run_slow 0 1 2 3
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]

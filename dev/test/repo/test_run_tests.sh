@@ -10,8 +10,10 @@
 #  - exit status: 0 with no failure, 1 with one; a run of skips only is a failure
 #  - each failed program's first failure lines come again before the closing lines; a shell
 #    test's output shows as it runs, and a process it leaves behind does not hold the run
-#  - the emulated programs (EMU_DIR, EMU_PROGS) run side by side, EMU_JOBS at a time and no
-#    more: each one's output and counts appear in the list's order, one not built is a failure
+#  - the pool: the emulated programs (EMU_DIR, EMU_PROGS) and then the shell tests run side by
+#    side, TEST_JOBS at a time and no more: each one's output and counts appear in the pool's
+#    order, one not built is a failure; a shell test with a line "# run alone: ..." runs before
+#    the pool, with nothing beside it, its output shown as it comes
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
@@ -85,12 +87,14 @@ runner "$tmp/sh_skip.sh" "$tmp/no_gpu"
 rc=$?
 [ "$rc" -ne 0 ] || { cat "$tmp/out"; fail "a run of skips only passed"; }
 [ "$(tail -n 1 "$tmp/out")" = "0 passed, 1 failed, 2 skipped" ] || { cat "$tmp/out"; fail "summary of skips only"; }
-# emulated programs side by side: "first" ends only once "second" has started (it waits for
-# its mark), so run one after the other it would fail; outputs and counts follow the list
+# the pool: "first" ends only once "second" has started (it waits for its mark), so run one
+# after the other it would fail; outputs and counts follow the pool's order (the emulated
+# programs, then the shell tests: sh_a.sh and sh_b.sh each wait for the other too); alone.sh
+# runs before them all and sees none of them running
 emu="$tmp/emu"
 mkdir -p "$emu"
 # each stays a second after it has seen the other, so "skips", third in the list, would find
-# both running if the runner started more than EMU_JOBS=2 at once
+# both running if the runner started more than TEST_JOBS=2 at once
 mk emu/first 'touch "'"$tmp"'/running.first"; for i in $(seq 100); do [ -e "'"$tmp"'/mark" ] && break; sleep 0.1; done
 [ -e "'"$tmp"'/mark" ] || { echo "0 passed, 1 failed"; exit 1; }; sleep 1; rm "'"$tmp"'/running.first"
 echo "out of first"; echo "2 passed, 0 failed"'
@@ -98,13 +102,17 @@ mk emu/second 'touch "'"$tmp"'/running.second" "'"$tmp"'/mark"; sleep 1; rm "'"$
 echo "out of second $1"; echo "1 passed, 1 failed"; exit 1'
 mk emu/skips 'n=$(ls "'"$tmp"'"/running.* 2> /dev/null | wc -l); [ "$n" -le 1 ] || { echo "0 passed, 1 failed ($n running)"; exit 1; }
 echo "SKIP: not here"'
-EMU_DIR=$emu EMU_PROGS="first,second part,skips,,absent" EMU_JOBS=2 SHELL_TESTS="$tmp/sh_pass.sh" GPU_PROGS= \
+mk sh_a.sh 'touch "'"$tmp"'/mark.a"; for i in $(seq 100); do [ -e "'"$tmp"'/mark.b" ] && exit 0; sleep 0.1; done; echo "FAIL no b"; exit 1'
+mk sh_b.sh 'touch "'"$tmp"'/mark.b"; for i in $(seq 100); do [ -e "'"$tmp"'/mark.a" ] && exit 0; sleep 0.1; done; echo "FAIL no a"; exit 1'
+mk alone.sh '# run alone: a made-up reason
+n=$(ls "'"$tmp"'"/running.* "'"$tmp"'"/mark* 2> /dev/null | wc -l); echo "out of alone: $n running"; [ "$n" = 0 ]'
+EMU_DIR=$emu EMU_PROGS="first,second part,skips,,absent" TEST_JOBS=2 SHELL_TESTS="$tmp/sh_a.sh $tmp/alone.sh $tmp/sh_b.sh" GPU_PROGS= \
     bash dev/test/run_tests.sh > "$tmp/out" 2>&1
 rc=$?
-[ "$rc" -eq 1 ] && [ "$(tail -n 1 "$tmp/out")" = "4 passed, 2 failed, 1 skipped" ] ||
-    { cat "$tmp/out"; fail "emulated programs side by side: exit $rc"; }
+[ "$rc" -eq 1 ] && [ "$(tail -n 1 "$tmp/out")" = "6 passed, 2 failed, 1 skipped" ] ||
+    { cat "$tmp/out"; fail "the pool: exit $rc"; }
 got=$(grep -E '^=== |^out of' "$tmp/out" | sed 's|'"$tmp"'/||')
-want=$'=== 1/5 sh_pass.sh\n=== 2/5 emu/first\nout of first\n=== 3/5 emu/second part\nout of second part\n=== 4/5 emu/skips\n=== 5/5 emu/absent'
-[ "$got" = "$want" ] || { cat "$tmp/out"; fail "emulated programs: order of outputs '$got'"; }
+want=$'=== 1/7 alone.sh\nout of alone: 0 running\n=== 2/7 emu/first\nout of first\n=== 3/7 emu/second part\nout of second part\n=== 4/7 emu/skips\n=== 5/7 emu/absent\n=== 6/7 sh_a.sh\n=== 7/7 sh_b.sh'
+[ "$got" = "$want" ] || { cat "$tmp/out"; fail "the pool: order of outputs '$got'"; }
 grep -q "^failed: .*emu/second part .*emu/absent" "$tmp/out" || { cat "$tmp/out"; fail "the failed emulated programs are not named"; }
 echo "test_run_tests: OK"

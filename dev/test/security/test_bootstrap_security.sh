@@ -20,6 +20,7 @@
 #   - a FIFO at the bootstrap file's name or as the secret file: refused, never waited on;
 #   - a symbolic link planted at rank 0's old temporary name: its target stays untouched.
 # Run from anywhere. Prints PASS/FAIL per case; exit 0 only if all pass.
+# run alone: its ranks' bootstrap timeouts are 2 to 5 seconds
 set -u
 cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
