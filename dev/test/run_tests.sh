@@ -35,9 +35,10 @@ else
 fi
 # The shell tests that take longest on CI's 2 cores start first in the pool, so that none is
 # left running alone at its end (their seconds: the list at the end of a run).
-long_first=(dev/test/emu/test_emu_asan.sh dev/test/emu/test_emu_train.sh dev/test/emu/test_emu_seeds.sh
-            dev/test/zero/test_zero_pp_loss.sh dev/test/emu/test_emu_train_ranks.sh dev/test/zero/test_zero_offload.sh
-            dev/test/cli/test_llmc_flags.sh dev/test/zero/test_zero_pp.sh dev/test/zero/test_zero_mpi.sh)
+long_first=(dev/test/emu/test_emu_train.sh dev/test/emu/test_emu_asan.sh dev/test/emu/test_emu_seeds.sh
+            dev/test/emu/test_emu_train_ranks.sh dev/test/zero/test_zero_pp_loss.sh dev/test/emu/test_bench_vs_llmc.sh
+            dev/test/zero/test_zero_offload.sh dev/test/emu/test_emu_mutate.sh dev/test/zero/test_zero_pp.sh
+            dev/test/cli/test_llmc_flags.sh dev/test/zero/test_zero_mpi.sh dev/test/emu/test_emu_slow.sh)
 alone_tests=() pool_tests=()
 for sh in "${listed[@]}"; do
     [ -e "$sh" ] || continue
@@ -153,7 +154,7 @@ if [ ${#pool[@]} -gt 0 ]; then
     case $jobs_max in ''|*[!0-9]*|0) echo "TEST_JOBS=$jobs_max is not a count of programs: 1 at a time"; jobs_max=1 ;; esac
     [ -n "${TEST_JOBS:-}" ] || [ "$jobs_max" -le 4 ] || jobs_max=4
     lap   # the program before ends here, not when these do
-    echo "(the ${#pool[@]} programs of the pool run $jobs_max at a time: each one's output shows once it and those before it have ended)"
+    echo "(the ${#pool[@]} programs of the pool run $jobs_max at a time, from $SECONDS s into this run: each one's output shows once it and those before it have ended)"
     trap 'for g in "$logs"/pool*.pid; do [ -e "$g" ] && kill -TERM -- "-$(cat "$g")" 2> /dev/null; done; exit 130' INT TERM
     shown=0
     show_ended() {   # prints and counts the programs that have ended, in the pool's order
@@ -196,6 +197,7 @@ if [ ${#pool[@]} -gt 0 ]; then
     while [ -n "$(jobs -rp)" ]; do wait -n; show_ended; done
     wait
     show_ended
+    echo "(the pool ended $SECONDS s into this run)"
     trap - INT TERM
 fi
 lap
