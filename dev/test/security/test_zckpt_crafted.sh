@@ -89,8 +89,8 @@ if command -v clang > /dev/null && echo 'int LLVMFuzzerTestOneInput(const char *
     # before -max_total_time counts, and all 3000 take minutes under ASan
     mkdir -p "$tmp/seeds"
     find "$tmp/corpus" -type f | sort | awk 'NR % 29 == 1' | xargs cp -t "$tmp/seeds"
-    TMPDIR="$tmp" "$tmp/libfuzzer" -max_total_time=3 -runs=1000 "$tmp/seeds" > "$tmp/libfuzzer.log" 2>&1 \
-        || { tail -n 30 "$tmp/libfuzzer.log"; fail "libFuzzer found a crash (see above)"; }
+    TMPDIR="$tmp" "$tmp/libfuzzer" -max_total_time=3 -runs=1000 -artifact_prefix="$tmp/" "$tmp/seeds" > "$tmp/libfuzzer.log" 2>&1 \
+        || { tail -n 30 "$tmp/libfuzzer.log"; fail "libFuzzer found a crash (see above: its input in Base64)"; }
     echo "libFuzzer build: $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "$tmp/libfuzzer.log" | tail -n 1), no crash"
 else
     echo "note: clang with libFuzzer not found: the libFuzzer build is not checked"
