@@ -26,12 +26,12 @@ logs=$(mktemp -d)
 log=$logs/log
 trap 'rm -rf "$logs"' EXIT
 
-if [ -n "${SHELL_TESTS+set}" ]; then read -r -a listed <<< "$SHELL_TESTS"
+if [ -n "${SHELL_TESTS+set}" ]; then read -r -a shell_tests <<< "$SHELL_TESTS"
 else
     # the CUDA build's own test first: it builds the CUDA trainers (and sees their compiler
     # warnings), which tests of other folders then run
-    listed=(dev/test/cuda/test_cuda_build.sh)
-    for sh in dev/test/*/test_*.sh; do [ "$sh" = dev/test/cuda/test_cuda_build.sh ] || listed+=("$sh"); done
+    shell_tests=(dev/test/cuda/test_cuda_build.sh)
+    for sh in dev/test/*/test_*.sh; do [ "$sh" = dev/test/cuda/test_cuda_build.sh ] || shell_tests+=("$sh"); done
 fi
 # The shell tests that take longest on CI's 2 cores start first in the pool, so that none is
 # left running alone at its end (their seconds: the list at the end of a run).
@@ -40,7 +40,7 @@ long_first=(dev/test/emu/test_emu_train.sh dev/test/emu/test_emu_asan.sh dev/tes
             dev/test/zero/test_zero_offload.sh dev/test/emu/test_emu_mutate.sh dev/test/zero/test_zero_pp.sh
             dev/test/cli/test_llmc_flags.sh dev/test/zero/test_zero_mpi.sh dev/test/emu/test_emu_slow.sh)
 alone_tests=() pool_tests=()
-for sh in "${listed[@]}"; do
+for sh in "${shell_tests[@]}"; do
     [ -e "$sh" ] || continue
     if [ "$sh" = dev/test/cuda/test_cuda_build.sh ] || grep -q '^# run alone:' "$sh"; then alone_tests+=("$sh")
     else pool_tests+=("$sh"); fi
