@@ -55,6 +55,7 @@ ZeroConfig gpt2_zero_config(const TrainConfig *cfg, ZeroDType param_dtype, ZeroD
     zc.qgz = cfg->qgz;
     zc.hier_reduce = cfg->hier_reduce;
     zc.fast_reduce = cfg->fast_reduce;
+    zc.dpu_from = cfg->dpu;
     zc.qwz_block = cfg->qwz_block;
     zc.qgz_block = cfg->qgz_block;
     return zc;

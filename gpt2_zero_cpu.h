@@ -26,6 +26,8 @@ typedef struct {
     int local_ranks;            // ranks on this node (OpenMP threads: cores / local_ranks)
     const char *local_ranks_from;   // where local_ranks came from, for threads.h's line
     void *zero;                 // the ZeRO side's state; NULL unsharded
+    float *ahead;               // unsharded --dpu: the master one update ahead of the parameters the
+                                //   model trains on (NULL: none in flight)
 } CpuTrainer;
 
 // The loop's hooks, in the order main calls them. Collective under ZeRO.

@@ -66,6 +66,7 @@ static MemoryTable unsharded_memory(const GPT2Config *c, const GPT2CpuOptions *o
     model_ram[MEMORY_PARAMS] = p;
     model_ram[MEMORY_GRADS] = (grad_accum > 1 && opt->micro_grads ? 2 : 1) * p;
     model_ram[MEMORY_OPTIM] = 2 * p;   // AdamW m and v
+    if (cfg->dpu > 0) model_ram[MEMORY_PARAMS] += p;   // --dpu: the master one update ahead
     model_ram[MEMORY_ACTS] = gpt2_cpu_activation_bytes(c, cfg->B, cfg->T, opt);
     if (cfg->sample_every > 0) model_ram[MEMORY_ACTS] += gpt2_cpu_sample_extra_bytes(c, cfg->B, cfg->T, cfg->gen_tokens, opt);
     t.host[MEMORY_ACTS] += tier;
@@ -168,13 +169,43 @@ static void unsharded_print_memory(CpuTrainer *t, int grad_accum) {
 
 static void unsharded_begin_step(CpuTrainer *t, int grad_accum) { (void)grad_accum, gpt2_cpu_zero_grad(t->model); }
 
+// --dpu N unsharded, the reference for ZeRO-Offload's delayed update (zero/offload.c): from
+// step N on, AdamW advances the master (`ahead`) with gradients taken at the parameters one
+// update behind it, which the model trains on until the next step. A skipped step changes
+// neither. Landing (before a checkpoint or the export) makes the parameters the master.
+static void swap_floats(float *a, float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float x = a[i];
+        a[i] = b[i];
+        b[i] = x;
+    }
+}
+
+static void delayed_update(CpuTrainer *t, float lr, float clip, int step) {
+    const TrainConfig *cfg = t->cfg;
+    GPT2 *model = t->model;
+    size_t bytes = model->num_parameters * sizeof(float);
+    if (!t->ahead) t->ahead = (float *)memcpy(malloc_check(bytes), model->params, bytes);   // none in flight
+    memcpy(model->params, t->ahead, bytes);   // the master, which this step's gradients update
+    gpt2_cpu_update(model, lr, cfg->beta1, cfg->beta2, cfg->adam_eps, cfg->weight_decay, clip, step + 1);
+    swap_floats(model->params, t->ahead, model->num_parameters);   // the model trains on the master before it
+}
+
+static void land_update(CpuTrainer *t) {
+    if (!t->ahead) return;
+    memcpy(t->model->params, t->ahead, t->model->num_parameters * sizeof(float));
+    free(t->ahead);
+    t->ahead = NULL;
+}
+
 static float unsharded_step(CpuTrainer *t, int step, float lr, double *loss, int *skipped) {
     const TrainConfig *cfg = t->cfg;
     float norm = gpt2_cpu_grad_norm(t->model);
     *skipped = nonfinite_step(cfg, step, (float)*loss, norm, 0) || outlier_step(cfg, step, (float)*loss, norm, 0);
     float clip = (cfg->grad_clip > 0 && norm > cfg->grad_clip) ? cfg->grad_clip / norm : 1.0f;
-    if (!*skipped)
-        gpt2_cpu_update(t->model, lr, cfg->beta1, cfg->beta2, cfg->adam_eps, cfg->weight_decay, clip, step + 1);
+    if (*skipped) return norm;
+    if (cfg->dpu > 0 && step + 1 >= cfg->dpu) delayed_update(t, lr, clip, step);
+    else gpt2_cpu_update(t->model, lr, cfg->beta1, cfg->beta2, cfg->adam_eps, cfg->weight_decay, clip, step + 1);
     return norm;
 }
 
@@ -182,6 +213,7 @@ static void unsharded_save(CpuTrainer *t, const TrainState *st) {
     const TrainConfig *cfg = t->cfg;
     GPT2 *model = t->model;
     ensure_moments(model);
+    land_update(t);
     checkpoint_save(cfg->out_dir, st, model->params, model->m, model->v, model->num_parameters, cfg->ckpt_keep,
                     cfg->ckpt_major);
     printf("saved checkpoint %s/ckpt_%08d.bin and the model %s/model_%08d.bin\n", cfg->out_dir, st->step,
@@ -192,12 +224,13 @@ static void unsharded_report(CpuTrainer *t) { (void)t; }
 
 static void unsharded_export(CpuTrainer *t) {
     char path[4096];
+    land_update(t);
     checkpoint_model_path(path, sizeof(path), t->cfg->out_dir, -1);
     gpt2_model_file_write(path, &t->config, t->model->params, GPT2_MODEL_FP32);
     printf("wrote %s\n", path);
 }
 
-static void unsharded_free(CpuTrainer *t) { (void)t; }
+static void unsharded_free(CpuTrainer *t) { free(t->ahead); }
 
 // The hooks of the run: the ZeRO plugin's under -z, else the unsharded model's (one
 // process: a launch of several ranks without -z is refused).

@@ -215,6 +215,7 @@ int zero_save(Zero *z, const char *dir, int step, const void *extra, size_t extr
     // same answer on every rank: the step state and arguments are the same everywhere
     if (z->step.open) { zero_say(z, "zero_save inside a step (call it after zero_step)"); return -1; }
     if (!dir || step < 0) { zero_say(z, "zero_save needs a folder and a step >= 0 (got step %d)", step); return -1; }
+    zero_land_update(z);   // a delayed update in flight: saved and resumed runs go on from its result alike
     char folder[4096], file[64], path[4200], err[512];
     zck_folder(folder, sizeof folder, dir, step);
     zck_rank_file(file, sizeof file, z->rank);

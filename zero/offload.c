@@ -20,12 +20,18 @@
 //             backward's NVMe reads run on a read stream with an engine of their own, beside
 //             the accumulation on the host stream instead of behind it (settle).
 //
+//   delayed   (cfg.dpu_from, host memory) from step N on, the step's AdamW and rounding run
+//             on a host stream of their own beside the next step's forward and backward,
+//             which train on the parameters one update behind; the next step lands them
+//             (ZeRO-Offload's one-step delayed parameter update: the CPU's step hidden
+//             behind the GPU's, at the price of a gradient one step stale).
 //   tied      stages 2-3: a tensor read by two units (tied wte) parks its first unit's partial
 //             gradient in the parameters' tier (else the optimizer's) until its second unit's
 //             backward, instead of holding a pool block through the whole pass.
 //
 // Every value goes through the operations it would on the device, in the same order, so
-// offloading is bit-identical to the same stage without it.
+// offloading is bit-identical to the same stage without it (the delayed update excepted:
+// it changes which parameters a gradient is taken at, by design).
 #include "offload.h"
 
 #include "kernels/host_kernels.h"
@@ -113,6 +119,15 @@ int zero_offload_validate(const ZeroConfig *c, int rank) {
                     "updated on the device keep their working parameters there", c->optimizer_ratio,
                     zero_tier_name(c->param_tier));
         }
+    }
+    if (c->dpu_from < 0) return zero_refuse(rank, "--dpu %d: the first delayed step is 1 or later (0: off)", c->dpu_from);
+    if (c->dpu_from > 0 && c->optimizer_tier != ZERO_TIER_HOST) {
+        return zero_refuse(rank, "--dpu %d delays the CPU optimizer's update of host memory: it needs --offload-optimizer "
+                "cpu (got %s)", c->dpu_from, zero_tier_name(c->optimizer_tier));
+    }
+    if (c->dpu_from > 0 && c->stage == 3 && c->param_tier != ZERO_TIER_DEVICE) {
+        return zero_refuse(rank, "--dpu %d with --offload-param %s is not supported: the delayed update's parameters "
+                "land on the device", c->dpu_from, zero_tier_name(c->param_tier));
     }
     if ((c->optimizer_tier == ZERO_TIER_NVME || c->param_tier == ZERO_TIER_NVME) && (!c->nvme_path || !*c->nvme_path)) {
         return zero_refuse(rank, "offloading to nvme needs a folder for the swap file (--nvme-path DIR)");
@@ -410,6 +425,21 @@ static int bucket_tensors_max(Zero *z) {
     return n;
 }
 
+// The delayed update's stream, lock and the buffer its working parameters wait in.
+static void dpu_init(Zero *z, size_t elems) {
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    o->dpu_work = zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_PARAMS, elems * z->param_size,
+                             "working parameters of the delayed update (host)");
+    o->dpu_done = z->num_tensors;   // none in flight: every accumulation may go ahead
+    if (!(o->dpu_items = malloc((size_t)z->num_tensors * sizeof *o->dpu_items))) zero_fail(z, "out of host memory for the delayed update");
+    for (int i = 0; i < z->num_tensors; i++) o->dpu_items[i] = (OffDpu){z, i};
+    if (pthread_mutex_init(&o->dpu_lock, NULL) != 0 || pthread_cond_init(&o->dpu_moved, NULL) != 0)
+        zero_fail(z, "the delayed update's lock could not be made");
+    if (!(o->dpu_stream = b->stream_create_host(b))) zero_fail(z, "the %s backend could not create the delayed update's stream", b->name);
+    if (b->stream_name) b->stream_name(b, o->dpu_stream, "delayed-update stream (offload: the CPU's AdamW beside the next step)");
+}
+
 void zero_offload_init(Zero *z, int park_tied) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
@@ -453,6 +483,7 @@ void zero_offload_init(Zero *z, int park_tied) {
         static const char *what[4] = {"fp32 master (host)", "AdamW m (host)", "AdamW v (host)", "fp32 gradient (host)"};
         for (int k = ZK_MASTER; k <= ZK_GRAD; k++) o->host[k] = zero_alloc(z, ZERO_MEM_HOST, use[k], Soff * sizeof(float), what[k]);
     }
+    if (z->cfg.dpu_from > 0) dpu_init(z, Soff);
     if (o->param == ZERO_TIER_HOST)
         o->host[ZK_PARAM] = o->param_is_master ? o->host[ZK_MASTER]
                          : zero_alloc(z, ZERO_MEM_HOST, ZERO_USE_PARAMS, Sh * z->param_size, "working-parameter shard (host)");
@@ -487,6 +518,12 @@ void zero_offload_init(Zero *z, int park_tied) {
 void zero_offload_free(Zero *z) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
+    if (o->dpu_stream) {   // first: an accumulation on the host stream may wait for it
+        b->stream_sync(b, o->dpu_stream);
+        b->stream_destroy(b, o->dpu_stream);
+        pthread_mutex_destroy(&o->dpu_lock);
+        pthread_cond_destroy(&o->dpu_moved);
+    }
     if (o->host_stream) b->stream_sync(b, o->host_stream);
     if (o->upload_stream) b->stream_sync(b, o->upload_stream);
     if (o->read_stream) b->stream_sync(b, o->read_stream);
@@ -513,6 +550,7 @@ void zero_offload_free(Zero *z) {
     free(o->tiles);
     free(o->tile_first);
     free(o->stale);
+    free(o->dpu_items);
     free(o->state_write);
     free(o->reads);
     free(o->parks);
@@ -558,6 +596,10 @@ static void nvme_state(Zero *z, int kind, int ti, size_t off, size_t n, float *d
 }
 
 static void state_io(Zero *z, int kind, int ti, size_t off, size_t n, float *data, int write) {
+    if (z->off.dpu_stream) {   // a delayed update in flight writes the states: after it
+        z->b->stream_sync(z->b, z->off.dpu_stream);
+        if (write) z->off.dpu_t = 0;   // a load replaces what it computed (zero_refresh_after_load rounds it)
+    }
     if (n == 0) return;
     const ZeroBackend *b = z->b;
     if (!zero_offload_holds(z, ti)) {
@@ -613,6 +655,19 @@ void zero_offload_init_master(Zero *z, ZeroInitFn init, void *ctx) {
 
 // ---------------------------------------------------------------- backward: accumulation
 
+// Host stream: the delayed update in flight has read tensor ti's gradient (it goes through the
+// tensors from the last, the order backward brings them in).
+static void dpu_wait_past(Zero *z, int ti) {
+    ZeroOffload *o = &z->off;
+    pthread_mutex_lock(&o->dpu_lock);
+    if (ti < z->num_tensors - o->dpu_done) {
+        double t0 = zero_clock();
+        while (ti < z->num_tensors - o->dpu_done) pthread_cond_wait(&o->dpu_moved, &o->dpu_lock);
+        atomic_fetch_add_explicit(&o->dpu_stall_ns, (uint64_t)((zero_clock() - t0) * 1e9), memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&o->dpu_lock);
+}
+
 // Host stream: adds a slot's sums into the accumulator, tensor by tensor (the first
 // micro-step of a step starts it from zero: the device's memset and +=, the same bits),
 // and in the last micro-step takes each tensor's sum of squares for the norm.
@@ -629,6 +684,7 @@ static void accumulate(void *arg) {
         size_t n = l->own_count;
         if (o->opt == ZERO_TIER_HOST) {
             float *acc = o->host[ZK_GRAD] + host_at(z, ti);
+            if (o->dpu_stream) dpu_wait_past(z, ti);
             if (j->first) memset(acc, 0, n * sizeof(float));
             zero_cpu_slices(acc, sum, 0, 1, n, ZERO_F32, 1);
             if (j->last) z->step.sumsq[ti] = zero_cpu_sum_squares(0.0, acc, n);
@@ -912,6 +968,81 @@ static void refresh_from_device(Zero *z, int t) {
     }
 }
 
+// ---------------------------------------------------------------- the delayed update
+
+// The delayed update's stream, one operation per offloaded tensor, from the last (the order
+// backward's accumulations come in, which wait for it: dpu_wait_past): AdamW, then the
+// rounding into dpu_work, where the next step's landing finds it.
+static void dpu_update(void *arg) {
+    OffDpu *d = arg;
+    Zero *z = d->z;
+    ZeroOffload *o = &z->off;
+    const int i = d->ti;
+    const ZeroTensorLayout *l = z->t[i].lay;
+    const size_t n = l->own_count, off = host_at(z, i);
+    const uint64_t n0 = zero_trace_on ? zero_trace_now() : 0;
+    double t0 = zero_clock();
+    zero_cpu_adamw(o->host[ZK_MASTER] + off, o->host[ZK_GRAD] + off, o->host[ZK_M] + off, o->host[ZK_V] + off, n,
+                   &o->dpu_p, z->t[i].decay);
+    add_adamw_time(o, t0);
+    pthread_mutex_lock(&o->dpu_lock);   // its gradient is free for the next step's accumulation
+    o->dpu_done = z->num_tensors - i;
+    pthread_cond_broadcast(&o->dpu_moved);
+    pthread_mutex_unlock(&o->dpu_lock);
+    zero_cpu_refresh(byte_at(o->dpu_work, off, z->param_size), z->cfg.param_dtype, o->host[ZK_MASTER] + off, n,
+                     z->cfg.seed, o->dpu_t, l->global_off + l->own_begin);
+    if (zero_trace_on) zero_trace_span("delayed update (AdamW, rounding)", z->t[i].name, n0, zero_trace_now());
+}
+
+// The update left running lands: once it is done, its working parameters go up where the
+// device reads them (on the upload stream, behind the main stream's work on the old ones).
+// 0 when none was in flight.
+static int dpu_land(Zero *z) {
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    if (!o->dpu_t) return 0;
+    double t0 = zero_clock();
+    b->stream_sync(b, o->dpu_stream);
+    o->dpu_wait_ns += (uint64_t)((zero_clock() - t0) * 1e9);
+    for (int i = o->opt_first; i < z->num_tensors; i++) {
+        int device;
+        void *dst = param_target(z, i, &device);   // stages 1-2: the own slot; 3: the device's shard
+        b->copy(b, dst, ZERO_MEM_DEVICE, byte_at(o->dpu_work, host_at(z, i), z->param_size), ZERO_MEM_HOST,
+                z->t[i].lay->own_count * z->param_size, o->upload_stream);
+    }
+    o->dpu_t = 0;
+    return 1;
+}
+
+// Step t's update starts on the delayed-update stream, after the landing's uploads that read
+// dpu_work (no accumulation is queued: the step waited for the host stream).
+static void dpu_start(Zero *z, const AdamWParams *p, int t) {
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    o->dpu_p = *p;
+    o->dpu_t = t;
+    pthread_mutex_lock(&o->dpu_lock);
+    o->dpu_done = 0;
+    pthread_mutex_unlock(&o->dpu_lock);
+    b->event_record(b, o->upload_mark, o->upload_stream);
+    b->stream_wait(b, o->dpu_stream, o->upload_mark);
+    for (int i = z->num_tensors - 1; i >= o->opt_first; i--) b->host_call(b, o->dpu_stream, dpu_update, &o->dpu_items[i]);
+}
+
+int zero_offload_land(Zero *z) {
+    ZeroOffload *o = &z->off;
+    const ZeroBackend *b = z->b;
+    if (!o->dpu_t) return 0;
+    const uint64_t waited = o->dpu_wait_ns;   // a wait between steps is not a step's
+    zero_stream_waits_main(z, o->upload_stream);
+    dpu_land(z);
+    o->dpu_wait_ns = waited;
+    b->event_record(b, o->upload_mark, o->upload_stream);
+    b->stream_wait(b, z->gather.stream, o->upload_mark);
+    b->stream_wait(b, z->main, o->upload_mark);
+    return 1;
+}
+
 void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
@@ -926,7 +1057,11 @@ void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t) {
     // read (and, at init, that zero_alloc's memsets on it have yet to clear): after it. On
     // the host backend the main stream is the calling thread, so only a GPU shows this.
     zero_stream_waits_main(z, o->upload_stream);
-    if (update && o->defer) {   // each tensor's AdamW waits for its next read (catch_up)
+    const int delayed = update && o->dpu_stream && t >= z->cfg.dpu_from;
+    if (o->dpu_stream) dpu_land(z);   // the step before's update goes up (this one's starts from its master)
+    if (delayed) {
+        dpu_start(z, p, t);
+    } else if (update && o->defer) {   // each tensor's AdamW waits for its next read (catch_up)
         zero_offload_flush(z);  // none still waits from the step before (each was read since)
         memset(o->stale, 1, (size_t)z->num_tensors);
         o->pend = *p;

@@ -29,6 +29,10 @@ void zero_offload_reduce(Zero *z, const int *list, int n, const void *received);
 // refreshes the working parameters at step t (no AdamW with update 0: init, after a load).
 void zero_offload_update(Zero *z, const AdamWParams *p, int update, int t);
 void zero_offload_wait(Zero *z);                   // every queued accumulation has landed
+// cfg.dpu_from: zero_offload_update from that step on lands the update the step before
+// left running (its parameters go up) and starts its own on the delayed-update stream. This
+// lands the one in flight between steps (zero_land_update); 1 when there was one.
+int zero_offload_land(Zero *z);
 // The optimizer and fp32 parameters on NVMe: zero_offload_update leaves each tensor's AdamW
 // to its next read (its next gather gets the fresh values without reading them back, the
 // I/O runs beside the next forward); this runs what still waits (zero_offload_update calls

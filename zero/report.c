@@ -55,6 +55,8 @@ void zero_figures(const Zero *z, ZeroFigures *f) {
     f->step_s = z->step.step_s;
     f->wall_s = z->step.wall_s;
     f->optimizer_s = (double)atomic_load_explicit(&z->off.adamw_ns, memory_order_relaxed) * 1e-9;
+    f->update_wait_s = (double)z->off.dpu_wait_ns * 1e-9;
+    f->accum_wait_s = (double)atomic_load_explicit(&z->off.dpu_stall_ns, memory_order_relaxed) * 1e-9;
     for (int op = 0; op < ZERO_COLL_NUM; op++) {
         f->calls[op] = z->step.sent[op].calls;
         f->intra_bytes[op] = z->step.sent[op].intra_bytes;
@@ -92,6 +94,7 @@ void zero_report_info(const Zero *z, ZeroReportInfo *in) {
     in->qgz = z->cfg.qgz;
     in->hier_reduce = z->reduce.two_hops;
     in->fast_reduce = z->cfg.fast_reduce;
+    in->dpu_from = z->cfg.dpu_from;
     in->qwz_block = z->gather.qwz_block;
     in->qgz_block = z->reduce.qgz_block;
     in->qwz_bytes = z->gather.qwz_own ? z->gather.qwz_own_bytes : 0;
@@ -100,6 +103,7 @@ void zero_report_info(const Zero *z, ZeroReportInfo *in) {
     in->opt_device_shard = z->off.opt_base;
     if (z->stage == 3 && !z->off.param_is_master)   // the gathers' source when the master is off the device
         in->work_shard = in->param_tier != ZERO_TIER_DEVICE ? in->shard : in->shard - in->opt_device_shard;
+    if (z->off.dpu_work) in->dpu_bytes = (in->shard - in->opt_device_shard) * z->param_size;
     if (z->off.park != ZERO_TIER_DEVICE)
         for (int i = 0; i < z->num_tensors; i++)
             if (z->t[i].num_units > 1) in->parked_bytes += z->t[i].lay->split.padded * z->grad_size;
@@ -143,6 +147,7 @@ void zero_formula(const ZeroReportInfo *in, const ZeroFigures *f, ZeroFormula *o
         break;
     }
     out->pools += in->parked_bytes;   // tied partial gradients, parked off the device (offload)
+    out->pools += in->dpu_bytes;      // the delayed update's working parameters, waiting to land
     out->bytes = (uint64_t)(out->replicated * (double)in->padded + out->sharded * (double)in->shard) + out->pools;
     double psi = (double)in->numel, n = (double)in->world;
     static const double paper[4][2] = {{16, 0}, {4, 12}, {2, 14}, {0, 16}};   // ZeRO paper, section 5
@@ -321,6 +326,10 @@ static void add_rank(cJSON *e, const ZeroReportInfo *in, const ZeroFigures *f, i
         add_num(ts, "in_zero_step", f->step_s / ns);
         add_num(ts, "model", (f->wall_s - f->hook_s - f->step_s) / ns);
         add_num(ts, "optimizer_compute", f->optimizer_s / ns);   // offload: the CPU AdamW (zero.h: ZeroFigures)
+        if (in->dpu_from) {   // the delayed update: what of the CPU's step the device still waited for
+            add_num(ts, "update_wait", f->update_wait_s / ns);
+            add_num(ts, "accumulation_wait", f->accum_wait_s / ns);
+        }
     }
     if (in->device_budget) {   // headroom < 0: over the budget by that much
         cJSON *b = add_obj(e, "device_budget");
@@ -396,7 +405,7 @@ char *zero_report_json(const ZeroReportInfo *in, const char *source, const ZeroF
 // ---------------------------------------------------------------- live report
 
 // ZeroFigures <-> doubles, for the gather to rank 0 (integers below 2^53 are exact).
-#define FIG_DOUBLES (3 * ZERO_USE_KINDS + 3 + 2 + 4 + 6 + 4 + 3 * ZERO_NUM_COLLS + 2 * ZERO_FLOWS + 3 + 4 + 2)
+#define FIG_DOUBLES (3 * ZERO_USE_KINDS + 3 + 2 + 4 + 6 + 4 + 3 * ZERO_NUM_COLLS + 2 * ZERO_FLOWS + 3 + 4 + 2 + 2)
 
 static void fig_pack(const ZeroFigures *f, double *d) {
     int k = 0;
@@ -417,6 +426,7 @@ static void fig_pack(const ZeroFigures *f, double *d) {
     d[k++] = (double)f->qwz_gathers; d[k++] = (double)f->hpz_gathers; d[k++] = (double)f->secondary_bytes;
     d[k++] = f->hook_s; d[k++] = f->step_s; d[k++] = f->wall_s; d[k++] = f->optimizer_s;
     d[k++] = (double)f->nvme_last_read; d[k++] = (double)f->nvme_last_written;
+    d[k++] = f->update_wait_s; d[k++] = f->accum_wait_s;
 }
 
 static void fig_unpack(const double *d, ZeroFigures *f) {
@@ -439,6 +449,7 @@ static void fig_unpack(const double *d, ZeroFigures *f) {
     f->qwz_gathers = (uint64_t)d[k++]; f->hpz_gathers = (uint64_t)d[k++]; f->secondary_bytes = (size_t)d[k++];
     f->hook_s = d[k++]; f->step_s = d[k++]; f->wall_s = d[k++]; f->optimizer_s = d[k++];
     f->nvme_last_read = (uint64_t)d[k++]; f->nvme_last_written = (uint64_t)d[k++];
+    f->update_wait_s = d[k++]; f->accum_wait_s = d[k++];
 }
 
 int zero_report_write(Zero *z, const char *path_json, const char *extra_json_fields) {

@@ -24,11 +24,13 @@ typedef struct {
     ZeroTier optimizer_tier, param_tier;   // where offload keeps them (device: not offloaded)
     int qwz, hpz, qgz, hier_reduce, qwz_block, qgz_block;   // ZeRO++ switches as used
     int fast_reduce;                 // bf16 gradient sums (stage 0 keeps them whole: 2 B a parameter)
+    int dpu_from;                    // the delayed parameter update's first step (0: off)
     size_t qwz_bytes, secondary_bytes;     // qwZ's int8 records of the shard, hpZ's secondary partition
     int param_is_master;             // offloaded fp32 working parameters stored as the master (one copy)
     size_t opt_device_shard;         // elements of this rank's shard whose optimizer states are on the device
     size_t work_shard;               // stage 3, offloaded: elements of the working shard kept apart from the master
     size_t parked_bytes;             // offload: where tied tensors' partial gradients park between units
+    size_t dpu_bytes;                // the delayed update's working parameters (host; 0 without it)
 } ZeroReportInfo;
 
 // Model states (params + grads + fp32 master + m + v) of one rank as the ZeRO paper writes

@@ -7,6 +7,7 @@ nothing of theirs. Not for trainers.
 #ifndef ZERO_STATE_H
 #define ZERO_STATE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -99,6 +100,9 @@ typedef struct {
     size_t *at;              // each tensor's place in the slot
 } OffJob;
 
+// The delayed update's operation on tensor ti (ZeroOffload.dpu_items[ti]).
+typedef struct { Zero *z; int ti; } OffDpu;
+
 // One tile of the NVMe step: elements [c, c + n) of tensor ti's shard.
 typedef struct OffTile { int ti; size_t c, n; } OffTile;
 
@@ -172,6 +176,21 @@ typedef struct {
     unsigned char *stale;
     AdamWParams pend;        // the deferred step's AdamW settings and t
     int pend_t;
+    // The delayed parameter update (cfg.dpu_from): the step's AdamW and rounding run on their
+    // own host stream, an operation per tensor from the last (backward's order), beside the
+    // next step's forward and backward; its working parameters wait in `dpu_work` until the
+    // next step lands them. An accumulation of tensor ti waits until the update is past it
+    // (dpu_done counts finished tensors from the top), since both use host[ZK_GRAD].
+    ZeroStream *dpu_stream;
+    OffDpu *dpu_items;
+    void *dpu_work;          // pinned: the update's working parameters (working dtype, host layout)
+    int dpu_t;               // the update in flight's step t (0: none to land)
+    AdamWParams dpu_p;
+    pthread_mutex_t dpu_lock;
+    pthread_cond_t dpu_moved;
+    int dpu_done;            // under dpu_lock: tensors [num_tensors - dpu_done, num_tensors) updated
+    uint64_t dpu_wait_ns;    // the calling thread's waits for it (zero_step)
+    _Atomic uint64_t dpu_stall_ns;   // the host stream's waits for it (accumulation)
     struct OffRead *reads;   // NVMe parameters: one read record per tensor, reused gather to gather
     uint64_t file_bytes;
     size_t tile;             // elements per transfer (a multiple of ZERO_SUMSQ_BLOCK and of 2048)

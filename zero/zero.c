@@ -740,6 +740,14 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *a, int skip_anyway, int (*veto
     return norm;
 }
 
+void zero_land_update(Zero *z) {
+    if (z->step.open) zero_fail(z, "zero_land_update inside a step (call it between steps)");
+    if (!zero_offload_land(z)) return;
+    if (z->stage == 3) zero_gather_reset(z);   // gathered copies hold the parameters one update behind
+    gather_working(z, z->step.last_t);
+    zero_sync_streams(z);
+}
+
 void zero_refresh_after_load(Zero *z, int t, long long step) {
     if (z->stage == 3) zero_gather_reset(z);   // gathered copies hold the old weights
     refresh_working(z, t);
@@ -764,6 +772,7 @@ void zero_allreduce_sum_f64(Zero *z, double *values, int n) {
 void zero_gather_master(Zero *z, int tensor, float *out) {
     if (tensor < 0 || tensor >= z->num_tensors) zero_fail(z, "zero_gather_master of tensor %d: tensors are 0..%d", tensor, z->num_tensors - 1);
     if (z->step.open) zero_fail(z, "zero_gather_master of %s inside a step (call it between steps)", z->t[tensor].name);
+    zero_land_update(z);   // the master the delayed update holds, and the parameters with it
     const ZeroBackend *b = z->b;
     const ZeroTensorLayout *l = z->t[tensor].lay;
     if (z->stage == 0) {

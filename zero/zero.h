@@ -112,6 +112,10 @@ typedef struct {
     double optimizer_ratio;     // with optimizer_tier cpu: the fraction of the parameters whose optimizer
                                 //   states are offloaded (0 or 1: all; DeepSpeed's offload_optimizer.ratio).
                                 //   The tensors of the layout's first (1 - ratio) stay on the device.
+    int dpu_from;               // with optimizer_tier cpu: from optimizer step N on, step t's CPU AdamW
+                                //   runs beside step t+1's forward and backward, which train on the
+                                //   parameters of step t-1 (ZeRO-Offload's one-step delayed parameter
+                                //   update); 0: off. Changes the math by design (offload.c)
     ZeroTier param_tier;        // stage 3: the working-parameter shard gathers read from
     const char *nvme_path;      // folder for the NVMe swap file (a NVME tier)
     size_t nvme_tile_elems;     // elements per NVMe transfer of a tensor (0: 1M)
@@ -186,6 +190,12 @@ float zero_step_maybe_skip(Zero *z, const ZeroStepArgs *args, int skip);
 // outlier check on the norm, which only the step knows): veto must decide alike on every
 // rank given the same norm. It is called only for a finite norm and skip 0.
 float zero_step_veto(Zero *z, const ZeroStepArgs *args, int skip, int (*veto)(float norm, void *ctx), void *ctx);
+// dpu_from: the update a step left running on the CPU (delayed parameter update) lands: the
+// working parameters become its result, as the next step's update would have made them.
+// Collective, between steps; zero_save and zero_gather_master call it first, so a
+// checkpoint holds, and a resumed run continues from, exactly what the running one does.
+// Nothing to do without a delayed update in flight.
+void zero_land_update(Zero *z);
 
 // What this rank holds and did (for the start-up report, the JSON accounting and tests).
 typedef enum {
@@ -329,6 +339,9 @@ typedef struct {
     double hook_s, step_s, wall_s;
     double optimizer_s;    // offload: the CPU AdamW's own seconds (its arithmetic): inside zero_step, or for
                            // a deferred update on the host stream during the next forward
+    double update_wait_s;  // dpu_from: the calling thread's seconds waiting, in zero_step, for the update
+                           // it left running a step earlier (0 when the CPU's step is hidden)
+    double accum_wait_s;   // and the host stream's, accumulating a gradient the update still read
 } ZeroFigures;
 typedef ZeroFigures ZeroPrediction;
 

@@ -24,6 +24,10 @@
 #   B, T, ACCUM, STEPS [8, 1024, 8, 3]: micro-steps of B x T, ACCUM of them a step, so that
 #              the CPU's optimizer step is spread over more GPU work
 #   STAGE [2]    OFFLOAD [cpu]    GPU_MEM [139G]
+#   DPU        [0]: --dpu N, ZeRO-Offload's delayed parameter update from step N (the CPU's
+#              AdamW beside the next step's forward and backward; a working-parameter shard
+#              more of host memory, so a lower RATIO may be needed: the dry run says); the
+#              table then also gives the seconds a step still waited for the CPU's update
 #   HOST_MEM   [100G: of the lent machine's 128 GiB, 28 GiB left to the system and the
 #              process's own runtime (the CUDA context, libraries, the data)]
 #   DEADLINE   [none]: seconds for the whole script; the trainer is stopped 10 s before, and
@@ -34,11 +38,13 @@ case "${1:-}" in -h|--help) sed -n '2,/^set -/p' "$0" | grep '^#' | sed 's/^# \{
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
 model=${MODEL:-d50c4096h32} B=${B:-8} T=${T:-1024} accum=${ACCUM:-8} steps=${STEPS:-3} stage=${STAGE:-2} ratio=${RATIO:-0.6}
+dpu=${DPU:-0}
 off=${OFFLOAD:-cpu} gmem=${GPU_MEM:-139G} hmem=${HOST_MEM:-100G} trainer=${TRAINER:-./train_gpt2_zero}
 log=${LOGDIR:-/tmp/offload_max}; mkdir -p "$log"; md=${OUT_MD:-$log/offload_max.md}
 export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 NO_MPI=1
 args=(-e "$model" -b "$B" -t "$T" -d $((B * T * accum)) -z "$stage" --offload-optimizer "$off" -v 0 -s 0 -n 0)
 part=; [ "$ratio" = 1 ] || { args+=(--offload-optimizer-ratio "$ratio"); part=" --offload-optimizer-ratio $ratio"; }
+[ "$dpu" = 0 ] || { args+=(--dpu "$dpu"); part="$part --dpu $dpu"; }
 "$trainer" "${args[@]}" --dry-run --world 1 --gpu-mem "$gmem" --host-mem "$hmem" -o "$log/dry" > "$log/dry.txt" 2>&1
 dry_rc=$?
 mib() { sed -n "s/^rank 0 $1 bytes: .*total \([0-9.]*\) MiB.*/\1/p" "$log/dry.txt" | head -n 1; }
@@ -91,11 +97,12 @@ tflops=$(awk -v m="$mfu" -v p="${peak_tf:-0}" 'BEGIN { if (m != "?" && p > 0) pr
 gpu_peak=$( [ -s "$log/gpu.mem" ] && sort -n "$log/gpu.mem" | tail -n 1 || echo "?")
 host_peak=$(awk -v k="$hwm" 'BEGIN { printf "%.0f", k / 1024 }')
 opt=$(python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["ranks"][0]["seconds_per_step"]
-print("%.2f, %.2f" % (t["in_zero_step"], t["optimizer_compute"]))' "$log/run/zero_report.json" 2> /dev/null || echo "?")
+w = ", waited %.2f + %.2f" % (t["update_wait"], t["accumulation_wait"]) if "update_wait" in t else ""
+print("%.2f, %.2f%s" % (t["in_zero_step"], t["optimizer_compute"], w))' "$log/run/zero_report.json" 2> /dev/null || echo "?")
 status=ok; [ "$stopped" = "at the deadline" ] && status="stopped at the deadline after $ran of $steps steps"
 [ "$rc" -ne 0 ] && [ -z "$stopped" ] && status="exit $rc: $(grep -v '^\s*$' "$log/run.txt" | tail -n 1 | cut -c1-80 | tr '|' '/')"
 {
-    echo "| model | parameters | B x T x micro-steps | status | s (all) | tok/s | MFU | TFLOP/s | GPU MiB: predicted, peak | host MiB: predicted, peak | s a step in zero_step, CPU AdamW (report's mean) |"
+    echo "| model | parameters | B x T x micro-steps | status | s (all) | tok/s | MFU | TFLOP/s | GPU MiB: predicted, peak | host MiB: predicted, peak | s a step in zero_step, CPU AdamW (report's mean; --dpu: waited for it in zero_step + in the accumulation) |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     echo "| $model, -z $stage --offload-optimizer $off$part | ${params:-?} | $B x $T x $accum | $status | $secs | $tok | $mfu% | $tflops | ${pdev:-?}, $gpu_peak | ${phost:-?}, $host_peak | $opt |"
 } | tee "$md"

@@ -47,7 +47,7 @@ static const char *const FLAG_OF[][2] = {
     {"beta1", "--beta1"}, {"beta2", "--beta2"}, {"adam_eps", "--adam-eps"}, {"steps", "-x"}, {"lr_schedule", "-k"},
     {"overfit_batch", "-a"}, {"skip_loss_z", "-sl"}, {"skip_norm_z", "-sg"}, {"micro_grads", "--micro-grads"},
     {"qwz", "--qwz"}, {"qwz_block", "--qwz-block"}, {"hpz", "--hpz"}, {"qgz", "--qgz"}, {"qgz_block", "--qgz-block"},
-    {"hier_reduce", "--hier-reduce"}, {"fast_reduce", "--fast-reduce"},
+    {"hier_reduce", "--hier-reduce"}, {"fast_reduce", "--fast-reduce"}, {"dpu", "--dpu"},
 };
 
 static cJSON *parse_or_die(const char *text, const char *path) {
@@ -106,6 +106,7 @@ static cJSON *settings(const char *trainer, const TrainConfig *cfg, int grad_acc
     add_or_die(o, "qgz_block", cJSON_CreateNumber(cfg->qgz_block), path);
     add_or_die(o, "hier_reduce", cJSON_CreateNumber(cfg->hier_reduce), path);
     add_or_die(o, "fast_reduce", cJSON_CreateNumber(cfg->fast_reduce), path);
+    add_or_die(o, "dpu", cJSON_CreateNumber(cfg->dpu), path);
     char *text = cJSON_PrintUnformatted(o);
     if (text == NULL) die("out of host memory building '%s'", path);
     cJSON_Delete(o);

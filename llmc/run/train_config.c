@@ -596,6 +596,21 @@ static const Flag flags[] = {
      "of the parameters (0 < R <= 1); the model's first tensors, about 1 - R\n"
      "of it, keep theirs on the device and are updated there. Bit-identical to\n"
      "R = 1 and to none (default 1)", NULL},
+    {"--dpu", NULL, "N", V_INT, AT(dpu), 0, 1 << 30, -1, FOR_ZERO, 1,
+     "{with --offload-optimizer cpu: from optimizer step N on, step t's AdamW\n"
+     "runs on the CPU beside step t+1's forward and backward, which train on\n"
+     "the parameters of step t-1 (ZeRO-Offload's one-step delayed parameter\n"
+     "update; its paper starts at step 40). It changes the math: the gradient\n"
+     "is one step stale. A checkpoint and the run's end land the update in\n"
+     "flight, so a resume is bit-exact (default 0: off)}"
+     "{with -z and --offload-optimizer cpu: from optimizer step N on, step t's\n"
+     "AdamW runs on the CPU beside step t+1's forward and backward, which\n"
+     "train on the parameters of step t-1 (ZeRO-Offload's one-step delayed\n"
+     "parameter update; its paper starts at step 40). It changes the math: the\n"
+     "gradient is one step stale. Without -z the same delay, unsharded: the\n"
+     "reference a ZeRO run with it matches bit for bit. A checkpoint and the\n"
+     "run's end land the update in flight, so a resume is bit-exact (default\n"
+     "0: off)}", NULL},
     {"--offload-param", NULL, "none|cpu|nvme", V_OFFLOAD, AT(offload_param), 0, 0, TRAIN_FLAG_OFFLOAD_PARAM,
      FOR_ZERO, 1,
      "stage 3: the working-parameter shard the gathers read lives in host\n"
@@ -1005,6 +1020,17 @@ void train_config_check(TrainConfig *c, const char *flavour) {
             exit(1);
         }
     }
+    if (c->dpu > 0 && c->zero_stage >= 0 && c->offload_optimizer != TRAIN_OFFLOAD_CPU) {
+        fprintf(stderr, "error: --dpu %d delays the update the CPU's optimizer makes in host memory: with -z it needs "
+                "--offload-optimizer cpu (got %s)%s\n", c->dpu, train_offload_names[c->offload_optimizer],
+                flavour_cuda(flavour) ? "" : "; without -z the CPU trainer runs the same delay unsharded");
+        exit(1);
+    }
+    if (c->dpu > 0 && c->offload_param) {
+        fprintf(stderr, "error: --dpu %d with --offload-param %s is not supported (the delayed update's parameters land "
+                "on the device)\n", c->dpu, train_offload_names[c->offload_param]);
+        exit(1);
+    }
     if (c->offload_param && c->zero_stage != 3) {
         fprintf(stderr, "error: --offload-param %s needs -z 3 (stages 0-2 keep whole parameters on every rank)\n",
                 train_offload_names[c->offload_param]);
@@ -1059,6 +1085,11 @@ void train_config_print(const TrainConfig *c, int grad_accum, int world) {
     if (c->zero_stage >= 0) printf("| %-20s | %-40d |\n", "ZeRO stage", c->zero_stage);
     if (c->offload_optimizer) printf("| %-20s | %-40s |\n", "offload optimizer", train_offload_names[c->offload_optimizer]);
     if (c->offload_ratio < 1.0f) printf("| %-20s | %-40.3g |\n", "offload ratio", (double)c->offload_ratio);
+    if (c->dpu > 0) {
+        char from[64];
+        snprintf(from, sizeof from, "one step delayed from step %d", c->dpu);
+        printf("| %-20s | %-40s |\n", "parameter update", from);
+    }
     if (c->offload_param) printf("| %-20s | %-40s |\n", "offload parameters", train_offload_names[c->offload_param]);
     if (c->nvme_path) printf("| %-20s | %-40s |\n", "NVMe path", c->nvme_path);
     if (c->qwz || c->hpz > 1 || c->qgz || c->hier_reduce) {

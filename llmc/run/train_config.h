@@ -109,6 +109,7 @@ typedef struct {
     int hier_reduce;            // --hier-reduce: the same two hops, unquantized
     int fast_reduce;            // --fast-reduce: bf16 gradients summed by the library's reduce-scatter
     int qwz_block, qgz_block;   // --qwz-block, --qgz-block: values per block (0: the default)
+    int dpu;                    // --dpu N: from optimizer step N on, the update is one step delayed (0: off)
     // DeepSpeed's config file (llmc/run/ds_config.h)
     const char *deepspeed;      // --deepspeed FILE, or NULL
     int grad_accum_steps;       // its gradient_accumulation_steps (0: derived from -d)

@@ -15,6 +15,10 @@
 // missing in zero.c lets the model read a buffer a worker has not finished: wrong bits.
 // ZERO_HOST_JITTER=SEED adds a random sleep (up to JITTER_MAX_US) before every queued
 // operation, main stream included, to shake out such races in tests.
+// ZERO_HOST_SLOW=WORD:US makes one stream lag on purpose: each operation of a stream whose name
+// (stream_name) holds WORD waits US microseconds first, for a race whose one side must fall
+// behind the other by more than jitter's sleeps (offload's delayed update behind the next
+// step's backward).
 //
 // The kernels are zero/kernels/host_kernels.c's, run on the stream's thread.
 #include "backend_host.h"
@@ -84,6 +88,7 @@ struct ZeroStream {
     Op *head, *tail;                 // the queue; head is the op running now
     uint64_t queued, finished;
     uint64_t jitter_ops;             // operations run so far: the jitter's counter
+    long slow_us;                    // ZERO_HOST_SLOW: the wait before each of its operations
     int omp_threads, omp_dynamic;    // the creating thread's OpenMP settings, for its kernels
     int stop;
 };
@@ -92,6 +97,8 @@ struct Host {
     ZeroComm *comm;
     int jitter;                      // ZERO_HOST_JITTER set
     uint64_t jitter_seed;
+    char slow_word[64];              // ZERO_HOST_SLOW: streams whose name holds it ...
+    long slow_us;                    // ... wait this long before each operation
     pthread_mutex_t mu;              // every queue, marker and free list below
     pthread_cond_t cv;               // any queue grew, an op finished, a marker fired
     Marker *free_markers;
@@ -136,13 +143,16 @@ static uint64_t mix64(uint64_t x) {   // splitmix64's finalizer
     return x ^ (x >> 31);
 }
 
+static void sleep_us(long us) {
+    struct timespec ts = {us / 1000000, us % 1000000 * 1000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
 // Half of the operations run at once, the others after 0..JITTER_MAX_US microseconds.
 static void jitter(const Host *h, int stream, uint64_t op) {
     uint64_t r = mix64(h->jitter_seed ^ mix64(((uint64_t)h->comm->rank << 40) ^ ((uint64_t)stream << 32) ^ op));
     if (r & 1) return;
-    long us = (long)((r >> 8) % JITTER_MAX_US);
-    struct timespec ts = {0, us * 1000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    sleep_us((long)((r >> 8) % JITTER_MAX_US));
 }
 
 static void run_op(Host *h, ZeroStream *s, Op *op) {
@@ -221,6 +231,7 @@ static void *worker(void *arg) {
         uint64_t n = s->jitter_ops++;
         pthread_mutex_unlock(&h->mu);
         if (h->jitter) jitter(h, s->index, n);
+        if (s->slow_us) sleep_us(s->slow_us);
         run_traced(h, s, op);
         pthread_mutex_lock(&h->mu);
         s->head = op->next;
@@ -512,7 +523,13 @@ static void h_wire_reduce(const ZeroBackend *b, ZeroWire w, int block, const voi
 
 static void name_thread(void *name) { zero_trace_thread((const char *)name); }
 static void h_stream_name(const ZeroBackend *b, ZeroStream *s, const char *name) {
-    Op *op = op_new(host_of(b), OP_CALL);   // the stream's own thread takes the name
+    Host *h = host_of(b);
+    if (h->slow_us && !s->is_main && strstr(name, h->slow_word)) {
+        s->slow_us = h->slow_us;
+        if (h->comm->rank == 0)
+            printf("zero: host backend: each operation of the %s waits %ld us first (ZERO_HOST_SLOW)\n", name, h->slow_us);
+    }
+    Op *op = op_new(h, OP_CALL);   // the stream's own thread takes the name
     op->fn = name_thread;
     op->arg = (void *)name;
     submit(host_of(b), s, op);
@@ -620,6 +637,23 @@ const ZeroBackend *zero_backend_host(ZeroComm *comm) {
         if (comm->rank == 0)
             printf("zero: host backend jitter is on (ZERO_HOST_JITTER=%llu): a random sleep of up to %d us before "
                    "half of the queued operations\n", seed, JITTER_MAX_US);
+    }
+    const char *slow = getenv("ZERO_HOST_SLOW");
+    if (slow && *slow) {
+        const char *colon = strrchr(slow, ':');
+        char *end = NULL;
+        errno = 0;
+        long us = colon ? strtol(colon + 1, &end, 10) : 0;
+        size_t len = colon ? (size_t)(colon - slow) : 0;
+        if (!colon || errno || *end || us < 1 || us > 10000000 || len == 0 || len >= sizeof h->slow_word) {
+            fprintf(stderr, "zero: rank %d: ZERO_HOST_SLOW='%s' is not WORD:US (a word of a stream's name, 1 to 63 "
+                    "characters, and a wait of 1 to 10000000 microseconds)\n", comm->rank, slow);
+            free(h);
+            return NULL;
+        }
+        memcpy(h->slow_word, slow, len);
+        h->slow_word[len] = '\0';
+        h->slow_us = us;
     }
     h->table = host_template;
     h->table.ctx = h;

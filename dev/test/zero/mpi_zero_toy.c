@@ -69,6 +69,7 @@ static float dget(const void *p, ZeroDType dt, size_t i) {
 typedef struct {
     int accum;
     int accumulate_first;   // stages 0-1: each rank accumulates its micro-steps, then ranks are summed
+    int dpu;                // the delayed update's first step (0: none)
     ZeroDType pdt, gdt;
     float *p[TOY_NT], *m[TOY_NT], *v[TOY_NT];   // fp32 master and AdamW state
     void *work[TOY_NT];                 // what the model reads (the master itself when fp32)
@@ -88,10 +89,12 @@ static double sumsq_blocks(const float *x, size_t n) {
     return total;
 }
 
-// bf16 working params: the master stochastically rounded, keyed by (seed, step, global index)
+// bf16 working params: the master stochastically rounded, keyed by (seed, step, global index);
+// fp32 ones a copy of it, where they are kept apart (the delayed update)
 static void ref_refresh(const Toy *toy, Ref *R, int t_step) {
     uint64_t gidx = 0;
     for (int t = 0; t < TOY_NT; t++) {
+        if (R->pdt == ZERO_F32 && R->work[t] != (void *)R->p[t]) memcpy(R->work[t], R->p[t], toy->t[t].numel * sizeof(float));
         if (R->pdt == ZERO_BF16)
             for (size_t i = 0; i < toy->t[t].numel; i++)
                 ((uint16_t *)R->work[t])[i] = adamw_round_bf16_at(R->p[t][i], TOY_SEED, (uint64_t)t_step, gidx + i);
@@ -127,19 +130,20 @@ static void ref_add_rank(const Toy *toy, float **s, void *const *g, ZeroDType gd
 }
 
 static void run_reference(const Toy *toy, int world, int accum, int accumulate_first, ZeroDType pdt, ZeroDType gdt,
-                          Ref *R) {
+                          int dpu, Ref *R) {
     float *G[TOY_NT], *s[TOY_NT];
     void *g[TOY_NT];
     R->accum = accum;
     R->accumulate_first = accumulate_first;
     R->pdt = pdt;
     R->gdt = gdt;
+    R->dpu = dpu;
     for (int t = 0; t < TOY_NT; t++) {
         size_t n = toy->t[t].numel;
         R->p[t] = malloc(n * sizeof(float));
         R->m[t] = calloc(n, sizeof(float));
         R->v[t] = calloc(n, sizeof(float));
-        R->work[t] = pdt == ZERO_F32 ? (void *)R->p[t] : malloc(n * 2);
+        R->work[t] = pdt == ZERO_F32 && !dpu ? (void *)R->p[t] : malloc(n * dsize(pdt));
         G[t] = malloc(n * sizeof(float));
         s[t] = malloc(n * sizeof(float));
         g[t] = malloc(n * dsize(gdt));
@@ -189,10 +193,13 @@ static void run_reference(const Toy *toy, int world, int accum, int accumulate_f
         float norm = (float)sqrt(total);
         float clip = (TOY_CLIP > 0 && norm > TOY_CLIP) ? TOY_CLIP / norm : 1.0f;
         AdamWParams ap = adamw_params(TOY_LR, TOY_B1, TOY_B2, TOY_EPS, TOY_WD, clip, step + 1);
+        // delayed (ZeRO-Offload's DPU): the next step trains on the master before this update
+        const int delayed = dpu > 0 && step + 1 >= dpu;
+        if (delayed) ref_refresh(toy, R, step);
         for (int t = 0; t < TOY_NT; t++)
             for (size_t i = 0; i < toy->t[t].numel; i++)
                 R->p[t][i] = adamw_element(R->p[t][i], G[t][i], &R->m[t][i], &R->v[t][i], &ap, toy->t[t].decay);
-        ref_refresh(toy, R, step + 1);
+        if (!delayed) ref_refresh(toy, R, step + 1);
         R->norms[step] = norm;
         R->losses[step] = loss;
     }
@@ -242,6 +249,7 @@ typedef struct {
     ZeroDType pdt, gdt;
     ZeroTier opt_tier, param_tier;   // offload: where the optimizer states and (stage 3) parameters live
     double opt_ratio;                // a partial optimizer offload: the fraction offloaded (0: all)
+    int dpu;                         // the delayed update's first step (0: none)
 } Variant;
 
 // The folder offload variants keep their NVMe swap files in (made by run_training).
@@ -269,6 +277,7 @@ static void run_variant(ZeroComm *comm, const ZeroBackend *backend, const Toy *t
     cfg.optimizer_tier = V->opt_tier;
     cfg.optimizer_ratio = V->opt_ratio;
     cfg.param_tier = V->param_tier;
+    cfg.dpu_from = V->dpu;
     cfg.nvme_path = nvme_dir;
     const int offloaded = V->opt_tier != ZERO_TIER_DEVICE || V->param_tier != ZERO_TIER_DEVICE;
     const size_t pes = dsize(V->pdt), ges = dsize(V->gdt);
@@ -504,38 +513,43 @@ static int run_training(ZeroComm *comm) {
     // name, stage, accum, bucket, prefetch, max_live, persist, exact bytes, detour, dtypes.
     // The tight caps (1100, 1500) hold the largest unit (a layer: <= 1024 padded at <= 4 ranks).
     const Variant variants[] = {
-        {"stage 0, accum 1", 0, 1, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
-        {"stage 0, accum 2", 0, 2, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
-        {"stage 1, accum 1", 1, 1, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
-        {"stage 1, accum 2", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
-        {"stage 2, bucket 0 (per unit)", 2, 2, 0, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
-        {"stage 2, bucket 1000", 2, 2, 1000, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
-        {"stage 2, one bucket", 2, 2, big, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
-        {"stage 3, no prefetch", 3, 2, 1000, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0},
-        {"stage 3, no prefetch, persist", 3, 2, 1000, 0, 0, 40, 1, 0, F, F, DEV, DEV, 0},
-        {"stage 3, prefetch", 3, 2, 1000, 1500, 0, 40, 0, 0, F, F, DEV, DEV, 0},
-        {"stage 3, prefetch, tight cap", 3, 2, 0, big, 1500, 0, 0, 0, F, F, DEV, DEV, 0},
-        {"stage 3, detour, tight cap", 3, 2, 0, big, 1100, 0, 0, 1, F, F, DEV, DEV, 0},
-        {"stage 3, accum 1", 3, 1, 4096, 2000, 0, 40, 0, 0, F, F, DEV, DEV, 0},
-        {"stage 0, accum 1, bf16 p+g", 0, 1, 4096, 0, 0, 0, 1, 0, BF, BF, DEV, DEV, 0},
-        {"stage 1, bf16 params", 1, 2, 4096, 0, 0, 0, 1, 0, BF, F, DEV, DEV, 0},
-        {"stage 1, bf16 p+g", 1, 2, 4096, 0, 0, 0, 1, 0, BF, BF, DEV, DEV, 0},
-        {"stage 2, bf16 p+g", 2, 2, 1000, 0, 0, 0, 1, 0, BF, BF, DEV, DEV, 0},
-        {"stage 3, bf16 p+g, no prefetch", 3, 2, 1000, 0, 0, 40, 1, 0, BF, BF, DEV, DEV, 0},
-        {"stage 3, bf16 params, prefetch", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, DEV, DEV, 0},
+        {"stage 0, accum 1", 0, 1, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0, 0},
+        {"stage 0, accum 2", 0, 2, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0, 0},
+        {"stage 1, accum 1", 1, 1, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0, 0},
+        {"stage 1, accum 2", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0, 0},
+        {"stage 2, bucket 0 (per unit)", 2, 2, 0, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0, 0},
+        {"stage 2, bucket 1000", 2, 2, 1000, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0, 0},
+        {"stage 2, one bucket", 2, 2, big, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0, 0},
+        {"stage 3, no prefetch", 3, 2, 1000, 0, 0, 0, 1, 0, F, F, DEV, DEV, 0, 0},
+        {"stage 3, no prefetch, persist", 3, 2, 1000, 0, 0, 40, 1, 0, F, F, DEV, DEV, 0, 0},
+        {"stage 3, prefetch", 3, 2, 1000, 1500, 0, 40, 0, 0, F, F, DEV, DEV, 0, 0},
+        {"stage 3, prefetch, tight cap", 3, 2, 0, big, 1500, 0, 0, 0, F, F, DEV, DEV, 0, 0},
+        {"stage 3, detour, tight cap", 3, 2, 0, big, 1100, 0, 0, 1, F, F, DEV, DEV, 0, 0},
+        {"stage 3, accum 1", 3, 1, 4096, 2000, 0, 40, 0, 0, F, F, DEV, DEV, 0, 0},
+        {"stage 0, accum 1, bf16 p+g", 0, 1, 4096, 0, 0, 0, 1, 0, BF, BF, DEV, DEV, 0, 0},
+        {"stage 1, bf16 params", 1, 2, 4096, 0, 0, 0, 1, 0, BF, F, DEV, DEV, 0, 0},
+        {"stage 1, bf16 p+g", 1, 2, 4096, 0, 0, 0, 1, 0, BF, BF, DEV, DEV, 0, 0},
+        {"stage 2, bf16 p+g", 2, 2, 1000, 0, 0, 0, 1, 0, BF, BF, DEV, DEV, 0, 0},
+        {"stage 3, bf16 p+g, no prefetch", 3, 2, 1000, 0, 0, 40, 1, 0, BF, BF, DEV, DEV, 0, 0},
+        {"stage 3, bf16 params, prefetch", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, DEV, DEV, 0, 0},
         // offload: the same bits as on the device, with the CPU optimizer's host streams
         // and the NVMe engine in the picture (and their waits on the device streams)
-        {"stage 1, optimizer on cpu", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, CPU, DEV, 0},
-        {"stage 2, optimizer on nvme", 2, 2, 1000, 0, 0, 0, 1, 0, F, F, NVME, DEV, 0},
-        {"stage 3, optimizer and params on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, F, F, CPU, CPU, 0},
-        {"stage 3, optimizer and params on nvme", 3, 2, 1000, 0, 0, 0, 1, 0, F, F, NVME, NVME, 0},
+        {"stage 1, optimizer on cpu", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, CPU, DEV, 0, 0},
+        {"stage 2, optimizer on nvme", 2, 2, 1000, 0, 0, 0, 1, 0, F, F, NVME, DEV, 0, 0},
+        {"stage 3, optimizer and params on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, F, F, CPU, CPU, 0, 0},
+        {"stage 3, optimizer and params on nvme", 3, 2, 1000, 0, 0, 0, 1, 0, F, F, NVME, NVME, 0, 0},
         // the detour with room to prefetch: evictions and hits with the NVMe reads in the picture
-        {"stage 3, detour, params on nvme", 3, 2, 0, big, 2200, 0, 0, 1, F, F, DEV, NVME, 0},
-        {"stage 3, bf16, optimizer on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, CPU, DEV, 0},
+        {"stage 3, detour, params on nvme", 3, 2, 0, big, 2200, 0, 0, 1, F, F, DEV, NVME, 0, 0},
+        {"stage 3, bf16, optimizer on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, CPU, DEV, 0, 0},
         // a partial offload: the first tensors' optimizer on the device, the rest on the CPU
-        {"stage 1, half the optimizer on cpu", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, CPU, DEV, 0.5},
-        {"stage 2, half the optimizer on cpu", 2, 2, 1000, 0, 0, 0, 1, 0, BF, BF, CPU, DEV, 0.5},
-        {"stage 3, bf16, half the optimizer on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, CPU, DEV, 0.5},
+        {"stage 1, half the optimizer on cpu", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, CPU, DEV, 0.5, 0},
+        {"stage 2, half the optimizer on cpu", 2, 2, 1000, 0, 0, 0, 1, 0, BF, BF, CPU, DEV, 0.5, 0},
+        {"stage 3, bf16, half the optimizer on cpu", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, CPU, DEV, 0.5, 0},
+        // the delayed update (from step 2 of 4): the next step's backward accumulates into the
+        // gradient the update still reads, tensor by tensor, and its parameters land a step late
+        {"stage 1, optimizer on cpu, delayed", 1, 2, 4096, 0, 0, 0, 1, 0, F, F, CPU, DEV, 0, 2},
+        {"stage 2, optimizer on cpu, delayed", 2, 2, 1000, 0, 0, 0, 1, 0, F, F, CPU, DEV, 0, 2},
+        {"stage 3, bf16, optimizer on cpu, delayed", 3, 2, 1000, 1500, 0, 40, 0, 0, BF, F, CPU, DEV, 0, 2},
     };
     const int nv = (int)(sizeof variants / sizeof variants[0]);
     snprintf(nvme_dir, sizeof nvme_dir, "/tmp/zero_toy_nvme.%d.%d", (int)getpid(), comm->rank);
@@ -550,11 +564,11 @@ static int run_training(ZeroComm *comm) {
         Ref *R = NULL;
         for (int k = 0; k < nrefs && !R; k++)
             if (refs[k].accum == V->accum && refs[k].pdt == V->pdt && refs[k].gdt == V->gdt &&
-                refs[k].accumulate_first == acc_first)
+                refs[k].accumulate_first == acc_first && refs[k].dpu == V->dpu)
                 R = &refs[k];
         if (!R) {
             R = &refs[nrefs++];
-            run_reference(&toy, comm->world, V->accum, acc_first, V->pdt, V->gdt, R);
+            run_reference(&toy, comm->world, V->accum, acc_first, V->pdt, V->gdt, V->dpu, R);
             if (comm->rank == 0) {
                 printf("reference: %d ranks, %d tensors in %d units, %d steps, accum %d%s, %s params, %s grads; norms:",
                        comm->world, TOY_NT, TOY_NU, STEPS, V->accum, acc_first ? " (accumulated, then reduced)" : "",

@@ -4,8 +4,8 @@
 # where a rank owns nothing or one tile, a gradient pool of every gradient at once that first
 # fit would split, every ZeRO stage
 # at 1, 2, 3 and 4 ranks against the unsharded reference (also with the host backend's
-# jitter, ZERO_HOST_JITTER, and the NVMe engine's, ZERO_NVME_JITTER, under several seeds:
-# the same bits), the overlap properties
+# jitter, ZERO_HOST_JITTER, and the NVMe engine's, ZERO_NVME_JITTER, under several seeds,
+# with offload's delayed update slowed, ZERO_HOST_SLOW: the same bits), the overlap properties
 # read from a recording backend (mpi_zero_overlap.c), and runs that must die: a launcher's
 # world size that MPI's contradicts, a start-up failure on one rank, a
 # collective (or the opening of a stream's communicators) stalled past the watchdog's
@@ -75,12 +75,16 @@ grep -h "stage\|reference" "$tmp/stages-0-3-np4.log" | sed 's/^/    /'
 
 # The same checks with random sleeps before every queued stream operation and NVMe
 # transfer: a missing wait in zero/ would let the model read a buffer a stream thread has
-# not finished, or reuse an NVMe buffer a write has not finished with.
+# not finished, or reuse an NVMe buffer a write has not finished with. The delayed update's
+# stream is slowed besides, so that it lags behind the next step's accumulations (as a large
+# model's CPU step does on a GPU) and they must wait for it.
 for seed in 11 12 13; do
     for np in 2 4; do
         name="jitter-seed$seed-np$np"
-        ZERO_HOST_JITTER=$seed ZERO_NVME_JITTER=$seed run "$name" "$np" train
+        ZERO_HOST_JITTER=$seed ZERO_NVME_JITTER=$seed ZERO_HOST_SLOW=delayed-update:1000 run "$name" "$np" train
         grep -q "jitter is on (ZERO_HOST_JITTER=$seed)" "$tmp/$name.log" || bad "$name: no start-up line says jitter is on"
+        grep -q "delayed-update stream .* waits 1000 us first (ZERO_HOST_SLOW)" "$tmp/$name.log" \
+            || bad "$name: no start-up line says the delayed update is slowed"
     done
 done
 
