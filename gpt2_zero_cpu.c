@@ -132,6 +132,8 @@ static float sharded_step(CpuTrainer *t, int step, float lr, double *loss, int *
     return norm;
 }
 
+static void sharded_land(CpuTrainer *t) { zero_land_update(side(t)->glue.z); }
+
 static void sharded_save(CpuTrainer *t, const TrainState *st) {
     const TrainConfig *cfg = t->cfg;
     GPT2Zero *g = &side(t)->glue;
@@ -171,5 +173,5 @@ static void sharded_free(CpuTrainer *t) {
 CpuHooks gpt2_zero_cpu_hooks(void) {
     return (CpuHooks){sharded_dry_run, sharded_start, sharded_build, sharded_attach, sharded_have_checkpoint,
                       sharded_begin_run, sharded_print_memory, sharded_sum_ranks, sharded_begin_step, sharded_step,
-                      sharded_save, sharded_report, sharded_export, sharded_free};
+                      sharded_land, sharded_save, sharded_report, sharded_export, sharded_free};
 }

@@ -59,6 +59,10 @@ typedef struct {
     // clipping and AdamW, or a skipped update (*skipped: a non-finite loss or norm under
     // --nan-skip, or an outlier under -sl/-sg). Returns the norm.
     float (*step)(CpuTrainer *t, int step, float lr, double *loss, int *skipped);
+    // --dpu: the update in flight lands (the parameters catch up with the master), before the
+    // validation, sample and save of a checkpoint step and before the end, so that a resumed
+    // run sees what the saving one did there.
+    void (*land)(CpuTrainer *t);
     // Saves the checkpoint of st (and the model file of its step).
     void (*save)(CpuTrainer *t, const TrainState *st);
     // After the first step and at the end: the measured memory report (ZeRO's

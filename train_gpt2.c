@@ -172,7 +172,8 @@ static void unsharded_begin_step(CpuTrainer *t, int grad_accum) { (void)grad_acc
 // --dpu N unsharded, the reference for ZeRO-Offload's delayed update (zero/offload.c): from
 // step N on, AdamW advances the master (`ahead`) with gradients taken at the parameters one
 // update behind it, which the model trains on until the next step. A skipped step changes
-// neither. Landing (before a checkpoint or the export) makes the parameters the master.
+// neither. Landing (before a checkpoint step's validation and save, and at the end) makes
+// the parameters the master.
 static void swap_floats(float *a, float *b, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = a[i];
@@ -191,7 +192,7 @@ static void delayed_update(CpuTrainer *t, float lr, float clip, int step) {
     swap_floats(model->params, t->ahead, model->num_parameters);   // the model trains on the master before it
 }
 
-static void land_update(CpuTrainer *t) {
+static void unsharded_land(CpuTrainer *t) {
     if (!t->ahead) return;
     memcpy(t->model->params, t->ahead, t->model->num_parameters * sizeof(float));
     free(t->ahead);
@@ -213,7 +214,7 @@ static void unsharded_save(CpuTrainer *t, const TrainState *st) {
     const TrainConfig *cfg = t->cfg;
     GPT2 *model = t->model;
     ensure_moments(model);
-    land_update(t);
+    unsharded_land(t);
     checkpoint_save(cfg->out_dir, st, model->params, model->m, model->v, model->num_parameters, cfg->ckpt_keep,
                     cfg->ckpt_major);
     printf("saved checkpoint %s/ckpt_%08d.bin and the model %s/model_%08d.bin\n", cfg->out_dir, st->step,
@@ -224,7 +225,7 @@ static void unsharded_report(CpuTrainer *t) { (void)t; }
 
 static void unsharded_export(CpuTrainer *t) {
     char path[4096];
-    land_update(t);
+    unsharded_land(t);
     checkpoint_model_path(path, sizeof(path), t->cfg->out_dir, -1);
     gpt2_model_file_write(path, &t->config, t->model->params, GPT2_MODEL_FP32);
     printf("wrote %s\n", path);
@@ -240,7 +241,7 @@ static CpuHooks choose_hooks(const TrainConfig *cfg, const char *prog) {
                             "...), or start one process.");
     return (CpuHooks){unsharded_dry_run, unsharded_start, unsharded_build, unsharded_attach, unsharded_have_checkpoint,
                       unsharded_begin_run, unsharded_print_memory, NULL, unsharded_begin_step, unsharded_step,
-                      unsharded_save, unsharded_report, unsharded_export, unsharded_free};
+                      unsharded_land, unsharded_save, unsharded_report, unsharded_export, unsharded_free};
 }
 
 // ----------------------------------------------------------------------------
@@ -348,6 +349,8 @@ int main(int argc, char **argv) {
         int last = step == cfg.max_steps;
         if (!last) zero_trace_step(step);   // the last pass (final validation, export) counts in the last step
 
+        int save = cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last);
+        if (save || last) run.land(&t);   // --dpu: the parameters a resume from here starts with
         if (have_val && (step % cfg.val_every == 0 || last)) {
             uint64_t s0 = zero_trace_begin();
             float vl = validation_loss(&val, cfg.val_max_steps, batch_loss, &model, run.sum_ranks, &t);
@@ -357,7 +360,7 @@ int main(int argc, char **argv) {
         }
         if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last))
             sample_text(&model, have_tok ? &tok : NULL, eot, cfg.gen_tokens, cfg.seed, step, rank);
-        if (cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last)) {
+        if (save) {
             uint64_t s0 = zero_trace_begin();
             TrainState st = train_state_at(&state, step, &train);
             gpt2_cpu_release_activations(&model);   // idle between steps: the save uses their memory

@@ -129,6 +129,8 @@ int main(int argc, char **argv) {
         int last = step == cfg.max_steps;
         if (!last) zero_trace_step(step);   // the last pass (final validation, export) counts in the last step
 
+        int save = cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last);
+        if (save || last) zero_land_update(z);   // --dpu: the parameters a resume from here starts with
         if (have_val && (step % cfg.val_every == 0 || last)) {
             float vl = gpt2_cuda_validate(&model, &val, cfg.val_max_steps, gpt2_zero_sum_ranks, &glue);
             printf("val loss %f\n", vl);
@@ -136,7 +138,7 @@ int main(int argc, char **argv) {
         }
         if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last))
             gpt2_cuda_sample(&model, have_tok ? &tok : NULL, eot, cfg.gen_tokens, cfg.seed, step, rank == 0);
-        if (cfg.checkpoint_every > 0 && step > start_step && (step % cfg.checkpoint_every == 0 || last)) {
+        if (save) {
             TrainState st = train_state_at(&state, step, &train);
             if (zero_save(z, cfg.out_dir, step, &st, sizeof(st)) != 0)
                 die("rank %d: checkpoint at step %d failed (see above); the previous one is intact", rank, step);

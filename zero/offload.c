@@ -518,16 +518,16 @@ void zero_offload_init(Zero *z, int park_tied) {
 void zero_offload_free(Zero *z) {
     ZeroOffload *o = &z->off;
     const ZeroBackend *b = z->b;
-    if (o->dpu_stream) {   // first: an accumulation on the host stream may wait for it
-        b->stream_sync(b, o->dpu_stream);
-        b->stream_destroy(b, o->dpu_stream);
-        pthread_mutex_destroy(&o->dpu_lock);
-        pthread_cond_destroy(&o->dpu_moved);
-    }
+    if (o->dpu_stream) b->stream_sync(b, o->dpu_stream);   // first: an accumulation may wait for it
     if (o->host_stream) b->stream_sync(b, o->host_stream);
     if (o->upload_stream) b->stream_sync(b, o->upload_stream);
     if (o->read_stream) b->stream_sync(b, o->read_stream);
     if (o->read_upload) b->stream_sync(b, o->read_upload);
+    if (o->dpu_stream) {   // no stream uses the lock any more
+        b->stream_destroy(b, o->dpu_stream);
+        pthread_mutex_destroy(&o->dpu_lock);
+        pthread_cond_destroy(&o->dpu_moved);
+    }
     if (o->read_nvme) zero_nvme_close(o->read_nvme);
     if (o->nvme) zero_nvme_close(o->nvme);
     for (int s = 0; s < OFF_SLOTS; s++) {

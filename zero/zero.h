@@ -193,8 +193,10 @@ float zero_step_veto(Zero *z, const ZeroStepArgs *args, int skip, int (*veto)(fl
 // dpu_from: the update a step left running on the CPU (delayed parameter update) lands: the
 // working parameters become its result, as the next step's update would have made them.
 // Collective, between steps; zero_save and zero_gather_master call it first, so a
-// checkpoint holds, and a resumed run continues from, exactly what the running one does.
-// Nothing to do without a delayed update in flight.
+// checkpoint holds, and a resumed run continues from, exactly what the running one does. A
+// trainer calls it before whatever else it does at a checkpoint step (validation, samples),
+// so that the resumed run, which starts landed, sees the same parameters there. Nothing to
+// do without a delayed update in flight.
 void zero_land_update(Zero *z);
 
 // What this rank holds and did (for the start-up report, the JSON accounting and tests).
@@ -338,7 +340,8 @@ typedef struct {
     // zero_begin_step to the end of zero_step; what is left is the model's own work
     double hook_s, step_s, wall_s;
     double optimizer_s;    // offload: the CPU AdamW's own seconds (its arithmetic): inside zero_step, or for
-                           // a deferred update on the host stream during the next forward
+                           // a deferred update on the host stream during the next forward, or for a
+                           // delayed one (dpu_from) on its own stream beside the next step
     double update_wait_s;  // dpu_from: the calling thread's seconds waiting, in zero_step, for the update
                            // it left running a step earlier (0 when the CPU's step is hidden)
     double accum_wait_s;   // and the host stream's, accumulating a gradient the update still read

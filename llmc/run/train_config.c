@@ -608,9 +608,9 @@ static const Flag flags[] = {
      "train on the parameters of step t-1 (ZeRO-Offload's one-step delayed\n"
      "parameter update; its paper starts at step 40). It changes the math: the\n"
      "gradient is one step stale. Without -z the same delay, unsharded: the\n"
-     "reference a ZeRO run with it matches bit for bit. A checkpoint and the\n"
-     "run's end land the update in flight, so a resume is bit-exact (default\n"
-     "0: off)}", NULL},
+     "reference a ZeRO run with it (the whole optimizer offloaded) matches bit\n"
+     "for bit. A checkpoint and the run's end land the update in flight, so a\n"
+     "resume is bit-exact (default 0: off)}", NULL},
     {"--offload-param", NULL, "none|cpu|nvme", V_OFFLOAD, AT(offload_param), 0, 0, TRAIN_FLAG_OFFLOAD_PARAM,
      FOR_ZERO, 1,
      "stage 3: the working-parameter shard the gathers read lives in host\n"
@@ -1020,6 +1020,11 @@ void train_config_check(TrainConfig *c, const char *flavour) {
             exit(1);
         }
     }
+    if (c->offload_param && c->zero_stage != 3) {
+        fprintf(stderr, "error: --offload-param %s needs -z 3 (stages 0-2 keep whole parameters on every rank)\n",
+                train_offload_names[c->offload_param]);
+        exit(1);
+    }
     if (c->dpu > 0 && c->zero_stage >= 0 && c->offload_optimizer != TRAIN_OFFLOAD_CPU) {
         fprintf(stderr, "error: --dpu %d delays the update the CPU's optimizer makes in host memory: with -z it needs "
                 "--offload-optimizer cpu (got %s)%s\n", c->dpu, train_offload_names[c->offload_optimizer],
@@ -1029,11 +1034,6 @@ void train_config_check(TrainConfig *c, const char *flavour) {
     if (c->dpu > 0 && c->offload_param) {
         fprintf(stderr, "error: --dpu %d with --offload-param %s is not supported (the delayed update's parameters land "
                 "on the device)\n", c->dpu, train_offload_names[c->offload_param]);
-        exit(1);
-    }
-    if (c->offload_param && c->zero_stage != 3) {
-        fprintf(stderr, "error: --offload-param %s needs -z 3 (stages 0-2 keep whole parameters on every rank)\n",
-                train_offload_names[c->offload_param]);
         exit(1);
     }
     int nvme = c->offload_optimizer == TRAIN_OFFLOAD_NVME || c->offload_param == TRAIN_OFFLOAD_NVME ||

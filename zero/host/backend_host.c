@@ -229,9 +229,10 @@ static void *worker(void *arg) {
         if (!s->head) break;
         Op *op = s->head;   // stays queued while it runs: stream_sync waits for it
         uint64_t n = s->jitter_ops++;
+        const long slow = s->slow_us;
         pthread_mutex_unlock(&h->mu);
         if (h->jitter) jitter(h, s->index, n);
-        if (s->slow_us) sleep_us(s->slow_us);
+        if (slow) sleep_us(slow);
         run_traced(h, s, op);
         pthread_mutex_lock(&h->mu);
         s->head = op->next;
@@ -525,7 +526,9 @@ static void name_thread(void *name) { zero_trace_thread((const char *)name); }
 static void h_stream_name(const ZeroBackend *b, ZeroStream *s, const char *name) {
     Host *h = host_of(b);
     if (h->slow_us && !s->is_main && strstr(name, h->slow_word)) {
+        pthread_mutex_lock(&h->mu);   // the stream's thread reads it
         s->slow_us = h->slow_us;
+        pthread_mutex_unlock(&h->mu);
         if (h->comm->rank == 0)
             printf("zero: host backend: each operation of the %s waits %ld us first (ZERO_HOST_SLOW)\n", name, h->slow_us);
     }

@@ -9,7 +9,8 @@
 #     to ZeRO's bits on the CPU by test_zero_dpu.sh), every step's loss within 5e-3
 #     (test_emu_train.sh's bound between train_gpt2cu and train_gpt2: bf16 against fp32),
 #     where the undelayed CPU run is off by more than 5e-3 from step 6 on
-#  3. stopped at step 4 with a checkpoint and resumed: the uninterrupted run's bits
+#  3. stopped at step 4 with a checkpoint and resumed: the uninterrupted run's bits, its
+#     validation losses at the checkpoint steps included (the update lands before them)
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
@@ -21,7 +22,7 @@ export CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0
 model=(-e d2c64h1t64 -b 2 -t 64 -v 0 -s 0 -l 1e-3)
 bw=("${model[@]}" -d 128 -x 8 --grad-clip 0.5 --offload-optimizer cpu)
 sched=("${model[@]}" -x 20 -u 2 -q 0.1 -c 0)
-ck=("${model[@]}" -d 128 -x 8 -k constant -z 2 --offload-optimizer cpu --dpu 2)
+ck=("${model[@]}" -d 128 -x 8 -k constant -z 2 --offload-optimizer cpu --dpu 2 -v 4 -m 2)
 spawn z1 "$EMU/train_gpt2_zero" "${bw[@]}" -z 1 --dpu 3 -o "$tmp/z1"
 spawn z3 "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --dpu 3 -o "$tmp/z3"
 spawn plain "$EMU/train_gpt2_zero" "${bw[@]}" -z 1 -o "$tmp/plain"
@@ -59,9 +60,11 @@ fi
 
 # 3. (the resume runs once the first part's checkpoint is written)
 if ran whole cut; then
+    vals() { grep -E "trl|tel" "$tmp/$1/main.log" | cut -d' ' -f1,2; }
     if "$EMU/train_gpt2_zero" "${ck[@]}" -n 4 -y 1 -o "$tmp/cut" > "$tmp/resume.log" 2>&1 &&
-        cmp -s "$tmp/whole/model_final.bin" "$tmp/cut/model_final.bin"
-    then ok "--dpu 2 stopped at step 4 and resumed: the uninterrupted run's bits"
+        cmp -s "$tmp/whole/model_final.bin" "$tmp/cut/model_final.bin" && [ "$(vals whole | grep -c tel)" = 3 ] &&
+        diff <(vals whole) <(vals cut) > /dev/null
+    then ok "--dpu 2 stopped at step 4 and resumed: the uninterrupted run's bits, validation losses too"
     else bad "--dpu 2 stopped at step 4 and resumed: not the uninterrupted run's parameters"; tail -n 3 "$tmp/resume.log"; fi
 fi
 echo "$pass passed, $failn failed"

@@ -13,8 +13,9 @@
 #    and differ from step N + 1 on; 20 steps from step 5 end within 2% of the undelayed loss
 #  - a partial offload (--offload-optimizer-ratio 0.5: the device's tensors updated at once,
 #    the host's delayed): stages 1 and 3 the same bits, not those of the whole offload's
-#  - checkpoints land the update in flight: stopped at step 6 and resumed gives the bits of
-#    the uninterrupted run with the same -n, and so does the unsharded reference
+#  - checkpoints land the update in flight before the step's validation and save: stopped at
+#    step 6 and resumed gives the bits (parameters, training and validation losses) of the
+#    uninterrupted run with the same -n, and so does the unsharded reference
 #  - zero_report.json: the update's waits (update_wait, accumulation_wait), and the
 #    delayed update's host buffer (a working-parameter shard) in every rank's model
 #    states, as the formula counts, live and in the dry run
@@ -97,14 +98,19 @@ cmp -s "$tmp/part1/model_final.bin" "$tmp/part_whole/model_final.bin" \
 echo "PASS: --offload-optimizer-ratio 0.5 --dpu 4: stages 1 and 3 the same bits, not the whole offload's"
 
 # checkpoints land the update in flight, in the uninterrupted run as in the resumed one
-ck=(-k constant -n 3 --dpu 2)
+# (validation at the checkpoint steps: it sees the landed parameters in both)
+ck=(-k constant -n 3 --dpu 2 -v 3 -m 2)
+vals() { grep -E "trl|tel" "$tmp/$1/main.log" | cut -d' ' -f1,2; }
 two whole -z 2 "${off[@]}" "${ck[@]}"
 two cut -z 2 "${off[@]}" "${ck[@]}" -x 6
 two cut -z 2 "${off[@]}" "${ck[@]}" -y 1
 same whole cut "--dpu 2 stopped at step 6 and resumed"
+[ "$(vals whole | grep -c tel)" = 5 ] && diff <(vals whole) <(vals cut) > /dev/null \
+    || fail "--dpu 2 stopped at step 6 and resumed: the validation losses differ (or are not 5: steps 0, 3, 6, 9, 10)"
 one uwhole "${ck[@]}"
 same uwhole whole "--dpu 2 with checkpoints every 3 steps, unsharded against stage 2"
-echo "PASS: --dpu 2 with checkpoints: stopped at step 6 and resumed gives the uninterrupted run's bits, the unsharded reference's"
+diff <(vals uwhole) <(vals whole) > /dev/null || fail "--dpu 2 with checkpoints: the unsharded validation losses differ"
+echo "PASS: --dpu 2 with checkpoints: stopped at step 6 and resumed gives the uninterrupted run's bits (validation too), the unsharded reference's"
 
 # the report: the waits, and the delayed update's buffer in the model states and the formula
 ./train_gpt2 "${args[@]}" -z 3 "${off[@]}" --dpu 4 --dry-run --world 2 -o "$tmp/dry" > "$tmp/dry.txt" 2>&1 \
