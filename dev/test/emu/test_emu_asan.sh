@@ -4,7 +4,8 @@
 # memory here, so a kernel's access out of bounds of a cudaMalloc buffer is a heap
 # overflow (emu_selftest's kernel_out_of_bounds case shows it is caught). Runs the
 # emulator's and libraries' own tests, gpu_zero_quant, gpu_backend_ops, gpu_zero_toy and the trainers for a
-# few steps (train_gpt2cu; train_gpt2_zero at stage 3 with offload to host memory and NVMe),
+# few steps (train_gpt2cu; train_gpt2_zero at stage 3 with offload to host memory and NVMe,
+# and at stage 2 with the delayed parameter update and a checkpoint that lands it),
 # and the emulated NCCL across processes (test_nccl_emu, gpu_zero_toy's training at 2 ranks).
 set -u
 cd "$(dirname "$0")/../../.."
@@ -37,6 +38,7 @@ mkdir -p "$tmp/nvme"
 check train_gpt2_zero_offload_cpu "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --offload-optimizer cpu --offload-param cpu -o "$tmp/z3c"
 check train_gpt2_zero_offload_nvme "$EMU/train_gpt2_zero" "${bw[@]}" -z 3 --offload-optimizer nvme \
     --offload-param nvme --nvme-path "$tmp/nvme" -o "$tmp/z3n"
+check train_gpt2_zero_dpu "$EMU/train_gpt2_zero" "${bw[@]}" -z 2 --offload-optimizer cpu --dpu 2 -n 2 -o "$tmp/z2d"
 wait
 for name in "${names[@]}"; do   # exit 0, and no sanitizer report
     if [ "$(cat "$tmp/$name.rc")" = 0 ] && ! grep -q "ERROR: AddressSanitizer\|runtime error" "$tmp/$name.log"; then
