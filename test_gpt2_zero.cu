@@ -737,15 +737,16 @@ static void test_attention(int use_cudnn, int B, int T, int NH, int HS) {
     const int C = NH * HS;
     const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C;
     char name[96];
-    snprintf(name, sizeof(name), "attention %s B=%d T=%d NH=%d HS=%d", use_cudnn ? "cuDNN" : "fallback", B, T, NH, HS);
+    snprintf(name, sizeof(name), "attention %s B=%d T=%d NH=%d HS=%d", gpt2_cuda_attention_name(use_cudnn), B, T, NH, HS);
+    const int atomic = use_cudnn == GPT2_CUDNN_ATOMIC;
     size_t ws = 0;
     if (use_cudnn && !attention_cudnn_backward_ok(cudnnGetVersion())) {
         // a runtime with a known bad backward must be refused, so the model falls back
-        report(!attention_cudnn_prepare(B, T, NH, HS, &ws), name, "cuDNN %zu refused by attention_cudnn_prepare",
+        report(!attention_cudnn_prepare(B, T, NH, HS, atomic, &ws), name, "cuDNN %zu refused by attention_cudnn_prepare",
                (size_t)cudnnGetVersion());
         return;
     }
-    if (use_cudnn && !attention_cudnn_prepare(B, T, NH, HS, &ws)) {
+    if (use_cudnn && !attention_cudnn_prepare(B, T, NH, HS, atomic, &ws)) {
         report(0, name, "cuDNN attention_cudnn_prepare declined this shape");
         return;
     }
@@ -758,8 +759,8 @@ static void test_attention(int use_cudnn, int B, int T, int NH, int HS) {
     if (use_cudnn) {
         d_stats = dev_f32(NULL, (size_t)B * NH * T);
         if (ws) CUDA_CHECK(cudaMalloc(&d_ws, ws));
-        attention_cudnn_forward(d_out, d_stats, d_qkv, B, T, NH, HS, d_ws, 0);
-        attention_cudnn_backward(d_dqkv, d_dout, d_qkv, d_out, d_stats, B, T, NH, HS, d_ws, 0);
+        attention_cudnn_forward(d_out, d_stats, d_qkv, B, T, NH, HS, atomic, d_ws, 0);
+        attention_cudnn_backward(d_dqkv, d_dout, d_qkv, d_out, d_stats, B, T, NH, HS, atomic, d_ws, 0);
     } else {
         d_scores = dev_f32(NULL, (size_t)B * NH * T * T);
         CUDA_CHECK(cudaMalloc(&d_probs, (size_t)B * NH * T * T * sizeof(bf16)));
@@ -906,7 +907,8 @@ static int hooks_in_order(const HookLog *h, int L) { return hooks_in_order_units
 // must give identical bits (cuDNN's atomic-dQ backward variant is only close).
 static void test_model(const Reference *r, int use_cudnn, int recompute, int extra, int bitwise) {
     char tag[64];
-    snprintf(tag, sizeof(tag), "model[%s rc%d]", use_cudnn ? "cudnn" : "fallback", recompute);
+    snprintf(tag, sizeof(tag), "model[%s rc%d]",
+             use_cudnn == GPT2_CUDNN_ATOMIC ? "cudnn atomic" : use_cudnn ? "cudnn" : "fallback", recompute);
     char name[128];
     const int B = r->B, T = r->T, BT = B * T, V = r->config.vocab_size, Vp = r->config.padded_vocab_size;
     GPT2CudaOptions opt;
@@ -919,6 +921,10 @@ static void test_model(const Reference *r, int use_cudnn, int recompute, int ext
     if (use_cudnn && !m.use_cudnn && attention_cudnn_backward_ok(cudnnGetVersion())) {
         snprintf(name, sizeof(name), "%s cuDNN attention available", tag);
         report(0, name, "attention_cudnn_prepare declined B=%d T=%d; ran the fallback instead", B, T);
+    }
+    if (m.use_cudnn && m.use_cudnn != use_cudnn) {
+        snprintf(name, sizeof(name), "%s attention path", tag);
+        report(0, name, "the model runs --cudnn %d, built with %d", m.use_cudnn, use_cudnn);
     }
 
     // The initial bf16 copy is the stochastic rounding of step 0 (as zero/'s refresh at init).
@@ -1448,26 +1454,21 @@ int main(int argc, char **argv) {
         test_gelu(6149);   // 768 vectors of 8, then 5 elements
         test_attention(0, 2, 128, 2, 64);
         test_attention(0, 3, 37, 3, 16);
-        test_attention(1, 2, 128, 2, 64);
+        test_attention(GPT2_CUDNN_ON, 2, 128, 2, 64);
+        test_attention(GPT2_CUDNN_ATOMIC, 2, 128, 2, 64);
     }
     if (PART("model") || PART("checkpoints") || PART("tiles")) {
         Reference ref;
         reference_build(&ref);
         if (PART("model")) {
-            // cuDNN's default backward (may accumulate dQ atomically), whatever the caller's
-            // environment says (make test sets LLMC_CUDNN_DETERMINISTIC for every emulated program)
-            unsetenv("LLMC_CUDNN_DETERMINISTIC");
-            test_model(&ref, 1, 0, 1, 0);
-            test_model(&ref, 0, 1, 0, 1);
-            // Rebuild the cuDNN plans with the deterministic backward, as the ZeRO comparisons need.
-            attention_cudnn_destroy();
+            test_model(&ref, GPT2_CUDNN_ATOMIC, 0, 1, 0);   // cuDNN's faster backward (--cudnn 2)
+            test_model(&ref, GPT2_CUDNN_OFF, 1, 0, 1);
+            test_model(&ref, GPT2_CUDNN_ON, 2, 0, 1);
         }
-        setenv("LLMC_CUDNN_DETERMINISTIC", "1", 1);
-        if (PART("model")) test_model(&ref, 1, 2, 0, 1);
         if (PART("checkpoints")) {
             test_act_checkpoint(&ref, 0, 0);
             test_act_checkpoint(&ref, 0, 2);
-            test_act_checkpoint(&ref, 1, 1);   // deterministic cuDNN backward (set above)
+            test_act_checkpoint(&ref, 1, 1);
         }
         if (PART("tiles")) {
             test_tiles(&ref, 2, 1, 0);

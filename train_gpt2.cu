@@ -75,7 +75,7 @@ int main(int argc, char **argv) {
            mc.num_layers, mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size, num_params);
     printf("train: %d shard(s), %lld windows; val: %s; attention: %s\n", train.num_shards,
            (long long)train.total_windows, have_val ? cfg.val_pattern : "off",
-           model.use_cudnn ? "cuDNN" : "plain kernels");
+           gpt2_cuda_attention_name(model.use_cudnn));
     train_config_print(&cfg, grad_accum, world);
     gpt2_cuda_print_memory(&model, &cfg);
 

@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
     printf("ZeRO stage %d on %d ranks\n", cfg.zero_stage, world);
     printf("train: %d shard(s), %lld windows; val: %s; attention: %s\n", train.num_shards,
            (long long)train.total_windows, have_val ? cfg.val_pattern : "off",
-           model.use_cudnn ? "cuDNN" : "plain kernels");
+           gpt2_cuda_attention_name(model.use_cudnn));
     train_config_print(&cfg, grad_accum, world);
 
     // Resume: every rank reads the element ranges it owns now (any saved world/stage).

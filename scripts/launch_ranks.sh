@@ -55,7 +55,6 @@ if command -v mpirun > /dev/null 2>&1 && [ -z "${NO_MPI:-}" ] && ! mpirun --vers
 fi
 if command -v mpirun > /dev/null 2>&1 && [ -z "${NO_MPI:-}" ]; then
     pass=(-x NCCL_SOCKET_IFNAME -x NCCL_MULTI_RANK_GPU_ENABLE -x NCCL_IB_DISABLE -x NCCL_DEBUG)
-    [ -n "${LLMC_CUDNN_DETERMINISTIC+set}" ] && pass+=(-x LLMC_CUDNN_DETERMINISTIC)   # mpirun warns on an unset one
     exec mpirun --allow-run-as-root --oversubscribe -np "$np" "${pass[@]}" \
         bash -c 'NCCL_HOSTID="rank${OMPI_COMM_WORLD_RANK:-0}" exec "$@"' launch "$@"
 fi

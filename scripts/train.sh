@@ -45,7 +45,7 @@ unsharded run's memory per rank. Under mpirun with
 ranks talk over MPI): the sharded run then uses 1 rank and the same global batch.
 GPU: model d12, micro-batch 4 per rank, sequence 1024, ranks started by
 scripts/launch_ranks.sh (several ranks may share one GPU), cuDNN's deterministic attention
-backward (LLMC_CUDNN_DETERMINISTIC=1) so that the two runs can agree bit for bit. Ranks
+backward (the trainers' default, --cudnn 1) so that the two runs can agree bit for bit. Ranks
 sharing one GPU talk through NCCL over loopback sockets: the sharded run is much slower
 than on one GPU per rank (on an H200 shared with other test runs: 4 to 12 s per step
 against 0.5 s unsharded; the unsharded run alone: 0.05 s).
@@ -100,10 +100,6 @@ run() { echo "+ $*"; "$@"; }
 # The CUDA trainers; the CPU trainer's job when the CUDA runtime finds no usable device.
 gpu_job() {
     make -j"$(nproc)" train_gpt2cu train_gpt2_zero
-    # cuDNN's default attention backward adds dQ with atomics, in an order that changes from
-    # run to run: the deterministic one lets the two runs agree bit for bit (on an H200 the
-    # 4-rank stage-3 run differed from step 2 in the 6th digit without it)
-    export LLMC_CUDNN_DETERMINISTIC=${LLMC_CUDNN_DETERMINISTIC:-1}
     B=${user_B:-4} T=${user_T:-1024}
     common=(-b $B -t $T -d $((B * T * ranks)) -x "${steps:--1}")
     # exit 69: the CUDA runtime finds no usable device (a driver older than the toolkit, say)

@@ -185,7 +185,7 @@ static void bench(const char *desc, int B0, int T, int recompute, int fused, int
     else snprintf(mfu_text, sizeof(mfu_text), "unknown (GPU not in table)");
     printf("%-12s L=%-2d C=%-4d B=%-3d T=%d recompute %d attention %-8s epilogues %-5s | %8.1f ms/step %10.0f tok/s  MFU %s | "
            "model %.2f GiB, peak device in use %.2f GiB of %.2f | loss %.4f norm %.3f\n",
-           desc, c.num_layers, c.channels, B, T, recompute, m.use_cudnn ? "cuDNN" : "fallback",
+           desc, c.num_layers, c.channels, B, T, recompute, gpt2_cuda_attention_name(m.use_cudnn),
            fused ? "fused" : "apart", 1000.0 * elapsed / steps,
            tok_s, mfu_text, m.device_bytes / 1073741824.0, (total_b - free_b) / 1073741824.0, total_b / 1073741824.0, loss,
            norm);

@@ -22,7 +22,7 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export CUDA_EMU_TRACE=1 CUDA_EMU_RACECHECK=0 CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0 CUDA_EMU_QUIET=1
-export LLMC_CUDNN_DETERMINISTIC=1 OMP_NUM_THREADS=1
+export OMP_NUM_THREADS=1
 model=(-e d12c64h1t64 -b 2 -t 64 -v 0 -s 0 -l 1e-3 -n 0)
 
 # ops NAME STEPS BIN ARGS...: "count op" lines of the run's stream operations

@@ -13,7 +13,9 @@ Builds llm.c's train_gpt2cu in the llm.c checkout LLMC_DIR (its own Makefile, sm
 no NCCL or MPI; cuDNN attention when cudnn-frontend's headers are found: CUDNN_FRONTEND_PATH,
 LLMC_DIR/cudnn-frontend/include or ~/cudnn-frontend/include; with CUDA 13, nvcc force-includes
 dev/bench/llmc_cuda13_compat.h), then runs, in this order, each under what is left of DEADLINE:
-  1. both trainers on the first model of MODELS at its B: llm.c, then train_gpt2cu;
+  1. both trainers on the first model of MODELS at its B: llm.c, then train_gpt2cu; then
+     train_gpt2cu --cudnn 2 (cuDNN's atomic dQ backward, the one llm.c runs: the price of
+     the deterministic default) unless ATOMIC=0;
   2. train_gpt2_zero at 1 rank, -z for each of ZERO_STAGES, and each of OFFLOAD_STAGES
      with --offload-optimizer cpu, against train_gpt2cu's run of 1.;
   3. the largest B of BIG_B that each trainer fits (ascending, up to the first failure);
@@ -54,6 +56,7 @@ Environment (defaults in brackets):
   ZERO_STAGES     [0 1 2 3]    OFFLOAD_STAGES [2]    FAST_STAGES [2]
   ZERO_RANKS      how to start train_gpt2_zero at 2 ranks [scripts/launch_ranks.sh 2 ./train_gpt2_zero]
   RECOMPUTE       -r of both trainers [1]
+  ATOMIC          1: the train_gpt2cu --cudnn 2 row of 1. [1]
   DEADLINE        seconds for everything from the start; a run that would start with less
                   than MIN_LEFT seconds [60] left is listed as not run [1200]
   PEAK_TFLOPS     peak bf16 dense TFLOP/s for MFU [from the GPU's name: 989 for H100/H200]
@@ -330,6 +333,12 @@ run "cu_${m0}_b$b0" "$b0" "$mf0" "$CU" --shuffle 0
 row "llmc_${m0}_b$b0" "llm.c train_gpt2cu" "$m0" "$b0" "$mf0" "" ""
 row "cu_${m0}_b$b0" "train_gpt2cu" "$m0" "$b0" "$mf0" "llmc_${m0}_b$b0" "llmc_${m0}_b$b0"
 grep -q "agree" <<< "${rows[1]}" && [ "$(cat "$log/cu_${m0}_b$b0.rc")" = 0 ] && [ "$(cat "$log/llmc_${m0}_b$b0.rc")" = 0 ] || first_ok=0
+# the price of deterministic attention: train_gpt2cu with cuDNN's atomic dQ backward (--cudnn 2),
+# the variant llm.c runs; its ratio is to llm.c, and to train_gpt2cu's default row
+if [ "${ATOMIC:-1}" = 1 ]; then
+    run "cu-atomic_${m0}_b$b0" "$b0" "$mf0" "$CU" --shuffle 0 --cudnn 2
+    row "cu-atomic_${m0}_b$b0" "train_gpt2cu --cudnn 2 (atomic dQ)" "$m0" "$b0" "$mf0" "llmc_${m0}_b$b0" "llmc_${m0}_b$b0"
+fi
 for z in "${zstages[@]}"; do
     run "zero-z${z}_${m0}_b$b0" "$b0" "$mf0" "${zero[@]}" -z "$z" --shuffle 0
     row "zero-z${z}_${m0}_b$b0" "train_gpt2_zero -z $z (1 rank)" "$m0" "$b0" "$mf0" "cu_${m0}_b$b0" "cu_${m0}_b$b0"
@@ -392,7 +401,7 @@ cudnn_seen=$(grep -o -m 1 'cuDNN [0-9]* fused attention ready' "$log/cu_${m0}_b$
     echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     printf '%s\n' "${rows[@]}"
     echo
-    echo "ratio: train_gpt2cu / llm.c at the same B; train_gpt2_zero / train_gpt2cu. Loss difference against: llm.c for train_gpt2cu, train_gpt2cu for train_gpt2_zero."
+    echo "ratio: train_gpt2cu / llm.c at the same B (with --cudnn 2 too: train_gpt2cu's deterministic attention costs the first ratio over the --cudnn 2 one); train_gpt2_zero / train_gpt2cu. Loss difference against: llm.c for train_gpt2cu, train_gpt2cu for train_gpt2_zero."
     echo "2 ranks share the one GPU: their rows' tok/s is one rank's, their MFU the GPU's (both ranks' tokens)."
     [ ${#skipped[@]} -gt 0 ] && echo "Not run (deadline ${deadline} s): ${skipped[*]}."
 } > "$out_md"

@@ -1407,7 +1407,20 @@ void run_pointwise(const OpInfo &op, const Operand &y, const std::vector<Operand
     });
 }
 
-void run_matmul(const Operand &a, const Operand &b, const Operand &c) {
+// A matmul into an fp32 tensor in memory that a later node reads is the engine's accumulator
+// (the SDPA backward's dQ, cudnn-frontend's dQ_accum): cuDNN's fused kernels add each tile of
+// the reduction into it with atomics, in whatever order their blocks finish, so its bits vary
+// from run to run (cuDNN's determinism page; the deterministic backward has no accumulator).
+// How many terms a block adds at once is the engine's (a tile of keys); here every term of K
+// is an atomic add of its own, in an order drawn from CUDA_EMU_SEED and the execution's
+// ticket: the finest grain, so that even a small model's runs part (with tiles of 16 keys,
+// six steps of d2c64h1t64 gave the same bf16 model under two seeds of three). Code that
+// expects the same bits from that graph twice fails here too. Before cuDNN 9.6 the engine
+// added to what the accumulator held (the caller zeroed it: cudnn-frontend's memset below
+// 9.6); from 9.6 it zeroes it itself.
+std::atomic<uint64_t> g_accum_tickets{0};
+
+void run_matmul(const Operand &a, const Operand &b, const Operand &c, bool atomic_accum) {
     const TensorInfo &at = *a.t, &bt = *b.t, &ct = *c.t;
     const int r = ct.rank;
     const int64_t M = ct.dim[r - 2], N = ct.dim[r - 1], K = at.dim[r - 1];
@@ -1418,12 +1431,39 @@ void run_matmul(const Operand &a, const Operand &b, const Operand &c) {
         st[2][d] = bt.dim[d] == 1 ? 0 : bt.stride[d];
     }
     std::vector<float> ap((size_t)(M * K)), bp((size_t)(N * K));   // A rows, B columns, as floats
+    const uint64_t ticket = atomic_accum ? g_accum_tickets.fetch_add(1) : 0;
+    const bool zeroed = cudnnGetVersion() >= 90600;
     for_each_index<3>(r - 2, ct.dim, st, [&](const int64_t *, const int64_t *off) {
         for (int64_t m = 0; m < M; m++)
             for (int64_t k = 0; k < K; k++) ap[m * K + k] = a.get(off[1] + m * at.stride[r - 2] + k * at.stride[r - 1]);
         for (int64_t nn = 0; nn < N; nn++)
             for (int64_t k = 0; k < K; k++)
                 bp[nn * K + k] = b.get(off[2] + k * bt.stride[r - 2] + nn * bt.stride[r - 1]);
+        if (atomic_accum) {
+            std::vector<int64_t> order((size_t)K);
+            for (int64_t m = 0; m < M; m++) {
+                // one order per output row (per batch and execution): a row's terms race
+                uint64_t x = emu::seed() * 0x9e3779b97f4a7c15ull + ticket * 0xbf58476d1ce4e5b9ull +
+                             (uint64_t)(off[0] + m * ct.stride[r - 2]);
+                for (int64_t k = 0; k < K; k++) order[(size_t)k] = k;
+                for (int64_t k = K - 1; k > 0; k--) {   // Fisher-Yates on a splitmix64 stream
+                    x += 0x9e3779b97f4a7c15ull;
+                    uint64_t z = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+                    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+                    std::swap(order[(size_t)k], order[(size_t)((z ^ (z >> 31)) % (uint64_t)(k + 1))]);
+                }
+                const float *ar = &ap[m * K];
+                for (int64_t nn = 0; nn < N; nn++) {
+                    const float *br = &bp[nn * K];
+                    const int64_t o = off[0] + m * ct.stride[r - 2] + nn * ct.stride[r - 1];
+                    float acc = zeroed ? 0.0f : c.get(o);
+                    for (int64_t k : order) acc += ar[k] * br[k];   // each an atomicAdd
+                    c.set(o, acc);
+                }
+            }
+            emu::progress();
+            return;
+        }
         for (int64_t m = 0; m < M; m++) {
             const float *ar = &ap[m * K];
             for (int64_t nn = 0; nn < N; nn++) {
@@ -1508,7 +1548,11 @@ void run_program(const Program &p, const std::vector<char *> &mem, std::vector<f
         const Operand out = operand(step.out);
         switch (step.op.kind) {
         case OP_POINTWISE: run_pointwise(step.op, out, in); break;
-        case OP_MATMUL: run_matmul(in[0], in[1], out); break;
+        case OP_MATMUL: {
+            const TensorInfo &t = p.tensors[step.out];
+            run_matmul(in[0], in[1], out, !t.is_virtual && t.dtype == CUDNN_DATA_FLOAT && p.last_use[step.out] > (int)s);
+            break;
+        }
         case OP_REDUCTION: run_reduction(step.op, in[0], out); break;
         case OP_RESHAPE: run_reshape(in[0], out); break;
         }

@@ -19,7 +19,7 @@ san=${SANITIZER:-$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compu
 [ -n "$san" ] && [ -x "${san%% *}" ] || { echo "SKIP sanitize: no compute-sanitizer (set SANITIZER)"; exit 0; }
 log=${LOGDIR:-/tmp/sanitize}; mkdir -p "$log"
 t0=$(date +%s); budget=${LANE_LEFT:-100000}
-export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 NO_MPI=1 LLMC_CUDNN_DETERMINISTIC=1
+export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 NO_MPI=1
 small=(-e d2c64h2t128 -b 2 -t 128 -x 2 -v 0 -s 0 -n 0)
 nvme=$log/nvme; mkdir -p "$nvme"
 bin=${BIN:-.}

@@ -184,7 +184,7 @@ if [ ${#pool[@]} -gt 0 ]; then
         if [ "$kind" = emu ]; then
             [ -x "$EMU_DIR/$1" ] || continue
             # OMP_WAIT_POLICY: OpenMP's idle threads do not spin (dev/cuda_emu/README.md, Cost)
-            set -- env LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_WAIT_POLICY=passive "$EMU_DIR/$1" "${@:2}"
+            set -- env CUDA_EMU_QUIET=1 OMP_WAIT_POLICY=passive "$EMU_DIR/$1" "${@:2}"
         else set -- bash "$name"; fi
         while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; show_ended; done
         { t0=$SECONDS; cpu_s; c0=$cpu

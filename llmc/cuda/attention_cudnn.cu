@@ -31,9 +31,9 @@
 // Layouts (see attention_cudnn.h): qkv (B, T, 3, NH, HS), out/dout (B, T, NH, HS), stats
 // (B, NH, T). dqkv is fully overwritten, dQ/dK/dV land in the same slots as q/k/v.
 //
-// Environment:
-//   LLMC_CUDNN_DETERMINISTIC=1  build only the backward variant without atomic dQ accumulation
-//                               (deterministic); if cuDNN cannot run it, prepare returns 0.
+// Backward variants: the deterministic one (the default: the same bits every run) is built
+// alone; with atomic_dq the atomic one (cuDNN's default, faster) is tried first, then the
+// deterministic one. If cuDNN can run neither, prepare returns 0.
 //
 // Runtime needs: cuDNN 9.x with its runtime-compiled engines (libcudnn_engines_runtime_compiled),
 // NVRTC and the CUDA driver; the fused kernels are generated and compiled at prepare time.
@@ -561,6 +561,7 @@ void build_backward_graph(Graph &g, const Shapes &sh, bool dq_accumulator) {
 // Cache of prepared shapes.
 struct Entry {
     int B, T, NH, HS;
+    int atomic_dq;   // the caller allows the atomic backward (part of the key)
     int state;  // 0 free, 1 ready, -1 unsupported (reason already printed)
     int refs;   // prepares not yet released: the plans go with the last release
     Graph *fwd;
@@ -577,10 +578,10 @@ const int kMaxEntries = 8;
 Entry g_entries[kMaxEntries];
 cudnnHandle_t g_handle = nullptr;
 
-Entry *find_entry(int B, int T, int NH, int HS) {
+Entry *find_entry(int B, int T, int NH, int HS, int atomic_dq) {
     for (int i = 0; i < kMaxEntries; i++) {
         Entry &e = g_entries[i];
-        if (e.state != 0 && e.B == B && e.T == T && e.NH == NH && e.HS == HS) return &e;
+        if (e.state != 0 && e.B == B && e.T == T && e.NH == NH && e.HS == HS && e.atomic_dq == atomic_dq) return &e;
     }
     return nullptr;
 }
@@ -646,24 +647,25 @@ void execute(Graph &g, int n, const int64_t *uids, void *const *ptrs, void *work
     cudnnBackendDestroyDescriptor(pack);
 }
 
-Entry &ready_entry(int B, int T, int NH, int HS, const char *fn) {
-    Entry *e = find_entry(B, T, NH, HS);
+Entry &ready_entry(int B, int T, int NH, int HS, int atomic_dq, const char *fn) {
+    Entry *e = find_entry(B, T, NH, HS, atomic_dq);
     if (e == nullptr || e->state != 1)
-        die("%s: shape B=%d T=%d NH=%d HS=%d was not prepared successfully (call attention_cudnn_prepare first "
-            "and use the fallback when it returns 0)",
-            fn, B, T, NH, HS);
+        die("%s: shape B=%d T=%d NH=%d HS=%d (atomic_dq %d) was not prepared successfully (call "
+            "attention_cudnn_prepare first and use the fallback when it returns 0)",
+            fn, B, T, NH, HS, atomic_dq);
     return *e;
 }
 
 }  // namespace
 
 // ------------------------------------------------------------------------------------------
-int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_bytes) {
+int attention_cudnn_prepare(int B, int T, int NH, int HS, int atomic_dq, size_t *workspace_bytes) {
     if (workspace_bytes) *workspace_bytes = 0;
     if (B <= 0 || T <= 0 || NH <= 0 || HS <= 0)
         die("attention_cudnn_prepare: invalid shape B=%d T=%d NH=%d HS=%d", B, T, NH, HS);
 
-    Entry *found = find_entry(B, T, NH, HS);
+    atomic_dq = atomic_dq != 0;
+    Entry *found = find_entry(B, T, NH, HS, atomic_dq);
     if (found) {
         found->refs++;
         if (found->state == 1 && workspace_bytes)
@@ -679,7 +681,7 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_byte
             kMaxEntries, B, T, NH, HS);
     Entry &e = *slot;
     memset(&e, 0, sizeof(e));
-    e.B = B, e.T = T, e.NH = NH, e.HS = HS;
+    e.B = B, e.T = T, e.NH = NH, e.HS = HS, e.atomic_dq = atomic_dq;
     e.state = -1;  // until proven otherwise
     e.refs = 1;
 
@@ -721,12 +723,11 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_byte
     if (!e.fwd->ok()) return unsupported(e, "forward graph: ", e.fwd->error);
     e.fwd_workspace = (size_t)e.fwd->plan_workspace;
 
-    // backward: first with the fp32 dQ accumulator (cuDNN's default, faster, atomic adds), then
-    // without it (the variant cuDNN runs when determinism is requested). With
-    // LLMC_CUDNN_DETERMINISTIC set only the second is tried.
-    const bool deterministic_only = attention_cudnn_deterministic_requested();
+    // backward: with atomic_dq first with the fp32 dQ accumulator (cuDNN's default, faster,
+    // atomic adds), then without it (the variant cuDNN runs when determinism is requested);
+    // without atomic_dq only the second.
     char bwd_errors[1600] = "";
-    for (int variant = deterministic_only ? 1 : 0; variant < 2; variant++) {
+    for (int variant = atomic_dq ? 0 : 1; variant < 2; variant++) {
         const bool accum = variant == 0;
         Graph *g = new Graph();
         build_backward_graph(*g, sh, accum);
@@ -741,7 +742,14 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_byte
                  accum ? "atomic dQ" : "deterministic", g->error);
         delete g;
     }
-    if (e.bwd == nullptr) return unsupported(e, "backward graph: ", bwd_errors);
+    if (e.bwd == nullptr) {
+        if (!atomic_dq) {   // say that the faster variant may still run (a user choice: other bits)
+            size_t len = strlen(bwd_errors);
+            snprintf(bwd_errors + len, sizeof(bwd_errors) - len,
+                     " (the trainers' --cudnn 2 lets cuDNN try its atomic backward: faster, not the same bits every run)");
+        }
+        return unsupported(e, "backward graph: ", bwd_errors);
+    }
 
     // the layout a dry run predicts without cuDNN (cuda_kernel_sizes.h)
     const AttentionCudnnBwdWorkspace ws =
@@ -760,9 +768,10 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_byte
 }
 
 void attention_cudnn_forward(__nv_bfloat16 *out, float *stats, const __nv_bfloat16 *qkv, int B, int T, int NH,
-                             int HS, void *workspace, cudaStream_t stream) {
+                             int HS, int atomic_dq, void *workspace, cudaStream_t stream) {
+    atomic_dq = atomic_dq != 0;
     const char *fn = "attention_cudnn_forward";
-    Entry &e = ready_entry(B, T, NH, HS, fn);
+    Entry &e = ready_entry(B, T, NH, HS, atomic_dq, fn);
     check_aligned(out, "out", fn);
     check_aligned(stats, "stats", fn);
     check_aligned(qkv, "qkv", fn);
@@ -778,9 +787,10 @@ void attention_cudnn_forward(__nv_bfloat16 *out, float *stats, const __nv_bfloat
 
 void attention_cudnn_backward(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                               const __nv_bfloat16 *out, const float *stats, int B, int T, int NH, int HS,
-                              void *workspace, cudaStream_t stream) {
+                              int atomic_dq, void *workspace, cudaStream_t stream) {
+    atomic_dq = atomic_dq != 0;
     const char *fn = "attention_cudnn_backward";
-    Entry &e = ready_entry(B, T, NH, HS, fn);
+    Entry &e = ready_entry(B, T, NH, HS, atomic_dq, fn);
     check_aligned(dqkv, "dqkv", fn);
     check_aligned(dout, "dout", fn);
     check_aligned(qkv, "qkv", fn);
@@ -818,8 +828,8 @@ void attention_cudnn_backward(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
     execute(*e.bwd, n, uids, ptrs, workspace, stream, fn, e);
 }
 
-void attention_cudnn_release(int B, int T, int NH, int HS) {
-    Entry *e = find_entry(B, T, NH, HS);
+void attention_cudnn_release(int B, int T, int NH, int HS, int atomic_dq) {
+    Entry *e = find_entry(B, T, NH, HS, atomic_dq != 0);
     if (e == nullptr || --e->refs > 0) return;
     release_entry(*e);
     e->state = 0;

@@ -22,21 +22,23 @@
 // reason, naming the version, is printed once). Sets *workspace_bytes to the largest workspace this shape
 // needs (forward or backward; 16-byte aligned device memory, may be shared by both calls
 // but not by concurrent ones). forward/backward must only be called for prepared shapes.
-// LLMC_CUDNN_DETERMINISTIC=1 in the environment restricts the backward to cuDNN's
-// deterministic variant (no atomic dQ accumulation).
+// atomic_dq 0: the backward is cuDNN's deterministic variant, the same bits every run;
+// 1: cuDNN may add dQ's parts atomically into an fp32 accumulator (faster; cuDNN's own default), so
+// the bits of dQ vary from run to run. A shape is prepared per atomic_dq, and forward,
+// backward and release name the one they use.
 // Each prepare of a shape (found in the cache or not, supported or not) takes a reference that
 // attention_cudnn_release gives back; the shape's plans are freed with the last (a model
 // prepares at build and releases at free, so shapes of freed models do not fill the cache).
-int attention_cudnn_prepare(int B, int T, int NH, int HS, size_t *workspace_bytes);
-void attention_cudnn_release(int B, int T, int NH, int HS);
+int attention_cudnn_prepare(int B, int T, int NH, int HS, int atomic_dq, size_t *workspace_bytes);
+void attention_cudnn_release(int B, int T, int NH, int HS, int atomic_dq);
 // backward overwrites all of dqkv (dq, dk, dv in the q, k, v slots); stats and out are the
 // forward's outputs for the same qkv.
 void attention_cudnn_forward(__nv_bfloat16 *out, float *stats, const __nv_bfloat16 *qkv,
-                             int B, int T, int NH, int HS, void *workspace, cudaStream_t stream);
+                             int B, int T, int NH, int HS, int atomic_dq, void *workspace, cudaStream_t stream);
 void attention_cudnn_backward(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout,
                               const __nv_bfloat16 *qkv, const __nv_bfloat16 *out,
-                              const float *stats, int B, int T, int NH, int HS, void *workspace,
-                              cudaStream_t stream);
+                              const float *stats, int B, int T, int NH, int HS, int atomic_dq,
+                              void *workspace, cudaStream_t stream);
 void attention_cudnn_destroy(void);   // every shape's plans and the handle, whatever the references
 
 #endif

@@ -185,10 +185,15 @@ static void point_grads(GPT2Cuda *m, float *base) {
     }
 }
 
+// Whether this model's cuDNN attention may accumulate dQ atomically (--cudnn 2): its plans
+// are prepared and looked up under that choice.
+static int atomic_dq(const GPT2Cuda *m) { return m->opt.use_cudnn == GPT2_CUDNN_ATOMIC; }
+
 // Gives back the cuDNN plans this model prepared (attention_cudnn.h: references).
 static void release_attention_shapes(GPT2Cuda *m) {
     const int NH = m->config.num_heads, HS = m->config.channels / NH;
-    for (int i = 0; i < m->num_att_shapes; i++) attention_cudnn_release(m->att_shapes[i][0], m->att_shapes[i][1], NH, HS);
+    for (int i = 0; i < m->num_att_shapes; i++)
+        attention_cudnn_release(m->att_shapes[i][0], m->att_shapes[i][1], NH, HS, atomic_dq(m));
     m->num_att_shapes = 0;
 }
 
@@ -220,7 +225,8 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     m->use_cudnn = 0;
     if (m->opt.use_cudnn) {
         size_t ws = 0;
-        m->use_cudnn = attention_cudnn_prepare(B, T, NH, C / NH, &ws) ? 1 : 0;
+        m->use_cudnn = attention_cudnn_prepare(B, T, NH, C / NH, m->opt.use_cudnn == GPT2_CUDNN_ATOMIC, &ws)
+                           ? m->opt.use_cudnn : GPT2_CUDNN_OFF;
         m->cudnn_workspace_bytes = ws;
         m->att_shapes[0][0] = B, m->att_shapes[0][1] = T, m->num_att_shapes = 1;
     }
@@ -307,7 +313,7 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     printf("gpt2_cuda: %zu params, B=%d T=%d, attention %s, recompute %d%s%s, tiles %d, vocabulary tiles %d | device memory: params+master+m+v+"
            "grads %.0f MiB, activations %.0f MiB, attention workspace %.0f MiB, scratch %.0f MiB, cuBLASLt %.0f MiB | "
            "total %.2f GiB | pinned host: offloaded block inputs %.1f MiB\n",
-           n, B, T, m->use_cudnn ? "cuDNN" : "fallback", m->opt.recompute, m->opt.act_checkpoint ? ", checkpointed" : "",
+           n, B, T, gpt2_cuda_attention_name(m->use_cudnn), m->opt.recompute, m->opt.act_checkpoint ? ", checkpointed" : "",
            m->opt.act_offload ? " and offloaded" : "", m->opt.tile_linear, m->opt.tile_vocab, bytes_params / MiB,
            bytes_acts / MiB, bytes_att / MiB,
            bytes_scratch / MiB, matmul_workspace_bytes() / MiB,
@@ -427,7 +433,7 @@ static void attention_check_shape(GPT2Cuda *m, int B, int T) {
             "at most %d: the build's, validation's, sampling's)", B, T, max_shapes + 1, max_shapes);
     size_t ws = 0;
     const int NH = m->config.num_heads, HS = m->config.channels / NH;
-    int ok = attention_cudnn_prepare(B, T, NH, HS, &ws);
+    int ok = attention_cudnn_prepare(B, T, NH, HS, atomic_dq(m), &ws);
     m->att_shapes[m->num_att_shapes][0] = B, m->att_shapes[m->num_att_shapes][1] = T, m->num_att_shapes++;
     if (!ok || ws > m->cudnn_workspace_bytes) {
         die("gpt2_cuda: cuDNN attention cannot run B=%d T=%d within the workspace built for "
@@ -545,7 +551,7 @@ static void block_forward(GPT2Cuda *m, int l, int B, int T, int recompute) {
     part_done(m, ln_unit(m, l, GPT2_LN1W), 0);
     linear_forward(m, l, GPT2_QKVW, b.qkv, b.ln1, NULL, NULL, BT, C, 3 * C);
     if (m->use_cudnn)
-        attention_cudnn_forward(b.atty, b.att_stats, b.qkv, B, T, NH, HS, m->cudnn_workspace, s);
+        attention_cudnn_forward(b.atty, b.att_stats, b.qkv, B, T, NH, HS, atomic_dq(m), m->cudnn_workspace, s);
     else
         attention_fallback_forward(b.atty, m->att_scores, m->att_probs, b.qkv, B, T, NH, HS, s);
     linear_forward(m, l, GPT2_ATTPROJW, b.res_mid, b.atty, b.res_in, NULL, BT, C, C);
@@ -608,7 +614,8 @@ static void block_backward(GPT2Cuda *m, int l, int B, int T, bf16 *dres) {
     // Attention. dres is now the gradient of residual2, also that of the block input.
     linear_backward(m, l, GPT2_ATTPROJW, a->dbuf, NULL, dres, b.atty, BT, C, C);
     if (m->use_cudnn)
-        attention_cudnn_backward(a->dqkv, a->dbuf, b.qkv, b.atty, b.att_stats, B, T, NH, HS, m->cudnn_workspace, s);
+        attention_cudnn_backward(a->dqkv, a->dbuf, b.qkv, b.atty, b.att_stats, B, T, NH, HS, atomic_dq(m),
+                                 m->cudnn_workspace, s);
     else
         attention_fallback_backward(a->dqkv, m->att_scores, m->att_probs, a->dbuf, b.qkv, B, T, NH, HS, s);
     if (m->opt.recompute >= 2) {

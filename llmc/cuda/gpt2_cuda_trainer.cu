@@ -130,15 +130,15 @@ size_t gpt2_cuda_predicted_activation_bytes(const GPT2Config *c, const TrainConf
     // cuDNN's attention where this runtime cuDNN's rules allow it (the device's, sm_80 or
     // newer, is assumed: a dry run may have no GPU)
     char no_cudnn[256] = "";
-    int cudnn = cfg->use_cudnn &&
-                attention_cudnn_rules(cudnnGetVersion(), cfg->T, c->channels / c->num_heads, no_cudnn, sizeof no_cudnn);
+    int cudnn = attention_cudnn_rules(cudnnGetVersion(), cfg->T, c->channels / c->num_heads, no_cudnn, sizeof no_cudnn)
+                    ? cfg->use_cudnn : GPT2_CUDNN_OFF;
     if (cfg->use_cudnn && !cudnn) printf("attention: the plain kernels, as a live run would take them: %s\n", no_cudnn);
-    size_t ws = cudnn ? gpt2_cuda_cudnn_workspace_estimate(c, cfg->B, cfg->T) : 0;
+    size_t ws = cudnn ? gpt2_cuda_cudnn_workspace_estimate(c, cfg->B, cfg->T, cudnn) : 0;
     GPT2CudaMemory mem;
     gpt2_cuda_memory(c, cfg->B, cfg->T, &opt, cudnn, ws, &mem);
     const double MiB = 1048576.0;
-    printf("model memory for B=%d T=%d, recompute %d, %s attention: %.2f MiB per rank (activations %.2f, attention "
-           "%.2f, scratch %.2f, cuBLASLt %.2f MiB)%s\n", cfg->B, cfg->T, cfg->recompute, cudnn ? "cuDNN" : "plain",
+    printf("model memory for B=%d T=%d, recompute %d, attention by %s: %.2f MiB per rank (activations %.2f, attention "
+           "%.2f, scratch %.2f, cuBLASLt %.2f MiB)%s\n", cfg->B, cfg->T, cfg->recompute, gpt2_cuda_attention_name(cudnn),
            mem.total / MiB, mem.activations / MiB, mem.attention / MiB, mem.scratch / MiB, mem.cublaslt / MiB,
            cudnn ? "; cuDNN's own engine workspace is known only at run time and not included" : "");
     *host_bytes = mem.host_activations;

@@ -7,8 +7,6 @@
 #define LLMC_CUDA_KERNEL_SIZES_H
 
 #include <stddef.h>
-#include <stdlib.h>
-#include <string.h>
 
 // layernorm.cu's backward: each block sums its rows' weight and bias gradients into one
 // partial; it takes LAYERNORM_BWD_ROWS rows, or fewer (down to LAYERNORM_BWD_MIN_ROWS) so
@@ -82,13 +80,6 @@ static inline AttentionCudnnBwdWorkspace attention_cudnn_bwd_workspace(size_t pl
         w.bytes += kernel_round_up(rows * (size_t)HS * sizeof(float), a);
     }
     return w;
-}
-
-// LLMC_CUDNN_DETERMINISTIC set (and not "0"): the cuDNN backward runs only its deterministic
-// variant, without the dQ accumulator.
-static inline int attention_cudnn_deterministic_requested(void) {
-    const char *v = getenv("LLMC_CUDNN_DETERMINISTIC");
-    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
 }
 
 #endif

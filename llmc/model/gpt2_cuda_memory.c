@@ -105,9 +105,9 @@ void gpt2_cuda_memory(const GPT2Config *c, int B, int T, const GPT2CudaOptions *
     out->host_activations = gpt2_cuda_act_host_bytes(c, B, T, opt);
 }
 
-size_t gpt2_cuda_cudnn_workspace_estimate(const GPT2Config *c, int B, int T) {
+size_t gpt2_cuda_cudnn_workspace_estimate(const GPT2Config *c, int B, int T, int use_cudnn) {
     const int NH = c->num_heads, HS = c->channels / NH;
-    return attention_cudnn_bwd_workspace(0, B, T, NH, HS, !attention_cudnn_deterministic_requested()).bytes;
+    return attention_cudnn_bwd_workspace(0, B, T, NH, HS, use_cudnn == GPT2_CUDNN_ATOMIC).bytes;
 }
 
 int gpt2_cuda_check_shape(const GPT2Config *c, int B, int T, char *err, size_t errlen) {
@@ -141,6 +141,11 @@ int gpt2_cuda_check_shape(const GPT2Config *c, int B, int T, char *err, size_t e
 int gpt2_cuda_check_options(const GPT2Config *c, const GPT2CudaOptions *opt, char *err, size_t errlen) {
     if (opt->recompute < 0 || opt->recompute > 2) {
         snprintf(err, errlen, "recompute %d must be 0, 1 or 2", opt->recompute);
+        return -1;
+    }
+    if (opt->use_cudnn < GPT2_CUDNN_OFF || opt->use_cudnn > GPT2_CUDNN_ATOMIC) {
+        snprintf(err, errlen, "use_cudnn %d must be 0 (plain kernels), 1 (cuDNN) or 2 (cuDNN, atomic dQ)",
+                 opt->use_cudnn);
         return -1;
     }
     if ((opt->act_checkpoint | opt->act_offload) & ~1) {

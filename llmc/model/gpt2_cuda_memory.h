@@ -13,12 +13,24 @@
 extern "C" {
 #endif
 
+// The attention's path (--cudnn).
+enum {
+    GPT2_CUDNN_OFF = 0,      // the fallback kernels
+    GPT2_CUDNN_ON = 1,       // cuDNN, its deterministic backward
+    GPT2_CUDNN_ATOMIC = 2,   // cuDNN, its backward allowed to add dQ's parts atomically
+};
+
+// How the trainers name an attention path in their logs.
+static inline const char *gpt2_cuda_attention_name(int use_cudnn) {
+    return use_cudnn == GPT2_CUDNN_ATOMIC ? "cuDNN (atomic dQ)" : use_cudnn ? "cuDNN" : "plain kernels";
+}
+
 typedef struct {
     int recompute;  // 0: keep all activations; 1: recompute the MLP's GELU output in
                     // backward; 2: also the two LayerNorm outputs of each block
-    int use_cudnn;  // 1: cuDNN flash attention when it supports the shape; 0: fallback kernels.
-                    // Everything else is bit-reproducible; cuDNN's backward is too only with
-                    // LLMC_CUDNN_DETERMINISTIC=1 (else it may accumulate dQ atomically).
+    int use_cudnn;  // GPT2_CUDNN_*: cuDNN flash attention when it supports the shape, with
+                    // its deterministic backward (as every other kernel: the same bits every
+                    // run) or its atomic one (faster); or the fallback kernels.
     uint64_t seed;  // stochastic rounding of the bf16 parameters
     int external_params; // 1: a parameter manager (ZeRO) owns parameters, optimizer state
                          // and gradients: build allocates none of them (host_params may
@@ -100,13 +112,14 @@ typedef struct {
 // then cudnn_workspace its workspace bytes (attention_cudnn_prepare's, or a prediction).
 void gpt2_cuda_memory(const GPT2Config *c, int B, int T, const GPT2CudaOptions *opt, int use_cudnn,
                       size_t cudnn_workspace, GPT2CudaMemory *out);
-// Without cuDNN at hand: the workspace attention_cudnn_prepare would report, but for the
-// engine's own plan workspace (only cuDNN knows it; taken as 0).
-size_t gpt2_cuda_cudnn_workspace_estimate(const GPT2Config *c, int B, int T);
+// Without cuDNN at hand: the workspace attention_cudnn_prepare would report for use_cudnn
+// (GPT2_CUDNN_ON or _ATOMIC), but for the engine's own plan workspace (only cuDNN knows it;
+// taken as 0).
+size_t gpt2_cuda_cudnn_workspace_estimate(const GPT2Config *c, int B, int T, int use_cudnn);
 
 // 0 when gpt2_cuda_build accepts the config and batch shape; else -1 with the reason in err.
 int gpt2_cuda_check_shape(const GPT2Config *c, int B, int T, char *err, size_t errlen);
-// 0 when the options fit the config (recompute 0-2, act flags 0 or 1, act_offload only with
+// 0 when the options fit the config (recompute 0-2, use_cudnn 0-2, act flags 0 or 1, act_offload only with
 // act_checkpoint, tiles dividing C with C/K a multiple of 8, vocabulary tiles dividing Vp with
 // Vp/KV a multiple of 8, micro_grads 0 or 1 and not with external_params); else -1 with the
 // reason in err.

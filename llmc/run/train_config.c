@@ -473,8 +473,9 @@ static const Flag flags[] = {
     {"-pp", NULL, "N", V_INT, NO_FIELD, 0, 0, -1, 0, 0, NULL, refuse_multinode},
     {"-pf", NULL, "N", V_INT, NO_FIELD, 0, 0, -1, 0, 0, NULL, refuse_multinode},
     HEADING(FOR_ALL, 16, NULL),
-    {"--cudnn", NULL, "0|1", V_INT, AT(use_cudnn), 0, 1, -1, FOR_CUDA, 0,
-     "cuDNN flash attention (1) or plain kernels (0) (default %s)", NULL},
+    {"--cudnn", NULL, "0|1|2", V_INT, AT(use_cudnn), 0, 2, -1, FOR_CUDA, 0,
+     "attention by cuDNN with its deterministic backward (1), cuDNN with its faster atomic backward, whose bits "
+     "vary run to run (2), or plain kernels (0) (default %s)", NULL},
     {"--seed", NULL, "N", V_U64, AT(seed), 0, 0, -1, FOR_ALL, 0,
      "seed of init, data order and sampling, 0 to 2^63-1 (default %s)", NULL},
     {"--shuffle", NULL, "0|1", V_INT, AT(shuffle), 0, 1, -1, FOR_ALL, 0,
@@ -971,8 +972,8 @@ void train_config_check(TrainConfig *c, const char *flavour) {
         exit(1);
     }
     if (c->use_cudnn != 1 && !flavour_cuda(flavour)) {
-        fprintf(stderr, "error: --cudnn 0 is the CUDA trainers' (their attention kernels); the CPU trainer's attention "
-                "is its own\n");
+        fprintf(stderr, "error: --cudnn %d is the CUDA trainers' (their attention kernels); the CPU trainer's "
+                "attention is its own\n", c->use_cudnn);
         exit(1);
     }
     // ZeRO++'s switches (the plugin checks them too; here they fail before any work)

@@ -65,7 +65,8 @@ typedef struct {
     uint64_t seed;              // --seed
     int shuffle;                // --shuffle (train data order)
     int recompute;              // -r (CUDA): 0 none, 1 GELU, 2 whole MLP/LN inputs
-    int use_cudnn;              // --cudnn (CUDA): 1 cuDNN flash attention, 0 plain kernels
+    int use_cudnn;              // --cudnn (CUDA), gpt2_cuda_memory.h's GPT2_CUDNN_*: 1 cuDNN, its deterministic
+                                // backward; 2 cuDNN, its atomic backward; 0 plain kernels
     int micro_grads;            // --micro-grads (CPU, train_gpt2cu): each micro-batch's gradient in a buffer of its own
     int lr_schedule;            // -k: TRAIN_LR_COSINE, _LINEAR, _CONSTANT, _WSD (llm.c's schedulers.h)
     int ckpt_keep;              // -nk: checkpoints kept on disk (0: all)

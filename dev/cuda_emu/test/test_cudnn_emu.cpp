@@ -537,6 +537,59 @@ static void test_matmul(cudnnDataType_t out_dt) {
           worst);
 }
 
+// A matmul into an fp32 tensor in memory that the graph reads again (the SDPA backward's dQ
+// accumulator) adds its tiles along K atomically, in an order that changes from execution to
+// execution: close to the reference every time, not the same bits every time. The same
+// matmul with nothing reading its output gives the same bits every time. Before cuDNN 9.6
+// the accumulator starts from what it held (the caller zeroes it), from 9.6 from zero.
+static void test_accumulator() {
+    const int64_t M = 4, K = 256, N = 3;
+    const Dims ad = {1, 1, M, K}, bd = {1, 1, K, N}, cd = {1, 1, M, N};
+    std::vector<float> av = randoms((size_t)(M * K), -1, 1), bv = randoms((size_t)(K * N), -1, 1);
+    void *pa = dev_from(F32, av), *pb = dev_from(F32, bv);
+    for (int accum = 0; accum < 2; accum++) {
+        Graph g;
+        Desc a = tensor(g, 1, F32, ad, packed(ad)), b = tensor(g, 2, F32, bd, packed(bd));
+        Desc c = tensor(g, 3, F32, cd, packed(cd));
+        matmul(g, a, b, c);
+        if (accum) pointwise(g, CUDNN_POINTWISE_IDENTITY, c, nullptr, nullptr, tensor(g, 4, F32, cd, packed(cd)));
+        make_plan(g);
+        CHECK(g.ok(), "accumulator graph %d: %s at %s", accum, sname(g.status), g.where.c_str());
+        void *pc = dev((size_t)(M * N), F32), *py = dev((size_t)(M * N), F32), *ws = dev((size_t)g.workspace + 4, F32);
+        std::vector<float> first;
+        int differ = 0;
+        double worst = 0;
+        for (int run = 0; run < 6; run++) {
+            CHECK(cudaMemset(pc, 0, (size_t)(M * N) * 4) == cudaSuccess, "zeroing the accumulator");
+            std::vector<int64_t> uids = {1, 2, 3};
+            std::vector<void *> ptrs = {pa, pb, pc};
+            if (accum) uids.push_back(4), ptrs.push_back(py);
+            CHECK(execute(g.plan, uids, ptrs, ws) == CUDNN_STATUS_SUCCESS, "accumulator graph %d runs", accum);
+            std::vector<float> y = host_from(F32, accum ? py : pc, (size_t)(M * N));
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t n = 0; n < N; n++) {
+                    double r = 0;
+                    for (int64_t k = 0; k < K; k++) r += (double)av[m * K + k] * bv[k * N + n];
+                    worst = fmax(worst, fabs(y[m * N + n] - r) / 1e-4);
+                }
+            if (run == 0) first = y;
+            else differ += memcmp(first.data(), y.data(), y.size() * 4) != 0;
+        }
+        CHECK(worst <= 1.0, "accumulator graph %d differs from the reference: %.2f x tolerance", accum, worst);
+        if (accum) CHECK(differ > 0, "the accumulator gave the same bits in all 6 executions");
+        else CHECK(differ == 0, "a matmul into memory nothing reads again changed bits in %d of 5 executions", differ);
+        if (accum) {   // cuDNN 9.5: adds to what the accumulator holds
+            std::vector<float> ones((size_t)(M * N), 1.0f);
+            CHECK(cudaMemcpy(pc, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess, "ones");
+            setenv("CUDA_EMU_CUDNN_VERSION", "90500", 1);
+            CHECK(execute(g.plan, {1, 2, 3, 4}, {pa, pb, pc, py}, ws) == CUDNN_STATUS_SUCCESS, "9.5 runs");
+            std::vector<float> y = host_from(F32, py, (size_t)(M * N));   // the execution read the version
+            unsetenv("CUDA_EMU_CUDNN_VERSION");
+            CHECK(fabs(y[0] - 1.0f - first[0]) < 1e-3, "cuDNN 9.5's accumulator: %g, expected 1 + %g", y[0], first[0]);
+        }
+    }
+}
+
 static double sigm(double x) { return 1 / (1 + exp(-x)); }
 
 // Reference pointwise, in double: y = op(x, b, t); backward modes get (dy, x).
@@ -1310,6 +1363,7 @@ int main() {
     test_plan_queries();
     test_matmul(F32);
     test_matmul(BF16);
+    test_accumulator();
     test_pointwise_modes();
     test_bf16_rounding();
     test_reductions();

@@ -219,7 +219,7 @@ else echo "SKIP --micro-grads memory: no /usr/bin/time"; fi
 # emulated; their code is the CPU trainer's outlier_step and gpt2_zero_step's veto)
 EMU=${EMU_DIR:-build/emu}
 if [ -x "$EMU/train_gpt2cu" ] && [ -x "$EMU/train_gpt2_zero" ]; then
-    export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1
+    export CUDA_EMU_QUIET=1
     emu=(-e d2c64h1t64 -b 2 -t 32 -v 0 -s 0)
     if timeout 900 "$EMU/train_gpt2cu" "${emu[@]}" -x 6 -k constant -l 1e-3 -u 3 -n 2 -nk 1 -o "$tmp/ecu" > "$tmp/ecu.txt" 2>&1; then
         lrs=$(sed -n 's/.* lr:\([^ ]*\).*/\1/p' "$tmp/ecu/main.log" | sort -u | tr '\n' ' ')

@@ -150,7 +150,7 @@ echo "checkpoints of format 1: refused naming the model file; zero_to_model stil
 # 4. the CUDA trainers emulated
 EMU=${EMU_DIR:-build/emu}
 if [ -x "$EMU/train_gpt2cu" ] && [ -x "$EMU/train_gpt2_zero" ]; then
-    export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=1 CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0
+    export CUDA_EMU_QUIET=1 OMP_NUM_THREADS=1 CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0
     emu=(-e d2c64h1t64 -b 2 -t 32 -v 0 -s 0 -l 1e-3 -d 128 -x 4 -n 2)
     # emu_pair NAME CMD... / RESUME_CMD...: the run, then a copy taken back to its checkpoint
     # of step 2 and resumed with the second command; both must end with the same model

@@ -23,6 +23,7 @@ expect_error "--world 8 sets the ranks --dry-run predicts" --world 8
 expect_error "--qwz-block sets the block of --qwz" -z 3 --qwz-block 64
 expect_error "give --trace FILE too" --trace-steps 2
 expect_error "--cudnn 0 is the CUDA trainers'" --cudnn 0
+expect_error "--cudnn 2 is the CUDA trainers'" --cudnn 2
 expect_error "-m 0 evaluates no validation batch" -m 0
 expect_error "-l 1e-50 is too small for a float (it would be 0)" -l 1e-50
 expect_error "--grad-clip 1e-46 is too small for a float" --grad-clip 1e-46

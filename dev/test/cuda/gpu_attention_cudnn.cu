@@ -12,6 +12,8 @@
 // slots of dqkv (B, T, 3, NH, HS). Errors are max |gpu - ref| / max |ref| over each tensor (stats:
 // absolute error over max(1, max |ref|)); bf16 outputs and bf16 P / dS inside the fused kernels
 // make 2e-2 a comfortable bound. Outputs are pre-filled with NaN so an unwritten element fails.
+// Each shape runs the deterministic backward (the trainers' default), whose second run must
+// give the first's dqkv bit for bit; the first shape also runs the atomic one (--cudnn 2).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -150,12 +152,14 @@ static Err compare_bf16(const __nv_bfloat16 *gpu, const double *ref, size_t rows
     return e;
 }
 
-static void run_case(const char *name, int B, int T, int NH, int HS) {
+static void run_case(const char *shape, int B, int T, int NH, int HS, int atomic_dq) {
+    char name[96];
+    snprintf(name, sizeof(name), "%s%s", shape, atomic_dq ? " atomic dQ" : "");
     const int C = NH * HS;
     const size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C, n_stats = (size_t)B * NH * T;
 
     size_t ws_bytes = 0;
-    if (!attention_cudnn_prepare(B, T, NH, HS, &ws_bytes)) {
+    if (!attention_cudnn_prepare(B, T, NH, HS, atomic_dq, &ws_bytes)) {
         if (cudnnGetVersion() < 91501 && T % 128 != 0) {
             printf("case %s skipped: cuDNN %zu runtime needs T %% 128 == 0 for the fused backward\n", name,
                    (size_t)cudnnGetVersion());
@@ -203,8 +207,8 @@ static void run_case(const char *name, int B, int T, int NH, int HS) {
 
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    attention_cudnn_forward(d_out, d_stats, d_qkv, B, T, NH, HS, d_ws, stream);
-    attention_cudnn_backward(d_dqkv, d_dout, d_qkv, d_out, d_stats, B, T, NH, HS, d_ws, stream);
+    attention_cudnn_forward(d_out, d_stats, d_qkv, B, T, NH, HS, atomic_dq, d_ws, stream);
+    attention_cudnn_backward(d_dqkv, d_dout, d_qkv, d_out, d_stats, B, T, NH, HS, atomic_dq, d_ws, stream);
     CUDA_CHECK(cudaStreamSynchronize(stream));
     CUDA_CHECK(cudaGetLastError());
 
@@ -214,6 +218,23 @@ static void run_case(const char *name, int B, int T, int NH, int HS) {
     CUDA_CHECK(cudaMemcpy(g_out, d_out, n_out * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(g_dqkv, d_dqkv, n_qkv * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(g_stats, d_stats, n_stats * sizeof(float), cudaMemcpyDeviceToHost));
+    if (!atomic_dq) {   // the deterministic backward again, over a NaN-filled dqkv: the same bits
+        __nv_bfloat16 *again = (__nv_bfloat16 *)malloc_check(n_qkv * sizeof(__nv_bfloat16));
+        CUDA_CHECK(cudaMemsetAsync(d_dqkv, 0xFF, n_qkv * sizeof(__nv_bfloat16), stream));
+        attention_cudnn_backward(d_dqkv, d_dout, d_qkv, d_out, d_stats, B, T, NH, HS, 0, d_ws, stream);
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        CUDA_CHECK(cudaMemcpy(again, d_dqkv, n_qkv * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
+        size_t differ = 0;
+        for (size_t i = 0; i < n_qkv; i++) differ += memcmp(&again[i], &g_dqkv[i], sizeof(again[i])) != 0;
+        if (differ == 0) {
+            printf("PASS %s dqkv the same bits in a second backward\n", name);
+            g_passed++;
+        } else {
+            printf("FAIL %s dqkv: a second backward differs in %zu of %zu elements\n", name, differ, n_qkv);
+            g_failed++;
+        }
+        free(again);
+    }
 
     double *r_out = (double *)calloc_check(n_out, sizeof(double));
     double *r_lse = (double *)calloc_check(n_stats, sizeof(double));
@@ -280,7 +301,7 @@ int main(void) {
     if (!attention_cudnn_backward_ok(cudnnGetVersion())) {
         // a runtime with a known bad backward: prepare must refuse it (the model falls back)
         size_t ws = 0;
-        int refused = !attention_cudnn_prepare(2, 128, 4, 64, &ws);
+        int refused = !attention_cudnn_prepare(2, 128, 4, 64, 0, &ws);
         printf("%s cuDNN %zu refused by attention_cudnn_prepare (known bad bf16 backward)\n",
                refused ? "PASS" : "FAIL", (size_t)cudnnGetVersion());
         attention_cudnn_destroy();
@@ -288,16 +309,17 @@ int main(void) {
         return refused ? 0 : 1;
     }
 
-    run_case("B2_T64_NH4_HS64", 2, 64, 4, 64);
-    run_case("B4_T256_NH12_HS64", 4, 256, 12, 64);
-    run_case("B1_T1024_NH12_HS64", 1, 1024, 12, 64);
+    run_case("B2_T64_NH4_HS64", 2, 64, 4, 64, 0);
+    run_case("B2_T64_NH4_HS64", 2, 64, 4, 64, 1);
+    run_case("B4_T256_NH12_HS64", 4, 256, 12, 64, 0);
+    run_case("B1_T1024_NH12_HS64", 1, 1024, 12, 64, 0);
     // the heads of the larger models the GPU runs train (d48: 25 of 64; d50c4096h32: 32 of
     // 128), on a GPU only: on the emulated device the shapes above cover the same code
     if (strstr(prop.name, "CUDA emulator")) {
         printf("left out on the emulated device: B1_T1024_NH25_HS64, B1_T1024_NH32_HS128\n");
     } else {
-        run_case("B1_T1024_NH25_HS64", 1, 1024, 25, 64);
-        run_case("B1_T1024_NH32_HS128", 1, 1024, 32, 128);
+        run_case("B1_T1024_NH25_HS64", 1, 1024, 25, 64, 0);
+        run_case("B1_T1024_NH32_HS128", 1, 1024, 32, 128, 0);
     }
 
     attention_cudnn_destroy();

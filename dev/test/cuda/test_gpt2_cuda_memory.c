@@ -118,6 +118,8 @@ static void test_options_refused(void **state) {
     char err[256];
     const struct { GPT2CudaOptions o; const char *needle; } bad[] = {
         {{3, 0, 1, 0, 0, 0, 0, 0, 0}, "recompute 3"},
+        {{1, 3, 1, 0, 0, 0, 0, 0, 0}, "use_cudnn 3"},
+        {{1, -1, 1, 0, 0, 0, 0, 0, 0}, "use_cudnn -1"},
         {{1, 0, 1, 0, 0, 1, 0, 0, 0}, "needs act_checkpoint 1"},
         {{1, 0, 1, 0, 0, 0, 3, 0, 0}, "K = 3 do not divide the channels C = 64"},
         {{1, 0, 1, 0, 0, 0, 16, 0, 0}, "C/K = 4"},
@@ -130,8 +132,9 @@ static void test_options_refused(void **state) {
         assert_int_equal(gpt2_cuda_check_options(&c, &bad[i].o, err, sizeof(err)), -1);
         if (!strstr(err, bad[i].needle)) fail_msg("refusal %zu: '%s' lacks '%s'", i, err, bad[i].needle);
     }
-    const GPT2CudaOptions good = {2, 1, 1, 1, 1, 1, 8, 8, 0};
+    const GPT2CudaOptions good = {2, 1, 1, 1, 1, 1, 8, 8, 0}, atomic = {2, 2, 1, 1, 1, 1, 8, 8, 0};
     assert_int_equal(gpt2_cuda_check_options(&c, &good, err, sizeof(err)), 0);
+    assert_int_equal(gpt2_cuda_check_options(&c, &atomic, err, sizeof(err)), 0);
 }
 
 static void test_recompute_savings(void **state) {
@@ -149,19 +152,15 @@ static void test_recompute_savings(void **state) {
 }
 
 // cuDNN's workspace without cuDNN: the model's own part of the backward workspace (Dsum
-// rows, and the fp32 dQ accumulator unless LLMC_CUDNN_DETERMINISTIC), engine plan 0.
+// rows, and with --cudnn 2 the fp32 dQ accumulator of the atomic backward), engine plan 0.
 static void test_cudnn_workspace_estimate(void **state) {
     (void)state;
     const GPT2Config c = small_config();
     const int B = 3, T = 40;
     const size_t rows = (size_t)B * 4 * T;
-    unsetenv("LLMC_CUDNN_DETERMINISTIC");
-    assert_int_equal(gpt2_cuda_cudnn_workspace_estimate(&c, B, T), p256(rows * 4) + p256(rows * 16 * 4));
-    setenv("LLMC_CUDNN_DETERMINISTIC", "1", 1);
-    assert_int_equal(gpt2_cuda_cudnn_workspace_estimate(&c, B, T), p256(rows * 4));
-    setenv("LLMC_CUDNN_DETERMINISTIC", "0", 1);
-    assert_int_equal(gpt2_cuda_cudnn_workspace_estimate(&c, B, T), p256(rows * 4) + p256(rows * 16 * 4));
-    unsetenv("LLMC_CUDNN_DETERMINISTIC");
+    assert_int_equal(gpt2_cuda_cudnn_workspace_estimate(&c, B, T, GPT2_CUDNN_ON), p256(rows * 4));
+    assert_int_equal(gpt2_cuda_cudnn_workspace_estimate(&c, B, T, GPT2_CUDNN_ATOMIC),
+                     p256(rows * 4) + p256(rows * 16 * 4));
     // the layout attention_cudnn.cu binds: plan workspace, then Dsum, then dQ
     AttentionCudnnBwdWorkspace w = attention_cudnn_bwd_workspace(1000, B, T, 4, 16, 1);
     assert_int_equal(w.dsum_offset, 1024);

@@ -5,7 +5,8 @@
 #     rewritten into llm.c's format and refusing B=4 as a GPU out of memory would. The table
 #     must have every row with parsed numbers (steps 3, tok/s > 0, MFU, memory, losses),
 #     train_gpt2cu and train_gpt2_zero (-z 1, and -z 2 with --offload-optimizer cpu) agreeing
-#     with their reference (the same bits here: difference 0), the largest-B search stopping
+#     with their reference (the same bits here: difference 0), train_gpt2cu --cudnn 2 (cuDNN's
+#     atomic backward, its losses agreeing with llm.c's stand-in), the largest-B search stopping
 #     at the stand-in's first failure and going on for train_gpt2cu (B=4, then 6), and
 #     train_gpt2_zero -z 2 at 2 ranks with and without --fast-reduce (its losses agreeing
 #     with the default's, its tok/s set over the default's).
@@ -25,7 +26,7 @@ cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
 need_emu train_gpt2cu train_gpt2_zero
 [ -x build/model_bf16 ] || { echo "FAIL: build/model_bf16 not built (make build/model_bf16)"; exit 1; }
-export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=1 CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0
+export CUDA_EMU_QUIET=1 OMP_NUM_THREADS=1 CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0
 emu=$(realpath "$EMU")
 
 # 1. the benchmark in a tiny mode
@@ -67,6 +68,11 @@ check_row() {   # check_row LABEL B DIFF: ok, 3 steps, tok/s > 0, MFU, memory an
 }
 check_row "llm.c train_gpt2cu" 2 ""
 check_row "train_gpt2cu" 2 "0.00e+00 at step 1 of 3: agree"
+d=$(field "train_gpt2cu --cudnn 2 (atomic dQ)" 11); r=$(field "train_gpt2cu --cudnn 2 (atomic dQ)" 7)
+if [ "$(field "train_gpt2cu --cudnn 2 (atomic dQ)" 4)" = ok ] && [[ $d =~ ^[0-9.]+e[-+][0-9]+\ at\ step\ [0-9]+\ of\ 3:\ agree$ ]] &&
+   awk -v r="$r" 'BEGIN { exit !(r > 0) }' && grep -q "atomic dQ, workspace" "$tmp/vs/cu-atomic_d2c64h1t64_b2.txt"
+then ok "row 'train_gpt2cu --cudnn 2': cuDNN's atomic backward ran, ratio to llm.c $r, losses against llm.c: $d"
+else bad "row 'train_gpt2cu --cudnn 2': difference '$d', ratio '$r'"; fi
 check_row "train_gpt2_zero -z 1 (1 rank)" 2 "0.00e+00 at step 1 of 3: agree"
 check_row "train_gpt2_zero -z 2 --offload-optimizer cpu" 2 "0.00e+00 at step 1 of 3: agree"
 check_row "train_gpt2cu, largest B of: 4 6" 6 ""

@@ -21,7 +21,7 @@ EMU=build/emu-asan
 export ZERO_GPU_TEST_SMALL=1   # gpu_backend_ops's 1 GiB norm: in make test's own emulated run
 # the emulator keeps its streams and registry for the life of the process: no leak checks
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
-export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
+export CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
 # AddressSanitizer checks here, not the instrumented memory checks (no forced switches in this
 # build): blocks run one at a time, as fewer fibers cost ASan's fake stacks less.
 export CUDA_EMU_BLOCKS=1

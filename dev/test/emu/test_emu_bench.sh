@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
 need_emu bench_gpt2cu
 # one block at a time, no forced switches: this tests the benchmark, not the kernels
-export CUDA_EMU_QUIET=1 CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0 LLMC_CUDNN_DETERMINISTIC=1
+export CUDA_EMU_QUIET=1 CUDA_EMU_BLOCKS=1 CUDA_EMU_PREEMPT=0
 args=(-m d2c64h2 -B 2 -T 32 -s 1 -w 1)
 if ! "$EMU/bench_gpt2cu" "${args[@]}" -e both -k > "$tmp/both" 2>&1; then
     cat "$tmp/both"; bad "bench_gpt2cu -e both -k failed"; echo "$pass passed, $failn failed"; exit 1

@@ -22,7 +22,7 @@ set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
 need_emu test_nccl_emu gpu_zero_toy
-export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=1 NO_MPI=1
+export CUDA_EMU_QUIET=1 OMP_NUM_THREADS=1 NO_MPI=1
 shm_before=$(ls /dev/shm | grep -c '^cuda_emu_nccl_')
 
 # ranks_ok LOG NP: every rank printed "rank R: N passed, 0 failed"

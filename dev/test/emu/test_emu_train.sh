@@ -33,7 +33,7 @@ cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
 need_emu train_gpt2cu train_gpt2_zero
 [ -x ./train_gpt2 ] && [ -x build/model_diff ] || { echo "FAIL: train_gpt2 or build/model_diff not built"; exit 1; }
-export LLMC_CUDNN_DETERMINISTIC=1 CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
+export CUDA_EMU_QUIET=1 OMP_NUM_THREADS=2
 # The runs here compare bits between configurations (or streams): their kernels keep the
 # bounds, alignment and race checks (the race check on the first launch of each kernel,
 # block and grid shape), but run one block at a time without forced switches. Interleaved blocks and
@@ -92,6 +92,8 @@ for v in "" 91400; do
     spawn "dry$v" env CUDA_EMU_CUDNN_VERSION=$v "$EMU/train_gpt2_zero" "${dry[@]}" --dry-run --world 1 -o "$tmp/dry$v"
     spawn "live$v" env CUDA_EMU_CUDNN_VERSION=$v "$EMU/train_gpt2_zero" "${dry[@]}" -x 1 -o "$tmp/live$v"
 done
+spawn dry_atomic "$EMU/train_gpt2_zero" "${dry[@]}" --cudnn 2 --dry-run --world 1 -o "$tmp/dry_atomic"
+spawn live_atomic "$EMU/train_gpt2_zero" "${dry[@]}" --cudnn 2 -x 1 -o "$tmp/live_atomic"
 wait
 
 # 1. against the CPU reference (with validation at steps 0, 10 and 20: the CUDA trainer's
@@ -181,5 +183,14 @@ for v in "" 91400; do
     then ok "$what: the dry run predicts the live attention (plain: $plain_dry) and its activations, $a_dry bytes (live $a_live)"
     else bad "$what: predicted $a_dry bytes of activations (plain kernels: $plain_dry), live $a_live (fallback: $plain_live)"; fi
 done
+# --cudnn 2: cuDNN's atomic backward, whose fp32 dQ accumulator (B x T x C floats: 32 KiB) the
+# workspace holds besides the deterministic one's; the live run says it runs that variant
+if ran dry_atomic live_atomic dry; then
+    a_dry=$(act "$tmp/dry_atomic/zero_report.json") a_live=$(act "$tmp/live_atomic/zero_report.json") a_det=$(act "$tmp/dry/zero_report.json")
+    if [ $((a_dry - a_det)) = $((2 * 64 * 64 * 4)) ] && [ "$a_dry" -le "$a_live" ] && [ "$a_live" -lt $((a_dry + 1048576)) ] &&
+        grep -q "atomic dQ, workspace" "$tmp/live_atomic.log"
+    then ok "--cudnn 2: the atomic backward runs, the dry run predicts its accumulator ($a_dry - $a_det bytes) and the live activations ($a_live)"
+    else bad "--cudnn 2: predicted $a_dry bytes of activations (deterministic $a_det), live $a_live"; grep -m 2 attention_cudnn "$tmp/live_atomic.log"; fi
+fi
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
