@@ -32,6 +32,8 @@
 #              process's own runtime (the CUDA context, libraries, the data)]
 #   DEADLINE   [none]: seconds for the whole script; the trainer is stopped 10 s before, and
 #              the table has the steps it ran
+#   EXTRA      [none]: more trainer flags, for the dry run and the run (--act-checkpoint 1:
+#              dev/bench/offload_fit.sh's opt-ckpt rows)
 #   TRAINER    [./train_gpt2_zero]    LOGDIR [/tmp/offload_max]    OUT_MD [LOGDIR/offload_max.md]
 set -u
 case "${1:-}" in -h|--help) sed -n '2,/^set -/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
@@ -45,6 +47,8 @@ export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 NO_MPI=1
 args=(-e "$model" -b "$B" -t "$T" -d $((B * T * accum)) -z "$stage" --offload-optimizer "$off" -v 0 -s 0 -n 0)
 part=; [ "$ratio" = 1 ] || { args+=(--offload-optimizer-ratio "$ratio"); part=" --offload-optimizer-ratio $ratio"; }
 [ "$dpu" = 0 ] || { args+=(--dpu "$dpu"); part="$part --dpu $dpu"; }
+read -r -a extra <<< "${EXTRA:-}"
+[ ${#extra[@]} = 0 ] || { args+=("${extra[@]}"); part="$part ${extra[*]}"; }
 "$trainer" "${args[@]}" --dry-run --world 1 --gpu-mem "$gmem" --host-mem "$hmem" -o "$log/dry" > "$log/dry.txt" 2>&1
 dry_rc=$?
 mib() { sed -n "s/^rank 0 $1 bytes: .*total \([0-9.]*\) MiB.*/\1/p" "$log/dry.txt" | head -n 1; }

@@ -7,7 +7,7 @@
 # over the steps after the first are taken as numbers, and TFLOP/s is MFU x the peak; a
 # model export cut short by the stop leaves no temporary file behind; a trainer slow to exit
 # once stopped does not hold the row back; DPU=2 (--dpu 2) adds the seconds a step waited for
-# the delayed update to the row.
+# the delayed update to the row; EXTRA's flags reach the trainer and the row.
 set -u
 cd "$(dirname "$0")/../../.."
 source dev/test/emu/emu_common.sh
@@ -25,13 +25,14 @@ if [ $rc -eq 0 ] && [ "$status" = ok ] && [ "${params:-0}" -gt 3000000 ] && awk 
    [[ $gpu =~ $gpu_re ]] && [[ $host =~ $host_re ]] && [[ $opt =~ ^[0-9.]+,\ [0-9.]+$ ]]
 then ok "a run (a partial optimizer offload, ratio 0.01): $params parameters, $tok tok/s, GPU MiB (predicted, peak) $gpu, host MiB $host, zero_step and CPU AdamW s $opt"
 else bad "exit $rc, row: $row"; cat "$tmp/ok.txt"; fi
-env "${small[@]}" DPU=2 GPU_MEM=1G LOGDIR="$tmp/dpu" bash dev/gpu/offload_max.sh > "$tmp/dpu.txt" 2>&1
+env "${small[@]}" DPU=2 EXTRA="--act-checkpoint 1" GPU_MEM=1G LOGDIR="$tmp/dpu" bash dev/gpu/offload_max.sh > "$tmp/dpu.txt" 2>&1
 rc=$?
 row=$(grep "^| d2c64h1t64" "$tmp/dpu/offload_max.md")
 IFS='|' read -r _ model _ _ status _ _ _ _ _ _ opt _ <<< "$row"
-if [ $rc -eq 0 ] && [ "$(trim "$status")" = ok ] && [[ $model == *"--dpu 2"* ]] &&
-   [[ $(trim "$opt") =~ ^[0-9.]+,\ [0-9.]+,\ waited\ [0-9.]+\ \+\ [0-9.]+$ ]]
-then ok "DPU=2: the row names --dpu 2 and gives the waits for the delayed update ($(trim "$opt"))"
+if [ $rc -eq 0 ] && [ "$(trim "$status")" = ok ] && [[ $model == *"--dpu 2 --act-checkpoint 1"* ]] &&
+   [[ $(trim "$opt") =~ ^[0-9.]+,\ [0-9.]+,\ waited\ [0-9.]+\ \+\ [0-9.]+$ ]] &&
+   grep -q "recompute [0-9], checkpointed" "$tmp/dpu/run.txt"
+then ok "DPU=2 EXTRA=--act-checkpoint 1: the row names both, the run checkpoints, and the row gives the waits for the delayed update ($(trim "$opt"))"
 else bad "DPU=2: exit $rc, row: $row"; cat "$tmp/dpu.txt"; fi
 env "${small[@]}" GPU_MEM=10M LOGDIR="$tmp/small" bash dev/gpu/offload_max.sh > "$tmp/small.txt" 2>&1
 rc=$?
