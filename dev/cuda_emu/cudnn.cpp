@@ -1550,7 +1550,10 @@ void run_program(const Program &p, const std::vector<char *> &mem, std::vector<f
         case OP_POINTWISE: run_pointwise(step.op, out, in); break;
         case OP_MATMUL: {
             const TensorInfo &t = p.tensors[step.out];
-            run_matmul(in[0], in[1], out, !t.is_virtual && t.dtype == CUDNN_DATA_FLOAT && p.last_use[step.out] > (int)s);
+            bool read_later = false;   // by a later node of the graph: the accumulator
+            for (size_t l = s + 1; l < p.steps.size() && !read_later; l++)
+                for (int i : p.steps[l].in) read_later |= i == step.out;
+            run_matmul(in[0], in[1], out, !t.is_virtual && t.dtype == CUDNN_DATA_FLOAT && read_later);
             break;
         }
         case OP_REDUCTION: run_reduction(step.op, in[0], out); break;

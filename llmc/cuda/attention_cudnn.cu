@@ -668,10 +668,11 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, int atomic_dq, size_t 
     Entry *found = find_entry(B, T, NH, HS, atomic_dq);
     if (found) {
         found->refs++;
-        if (found->state == 1 && workspace_bytes)
+        if (found->state != 1) return 0;
+        if (workspace_bytes)
             *workspace_bytes =
                 found->fwd_workspace > found->bwd_workspace ? found->fwd_workspace : found->bwd_workspace;
-        return found->state == 1;
+        return found->dq_accumulator ? 2 : 1;
     }
     Entry *slot = nullptr;
     for (int i = 0; i < kMaxEntries && !slot; i++)
@@ -764,7 +765,10 @@ int attention_cudnn_prepare(int B, int T, int NH, int HS, int atomic_dq, size_t 
            "workspace %zu B; backward engine %lld, %s dQ, workspace %zu B)\n",
            B, T, NH, HS, version, (long long)plan_engine_index(*e.fwd), e.fwd_workspace,
            (long long)plan_engine_index(*e.bwd), e.dq_accumulator ? "atomic" : "deterministic", e.bwd_workspace);
-    return 1;
+    if (atomic_dq && !e.dq_accumulator)
+        printf("[attention_cudnn] B=%d T=%d NH=%d HS=%d: the atomic backward asked for is declined, the deterministic "
+               "one runs: %s\n", B, T, NH, HS, bwd_errors);
+    return e.dq_accumulator ? 2 : 1;
 }
 
 void attention_cudnn_forward(__nv_bfloat16 *out, float *stats, const __nv_bfloat16 *qkv, int B, int T, int NH,

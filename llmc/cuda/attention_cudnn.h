@@ -17,7 +17,9 @@
 #include <stddef.h>
 
 // Builds (or finds cached) forward and backward plans for this shape. Returns 1 when
-// cuDNN supports it on this GPU, 0 when not, or when the runtime cuDNN is one that
+// cuDNN supports it on this GPU with the deterministic backward, 2 with the atomic one
+// (only when atomic_dq asks for it: when cuDNN declines it, with a note, the deterministic
+// one runs and prepare returns 1), 0 when cuDNN cannot run the shape, or when the runtime cuDNN is one that
 // attention_cudnn_backward_ok() refuses (the caller falls back to plain kernels; the
 // reason, naming the version, is printed once). Sets *workspace_bytes to the largest workspace this shape
 // needs (forward or backward; 16-byte aligned device memory, may be shared by both calls

@@ -225,8 +225,9 @@ int gpt2_cuda_try_build(GPT2Cuda *m, const GPT2Config *config, const float *host
     m->use_cudnn = 0;
     if (m->opt.use_cudnn) {
         size_t ws = 0;
-        m->use_cudnn = attention_cudnn_prepare(B, T, NH, C / NH, m->opt.use_cudnn == GPT2_CUDNN_ATOMIC, &ws)
-                           ? m->opt.use_cudnn : GPT2_CUDNN_OFF;
+        // prepare's 1 and 2 (the backward it built) are GPT2_CUDNN_ON and _ATOMIC; the plans
+        // stay keyed by what was asked (atomic_dq)
+        m->use_cudnn = attention_cudnn_prepare(B, T, NH, C / NH, atomic_dq(m), &ws);
         m->cudnn_workspace_bytes = ws;
         m->att_shapes[0][0] = B, m->att_shapes[0][1] = T, m->num_att_shapes = 1;
     }

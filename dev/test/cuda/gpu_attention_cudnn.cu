@@ -159,7 +159,13 @@ static void run_case(const char *shape, int B, int T, int NH, int HS, int atomic
     const size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C, n_stats = (size_t)B * NH * T;
 
     size_t ws_bytes = 0;
-    if (!attention_cudnn_prepare(B, T, NH, HS, atomic_dq, &ws_bytes)) {
+    const int built = attention_cudnn_prepare(B, T, NH, HS, atomic_dq, &ws_bytes);
+    if (built && built != 1 + atomic_dq) {
+        printf("FAIL %s: attention_cudnn_prepare built the %s backward (returned %d)\n", name,
+               built == 2 ? "atomic" : "deterministic", built);
+        g_failed++;
+    }
+    if (!built) {
         if (cudnnGetVersion() < 91501 && T % 128 != 0) {
             printf("case %s skipped: cuDNN %zu runtime needs T %% 128 == 0 for the fused backward\n", name,
                    (size_t)cudnnGetVersion());
