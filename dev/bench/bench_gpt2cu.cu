@@ -7,9 +7,12 @@
 // or each in turn. -k: after each configuration, one more step timed by phase (forward,
 // backward, update) on the GPU, and the LayerNorm kernels alone at the model's shapes, with
 // the bytes they move per second against a device-to-device copy of the same size.
+// -c LIST: the attention paths to run, as the trainers' --cudnn: 0 plain kernels, 1 cuDNN with
+// its deterministic backward [default], 2 cuDNN with atomic dQ accumulation (llm.c's); "1,2"
+// runs each configuration with both, the price of deterministic attention.
 //
 //   ./bench_gpt2cu [-B batch] [-T seq] [-s timed steps] [-w warmup steps] [-m d12,d24c1024h16]
-//                  [-e on|off|both] [-k]
+//                  [-e on|off|both] [-c 0|1|2[,...]] [-k]
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +33,7 @@ static double now_seconds(void) {
 
 static void usage(const char *argv0) {
     fprintf(stderr, "usage: %s [-B batch] [-T seq] [-s timed steps] [-w warmup steps] [-m model[,model...]] "
-                    "[-e on|off|both] [-k]\n", argv0);
+                    "[-e on|off|both] [-c 0|1|2[,...]] [-k]\n", argv0);
     exit(EXIT_FAILURE);
 }
 
@@ -125,8 +128,8 @@ static void bench_parts(GPT2Cuda *m, const int *inputs, const int *targets, int 
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) CUDA_CHECK(cudaFree(bufs[i]));
 }
 
-static void bench(const char *desc, int B0, int T, int recompute, int fused, int parts, int steps, int warmup,
-                  double peak) {
+static void bench(const char *desc, int B0, int T, int recompute, int fused, int cudnn, int parts, int steps,
+                  int warmup, double peak) {
     GPT2Config c;
     char err[256];
     if (gpt2_config_from_descriptor(desc, &c, err, sizeof(err)) != 0) {
@@ -143,7 +146,7 @@ static void bench(const char *desc, int B0, int T, int recompute, int fused, int
     GPT2CudaOptions opt;
     memset(&opt, 0, sizeof(opt)); // external_params and any later field: off
     opt.recompute = recompute;
-    opt.use_cudnn = 1;
+    opt.use_cudnn = cudnn;
     opt.seed = 1;
     GPT2Cuda m;
     int B = B0;
@@ -199,6 +202,7 @@ static void bench(const char *desc, int B0, int T, int recompute, int fused, int
 
 int main(int argc, char **argv) {
     int B = 64, T = 1024, steps = 10, warmup = 3, parts = 0, fused_from = 1, fused_to = 1;
+    int cudnn[3] = {GPT2_CUDNN_ON}, ncudnn = 1;
     char models[256] = "d12,d24c1024h16";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-k")) {
@@ -218,6 +222,17 @@ int main(int argc, char **argv) {
             else if (!strcmp(e, "both")) fused_from = 1, fused_to = 0;
             else usage(argv[0]);
         }
+        else if (!strcmp(argv[i], "-c")) {
+            // a comma-separated list of --cudnn values
+            const char *p = argv[++i];
+            ncudnn = 0;
+            for (;;) {
+                if (*p < '0' || *p > '2' || ncudnn == 3) usage(argv[0]);
+                cudnn[ncudnn++] = *p++ - '0';
+                if (*p == '\0') break;
+                if (*p++ != ',') usage(argv[0]);
+            }
+        }
         else usage(argv[0]);
     }
     if (B <= 0 || T <= 0 || steps <= 0 || warmup < 0) usage(argv[0]);
@@ -236,6 +251,7 @@ int main(int argc, char **argv) {
     for (char *tok = strtok(models, ","); tok; tok = strtok(NULL, ","))
         for (int recompute = 0; recompute <= 2; recompute += 2)
             for (int fused = fused_from; fused >= fused_to; fused--)
-                bench(tok, B, T, recompute, fused, parts, steps, warmup, peak);
+                for (int a = 0; a < ncudnn; a++)
+                    bench(tok, B, T, recompute, fused, cudnn[a], parts, steps, warmup, peak);
     return 0;
 }

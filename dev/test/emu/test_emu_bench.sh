@@ -3,7 +3,8 @@
 # GPU's): -e both runs each configuration with cuBLASLt's fused epilogues and without them,
 # and the two must train the same (losses within bf16 noise) while only the unfused run
 # launches the separate GELU and bias-gradient kernels; -k adds the step's phases and the
-# LayerNorm kernels' table, every kernel time positive. On a device too small for the batch,
+# LayerNorm kernels' table, every kernel time positive; -c 1,2 runs each configuration with
+# cuDNN's deterministic and its atomic-dQ backward, training alike. On a device too small for the batch,
 # each model halves B until it fits.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -35,8 +36,15 @@ for k in "device-to-device copy" "layernorm_forward" "layernorm_backward" "layer
 done
 # the unfused path's own kernels: only where the epilogues are off (the GELU forward also
 # runs in the recompute, with or without them)
-for e in on off; do
-    CUDA_EMU_TRACE=1 "$EMU/bench_gpt2cu" "${args[@]}" -e "$e" > "$tmp/trace_$e" 2>&1 || bad "bench_gpt2cu -e $e failed"
+# (-e on also runs each configuration with both cuDNN backwards: -c 1,2)
+CUDA_EMU_TRACE=1 "$EMU/bench_gpt2cu" "${args[@]}" -e on -c 1,2 > "$tmp/trace_on" 2>&1 || bad "bench_gpt2cu -e on -c 1,2 failed"
+CUDA_EMU_TRACE=1 "$EMU/bench_gpt2cu" "${args[@]}" -e off > "$tmp/trace_off" 2>&1 || bad "bench_gpt2cu -e off failed"
+for rc in 0 2; do
+    d=$(grep "recompute $rc attention cuDNN  *epilogues" "$tmp/trace_on" | sed -E 's/.*loss ([0-9.]+).*/\1/')
+    a=$(grep "recompute $rc attention cuDNN (atomic dQ) epilogues" "$tmp/trace_on" | sed -E 's/.*loss ([0-9.]+).*/\1/')
+    if awk -v d="${d:-x}" -v a="${a:-y}" 'BEGIN { e = d - a; if (e < 0) e = -e; exit !(d + 0 > 0 && e <= 0.01 * d) }'; then
+        ok "-c 1,2, recompute $rc: a deterministic ($d) and an atomic-dQ ($a) run, losses within 1%"
+    else bad "-c 1,2, recompute $rc: no deterministic and atomic-dQ pair agreeing (${d:-?}, ${a:-?})"; fi
 done
 for kern in gelu_backward_inplace_kernel bias_grad_partial_kernel; do
     on=$(grep -c "kernel $kern\$" "$tmp/trace_on") off=$(grep -c "kernel $kern\$" "$tmp/trace_off")
@@ -51,5 +59,9 @@ if CUDA_EMU_MEM=110M "$EMU/bench_gpt2cu" -m d2c64h1t64,d2c64h2t64 -B 64 -T 64 -s
 else tail -n 3 "$tmp/small"; bad "110 MiB device: the halvings from B=64 did not end in 4 runs at B=2"; fi
 "$EMU/bench_gpt2cu" "${args[@]}" -e sideways > "$tmp/bad" 2>&1 && bad "-e sideways accepted" ||
     { grep -q "usage:" "$tmp/bad" && ok "-e sideways refused with the usage" || bad "-e sideways refused without the usage"; }
+for c in 3 1, 1,,2 x; do
+    "$EMU/bench_gpt2cu" "${args[@]}" -c "$c" > "$tmp/bad" 2>&1 && bad "-c $c accepted" ||
+        { grep -q "usage:" "$tmp/bad" && ok "-c $c refused with the usage" || bad "-c $c refused without the usage"; }
+done
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
