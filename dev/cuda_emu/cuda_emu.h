@@ -318,6 +318,13 @@ template <class T> inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *
 // thread calls the kernel with its own copy.
 
 namespace emu_dev {
+// Calls k with its parameters copied from the launch's record, as a CUDA thread's parameters
+// are the launch's bitwise copy. Not instrumented: the copy reads the launch's heap record,
+// which is no device memory, and every load the kernels' own code makes is checked (emu.mk).
+template <typename K, typename Params, size_t... I>
+__attribute__((no_sanitize_thread)) inline void call_kernel(K k, const Params &p, std::index_sequence<I...>) {
+    k(std::get<I>(p)...);
+}
 template <typename T> inline void note_ptr(emu::LaunchArg *out, int *n, const T &v) {
     if constexpr (std::is_pointer<T>::value) {
         out[*n].ptr = (const void *)v;
@@ -336,16 +343,10 @@ inline void emu_launch_kernel(void (*k)(P...), const char *name, const char *fil
     emu::LaunchArg ptrs[sizeof...(P) + 1];
     int nptrs = 0;
     std::apply([&](const auto &...v) { (emu_dev::note_ptr(ptrs, &nptrs, v), ...); }, *params);
-    // Each CUDA thread's copy of the parameters is a bitwise one (as the launch's copy to the
-    // device is), by memcpy: not a checked access of the launch's heap record, which is no
-    // device memory (every load of the kernels' code is checked: emu.mk).
-    using Params = std::tuple<typename std::decay<P>::type...>;
+    // Each CUDA thread's parameters are k's by-value copy of the record (call_kernel) and no
+    // other: a batched kernel's 2.6 KB table, copied per CUDA thread, costs more than its work
     emu_dev::launch((const void *)k, name, file, line, grid, block, smem, stream, ptrs, nptrs, [k, params]() {
-        alignas(Params) unsigned char own[sizeof(Params)];
-        memcpy(own, params.get(), sizeof(Params));
-        // by reference: k's own by-value parameters are the only other copy (a 2.6 KB table
-        // copied once more per CUDA thread costs more than the thread's work)
-        std::apply([k](auto &...v) { k(v...); }, *reinterpret_cast<Params *>(own));
+        emu_dev::call_kernel(k, *params, std::index_sequence_for<P...>{});
     });
 }
 #endif

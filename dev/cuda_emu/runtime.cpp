@@ -437,6 +437,9 @@ struct Stream {
     bool running = false;
     std::string doing;            // what the worker is on, for hang reports
     std::thread worker;
+    // the idle worker's wake-up: work queued or the stream destroyed (g_cv wakes everything
+    // else; an idle stream's worker need not wake at every op another stream finishes)
+    std::condition_variable work_cv;
     VClock vc, done_vc;           // at the running op; after the last finished one
     uint64_t jitter_n = 0;
     bool slow = false;            // CUDA_EMU_SLOW chose it
@@ -546,6 +549,7 @@ static std::vector<std::string> &g_loading = *new std::vector<std::string>;   //
 // host functions: one callback thread, FIFO
 struct HostCall { cudaHostFn_t fn; void *arg; bool done; std::string stream; };
 static std::deque<HostCall *> &g_cb_q = *new std::deque<HostCall *>;
+static std::condition_variable &g_cb_cv = *new std::condition_variable;   // a call queued
 static std::thread g_cb_thread;
 
 static double now_ms() {
@@ -558,7 +562,7 @@ static void callback_thread() {
     t_in_host_fn = true;
     std::unique_lock<std::mutex> lk(g_mu);
     for (;;) {
-        g_cv.wait(lk, [] { return !g_cb_q.empty(); });
+        g_cb_cv.wait(lk, [] { return !g_cb_q.empty(); });
         HostCall *c = g_cb_q.front();
         lk.unlock();
         c->fn(c->arg);
@@ -591,7 +595,7 @@ static void jitter_sleep(Stream *s) {
 static void worker(Stream *s) {
     std::unique_lock<std::mutex> lk(g_mu);
     for (;;) {
-        g_cv.wait(lk, [s] { return !s->q.empty() || s->destroyed; });
+        s->work_cv.wait(lk, [s] { return !s->q.empty() || s->destroyed; });
         if (s->q.empty()) break;   // destroyed and drained
         Op &op = s->q.front();
         if (op.hold) g_cv.wait(lk, [&op] { return op.hold->done; });
@@ -619,7 +623,7 @@ static void worker(Stream *s) {
             if (g_sticky.load() == cudaSuccess) {
                 HostCall c{op.fn, op.arg, false, op.what};
                 g_cb_q.push_back(&c);
-                g_cv.notify_all();
+                g_cb_cv.notify_one();
                 g_cv.wait(lk, [&c] { return c.done; });
             }
         } else {
@@ -742,6 +746,7 @@ static void push(Stream *s, Op op) {   // g_mu held
             r->stream = o;
             r->seq = ++o->queued;
             o->q.push_back(Op(OP_RECORD, "record for the legacy stream", nullptr, r));
+            o->work_cv.notify_one();
             s->queued++;
             s->q.push_back(Op(OP_WAIT, "legacy stream waits for stream " + std::to_string(o->id), nullptr, r));
         }
@@ -751,6 +756,7 @@ static void push(Stream *s, Op op) {   // g_mu held
         r->stream = g_legacy;
         r->seq = ++g_legacy->queued;
         g_legacy->q.push_back(Op(OP_RECORD, "record for a blocking stream", nullptr, r));
+        g_legacy->work_cv.notify_one();
         s->queued++;
         s->q.push_back(Op(OP_WAIT, "wait for the legacy stream", nullptr, r));
     }
@@ -761,7 +767,7 @@ static void push(Stream *s, Op op) {   // g_mu held
     }
     op.host = t_host_vc;
     s->q.push_back(std::move(op));
-    g_cv.notify_all();
+    s->work_cv.notify_one();   // nothing else waits for work to be queued
 }
 
 static cudaError_t enqueue_op(cudaStream_t h, const char *what, std::function<void()> work, bool observed) {
@@ -1247,7 +1253,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t h) {
     Stream *s = stream_of(h);
     if (!s || s->legacy) return ret(cudaErrorInvalidResourceHandle);
     s->destroyed = true;
-    g_cv.notify_all();
+    s->work_cv.notify_one();
     return cudaSuccess;
 }
 
