@@ -17,14 +17,16 @@ if ! "$EMU/bench_gpt2cu" "${args[@]}" -e both -k > "$tmp/both" 2>&1; then
     cat "$tmp/both"; bad "bench_gpt2cu -e both -k failed"; echo "$pass passed, $failn failed"; exit 1
 fi
 cat "$tmp/both"
+loss_of() { grep "$1" "$2" | sed -E 's/.*loss ([0-9.]+).*/\1/'; }   # loss_of PATTERN FILE: a result line's loss
+within_1pct() { awk -v x="${1:-x}" -v y="${2:-y}" 'BEGIN { d = x - y; if (d < 0) d = -d; exit !(x + 0 > 0 && d <= 0.01 * x) }'; }
 for rc in 0 2; do
     for e in fused apart; do
         n=$(grep -c "recompute $rc attention .* epilogues $e " "$tmp/both")
         [ "$n" = 1 ] && ok "recompute $rc, epilogues $e: one result line" || bad "recompute $rc, epilogues $e: $n result lines"
     done
-    f=$(grep "recompute $rc attention .* epilogues fused " "$tmp/both" | sed -E 's/.*loss ([0-9.]+).*/\1/')
-    a=$(grep "recompute $rc attention .* epilogues apart " "$tmp/both" | sed -E 's/.*loss ([0-9.]+).*/\1/')
-    if awk -v f="${f:-x}" -v a="${a:-y}" 'BEGIN { d = f - a; if (d < 0) d = -d; exit !(f + 0 > 0 && d <= 0.01 * f) }'; then
+    f=$(loss_of "recompute $rc attention .* epilogues fused " "$tmp/both")
+    a=$(loss_of "recompute $rc attention .* epilogues apart " "$tmp/both")
+    if within_1pct "$f" "$a"; then
         ok "recompute $rc: the losses fused ($f) and apart ($a) agree within 1%"
     else bad "recompute $rc: the losses fused (${f:-?}) and apart (${a:-?}) differ by more than 1%"; fi
 done
@@ -40,9 +42,9 @@ done
 CUDA_EMU_TRACE=1 "$EMU/bench_gpt2cu" "${args[@]}" -e on -c 1,2 > "$tmp/trace_on" 2>&1 || bad "bench_gpt2cu -e on -c 1,2 failed"
 CUDA_EMU_TRACE=1 "$EMU/bench_gpt2cu" "${args[@]}" -e off > "$tmp/trace_off" 2>&1 || bad "bench_gpt2cu -e off failed"
 for rc in 0 2; do
-    d=$(grep "recompute $rc attention cuDNN  *epilogues" "$tmp/trace_on" | sed -E 's/.*loss ([0-9.]+).*/\1/')
-    a=$(grep "recompute $rc attention cuDNN (atomic dQ) epilogues" "$tmp/trace_on" | sed -E 's/.*loss ([0-9.]+).*/\1/')
-    if awk -v d="${d:-x}" -v a="${a:-y}" 'BEGIN { e = d - a; if (e < 0) e = -e; exit !(d + 0 > 0 && e <= 0.01 * d) }'; then
+    d=$(loss_of "recompute $rc attention cuDNN  *epilogues" "$tmp/trace_on")
+    a=$(loss_of "recompute $rc attention cuDNN (atomic dQ) epilogues" "$tmp/trace_on")
+    if within_1pct "$d" "$a"; then
         ok "-c 1,2, recompute $rc: a deterministic ($d) and an atomic-dQ ($a) run, losses within 1%"
     else bad "-c 1,2, recompute $rc: no deterministic and atomic-dQ pair agreeing (${d:-?}, ${a:-?})"; fi
 done
